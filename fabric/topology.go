@@ -1,0 +1,91 @@
+// Package fabric is mrlab's emulated Ethernet/IP fabric: links that serialize
+// at their rate, queue, mark ECN and apply netem-style impairments; switches
+// that route by destination prefix and spread over equal-cost ports with an
+// ECMP hash of the 5-tuple; topology builders; failures; counters.
+//
+// The fabric reads IPv4 and UDP headers only. It knows nothing of MetaRoCE.
+package fabric
+
+import (
+	"net/netip"
+
+	"github.com/mrlab/mrlab/internal/sim"
+)
+
+// Topology is a complete, explicit description of a fabric: its hosts,
+// switches and links. Builders (LeafSpine, BackToBack, FatTree) produce one;
+// lab files may also spell one out. Build turns it into a running Network.
+type Topology struct {
+	Name     string
+	Planes   int
+	Hosts    []Host
+	Switches []Switch
+	Links    []Link
+}
+
+// Host is an end host. It has one NIC port per plane (Ports), all sharing
+// the host's one address: the NIC picks the plane by picking the port.
+type Host struct {
+	Name  string
+	Addr  netip.Addr
+	Ports int
+}
+
+// Switch is a switch in one plane.
+type Switch struct {
+	Name  string
+	Plane int
+	// Role is descriptive ("leaf", "spine", "agg", "core", "tor").
+	Role string
+}
+
+// Endpoint names one side of a link: a node (host or switch) and its port.
+type Endpoint struct {
+	Node string
+	Port int
+}
+
+// Link is a full-duplex link. Each direction is its own queue and server
+// with the same parameters (per-direction overrides are set after Build).
+type Link struct {
+	Name   string
+	A, B   Endpoint
+	Params LinkParams
+}
+
+// LinkParams configure one direction of a link.
+type LinkParams struct {
+	// Rate in bits per second. Serialization of n bytes takes n*8/Rate s.
+	Rate float64
+	// Delay is the propagation delay.
+	Delay sim.Time
+	// QueueBytes is the drop-tail queue capacity in bytes.
+	QueueBytes int
+	// ECN configures marking at this direction's egress queue.
+	ECN ECNConfig
+	// Impair is the netem-style impairment applied to this direction.
+	Impair Impairment
+}
+
+// ECNMode selects how a queue marks ECN-capable packets.
+type ECNMode uint8
+
+// ECN marking modes.
+const (
+	ECNOff  ECNMode = iota
+	ECNStep         // mark CE when the instantaneous queue exceeds K bytes (DCTCP)
+	ECNRED          // mark with probability rising from 0 at Min to PMax at Max, then 1
+)
+
+// ECNConfig configures ECN marking. Only ECT(0)/ECT(1) packets are marked.
+type ECNConfig struct {
+	Mode ECNMode
+	// K is the step threshold in bytes (ECNStep).
+	K int
+	// Min, Max (bytes) and PMax (0..1) are RED's thresholds (ECNRED).
+	Min, Max int
+	PMax     float64
+	// Weight is RED's EWMA weight for the averaged queue; 0 means use the
+	// instantaneous queue.
+	Weight float64
+}

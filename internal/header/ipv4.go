@@ -1,0 +1,180 @@
+// Package header has byte-slice views of the IPv4 and UDP headers that the
+// fabric and the NICs read and write. A view is a []byte: accessors read the
+// field in place, setters write it, nothing is copied or allocated. Callers
+// check the length once (with Valid or the Min sizes) before using a view.
+package header
+
+import (
+	"encoding/binary"
+	"errors"
+	"net/netip"
+)
+
+// Sizes and protocol numbers.
+const (
+	IPv4MinSize     = 20
+	UDPSize         = 8
+	IPv4ProtoUDP    = 17
+	IPv4ProtoTCP    = 6
+	IPv4ProtoICMP   = 1
+	ipv4VersionIHL  = 0x45
+	ipv4DefaultTTL  = 64
+	ipv4FlagDF      = 0x4000
+	ipv4ChecksumOff = 10
+)
+
+// ECN codepoints (RFC 3168), the two low bits of the IPv4 TOS byte.
+const (
+	ECNNotECT uint8 = 0
+	ECNECT1   uint8 = 1
+	ECNECT0   uint8 = 2
+	ECNCE     uint8 = 3
+)
+
+// Errors from Validate.
+var (
+	ErrTruncated = errors.New("truncated header")
+	ErrVersion   = errors.New("not IPv4")
+	ErrChecksum  = errors.New("bad IPv4 header checksum")
+	ErrLength    = errors.New("length field disagrees with packet")
+)
+
+// IPv4 is a view of an IPv4 header at the start of a packet.
+type IPv4 []byte
+
+// Validate checks that b holds a complete IPv4 header with a correct
+// checksum and a total length that fits in b.
+func (b IPv4) Validate() error {
+	if len(b) < IPv4MinSize {
+		return ErrTruncated
+	}
+	if b[0]>>4 != 4 {
+		return ErrVersion
+	}
+	hl := int(b[0]&0xf) * 4
+	if hl < IPv4MinSize || len(b) < hl {
+		return ErrTruncated
+	}
+	if tl := int(b.TotalLength()); tl < hl || tl > len(b) {
+		return ErrLength
+	}
+	if Checksum(b[:hl], 0) != 0xffff {
+		return ErrChecksum
+	}
+	return nil
+}
+
+// HeaderLength returns the header length in bytes.
+func (b IPv4) HeaderLength() int { return int(b[0]&0xf) * 4 }
+
+// TOS returns the type-of-service byte (DSCP and ECN).
+func (b IPv4) TOS() uint8 { return b[1] }
+
+// ECN returns the ECN codepoint.
+func (b IPv4) ECN() uint8 { return b[1] & 3 }
+
+// SetECN rewrites the ECN codepoint and updates the checksum incrementally
+// (RFC 1624), as a switch does when it marks CE.
+func (b IPv4) SetECN(ecn uint8) {
+	old := binary.BigEndian.Uint16(b[0:2])
+	b[1] = b[1]&^3 | ecn&3
+	b.updateChecksum(old, binary.BigEndian.Uint16(b[0:2]))
+}
+
+// TotalLength returns the total length field.
+func (b IPv4) TotalLength() uint16 { return binary.BigEndian.Uint16(b[2:4]) }
+
+// ID returns the identification field.
+func (b IPv4) ID() uint16 { return binary.BigEndian.Uint16(b[4:6]) }
+
+// TTL returns the time-to-live.
+func (b IPv4) TTL() uint8 { return b[8] }
+
+// DecTTL decrements the TTL and fixes the checksum. It returns the new TTL.
+func (b IPv4) DecTTL() uint8 {
+	old := binary.BigEndian.Uint16(b[8:10])
+	b[8]--
+	b.updateChecksum(old, binary.BigEndian.Uint16(b[8:10]))
+	return b[8]
+}
+
+// Protocol returns the protocol number.
+func (b IPv4) Protocol() uint8 { return b[9] }
+
+// HeaderChecksum returns the header checksum field.
+func (b IPv4) HeaderChecksum() uint16 { return binary.BigEndian.Uint16(b[10:12]) }
+
+// Src returns the source address.
+func (b IPv4) Src() netip.Addr { return netip.AddrFrom4([4]byte(b[12:16])) }
+
+// Dst returns the destination address.
+func (b IPv4) Dst() netip.Addr { return netip.AddrFrom4([4]byte(b[16:20])) }
+
+// SrcU32 returns the source address as a big-endian integer (for hashing
+// and prefix matching without netip).
+func (b IPv4) SrcU32() uint32 { return binary.BigEndian.Uint32(b[12:16]) }
+
+// DstU32 returns the destination address as a big-endian integer.
+func (b IPv4) DstU32() uint32 { return binary.BigEndian.Uint32(b[16:20]) }
+
+// Payload returns the bytes after the header, up to the total length.
+func (b IPv4) Payload() []byte { return b[b.HeaderLength():b.TotalLength()] }
+
+// IPv4Fields are the fields Encode writes; the rest get fixed values (no
+// options, DF set, no fragmentation).
+type IPv4Fields struct {
+	TOS         uint8
+	TotalLength uint16
+	ID          uint16
+	TTL         uint8 // 0 means 64
+	Protocol    uint8
+	Src, Dst    netip.Addr
+}
+
+// Encode writes a 20-byte header with its checksum. b must be at least
+// IPv4MinSize long.
+func (b IPv4) Encode(f *IPv4Fields) {
+	b[0] = ipv4VersionIHL
+	b[1] = f.TOS
+	binary.BigEndian.PutUint16(b[2:], f.TotalLength)
+	binary.BigEndian.PutUint16(b[4:], f.ID)
+	binary.BigEndian.PutUint16(b[6:], ipv4FlagDF)
+	ttl := f.TTL
+	if ttl == 0 {
+		ttl = ipv4DefaultTTL
+	}
+	b[8] = ttl
+	b[9] = f.Protocol
+	b[10], b[11] = 0, 0
+	s, d := f.Src.As4(), f.Dst.As4()
+	copy(b[12:16], s[:])
+	copy(b[16:20], d[:])
+	binary.BigEndian.PutUint16(b[10:], ^Checksum(b[:IPv4MinSize], 0))
+}
+
+// updateChecksum applies RFC 1624 eqn. 3: HC' = ~(~HC + ~m + m').
+func (b IPv4) updateChecksum(old, new uint16) {
+	hc := binary.BigEndian.Uint16(b[ipv4ChecksumOff:])
+	sum := uint32(^hc) + uint32(^old) + uint32(new)
+	for sum>>16 != 0 {
+		sum = sum&0xffff + sum>>16
+	}
+	binary.BigEndian.PutUint16(b[ipv4ChecksumOff:], ^uint16(sum))
+}
+
+// Checksum returns the 16-bit ones'-complement sum of b added to initial
+// (not complemented). A header with a correct checksum sums to 0xffff.
+func Checksum(b []byte, initial uint32) uint16 {
+	sum := initial
+	for len(b) >= 2 {
+		sum += uint32(b[0])<<8 | uint32(b[1])
+		b = b[2:]
+	}
+	if len(b) == 1 {
+		sum += uint32(b[0]) << 8
+	}
+	for sum>>16 != 0 {
+		sum = sum&0xffff + sum>>16
+	}
+	return uint16(sum)
+}

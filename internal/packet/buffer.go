@@ -1,0 +1,176 @@
+// Package packet holds mrlab's packet buffers: byte slices with headroom so
+// headers are prepended without copying, an embedded timer so a packet can
+// be scheduled (propagation, jitter) without allocating, and a free list so
+// steady-state forwarding allocates nothing.
+package packet
+
+import (
+	"fmt"
+
+	"github.com/mrlab/mrlab/internal/sim"
+)
+
+// Headroom is the room reserved in front of a packet for headers prepended
+// later (UDP, IPv4, and a capture's link-layer header). 128 bytes covers the
+// largest stack mrlab builds with room to spare.
+const Headroom = 128
+
+// MaxSize is the largest packet (IPv4 header included) a buffer holds. It
+// matches a 9000-byte jumbo MTU plus slack; the MetaRoCE default of 4096-byte
+// payloads fits the small-jumbo class.
+const MaxSize = 9216
+
+// Size classes: control packets (ACKs, probes) are small and many, so they
+// get small buffers.
+const (
+	smallSize = 512
+)
+
+// Buffer is one packet. Data() is the packet from its first byte (the IPv4
+// header once framed). The zero value is not usable; get buffers from a Pool.
+//
+// A Buffer is owned by exactly one component at a time; the fabric passes
+// ownership along with the pointer, and whoever drops or consumes the packet
+// calls Free.
+type Buffer struct {
+	buf      []byte
+	off, end int
+	pool     *Pool
+
+	// Timer lets the current owner schedule this packet (e.g. its arrival at
+	// the far end of a link) without an allocation.
+	Timer sim.Timer
+
+	// ID is a per-pool serial number, stable for the life of the packet
+	// (copies made by a duplicating link get a new one). Traces use it.
+	ID uint64
+	// Hop is scratch space for the current owner (a link stores the egress
+	// port here, a NIC the connection).
+	Hop int
+	// Stamp is scratch time for the current owner (enqueue time, send time).
+	Stamp sim.Time
+}
+
+// Data returns the packet bytes.
+func (b *Buffer) Data() []byte { return b.buf[b.off:b.end] }
+
+// Len returns the packet length.
+func (b *Buffer) Len() int { return b.end - b.off }
+
+// Prepend grows the packet by n bytes at the front and returns them.
+// It panics if the headroom is exhausted: that is a programming error, never
+// an input-driven condition.
+func (b *Buffer) Prepend(n int) []byte {
+	if n > b.off {
+		panic(fmt.Sprintf("packet: prepend %d bytes with %d headroom", n, b.off))
+	}
+	b.off -= n
+	return b.buf[b.off : b.off+n]
+}
+
+// TrimFront removes n bytes from the front (a header that has been read).
+func (b *Buffer) TrimFront(n int) {
+	if n > b.Len() {
+		n = b.Len()
+	}
+	b.off += n
+}
+
+// SetLen sets the packet length counted from the current front, within the
+// buffer's capacity; it returns false if n does not fit.
+func (b *Buffer) SetLen(n int) bool {
+	if n < 0 || b.off+n > len(b.buf) {
+		return false
+	}
+	b.end = b.off + n
+	return true
+}
+
+// Tail returns the writable space after the packet's current end, for
+// appending.
+func (b *Buffer) Tail() []byte { return b.buf[b.end:] }
+
+// Reset empties the packet, restoring full headroom.
+func (b *Buffer) Reset() { b.off, b.end = Headroom, Headroom }
+
+// Cap returns the largest length the packet may grow to (from the current
+// front).
+func (b *Buffer) Cap() int { return len(b.buf) - b.off }
+
+// Free returns the buffer to its pool. The buffer must not be used after.
+func (b *Buffer) Free() {
+	if b.Timer.Armed() {
+		panic("packet: Free of a buffer with an armed timer")
+	}
+	b.pool.put(b)
+}
+
+// Pool is a free list of buffers in two size classes. It is not safe for
+// concurrent use: each event loop (and each live I/O goroutine) has its own.
+type Pool struct {
+	small, large []*Buffer
+	nextID       uint64
+	allocated    int
+	outstanding  int
+}
+
+// NewPool returns an empty pool.
+func NewPool() *Pool { return &Pool{} }
+
+// Get returns an empty buffer that can hold a packet of size bytes (at most
+// MaxSize) with full headroom in front.
+func (p *Pool) Get(size int) *Buffer {
+	if size > MaxSize {
+		size = MaxSize
+	}
+	var b *Buffer
+	if size <= smallSize {
+		if n := len(p.small); n > 0 {
+			b = p.small[n-1]
+			p.small = p.small[:n-1]
+		} else {
+			b = p.alloc(smallSize)
+		}
+	} else {
+		if n := len(p.large); n > 0 {
+			b = p.large[n-1]
+			p.large = p.large[:n-1]
+		} else {
+			b = p.alloc(MaxSize)
+		}
+	}
+	p.nextID++
+	b.ID = p.nextID
+	b.Hop, b.Stamp = 0, 0
+	b.Reset()
+	p.outstanding++
+	return b
+}
+
+// Copy returns a new buffer holding a copy of src's packet bytes.
+func (p *Pool) Copy(src *Buffer) *Buffer {
+	b := p.Get(src.Len())
+	b.SetLen(copy(b.buf[b.off:], src.Data()))
+	return b
+}
+
+func (p *Pool) alloc(size int) *Buffer {
+	p.allocated++
+	return &Buffer{buf: make([]byte, Headroom+size), pool: p}
+}
+
+func (p *Pool) put(b *Buffer) {
+	p.outstanding--
+	if len(b.buf) == Headroom+smallSize {
+		p.small = append(p.small, b)
+	} else {
+		p.large = append(p.large, b)
+	}
+}
+
+// Allocated returns how many buffers the pool has ever allocated.
+func (p *Pool) Allocated() int { return p.allocated }
+
+// Outstanding returns how many buffers are in use (got and not freed). A
+// finished run with Outstanding() > 0 has leaked packets.
+func (p *Pool) Outstanding() int { return p.outstanding }

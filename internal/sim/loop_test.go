@@ -1,0 +1,152 @@
+package sim
+
+import (
+	"math/rand/v2"
+	"testing"
+)
+
+func TestLoopOrder(t *testing.T) {
+	l := NewLoop()
+	var got []int
+	rec := func(now Time, arg any) { got = append(got, arg.(int)) }
+	timers := make([]Timer, 6)
+	times := []Time{50, 10, 50, 30, 10, 70}
+	for i := range timers {
+		timers[i].Init(rec, i)
+		l.Arm(&timers[i], times[i])
+	}
+	l.Disarm(&timers[5])
+	l.Run()
+	want := []int{1, 4, 3, 0, 2} // equal times fire in arming order
+	if len(got) != len(want) {
+		t.Fatalf("fired %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("fired %v, want %v", got, want)
+		}
+	}
+	if l.Now() != 50 {
+		t.Errorf("now = %v, want 50ns", l.Now())
+	}
+}
+
+func TestLoopRearmAndRunUntil(t *testing.T) {
+	l := NewLoop()
+	var at []Time
+	var tm Timer
+	tm.Init(func(now Time, _ any) { at = append(at, now) }, nil)
+	l.Arm(&tm, 100)
+	l.Arm(&tm, 20) // re-arming moves it
+	l.RunUntil(10)
+	if len(at) != 0 || l.Now() != 10 {
+		t.Fatalf("fired early: %v at now=%v", at, l.Now())
+	}
+	l.RunUntil(1000)
+	if len(at) != 1 || at[0] != 20 {
+		t.Fatalf("fired at %v, want [20ns]", at)
+	}
+	if l.Now() != 1000 || tm.Armed() {
+		t.Fatalf("now=%v armed=%v", l.Now(), tm.Armed())
+	}
+}
+
+// TestLoopRandomized checks the heap against a sorted model under random
+// arm/disarm/re-arm.
+func TestLoopRandomized(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	l := NewLoop()
+	const n = 500
+	timers := make([]Timer, n)
+	var last Time
+	var lastSeq uint64
+	fired := 0
+	for i := range timers {
+		timers[i].Init(func(now Time, arg any) {
+			tm := arg.(*Timer)
+			if now < last || (now == last && tm.seq < lastSeq) {
+				t.Fatalf("out of order: %v after %v", now, last)
+			}
+			last, lastSeq = now, tm.seq
+			fired++
+		}, &timers[i])
+	}
+	armed := 0
+	for k := 0; k < 5000; k++ {
+		i := r.IntN(n)
+		switch r.IntN(3) {
+		case 0, 1:
+			if !timers[i].Armed() {
+				armed++
+			}
+			l.Arm(&timers[i], Time(r.IntN(1000)))
+		case 2:
+			if timers[i].Armed() {
+				armed--
+			}
+			l.Disarm(&timers[i])
+		}
+	}
+	l.Run()
+	if fired != armed {
+		t.Fatalf("fired %d, armed %d", fired, armed)
+	}
+}
+
+func TestTimeStringParse(t *testing.T) {
+	cases := []struct {
+		in   string
+		want Time
+		str  string
+	}{
+		{"327.68ns", 328, "328ns"},
+		{"12.301us", 12301, "12.301us"},
+		{"2ms", 2 * Millisecond, "2ms"},
+		{"1.5s", 1500 * Millisecond, "1.5s"},
+		{"0", 0, "0ns"},
+	}
+	for _, c := range cases {
+		got, err := ParseTime(c.in)
+		if err != nil || got != c.want {
+			t.Errorf("ParseTime(%q) = %v, %v; want %v", c.in, got, err, c.want)
+		}
+		if got.String() != c.str {
+			t.Errorf("%v.String() = %q, want %q", c.want, got.String(), c.str)
+		}
+	}
+	for _, bad := range []string{"", "5", "x ms", "-1ms", "3h"} {
+		if _, err := ParseTime(bad); err == nil {
+			t.Errorf("ParseTime(%q) accepted", bad)
+		}
+	}
+}
+
+func TestRandStreamsIndependent(t *testing.T) {
+	a1 := NewRand(7, "link a").Uint64()
+	a2 := NewRand(7, "link a").Uint64()
+	b := NewRand(7, "link b").Uint64()
+	c := NewRand(8, "link a").Uint64()
+	if a1 != a2 || a1 == b || a1 == c {
+		t.Fatalf("streams: %x %x %x %x", a1, a2, b, c)
+	}
+}
+
+// BenchmarkLoop measures events per second with 1024 timers pending, each
+// re-arming itself, as links and connections do.
+func BenchmarkLoop(b *testing.B) {
+	l := NewLoop()
+	timers := make([]Timer, 1024)
+	r := rand.New(rand.NewPCG(1, 1))
+	for i := range timers {
+		timers[i].Init(func(now Time, arg any) {
+			l.Arm(arg.(*Timer), now+Time(1+r.IntN(1000)))
+		}, &timers[i])
+		l.Arm(&timers[i], Time(r.IntN(1000)))
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		l.Step()
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
+}

@@ -1,0 +1,288 @@
+// Package transport defines the boundary between mrlab's software NIC and its
+// RDMA transports (MetaRoCE in transport/metaroce, the RoCEv2 baseline in
+// transport/rocev2).
+//
+// Transports are sans-I/O: a connection takes received transport payloads
+// (the bytes after the UDP header) and the current time, and produces
+// transport payloads to send, timers, and completions. It never reads a clock,
+// starts a goroutine or touches a socket; the NIC (package softnic) frames
+// what it produces into IPv4/UDP, schedules its deadline on the event loop and
+// hands completions to completion queues.
+package transport
+
+import (
+	"errors"
+	"math/rand/v2"
+
+	"github.com/mrlab/mrlab/internal/sim"
+)
+
+// Kind names a transport.
+type Kind uint8
+
+// Transports.
+const (
+	MetaRoCE Kind = iota + 1
+	RoCEv2
+)
+
+func (k Kind) String() string {
+	switch k {
+	case MetaRoCE:
+		return "metaroce"
+	case RoCEv2:
+		return "rocev2"
+	}
+	return "unknown"
+}
+
+// ParseKind parses "metaroce" or "rocev2".
+func ParseKind(s string) (Kind, error) {
+	switch s {
+	case "metaroce":
+		return MetaRoCE, nil
+	case "rocev2":
+		return RoCEv2, nil
+	}
+	return 0, errors.New("unknown transport " + s + " (want metaroce or rocev2)")
+}
+
+// Access is a set of memory-region permissions, as in ibv_access_flags.
+type Access uint8
+
+// Access flags.
+const (
+	AccessLocalWrite Access = 1 << iota
+	AccessRemoteWrite
+	AccessRemoteRead
+)
+
+// Memory is the NIC's memory-region table as a transport sees it. Resolve
+// returns the n bytes at addr in the region named by key if the region allows
+// access; otherwise a non-OK status and nil. Transports place received data
+// only through Resolve, so a bad key or an out-of-bounds write can never
+// touch memory.
+type Memory interface {
+	Resolve(key uint32, addr uint64, n int, access Access) ([]byte, Status)
+}
+
+// Status is a work completion's outcome (ibv_wc_status, abridged).
+type Status uint8
+
+// Completion statuses.
+const (
+	StatusOK Status = iota
+	// StatusLocalProtection: the local SGE named a bad lkey or range.
+	StatusLocalProtection
+	// StatusRemoteAccess: the peer refused the rkey, range or permission.
+	StatusRemoteAccess
+	// StatusRemoteInvalidRequest: the peer could not parse or place the request.
+	StatusRemoteInvalidRequest
+	// StatusRNRRetryExceeded: the peer had no posted receive, for too long.
+	StatusRNRRetryExceeded
+	// StatusRetryExceeded: the transport gave up retransmitting.
+	StatusRetryExceeded
+	// StatusFlushed: the connection closed or failed before the request ran.
+	StatusFlushed
+	// StatusLocalLength: a received SEND was longer than the posted receive.
+	StatusLocalLength
+)
+
+var statusNames = [...]string{"ok", "local protection error", "remote access error",
+	"remote invalid request", "RNR retry exceeded", "retry exceeded", "flushed", "local length error"}
+
+func (s Status) String() string {
+	if int(s) < len(statusNames) {
+		return statusNames[s]
+	}
+	return "unknown status"
+}
+
+// Op is a work request's operation.
+type Op uint8
+
+// Operations.
+const (
+	OpWrite Op = iota + 1
+	OpWriteImm
+	OpSend
+	OpSendImm
+	OpRead
+	OpRecv // a receive completion (posted with PostRecv)
+	OpRecvImm
+)
+
+var opNames = [...]string{"", "WRITE", "WRITE_IMM", "SEND", "SEND_IMM", "READ", "RECV", "RECV_IMM"}
+
+func (o Op) String() string {
+	if int(o) < len(opNames) && o != 0 {
+		return opNames[o]
+	}
+	return "OP?"
+}
+
+// SGE is one scatter-gather element: a range of a local memory region.
+type SGE struct {
+	Addr uint64
+	Len  uint32
+	LKey uint32
+}
+
+// MaxSGE is the largest scatter-gather list a work request may carry.
+const MaxSGE = 4
+
+// WorkRequest is what an application posts: ibv_send_wr / ibv_recv_wr.
+type WorkRequest struct {
+	ID     uint64 // returned in the completion
+	Op     Op
+	Stream uint16 // ordered stream within the connection (MetaRoCE); 0 for RoCEv2
+	SGL    [MaxSGE]SGE
+	NumSGE int
+	// RemoteAddr and RKey name the peer's memory for WRITE and READ.
+	RemoteAddr uint64
+	RKey       uint32
+	Imm        uint32 // for OpWriteImm and OpSendImm
+}
+
+// Len returns the total length of the scatter-gather list.
+func (w *WorkRequest) Len() int {
+	n := 0
+	for i := 0; i < w.NumSGE; i++ {
+		n += int(w.SGL[i].Len)
+	}
+	return n
+}
+
+// Completion is a work completion: ibv_wc.
+type Completion struct {
+	ID     uint64
+	Op     Op
+	Status Status
+	Stream uint16
+	Bytes  uint32
+	Imm    uint32
+	HasImm bool
+}
+
+// TxMeta says how the NIC must frame a payload a connection produced.
+type TxMeta struct {
+	// SrcPort is the UDP source port: the path's ECMP entropy.
+	SrcPort uint16
+	// ECT asks for ECT(0) in the IPv4 header (ECN-capable transport).
+	ECT bool
+}
+
+// RxMeta is what the NIC read from the IPv4/UDP headers of a received packet.
+type RxMeta struct {
+	Port    int    // NIC port (plane) the packet arrived on
+	SrcPort uint16 // UDP source port
+	CE      bool   // IPv4 ECN field was CE
+}
+
+// Conn is one end of a transport connection.
+//
+// The NIC calls Transmit whenever one of its ports can send, Receive for
+// every packet demultiplexed to the connection, and OnTimer when the
+// connection's deadline passes; after each of these (and after Post*) it
+// reads Deadline and re-arms the connection's single timer. A Conn is not safe
+// for concurrent use.
+type Conn interface {
+	// PostSend queues a WRITE, SEND or READ. Errors are immediate refusals
+	// (queue full, connection closed, bad opcode); outcomes that depend on the
+	// peer arrive as completions.
+	PostSend(now sim.Time, wr *WorkRequest) error
+	// PostRecv queues a receive buffer for incoming SENDs.
+	PostRecv(now sim.Time, wr *WorkRequest) error
+	// Receive processes one transport payload. Malformed payloads are
+	// counted and dropped, never a panic.
+	Receive(now sim.Time, payload []byte, rx RxMeta)
+	// Transmit writes the next packet this connection wants to send on the
+	// given NIC port into b (whose length is the largest payload allowed) and
+	// returns its length; 0 means nothing to send on that port now (window,
+	// pacing, or nothing queued).
+	Transmit(now sim.Time, port int, b []byte) (int, TxMeta)
+	// Deadline returns when the connection next needs OnTimer or may be able
+	// to Transmit again after pacing, or sim.Never.
+	Deadline() sim.Time
+	// OnTimer runs timer-driven work (retransmission timeouts, probes,
+	// pacing release, delayed ACKs).
+	OnTimer(now sim.Time)
+	// Close starts teardown; queued requests complete with StatusFlushed.
+	Close(now sim.Time)
+	// State reports where the connection is in its life.
+	State() State
+	// LocalID returns this end's connection id (MetaRoCE) or QPN (RoCEv2).
+	LocalID() uint32
+}
+
+// State is a connection's life-cycle state.
+//
+//	Connecting --setup done--> Established --Close / peer close--> Closed
+//	     \--------------------- fatal error -----------------------> Error
+type State uint8
+
+// Connection states.
+const (
+	StateConnecting State = iota
+	StateEstablished
+	StateClosed
+	StateError
+)
+
+func (s State) String() string {
+	return [...]string{"connecting", "established", "closed", "error"}[s]
+}
+
+// Config is what every connection needs from its NIC.
+type Config struct {
+	// LocalID is the id the NIC allocated for this end (unique per NIC).
+	LocalID uint32
+	// Ports is the number of NIC ports (one per plane).
+	Ports int
+	// LineRate is each port's rate in bits per second.
+	LineRate float64
+	// MTU is the largest transport payload (bytes after the UDP header).
+	MTU int
+	// Memory resolves memory keys for placement and for local SGEs.
+	Memory Memory
+	// Complete receives every completion, in the order the application must
+	// see them.
+	Complete func(Completion)
+	// Rand is the connection's own random stream (entropy values, jitter).
+	Rand *rand.Rand
+	// Trace, if non-nil, receives the transport's decisions for the protocol
+	// trace. Implementations must not format anything when it is nil.
+	Trace Tracer
+}
+
+// Tracer receives human-readable protocol decisions, e.g.
+// "path 9: SACK hole psn 1834, retransmit". now is the decision's time.
+type Tracer interface {
+	Tracef(now sim.Time, conn uint32, format string, args ...any)
+}
+
+// Errors returned by Post*.
+var (
+	ErrQueueFull    = errors.New("transport: send queue full")
+	ErrClosed       = errors.New("transport: connection closed")
+	ErrBadRequest   = errors.New("transport: bad work request")
+	ErrNotConnected = errors.New("transport: connection not established")
+)
+
+// Protocol is one transport as a NIC's demultiplexer sees it. A NIC makes one
+// Protocol per transport it speaks; NIC-wide transport state (MetaRoCE's
+// receiver fair-share allocator) lives in it.
+type Protocol interface {
+	Kind() Kind
+	// UDPPort is the UDP destination port the transport's packets use.
+	UDPPort() uint16
+	// Demux returns the local connection id a payload is addressed to.
+	// setup is true for a connection request, which has no local id yet.
+	// A malformed payload returns an error (the NIC counts and drops it).
+	Demux(payload []byte) (id uint32, setup bool, err error)
+	// Dial opens a connection; it sends its own setup request when it is
+	// first asked to Transmit.
+	Dial(now sim.Time, cfg Config) (Conn, error)
+	// Accept opens the passive end from a setup request.
+	Accept(now sim.Time, cfg Config, payload []byte, rx RxMeta) (Conn, error)
+}
