@@ -241,8 +241,10 @@ type Config struct {
 	Ports int
 	// LineRate is each port's rate in bits per second.
 	LineRate float64
-	// MTU is the largest transport payload (bytes after the UDP header).
-	MTU int
+	// PathMTU is the largest RDMA payload carried by one packet, as an IB
+	// path MTU (256..4096, default 4096). Transmit's buffer always has room
+	// for PathMTU plus the transport's own headers and trailer (HeaderRoom).
+	PathMTU int
 	// Memory resolves memory keys for placement and for local SGEs.
 	Memory Memory
 	// Complete receives every completion, in the order the application must
@@ -254,6 +256,10 @@ type Config struct {
 	// trace. Implementations must not format anything when it is nil.
 	Trace Tracer
 }
+
+// HeaderRoom is the most header and trailer bytes any transport adds to a
+// packet's RDMA payload; NICs size Transmit buffers as PathMTU+HeaderRoom.
+const HeaderRoom = 128
 
 // Tracer receives human-readable protocol decisions, e.g.
 // "path 9: SACK hole psn 1834, retransmit". now is the decision's time.
