@@ -1,6 +1,8 @@
 package fabric
 
 import (
+	"strconv"
+
 	"github.com/mrlab/mrlab/internal/packet"
 	"github.com/mrlab/mrlab/internal/sim"
 )
@@ -53,4 +55,64 @@ type Observer interface {
 type Point struct {
 	Link int    // index into the Network's link directions, or -1
 	Node string // switch or host name for node events
+}
+
+// NumDropReasons is the number of DropReason values, DropNone included: the
+// length of a DropCounts array.
+const NumDropReasons = int(numDropReasons)
+
+var eventNames = [...]string{
+	EvEnqueue:   "enqueue",
+	EvTransmit:  "transmit",
+	EvDeliver:   "deliver",
+	EvDrop:      "drop",
+	EvMark:      "mark",
+	EvCorrupt:   "corrupt",
+	EvDuplicate: "duplicate",
+}
+
+// String returns the event's lower-case name, as traces print it.
+func (e Event) String() string {
+	if int(e) < len(eventNames) && eventNames[e] != "" {
+		return eventNames[e]
+	}
+	return "event(" + strconv.Itoa(int(e)) + ")"
+}
+
+var dropReasonNames = [...]string{
+	DropNone:       "none",
+	DropQueueFull:  "queue-full",
+	DropImpairment: "impairment",
+	DropLinkDown:   "link-down",
+	DropNoRoute:    "no-route",
+	DropBlackHole:  "black-hole",
+	DropTTL:        "ttl",
+	DropMalformed:  "malformed",
+}
+
+// String returns the reason's name, as counters and traces print it.
+func (r DropReason) String() string {
+	if int(r) < len(dropReasonNames) {
+		return dropReasonNames[r]
+	}
+	return "drop(" + strconv.Itoa(int(r)) + ")"
+}
+
+// DropCounts counts drops by reason; index it with a DropReason.
+type DropCounts [NumDropReasons]uint64
+
+// Total returns the number of drops for all reasons.
+func (d *DropCounts) Total() uint64 {
+	var t uint64
+	for _, n := range d {
+		t += n
+	}
+	return t
+}
+
+// add adds o into d.
+func (d *DropCounts) add(o *DropCounts) {
+	for i := range d {
+		d[i] += o[i]
+	}
 }

@@ -1,0 +1,450 @@
+// Package capture records what crosses mrlab's fabric as pcapng files that
+// Wireshark opens: one interface per capture point direction (a link
+// direction, a node's port in or out), lab-time timestamps in nanoseconds,
+// and on every packet the fabric dropped, marked or corrupted a comment
+// saying so and where ("dropped: queue full at p0-leaf0-spine1 (a->b)").
+//
+// A Capture is a fabric.Observer. Points that are not captured cost one
+// slice index per packet event; a network with no observer costs nothing.
+package capture
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"github.com/mrlab/mrlab/fabric"
+	"github.com/mrlab/mrlab/internal/packet"
+	"github.com/mrlab/mrlab/internal/sim"
+)
+
+// Matcher selects packets for a sink; nil matches every packet. ip is the
+// packet from its IPv4 header. Filter is the usual implementation.
+type Matcher interface {
+	Match(ip []byte) bool
+}
+
+// Sink is one open capture: a spec written as one pcapng stream.
+type Sink struct {
+	spec   Spec
+	w      *Writer
+	closer io.Closer
+	match  Matcher
+	ifaces []sinkIface
+	c      *Capture
+	closed bool
+}
+
+type sinkIface struct {
+	resolved
+	id       int
+	seen     uint64
+	dropped  uint64
+	first    sim.Time
+	last     sim.Time
+	hasFirst bool
+}
+
+// Spec returns the capture point the sink records.
+func (s *Sink) Spec() Spec { return s.spec }
+
+// Packets returns how many packets the sink has written.
+func (s *Sink) Packets() uint64 {
+	var n uint64
+	for i := range s.ifaces {
+		n += s.ifaces[i].seen
+	}
+	return n
+}
+
+// tap is one interface of one sink on a direction or node.
+type tap struct {
+	sink  *Sink
+	iface int // index into sink.ifaces
+}
+
+// Note flags: what happened to a packet on a direction before it is
+// recorded.
+const (
+	noteMarked uint8 = 1 << iota
+	noteCorrupted
+	noteDuplicate
+	noteSent // recorded by a sending-side tap
+)
+
+type pendKey struct {
+	dir int
+	id  uint64
+}
+
+// Capture is a fabric.Observer that writes the packets crossing its points
+// to pcapng sinks. It is not safe for concurrent use: it runs on the event
+// loop's goroutine, and sinks are added and removed there too.
+type Capture struct {
+	layout Layout
+	// byLink maps fabric.Point.Link to the taps on that direction, and
+	// dirOf to the Layout.Dirs index.
+	byLink [][]tap
+	dirOf  []int
+	byNode map[string][]tap
+	labels []string // per Layout.Dirs index
+	// pending holds marks and corruptions seen on a direction until the
+	// packet is recorded; entries leave at delivery or drop.
+	pending map[pendKey]uint8
+	sinks   []*Sink
+	scratch []byte
+	// Errors counts packets that could not be written (the first error is
+	// kept in Err).
+	errors uint64
+	err    error
+}
+
+var _ fabric.Observer = (*Capture)(nil)
+
+// New returns a Capture for a network with the given layout and no sinks.
+func New(l Layout) *Capture {
+	c := &Capture{layout: l, byNode: map[string][]tap{}, pending: map[pendKey]uint8{}, scratch: make([]byte, 0, 256)}
+	maxIdx := -1
+	for _, d := range l.Dirs {
+		maxIdx = max(maxIdx, d.Index)
+	}
+	c.byLink = make([][]tap, maxIdx+1)
+	c.dirOf = make([]int, maxIdx+1)
+	for i := range c.dirOf {
+		c.dirOf[i] = -1
+	}
+	for i, d := range l.Dirs {
+		c.dirOf[d.Index] = i
+		c.labels = append(c.labels, d.Label())
+	}
+	return c
+}
+
+// Add starts capturing spec into w as a pcapng stream. m filters packets
+// (nil takes all). If w is an io.Closer, Close closes it.
+func (c *Capture) Add(spec Spec, w io.Writer, m Matcher) (*Sink, error) {
+	rs, err := c.layout.resolve(spec)
+	if err != nil {
+		return nil, err
+	}
+	pw, err := NewWriter(w, "mrlab capture "+spec.String())
+	if err != nil {
+		return nil, fmt.Errorf("starting capture %s: %w", spec, err)
+	}
+	s := &Sink{spec: spec, w: pw, match: m, c: c}
+	if cl, ok := w.(io.Closer); ok {
+		s.closer = cl
+	}
+	for _, r := range rs {
+		id, err := pw.AddInterface(r.iface)
+		if err != nil {
+			return nil, fmt.Errorf("starting capture %s: %w", spec, err)
+		}
+		s.ifaces = append(s.ifaces, sinkIface{resolved: r, id: id})
+	}
+	for i, si := range s.ifaces {
+		t := tap{sink: s, iface: i}
+		if si.dir < 0 {
+			c.byNode[si.node] = append(c.byNode[si.node], t)
+		} else {
+			idx := c.layout.Dirs[si.dir].Index
+			c.byLink[idx] = append(c.byLink[idx], t)
+		}
+	}
+	c.sinks = append(c.sinks, s)
+	return s, nil
+}
+
+// Open creates one file per spec in dir (named by Spec.FileName) and
+// starts capturing into them: the --capture and --capture-dir flags.
+func Open(dir string, specs []Spec, l Layout, m Matcher) (*Capture, error) {
+	c := New(l)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("creating capture directory: %w", err)
+	}
+	for _, sp := range specs {
+		if _, err := c.layout.resolve(sp); err != nil {
+			c.Close(0)
+			return nil, err
+		}
+		f, err := os.Create(filepath.Join(dir, sp.FileName()))
+		if err != nil {
+			c.Close(0)
+			return nil, fmt.Errorf("creating capture file for %s: %w", sp, err)
+		}
+		if _, err := c.Add(sp, f, m); err != nil {
+			f.Close()
+			c.Close(0)
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// Sinks returns the open sinks in the order they were added.
+func (c *Capture) Sinks() []*Sink { return c.sinks }
+
+// Err returns the first write error; Errors how many packets were lost to
+// write errors.
+func (c *Capture) Err() error { return c.err }
+
+// Errors returns how many packet records failed to write.
+func (c *Capture) Errors() uint64 { return c.errors }
+
+// Observe implements fabric.Observer.
+func (c *Capture) Observe(now sim.Time, ev fabric.Event, pt fabric.Point, p *packet.Buffer, reason fabric.DropReason) {
+	if pt.Link >= 0 {
+		if pt.Link >= len(c.byLink) || len(c.byLink[pt.Link]) == 0 {
+			return
+		}
+		c.observeDir(now, ev, pt.Link, p, reason)
+		return
+	}
+	if len(c.byNode) == 0 {
+		return
+	}
+	if taps := c.byNode[pt.Node]; len(taps) > 0 {
+		c.observeNode(now, ev, pt.Node, taps, p, reason)
+	}
+}
+
+func (c *Capture) observeDir(now sim.Time, ev fabric.Event, link int, p *packet.Buffer, reason fabric.DropReason) {
+	taps := c.byLink[link]
+	dir := c.dirOf[link]
+	key := pendKey{dir, p.ID}
+	switch ev {
+	case fabric.EvMark:
+		c.pending[key] |= noteMarked
+	case fabric.EvCorrupt:
+		c.pending[key] |= noteCorrupted
+	case fabric.EvDuplicate:
+		c.pending[key] |= noteDuplicate
+	case fabric.EvTransmit:
+		notes := c.pending[key]
+		sent := false
+		for _, t := range taps {
+			if t.sink.ifaces[t.iface].role == roleTx {
+				c.record(now, t, p, c.comment(notes, DropNone, c.labels[dir]), false)
+				sent = true
+			}
+		}
+		if sent {
+			// So a later loss in flight is not shown on the sending
+			// side a second time.
+			c.pending[key] = notes | noteSent
+		}
+	case fabric.EvDeliver:
+		notes := c.pending[key]
+		var com []byte
+		for _, t := range taps {
+			if t.sink.ifaces[t.iface].role != roleTx {
+				if com == nil {
+					com = c.comment(notes, DropNone, c.labels[dir])
+				}
+				c.record(now, t, p, com, false)
+			}
+		}
+		if notes != 0 {
+			delete(c.pending, key)
+		}
+	case fabric.EvDrop:
+		notes := c.pending[key]
+		com := c.comment(notes, reason, c.labels[dir])
+		for _, t := range taps {
+			if notes&noteSent != 0 && t.sink.ifaces[t.iface].role == roleTx {
+				continue
+			}
+			c.record(now, t, p, com, true)
+		}
+		if notes != 0 {
+			delete(c.pending, key)
+		}
+	}
+}
+
+func (c *Capture) observeNode(now sim.Time, ev fabric.Event, node string, taps []tap, p *packet.Buffer, reason fabric.DropReason) {
+	var com []byte
+	drop := ev == fabric.EvDrop
+	switch ev {
+	case fabric.EvDrop:
+		com = c.comment(0, reason, node)
+	case fabric.EvMark:
+		com = c.comment(noteMarked, DropNone, node)
+	case fabric.EvCorrupt:
+		com = c.comment(noteCorrupted, DropNone, node)
+	default:
+		// Packets passing through a node are recorded on its ports.
+		return
+	}
+	for _, t := range taps {
+		c.record(now, t, p, com, drop)
+	}
+}
+
+func (c *Capture) record(now sim.Time, t tap, p *packet.Buffer, comment []byte, drop bool) {
+	s := t.sink
+	if s.closed {
+		return
+	}
+	data := p.Data()
+	if s.match != nil && !s.match.Match(data) {
+		return
+	}
+	si := &s.ifaces[t.iface]
+	if !si.hasFirst {
+		si.first, si.hasFirst = now, true
+	}
+	si.last = now
+	si.seen++
+	if drop {
+		si.dropped++
+	}
+	r := Record{Iface: si.id, Time: now, Data: data, Flags: si.flags, PacketID: p.ID, Comment: comment}
+	if err := s.w.WritePacket(&r); err != nil {
+		c.errors++
+		if c.err == nil {
+			c.err = fmt.Errorf("capture %s: %w", s.spec, err)
+		}
+	}
+}
+
+// DropNone is the reason passed when a packet was not dropped.
+const DropNone = fabric.DropNone
+
+// comment builds a packet's annotation in the capture's scratch buffer
+// (valid until the next call): "CE marked at X; dropped: queue full at X".
+func (c *Capture) comment(notes uint8, reason fabric.DropReason, where string) []byte {
+	b := c.scratch[:0]
+	sep := func() {
+		if len(b) > 0 {
+			b = append(b, "; "...)
+		}
+	}
+	if notes&noteDuplicate != 0 {
+		b = append(b, "duplicated at "...)
+		b = append(b, where...)
+	}
+	if notes&noteMarked != 0 {
+		sep()
+		b = append(b, "CE marked at "...)
+		b = append(b, where...)
+	}
+	if notes&noteCorrupted != 0 {
+		sep()
+		b = append(b, "corrupted at "...)
+		b = append(b, where...)
+	}
+	if reason != fabric.DropNone {
+		sep()
+		b = append(b, "dropped: "...)
+		b = appendReason(b, reason)
+		b = append(b, " at "...)
+		b = append(b, where...)
+	}
+	c.scratch = b
+	return b
+}
+
+var reasonNames = [...]string{
+	fabric.DropNone:       "none",
+	fabric.DropQueueFull:  "queue full",
+	fabric.DropImpairment: "impairment loss",
+	fabric.DropLinkDown:   "link down",
+	fabric.DropNoRoute:    "no route",
+	fabric.DropBlackHole:  "black hole (failed port)",
+	fabric.DropTTL:        "TTL expired",
+	fabric.DropMalformed:  "malformed IPv4",
+}
+
+func appendReason(b []byte, r fabric.DropReason) []byte {
+	if int(r) < len(reasonNames) {
+		return append(b, reasonNames[r]...)
+	}
+	b = append(b, "reason "...)
+	return strconv.AppendUint(b, uint64(r), 10)
+}
+
+// Flush writes every sink's buffered records to its writer. The live
+// runtime calls it after each batch so a piped Wireshark sees packets
+// promptly.
+func (c *Capture) Flush() error {
+	var first error
+	for _, s := range c.sinks {
+		if s.closed {
+			continue
+		}
+		if err := s.w.Flush(); err != nil && first == nil {
+			first = fmt.Errorf("flushing capture %s: %w", s.spec, err)
+		}
+	}
+	return first
+}
+
+// Remove stops a sink: it writes per-interface statistics, flushes and
+// closes the sink's writer if it is a Closer.
+func (c *Capture) Remove(s *Sink, now sim.Time) error {
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	for _, si := range s.ifaces {
+		if si.dir < 0 {
+			c.byNode[si.node] = without(c.byNode[si.node], s)
+		} else {
+			idx := c.layout.Dirs[si.dir].Index
+			c.byLink[idx] = without(c.byLink[idx], s)
+		}
+	}
+	for i, x := range c.sinks {
+		if x == s {
+			c.sinks = append(c.sinks[:i], c.sinks[i+1:]...)
+			break
+		}
+	}
+	var err error
+	for _, si := range s.ifaces {
+		st := Stats{Start: si.first, End: now, Received: si.seen, Dropped: si.dropped}
+		if e := s.w.WriteStats(si.id, st); e != nil && err == nil {
+			err = e
+		}
+	}
+	if e := s.w.Flush(); e != nil && err == nil {
+		err = e
+	}
+	if s.closer != nil {
+		if e := s.closer.Close(); e != nil && err == nil {
+			err = e
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("closing capture %s: %w", s.spec, err)
+	}
+	return nil
+}
+
+// Close removes every sink (see Remove) at lab time now.
+func (c *Capture) Close(now sim.Time) error {
+	var first error
+	for len(c.sinks) > 0 {
+		if err := c.Remove(c.sinks[0], now); err != nil && first == nil {
+			first = err
+		}
+	}
+	if first == nil {
+		first = c.err
+	}
+	return first
+}
+
+// without returns taps minus those of sink s, reusing the slice.
+func without(taps []tap, s *Sink) []tap {
+	kept := taps[:0]
+	for _, t := range taps {
+		if t.sink != s {
+			kept = append(kept, t)
+		}
+	}
+	return kept
+}

@@ -1,0 +1,543 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/mrlab/mrlab/fabric"
+	"github.com/mrlab/mrlab/labs"
+	"github.com/mrlab/mrlab/labs/live"
+)
+
+// The live commands: `up` brings a lab up in real network namespaces and
+// serves its control socket; the others are clients of that socket (exec
+// enters a host's namespace directly).
+
+func init() {
+	register(newUpCommand, newDownCommand, newStatusCommand, newExecCommand, newFaultCommand, newPerfCommand)
+}
+
+// runDirFlag is where running labs keep state files and sockets.
+func runDirFlag() cli.Flag {
+	return &cli.StringFlag{Name: "run-dir", Value: live.DefaultRunDir, EnvVars: []string{"MRLAB_RUN_DIR"},
+		Usage: "directory of running labs' state files and control sockets"}
+}
+
+// labFlag picks a running lab for the client commands.
+func labFlag() cli.Flag {
+	return &cli.StringFlag{Name: "lab", Aliases: []string{"l"}, Usage: "running lab to act on (default: the only one running)"}
+}
+
+func newUpCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "up",
+		Usage:     "bring a lab up live: a network namespace and TUN device per host, the fabric paced to the wall clock",
+		ArgsUsage: "[FILE|NAME]",
+		Description: "Needs root. Each host becomes a network namespace mrl-LAB-HOST whose mr0 is its\n" +
+			"NIC's netdev: run programs there with mrlab exec. Link rates are capped (--max-rate)\n" +
+			"to what one process can pace in real time. By default up returns once the lab is\n" +
+			"running in the background (log in RUN_DIR/LAB.log); --foreground keeps it attached.",
+		Flags: []cli.Flag{
+			runDirFlag(),
+			&cli.BoolFlag{Name: "foreground", Usage: "run the lab in this process until interrupted"},
+			&cli.StringFlag{Name: "max-rate", Value: fabric.FormatRate(live.DefaultMaxRate), Usage: "cap every link's rate to this (tc spelling; \"0\" keeps the lab's rates)"},
+			&cli.IntFlag{Name: "mtu", Value: live.DefaultMTU, Usage: "MTU of each host's mr0"},
+			&cli.DurationFlag{Name: "lag-threshold", Value: time.Millisecond, Usage: "events later than this count as late"},
+			&cli.DurationFlag{Name: "timeout", Value: 30 * time.Second, Usage: "how long to wait for a background lab to come up"},
+		},
+		Action: liveUp,
+	}
+}
+
+func liveUp(c *cli.Context) error {
+	lab, err := oneLab(c)
+	if err != nil {
+		if errs := labs.Errors(err); len(errs) > 1 {
+			for _, e := range errs[:len(errs)-1] {
+				fmt.Fprintln(c.App.ErrWriter, e)
+			}
+			return errs[len(errs)-1]
+		}
+		return err
+	}
+	maxRate, err := parseMaxRate(c.String("max-rate"))
+	if err != nil {
+		return usagef("up: --max-rate: %v", err)
+	}
+	if err := live.ValidLabName(lab.Name); err != nil {
+		return fmt.Errorf("%s: %w", lab.File, err)
+	}
+	if os.Geteuid() != 0 {
+		return errors.New("up: needs root (network namespaces and TUN devices): run it with sudo")
+	}
+	dir := c.String("run-dir")
+	// Refuse a second up before doing anything; Up checks again
+	// atomically.
+	if st, err := live.ReadState(dir, lab.Name); err == nil && (live.SystemOps{}).ProcessAlive(st.PID, st.StartTicks) {
+		return fmt.Errorf("lab %s: %w (pid %d; mrlab down %s stops it)", lab.Name, live.ErrRunning, st.PID, lab.Name)
+	}
+	if !c.Bool("foreground") {
+		return upBackground(c, lab)
+	}
+	eng, err := live.NewLabEngine(lab, live.EngineConfig{MaxRate: maxRate})
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	logf := func(format string, args ...any) {
+		fmt.Fprintf(c.App.ErrWriter, "%s mrlab: %s\n", time.Now().Format("15:04:05.000"), fmt.Sprintf(format, args...))
+	}
+	l, err := live.Up(ctx, lab.Name, eng, live.Options{
+		RunDir: dir,
+		MTU:    c.Int("mtu"),
+		Pacer:  live.PacerConfig{LagThreshold: c.Duration("lag-threshold")},
+		Logf:   logf,
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(c.App.Writer, "lab %s up (pid %d): %d hosts; control socket %s\n", lab.Name, os.Getpid(), len(l.State().Hosts), l.State().Socket)
+	return l.Wait()
+}
+
+// parseMaxRate reads --max-rate: a tc rate, or "0" for no cap.
+func parseMaxRate(s string) (float64, error) {
+	if s == "0" || s == "" {
+		return 0, nil
+	}
+	return fabric.ParseRate(s)
+}
+
+// upBackground starts `mrlab up --foreground` detached (its own session,
+// output to the lab's log) and waits until its control socket answers or it
+// exits.
+func upBackground(c *cli.Context, lab *labs.Lab) error {
+	dir := c.String("run-dir")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("up: run directory: %w", err)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("up: finding the mrlab binary: %w", err)
+	}
+	logPath := live.LogPath(dir, lab.Name)
+	logf, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return fmt.Errorf("up: log file: %w", err)
+	}
+	defer logf.Close()
+	arg := c.Args().First()
+	if arg != "" {
+		if _, err := os.Stat(arg); err == nil {
+			arg, _ = filepath.Abs(arg)
+		}
+	}
+	args := []string{"up", "--foreground", "--run-dir", dir, "--max-rate", c.String("max-rate"),
+		"--mtu", strconv.Itoa(c.Int("mtu")), "--lag-threshold", c.Duration("lag-threshold").String()}
+	if arg != "" {
+		args = append(args, arg)
+	}
+	cmd := exec.Command(exe, args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	cmd.Dir = "/"
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("up: starting the lab process: %w", err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	deadline := time.After(c.Duration("timeout"))
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case err := <-exited:
+			return fmt.Errorf("lab %s failed to come up (%v):\n%s", lab.Name, err, tail(logPath, 20))
+		case <-deadline:
+			cmd.Process.Signal(syscall.SIGTERM)
+			return fmt.Errorf("lab %s: not up after %v (log %s):\n%s", lab.Name, c.Duration("timeout"), logPath, tail(logPath, 20))
+		case <-tick.C:
+		}
+		st, err := live.ReadState(dir, lab.Name)
+		if err != nil || st.PID != cmd.Process.Pid {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(c.Context, time.Second)
+		s, err := live.NewClient(lab.Name, st.Socket).Status(ctx)
+		cancel()
+		if err != nil {
+			continue
+		}
+		cmd.Process.Release()
+		fmt.Fprintf(c.App.Writer, "lab %s up (pid %d, log %s)\n", lab.Name, st.PID, logPath)
+		for _, h := range s.Hosts {
+			fmt.Fprintf(c.App.Writer, "  %-8s %-15s netns %s\n", h.Name, h.Addr, h.Namespace)
+		}
+		if len(s.Hosts) > 1 {
+			fmt.Fprintf(c.App.Writer, "try: mrlab exec %s -- ping -c 3 %s\n", s.Hosts[0].Name, s.Hosts[len(s.Hosts)-1].Addr)
+		}
+		return nil
+	}
+}
+
+// tail returns the last n lines of a file.
+func tail(path string, n int) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// runningLab names the lab a client command acts on: --lab (or a
+// positional argument for down), else the only running lab.
+func runningLab(c *cli.Context, arg string) (string, error) {
+	dir := c.String("run-dir")
+	if arg == "" {
+		names, err := live.ListStates(dir)
+		if err != nil {
+			return "", err
+		}
+		switch len(names) {
+		case 0:
+			return "", fmt.Errorf("no lab is running (no state file in %s)", dir)
+		case 1:
+			return names[0], nil
+		default:
+			return "", usagef("%d labs are running (%s): name one with --lab", len(names), strings.Join(names, ", "))
+		}
+	}
+	if live.ValidLabName(arg) == nil {
+		if _, err := os.Stat(live.StatePath(dir, arg)); err == nil {
+			return arg, nil
+		}
+	}
+	// A lab file or built-in name: its lab's name.
+	lab, err := labs.Resolve(arg)
+	if err != nil {
+		return "", err
+	}
+	return lab.Name, nil
+}
+
+func newDownCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "down",
+		Usage:     "stop a live lab and remove its namespaces (also after its process died)",
+		ArgsUsage: "[LAB]",
+		Flags:     []cli.Flag{runDirFlag()},
+		Action: func(c *cli.Context) error {
+			if c.NArg() > 1 {
+				return usagef("down: want at most one lab")
+			}
+			name, err := runningLab(c, c.Args().First())
+			if err != nil {
+				return err
+			}
+			if err := live.Down(c.Context, c.String("run-dir"), name, nil); err != nil {
+				return err
+			}
+			fmt.Fprintf(c.App.Writer, "lab %s down\n", name)
+			return nil
+		},
+	}
+}
+
+// client returns a client for the lab chosen by --lab.
+func client(c *cli.Context) (*live.Client, string, error) {
+	name, err := runningLab(c, c.String("lab"))
+	if err != nil {
+		return nil, "", err
+	}
+	cl, err := live.Dial(c.String("run-dir"), name)
+	return cl, name, err
+}
+
+func newStatusCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "status",
+		Usage: "show a live lab: hosts, links, switches, counters, real-time lag",
+		Flags: []cli.Flag{runDirFlag(), labFlag(),
+			&cli.BoolFlag{Name: "json", Usage: "print one JSON object"},
+			&cli.BoolFlag{Name: "all-links", Usage: "list idle links too"},
+		},
+		Action: func(c *cli.Context) error {
+			if c.NArg() > 0 {
+				return usagef("status: unexpected argument %q (pick a lab with --lab)", c.Args().First())
+			}
+			cl, _, err := client(c)
+			if err != nil {
+				return err
+			}
+			s, err := cl.Status(c.Context)
+			if err != nil {
+				return err
+			}
+			r := statusReport(s, c.Bool("all-links"))
+			if c.Bool("json") {
+				return r.WriteJSON(c.App.Writer)
+			}
+			return r.WriteText(c.App.Writer)
+		},
+	}
+}
+
+func statusReport(s live.Status, allLinks bool) *Report {
+	r := &Report{}
+	r.Fact("lab", "lab", s.Lab)
+	r.Fact("pid", "pid", s.PID)
+	r.Fact("uptime", "uptime", s.Uptime.Round(time.Millisecond).String())
+	r.Fact("planes", "planes", s.Engine.Planes)
+	r.Fact("events", "events run", s.Lag.Events)
+	r.Fact("events_late", "events late", s.Lag.EventsLate)
+	r.Fact("max_lag", "max lag", s.Lag.MaxLag.String())
+	r.Fact("packets_late", "packets late", s.Lag.PacketsLate)
+	if s.Lag.Warnings > 0 {
+		r.Fact("lag_warnings", "WARNING", fmt.Sprintf("could not keep real time in %d periods: delays and rates are distorted", s.Lag.Warnings))
+	}
+	ht := r.Table("hosts", "Hosts", Col("name", "host", ""), Col("addr", "address", ""), Col("namespace", "namespace", ""),
+		Col("from_kernel", "from kernel", ""), Col("to_kernel", "to kernel", ""), Col("to_kernel_drops", "drops", ""))
+	for _, h := range s.Hosts {
+		ht.Add(h.Name, h.Addr, h.Namespace, h.FromKernel, h.ToKernel, h.ToKernelDrops)
+	}
+	lt := r.Table("links", "Links (idle links hidden; --all-links lists them)", Col("name", "link", ""), Col("up", "state", ""),
+		Col("rate", "rate", ""), Col("packets", "packets", ""), Col("bytes", "bytes", ""), Col("drops", "drops", ""), Col("marks", "ce marks", ""), Col("impair", "impair", ""))
+	for _, k := range s.Engine.Links {
+		if !allLinks && k.Up && k.Packets == 0 && k.Drops == 0 && k.Impair == "" {
+			continue
+		}
+		state := "up"
+		if !k.Up {
+			state = "DOWN"
+		}
+		lt.Add(k.Name, state, fabric.FormatRate(k.Rate), k.Packets, k.Bytes, k.Drops, k.Marks, k.Impair)
+	}
+	st := r.Table("switches_down", "Switches down", Col("name", "switch", ""), Col("plane", "plane", ""), Col("role", "role", ""))
+	for _, sw := range s.Engine.Switches {
+		if !sw.Up {
+			st.Add(sw.Name, sw.Plane, sw.Role)
+		}
+	}
+	if len(s.Engine.NICs) > 0 {
+		names := make([]string, 0, len(s.Engine.NICs))
+		for n := range s.Engine.NICs {
+			names = append(names, n)
+		}
+		slices.Sort(names)
+		nt := r.Table("nics", "NIC counters (non-zero)", Col("host", "host", ""), Col("counter", "counter", ""), Col("value", "value", ""))
+		for _, n := range names {
+			keys := make([]string, 0, len(s.Engine.NICs[n]))
+			for k, v := range s.Engine.NICs[n] {
+				if v != 0 {
+					keys = append(keys, k)
+				}
+			}
+			slices.Sort(keys)
+			for _, k := range keys {
+				nt.Add(n, k, s.Engine.NICs[n][k])
+			}
+		}
+	}
+	return r
+}
+
+func newExecCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "exec",
+		Usage:     "run a command in a live lab host's network namespace",
+		ArgsUsage: "HOST -- CMD [ARG...]",
+		Flags:     []cli.Flag{runDirFlag(), labFlag()},
+		Action: func(c *cli.Context) error {
+			if c.NArg() < 2 {
+				return usagef("exec: want HOST -- CMD [ARG...]")
+			}
+			host, argv := c.Args().First(), c.Args().Slice()[1:]
+			if argv[0] == "--" {
+				argv = argv[1:]
+			}
+			if len(argv) == 0 {
+				return usagef("exec: no command after %s", host)
+			}
+			name, err := runningLab(c, c.String("lab"))
+			if err != nil {
+				return err
+			}
+			// Check the host before anything else: an unknown host is a
+			// clear error whatever the command.
+			if _, err := live.HostNamespace(c.String("run-dir"), name, host); err != nil {
+				return err
+			}
+			cmd := exec.Command(argv[0], argv[1:]...)
+			cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, c.App.Writer, c.App.ErrWriter
+			// The child gets the terminal's signals itself; mrlab waits.
+			sigs := make(chan os.Signal, 4)
+			signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+			defer signal.Stop(sigs)
+			if err := live.Exec(c.String("run-dir"), name, host, cmd); err != nil {
+				return err
+			}
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
+			for {
+				select {
+				case s := <-sigs:
+					cmd.Process.Signal(s)
+				case err := <-done:
+					var ee *exec.ExitError
+					if errors.As(err, &ee) {
+						return cli.Exit(fmt.Sprintf("%s on %s: %v", argv[0], host, ee), max(ee.ExitCode(), 1))
+					}
+					return err
+				}
+			}
+		},
+	}
+}
+
+func newFaultCommand() *cli.Command {
+	send := func(target string, actions ...string) cli.ActionFunc {
+		return func(c *cli.Context) error {
+			if c.NArg() < 2 {
+				return usagef("fault %s: want NAME %s", target, strings.Join(actions, "|"))
+			}
+			f := live.FaultRequest{Target: target, Name: c.Args().Get(0), Action: c.Args().Get(1)}
+			ok := false
+			for _, a := range actions {
+				ok = ok || a == f.Action
+			}
+			if !ok {
+				return usagef("fault %s %s: unknown action %q (want %s)", target, f.Name, f.Action, strings.Join(actions, ", "))
+			}
+			rest := c.Args().Slice()[2:]
+			if f.Action == "impair" {
+				if len(rest) == 0 {
+					return usagef("fault link %s impair: want netem parameters, e.g. loss 1%% delay 100us (or \"none\")", f.Name)
+				}
+				f.Impair = rest
+			} else if len(rest) > 0 {
+				return usagef("fault %s %s %s: unexpected %q", target, f.Name, f.Action, strings.Join(rest, " "))
+			}
+			if target == "plane" {
+				if _, err := strconv.Atoi(f.Name); err != nil {
+					return usagef("fault plane %q: want a plane number", f.Name)
+				}
+			}
+			cl, name, err := client(c)
+			if err != nil {
+				return err
+			}
+			if err := cl.Fault(c.Context, f); err != nil {
+				return err
+			}
+			fmt.Fprintf(c.App.Writer, "lab %s: %s %s %s\n", name, target, f.Name, strings.Join(append([]string{f.Action}, f.Impair...), " "))
+			return nil
+		}
+	}
+	flags := []cli.Flag{runDirFlag(), labFlag()}
+	return &cli.Command{
+		Name:  "fault",
+		Usage: "fail, restore or impair links, switches and planes of a live lab",
+		Subcommands: []*cli.Command{
+			{Name: "link", Usage: "take a link down or up, or impair it (netem spelling)", ArgsUsage: "NAME down|up|impair NETEM...",
+				Flags: flags, Action: send("link", "down", "up", "impair")},
+			{Name: "switch", Usage: "take a switch (all its links) down or up", ArgsUsage: "NAME down|up",
+				Flags: flags, Action: send("switch", "down", "up")},
+			{Name: "plane", Usage: "take a whole plane down or up", ArgsUsage: "N down|up",
+				Flags: flags, Action: send("plane", "down", "up")},
+		},
+	}
+}
+
+func newPerfCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "perf",
+		Usage: "run an RDMA workload (write_bw, send_bw, read_bw) between two live lab hosts' NICs",
+		Flags: []cli.Flag{runDirFlag(), labFlag(),
+			&cli.StringFlag{Name: "from", Required: true, Usage: "client host"},
+			&cli.StringFlag{Name: "to", Required: true, Usage: "server host"},
+			&cli.StringFlag{Name: "op", Value: "write", Usage: "write, send or read"},
+			&cli.StringFlag{Name: "transport", Usage: "metaroce or rocev2 (default: the lab's)"},
+			&cli.StringFlag{Name: "size", Value: "64KiB", Usage: "message size"},
+			&cli.IntFlag{Name: "count", Usage: "messages to move (0: run for --duration)"},
+			&cli.DurationFlag{Name: "duration", Value: 2 * time.Second, Usage: "how long to run when --count is 0"},
+			&cli.IntFlag{Name: "depth", Value: 16, Usage: "messages in flight"},
+			&cli.BoolFlag{Name: "verify", Value: true, Usage: "check every byte at the receiver"},
+			&cli.BoolFlag{Name: "json", Usage: "print one JSON object"},
+		},
+		Action: func(c *cli.Context) error {
+			if c.NArg() > 0 {
+				return usagef("perf: unexpected argument %q", c.Args().First())
+			}
+			switch c.String("op") {
+			case "write", "send", "read":
+			default:
+				return usagef("perf: --op %q: want write, send or read", c.String("op"))
+			}
+			size, err := labs.ParseSize(c.String("size"))
+			if err != nil || size <= 0 {
+				return usagef("perf: --size %q: want a size such as 4KiB or 1MiB", c.String("size"))
+			}
+			cl, _, err := client(c)
+			if err != nil {
+				return err
+			}
+			req := live.PerfRequest{From: c.String("from"), To: c.String("to"), Op: c.String("op"), Transport: c.String("transport"),
+				Size: size, Count: c.Int("count"), Duration: c.Duration("duration"), Depth: c.Int("depth"), Verify: c.Bool("verify")}
+			res, err := cl.Perf(c.Context, req)
+			if err != nil {
+				return err
+			}
+			r := &Report{}
+			r.Fact("from", "from", req.From)
+			r.Fact("to", "to", req.To)
+			r.Fact("op", "op", req.Op)
+			r.Fact("messages", "messages", res.Messages)
+			r.Fact("bytes", "bytes", res.Bytes)
+			r.Fact("elapsed", "elapsed", res.Elapsed.String())
+			r.Fact("goodput_gbps", "goodput (Gbit/s)", fmt.Sprintf("%.3f", res.Goodput/1e9))
+			r.Fact("verified", "verified", res.Verified)
+			r.Fact("errors", "errors", res.Errors)
+			r.Fact("status", "status", res.Status)
+			if len(res.Counters) > 0 {
+				keys := make([]string, 0, len(res.Counters))
+				for k := range res.Counters {
+					keys = append(keys, k)
+				}
+				slices.Sort(keys)
+				t := r.Table("counters", "Transport counters", Col("name", "counter", ""), Col("value", "value", ""))
+				for _, k := range keys {
+					t.Add(k, res.Counters[k])
+				}
+			}
+			if c.Bool("json") {
+				err = r.WriteJSON(c.App.Writer)
+			} else {
+				err = r.WriteText(c.App.Writer)
+			}
+			if err != nil {
+				return err
+			}
+			if res.Errors > 0 || res.Status != "ok" || (req.Verify && !res.Verified) {
+				return fmt.Errorf("perf %s->%s: %s, %d errors, verified=%v", req.From, req.To, res.Status, res.Errors, res.Verified)
+			}
+			return nil
+		},
+	}
+}

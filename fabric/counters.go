@@ -1,0 +1,188 @@
+package fabric
+
+import (
+	"cmp"
+	"slices"
+
+	"github.com/mrlab/mrlab/internal/sim"
+)
+
+// Snapshot is a copy of a Network's counters at one time. Links and Ports
+// are sorted (by link name then direction; by node name then port number;
+// names compare with digit runs as numbers, so h2 < h10), so a snapshot
+// prints the same way every run.
+type Snapshot struct {
+	At    sim.Time
+	Links []LinkCounters
+	Ports []PortCounters
+}
+
+// LinkCounters are one link direction's counters.
+type LinkCounters struct {
+	Link     string
+	Dir      Direction
+	From, To Endpoint
+	Up       bool
+	// Rate is the current serialization rate in bit/s.
+	Rate float64
+	// TxPackets/TxBytes started serialization; RxPackets/RxBytes reached
+	// the far node.
+	TxPackets, TxBytes uint64
+	RxPackets, RxBytes uint64
+	// Drops by reason: DropQueueFull, DropImpairment, DropLinkDown, and
+	// DropNoRoute for packets reaching a host with no NIC attached.
+	Drops      DropCounts
+	ECNMarks   uint64
+	Duplicated uint64
+	Corrupted  uint64
+	// QueueBytes is the queue now; QueueMaxBytes its maximum and
+	// QueueAvgBytes its time average (bytes x time / time) since Build.
+	QueueBytes    int
+	QueueMaxBytes int
+	QueueAvgBytes float64
+}
+
+// PortCounters are a node's view of one of its ports, as a switch's
+// "show interface" gives it.
+type PortCounters struct {
+	Node string
+	Port int
+	Link string
+	Up   bool
+	// TxPackets/TxBytes were handed to the port by its node; RxPackets/
+	// RxBytes were delivered to the node through it.
+	TxPackets, TxBytes uint64
+	RxPackets, RxBytes uint64
+	// Drops holds the node's drops of packets that arrived on this port
+	// (DropMalformed, DropTTL, DropNoRoute) or that routing sent to it
+	// while its link was down (DropBlackHole), plus the drops of the
+	// port's outgoing link direction (DropQueueFull, DropImpairment,
+	// DropLinkDown).
+	Drops DropCounts
+	// NodeDrops is the node's part of Drops.
+	NodeDrops DropCounts
+	// ECNMarks and the queue figures are the outgoing direction's.
+	ECNMarks      uint64
+	QueueMaxBytes int
+	QueueAvgBytes float64
+}
+
+// Counters returns a snapshot of every link direction's and port's
+// counters at the scheduler's current time.
+func (n *Network) Counters() Snapshot {
+	now := n.s.Now()
+	s := Snapshot{At: now, Links: make([]LinkCounters, 0, len(n.ports)), Ports: make([]PortCounters, 0, len(n.ports))}
+	for _, p := range n.ports {
+		lc := p.linkCounters(now, n.start)
+		s.Links = append(s.Links, lc)
+		pc := PortCounters{
+			Node: p.from.Node, Port: p.from.Port, Link: p.link.name, Up: p.link.up,
+			TxPackets: p.sentPkts, TxBytes: p.sentBytes,
+			RxPackets: p.rcvPkts, RxBytes: p.rcvBy,
+			Drops:         p.nodeDrops,
+			NodeDrops:     p.nodeDrops,
+			ECNMarks:      lc.ECNMarks,
+			QueueMaxBytes: lc.QueueMaxBytes,
+			QueueAvgBytes: lc.QueueAvgBytes,
+		}
+		pc.Drops.add(&p.c.drops)
+		s.Ports = append(s.Ports, pc)
+	}
+	slices.SortFunc(s.Links, func(a, b LinkCounters) int {
+		return cmp.Or(naturalCompare(a.Link, b.Link), cmp.Compare(a.Dir, b.Dir))
+	})
+	slices.SortFunc(s.Ports, func(a, b PortCounters) int {
+		return cmp.Or(naturalCompare(a.Node, b.Node), cmp.Compare(a.Port, b.Port))
+	})
+	return s
+}
+
+func (p *Port) linkCounters(now, start sim.Time) LinkCounters {
+	area := p.qArea
+	if now > p.qLast {
+		area += float64(p.qBytes) * float64(now-p.qLast)
+	}
+	var avg float64
+	if now > start {
+		avg = area / float64(now-start)
+	}
+	return LinkCounters{
+		Link: p.link.name, Dir: p.dir, From: p.from, To: p.to, Up: p.link.up, Rate: p.rate,
+		TxPackets: p.c.txPkts, TxBytes: p.c.txBytes, RxPackets: p.c.rxPkts, RxBytes: p.c.rxBytes,
+		Drops: p.c.drops, ECNMarks: p.c.marks, Duplicated: p.c.dups, Corrupted: p.c.corrupts,
+		QueueBytes: p.qBytes, QueueMaxBytes: p.qMax, QueueAvgBytes: avg,
+	}
+}
+
+// Link returns the counters of one link direction.
+func (s *Snapshot) Link(name string, dir Direction) (LinkCounters, bool) {
+	for _, l := range s.Links {
+		if l.Link == name && l.Dir == dir {
+			return l, true
+		}
+	}
+	return LinkCounters{}, false
+}
+
+// Port returns the counters of one node's port.
+func (s *Snapshot) Port(node string, port int) (PortCounters, bool) {
+	for _, p := range s.Ports {
+		if p.Node == node && p.Port == port {
+			return p, true
+		}
+	}
+	return PortCounters{}, false
+}
+
+// Drops sums the drops of every link direction and every node, each drop
+// counted once.
+func (s *Snapshot) Drops() DropCounts {
+	var d DropCounts
+	for i := range s.Links {
+		d.add(&s.Links[i].Drops)
+	}
+	for i := range s.Ports {
+		d.add(&s.Ports[i].NodeDrops)
+	}
+	return d
+}
+
+// naturalCompare orders strings with runs of digits compared as numbers.
+func naturalCompare(a, b string) int {
+	for a != "" && b != "" {
+		if isDigit(a[0]) && isDigit(b[0]) {
+			i, j := digitRun(a), digitRun(b)
+			na, nb := trimZeros(a[:i]), trimZeros(b[:j])
+			if c := cmp.Compare(len(na), len(nb)); c != 0 {
+				return c
+			}
+			if c := cmp.Compare(na, nb); c != 0 {
+				return c
+			}
+			a, b = a[i:], b[j:]
+			continue
+		}
+		if a[0] != b[0] {
+			return cmp.Compare(a[0], b[0])
+		}
+		a, b = a[1:], b[1:]
+	}
+	return cmp.Compare(len(a), len(b))
+}
+
+func isDigit(c byte) bool { return c >= '0' && c <= '9' }
+
+func digitRun(s string) int {
+	i := 0
+	for i < len(s) && isDigit(s[i]) {
+		i++
+	}
+	return i
+}
+
+func trimZeros(s string) string {
+	for len(s) > 1 && s[0] == '0' {
+		s = s[1:]
+	}
+	return s
+}

@@ -1,0 +1,450 @@
+package fabric
+
+import (
+	"math"
+	"math/rand/v2"
+
+	"github.com/mrlab/mrlab/internal/header"
+	"github.com/mrlab/mrlab/internal/packet"
+	"github.com/mrlab/mrlab/internal/sim"
+)
+
+// Direction selects one direction of a link, or both.
+type Direction uint8
+
+// Link directions. A link's A end sends AtoB, its B end BtoA.
+const (
+	AtoB Direction = iota
+	BtoA
+	Both
+)
+
+// String returns "AtoB", "BtoA" or "both".
+func (d Direction) String() string {
+	switch d {
+	case AtoB:
+		return "AtoB"
+	case BtoA:
+		return "BtoA"
+	case Both:
+		return "both"
+	}
+	return "direction(?)"
+}
+
+// DefaultQueueBytes is the drop-tail capacity of a link direction whose
+// LinkParams.QueueBytes is 0: 1 MiB, about a shallow-buffer switch's share
+// per port (256 packets of 4 KiB, 84 us at 100 Gbit/s).
+const DefaultQueueBytes = 1 << 20
+
+// Port is a node's end of a link: where the node sends. It owns the
+// outgoing direction of the link — a FIFO drop-tail queue counted in bytes,
+// a server that serializes one packet at a time at the link rate,
+// propagation delay, ECN marking and netem-style impairments — and delivers
+// to the node at the far end.
+//
+// The model, in the order a packet meets it:
+//
+//   - Send/enqueue: link down => DropLinkDown; the loss model (netem applies
+//     loss at enqueue) => DropImpairment; if the server is busy and the
+//     waiting bytes plus this packet exceed the capacity => DropQueueFull.
+//     The queue counts packets waiting, not the one being serialized. ECN is
+//     decided here, from the queue the packet finds (see ECNConfig).
+//   - serialization: n bytes take exactly n*8/rate; the server keeps its
+//     busy-until time in picoseconds with the sub-picosecond remainder, so
+//     back-to-back packets never drift (1000 x 4096 B at 100 Gbit/s end at
+//     exactly 327680 ns). The port reports idle in the nanosecond in which
+//     the last bit leaves, so a pull-style sender that sends from OnIdle
+//     keeps the line exactly busy.
+//   - delivery: arrival = end of serialization, rounded up to the
+//     nanosecond, + propagation delay + the impairment's delay/jitter
+//     (reorder: that fraction of packets skips the impairment delay).
+//     Duplicates are copies made here (they take no link time, like a
+//     fault, and get their own delay draw); corruption flips one random bit
+//     after the IPv4 header here, so the IP header stays valid, switches
+//     forward the packet and the receiver's integrity check must catch it
+//     (a packet no longer than its IPv4 header gets the bit anywhere).
+//   - link down: queued and serializing packets are dropped (DropLinkDown),
+//     and so are packets still propagating when they reach the far end.
+//
+// A Port is not safe for concurrent use: it runs on its Network's loop.
+type Port struct {
+	net  *Network
+	link *netLink
+	dir  Direction
+	idx  int // Point.Link
+	name string
+	// from and to are this direction's endpoints.
+	from, to         Endpoint
+	fromNode, toNode int
+	// peer is the reverse direction: the far node's port on the same link.
+	peer *Port
+	// deliverTo is the far node (nil: an unattached host).
+	deliverTo Node
+
+	params  LinkParams
+	rate    float64 // effective: impairment rate override or params.Rate
+	rateBps uint64
+	rng     *rand.Rand
+
+	imp                                 Impairment
+	lossOn, delayOn, dupOn, corruptOn   bool
+	deliverImpaired                     bool
+	loss                                lossState
+	ecnOn                               bool
+	redAvg                              float64
+	idleSince                           sim.Time
+	queue                               []*packet.Buffer // ring
+	qHead, qLen                         int
+	qBytes, qMax                        int
+	qArea                               float64 // integral of qBytes over ns
+	qLast                               sim.Time
+	inService                           *packet.Buffer
+	busyPs                              int64  // end of the current or last serialization, ps
+	remNum                              uint64 // sub-ps remainder, in units of 1/rateBps ps
+	epoch                               int
+	onIdle                              func(now sim.Time)
+	txDoneFn, arriveFn                  sim.Func
+	c                                   dirCounts
+	nodeDrops                           DropCounts
+	sentPkts, sentBytes, rcvPkts, rcvBy uint64
+}
+
+// dirCounts are a link direction's counters.
+type dirCounts struct {
+	txPkts, txBytes, rxPkts, rxBytes uint64
+	drops                            DropCounts
+	marks, dups, corrupts            uint64
+}
+
+func (p *Port) init() {
+	p.txDoneFn = func(now sim.Time, arg any) { p.txDone(now, arg.(*packet.Buffer)) }
+	p.arriveFn = func(now sim.Time, arg any) { p.arrive(now, arg.(*packet.Buffer)) }
+	p.queue = make([]*packet.Buffer, 64)
+	p.setImpairment(p.params.Impair)
+	p.setECN(p.params.ECN)
+}
+
+// Name returns "link:AtoB" or "link:BtoA".
+func (p *Port) Name() string { return p.name }
+
+// Link returns the name of the port's link.
+func (p *Port) Link() string { return p.link.name }
+
+// Direction returns the direction this port sends in.
+func (p *Port) Direction() Direction { return p.dir }
+
+// Local returns this end of the link (node and port number).
+func (p *Port) Local() Endpoint { return p.from }
+
+// Remote returns the far end of the link.
+func (p *Port) Remote() Endpoint { return p.to }
+
+// Up reports whether the link is up (administratively, and both of its
+// nodes are up).
+func (p *Port) Up() bool { return p.link.up }
+
+// Rate returns the rate the port serializes at, in bit/s (the impairment's
+// rate when it degrades the link).
+func (p *Port) Rate() float64 { return p.rate }
+
+// Delay returns the link's propagation delay.
+func (p *Port) Delay() sim.Time { return p.params.Delay }
+
+// Idle reports whether the outgoing direction is neither serializing nor
+// holding queued packets.
+func (p *Port) Idle() bool { return p.inService == nil }
+
+// QueueBytes returns the bytes waiting in the outgoing queue (not counting
+// the packet being serialized).
+func (p *Port) QueueBytes() int { return p.qBytes }
+
+// SetOnIdle sets fn to be called each time the outgoing direction becomes
+// idle (the last queued packet finished serializing, or a link-down flushed
+// the queue) and when a downed link comes back up, so NICs can transmit
+// pull-style: send one packet, wait for fn. fn may call Send. nil removes it.
+func (p *Port) SetOnIdle(fn func(now sim.Time)) { p.onIdle = fn }
+
+// Send takes ownership of b (an IPv4 packet) and enqueues it on the outgoing
+// direction. Drops are counted and b is freed. b's Timer must not be armed.
+func (p *Port) Send(now sim.Time, b *packet.Buffer) {
+	p.sentPkts++
+	p.sentBytes += uint64(b.Len())
+	p.enqueue(now, b)
+}
+
+func (p *Port) enqueue(now sim.Time, b *packet.Buffer) {
+	if !p.link.up {
+		p.drop(now, b, DropLinkDown)
+		return
+	}
+	if p.lossOn && p.loss.lose(p.rng) {
+		p.drop(now, b, DropImpairment)
+		return
+	}
+	n := b.Len()
+	idle := p.inService == nil
+	if p.ecnOn && p.params.ECN.Weight > 0 {
+		p.updateREDAvg(now, n, idle)
+	}
+	if !idle && p.qBytes+n > p.params.QueueBytes {
+		p.drop(now, b, DropQueueFull)
+		return
+	}
+	if p.ecnOn {
+		p.mark(now, b)
+	}
+	if o := p.net.obs; o != nil {
+		o.Observe(now, EvEnqueue, Point{Link: p.idx}, b, DropNone)
+	}
+	if idle {
+		start := int64(now) * 1000
+		if start < p.busyPs {
+			// The line freed up within this nanosecond: continue
+			// exactly where the last packet ended.
+			start = p.busyPs
+		} else {
+			p.remNum = 0
+		}
+		p.startTx(now, b, start)
+		return
+	}
+	if p.qLen == len(p.queue) {
+		p.growQueue()
+	}
+	p.queue[(p.qHead+p.qLen)%len(p.queue)] = b
+	p.qLen++
+	p.addQueue(now, n)
+}
+
+func (p *Port) growQueue() {
+	q := make([]*packet.Buffer, 2*len(p.queue))
+	for i := 0; i < p.qLen; i++ {
+		q[i] = p.queue[(p.qHead+i)%len(p.queue)]
+	}
+	p.queue, p.qHead = q, 0
+}
+
+func (p *Port) pop() *packet.Buffer {
+	b := p.queue[p.qHead]
+	p.queue[p.qHead] = nil
+	p.qHead = (p.qHead + 1) % len(p.queue)
+	p.qLen--
+	return b
+}
+
+// addQueue changes the queued bytes by delta, integrating bytes x time for
+// the time-averaged depth.
+func (p *Port) addQueue(now sim.Time, delta int) {
+	if now > p.qLast {
+		p.qArea += float64(p.qBytes) * float64(now-p.qLast)
+		p.qLast = now
+	}
+	p.qBytes += delta
+	if p.qBytes > p.qMax {
+		p.qMax = p.qBytes
+	}
+}
+
+// txPs returns the serialization time of n bytes in picoseconds, carrying
+// the sub-picosecond remainder into the next packet.
+func (p *Port) txPs(n int) int64 {
+	num := uint64(n)*8*1e12 + p.remNum
+	p.remNum = num % p.rateBps
+	return int64(num / p.rateBps)
+}
+
+func (p *Port) startTx(now sim.Time, b *packet.Buffer, startPs int64) {
+	p.inService = b
+	p.busyPs = startPs + p.txPs(b.Len())
+	p.c.txPkts++
+	p.c.txBytes += uint64(b.Len())
+	if o := p.net.obs; o != nil {
+		o.Observe(now, EvTransmit, Point{Link: p.idx}, b, DropNone)
+	}
+	b.Timer.Init(p.txDoneFn, b)
+	// Report done in the nanosecond the last bit leaves (floor), so a
+	// pull-style sender continues at exactly busyPs.
+	p.net.s.Arm(&b.Timer, sim.Time(p.busyPs/1000))
+}
+
+func (p *Port) txDone(now sim.Time, b *packet.Buffer) {
+	p.inService = nil
+	arrive := sim.Time((p.busyPs+999)/1000) + p.params.Delay
+	if p.deliverImpaired {
+		p.impairDelivery(now, b, arrive)
+	} else {
+		p.schedule(b, arrive)
+	}
+	if p.qLen > 0 {
+		nb := p.pop()
+		p.addQueue(now, -nb.Len())
+		p.startTx(now, nb, p.busyPs)
+		return
+	}
+	p.idleSince = now
+	if p.onIdle != nil {
+		p.onIdle(now)
+	}
+}
+
+func (p *Port) schedule(b *packet.Buffer, at sim.Time) {
+	b.Hop = p.epoch
+	b.Timer.Init(p.arriveFn, b)
+	p.net.s.Arm(&b.Timer, at)
+}
+
+func (p *Port) impairDelivery(now sim.Time, b *packet.Buffer, arrive sim.Time) {
+	if p.dupOn && p.rng.Float64() < p.imp.Duplicate {
+		c := p.net.pool.Copy(b)
+		p.c.dups++
+		if o := p.net.obs; o != nil {
+			o.Observe(now, EvDuplicate, Point{Link: p.idx}, c, DropNone)
+		}
+		p.schedule(c, arrive+p.extraDelay())
+	}
+	if p.corruptOn && p.rng.Float64() < p.imp.Corrupt {
+		flipBit(b.Data(), p.rng)
+		p.c.corrupts++
+		if o := p.net.obs; o != nil {
+			o.Observe(now, EvCorrupt, Point{Link: p.idx}, b, DropNone)
+		}
+	}
+	p.schedule(b, arrive+p.extraDelay())
+}
+
+// flipBit flips one random bit after the IPv4 header (anywhere if the
+// packet has nothing after a header).
+func flipBit(d []byte, r *rand.Rand) {
+	if len(d) == 0 {
+		return
+	}
+	lo := 0
+	if len(d) >= header.IPv4MinSize && d[0]>>4 == 4 {
+		if hl := header.IPv4(d).HeaderLength(); hl < len(d) {
+			lo = hl
+		}
+	}
+	i := lo + r.IntN(len(d)-lo)
+	d[i] ^= 1 << r.IntN(8)
+}
+
+// extraDelay draws the impairment's delay for one packet: Delay plus
+// Jitter scaled by a draw from DelayDist (uniform in [-1, 1]; normal
+// N(0,1); pareto: Pareto(alpha 3) shifted to mean 0; paretonormal: netem's
+// 3:1 mix of normal and pareto), clamped at 0. Reorder sends that fraction
+// of packets without it, as netem does.
+func (p *Port) extraDelay() sim.Time {
+	if !p.delayOn {
+		return 0
+	}
+	imp := &p.imp
+	if imp.Reorder > 0 && p.rng.Float64() < imp.Reorder {
+		return 0
+	}
+	d := float64(imp.Delay)
+	if imp.Jitter > 0 {
+		j := float64(imp.Jitter)
+		switch imp.DelayDist {
+		case DistNormal:
+			d += j * p.rng.NormFloat64()
+		case DistPareto:
+			d += j * pareto(p.rng)
+		case DistParetoNormal:
+			d += j * (0.75*p.rng.NormFloat64() + 0.25*pareto(p.rng))
+		default:
+			d += j * (2*p.rng.Float64() - 1)
+		}
+	}
+	if d <= 0 {
+		return 0
+	}
+	return sim.Time(d + 0.5)
+}
+
+// pareto draws Pareto(xm=1, alpha=3) minus its mean 1.5, as netem's
+// pareto table does.
+func pareto(r *rand.Rand) float64 {
+	u := 1 - r.Float64() // (0, 1]
+	return math.Pow(u, -1.0/3) - 1.5
+}
+
+func (p *Port) arrive(now sim.Time, b *packet.Buffer) {
+	if b.Hop != p.epoch || !p.link.up {
+		// Sent before the link went down: lost on the wire.
+		p.drop(now, b, DropLinkDown)
+		return
+	}
+	if p.deliverTo == nil {
+		p.drop(now, b, DropNoRoute)
+		return
+	}
+	n := uint64(b.Len())
+	p.c.rxPkts++
+	p.c.rxBytes += n
+	p.peer.rcvPkts++
+	p.peer.rcvBy += n
+	if o := p.net.obs; o != nil {
+		o.Observe(now, EvDeliver, Point{Link: p.idx}, b, DropNone)
+	}
+	p.deliverTo.Receive(now, p.to.Port, b)
+}
+
+func (p *Port) drop(now sim.Time, b *packet.Buffer, r DropReason) {
+	p.c.drops[r]++
+	if o := p.net.obs; o != nil {
+		o.Observe(now, EvDrop, Point{Link: p.idx}, b, r)
+	}
+	b.Free()
+}
+
+// goDown flushes the direction when its link fails. It reports whether the
+// direction was busy (its sender is owed an idle callback).
+func (p *Port) goDown(now sim.Time) bool {
+	busy := p.inService != nil
+	p.epoch++
+	if b := p.inService; b != nil {
+		p.inService = nil
+		p.net.s.Disarm(&b.Timer)
+		p.drop(now, b, DropLinkDown)
+	}
+	for p.qLen > 0 {
+		b := p.pop()
+		p.addQueue(now, -b.Len())
+		p.drop(now, b, DropLinkDown)
+	}
+	p.busyPs, p.remNum = int64(now)*1000, 0
+	p.idleSince = now
+	p.redAvg = 0
+	return busy
+}
+
+// setImpairment installs imp (already validated).
+func (p *Port) setImpairment(imp Impairment) {
+	p.imp = imp
+	p.loss.reset(imp.Loss)
+	p.lossOn = imp.Loss.Kind != LossNone
+	p.delayOn = imp.Delay > 0 || imp.Jitter > 0
+	p.dupOn = imp.Duplicate > 0
+	p.corruptOn = imp.Corrupt > 0
+	p.deliverImpaired = p.delayOn || p.dupOn || p.corruptOn
+	p.setRate(p.params.Rate)
+}
+
+// setRate sets the link's own rate; an impairment rate overrides it. It
+// takes effect from the next packet to start serializing.
+func (p *Port) setRate(r float64) {
+	p.params.Rate = r
+	p.rate = r
+	if p.imp.Rate != 0 {
+		p.rate = p.imp.Rate
+	}
+	p.rateBps = uint64(math.Round(p.rate))
+	p.remNum = 0
+}
+
+func (p *Port) setECN(c ECNConfig) {
+	p.params.ECN = c
+	p.ecnOn = c.Mode != ECNOff
+	p.redAvg = 0
+}

@@ -1,0 +1,92 @@
+package fabric
+
+import (
+	"github.com/mrlab/mrlab/internal/header"
+	"github.com/mrlab/mrlab/internal/packet"
+	"github.com/mrlab/mrlab/internal/sim"
+)
+
+// switchNode forwards IPv4 packets by destination. Its FIB maps each
+// destination host to an ECMP group: the ports on shortest paths to it
+// (computed from the topology, see recomputeRoutes). A packet's port in
+// the group is chosen by a hash of its 5-tuple seeded per switch, so one
+// flow (one UDP source port) keeps one path, and different switches split
+// flows independently (no polarization).
+//
+// Per packet: validate the IPv4 header (else DropMalformed); drop when TTL
+// would reach 0 (DropTTL), else decrement it (checksum fixed); look the
+// destination up (DropNoRoute); hash to a port; if that port's link is down
+// but routing has not noticed yet, the packet is black-holed
+// (DropBlackHole); else enqueue on the port.
+type switchNode struct {
+	net  *Network
+	name string
+	id   int
+	seed uint64
+	// ports by port number (nil where unwired).
+	ports []*Port
+	// route maps a host index to a group in groups, -1 if unreachable.
+	route  []int32
+	groups [][]*Port
+}
+
+// Receive implements Node.
+func (s *switchNode) Receive(now sim.Time, port int, b *packet.Buffer) {
+	var in *Port
+	if port >= 0 && port < len(s.ports) {
+		in = s.ports[port]
+	}
+	ip := header.IPv4(b.Data())
+	if ip.Validate() != nil {
+		s.drop(now, in, b, DropMalformed)
+		return
+	}
+	if ip.TTL() <= 1 {
+		s.drop(now, in, b, DropTTL)
+		return
+	}
+	ip.DecTTL()
+	h := s.net.hostOf(ip.DstU32())
+	if h < 0 || s.route[h] < 0 {
+		s.drop(now, in, b, DropNoRoute)
+		return
+	}
+	g := s.groups[s.route[h]]
+	out := g[0]
+	if len(g) > 1 {
+		src, dst, proto, sport, dport := header.FiveTuple(ip)
+		out = g[pick(ecmpHash(s.seed, src, dst, proto, sport, dport), len(g))]
+	}
+	if !out.link.up {
+		s.drop(now, out, b, DropBlackHole)
+		return
+	}
+	out.Send(now, b)
+}
+
+func (s *switchNode) drop(now sim.Time, at *Port, b *packet.Buffer, r DropReason) {
+	if at != nil {
+		at.nodeDrops[r]++
+	}
+	if o := s.net.obs; o != nil {
+		o.Observe(now, EvDrop, Point{Link: -1, Node: s.name}, b, r)
+	}
+	b.Free()
+}
+
+// ecmpHash mixes the 5-tuple with a seed (two rounds of the splitmix64
+// finalizer: every input bit affects every output bit).
+func ecmpHash(seed uint64, src, dst uint32, proto uint8, sport, dport uint16) uint64 {
+	h := mix64(seed ^ (uint64(src)<<32 | uint64(dst)))
+	return mix64(h ^ (uint64(proto)<<32 | uint64(sport)<<16 | uint64(dport)))
+}
+
+func mix64(z uint64) uint64 {
+	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
+	z = (z ^ z>>27) * 0x94d049bb133111eb
+	return z ^ z>>31
+}
+
+// pick maps a hash to 0..n-1 by multiply-shift (unbiased enough for n far
+// below 2^32, and no division).
+func pick(h uint64, n int) int { return int((h >> 32) * uint64(n) >> 32) }

@@ -1,0 +1,127 @@
+package labs
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"sort"
+	"strconv"
+)
+
+// Error is a problem in a lab file, located at the line and column of the
+// offending key or value. Its text reads like a compiler's:
+//
+//	labs/bad.yaml:7:5: links.default.rate: "100gbt" is not a rate (want e.g. 100gbit)
+//
+// Parse and Load return either a single *Error or an errors.Join of several
+// (one per problem, in file order); errors.As finds the first, Errors lists
+// them all.
+type Error struct {
+	File string
+	Line int // 1-based; 0 when the problem has no position (an empty file)
+	Col  int // 1-based; 0 when unknown
+	// Field is the dotted path of the field at fault, with sequence indexes:
+	// "links.overrides[0].rate", "faults[2].link". Empty for syntax errors.
+	Field string
+	Msg   string
+	// Err is the underlying error (a parser's), if any.
+	Err error
+}
+
+func (e *Error) Error() string {
+	loc := e.File
+	if e.Line > 0 {
+		loc += ":" + strconv.Itoa(e.Line)
+		if e.Col > 0 {
+			loc += ":" + strconv.Itoa(e.Col)
+		}
+	}
+	if e.Field == "" {
+		return loc + ": " + e.Msg
+	}
+	return loc + ": " + e.Field + ": " + e.Msg
+}
+
+// Unwrap returns the underlying error.
+func (e *Error) Unwrap() error { return e.Err }
+
+// Errors returns every *Error in err (which may be a single *Error or a
+// join of them), in file order. It returns nil if err holds none.
+func Errors(err error) []*Error {
+	var out []*Error
+	var walk func(error)
+	walk = func(err error) {
+		if err == nil {
+			return
+		}
+		if e, ok := err.(*Error); ok {
+			out = append(out, e)
+			return
+		}
+		switch u := err.(type) {
+		case interface{ Unwrap() []error }:
+			for _, x := range u.Unwrap() {
+				walk(x)
+			}
+		case interface{ Unwrap() error }:
+			walk(u.Unwrap())
+		}
+	}
+	walk(err)
+	return out
+}
+
+// maxErrors bounds how many problems one Parse reports: past this the file
+// is probably not a lab file at all.
+const maxErrors = 20
+
+// errorList collects a file's problems.
+type errorList struct {
+	file string
+	errs []*Error
+}
+
+func (l *errorList) add(line, col int, field, format string, args ...any) {
+	if len(l.errs) > maxErrors {
+		return
+	}
+	l.errs = append(l.errs, &Error{File: l.file, Line: line, Col: col, Field: field, Msg: fmt.Sprintf(format, args...)})
+}
+
+// err returns the collected problems in file order, or nil.
+func (l *errorList) err() error {
+	if len(l.errs) == 0 {
+		return nil
+	}
+	sort.SliceStable(l.errs, func(i, j int) bool {
+		a, b := l.errs[i], l.errs[j]
+		if a.Line != b.Line {
+			return a.Line < b.Line
+		}
+		return a.Col < b.Col
+	})
+	if len(l.errs) > maxErrors {
+		l.errs = append(l.errs[:maxErrors], &Error{File: l.file, Msg: "too many errors"})
+	}
+	if len(l.errs) == 1 {
+		return l.errs[0]
+	}
+	errs := make([]error, len(l.errs))
+	for i, e := range l.errs {
+		errs[i] = e
+	}
+	return errors.Join(errs...)
+}
+
+// yamlLine finds the line in a yaml parser message ("yaml: line 3: ...").
+var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+
+// syntaxError turns a yaml parser error into an *Error with its line.
+func syntaxError(file string, err error) *Error {
+	e := &Error{File: file, Msg: err.Error(), Err: err}
+	if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
+		e.Line, _ = strconv.Atoi(m[1])
+		e.Msg = "YAML syntax: " + m[2]
+	}
+	return e
+}

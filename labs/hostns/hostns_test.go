@@ -1,0 +1,196 @@
+package hostns
+
+import (
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// requireRoot skips tests that need CAP_NET_ADMIN and /dev/net/tun.
+func requireRoot(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	if _, err := os.Stat("/dev/net/tun"); err != nil {
+		t.Skip("needs /dev/net/tun")
+	}
+}
+
+// testName returns a namespace name unique to this test process.
+func testName(tag string) string { return fmt.Sprintf("mrlt-%d-%s", os.Getpid(), tag) }
+
+// createNS creates a namespace and removes it (by its exact name) when the
+// test ends, pass or fail.
+func createNS(t *testing.T, tag string) *Namespace {
+	t.Helper()
+	name := testName(tag)
+	n, err := Create(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		n.Close()
+		if err := Delete(name); err != nil {
+			t.Errorf("cleanup: %v", err)
+		}
+	})
+	return n
+}
+
+func TestValidName(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ok   bool
+	}{
+		{"mrl-default-h0", true}, {"a.b_c", true}, {"", false}, {"..", false},
+		{"a/b", false}, {"a b", false}, {strings.Repeat("x", 256), false},
+	} {
+		if err := ValidName(tc.name); (err == nil) != tc.ok {
+			t.Errorf("ValidName(%q) = %v, want ok=%v", tc.name, err, tc.ok)
+		}
+	}
+}
+
+func TestCreateConfigureDelete(t *testing.T) {
+	requireRoot(t)
+	before, err := TakeSnapshot(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := createNS(t, "a")
+	if _, err := Create(n.Name()); err == nil {
+		t.Fatal("second Create of the same name succeeded")
+	}
+	if err := n.DisableIPv6(); err != nil {
+		t.Fatal(err)
+	}
+	tun, err := n.OpenTUN("mr0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tun.Close()
+	cfg := IfConfig{Addr: netip.MustParsePrefix("198.18.0.1/32"), Routes: []netip.Prefix{netip.MustParsePrefix("198.18.0.0/15")}, MTU: 1500}
+	if err := n.Configure(tun, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Configure(tun, IfConfig{Addr: netip.MustParsePrefix("198.18.0.2/32"), Routes: []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0")}}); err == nil {
+		t.Error("a default route was accepted")
+	}
+	inside, err := TakeSnapshot(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	joined := strings.Join(inside.Addrs, "\n") + strings.Join(inside.Routes, "\n")
+	for _, want := range []string{"mr0 198.18.0.1/32", "dst=198.18.0.0/15", "dev=mr0"} {
+		if !strings.Contains(joined, want) {
+			t.Errorf("namespace snapshot lacks %q:\n%s", want, joined)
+		}
+	}
+	for _, r := range inside.Routes {
+		if strings.Contains(r, "dst=<nil>") && strings.Contains(r, "table=254") {
+			t.Errorf("default route in lab namespace: %s", r)
+		}
+	}
+	// The command runs inside: it sees mr0.
+	out, err := runIn(n, "ip", "-o", "addr", "show", "dev", "mr0")
+	if err != nil {
+		t.Fatalf("ip in namespace: %v: %s", err, out)
+	}
+	if !strings.Contains(out, "198.18.0.1/32") {
+		t.Errorf("ip addr inside namespace: %s", out)
+	}
+	after, err := TakeSnapshot(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(before, after); d != "" {
+		t.Errorf("root namespace changed (-before +after):\n%s", d)
+	}
+}
+
+func TestDeleteIsIdempotent(t *testing.T) {
+	requireRoot(t)
+	name := testName("del")
+	n, err := Create(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.Close()
+	for i := 0; i < 2; i++ {
+		if err := Delete(name); err != nil {
+			t.Fatalf("Delete #%d: %v", i+1, err)
+		}
+	}
+	if Exists(name) {
+		t.Fatal("namespace still exists")
+	}
+}
+
+// TestTUNForwarding joins two namespaces' TUN devices with a copy loop and
+// pings across: the plumbing a live lab's fabric sits in the middle of.
+func TestTUNForwarding(t *testing.T) {
+	requireRoot(t)
+	if _, err := exec.LookPath("ping"); err != nil {
+		t.Skip("no ping")
+	}
+	var tuns [2]*TUN
+	var nss [2]*Namespace
+	for i := range tuns {
+		nss[i] = createNS(t, fmt.Sprint("f", i))
+		if err := nss[i].DisableIPv6(); err != nil {
+			t.Fatal(err)
+		}
+		tun, err := nss[i].OpenTUN("mr0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		tuns[i] = tun
+		t.Cleanup(func() { tun.Close() })
+		addr := netip.AddrFrom4([4]byte{198, 18, 0, byte(1 + i)})
+		if err := nss[i].Configure(tun, IfConfig{Addr: netip.PrefixFrom(addr, 32), Routes: []netip.Prefix{netip.MustParsePrefix("198.18.0.0/15")}, MTU: 1500}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	copyLoop := func(from, to *TUN) {
+		b := make([]byte, 2048)
+		for {
+			n, err := from.Read(b)
+			if err != nil {
+				return
+			}
+			to.Write(b[:n])
+		}
+	}
+	go copyLoop(tuns[0], tuns[1])
+	go copyLoop(tuns[1], tuns[0])
+	out, err := runIn(nss[0], "ping", "-c", "2", "-i", "0.2", "-W", "2", "198.18.0.2")
+	if err != nil {
+		t.Fatalf("ping across TUNs: %v\n%s", err, out)
+	}
+}
+
+func runIn(n *Namespace, name string, args ...string) (string, error) {
+	cmd := exec.Command(name, args...)
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := n.Start(cmd); err != nil {
+		return "", err
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		return out.String(), err
+	case <-time.After(20 * time.Second):
+		cmd.Process.Kill()
+		<-done
+		return out.String(), fmt.Errorf("%s timed out", name)
+	}
+}

@@ -1,0 +1,290 @@
+package live
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"syscall"
+	"time"
+
+	"github.com/mrlab/mrlab/labs/hostns"
+)
+
+// The control API, served over HTTP on the lab's Unix socket (mode 0600:
+// only root talks to a lab; there is no TCP listener):
+//
+//	GET  /status  -> Status
+//	POST /fault   FaultRequest -> {}
+//	POST /perf    PerfRequest  -> PerfResult (when the run ends)
+//	POST /down    -> {} and the lab stops
+//
+// Errors are {"error": "..."} with status 400 (the request was wrong: an
+// unknown link, a bad op) or 503 (the lab is stopping).
+
+// apiError is the body of a failed request.
+type apiError struct {
+	Error string `json:"error"`
+}
+
+func (l *Lab) serve() error {
+	sock := l.state.Socket
+	// claim() made sure no live lab owns this name; a leftover socket
+	// file from a crash is ours to replace.
+	if err := os.Remove(sock); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("removing old control socket: %w", err)
+	}
+	// Create the socket with no permissions for group and others from the
+	// start, not only after a chmod.
+	old := syscall.Umask(0o177)
+	ln, err := net.Listen("unix", sock)
+	syscall.Umask(old)
+	if err != nil {
+		return fmt.Errorf("lab %s: control socket: %w", l.name, err)
+	}
+	if err := os.Chmod(sock, 0o600); err != nil {
+		ln.Close()
+		return fmt.Errorf("lab %s: control socket: %w", l.name, err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
+		s, err := l.Status(r.Context())
+		reply(w, s, err)
+	})
+	mux.HandleFunc("POST /fault", func(w http.ResponseWriter, r *http.Request) {
+		var f FaultRequest
+		if !decode(w, r, &f) {
+			return
+		}
+		reply(w, struct{}{}, l.Fault(r.Context(), f))
+	})
+	mux.HandleFunc("POST /perf", func(w http.ResponseWriter, r *http.Request) {
+		var p PerfRequest
+		if !decode(w, r, &p) {
+			return
+		}
+		res, err := l.Perf(r.Context(), p)
+		reply(w, res, err)
+	})
+	mux.HandleFunc("POST /down", func(w http.ResponseWriter, r *http.Request) {
+		reply(w, struct{}{}, nil)
+		l.Stop()
+	})
+	l.ln = ln
+	l.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go l.srv.Serve(ln)
+	return nil
+}
+
+// decode reads a JSON request body, answering 400 on failure.
+func decode(w http.ResponseWriter, r *http.Request, v any) bool {
+	dec := json.NewDecoder(io.LimitReader(r.Body, 1<<20))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		writeJSON(w, http.StatusBadRequest, apiError{"bad request body: " + err.Error()})
+		return false
+	}
+	return true
+}
+
+func reply(w http.ResponseWriter, v any, err error) {
+	switch {
+	case err == nil:
+		writeJSON(w, http.StatusOK, v)
+	case errors.Is(err, ErrStopped):
+		writeJSON(w, http.StatusServiceUnavailable, apiError{err.Error()})
+	default:
+		writeJSON(w, http.StatusBadRequest, apiError{err.Error()})
+	}
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(v)
+}
+
+// Client talks to a running lab's control socket.
+type Client struct {
+	lab    string
+	socket string
+	hc     *http.Client
+}
+
+// NewClient returns a client for the lab whose socket is at socket.
+func NewClient(lab, socket string) *Client {
+	tr := &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", socket)
+		},
+	}
+	return &Client{lab: lab, socket: socket, hc: &http.Client{Transport: tr}}
+}
+
+// Dial finds lab's socket from its state file under dir.
+func Dial(dir, lab string) (*Client, error) {
+	st, err := ReadState(dir, lab)
+	if err != nil {
+		return nil, err
+	}
+	return NewClient(lab, st.Socket), nil
+}
+
+// ClientError is an error the lab answered with.
+type ClientError struct {
+	Lab    string
+	Status int
+	Msg    string
+}
+
+func (e *ClientError) Error() string { return fmt.Sprintf("lab %s: %s", e.Lab, e.Msg) }
+
+func (c *Client) call(ctx context.Context, method, path string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return err
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, "http://lab"+path, body)
+	if err != nil {
+		return err
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("lab %s: control socket %s: %w", c.lab, c.socket, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return fmt.Errorf("lab %s: reading reply to %s: %w", c.lab, path, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		var ae apiError
+		if json.Unmarshal(data, &ae) != nil || ae.Error == "" {
+			ae.Error = fmt.Sprintf("%s %s: HTTP %d", method, path, resp.StatusCode)
+		}
+		return &ClientError{Lab: c.lab, Status: resp.StatusCode, Msg: ae.Error}
+	}
+	if out != nil {
+		if err := json.Unmarshal(data, out); err != nil {
+			return fmt.Errorf("lab %s: decoding reply to %s: %w", c.lab, path, err)
+		}
+	}
+	return nil
+}
+
+// Status fetches the lab's status.
+func (c *Client) Status(ctx context.Context) (Status, error) {
+	var s Status
+	err := c.call(ctx, http.MethodGet, "/status", nil, &s)
+	return s, err
+}
+
+// Fault applies a fault.
+func (c *Client) Fault(ctx context.Context, f FaultRequest) error {
+	return c.call(ctx, http.MethodPost, "/fault", f, nil)
+}
+
+// Perf runs a workload and returns its result when it ends.
+func (c *Client) Perf(ctx context.Context, p PerfRequest) (PerfResult, error) {
+	var r PerfResult
+	err := c.call(ctx, http.MethodPost, "/perf", p, &r)
+	return r, err
+}
+
+// Down asks the lab to stop.
+func (c *Client) Down(ctx context.Context) error {
+	return c.call(ctx, http.MethodPost, "/down", nil, nil)
+}
+
+// Down stops lab and removes what it created: it asks a running lab to stop
+// and waits for it; if the lab's process is gone (a crash), it removes the
+// namespaces, socket and state file its state records. It fails with
+// ErrNotRunning when there is no state file.
+func Down(ctx context.Context, dir, lab string, ops Ops) error {
+	if ops == nil {
+		ops = SystemOps{}
+	}
+	st, err := ReadState(dir, lab)
+	if err != nil {
+		return err
+	}
+	if ops.ProcessAlive(st.PID, st.StartTicks) {
+		if err := NewClient(lab, st.Socket).Down(ctx); err != nil {
+			// The process is alive but not answering: ask it with a
+			// signal (a foreground lab tears down on SIGTERM).
+			if kerr := syscall.Kill(st.PID, syscall.SIGTERM); kerr != nil {
+				return fmt.Errorf("lab %s (pid %d): %w; SIGTERM: %v", lab, st.PID, err, kerr)
+			}
+		}
+		if !waitGone(ctx, dir, lab, st, ops, 20*time.Second) {
+			return fmt.Errorf("lab %s (pid %d) did not stop within 20s", lab, st.PID)
+		}
+	}
+	// Gone: whatever is left is stale.
+	st, err = ReadState(dir, lab)
+	if errors.Is(err, ErrNotRunning) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return Cleanup(dir, st, ops)
+}
+
+// waitGone waits until the lab's process has exited or its state file is
+// gone.
+func waitGone(ctx context.Context, dir, lab string, st *State, ops Ops, limit time.Duration) bool {
+	deadline := time.Now().Add(limit)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		if !ops.ProcessAlive(st.PID, st.StartTicks) {
+			return true
+		}
+		if _, err := os.Stat(StatePath(dir, lab)); errors.Is(err, fs.ErrNotExist) {
+			// Torn down; give the process a moment to exit.
+			time.Sleep(50 * time.Millisecond)
+			return true
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return false
+}
+
+// HostNamespace returns the namespace of host in a running lab. It fails
+// for an unknown host, listing the lab's hosts.
+func HostNamespace(dir, lab, host string) (string, error) {
+	st, err := ReadState(dir, lab)
+	if err != nil {
+		return "", err
+	}
+	h, ok := st.Host(host)
+	if !ok {
+		return "", fmt.Errorf("lab %s has no host %q (hosts: %v)", lab, host, st.HostNames())
+	}
+	if h.Namespace == "" {
+		return "", fmt.Errorf("lab %s host %s has no namespace (a test lab on fake devices)", lab, host)
+	}
+	return h.Namespace, nil
+}
+
+// Exec starts cmd in host's namespace of the running lab.
+func Exec(dir, lab, host string, cmd *exec.Cmd) error {
+	ns, err := HostNamespace(dir, lab, host)
+	if err != nil {
+		return err
+	}
+	return hostns.StartIn(ns, cmd)
+}

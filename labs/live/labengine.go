@@ -1,0 +1,258 @@
+package live
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/mrlab/mrlab/fabric"
+	"github.com/mrlab/mrlab/internal/packet"
+	"github.com/mrlab/mrlab/internal/sim"
+	"github.com/mrlab/mrlab/labs"
+	"github.com/mrlab/mrlab/softnic"
+)
+
+// DefaultMaxRate caps link rates in live labs: 1 Gbit/s. One Go process
+// paces every link, switch and NIC of the lab on one goroutine; at the
+// lab files' 100 Gbit/s it would fall behind the wall clock at once (and
+// say so), distorting every delay. At 1 Gbit/s the default lab keeps real
+// time on a 2-core machine with kernel TCP and a MetaRoCE run crossing it
+// (labs/live/README.md has the measurements). Raise it with
+// `mrlab up --max-rate` and watch `mrlab status` for late events.
+const DefaultMaxRate = 1e9
+
+// EngineConfig configures NewLabEngine.
+type EngineConfig struct {
+	// MaxRate caps every link's rate (and a rate impairment) in bits per
+	// second; 0 keeps the lab's rates.
+	MaxRate float64
+}
+
+// CapRates lowers every link rate in topo above max to max. It returns how
+// many links it changed.
+func CapRates(topo *fabric.Topology, max float64) int {
+	if max <= 0 {
+		return 0
+	}
+	n := 0
+	for i := range topo.Links {
+		p := &topo.Links[i].Params
+		changed := false
+		if p.Rate > max {
+			p.Rate, changed = max, true
+		}
+		if p.Impair.Rate > max {
+			p.Impair.Rate, changed = max, true
+		}
+		if changed {
+			n++
+		}
+	}
+	return n
+}
+
+// labEngine runs a lab's fabric and one softnic NIC per host: the live
+// Engine for real labs. The NICs' host ports lead to the hosts' TUNs.
+type labEngine struct {
+	lab   *labs.Lab
+	topo  *fabric.Topology
+	cfg   EngineConfig
+	hosts []HostSpec
+
+	loop    *sim.Loop
+	pool    *packet.Pool
+	net     *fabric.Network
+	nics    []*softnic.NIC
+	deliver func(int, sim.Time, []byte)
+	perf    perfRunner
+
+	// What faults set, for status: the fabric does not report it back.
+	impair    map[string]fabric.Impairment
+	swDown    map[string]bool
+	planeDown map[int]bool
+}
+
+// NewLabEngine prepares the Engine for a lab: its topology with link rates
+// capped for real time. The fabric and NICs are built on the loop at Start.
+func NewLabEngine(lab *labs.Lab, cfg EngineConfig) (Engine, error) {
+	topo := lab.Topology()
+	CapRates(topo, cfg.MaxRate)
+	e := &labEngine{lab: lab, topo: topo, cfg: cfg, impair: map[string]fabric.Impairment{}, swDown: map[string]bool{}, planeDown: map[int]bool{}}
+	for _, k := range topo.Links {
+		if !k.Params.Impair.IsZero() {
+			e.impair[k.Name] = k.Params.Impair
+		}
+	}
+	for _, h := range topo.Hosts {
+		if !h.Addr.Is4() {
+			return nil, fmt.Errorf("lab %s: host %s address %v is not IPv4", lab.Name, h.Name, h.Addr)
+		}
+		e.hosts = append(e.hosts, HostSpec{Name: h.Name, Addr: h.Addr})
+	}
+	return e, nil
+}
+
+func (e *labEngine) Hosts() []HostSpec { return e.hosts }
+
+// hostPort delivers a NIC's non-transport packets to its host's kernel.
+type hostPort struct {
+	e    *labEngine
+	host int
+}
+
+func (h hostPort) Deliver(now sim.Time, ip []byte) { h.e.deliver(h.host, now, ip) }
+
+func (e *labEngine) Start(loop *sim.Loop, pool *packet.Pool, deliver func(int, sim.Time, []byte)) error {
+	e.loop, e.pool, e.deliver = loop, pool, deliver
+	net, err := fabric.Build(loop, pool, e.topo, fabric.BuildOptions{Seed: e.lab.Seed, DetectionDelay: e.lab.DetectionDelay})
+	if err != nil {
+		return fmt.Errorf("building lab %s: %w", e.lab.Name, err)
+	}
+	e.net = net
+	for i, h := range e.topo.Hosts {
+		nic, err := softnic.New(softnic.Config{
+			Name: h.Name, Addr: h.Addr, Ports: h.Ports, Sched: loop, Pool: pool,
+			Seed: e.lab.Seed, Protocols: newProtocols(e.lab),
+		})
+		if err != nil {
+			return err
+		}
+		ports, err := net.Attach(h.Name, nic)
+		if err != nil {
+			return err
+		}
+		wires := make([]softnic.Wire, len(ports))
+		for j, p := range ports {
+			wires[j] = p
+		}
+		if err := nic.SetWires(wires...); err != nil {
+			return err
+		}
+		nic.SetHostPort(hostPort{e, i})
+		e.nics = append(e.nics, nic)
+	}
+	return e.perf.init(e)
+}
+
+func (e *labEngine) FromKernel(host int, now sim.Time, p *packet.Buffer) {
+	e.nics[host].SendIP(now, p)
+}
+
+// Fault applies a fault request: link/switch/plane down or up, or a link
+// impairment in netem spelling ("none" clears it).
+func (e *labEngine) Fault(now sim.Time, f FaultRequest) error {
+	var up bool
+	switch f.Action {
+	case "down":
+	case "up":
+		up = true
+	case "impair":
+		if f.Target != "link" {
+			return fmt.Errorf("fault %s %s: only links can be impaired", f.Target, f.Name)
+		}
+	default:
+		return fmt.Errorf("fault %s %s: unknown action %q (want down, up or impair)", f.Target, f.Name, f.Action)
+	}
+	switch f.Target {
+	case "link":
+		if f.Action == "impair" {
+			spec := strings.TrimSpace(strings.Join(f.Impair, " "))
+			var imp fabric.Impairment
+			if spec != "none" && spec != "" {
+				var err error
+				if imp, err = fabric.ParseImpairment(spec); err != nil {
+					return fmt.Errorf("fault link %s impair: %w", f.Name, err)
+				}
+			}
+			if e.cfg.MaxRate > 0 && imp.Rate > e.cfg.MaxRate {
+				imp.Rate = e.cfg.MaxRate
+			}
+			if err := e.net.SetImpairment(f.Name, fabric.Both, imp); err != nil {
+				return err
+			}
+			if imp.IsZero() {
+				delete(e.impair, f.Name)
+			} else {
+				e.impair[f.Name] = imp
+			}
+			return nil
+		}
+		return e.net.SetLinkUp(now, f.Name, up)
+	case "switch":
+		if err := e.net.SetSwitchUp(now, f.Name, up); err != nil {
+			return err
+		}
+		e.swDown[f.Name] = !up
+		return nil
+	case "plane":
+		n, err := strconv.Atoi(f.Name)
+		if err != nil || n < 0 || n >= max(e.topo.Planes, 1) {
+			return fmt.Errorf("fault plane %q: want a plane number 0..%d", f.Name, max(e.topo.Planes, 1)-1)
+		}
+		if err := e.net.SetPlaneUp(now, n, up); err != nil {
+			return err
+		}
+		e.planeDown[n] = !up
+		for _, sw := range e.topo.Switches {
+			if sw.Plane == n {
+				e.swDown[sw.Name] = !up
+			}
+		}
+		return nil
+	}
+	return fmt.Errorf("fault: unknown target %q (want link, switch or plane)", f.Target)
+}
+
+func (e *labEngine) Perf(now sim.Time, req PerfRequest, done func(PerfResult)) error {
+	return e.perf.start(now, req, done)
+}
+
+// Status reports every link's state and counters (both directions
+// summed), the switches and the NICs' counters.
+func (e *labEngine) Status(now sim.Time) EngineStatus {
+	s := EngineStatus{Planes: max(e.topo.Planes, 1), NICs: map[string]NICStat{}, Counters: map[string]uint64{}}
+	snap := e.net.Counters()
+	byName := map[string]int{}
+	for _, k := range e.topo.Links {
+		byName[k.Name] = len(s.Links)
+		ls := LinkStatus{Name: k.Name, Up: true}
+		if imp, ok := e.impair[k.Name]; ok {
+			ls.Impair = imp.String()
+		}
+		s.Links = append(s.Links, ls)
+	}
+	for _, c := range snap.Links {
+		i, ok := byName[c.Link]
+		if !ok {
+			continue
+		}
+		ls := &s.Links[i]
+		ls.Up = ls.Up && c.Up
+		ls.Rate = max(ls.Rate, c.Rate)
+		ls.Packets += c.TxPackets
+		ls.Bytes += c.TxBytes
+		ls.Drops += c.Drops.Total()
+		ls.Marks += c.ECNMarks
+		for r, n := range c.Drops {
+			if n > 0 {
+				s.Counters["drops_"+fabric.DropReason(r).String()] += n
+			}
+		}
+		s.Counters["ecn_marks"] += c.ECNMarks
+	}
+	for _, sw := range e.topo.Switches {
+		s.Switches = append(s.Switches, SwitchStatus{Name: sw.Name, Plane: sw.Plane, Role: sw.Role, Up: !e.swDown[sw.Name]})
+	}
+	for i, nic := range e.nics {
+		st := nic.Stats()
+		s.NICs[e.hosts[i].Name] = NICStat{
+			"tx_packets": st.TxPackets, "tx_bytes": st.TxBytes, "rx_packets": st.RxPackets, "rx_bytes": st.RxBytes,
+			"host_tx_packets": st.HostTxPackets, "host_rx_packets": st.HostRxPackets,
+			"ce_received": st.CEReceived, "drops": st.Dropped(),
+		}
+	}
+	return s
+}
+
+var errNoPerf = errors.New("perf: no RDMA workloads in this build yet")

@@ -1,0 +1,357 @@
+package live
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/mrlab/mrlab/labs"
+	"github.com/mrlab/mrlab/labs/hostns"
+)
+
+// The namespace integration tests: they need root and /dev/net/tun, and
+// skip without. Every lab gets a name unique to the test process and a
+// temporary run directory, and t.Cleanup removes what it created by exact
+// name even when a test fails.
+
+// testLabName returns a lab name unique to this process (namespaces are
+// mrl-<lab>-<host>).
+func testLabName(tag string) string { return fmt.Sprintf("t%d%s", os.Getpid()%100000, tag) }
+
+// upLive brings a built-in lab up in real namespaces under a unique name.
+func upLive(t *testing.T, builtin, tag string, opts Options) (*Lab, *labs.Lab) {
+	t.Helper()
+	lab, err := labs.Builtin(builtin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := testLabName(tag)
+	eng, err := NewLabEngine(lab, EngineConfig{MaxRate: DefaultMaxRate})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if opts.RunDir == "" {
+		opts.RunDir = t.TempDir()
+	}
+	opts.Logf = t.Logf
+	l, err := Up(context.Background(), name, eng, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := l.State()
+	t.Cleanup(func() {
+		l.Close()
+		// Belt and braces: whatever the lab recorded is gone.
+		for _, ns := range st.Namespaces {
+			if hostns.Exists(ns) {
+				t.Errorf("namespace %s left behind; deleting it", ns)
+				hostns.Delete(ns)
+			}
+		}
+	})
+	return l, lab
+}
+
+func hostAddr(t *testing.T, l *Lab, name string) (StateHost, *hostns.Namespace) {
+	t.Helper()
+	st := l.State()
+	h, ok := st.Host(name)
+	if !ok {
+		t.Fatalf("no host %s", name)
+	}
+	return h, openNS(t, h.Namespace)
+}
+
+// TestLiveLab is the issue's end-to-end check on the default lab: ping and
+// TCP between hosts on different leaves, faults mid-transfer, bad requests
+// refused with the lab untouched, and a teardown that leaves the root
+// namespace exactly as it was.
+func TestLiveLab(t *testing.T) {
+	requireRoot(t)
+	before, err := hostns.TakeSnapshot(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	l, _ := upLive(t, "leafspine", "a", Options{RunDir: dir})
+	st := l.State()
+	if len(st.Namespaces) != 8 {
+		t.Fatalf("%d namespaces, want 8: %v", len(st.Namespaces), st.Namespaces)
+	}
+	h0, ns0 := hostAddr(t, l, "h0") // leaf 0
+	h4, ns4 := hostAddr(t, l, "h4") // leaf 1
+	_ = h0
+	dst := mustAddr(t, h4.Addr)
+
+	t.Run("inside", func(t *testing.T) {
+		snap, err := hostns.TakeSnapshot(ns0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all := strings.Join(snap.Routes, "\n")
+		if !strings.Contains(all, "dst=198.18.0.0/15") || strings.Contains(all, "table=254 dst=<nil>") {
+			t.Errorf("routes in h0:\n%s", all)
+		}
+		for _, a := range snap.Addrs {
+			if strings.Contains(a, ":") && !strings.HasPrefix(a, "lo ") {
+				t.Errorf("IPv6 address in a lab namespace: %s", a)
+			}
+		}
+	})
+
+	t.Run("ping", func(t *testing.T) {
+		rtts, err := ping(ns0, dst, 5, 3*time.Second)
+		if err != nil {
+			t.Fatalf("ping h0 -> h4 (%v): %v", dst, err)
+		}
+		t.Logf("ping h0 -> h4: %v", rtts)
+	})
+
+	t.Run("tcp", func(t *testing.T) {
+		r, err := tcpTransfer(ns0, ns4, dst, 16<<20, 60*time.Second, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !r.OK {
+			t.Fatalf("TCP transfer corrupted or short: %+v", r)
+		}
+		t.Logf("TCP h0 -> h4: %d bytes in %v = %.0f Mbit/s", r.Bytes, r.Elapsed, r.Mbps())
+	})
+
+	t.Run("iperf3", func(t *testing.T) {
+		bps, err := iperf3(ns0, ns4, dst, "-t", "2")
+		if errors.Is(err, errNoIperf) {
+			t.Skip(err)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("iperf3 TCP h0 -> h4: %.0f Mbit/s", bps/1e6)
+	})
+
+	t.Run("faults-mid-transfer", func(t *testing.T) {
+		// A spine link, then a whole plane, fail while TCP runs; the
+		// NIC steers host traffic to ports that are up and TCP recovers
+		// whatever was black-holed before detection.
+		ctx := context.Background()
+		r, err := tcpTransfer(ns0, ns4, dst, 8<<20, 60*time.Second, func() {
+			time.Sleep(100 * time.Millisecond)
+			for _, f := range []FaultRequest{
+				{Target: "link", Name: "p0-leaf0-spine0", Action: "down"},
+				{Target: "plane", Name: "1", Action: "down"},
+			} {
+				if err := l.Fault(ctx, f); err != nil {
+					t.Errorf("fault %+v: %v", f, err)
+				}
+				time.Sleep(200 * time.Millisecond)
+			}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !r.OK {
+			t.Fatalf("TCP transfer across faults corrupted or short: %+v", r)
+		}
+		s, err := l.Status(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		down := map[string]bool{}
+		for _, k := range s.Engine.Links {
+			if !k.Up {
+				down[k.Name] = true
+			}
+		}
+		if !down["p0-leaf0-spine0"] || !down["h0-p1"] {
+			t.Errorf("status after faults: down links %v, want p0-leaf0-spine0 and plane 1's", down)
+		}
+		for _, f := range []FaultRequest{{Target: "link", Name: "p0-leaf0-spine0", Action: "up"}, {Target: "plane", Name: "1", Action: "up"}} {
+			if err := l.Fault(ctx, f); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := ping(ns0, dst, 2, 3*time.Second); err != nil {
+			t.Errorf("ping after restoring: %v", err)
+		}
+	})
+
+	t.Run("bad-input", func(t *testing.T) {
+		ctx := context.Background()
+		// A second up of the same lab.
+		lab, _ := labs.Builtin("leafspine")
+		eng, _ := NewLabEngine(lab, EngineConfig{})
+		if _, err := Up(ctx, l.Name(), eng, Options{RunDir: dir}); !errors.Is(err, ErrRunning) {
+			t.Errorf("second up: %v, want ErrRunning", err)
+		}
+		// Unknown link, switch, plane; bad impairment.
+		for _, f := range []FaultRequest{
+			{Target: "link", Name: "p0-leaf9-spine9", Action: "down"},
+			{Target: "switch", Name: "nope", Action: "down"},
+			{Target: "plane", Name: "7", Action: "down"},
+			{Target: "link", Name: "h0-p0", Action: "impair", Impair: []string{"loss", "banana"}},
+			{Target: "link", Name: "h0-p0", Action: "explode"},
+		} {
+			c := NewClient(l.Name(), l.State().Socket)
+			if err := c.Fault(ctx, f); err == nil {
+				t.Errorf("fault %+v accepted", f)
+			} else {
+				t.Logf("fault %+v: %v", f, err)
+			}
+		}
+		// exec on an unknown host.
+		if err := Exec(dir, l.Name(), "h99", exec.Command("true")); err == nil || !strings.Contains(err.Error(), `no host "h99"`) {
+			t.Errorf("exec on unknown host: %v", err)
+		}
+		// The lab still works.
+		if _, err := ping(ns0, dst, 1, 3*time.Second); err != nil {
+			t.Errorf("ping after bad requests: %v", err)
+		}
+	})
+
+	t.Run("exec", func(t *testing.T) {
+		if _, err := exec.LookPath("ip"); err != nil {
+			t.Skip("no ip command")
+		}
+		cmd := exec.Command("ip", "-o", "-4", "addr", "show", "dev", IfaceName)
+		var out strings.Builder
+		cmd.Stdout = &out
+		if err := Exec(dir, l.Name(), "h4", cmd); err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Wait(); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(out.String(), h4.Addr+"/32") {
+			t.Errorf("ip addr in h4: %q, want %s/32", out.String(), h4.Addr)
+		}
+	})
+
+	s, err := l.Status(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("lag: %+v", s.Lag)
+
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, ns := range st.Namespaces {
+		if hostns.Exists(ns) {
+			t.Errorf("namespace %s left after down", ns)
+		}
+	}
+	if _, err := ReadState(dir, l.Name()); !errors.Is(err, ErrNotRunning) {
+		t.Errorf("state after down: %v", err)
+	}
+	after, err := hostns.TakeSnapshot(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(before, after); d != "" {
+		t.Errorf("root namespace changed (-before +after):\n%s", d)
+	}
+}
+
+// TestStaleLabCleanup kills a lab process with SIGKILL (no teardown) and
+// checks `down` removes exactly what it recorded.
+func TestStaleLabCleanup(t *testing.T) {
+	requireRoot(t)
+	if os.Getenv("MRLAB_LIVE_HELPER") == "1" {
+		t.Skip("helper mode")
+	}
+	dir := t.TempDir()
+	name := testLabName("s")
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperLab$", "-test.v")
+	cmd.Env = append(os.Environ(), "MRLAB_LIVE_HELPER=1", "MRLAB_HELPER_DIR="+dir, "MRLAB_HELPER_NAME="+name)
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var st *State
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		if st != nil {
+			for _, ns := range st.Namespaces {
+				hostns.Delete(ns)
+			}
+		}
+	})
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		s, err := ReadState(dir, name)
+		if err == nil {
+			if _, err := NewClient(name, s.Socket).Status(context.Background()); err == nil {
+				st = s
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("helper lab not up: %s", out.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait()
+	for _, ns := range st.Namespaces {
+		if !hostns.Exists(ns) {
+			t.Fatalf("namespace %s vanished with the process: nothing to test", ns)
+		}
+	}
+	// A new up of the same lab cleans the stale one itself; here down does.
+	if err := Down(context.Background(), dir, name, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, ns := range st.Namespaces {
+		if hostns.Exists(ns) {
+			t.Errorf("namespace %s left after down of a dead lab", ns)
+		}
+	}
+	if _, err := os.Stat(st.Socket); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("socket left: %v", err)
+	}
+}
+
+// TestHelperLab is the lab process TestStaleLabCleanup kills.
+func TestHelperLab(t *testing.T) {
+	if os.Getenv("MRLAB_LIVE_HELPER") != "1" {
+		t.Skip("only run by TestStaleLabCleanup")
+	}
+	lab, err := labs.Builtin("b2b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng, err := NewLabEngine(lab, EngineConfig{MaxRate: DefaultMaxRate})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := Up(context.Background(), os.Getenv("MRLAB_HELPER_NAME"), eng, Options{RunDir: os.Getenv("MRLAB_HELPER_DIR"), Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-time.After(60 * time.Second):
+	case <-l.pacer.Done():
+	}
+	l.Close()
+}
+
+func mustAddr(t *testing.T, s string) (a netipAddr) {
+	t.Helper()
+	a, err := parseAddr(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}

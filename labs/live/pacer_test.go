@@ -1,0 +1,146 @@
+package live
+
+import (
+	"context"
+	"net/netip"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mrlab/mrlab/internal/packet"
+	"github.com/mrlab/mrlab/internal/sim"
+)
+
+func startPacer(t *testing.T, cfg PacerConfig) *Pacer {
+	t.Helper()
+	p, err := NewPacer(sim.NewLoop(), packet.NewPool(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	go p.Run(ctx)
+	t.Cleanup(func() { cancel(); <-p.Done() })
+	return p
+}
+
+// TestPacerRunsEventsNotBeforeTheirTime arms events through Do and checks
+// each ran at or after its virtual time on the wall clock, in order.
+func TestPacerRunsEventsNotBeforeTheirTime(t *testing.T) {
+	p := startPacer(t, PacerConfig{})
+	type ran struct {
+		at   sim.Time
+		wall time.Duration
+	}
+	var mu sync.Mutex
+	var got []ran
+	done := make(chan struct{})
+	var t0 time.Time
+	err := p.Do(context.Background(), func(now sim.Time) {
+		t0 = time.Now().Add(-time.Duration(now)) // wall time of virtual 0
+		for _, d := range []sim.Time{5 * sim.Millisecond, 1 * sim.Millisecond, 3 * sim.Millisecond, 200 * sim.Microsecond} {
+			at := now + d
+			p.Loop().At(at, func(now sim.Time) {
+				mu.Lock()
+				got = append(got, ran{at: now, wall: time.Since(t0)})
+				n := len(got)
+				mu.Unlock()
+				if n == 4 {
+					close(done)
+				}
+			})
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("events did not run")
+	}
+	for i, r := range got {
+		if i > 0 && r.at < got[i-1].at {
+			t.Errorf("event %d at %v ran after one at %v", i, r.at, got[i-1].at)
+		}
+		// Virtual 0 was read before time.Now in Do, so wall >= at holds
+		// exactly if the pacer never runs early.
+		if r.wall < time.Duration(r.at) {
+			t.Errorf("event for %v ran at wall %v: early", r.at, r.wall)
+		}
+	}
+}
+
+// TestPacerCountsLag makes one event hog the loop and checks the next one
+// is counted late and the warning fires.
+func TestPacerCountsLag(t *testing.T) {
+	warned := make(chan string, 10)
+	p := startPacer(t, PacerConfig{LagThreshold: time.Millisecond, WarnEvery: time.Millisecond, Warn: func(m string) {
+		select {
+		case warned <- m:
+		default:
+		}
+	}})
+	done := make(chan struct{})
+	p.Do(context.Background(), func(now sim.Time) {
+		p.Loop().At(now+sim.Millisecond, func(sim.Time) { time.Sleep(20 * time.Millisecond) })
+		p.Loop().At(now+2*sim.Millisecond, func(sim.Time) {})
+		p.Loop().At(now+30*sim.Millisecond, func(sim.Time) { close(done) })
+	})
+	<-done
+	// The stats are published every 10ms of loop time; post a no-op later.
+	time.Sleep(20 * time.Millisecond)
+	p.Do(context.Background(), func(sim.Time) {})
+	time.Sleep(20 * time.Millisecond)
+	p.Do(context.Background(), func(sim.Time) {})
+	lag := p.Lag()
+	if lag.EventsLate < 1 || lag.MaxLag < 10*time.Millisecond {
+		t.Errorf("lag = %+v, want at least one event late by >= 10ms", lag)
+	}
+	select {
+	case m := <-warned:
+		t.Logf("warning: %s", m)
+	case <-time.After(5 * time.Second):
+		t.Error("no 'cannot keep real time' warning")
+	}
+}
+
+func TestPostAfterStop(t *testing.T) {
+	p, err := NewPacer(sim.NewLoop(), packet.NewPool(), PacerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	go p.Run(ctx)
+	cancel()
+	<-p.Done()
+	if err := p.Post(func(sim.Time) {}); err != ErrStopped {
+		t.Errorf("Post after stop: %v", err)
+	}
+	if err := p.Do(context.Background(), func(sim.Time) {}); err != ErrStopped {
+		t.Errorf("Do after stop: %v", err)
+	}
+}
+
+// TestKernelPathAllocs: handing a packet from an input slot into the loop
+// and from the loop to an output allocates nothing.
+func TestKernelPathAllocs(t *testing.T) {
+	p, err := NewPacer(sim.NewLoop(), packet.NewPool(), PacerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := p.NewOutput(4, packet.MaxSize)
+	in := p.NewInput(4, packet.MaxSize, func(_ sim.Time, b *packet.Buffer) {
+		out.Send(b.Data())
+		b.Free()
+	})
+	pkt := ipPacket(netip.MustParseAddr("198.18.0.1"), netip.MustParseAddr("198.18.0.2"), 1400)
+	allocs := testing.AllocsPerRun(1000, func() {
+		slot := <-in.free
+		n := copy(in.slots[slot], pkt)
+		p.inject(inbound{in: in, slot: slot, n: int32(n)})
+		out.free <- <-out.queue
+	})
+	if allocs != 0 {
+		t.Errorf("kernel path: %v allocs per packet, want 0", allocs)
+	}
+}

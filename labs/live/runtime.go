@@ -1,0 +1,388 @@
+package live
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/mrlab/mrlab/internal/packet"
+	"github.com/mrlab/mrlab/internal/sim"
+	"github.com/mrlab/mrlab/labs/hostns"
+)
+
+// DefaultSubnet is the lab subnet routed through every host's mr0 (RFC 2544
+// benchmarking space); hosts get no default route.
+var DefaultSubnet = netip.MustParsePrefix("198.18.0.0/15")
+
+// DefaultMTU is the MTU of a host's mr0: kernel traffic uses Ethernet-sized
+// packets. MetaRoCE traffic never crosses the TUN and uses the NIC's own
+// path MTU.
+const DefaultMTU = 1500
+
+// IfaceName is the name of a host's TUN device inside its namespace.
+const IfaceName = "mr0"
+
+// Options configure Up. The zero value brings a lab up in real namespaces
+// under DefaultRunDir.
+type Options struct {
+	// RunDir holds the state file and control socket (DefaultRunDir).
+	RunDir string
+	// MTU of each host's mr0 (DefaultMTU).
+	MTU int
+	// Routes routed through mr0 in each host (DefaultSubnet). A default
+	// route is refused.
+	Routes []netip.Prefix
+	// Pacer tunes the real-time loop.
+	Pacer PacerConfig
+	// Logf receives progress and warnings; nil discards them.
+	Logf func(format string, args ...any)
+	// Devices, when set, stands in for namespaces and TUNs: one device per
+	// host, in Engine.Hosts order. Tests use it to run the runtime without
+	// root; no namespace is created then.
+	Devices []Device
+	// Ops performs teardown of stale labs (SystemOps).
+	Ops Ops
+}
+
+// Lab is a running live lab.
+type Lab struct {
+	name  string
+	opts  Options
+	state *State
+	eng   Engine
+	pacer *Pacer
+	hosts []*hostIO
+	nss   []*hostns.Namespace
+
+	ln  net.Listener
+	srv *http.Server
+
+	cancel   context.CancelFunc
+	stopOnce sync.Once
+	stopping chan struct{}
+	finished chan struct{}
+	err      error
+	started  time.Time
+}
+
+// hostIO is one host's kernel side: its device and the goroutines that
+// read and write it.
+type hostIO struct {
+	spec  HostSpec
+	ns    string
+	dev   Device
+	in    *Input
+	out   *Output
+	label string
+
+	// Loop-goroutine counters.
+	fromKernel uint64
+	toKernel   uint64
+}
+
+// Up brings lab up: it claims the lab's state file (failing with ErrRunning
+// if it is up), creates a namespace and TUN per host, starts the engine on a
+// real-time loop and serves the control socket. The returned Lab runs until
+// ctx is cancelled, a client asks it down, or Close.
+func Up(ctx context.Context, name string, eng Engine, opts Options) (_ *Lab, err error) {
+	if err := ValidLabName(name); err != nil {
+		return nil, err
+	}
+	if opts.RunDir == "" {
+		opts.RunDir = DefaultRunDir
+	}
+	if opts.MTU == 0 {
+		opts.MTU = DefaultMTU
+	}
+	if opts.MTU < 576 || opts.MTU > packet.MaxSize {
+		return nil, fmt.Errorf("lab %s: MTU %d: want 576..%d", name, opts.MTU, packet.MaxSize)
+	}
+	if opts.Routes == nil {
+		opts.Routes = []netip.Prefix{DefaultSubnet}
+	}
+	if opts.Logf == nil {
+		opts.Logf = func(string, ...any) {}
+	}
+	if opts.Ops == nil {
+		opts.Ops = SystemOps{}
+	}
+	specs := eng.Hosts()
+	if len(specs) == 0 {
+		return nil, fmt.Errorf("lab %s has no hosts", name)
+	}
+	if opts.Devices != nil && len(opts.Devices) != len(specs) {
+		return nil, fmt.Errorf("lab %s: %d devices for %d hosts", name, len(opts.Devices), len(specs))
+	}
+	st := &State{Lab: name, PID: os.Getpid(), Started: time.Now().UTC(), Socket: SocketPath(opts.RunDir, name)}
+	st.StartTicks, _ = processStartTicks(st.PID)
+	seen := map[string]bool{}
+	for _, h := range specs {
+		if seen[h.Name] {
+			return nil, fmt.Errorf("lab %s: host %q twice", name, h.Name)
+		}
+		seen[h.Name] = true
+		nsName := NamespaceName(name, h.Name)
+		if err := hostns.ValidName(nsName); err != nil {
+			return nil, fmt.Errorf("lab %s host %s: %w", name, h.Name, err)
+		}
+		st.Hosts = append(st.Hosts, StateHost{Name: h.Name, Namespace: nsName, Iface: IfaceName, Addr: h.Addr.String()})
+	}
+	if opts.Devices != nil {
+		for i := range st.Hosts {
+			st.Hosts[i].Namespace, st.Hosts[i].Iface = "", fmt.Sprintf("device%d", i)
+		}
+	}
+	if err := claim(opts.RunDir, st, opts.Ops, opts.Logf); err != nil {
+		return nil, err
+	}
+	l := &Lab{name: name, opts: opts, state: st, eng: eng, stopping: make(chan struct{}), finished: make(chan struct{}), started: time.Now()}
+	defer func() {
+		if err != nil {
+			if terr := l.teardown(); terr != nil {
+				err = errors.Join(err, terr)
+			}
+		}
+	}()
+	devs := opts.Devices
+	if devs == nil {
+		if devs, err = l.createHosts(specs); err != nil {
+			return nil, err
+		}
+	}
+	for i, h := range specs {
+		l.hosts = append(l.hosts, &hostIO{spec: h, ns: st.Hosts[i].Namespace, dev: devs[i], label: h.Name})
+	}
+
+	loop := sim.NewLoop()
+	pool := packet.NewPool()
+	pc := opts.Pacer
+	if pc.Warn == nil {
+		pc.Warn = func(msg string) { opts.Logf("warning: %s", msg) }
+	}
+	if l.pacer, err = NewPacer(loop, pool, pc); err != nil {
+		return nil, err
+	}
+	if err = eng.Start(loop, pool, l.deliver); err != nil {
+		return nil, fmt.Errorf("lab %s: starting fabric and NICs: %w", name, err)
+	}
+	for i, h := range l.hosts {
+		i := i
+		h.in = l.pacer.NewInput(64, packet.MaxSize, func(now sim.Time, b *packet.Buffer) {
+			l.hosts[i].fromKernel++
+			eng.FromKernel(i, now, b)
+		})
+		h.out = l.pacer.NewOutput(256, packet.MaxSize)
+	}
+	if err = l.serve(); err != nil {
+		return nil, err
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	l.cancel = cancel
+	for _, h := range l.hosts {
+		go h.in.ReadFrom(readDevice(h.dev))
+		go h.out.WriteTo(h.dev)
+	}
+	go l.run(runCtx)
+	opts.Logf("lab %s up: %d hosts, control socket %s", name, len(l.hosts), st.Socket)
+	return l, nil
+}
+
+// createHosts creates each host's namespace and TUN, recording every
+// namespace in the state file before creating it.
+func (l *Lab) createHosts(specs []HostSpec) ([]Device, error) {
+	for _, h := range l.state.Hosts {
+		if hostns.Exists(h.Namespace) {
+			return nil, fmt.Errorf("lab %s: namespace %s exists and was not created by this lab (remove it with `ip netns del %s` if it is stale)", l.name, h.Namespace, h.Namespace)
+		}
+	}
+	var devs []Device
+	for i, h := range l.state.Hosts {
+		l.state.Namespaces = append(l.state.Namespaces, h.Namespace)
+		if err := l.state.save(l.opts.RunDir); err != nil {
+			return nil, err
+		}
+		ns, err := hostns.Create(h.Namespace)
+		if err != nil {
+			return nil, fmt.Errorf("lab %s host %s: %w", l.name, h.Name, err)
+		}
+		l.nss = append(l.nss, ns)
+		if err := ns.DisableIPv6(); err != nil {
+			return nil, err
+		}
+		tun, err := ns.OpenTUN(IfaceName)
+		if err != nil {
+			return nil, err
+		}
+		devs = append(devs, TUNDevice{tun})
+		// Close on failure from here on: teardown closes l.hosts' devices,
+		// which are not set yet.
+		cfg := hostns.IfConfig{Addr: netip.PrefixFrom(specs[i].Addr, 32), Routes: l.opts.Routes, MTU: l.opts.MTU}
+		if err := ns.Configure(tun, cfg); err != nil {
+			for _, d := range devs {
+				d.Close()
+			}
+			return nil, err
+		}
+	}
+	return devs, nil
+}
+
+// deliver hands a packet from the engine to a host's kernel. It runs on the
+// loop goroutine.
+func (l *Lab) deliver(host int, _ sim.Time, ip []byte) {
+	h := l.hosts[host]
+	if l.pacer.CurrentLag() > l.pacer.LagThreshold() {
+		l.pacer.CountLatePacket()
+	}
+	if h.out.Send(ip) {
+		h.toKernel++
+	}
+}
+
+// run paces the loop until stopped, then tears everything down.
+func (l *Lab) run(ctx context.Context) {
+	go func() {
+		select {
+		case <-l.stopping:
+			l.cancel()
+		case <-ctx.Done():
+		}
+	}()
+	l.pacer.Run(ctx)
+	l.stopOnce.Do(func() { close(l.stopping) })
+	l.err = l.teardown()
+	close(l.finished)
+}
+
+// Stop asks the lab to stop; Wait waits for the teardown.
+func (l *Lab) Stop() { l.stopOnce.Do(func() { close(l.stopping) }) }
+
+// Wait blocks until the lab has stopped and torn down, and returns the
+// teardown's error.
+func (l *Lab) Wait() error {
+	<-l.finished
+	return l.err
+}
+
+// Close stops the lab and waits for its teardown.
+func (l *Lab) Close() error {
+	l.Stop()
+	return l.Wait()
+}
+
+// Name returns the lab's name.
+func (l *Lab) Name() string { return l.name }
+
+// State returns a copy of the lab's state record.
+func (l *Lab) State() State {
+	s := *l.state
+	s.Hosts = append([]StateHost(nil), s.Hosts...)
+	s.Namespaces = append([]string(nil), s.Namespaces...)
+	return s
+}
+
+// Pacer returns the lab's pacer (to post work to its loop).
+func (l *Lab) Pacer() *Pacer { return l.pacer }
+
+// teardown closes the control server and devices and removes what the state
+// file records. It is safe to call on a partly built lab.
+func (l *Lab) teardown() error {
+	var errs []error
+	if l.srv != nil {
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		l.srv.Shutdown(sctx)
+		cancel()
+	}
+	for _, h := range l.hosts {
+		if err := h.dev.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("closing %s's device: %w", h.label, err))
+		}
+	}
+	for _, ns := range l.nss {
+		ns.Close()
+	}
+	if err := Cleanup(l.opts.RunDir, l.state, l.opts.Ops); err != nil {
+		errs = append(errs, err)
+	}
+	if len(errs) == 0 {
+		l.opts.Logf("lab %s down", l.name)
+	}
+	return errors.Join(errs...)
+}
+
+// Status is a running lab's report: hosts, lag, links, switches, counters.
+type Status struct {
+	Lab         string        `json:"lab"`
+	PID         int           `json:"pid"`
+	Uptime      time.Duration `json:"uptime_ns"`
+	VirtualTime time.Duration `json:"virtual_time_ns"`
+	Hosts       []HostStatus  `json:"hosts"`
+	Lag         LagStats      `json:"lag"`
+	Engine      EngineStatus  `json:"engine"`
+}
+
+// HostStatus is one host's kernel-side counters.
+type HostStatus struct {
+	Name       string `json:"name"`
+	Addr       string `json:"addr"`
+	Namespace  string `json:"namespace"`
+	Iface      string `json:"iface"`
+	FromKernel uint64 `json:"from_kernel"`
+	ToKernel   uint64 `json:"to_kernel"`
+	// ToKernelDrops counts packets for the kernel dropped because the TUN
+	// writer fell behind (or the kernel refused them).
+	ToKernelDrops uint64 `json:"to_kernel_drops"`
+}
+
+// Status collects a status report through the loop goroutine.
+func (l *Lab) Status(ctx context.Context) (Status, error) {
+	s := Status{Lab: l.name, PID: l.state.PID, Uptime: time.Since(l.started)}
+	err := l.pacer.Do(ctx, func(now sim.Time) {
+		s.VirtualTime = time.Duration(now)
+		s.Lag = l.pacer.lag // on the loop goroutine: current, not the last published copy
+		s.Engine = l.eng.Status(now)
+		for i, h := range l.hosts {
+			sh := l.state.Hosts[i]
+			s.Hosts = append(s.Hosts, HostStatus{Name: sh.Name, Addr: sh.Addr, Namespace: sh.Namespace, Iface: sh.Iface,
+				FromKernel: h.fromKernel, ToKernel: h.toKernel, ToKernelDrops: h.out.Drops()})
+		}
+	})
+	return s, err
+}
+
+// Fault applies a fault through the loop goroutine.
+func (l *Lab) Fault(ctx context.Context, f FaultRequest) error {
+	var ferr error
+	if err := l.pacer.Do(ctx, func(now sim.Time) { ferr = l.eng.Fault(now, f) }); err != nil {
+		return err
+	}
+	return ferr
+}
+
+// Perf runs a workload on the lab's NICs and waits for its result.
+func (l *Lab) Perf(ctx context.Context, req PerfRequest) (PerfResult, error) {
+	res := make(chan PerfResult, 1)
+	var perr error
+	if err := l.pacer.Do(ctx, func(now sim.Time) {
+		perr = l.eng.Perf(now, req, func(r PerfResult) { res <- r })
+	}); err != nil {
+		return PerfResult{}, err
+	}
+	if perr != nil {
+		return PerfResult{}, perr
+	}
+	select {
+	case r := <-res:
+		return r, nil
+	case <-l.pacer.Done():
+		return PerfResult{}, ErrStopped
+	case <-ctx.Done():
+		return PerfResult{}, ctx.Err()
+	}
+}

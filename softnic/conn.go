@@ -1,0 +1,191 @@
+package softnic
+
+import (
+	"fmt"
+	"net/netip"
+
+	"github.com/mrlab/mrlab/internal/sim"
+	"github.com/mrlab/mrlab/transport"
+)
+
+// ConnOptions configure one end of a connection.
+type ConnOptions struct {
+	// Transport picks the transport; 0 means the NIC's first one.
+	Transport transport.Kind
+	// PD is the protection domain whose regions the connection may touch,
+	// locally and for its peer.
+	PD *PD
+	// SendCQ receives completions of posted sends (WRITE, SEND, READ);
+	// RecvCQ those of posted receives. Either may be nil (completions
+	// discarded) and both may be the same queue.
+	SendCQ, RecvCQ *CQ
+	// OnState, if set, runs when the connection's state changes (for
+	// example to established). It runs from the NIC's event, after the
+	// transport call that changed the state returned, so it may post work.
+	OnState func(c *Conn, s transport.State)
+	// Context is the application's value, returned by Conn.Context.
+	Context any
+}
+
+// ListenOptions configure how a NIC accepts connection requests: the
+// accepted connection's options and a callback run once per new
+// connection, before any of its data is processed. Without a listener,
+// connection requests are counted drops.
+type ListenOptions struct {
+	ConnOptions
+	// OnConn runs for each accepted connection. It may post receives.
+	OnConn func(c *Conn)
+}
+
+// Conn is one end of a connection: a transport connection, its timer, its
+// completion queues and its counters. Like the NIC, it is driven from the
+// event loop and not safe for concurrent use.
+type Conn struct {
+	nic     *NIC
+	tc      transport.Conn
+	proto   *protoEntry
+	id      uint32
+	peer    netip.Addr
+	mem     memView
+	scq     *CQ
+	rcq     *CQ
+	timer   sim.Timer
+	links   []link
+	state   transport.State
+	onState func(*Conn, transport.State)
+	ctx     any
+	stats   ConnStats
+}
+
+// Listen makes the NIC accept connection requests with the given options,
+// replacing any earlier listener. nil stops accepting.
+func (n *NIC) Listen(l *ListenOptions) error {
+	if l != nil && l.PD != nil && l.PD.nic != n {
+		return fmt.Errorf("listening on NIC %q: %w", n.name, ErrBadPD)
+	}
+	n.listen = l
+	return nil
+}
+
+// Dial opens a connection to the NIC at peer. It returns at once, in state
+// connecting: the transport sends its setup request over the fabric when a
+// port is free, and OnState reports when the connection is established.
+func (n *NIC) Dial(peer netip.Addr, opts ConnOptions) (*Conn, error) {
+	if !peer.Is4() {
+		return nil, fmt.Errorf("dialing %v from %q: not an IPv4 address", peer, n.name)
+	}
+	if opts.PD != nil && opts.PD.nic != n {
+		return nil, fmt.Errorf("dialing %v from %q: %w", peer, n.name, ErrBadPD)
+	}
+	var e *protoEntry
+	if opts.Transport == 0 && len(n.protos) > 0 {
+		e = &n.protos[0]
+	} else {
+		e = n.protoByKind(opts.Transport)
+	}
+	if e == nil {
+		return nil, fmt.Errorf("dialing %v from %q with %v: %w", peer, n.name, opts.Transport, ErrNoProtocol)
+	}
+	now := n.sched.Now()
+	c := n.newConn(e, peer, opts)
+	tc, err := e.p.Dial(now, n.connConfig(c))
+	if err != nil {
+		n.conns = n.conns[:len(n.conns)-1]
+		return nil, fmt.Errorf("dialing %v from %q with %v: %w", peer, n.name, e.kind, err)
+	}
+	c.tc = tc
+	c.state = tc.State()
+	n.afterIO(now, c)
+	return c, nil
+}
+
+// newConn allocates the next local id and registers the connection; the
+// caller sets tc or unregisters it.
+func (n *NIC) newConn(e *protoEntry, peer netip.Addr, opts ConnOptions) *Conn {
+	c := &Conn{
+		nic:     n,
+		proto:   e,
+		id:      uint32(len(n.conns)) + 1,
+		peer:    peer,
+		scq:     opts.SendCQ,
+		rcq:     opts.RecvCQ,
+		links:   make([]link, len(n.ports)),
+		onState: opts.OnState,
+		ctx:     opts.Context,
+	}
+	c.mem = memView{nic: n, pd: opts.PD, conn: c}
+	c.stats.PortTxPackets = make([]uint64, len(n.ports))
+	c.timer.Init(n.fireConn, c)
+	n.conns = append(n.conns, c)
+	return c
+}
+
+func (c *Conn) complete(tc transport.Completion) {
+	cq := c.scq
+	if tc.Op == transport.OpRecv || tc.Op == transport.OpRecvImm {
+		cq = c.rcq
+	}
+	if cq != nil {
+		cq.push(Completion{Completion: tc, Conn: c})
+	}
+}
+
+// PostSend posts a WRITE, WRITE_IMM, SEND, SEND_IMM or READ. The error is
+// the transport's immediate refusal (transport.ErrQueueFull,
+// ErrNotConnected, ErrBadRequest, ErrClosed); everything else is reported by
+// a completion on the send queue.
+func (c *Conn) PostSend(wr *transport.WorkRequest) error {
+	now := c.nic.sched.Now()
+	err := c.tc.PostSend(now, wr)
+	c.nic.afterIO(now, c)
+	return err
+}
+
+// PostRecv posts a receive buffer for incoming SENDs.
+func (c *Conn) PostRecv(wr *transport.WorkRequest) error {
+	now := c.nic.sched.Now()
+	err := c.tc.PostRecv(now, wr)
+	c.nic.afterIO(now, c)
+	return err
+}
+
+// Close starts tearing the connection down; queued requests complete with
+// transport.StatusFlushed.
+func (c *Conn) Close() {
+	now := c.nic.sched.Now()
+	c.tc.Close(now)
+	c.nic.afterIO(now, c)
+}
+
+// State returns the connection's state.
+func (c *Conn) State() transport.State { return c.tc.State() }
+
+// ID returns the local connection id (MetaRoCE) or QPN (RoCEv2).
+func (c *Conn) ID() uint32 { return c.id }
+
+// Peer returns the peer NIC's address.
+func (c *Conn) Peer() netip.Addr { return c.peer }
+
+// NIC returns the NIC the connection belongs to.
+func (c *Conn) NIC() *NIC { return c.nic }
+
+// Kind returns the connection's transport.
+func (c *Conn) Kind() transport.Kind { return c.proto.kind }
+
+// Context returns the value set in ConnOptions.Context.
+func (c *Conn) Context() any { return c.ctx }
+
+// SetContext replaces the connection's application value.
+func (c *Conn) SetContext(v any) { c.ctx = v }
+
+// Transport returns the transport connection, for transport-specific
+// inspection (tests, traces). Driving it directly bypasses the NIC's timer
+// and scheduling; use the Conn's methods for that.
+func (c *Conn) Transport() transport.Conn { return c.tc }
+
+// Stats returns a copy of the NIC-side counters for the connection.
+func (c *Conn) Stats() ConnStats {
+	s := c.stats
+	s.PortTxPackets = append([]uint64(nil), c.stats.PortTxPackets...)
+	return s
+}

@@ -1,0 +1,629 @@
+// Package softnic is mrlab's software RDMA NIC: one per host, one port per
+// plane. It offers a verbs-style API (protection domains, memory regions
+// with keys and access flags, connections set up in-band over the fabric,
+// WRITE/SEND/RECV/READ with scatter-gather lists, completion queues), frames
+// what its transports produce into IPv4/UDP (ECT on the way out, CE read on
+// the way in, the path's entropy as UDP source port), demultiplexes incoming
+// packets to transport connections or to the host port, and counts
+// everything.
+//
+// A NIC is driven by one event loop: it gets the time from its caller and
+// its timers from a sim.Scheduler, never reads a clock, never starts a
+// goroutine, and is not safe for concurrent use. In steady state it
+// allocates nothing per packet.
+package softnic
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+	"strconv"
+
+	"github.com/mrlab/mrlab/internal/header"
+	"github.com/mrlab/mrlab/internal/packet"
+	"github.com/mrlab/mrlab/internal/sim"
+	"github.com/mrlab/mrlab/transport"
+)
+
+// Framing sizes: every transport packet is IPv4 (20 bytes, no options) +
+// UDP (8 bytes) + the transport's payload.
+const (
+	IPv4UDPSize = header.IPv4MinSize + header.UDPSize
+	// smallPacket is the pool's small size class: payloads that fit are
+	// copied out of the large transmit buffer so ACKs do not pin 9 KB each.
+	smallPacket = 512
+	// maxBurst bounds how many packets one pump sends back to back while a
+	// wire stays idle, so a misbehaving wire or transport cannot spin the
+	// loop at one instant.
+	maxBurst = 256
+)
+
+// Config configures a NIC.
+type Config struct {
+	// Name names the NIC (its host) in traces and random streams.
+	Name string
+	// Addr is the host's IPv4 address; every port shares it.
+	Addr netip.Addr
+	// Ports is the number of ports, one per plane.
+	Ports int
+	// Rate is each port's line rate in bits per second; 0 takes it from
+	// the first wire at SetWires.
+	Rate float64
+	// PathMTU is the largest RDMA payload per packet (256..4096); 0 means 4096.
+	PathMTU int
+	// Sched is the event loop.
+	Sched sim.Scheduler
+	// Pool supplies packet buffers.
+	Pool *packet.Pool
+	// Seed seeds the NIC's random streams (keys, connections' streams).
+	Seed uint64
+	// Protocols are the transports this NIC speaks, one instance per NIC
+	// (a Protocol holds NIC-wide state). Dial picks one by kind; incoming
+	// packets pick one by UDP destination port.
+	Protocols []transport.Protocol
+	// HostQueue is the per-port queue of host packets waiting to be sent;
+	// 0 means 256.
+	HostQueue int
+	// Trace, if set, receives transports' protocol decisions.
+	Trace transport.Tracer
+}
+
+// Sealer is implemented by protocols whose packets carry a CRC over the
+// IPv4 packet (RoCEv2's ICRC). The NIC seals each packet after framing it
+// and checks each one before demultiplexing it.
+type Sealer interface {
+	Seal(ip []byte)
+	Check(ip []byte) bool
+}
+
+// Errors from NIC set-up and connection calls.
+var (
+	ErrNoProtocol  = errors.New("softnic: no such transport on this NIC")
+	ErrWires       = errors.New("softnic: wrong number of wires")
+	ErrNotAttached = errors.New("softnic: NIC has no wires")
+	ErrBadPD       = errors.New("softnic: protection domain of another NIC")
+	ErrClosed      = errors.New("softnic: connection closed")
+)
+
+type protoEntry struct {
+	p      transport.Protocol
+	kind   transport.Kind
+	port   uint16
+	sealer Sealer
+}
+
+type nicPort struct {
+	idx     int
+	w       Wire
+	up      upper
+	ready   readyList
+	host    []*packet.Buffer // ring of host packets waiting
+	hHead   int
+	hN      int
+	hostTx  bool // host's turn next
+	pumping bool
+	kick    sim.Timer
+	stats   PortStats
+}
+
+// NIC is one host's software RDMA NIC.
+type NIC struct {
+	name    string
+	addr    netip.Addr
+	addrU32 uint32
+	sched   sim.Scheduler
+	pool    *packet.Pool
+	seed    uint64
+	mtu     int
+	rate    float64
+	trace   transport.Tracer
+
+	protos []protoEntry
+	ports  []nicPort
+	host   HostPort
+
+	conns   []*Conn // by LocalID-1
+	setups  map[setupKey]*Conn
+	listen  *ListenOptions
+	onIdle  []func(sim.Time)
+	ipID    uint16
+	hostQ   int
+	keyRand *rand.Rand
+
+	nextPD uint32
+	nextVA uint64
+	mrs    []*MR
+
+	stats Stats
+}
+
+// setupKey identifies a connection request so that a retransmitted request
+// reaches the connection the first one created instead of opening another.
+type setupKey struct {
+	src  uint32
+	port uint16
+	sum  uint64
+}
+
+// New returns a NIC with no wires yet; attach them with SetWires.
+func New(cfg Config) (*NIC, error) {
+	if !cfg.Addr.Is4() {
+		return nil, fmt.Errorf("creating NIC %q: address %v is not IPv4", cfg.Name, cfg.Addr)
+	}
+	if cfg.Ports < 1 {
+		return nil, fmt.Errorf("creating NIC %q: %d ports, want at least 1", cfg.Name, cfg.Ports)
+	}
+	if cfg.Sched == nil || cfg.Pool == nil {
+		return nil, fmt.Errorf("creating NIC %q: missing scheduler or packet pool", cfg.Name)
+	}
+	if cfg.PathMTU == 0 {
+		cfg.PathMTU = 4096
+	}
+	if cfg.PathMTU < 256 || cfg.PathMTU > 4096 {
+		return nil, fmt.Errorf("creating NIC %q: path MTU %d outside 256..4096", cfg.Name, cfg.PathMTU)
+	}
+	if cfg.HostQueue == 0 {
+		cfg.HostQueue = 256
+	}
+	a4 := cfg.Addr.As4()
+	n := &NIC{
+		name:    cfg.Name,
+		addr:    cfg.Addr,
+		addrU32: uint32(a4[0])<<24 | uint32(a4[1])<<16 | uint32(a4[2])<<8 | uint32(a4[3]),
+		sched:   cfg.Sched,
+		pool:    cfg.Pool,
+		seed:    cfg.Seed,
+		mtu:     cfg.PathMTU,
+		rate:    cfg.Rate,
+		trace:   cfg.Trace,
+		setups:  make(map[setupKey]*Conn),
+		hostQ:   cfg.HostQueue,
+		keyRand: sim.NewRand(cfg.Seed, cfg.Name+"/nic/keys"),
+		nextVA:  0x7f00_0000_0000,
+	}
+	for _, p := range cfg.Protocols {
+		e := protoEntry{p: p, kind: p.Kind(), port: p.UDPPort()}
+		for _, o := range n.protos {
+			if o.kind == e.kind || o.port == e.port {
+				return nil, fmt.Errorf("creating NIC %q: transports %v and %v share a kind or UDP port %d",
+					cfg.Name, o.kind, e.kind, e.port)
+			}
+		}
+		e.sealer, _ = p.(Sealer)
+		n.protos = append(n.protos, e)
+	}
+	n.ports = make([]nicPort, cfg.Ports)
+	n.onIdle = make([]func(sim.Time), cfg.Ports)
+	for i := range n.ports {
+		pt := &n.ports[i]
+		pt.idx = i
+		pt.ready.port = i
+		pt.host = make([]*packet.Buffer, cfg.HostQueue)
+		pt.kick.Init(n.fireKick, pt)
+		n.onIdle[i] = func(now sim.Time) { n.pump(now, pt) }
+	}
+	return n, nil
+}
+
+// SetWires attaches the NIC's ports to their links, one wire per port in
+// plane order.
+func (n *NIC) SetWires(wires ...Wire) error {
+	if len(wires) != len(n.ports) {
+		return fmt.Errorf("attaching NIC %q: %d wires for %d ports: %w", n.name, len(wires), len(n.ports), ErrWires)
+	}
+	for i, w := range wires {
+		pt := &n.ports[i]
+		pt.w = w
+		pt.up, _ = w.(upper)
+		w.SetOnIdle(n.onIdle[i])
+	}
+	if n.rate == 0 {
+		n.rate = wires[0].Rate()
+	}
+	return nil
+}
+
+// SetHostPort sets where non-transport packets go. nil drops them (counted).
+func (n *NIC) SetHostPort(h HostPort) { n.host = h }
+
+// Name returns the NIC's name.
+func (n *NIC) Name() string { return n.name }
+
+// Addr returns the NIC's address.
+func (n *NIC) Addr() netip.Addr { return n.addr }
+
+// Ports returns the number of ports.
+func (n *NIC) Ports() int { return len(n.ports) }
+
+// Rate returns the per-port line rate in bits per second.
+func (n *NIC) Rate() float64 { return n.rate }
+
+// PathMTU returns the largest RDMA payload per packet.
+func (n *NIC) PathMTU() int { return n.mtu }
+
+// Stats returns a copy of the NIC's counters.
+func (n *NIC) Stats() Stats { return n.stats }
+
+// PortStats returns a copy of port i's counters.
+func (n *NIC) PortStats(i int) PortStats { return n.ports[i].stats }
+
+// Conns returns the NIC's connections in the order they were opened.
+func (n *NIC) Conns() []*Conn { return append([]*Conn(nil), n.conns...) }
+
+// Protocol returns the NIC's transport of the given kind, or nil.
+func (n *NIC) Protocol(k transport.Kind) transport.Protocol {
+	if e := n.protoByKind(k); e != nil {
+		return e.p
+	}
+	return nil
+}
+
+func (n *NIC) protoByKind(k transport.Kind) *protoEntry {
+	for i := range n.protos {
+		if n.protos[i].kind == k {
+			return &n.protos[i]
+		}
+	}
+	return nil
+}
+
+func (n *NIC) protoByPort(port uint16) *protoEntry {
+	for i := range n.protos {
+		if n.protos[i].port == port {
+			return &n.protos[i]
+		}
+	}
+	return nil
+}
+
+func (n *NIC) drop(r DropReason, p *packet.Buffer) {
+	n.stats.Drops[r]++
+	if p != nil {
+		p.Free()
+	}
+}
+
+// Receive implements fabric.Node: a packet arrived on a port. It takes
+// ownership of p.
+func (n *NIC) Receive(now sim.Time, port int, p *packet.Buffer) {
+	data := p.Data()
+	n.stats.RxPackets++
+	n.stats.RxBytes += uint64(len(data))
+	if port >= 0 && port < len(n.ports) {
+		n.ports[port].stats.RxPackets++
+		n.ports[port].stats.RxBytes += uint64(len(data))
+	}
+	ip := header.IPv4(data)
+	if ip.Validate() != nil {
+		n.drop(DropMalformed, p)
+		return
+	}
+	ip = ip[:ip.TotalLength()]
+	if ip.Protocol() == header.IPv4ProtoUDP {
+		hl := ip.HeaderLength()
+		udp := header.UDP(ip[hl:])
+		if !udp.Valid() {
+			n.drop(DropMalformed, p)
+			return
+		}
+		if e := n.protoByPort(udp.DstPort()); e != nil {
+			n.receiveTransport(now, port, p, ip, udp, e)
+			return
+		}
+	}
+	if n.host == nil {
+		n.drop(DropNoHostPort, p)
+		return
+	}
+	n.stats.HostRxPackets++
+	n.host.Deliver(now, ip)
+	p.Free()
+}
+
+func (n *NIC) receiveTransport(now sim.Time, port int, p *packet.Buffer, ip header.IPv4, udp header.UDP, e *protoEntry) {
+	if ip.DstU32() != n.addrU32 {
+		n.drop(DropNotMine, p)
+		return
+	}
+	if e.sealer != nil && !e.sealer.Check(ip) {
+		n.drop(DropICRC, p)
+		return
+	}
+	payload := udp.Payload()
+	rx := transport.RxMeta{Port: port, SrcPort: udp.SrcPort(), CE: ip.ECN() == header.ECNCE}
+	id, setup, err := e.p.Demux(payload)
+	if err != nil {
+		n.drop(DropMalformed, p)
+		return
+	}
+	if rx.CE {
+		n.stats.CEReceived++
+	}
+	if setup {
+		n.accept(now, e, ip, payload, rx)
+		p.Free()
+		return
+	}
+	if id == 0 || int(id) > len(n.conns) || n.conns[id-1].proto != e {
+		n.drop(DropUnknownConn, p)
+		return
+	}
+	c := n.conns[id-1]
+	c.stats.RxPackets++
+	c.stats.RxBytes += uint64(len(payload))
+	if rx.CE {
+		c.stats.CEReceived++
+	}
+	c.tc.Receive(now, payload, rx)
+	p.Free()
+	n.afterIO(now, c)
+}
+
+// accept opens the passive end of a connection from a setup request, or
+// hands a repeated request to the connection the first one opened.
+func (n *NIC) accept(now sim.Time, e *protoEntry, ip header.IPv4, payload []byte, rx transport.RxMeta) {
+	key := setupKey{src: ip.SrcU32(), port: e.port, sum: fnv64(payload)}
+	if c := n.setups[key]; c != nil {
+		c.stats.RxPackets++
+		c.stats.RxBytes += uint64(len(payload))
+		c.tc.Receive(now, payload, rx)
+		n.afterIO(now, c)
+		return
+	}
+	l := n.listen
+	if l == nil {
+		n.stats.Drops[DropNoListener]++
+		return
+	}
+	c := n.newConn(e, ip.Src(), l.ConnOptions)
+	tc, err := e.p.Accept(now, n.connConfig(c), payload, rx)
+	if err != nil {
+		n.conns = n.conns[:len(n.conns)-1]
+		n.stats.Drops[DropNoListener]++
+		return
+	}
+	c.tc = tc
+	c.state = tc.State()
+	n.setups[key] = c
+	n.stats.Accepted++
+	c.stats.RxPackets++
+	c.stats.RxBytes += uint64(len(payload))
+	if l.OnConn != nil {
+		l.OnConn(c)
+	}
+	n.afterIO(now, c)
+}
+
+func fnv64(b []byte) uint64 {
+	h := uint64(14695981039346656037)
+	for _, x := range b {
+		h ^= uint64(x)
+		h *= 1099511628211
+	}
+	return h
+}
+
+// afterIO runs after every interaction with a connection: re-arm its timer
+// to its deadline, report a state change, and offer it every port.
+func (n *NIC) afterIO(now sim.Time, c *Conn) {
+	n.rearm(c)
+	n.checkState(c)
+	n.markReady(now, c)
+}
+
+func (n *NIC) rearm(c *Conn) {
+	d := c.tc.Deadline()
+	if d == sim.Never {
+		if c.timer.Armed() {
+			n.sched.Disarm(&c.timer)
+		}
+		return
+	}
+	if c.timer.When() != d {
+		n.sched.Arm(&c.timer, d)
+	}
+}
+
+func (n *NIC) checkState(c *Conn) {
+	s := c.tc.State()
+	if s == c.state {
+		return
+	}
+	c.state = s
+	if c.onState != nil {
+		c.onState(c, s)
+	}
+}
+
+func (n *NIC) markReady(now sim.Time, c *Conn) {
+	for i := range n.ports {
+		n.ports[i].ready.pushBack(c)
+	}
+	for i := range n.ports {
+		n.kickPort(now, &n.ports[i])
+	}
+}
+
+func (n *NIC) kickPort(now sim.Time, pt *nicPort) {
+	if pt.pumping || pt.w == nil || !pt.w.Idle() {
+		return
+	}
+	n.pump(now, pt)
+}
+
+func (n *NIC) fireKick(now sim.Time, arg any) { n.kickPort(now, arg.(*nicPort)) }
+
+func (n *NIC) fireConn(now sim.Time, arg any) {
+	c := arg.(*Conn)
+	c.tc.OnTimer(now)
+	n.afterIO(now, c)
+}
+
+// pump sends on port pt while its wire is idle and something is waiting.
+func (n *NIC) pump(now sim.Time, pt *nicPort) {
+	if pt.pumping || pt.w == nil {
+		return
+	}
+	pt.pumping = true
+	for sent := 0; pt.w.Idle(); sent++ {
+		if sent == maxBurst {
+			n.sched.Arm(&pt.kick, now)
+			break
+		}
+		if !n.sendOne(now, pt) {
+			break
+		}
+	}
+	pt.pumping = false
+}
+
+// sendOne sends one packet on pt: host packets and connections take turns;
+// connections go round-robin. It returns false if nothing was waiting.
+func (n *NIC) sendOne(now sim.Time, pt *nicPort) bool {
+	if pt.hN > 0 && (pt.hostTx || pt.ready.n == 0) {
+		pt.hostTx = false
+		n.sendHost(now, pt)
+		return true
+	}
+	pt.hostTx = true
+	maxPayload := n.mtu + transport.HeaderRoom
+	for c := pt.ready.popFront(); c != nil; c = pt.ready.popFront() {
+		b := n.pool.Get(IPv4UDPSize + maxPayload)
+		b.SetLen(maxPayload)
+		k, meta := c.tc.Transmit(now, pt.idx, b.Data())
+		if k <= 0 || k > maxPayload {
+			b.Free()
+			n.rearm(c)
+			n.checkState(c)
+			continue
+		}
+		pt.ready.pushBack(c)
+		if k <= smallPacket-IPv4UDPSize {
+			s := n.pool.Get(IPv4UDPSize + k)
+			s.SetLen(k)
+			copy(s.Data(), b.Data()[:k])
+			b.Free()
+			b = s
+		} else {
+			b.SetLen(k)
+		}
+		n.frame(b, c, k, meta)
+		c.stats.TxPackets++
+		c.stats.TxBytes += uint64(k)
+		c.stats.PortTxPackets[pt.idx]++
+		n.transmit(now, pt, b)
+		n.rearm(c)
+		n.checkState(c)
+		return true
+	}
+	if pt.hN > 0 {
+		n.sendHost(now, pt)
+		return true
+	}
+	return false
+}
+
+// frame prepends UDP and IPv4 headers to a k-byte transport payload.
+func (n *NIC) frame(b *packet.Buffer, c *Conn, k int, meta transport.TxMeta) {
+	header.UDP(b.Prepend(header.UDPSize)).Encode(meta.SrcPort, c.proto.port, k)
+	f := header.IPv4Fields{
+		TotalLength: uint16(IPv4UDPSize + k),
+		ID:          n.ipID,
+		Protocol:    header.IPv4ProtoUDP,
+		Src:         n.addr,
+		Dst:         c.peer,
+	}
+	n.ipID++
+	if meta.ECT {
+		f.TOS = header.ECNECT0
+		n.stats.ECTSent++
+	}
+	header.IPv4(b.Prepend(header.IPv4MinSize)).Encode(&f)
+	if c.proto.sealer != nil {
+		c.proto.sealer.Seal(b.Data())
+	}
+}
+
+func (n *NIC) transmit(now sim.Time, pt *nicPort, b *packet.Buffer) {
+	l := uint64(b.Len())
+	n.stats.TxPackets++
+	n.stats.TxBytes += l
+	pt.stats.TxPackets++
+	pt.stats.TxBytes += l
+	pt.w.Send(now, b)
+}
+
+func (n *NIC) sendHost(now sim.Time, pt *nicPort) {
+	b := pt.host[pt.hHead]
+	pt.host[pt.hHead] = nil
+	pt.hHead++
+	if pt.hHead == len(pt.host) {
+		pt.hHead = 0
+	}
+	pt.hN--
+	n.stats.HostTxPackets++
+	n.transmit(now, pt, b)
+}
+
+// SendIP sends a packet from the host (a kernel packet read from the TUN
+// device): a complete IPv4 packet. The NIC takes ownership of b, picks the
+// plane by a hash of the flow's 5-tuple (so one flow stays on one plane and
+// in order) among ports that are up, and queues it behind the port's other
+// host packets. Bad packets and full queues are counted drops.
+func (n *NIC) SendIP(now sim.Time, b *packet.Buffer) {
+	ip := header.IPv4(b.Data())
+	if ip.Validate() != nil {
+		n.drop(DropMalformed, b)
+		return
+	}
+	src, dst, proto, sp, dp := header.FiveTuple(ip)
+	h := uint64(src)<<32 | uint64(dst)
+	h ^= uint64(proto)<<40 | uint64(sp)<<16 | uint64(dp)
+	h = mix64(h ^ n.seed)
+	np := len(n.ports)
+	start := int(h % uint64(np))
+	var pt *nicPort
+	for i := 0; i < np; i++ {
+		c := &n.ports[(start+i)%np]
+		if c.w != nil && (c.up == nil || c.up.Up()) {
+			pt = c
+			break
+		}
+	}
+	if pt == nil {
+		n.drop(DropPortDown, b)
+		return
+	}
+	if pt.hN == len(pt.host) {
+		n.drop(DropHostQueue, b)
+		return
+	}
+	i := pt.hHead + pt.hN
+	if i >= len(pt.host) {
+		i -= len(pt.host)
+	}
+	pt.host[i] = b
+	pt.hN++
+	n.kickPort(now, pt)
+}
+
+// mix64 is SplitMix64's finalizer: a cheap, well-spread hash.
+func mix64(z uint64) uint64 {
+	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
+	z = (z ^ z>>27) * 0x94d049bb133111eb
+	return z ^ z>>31
+}
+
+func (n *NIC) connConfig(c *Conn) transport.Config {
+	return transport.Config{
+		LocalID:  c.id,
+		Ports:    len(n.ports),
+		LineRate: n.rate,
+		PathMTU:  n.mtu,
+		Memory:   &c.mem,
+		Complete: c.complete,
+		Rand:     sim.NewRand(n.seed, n.name+"/conn/"+strconv.FormatUint(uint64(c.id), 10)),
+		Trace:    n.trace,
+	}
+}

@@ -1,0 +1,62 @@
+package softnic
+
+// link is a connection's membership in one port's ready list.
+type link struct {
+	prev, next *Conn
+	in         bool
+}
+
+// readyList is one port's round-robin of connections that may have
+// something to send on it: an intrusive doubly linked list through each
+// connection's links[port], so adding, removing and rotating never allocate
+// and idle connections cost nothing.
+type readyList struct {
+	port       int
+	head, tail *Conn
+	n          int
+}
+
+// pushBack adds c at the tail unless it is already listed.
+func (l *readyList) pushBack(c *Conn) {
+	k := &c.links[l.port]
+	if k.in {
+		return
+	}
+	k.in, k.prev, k.next = true, l.tail, nil
+	if l.tail != nil {
+		l.tail.links[l.port].next = c
+	} else {
+		l.head = c
+	}
+	l.tail = c
+	l.n++
+}
+
+// popFront removes and returns the head, or nil.
+func (l *readyList) popFront() *Conn {
+	c := l.head
+	if c != nil {
+		l.remove(c)
+	}
+	return c
+}
+
+// remove takes c off the list if it is listed.
+func (l *readyList) remove(c *Conn) {
+	k := &c.links[l.port]
+	if !k.in {
+		return
+	}
+	if k.prev != nil {
+		k.prev.links[l.port].next = k.next
+	} else {
+		l.head = k.next
+	}
+	if k.next != nil {
+		k.next.links[l.port].prev = k.prev
+	} else {
+		l.tail = k.prev
+	}
+	k.in, k.prev, k.next = false, nil, nil
+	l.n--
+}

@@ -1,0 +1,99 @@
+package softnic
+
+// DropReason says why the NIC discarded a packet. Each reason is a column of
+// Stats.Drops.
+type DropReason uint8
+
+// NIC drop reasons.
+const (
+	// DropMalformed: not a valid IPv4 packet, a truncated UDP header, or a
+	// transport payload its protocol could not demultiplex.
+	DropMalformed DropReason = iota
+	// DropNotMine: a transport packet addressed to another host.
+	DropNotMine
+	// DropUnknownConn: a transport packet for a connection id this NIC
+	// does not have (closed, or never opened).
+	DropUnknownConn
+	// DropNoListener: a connection request with no listener to accept it,
+	// or one the transport refused.
+	DropNoListener
+	// DropNoHostPort: a packet for the host kernel with no host port set.
+	DropNoHostPort
+	// DropICRC: a RoCEv2 packet whose invariant CRC did not check.
+	DropICRC
+	// DropHostQueue: a host packet to send found the port's host queue full.
+	DropHostQueue
+	// DropPortDown: a host packet to send found every port down.
+	DropPortDown
+	numDropReasons
+)
+
+var dropNames = [numDropReasons]string{"malformed", "not-mine", "unknown-conn", "no-listener",
+	"no-host-port", "icrc", "host-queue-full", "port-down"}
+
+func (r DropReason) String() string {
+	if r < numDropReasons {
+		return dropNames[r]
+	}
+	return "unknown"
+}
+
+// DropReasons lists every drop reason, in column order.
+func DropReasons() []DropReason {
+	r := make([]DropReason, numDropReasons)
+	for i := range r {
+		r[i] = DropReason(i)
+	}
+	return r
+}
+
+// Stats are a NIC's counters. They only grow.
+type Stats struct {
+	TxPackets, TxBytes uint64 // everything sent on any port (IPv4 bytes)
+	RxPackets, RxBytes uint64 // everything received on any port
+	// HostTxPackets counts packets the host injected with SendIP and the
+	// NIC sent; HostRxPackets packets delivered to the host port.
+	HostTxPackets, HostRxPackets uint64
+	// CEReceived counts transport packets that arrived marked CE.
+	CEReceived uint64
+	// ECTSent counts transport packets sent with ECT(0).
+	ECTSent uint64
+	// Accepted counts connections opened by the passive side.
+	Accepted uint64
+	// CQOverruns counts completions lost because a completion queue was
+	// full.
+	CQOverruns uint64
+	// AccessErrors counts peers' requests refused by the region table (bad
+	// rkey, range or permission); ProtectionErrors local SGEs refused.
+	AccessErrors, ProtectionErrors uint64
+	Drops                          [numDropReasons]uint64
+}
+
+// Dropped returns the total number of dropped packets.
+func (s *Stats) Dropped() uint64 {
+	var n uint64
+	for _, d := range s.Drops {
+		n += d
+	}
+	return n
+}
+
+// PortStats are one port's counters.
+type PortStats struct {
+	TxPackets, TxBytes uint64
+	RxPackets, RxBytes uint64
+}
+
+// ConnStats are what the NIC itself counts for one connection: the framed
+// packets that went out and came in. Transport-level figures
+// (retransmissions, per-path windows) come from TransportStats.
+type ConnStats struct {
+	TxPackets, TxBytes uint64 // transport payload bytes
+	RxPackets, RxBytes uint64
+	CEReceived         uint64
+	// AccessErrors counts the peer's requests this end refused;
+	// ProtectionErrors this end's own SGEs refused.
+	AccessErrors, ProtectionErrors uint64
+	// PortTxPackets counts packets sent per port (plane).
+	PortTxPackets []uint64
+}

@@ -1,0 +1,265 @@
+package telemetry
+
+import (
+	"fmt"
+
+	"github.com/mrlab/mrlab/internal/sim"
+)
+
+// DefaultInterval is the sampling period when none is given: 10us of lab
+// time, a few round trips of a small lab.
+const DefaultInterval = 10 * sim.Microsecond
+
+// ConnStats is a connection's state at one instant, as telemetry needs it.
+// Counters are cumulative; the sampler turns them into per-interval rates.
+type ConnStats struct {
+	Transport  string
+	Cwnd       int64 // bytes, summed over paths
+	InFlight   int64 // bytes
+	SRTT, RTO  sim.Time
+	PacingRate float64 // bits/s, 0 if unpaced
+	RateHint   float64 // bits/s granted by the receiver, 0 if none
+	// BytesAcked, PacketsAcked and CEAcked count acknowledged data; the
+	// rate and ECN fraction are their differences over an interval.
+	BytesAcked, PacketsAcked, CEAcked uint64
+	Retransmits, Timeouts             uint64
+	// EntropyChanges counts re-pathing decisions (new UDP source ports).
+	EntropyChanges uint64
+}
+
+// PathStats is one path's state at one instant.
+type PathStats struct {
+	Plane   int
+	Entropy uint16 // current UDP source port
+	State   string
+	Cwnd    int64
+	// InFlight is bytes sent and not yet acknowledged on the path.
+	InFlight                          int64
+	SRTT, RTO                         sim.Time
+	BytesAcked, PacketsAcked, CEAcked uint64
+	Retransmits, Timeouts             uint64
+	// EntropyChanges counts this path's entropy changes; 0 lets the
+	// sampler count the changes of Entropy it sees.
+	EntropyChanges uint64
+}
+
+// ConnSource is a connection the sampler polls.
+type ConnSource interface {
+	TelemetryConn() ConnStats
+	// NumPaths returns the number of paths (1 for RoCEv2, 0 for none).
+	NumPaths() int
+	TelemetryPath(i int) PathStats
+}
+
+// LinkStats is one link direction's state at one instant.
+type LinkStats struct {
+	QueueBytes         int64
+	TxBytes, TxPackets uint64
+	Drops, Marks       uint64
+	Rate               float64 // the direction's rate, bits/s
+}
+
+// LinkSource is a link direction the sampler polls.
+type LinkSource interface {
+	TelemetryLink() LinkStats
+}
+
+// LinkFunc adapts a function to LinkSource.
+type LinkFunc func() LinkStats
+
+// TelemetryLink implements LinkSource.
+func (f LinkFunc) TelemetryLink() LinkStats { return f() }
+
+// prev holds a series' previous cumulative counters.
+type prev struct {
+	t                                 sim.Time
+	valid                             bool
+	bytesAcked, packetsAcked, ceAcked uint64
+	entropy                           uint16
+	entropyChanges                    uint64
+	txBytes                           uint64
+}
+
+type connEntry struct {
+	host, peer string
+	id         uint32
+	src        ConnSource
+	prev       prev
+	paths      []prev
+	removed    bool
+}
+
+type linkEntry struct {
+	name string
+	src  LinkSource
+	prev prev
+}
+
+// Sampler polls connections and links every interval of lab time on the
+// lab's event loop and writes samples to a sink. Series are written in
+// the order they were added, so a seeded sim run gives the same file.
+type Sampler struct {
+	sched sim.Scheduler
+	every sim.Time
+	sink  Sink
+	timer sim.Timer
+	conns []*connEntry
+	links []*linkEntry
+	s     Sample
+	paths []PathStats // one connection's paths, reused
+	err   error
+	n     uint64
+}
+
+// NewSampler returns a sampler writing to sink every interval (0 means
+// DefaultInterval). Call Start to begin.
+func NewSampler(sched sim.Scheduler, every sim.Time, sink Sink) *Sampler {
+	if every <= 0 {
+		every = DefaultInterval
+	}
+	s := &Sampler{sched: sched, every: every, sink: sink}
+	s.timer.Init(s.tick, nil)
+	return s
+}
+
+// Interval returns the sampling period.
+func (s *Sampler) Interval() sim.Time { return s.every }
+
+// ConnHandle names a connection added to the sampler, for RemoveConn.
+type ConnHandle struct{ e *connEntry }
+
+// AddConn adds a connection: host is where it lives, peer the host at
+// the other end, id its local id.
+func (s *Sampler) AddConn(host, peer string, id uint32, src ConnSource) ConnHandle {
+	e := &connEntry{host: host, peer: peer, id: id, src: src}
+	s.conns = append(s.conns, e)
+	return ConnHandle{e}
+}
+
+// RemoveConn stops sampling a connection (after it closed).
+func (s *Sampler) RemoveConn(h ConnHandle) {
+	if h.e == nil {
+		return
+	}
+	h.e.removed = true
+	for i, e := range s.conns {
+		if e == h.e {
+			s.conns = append(s.conns[:i], s.conns[i+1:]...)
+			return
+		}
+	}
+}
+
+// AddLink adds a link direction, named as captures and counters name it
+// ("p0-leaf0-spine1:ab").
+func (s *Sampler) AddLink(name string, src LinkSource) {
+	s.links = append(s.links, &linkEntry{name: name, src: src})
+}
+
+// Start takes a first sample now and then one every interval.
+func (s *Sampler) Start(now sim.Time) {
+	s.Sample(now)
+	s.sched.Arm(&s.timer, now+s.every)
+}
+
+// Stop cancels the periodic sampling.
+func (s *Sampler) Stop() { s.sched.Disarm(&s.timer) }
+
+// Err returns the first error a sink returned.
+func (s *Sampler) Err() error { return s.err }
+
+// Batches returns how many sampling instants have been written.
+func (s *Sampler) Batches() uint64 { return s.n }
+
+func (s *Sampler) tick(now sim.Time, _ any) {
+	s.Sample(now)
+	s.sched.Arm(&s.timer, now+s.every)
+}
+
+// Sample writes one sample of every series at time now.
+func (s *Sampler) Sample(now sim.Time) {
+	for _, e := range s.conns {
+		s.sampleConn(now, e)
+	}
+	for _, l := range s.links {
+		s.sampleLink(now, l)
+	}
+	s.note(s.sink.EndBatch(now))
+	s.n++
+}
+
+func (s *Sampler) note(err error) {
+	if err != nil && s.err == nil {
+		s.err = fmt.Errorf("telemetry sink: %w", err)
+	}
+}
+
+// rates turns cumulative counters into the interval's delivery rate and
+// ECN fraction, and remembers them.
+func rates(p *prev, now sim.Time, bytes, pkts, ce uint64) (rate, ecn float64) {
+	if p.valid && now > p.t {
+		if bytes >= p.bytesAcked {
+			rate = float64(bytes-p.bytesAcked) * 8 / (now - p.t).Seconds()
+		}
+		if pkts > p.packetsAcked && ce >= p.ceAcked {
+			ecn = float64(ce-p.ceAcked) / float64(pkts-p.packetsAcked)
+		}
+	}
+	p.t, p.valid = now, true
+	p.bytesAcked, p.packetsAcked, p.ceAcked = bytes, pkts, ce
+	return rate, ecn
+}
+
+func (s *Sampler) sampleConn(now sim.Time, e *connEntry) {
+	cs := e.src.TelemetryConn()
+	smp := &s.s
+	*smp = Sample{T: now, Kind: KindConn, Host: e.host, Peer: e.peer, Conn: e.id, Transport: cs.Transport,
+		Cwnd: cs.Cwnd, InFlight: cs.InFlight, SRTT: cs.SRTT, RTO: cs.RTO, PacingRate: cs.PacingRate,
+		RateHint: cs.RateHint, BytesAcked: cs.BytesAcked, Retransmits: cs.Retransmits, Timeouts: cs.Timeouts}
+	smp.Rate, smp.ECNFraction = rates(&e.prev, now, cs.BytesAcked, cs.PacketsAcked, cs.CEAcked)
+
+	n := e.src.NumPaths()
+	for len(e.paths) < n {
+		e.paths = append(e.paths, prev{})
+	}
+	s.paths = s.paths[:0]
+	var pathChanges uint64
+	for i := 0; i < n; i++ {
+		ps := e.src.TelemetryPath(i)
+		s.paths = append(s.paths, ps)
+		p := &e.paths[i]
+		if ps.EntropyChanges > 0 {
+			p.entropyChanges = ps.EntropyChanges
+		} else if p.valid && ps.Entropy != p.entropy {
+			p.entropyChanges++
+		}
+		p.entropy = ps.Entropy
+		pathChanges += p.entropyChanges
+	}
+	smp.EntropyChanges = max(cs.EntropyChanges, pathChanges)
+	s.note(s.sink.Write(smp))
+
+	for i := range s.paths {
+		ps := &s.paths[i]
+		p := &e.paths[i]
+		*smp = Sample{T: now, Kind: KindPath, Host: e.host, Peer: e.peer, Conn: e.id, Path: i,
+			Plane: ps.Plane, Entropy: ps.Entropy, State: ps.State, Cwnd: ps.Cwnd, InFlight: ps.InFlight,
+			SRTT: ps.SRTT, RTO: ps.RTO, BytesAcked: ps.BytesAcked, Retransmits: ps.Retransmits,
+			Timeouts: ps.Timeouts, EntropyChanges: p.entropyChanges}
+		smp.Rate, smp.ECNFraction = rates(p, now, ps.BytesAcked, ps.PacketsAcked, ps.CEAcked)
+		s.note(s.sink.Write(smp))
+	}
+}
+
+func (s *Sampler) sampleLink(now sim.Time, l *linkEntry) {
+	ls := l.src.TelemetryLink()
+	smp := &s.s
+	*smp = Sample{T: now, Kind: KindLink, Link: l.name, QueueBytes: ls.QueueBytes, TxBytes: ls.TxBytes,
+		TxPackets: ls.TxPackets, Drops: ls.Drops, Marks: ls.Marks}
+	p := &l.prev
+	if p.valid && now > p.t && ls.Rate > 0 && ls.TxBytes >= p.txBytes {
+		smp.Util = float64(ls.TxBytes-p.txBytes) * 8 / (now - p.t).Seconds() / ls.Rate
+	}
+	p.t, p.valid, p.txBytes = now, true, ls.TxBytes
+	s.note(s.sink.Write(smp))
+}

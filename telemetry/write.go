@@ -1,0 +1,298 @@
+package telemetry
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/mrlab/mrlab/internal/sim"
+)
+
+// JSONLWriter writes one JSON object per sample and line, with the columns
+// of the sample's kind:
+//
+//	{"t_ns":120000,"kind":"path","host":"h3","peer":"h7","conn":4,"path":9,...}
+//
+// It does not allocate per sample. Not safe for concurrent use.
+type JSONLWriter struct {
+	w   *bufio.Writer
+	c   io.Closer
+	buf []byte
+	err error
+}
+
+// NewJSONLWriter writes JSON lines to w (closed by Close if a Closer).
+func NewJSONLWriter(w io.Writer) *JSONLWriter {
+	jw := &JSONLWriter{w: bufio.NewWriterSize(w, 64<<10), buf: make([]byte, 0, 512)}
+	if c, ok := w.(io.Closer); ok {
+		jw.c = c
+	}
+	return jw
+}
+
+// Write implements Sink.
+func (j *JSONLWriter) Write(s *Sample) error {
+	if j.err != nil {
+		return j.err
+	}
+	b := append(j.buf[:0], '{')
+	first := true
+	for i := range columns {
+		c := &columns[i]
+		if !c.kinds.has(s.Kind) {
+			continue
+		}
+		if !first {
+			b = append(b, ',')
+		}
+		first = false
+		b = append(b, '"')
+		b = append(b, c.name...)
+		b = append(b, '"', ':')
+		if c.typ == colString {
+			b = appendJSONString(b, c.s(s))
+		} else {
+			b = c.appendNumber(b, s)
+		}
+	}
+	b = append(b, '}', '\n')
+	j.buf = b
+	if _, err := j.w.Write(b); err != nil {
+		j.err = fmt.Errorf("writing telemetry: %w", err)
+	}
+	return j.err
+}
+
+// EndBatch implements Sink; it does nothing (Close flushes).
+func (j *JSONLWriter) EndBatch(sim.Time) error { return j.err }
+
+// Close flushes and closes the underlying writer.
+func (j *JSONLWriter) Close() error { return closeBuffered(j.w, j.c, &j.err) }
+
+func closeBuffered(w *bufio.Writer, c io.Closer, errp *error) error {
+	if *errp == nil {
+		if err := w.Flush(); err != nil {
+			*errp = fmt.Errorf("writing telemetry: %w", err)
+		}
+	}
+	if c != nil {
+		if err := c.Close(); err != nil && *errp == nil {
+			*errp = fmt.Errorf("closing telemetry: %w", err)
+		}
+	}
+	return *errp
+}
+
+// appendJSONString appends s as a JSON string.
+func appendJSONString(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case c == '"' || c == '\\':
+				b = append(b, '\\', c)
+			case c < 0x20:
+				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+			default:
+				b = append(b, c)
+			}
+			i++
+			continue
+		}
+		r, n := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && n == 1 {
+			b = append(b, `\ufffd`...)
+		} else {
+			b = append(b, s[i:i+n]...)
+		}
+		i += n
+	}
+	return append(b, '"')
+}
+
+// CSVWriter writes samples as CSV with one header row naming every column
+// of every kind; cells a kind has no value for are empty, so one file
+// holds connections, paths and links and loads into any dataframe.
+type CSVWriter struct {
+	w      *bufio.Writer
+	c      io.Closer
+	buf    []byte
+	header bool
+	err    error
+}
+
+// NewCSVWriter writes CSV to w (closed by Close if a Closer).
+func NewCSVWriter(w io.Writer) *CSVWriter {
+	cw := &CSVWriter{w: bufio.NewWriterSize(w, 64<<10), buf: make([]byte, 0, 512)}
+	if c, ok := w.(io.Closer); ok {
+		cw.c = c
+	}
+	return cw
+}
+
+// CSVHeader returns the header row's column names.
+func CSVHeader() []string {
+	out := make([]string, len(columns))
+	for i, c := range columns {
+		out[i] = c.name
+	}
+	return out
+}
+
+// Write implements Sink.
+func (cw *CSVWriter) Write(s *Sample) error {
+	if cw.err != nil {
+		return cw.err
+	}
+	b := cw.buf[:0]
+	if !cw.header {
+		b = append(b, strings.Join(CSVHeader(), ",")...)
+		b = append(b, '\n')
+		cw.header = true
+	}
+	for i := range columns {
+		c := &columns[i]
+		if i > 0 {
+			b = append(b, ',')
+		}
+		if !c.kinds.has(s.Kind) {
+			continue
+		}
+		if c.typ == colString {
+			b = appendCSVField(b, c.s(s))
+		} else {
+			b = c.appendNumber(b, s)
+		}
+	}
+	b = append(b, '\n')
+	cw.buf = b
+	if _, err := cw.w.Write(b); err != nil {
+		cw.err = fmt.Errorf("writing telemetry: %w", err)
+	}
+	return cw.err
+}
+
+// EndBatch implements Sink.
+func (cw *CSVWriter) EndBatch(sim.Time) error { return cw.err }
+
+// Close flushes and closes the underlying writer.
+func (cw *CSVWriter) Close() error { return closeBuffered(cw.w, cw.c, &cw.err) }
+
+func appendCSVField(b []byte, s string) []byte {
+	if !strings.ContainsAny(s, ",\"\n\r") {
+		return append(b, s...)
+	}
+	b = append(b, '"')
+	for i := 0; i < len(s); i++ {
+		if s[i] == '"' {
+			b = append(b, '"')
+		}
+		b = append(b, s[i])
+	}
+	return append(b, '"')
+}
+
+// FileSink is a Sink writing a file that Close finishes.
+type FileSink interface {
+	Sink
+	io.Closer
+}
+
+// Create opens the --telemetry file: CSV if the name ends in .csv, JSON
+// lines otherwise (.jsonl is the usual name).
+func Create(name string) (FileSink, error) {
+	f, err := os.Create(name)
+	if err != nil {
+		return nil, fmt.Errorf("creating telemetry file: %w", err)
+	}
+	if strings.HasSuffix(strings.ToLower(name), ".csv") {
+		return NewCSVWriter(f), nil
+	}
+	return NewJSONLWriter(f), nil
+}
+
+// ReadJSONL reads samples written by JSONLWriter. Errors name the line.
+func ReadJSONL(r io.Reader) ([]Sample, error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	var out []Sample
+	for line := 1; sc.Scan(); line++ {
+		if len(strings.TrimSpace(sc.Text())) == 0 {
+			continue
+		}
+		var s Sample
+		if err := json.Unmarshal(sc.Bytes(), &s); err != nil {
+			return out, fmt.Errorf("reading telemetry line %d: %w", line, err)
+		}
+		if s.Kind == 0 {
+			return out, fmt.Errorf("reading telemetry line %d: no kind", line)
+		}
+		out = append(out, s)
+	}
+	if err := sc.Err(); err != nil {
+		return out, fmt.Errorf("reading telemetry: %w", err)
+	}
+	return out, nil
+}
+
+// ReadFile reads a JSON-lines telemetry file.
+func ReadFile(name string) ([]Sample, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, fmt.Errorf("reading telemetry: %w", err)
+	}
+	defer f.Close()
+	if strings.HasSuffix(strings.ToLower(name), ".csv") {
+		return nil, errors.New("reading telemetry: " + name + " is CSV; plots read the JSON-lines format")
+	}
+	s, err := ReadJSONL(f)
+	if err != nil {
+		return s, fmt.Errorf("%s: %w", name, err)
+	}
+	return s, nil
+}
+
+// Multi fans samples out to several sinks.
+type Multi []Sink
+
+// Write implements Sink; it writes to every sink and returns the first
+// error.
+func (m Multi) Write(s *Sample) error {
+	var first error
+	for _, k := range m {
+		if err := k.Write(s); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// EndBatch implements Sink.
+func (m Multi) EndBatch(now sim.Time) error {
+	var first error
+	for _, k := range m {
+		if err := k.EndBatch(now); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// Recorder is a Sink keeping every sample in memory (tests, plots of a run
+// still in the process).
+type Recorder struct {
+	Samples []Sample
+}
+
+// Write implements Sink.
+func (r *Recorder) Write(s *Sample) error { r.Samples = append(r.Samples, *s); return nil }
+
+// EndBatch implements Sink.
+func (r *Recorder) EndBatch(sim.Time) error { return nil }

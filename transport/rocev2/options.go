@@ -1,0 +1,216 @@
+package rocev2
+
+import (
+	"fmt"
+
+	"github.com/mrlab/mrlab/internal/sim"
+)
+
+// UDPPort is the IANA port of RoCEv2.
+const UDPPort = 4791
+
+// QPNOffset maps a NIC's connection ids (1, 2, ...) to queue pair numbers:
+// QPN = LocalID + QPNOffset. QP0 and QP1 are reserved by InfiniBand (QP1
+// carries connection management), and real devices number data QPs from
+// about 16 up, so captures look familiar.
+const QPNOffset = 16
+
+// DCQCN holds the constants of DCQCN's reaction point (RP) and notification
+// point (NP). Defaults (DefaultDCQCN) come from the DCQCN paper (Zhu et al.,
+// SIGCOMM 2015) and the Mellanox/HPCC ns-3 models collected in
+// shared/research/protocol.md section 2.8.
+type DCQCN struct {
+	// G is the gain of the alpha EWMA: alpha = (1-G)alpha + G on a CNP.
+	G float64
+	// AlphaInterval: alpha decays by (1-G) after each interval without a CNP.
+	AlphaInterval sim.Time
+	// IncreaseInterval is the rate-increase timer period.
+	IncreaseInterval sim.Time
+	// ByteCounter is the bytes sent between byte-counter increase events.
+	ByteCounter int
+	// FastRecovery is F: the number of increase events (of either kind)
+	// spent halving the distance to the target rate before additive
+	// increase starts.
+	FastRecovery int
+	// AI and HAI are the additive and hyper-additive increase steps, in
+	// bits per second.
+	AI, HAI float64
+	// MinRate is the floor of the current rate, in bits per second.
+	MinRate float64
+	// CNPInterval is the notification point's minimum gap between two CNPs
+	// for one QP.
+	CNPInterval sim.Time
+}
+
+// DefaultDCQCN are the DCQCN constants used unless Options override them.
+var DefaultDCQCN = DCQCN{
+	G:                1.0 / 16,
+	AlphaInterval:    55 * sim.Microsecond,
+	IncreaseInterval: 300 * sim.Microsecond, // Mellanox rpg_time_reset
+	ByteCounter:      150000,                // ns-3 qbb model
+	FastRecovery:     5,
+	AI:               5e6,
+	HAI:              50e6,
+	MinRate:          100e6,
+	CNPInterval:      50 * sim.Microsecond,
+}
+
+// Options configure every queue pair of one Protocol (one NIC). The zero
+// value selects the defaults documented on each field.
+type Options struct {
+	// Timeout is the IB local ACK timeout exponent: the requester waits
+	// 4.096us * 2^Timeout for an ACK before going back N. 0 means 14
+	// (about 67 ms, a common HCA default); 8 gives about 1 ms. Values above
+	// 31 are an error.
+	Timeout int
+	// AckTimeout, if non-zero, sets the local ACK timeout as a duration and
+	// overrides Timeout.
+	AckTimeout sim.Time
+	// RetryCount is retry_cnt: how many times a request is retransmitted
+	// after a timeout or a sequence-error NAK without progress before the
+	// QP fails with StatusRetryExceeded. 0 means 7; use NoRetry for none.
+	RetryCount int
+	// RNRRetry is rnr_retry: how many RNR NAKs in a row the requester
+	// accepts before failing with StatusRNRRetryExceeded. 0 means 7, which
+	// as in IB means "retry forever"; use NoRetry for none.
+	RNRRetry int
+	// MinRNRTimer is the RNR timer code (IBTA table 45) this end's
+	// responder puts in its RNR NAKs. 0 means 12 (0.64 ms), the rdma-core
+	// default.
+	MinRNRTimer uint8
+	// Window caps the requester's unacknowledged packets. 0 means the
+	// bandwidth-delay product of the line rate over WindowRTT, and at
+	// least 64.
+	Window int
+	// WindowRTT is the round-trip time the default window covers; 0 means
+	// 200us (several switch hops with queueing).
+	WindowRTT sim.Time
+	// AckEvery is the ACK coalescing interval: the requester sets AckReq
+	// on the last packet of each message and on every AckEvery-th packet,
+	// and the responder acknowledges on AckReq or after AckEvery in-order
+	// packets. 0 means 16.
+	AckEvery int
+	// SendQueue and RecvQueue bound the posted work requests. 0 means 4096
+	// each. Queues grow on demand up to these bounds.
+	SendQueue, RecvQueue int
+	// MaxReads bounds the RDMA READs a requester has outstanding and the
+	// responder resources this end offers (the smaller of the two ends'
+	// values wins). 0 means 16.
+	MaxReads int
+	// PinPort makes every QP use NIC port Port; otherwise a QP uses port
+	// QPN mod Config.Ports.
+	PinPort bool
+	Port    int
+	// NoDCQCN turns rate control off: the QP sends at line rate whatever
+	// CNPs say. Notification (sending CNPs on CE) stays on.
+	NoDCQCN bool
+	// DCQCN overrides DefaultDCQCN when its G is non-zero.
+	DCQCN DCQCN
+	// CMTimeout is the connection-management retry interval; 0 means the
+	// local ACK timeout. CMRetries bounds the retries (0 means 15, the
+	// Linux CM's max_cm_retries).
+	CMTimeout sim.Time
+	CMRetries int
+}
+
+// NoRetry asks for zero retries in RetryCount or RNRRetry.
+const NoRetry = -1
+
+// ackTimeoutUnit is IB's local ACK timeout unit, 4.096 us.
+const ackTimeoutUnit = 4096 * sim.Nanosecond
+
+// resolved returns o with defaults filled in, or an error naming the bad
+// field.
+func (o Options) resolved() (Options, error) {
+	if o.Timeout < 0 || o.Timeout > 31 {
+		return o, fmt.Errorf("rocev2 options: Timeout %d out of range 0..31", o.Timeout)
+	}
+	if o.Timeout == 0 {
+		o.Timeout = 14
+	}
+	if o.AckTimeout < 0 {
+		return o, fmt.Errorf("rocev2 options: AckTimeout %v is negative", o.AckTimeout)
+	}
+	if o.AckTimeout == 0 {
+		o.AckTimeout = ackTimeoutUnit << o.Timeout
+	}
+	var err error
+	if o.RetryCount, err = retries("RetryCount", o.RetryCount); err != nil {
+		return o, err
+	}
+	if o.RNRRetry, err = retries("RNRRetry", o.RNRRetry); err != nil {
+		return o, err
+	}
+	if o.MinRNRTimer > 31 {
+		return o, fmt.Errorf("rocev2 options: MinRNRTimer %d out of range 0..31", o.MinRNRTimer)
+	}
+	if o.MinRNRTimer == 0 {
+		o.MinRNRTimer = 12
+	}
+	if o.Window < 0 || o.Window >= 1<<22 {
+		return o, fmt.Errorf("rocev2 options: Window %d out of range 0..2^22", o.Window)
+	}
+	if o.WindowRTT < 0 {
+		return o, fmt.Errorf("rocev2 options: WindowRTT %v is negative", o.WindowRTT)
+	}
+	if o.WindowRTT == 0 {
+		o.WindowRTT = 200 * sim.Microsecond
+	}
+	if o.AckEvery < 0 {
+		return o, fmt.Errorf("rocev2 options: AckEvery %d is negative", o.AckEvery)
+	}
+	if o.AckEvery == 0 {
+		o.AckEvery = 16
+	}
+	if o.SendQueue < 0 || o.RecvQueue < 0 {
+		return o, fmt.Errorf("rocev2 options: negative queue size (SendQueue %d, RecvQueue %d)", o.SendQueue, o.RecvQueue)
+	}
+	if o.SendQueue == 0 {
+		o.SendQueue = 4096
+	}
+	if o.RecvQueue == 0 {
+		o.RecvQueue = 4096
+	}
+	if o.MaxReads < 0 || o.MaxReads > 255 {
+		return o, fmt.Errorf("rocev2 options: MaxReads %d out of range 0..255", o.MaxReads)
+	}
+	if o.MaxReads == 0 {
+		o.MaxReads = 16
+	}
+	if o.PinPort && o.Port < 0 {
+		return o, fmt.Errorf("rocev2 options: Port %d is negative", o.Port)
+	}
+	if o.DCQCN.G == 0 {
+		o.DCQCN = DefaultDCQCN
+	}
+	d := &o.DCQCN
+	if d.G < 0 || d.G > 1 || d.AlphaInterval <= 0 || d.IncreaseInterval <= 0 || d.ByteCounter <= 0 ||
+		d.FastRecovery < 0 || d.AI < 0 || d.HAI < 0 || d.MinRate <= 0 || d.CNPInterval < 0 {
+		return o, fmt.Errorf("rocev2 options: DCQCN %+v has a field out of range", *d)
+	}
+	if o.CMTimeout < 0 {
+		return o, fmt.Errorf("rocev2 options: CMTimeout %v is negative", o.CMTimeout)
+	}
+	if o.CMTimeout == 0 {
+		o.CMTimeout = o.AckTimeout
+	}
+	if o.CMRetries < 0 {
+		return o, fmt.Errorf("rocev2 options: CMRetries %d is negative", o.CMRetries)
+	}
+	if o.CMRetries == 0 {
+		o.CMRetries = 15
+	}
+	return o, nil
+}
+
+func retries(name string, v int) (int, error) {
+	switch {
+	case v == NoRetry:
+		return 0, nil
+	case v == 0:
+		return 7, nil
+	case v < 0 || v > 7:
+		return 0, fmt.Errorf("rocev2 options: %s %d out of range 1..7 (or NoRetry)", name, v)
+	}
+	return v, nil
+}

@@ -1,0 +1,167 @@
+package workload
+
+import (
+	"math"
+	"sort"
+
+	"github.com/mrlab/mrlab/internal/sim"
+)
+
+// Result is what a workload measured. Times are virtual.
+type Result struct {
+	Workload   Name   `json:"workload"`
+	Transport  string `json:"transport"`
+	Lab        string `json:"lab,omitempty"`
+	Seed       uint64 `json:"seed"`
+	Hosts      int    `json:"hosts"`
+	Flows      int    `json:"flows"`
+	Size       int    `json:"size_bytes"`
+	Iterations int    `json:"iterations"`
+	QueueDepth int    `json:"queue_depth"`
+	Conns      int    `json:"conns_per_pair"`
+	Streams    int    `json:"streams"`
+
+	// Messages and Bytes count completed application messages and their
+	// payload bytes (for collectives: bytes each host contributed).
+	Messages int64 `json:"messages"`
+	Bytes    int64 `json:"bytes"`
+	// Elapsed is from the first post to the last completion.
+	Elapsed sim.Time `json:"elapsed_ns"`
+
+	// GoodputGbps is application bytes delivered per second, all flows
+	// together. BWAverageGbps is the same figure per flow averaged, as
+	// perftest's "BW average"; BWPeakGbps is the best goodput over a
+	// sliding window of 1/20 of the run (see peakWindow).
+	GoodputGbps   float64 `json:"goodput_gbps"`
+	BWPeakGbps    float64 `json:"bw_peak_gbps"`
+	BWAverageGbps float64 `json:"bw_average_gbps"`
+	// MsgRateMpps is completed messages per second, in millions.
+	MsgRateMpps float64 `json:"msg_rate_mpps"`
+	// AlgBWGbps and BusBWGbps are the collective's algorithm bandwidth
+	// (size / time per operation) and NCCL's bus bandwidth (algbw x
+	// 2(N-1)/N for allreduce, x (N-1)/N for alltoall).
+	AlgBWGbps float64 `json:"algbw_gbps,omitempty"`
+	BusBWGbps float64 `json:"busbw_gbps,omitempty"`
+
+	// MessageTime is post-to-completion per message (for collectives: per
+	// operation); FlowTime is first post to last completion per flow.
+	// Latency is write_lat's one-way latency (half a ping-pong round trip).
+	MessageTime Dist  `json:"message_time"`
+	FlowTime    Dist  `json:"flow_time"`
+	Latency     *Dist `json:"latency,omitempty"`
+
+	Retransmits uint64 `json:"retransmits"`
+	// Timeouts counts transport retransmission timeouts.
+	Timeouts uint64 `json:"timeouts"`
+	// ECNMarks counts packets the fabric marked CE; CEReceived those the
+	// NICs received marked.
+	ECNMarks   uint64 `json:"ecn_marks"`
+	CEReceived uint64 `json:"ce_received"`
+	// Drops counts dropped packets by cause, fabric and NICs together.
+	Drops map[string]uint64 `json:"drops"`
+	// PlaneUtil is, per plane, the bytes the sending hosts put on that
+	// plane's NIC ports over the run, as a fraction of those ports'
+	// capacity.
+	PlaneUtil []float64 `json:"plane_util"`
+	// PacketsSent counts every packet the NICs sent (data, ACKs, control).
+	PacketsSent uint64 `json:"packets_sent"`
+
+	// Errors counts completions with a non-OK status; FirstError
+	// describes the first.
+	Errors     int    `json:"errors"`
+	FirstError string `json:"first_error,omitempty"`
+	// Check is the data check.
+	Check DataCheck `json:"data_check"`
+}
+
+// DataCheck is the end-of-run comparison of destination memory with what
+// was sent.
+type DataCheck struct {
+	OK bool `json:"ok"`
+	// Bytes is how many destination bytes were compared (message bytes and
+	// the guard bytes around them, which must be untouched).
+	Bytes int64 `json:"bytes_compared"`
+	// Regions and BadRegions count compared message slots and those that
+	// differed.
+	Regions    int    `json:"regions"`
+	BadRegions int    `json:"bad_regions"`
+	FirstBad   string `json:"first_bad,omitempty"`
+}
+
+// Dist summarises a set of durations.
+type Dist struct {
+	N     int      `json:"n"`
+	Min   sim.Time `json:"min_ns"`
+	P50   sim.Time `json:"p50_ns"`
+	P99   sim.Time `json:"p99_ns"`
+	P999  sim.Time `json:"p999_ns"`
+	Max   sim.Time `json:"max_ns"`
+	Mean  sim.Time `json:"mean_ns"`
+	Stdev sim.Time `json:"stdev_ns"`
+}
+
+// summarize sorts ts in place and returns its distribution. Percentiles
+// use the nearest-rank method.
+func summarize(ts []sim.Time) Dist {
+	if len(ts) == 0 {
+		return Dist{}
+	}
+	sort.Slice(ts, func(i, j int) bool { return ts[i] < ts[j] })
+	var sum float64
+	for _, t := range ts {
+		sum += float64(t)
+	}
+	mean := sum / float64(len(ts))
+	var sq float64
+	for _, t := range ts {
+		d := float64(t) - mean
+		sq += d * d
+	}
+	rank := func(p float64) sim.Time {
+		k := int(math.Ceil(p*float64(len(ts)))) - 1
+		return ts[max(0, min(k, len(ts)-1))]
+	}
+	return Dist{
+		N: len(ts), Min: ts[0], Max: ts[len(ts)-1],
+		P50: rank(0.50), P99: rank(0.99), P999: rank(0.999),
+		Mean: sim.Time(mean + 0.5), Stdev: sim.Time(math.Sqrt(sq/float64(len(ts))) + 0.5),
+	}
+}
+
+// done is one completion's time and bytes, for the peak bandwidth.
+type done struct {
+	at    sim.Time
+	bytes int64
+}
+
+// peakWindow is the window over which BWPeakGbps is measured, as a
+// fraction of the run: long enough to hold many messages, short enough to
+// show a burst.
+const peakWindow = 20
+
+// peakGbps returns the best goodput over any window of elapsed/peakWindow
+// that ends at a completion. ds must be in time order.
+func peakGbps(ds []done, elapsed sim.Time) float64 {
+	w := elapsed / peakWindow
+	if w <= 0 || len(ds) == 0 {
+		return 0
+	}
+	var best, in int64
+	j := 0
+	for i := range ds {
+		in += ds[i].bytes
+		for ds[j].at <= ds[i].at-w {
+			in -= ds[j].bytes
+			j++
+		}
+		best = max(best, in)
+	}
+	return gbps(best, w)
+}
+
+func gbps(bytes int64, d sim.Time) float64 {
+	if d <= 0 {
+		return 0
+	}
+	return float64(bytes) * 8 / d.Seconds() / 1e9
+}

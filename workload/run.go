@@ -1,0 +1,337 @@
+package workload
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/mrlab/mrlab/internal/sim"
+	"github.com/mrlab/mrlab/softnic"
+	"github.com/mrlab/mrlab/transport"
+)
+
+// handler receives the completions of one connection end.
+type handler interface {
+	complete(now sim.Time, wc *softnic.Completion)
+}
+
+// engine is one workload kind.
+type engine interface {
+	// setup registers memory and asks for connections (r.connect).
+	setup(r *runner) error
+	// start posts the first work once every connection is up.
+	start(now sim.Time)
+	// verify compares destination memory with what was sent.
+	verify() DataCheck
+	// outstanding describes unfinished work, for timeout errors.
+	outstanding() string
+}
+
+// runner is one run of a workload on a cluster.
+type runner struct {
+	cl     *Cluster
+	spec   Spec
+	eng    engine
+	hosts  []int  // hosts taking part, in cluster order
+	source []bool // by host: sends application data
+	pd     []*softnic.PD
+	cq     []*softnic.CQ
+	poll   []softnic.Completion
+	onDone func(*Result, error)
+
+	queues  []*pairQueue
+	pending map[[2]int]*pairQueue // (dialer, acceptor) -> queue
+	waiting int
+
+	timer    sim.Timer
+	t0, tEnd sim.Time
+	started  bool
+	finished bool
+	failed   error
+
+	res      Result
+	msgTimes []sim.Time
+	flowTime []sim.Time
+	dones    []done
+	base     counters
+}
+
+// endpoint is a connection end's Context: its setup request and handler.
+type endpoint struct {
+	req *connReq
+	h   handler
+}
+
+// connReq is one connection to open, dialed from host from to host to.
+type connReq struct {
+	from, to  int
+	dialH     handler
+	accH      handler
+	dial, acc *softnic.Conn
+	ready     bool
+}
+
+// pairQueue holds the connections one host dials to another. They are
+// dialed one after the other, so the acceptor can tell which request an
+// incoming connection answers: the next one from that peer.
+type pairQueue struct {
+	reqs []*connReq
+	next int // index of the request being dialed
+}
+
+// Start sets up spec on the cluster and, once every connection is
+// established, runs it; onDone runs on the loop when the workload has
+// finished (or failed). Start must run on the loop's goroutine.
+func Start(cl *Cluster, spec Spec, onDone func(*Result, error)) error {
+	if err := cl.check(); err != nil {
+		return err
+	}
+	spec, err := spec.withDefaults(cl.Hosts)
+	if err != nil {
+		return err
+	}
+	r := &runner{cl: cl, spec: spec, onDone: onDone, pending: map[[2]int]*pairQueue{}}
+	r.eng, err = newEngine(spec)
+	if err != nil {
+		return err
+	}
+	n := len(cl.NICs)
+	r.pd = make([]*softnic.PD, n)
+	r.cq = make([]*softnic.CQ, n)
+	r.source = make([]bool, n)
+	r.poll = make([]softnic.Completion, 64)
+	if err := r.eng.setup(r); err != nil {
+		return err
+	}
+	for i, nic := range cl.NICs {
+		if r.pd[i] == nil {
+			continue
+		}
+		if err := nic.Listen(&softnic.ListenOptions{
+			ConnOptions: softnic.ConnOptions{PD: r.pd[i], SendCQ: r.cq[i], RecvCQ: r.cq[i], OnState: r.onState},
+			OnConn:      r.accepted,
+		}); err != nil {
+			return fmt.Errorf("starting %s: %w", spec.Name, err)
+		}
+	}
+	now := cl.Loop.Now()
+	r.timer.Init(func(now sim.Time, _ any) { r.timeout(now) }, nil)
+	cl.Loop.Arm(&r.timer, now+spec.Timeout)
+	r.res = Result{
+		Workload: spec.Name, Transport: spec.Transport.String(), Lab: cl.Name, Seed: spec.Seed,
+		Size: spec.Size, Iterations: spec.Iterations, QueueDepth: spec.QueueDepth,
+		Conns: spec.Conns, Streams: spec.Streams,
+	}
+	for _, q := range r.queues {
+		if err := r.dial(q.reqs[0]); err != nil {
+			return err
+		}
+	}
+	if r.waiting == 0 {
+		return fmt.Errorf("%w: %s needs at least one connection", ErrBadSpec, spec.Name)
+	}
+	return nil
+}
+
+// Run runs spec on the cluster's loop until it finishes and returns its
+// result. A failed data check is an error wrapping ErrDataDiff, returned
+// with the result.
+func Run(cl *Cluster, spec Spec) (*Result, error) {
+	var (
+		res  *Result
+		rerr error
+		fin  bool
+	)
+	if err := Start(cl, spec, func(r *Result, err error) { res, rerr, fin = r, err, true }); err != nil {
+		return nil, err
+	}
+	for !fin {
+		if !cl.Loop.Step() {
+			return nil, fmt.Errorf("%s at %v: %w", spec.Name, cl.Loop.Now(), ErrStalled)
+		}
+	}
+	return res, rerr
+}
+
+// host makes host i take part: a protection domain and a completion queue.
+func (r *runner) host(i int) {
+	if r.pd[i] != nil {
+		return
+	}
+	nic := r.cl.NICs[i]
+	r.pd[i] = nic.AllocPD()
+	r.cq[i] = nic.CreateCQ(1 << 16)
+	cq := r.cq[i]
+	cq.OnCompletion(func() { r.drain(cq) })
+	r.hosts = append(r.hosts, i)
+	sort.Ints(r.hosts)
+}
+
+// register registers n zeroed bytes on host i.
+func (r *runner) register(i, n int, access transport.Access) (*softnic.MR, error) {
+	r.host(i)
+	mr, err := r.pd[i].Register(make([]byte, n), access)
+	if err != nil {
+		return nil, fmt.Errorf("setting up %s on %s: %w", r.spec.Name, r.cl.Hosts[i], err)
+	}
+	return mr, nil
+}
+
+// connect asks for a connection from host from to host to. dialH and accH
+// receive the two ends' completions.
+func (r *runner) connect(from, to int, dialH, accH handler) *connReq {
+	r.host(from)
+	r.host(to)
+	req := &connReq{from: from, to: to, dialH: dialH, accH: accH}
+	k := [2]int{from, to}
+	q := r.pending[k]
+	if q == nil {
+		q = &pairQueue{}
+		r.pending[k] = q
+		r.queues = append(r.queues, q)
+	}
+	q.reqs = append(q.reqs, req)
+	r.waiting++
+	return req
+}
+
+func (r *runner) dial(req *connReq) error {
+	c, err := r.cl.NICs[req.from].Dial(r.cl.NICs[req.to].Addr(), softnic.ConnOptions{
+		Transport: r.spec.Transport, PD: r.pd[req.from], SendCQ: r.cq[req.from], RecvCQ: r.cq[req.from],
+		OnState: r.onState, Context: &endpoint{req: req, h: req.dialH},
+	})
+	if err != nil {
+		return fmt.Errorf("setting up %s: %w", r.spec.Name, err)
+	}
+	req.dial = c
+	return nil
+}
+
+// accepted pairs an incoming connection with the request its peer is
+// dialing.
+func (r *runner) accepted(c *softnic.Conn) {
+	from, to := r.cl.byAddr(c.Peer()), r.cl.byAddr(c.NIC().Addr())
+	q := r.pending[[2]int{from, to}]
+	if q == nil || q.next >= len(q.reqs) || q.reqs[q.next].acc != nil {
+		r.fail(fmt.Errorf("%s: unexpected connection from %v to %s", r.spec.Name, c.Peer(), c.NIC().Name()))
+		return
+	}
+	req := q.reqs[q.next]
+	req.acc = c
+	c.SetContext(&endpoint{req: req, h: req.accH})
+	r.onState(c, c.State())
+}
+
+func (r *runner) onState(c *softnic.Conn, s transport.State) {
+	ep, _ := c.Context().(*endpoint)
+	if ep == nil {
+		return
+	}
+	req := ep.req
+	switch s {
+	case transport.StateError, transport.StateClosed:
+		r.fail(fmt.Errorf("%s: connection %s->%s went %v", r.spec.Name,
+			r.cl.Hosts[req.from], r.cl.Hosts[req.to], s))
+		return
+	}
+	if req.ready || req.dial == nil || req.acc == nil ||
+		req.dial.State() != transport.StateEstablished || req.acc.State() != transport.StateEstablished {
+		return
+	}
+	req.ready = true
+	r.waiting--
+	q := r.pending[[2]int{req.from, req.to}]
+	q.next++
+	if q.next < len(q.reqs) {
+		if err := r.dial(q.reqs[q.next]); err != nil {
+			r.fail(err)
+			return
+		}
+	}
+	if r.waiting == 0 && !r.started {
+		r.begin(r.cl.Loop.Now())
+	}
+}
+
+// begin starts the measured part of the run.
+func (r *runner) begin(now sim.Time) {
+	r.started = true
+	r.t0 = now
+	r.base = r.snapshot()
+	r.eng.start(now)
+}
+
+// drain polls a completion queue and hands each completion to its end.
+func (r *runner) drain(cq *softnic.CQ) {
+	now := r.cl.Loop.Now()
+	for {
+		k := cq.Poll(r.poll)
+		if k == 0 {
+			return
+		}
+		for i := 0; i < k; i++ {
+			wc := &r.poll[i]
+			if r.finished {
+				continue
+			}
+			ep, _ := wc.Conn.Context().(*endpoint)
+			if ep == nil || ep.h == nil {
+				continue
+			}
+			ep.h.complete(now, wc)
+		}
+	}
+}
+
+// bad counts a failed completion.
+func (r *runner) bad(wc *softnic.Completion, what string) {
+	r.res.Errors++
+	if r.res.FirstError == "" {
+		c := wc.Conn
+		r.res.FirstError = fmt.Sprintf("%s %s on %s->%v (wr %d): %v", what, wc.Op, c.NIC().Name(), c.Peer(), wc.ID, wc.Status)
+	}
+}
+
+// message records one completed message.
+func (r *runner) message(now, posted sim.Time, bytes int) {
+	r.res.Messages++
+	r.res.Bytes += int64(bytes)
+	r.msgTimes = append(r.msgTimes, now-posted)
+	r.dones = append(r.dones, done{at: now, bytes: int64(bytes)})
+}
+
+// flowDone records one finished flow.
+func (r *runner) flowDone(d sim.Time) { r.flowTime = append(r.flowTime, d) }
+
+func (r *runner) timeout(now sim.Time) {
+	r.fail(fmt.Errorf("%s after %v (%s): %w", r.spec.Name, r.spec.Timeout, r.eng.outstanding(), ErrTimeout))
+}
+
+func (r *runner) fail(err error) {
+	if r.finished {
+		return
+	}
+	r.finished = true
+	r.failed = err
+	r.cl.Loop.Disarm(&r.timer)
+	r.onDone(nil, err)
+}
+
+// finish ends the run: verify, summarise, report.
+func (r *runner) finish(now sim.Time) {
+	if r.finished {
+		return
+	}
+	r.finished = true
+	r.tEnd = now
+	r.cl.Loop.Disarm(&r.timer)
+	res := &r.res
+	res.Hosts = len(r.hosts)
+	res.Check = r.eng.verify()
+	r.summarise(res)
+	var err error
+	if !res.Check.OK {
+		err = fmt.Errorf("%s: %w: %d of %d regions differ (first: %s)", r.spec.Name, ErrDataDiff,
+			res.Check.BadRegions, res.Check.Regions, res.Check.FirstBad)
+	}
+	r.onDone(res, err)
+}

@@ -1,0 +1,102 @@
+package workload
+
+import (
+	"github.com/mrlab/mrlab/softnic"
+)
+
+// counters is a snapshot of every cumulative counter a result reports as a
+// difference between the start and the end of the run.
+type counters struct {
+	nic       []softnic.Stats
+	portTx    [][]uint64 // bytes, by NIC and port
+	retx      uint64
+	timeouts  uint64
+	fabDrops  map[string]uint64
+	fabMarks  uint64
+	pktsSent  uint64
+	ceRecv    uint64
+	transport bool
+}
+
+func (r *runner) snapshot() counters {
+	var c counters
+	for _, n := range r.cl.NICs {
+		s := n.Stats()
+		c.nic = append(c.nic, s)
+		c.pktsSent += s.TxPackets
+		c.ceRecv += s.CEReceived
+		ports := make([]uint64, n.Ports())
+		for p := range ports {
+			ports[p] = n.PortStats(p).TxBytes
+		}
+		c.portTx = append(c.portTx, ports)
+		for _, conn := range n.Conns() {
+			ts := conn.TransportStats()
+			c.retx += ts.Retransmits
+			c.timeouts += ts.Timeouts
+		}
+	}
+	if r.cl.Fabric != nil {
+		c.fabDrops, c.fabMarks = r.cl.Fabric.Counters()
+	}
+	return c
+}
+
+// summarise fills the result's figures from what the run recorded.
+func (r *runner) summarise(res *Result) {
+	end := r.snapshot()
+	b := r.base
+	res.Elapsed = r.tEnd - r.t0
+	res.GoodputGbps = gbps(res.Bytes, res.Elapsed)
+	res.BWPeakGbps = peakGbps(r.dones, res.Elapsed)
+	if res.Elapsed > 0 {
+		res.MsgRateMpps = float64(res.Messages) / res.Elapsed.Seconds() / 1e6
+	}
+	res.MessageTime = summarize(r.msgTimes)
+	res.FlowTime = summarize(r.flowTime)
+	res.Flows = res.FlowTime.N
+	if res.Flows > 0 {
+		res.BWAverageGbps = res.GoodputGbps / float64(res.Flows)
+	}
+	res.Retransmits = end.retx - b.retx
+	res.Timeouts = end.timeouts - b.timeouts
+	res.PacketsSent = end.pktsSent - b.pktsSent
+	res.CEReceived = end.ceRecv - b.ceRecv
+	res.ECNMarks = end.fabMarks - b.fabMarks
+	res.Drops = map[string]uint64{}
+	for k, v := range end.fabDrops {
+		if d := v - b.fabDrops[k]; d > 0 {
+			res.Drops["fabric "+k] = d
+		}
+	}
+	for i := range end.nic {
+		for _, reason := range softnic.DropReasons() {
+			if d := end.nic[i].Drops[reason] - b.nic[i].Drops[reason]; d > 0 {
+				res.Drops["nic "+reason.String()] += d
+			}
+		}
+	}
+	// Per-plane utilisation over the hosts that sent data (ACK-only hosts
+	// would dilute it).
+	planes := 0
+	for _, n := range r.cl.NICs {
+		planes = max(planes, n.Ports())
+	}
+	res.PlaneUtil = make([]float64, planes)
+	capacity := make([]float64, planes)
+	sent := make([]uint64, planes)
+	for i, n := range r.cl.NICs {
+		if !r.source[i] {
+			continue
+		}
+		for p := range end.portTx[i] {
+			sent[p] += end.portTx[i][p] - b.portTx[i][p]
+			capacity[p] += n.Rate() / 8 * res.Elapsed.Seconds()
+		}
+	}
+	for p := range res.PlaneUtil {
+		if capacity[p] > 0 {
+			res.PlaneUtil[p] = float64(sent[p]) / capacity[p]
+		}
+	}
+}
