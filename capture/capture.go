@@ -35,13 +35,20 @@ type Sink struct {
 	ifaces []sinkIface
 	c      *Capture
 	closed bool
+	// room, if set, says whether the writer can take n more bytes now; a
+	// record that does not fit is lost (counted), never blocking the loop.
+	room func(n int) bool
+	// limit, if > 0, ends the capture after that many packets.
+	limit uint64
+	done  bool
 }
 
 type sinkIface struct {
 	resolved
 	id       int
 	seen     uint64
-	dropped  uint64
+	dropped  uint64 // by the fabric
+	lost     uint64 // for lack of room
 	first    sim.Time
 	last     sim.Time
 	hasFirst bool
@@ -58,6 +65,18 @@ func (s *Sink) Packets() uint64 {
 	}
 	return n
 }
+
+// Lost returns how many packets the sink could not write for lack of room.
+func (s *Sink) Lost() uint64 {
+	var n uint64
+	for i := range s.ifaces {
+		n += s.ifaces[i].lost
+	}
+	return n
+}
+
+// Done reports whether the sink has written its packet limit.
+func (s *Sink) Done() bool { return s.done }
 
 // tap is one interface of one sink on a direction or node.
 type tap struct {
@@ -285,7 +304,7 @@ func (c *Capture) observeNode(now sim.Time, ev fabric.Event, node string, taps [
 
 func (c *Capture) record(now sim.Time, t tap, p *packet.Buffer, comment []byte, drop bool) {
 	s := t.sink
-	if s.closed {
+	if s.closed || s.done {
 		return
 	}
 	data := p.Data()
@@ -293,6 +312,10 @@ func (c *Capture) record(now sim.Time, t tap, p *packet.Buffer, comment []byte, 
 		return
 	}
 	si := &s.ifaces[t.iface]
+	if s.room != nil && !s.room(epbSize(len(data), len(comment))) {
+		si.lost++
+		return
+	}
 	if !si.hasFirst {
 		si.first, si.hasFirst = now, true
 	}
@@ -300,6 +323,9 @@ func (c *Capture) record(now sim.Time, t tap, p *packet.Buffer, comment []byte, 
 	si.seen++
 	if drop {
 		si.dropped++
+	}
+	if s.limit > 0 && s.Packets() >= s.limit {
+		s.done = true
 	}
 	r := Record{Iface: si.id, Time: now, Data: data, Flags: si.flags, PacketID: p.ID, Comment: comment}
 	if err := s.w.WritePacket(&r); err != nil {
@@ -405,7 +431,10 @@ func (c *Capture) Remove(s *Sink, now sim.Time) error {
 	}
 	var err error
 	for _, si := range s.ifaces {
-		st := Stats{Start: si.first, End: now, Received: si.seen, Dropped: si.dropped}
+		st := Stats{Start: si.first, End: now, Received: si.seen, Lost: si.lost}
+		if si.dropped > 0 {
+			st.Comment = "fabric dropped " + strconv.FormatUint(si.dropped, 10) + " of these packets"
+		}
 		if e := s.w.WriteStats(si.id, st); e != nil && err == nil {
 			err = e
 		}

@@ -91,11 +91,12 @@ func readBack(t *testing.T, b []byte) []got {
 
 func TestCaptureAnnotations(t *testing.T) {
 	pool := packet.NewPool()
-	pk := packets(pool, 4)
+	pk := packets(pool, 5)
 	id := func(i int) uint64 { return pk[i].ID }
 	// Packet 0 crosses both links, CE marked on the first; packet 1 is
 	// dropped at h0's queue; packet 2 is dropped by leaf0 (no route);
-	// packet 3 is corrupted on the second link.
+	// packet 3 is corrupted on the second link; packet 4 is lost in flight
+	// when the first link goes down.
 	evs := []event{
 		{t: 100, ev: fabric.EvEnqueue, link: 0, pkt: 0},
 		{t: 100, ev: fabric.EvMark, link: 0, pkt: 0},
@@ -103,8 +104,8 @@ func TestCaptureAnnotations(t *testing.T) {
 		{t: 110, ev: fabric.EvDrop, link: 0, pkt: 1, reason: fabric.DropQueueFull},
 		{t: 120, ev: fabric.EvEnqueue, link: 0, pkt: 2},
 		{t: 130, ev: fabric.EvEnqueue, link: 2, pkt: 3},
-		{t: 130, ev: fabric.EvCorrupt, link: 2, pkt: 3},
 		{t: 130, ev: fabric.EvTransmit, link: 2, pkt: 3},
+		{t: 135, ev: fabric.EvCorrupt, link: 2, pkt: 3},
 		{t: 200, ev: fabric.EvDeliver, link: 0, pkt: 0},
 		{t: 210, ev: fabric.EvEnqueue, link: 2, pkt: 0},
 		{t: 210, ev: fabric.EvTransmit, link: 2, pkt: 0},
@@ -113,10 +114,13 @@ func TestCaptureAnnotations(t *testing.T) {
 		{t: 300, ev: fabric.EvDeliver, link: 2, pkt: 0},
 		{t: 320, ev: fabric.EvDeliver, link: 0, pkt: 2},
 		{t: 320, ev: fabric.EvDrop, node: "leaf0", pkt: 2, reason: fabric.DropNoRoute},
+		{t: 400, ev: fabric.EvEnqueue, link: 0, pkt: 4},
+		{t: 400, ev: fabric.EvTransmit, link: 0, pkt: 4},
+		{t: 450, ev: fabric.EvDrop, link: 0, pkt: 4, reason: fabric.DropLinkDown},
 	}
 	c := New(LayoutOf(line()))
 	outs := map[string]*closeBuffer{}
-	for _, s := range []string{"h0", "leaf0", "leaf0-h1", "h1:0", "h0-leaf0:ba"} {
+	for _, s := range []string{"h0", "leaf0", "leaf0-h1", "h1:0", "h0-leaf0:BtoA"} {
 		sp, err := ParseSpec(s)
 		if err != nil {
 			t.Fatal(err)
@@ -136,24 +140,26 @@ func TestCaptureAnnotations(t *testing.T) {
 			{"h0:0 tx", 100, id(0), DirOutbound, mark0},
 			{"h0:0 tx", 110, id(1), DirOutbound, "dropped: queue full at h0-leaf0 (a->b)"},
 			{"h0:0 tx", 220, id(2), DirOutbound, ""},
+			{"h0:0 tx", 400, id(4), DirOutbound, ""},
 		},
 		"leaf0": {
 			{"leaf0:0 rx", 110, id(1), DirInbound, "dropped: queue full at h0-leaf0 (a->b)"},
-			{"leaf0:1 tx", 130, id(3), DirOutbound, "corrupted at leaf0-h1 (a->b)"},
+			{"leaf0:1 tx", 130, id(3), DirOutbound, ""},
 			{"leaf0:0 rx", 200, id(0), DirInbound, mark0},
 			{"leaf0:1 tx", 210, id(0), DirOutbound, ""},
 			{"leaf0:0 rx", 320, id(2), DirInbound, ""},
 			{"leaf0", 320, id(2), 0, "dropped: no route at leaf0"},
+			{"leaf0:0 rx", 450, id(4), DirInbound, "dropped: link down at h0-leaf0 (a->b)"},
 		},
 		"leaf0-h1": {
-			{"leaf0-h1:ab", 130, id(3), 0, "corrupted at leaf0-h1 (a->b)"},
-			{"leaf0-h1:ab", 210, id(0), 0, ""},
+			{"leaf0-h1:AtoB", 230, id(3), 0, "corrupted at leaf0-h1 (a->b)"},
+			{"leaf0-h1:AtoB", 300, id(0), 0, ""},
 		},
 		"h1:0": {
 			{"h1:0 rx", 230, id(3), DirInbound, "corrupted at leaf0-h1 (a->b)"},
 			{"h1:0 rx", 300, id(0), DirInbound, ""},
 		},
-		"h0-leaf0:ba": nil,
+		"h0-leaf0:BtoA": nil,
 	}
 	for name, w := range want {
 		if !outs[name].closed {
@@ -204,11 +210,11 @@ func TestCaptureMatcherAndRemove(t *testing.T) {
 	sp, _ := ParseSpec("h0-leaf0:ab")
 	sAll, _ := c.Add(sp, &all, nil)
 	sOne, _ := c.Add(sp, &one, onlySport(49153))
-	feed(c, pk, []event{{t: 1, ev: fabric.EvTransmit, link: 0, pkt: 0}, {t: 2, ev: fabric.EvTransmit, link: 0, pkt: 1}})
+	feed(c, pk, []event{{t: 1, ev: fabric.EvDeliver, link: 0, pkt: 0}, {t: 2, ev: fabric.EvDeliver, link: 0, pkt: 1}})
 	if err := c.Remove(sOne, 3); err != nil {
 		t.Fatal(err)
 	}
-	feed(c, pk, []event{{t: 4, ev: fabric.EvTransmit, link: 0, pkt: 2}})
+	feed(c, pk, []event{{t: 4, ev: fabric.EvDeliver, link: 0, pkt: 2}})
 	c.Close(5)
 	if sAll.Packets() != 3 || sOne.Packets() != 1 {
 		t.Errorf("packets: all %d, filtered %d; want 3, 1", sAll.Packets(), sOne.Packets())
@@ -226,11 +232,11 @@ func TestSpecs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []Spec{{Name: "h0", Port: -1}, {Name: "leaf0", Port: 3}, {Name: "p0-leaf0-spine1", Port: -1, Dir: "ba"}}
+	want := []Spec{{Name: "h0", Port: -1}, {Name: "leaf0", Port: 3}, {Name: "p0-leaf0-spine1", Port: -1, Dir: "BtoA"}}
 	if d := cmp.Diff(want, specs); d != "" {
 		t.Errorf("(-want +got):\n%s", d)
 	}
-	if got := specs[2].FileName(); got != "p0-leaf0-spine1_ba.pcapng" {
+	if got := specs[2].FileName(); got != "p0-leaf0-spine1_BtoA.pcapng" {
 		t.Errorf("file name %q", got)
 	}
 	bad := []string{"", ",", "h0:x", ":3", "h0:-1", "h0,h0"}
@@ -253,23 +259,23 @@ func TestSpecs(t *testing.T) {
 
 func TestOpenWritesFiles(t *testing.T) {
 	dir := t.TempDir()
-	specs, _ := ParseSpecs("h0,leaf0-h1:ab")
+	specs, _ := ParseSpecs("h0,leaf0-h1:AtoB")
 	c, err := Open(dir, specs, LayoutOf(line()), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	pool := packet.NewPool()
-	feed(c, packets(pool, 1), []event{{t: 5, ev: fabric.EvTransmit, link: 0}})
+	feed(c, packets(pool, 1), []event{{t: 5, ev: fabric.EvTransmit, link: 0}, {t: 6, ev: fabric.EvDeliver, link: 2}})
 	if err := c.Close(10); err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range []string{"h0.pcapng", "leaf0-h1_ab.pcapng"} {
+	for _, f := range []string{"h0.pcapng", "leaf0-h1_AtoB.pcapng"} {
 		b, err := os.ReadFile(filepath.Join(dir, f))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, _, err := ReadAll(bytes.NewReader(b)); err != nil {
-			t.Errorf("%s: %v", f, err)
+		if _, pk, err := ReadAll(bytes.NewReader(b)); err != nil || len(pk) != 1 {
+			t.Errorf("%s: %d packets, %v", f, len(pk), err)
 		}
 	}
 	if _, err := Open(dir, []Spec{{Name: "nope", Port: -1}}, LayoutOf(line()), nil); !errors.Is(err, ErrBadSpec) {
@@ -305,8 +311,10 @@ func TestObserveNoAllocs(t *testing.T) {
 	pool := packet.NewPool()
 	pk := packets(pool, 1)
 	c := New(LayoutOf(line()))
-	sp, _ := ParseSpec("h0-leaf0:ab")
-	c.Add(sp, nopCloser{io.Discard}, nil)
+	for _, name := range []string{"h0-leaf0:ab", "h0", "leaf0"} {
+		sp, _ := ParseSpec(name)
+		c.Add(sp, nopCloser{io.Discard}, nil)
+	}
 	now := sim.Time(0)
 	allocs := testing.AllocsPerRun(1000, func() {
 		now++

@@ -220,8 +220,14 @@ func (w *Writer) WritePacket(r *Record) error {
 // Stats is an interface's totals for an interface statistics block.
 type Stats struct {
 	Start, End sim.Time
-	Received   uint64 // packets seen at the point
-	Dropped    uint64 // packets the fabric dropped there
+	// Received counts packets seen at the point (isb_ifrecv), the ones
+	// the fabric dropped there included (their comments say so).
+	Received uint64
+	// Lost counts packets the capture itself could not record for lack
+	// of room (isb_ifdrop): a live reader that fell behind.
+	Lost uint64
+	// Comment is the block's opt_comment, e.g. the fabric drop count.
+	Comment string
 }
 
 // WriteStats writes an interface statistics block (Wireshark shows it in
@@ -237,7 +243,10 @@ func (w *Writer) WriteStats(iface int, st Stats) error {
 	opts = appendOption(opts, optIsbStart, tsBytes(st.Start))
 	opts = appendOption(opts, optIsbEnd, tsBytes(st.End))
 	opts = appendOption(opts, optIsbIfRecv, le64(nil, st.Received))
-	opts = appendOption(opts, optIsbIfDrop, le64(nil, st.Dropped))
+	opts = appendOption(opts, optIsbIfDrop, le64(nil, st.Lost))
+	if st.Comment != "" {
+		opts = appendOption(opts, optComment, []byte(st.Comment))
+	}
 	opts = appendOptionEnd(opts)
 	total := 24 + len(opts)
 	b := make([]byte, 0, total)
@@ -303,3 +312,13 @@ func appendOptionEnd(b []byte) []byte { return le32(b, 0) }
 func le16(b []byte, v uint16) []byte { return binary.LittleEndian.AppendUint16(b, v) }
 func le32(b []byte, v uint32) []byte { return binary.LittleEndian.AppendUint32(b, v) }
 func le64(b []byte, v uint64) []byte { return binary.LittleEndian.AppendUint64(b, v) }
+
+// epbSize bounds the bytes an enhanced packet block of n data bytes and a
+// comment takes: header, padded data, flags, packet id, padded comment,
+// end of options, trailer.
+func epbSize(n, comment int) int {
+	if comment > maxComment {
+		comment = maxComment
+	}
+	return 28 + n + 3 + 8 + 12 + 4 + comment + 3 + 4 + 4
+}

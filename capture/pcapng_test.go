@@ -45,7 +45,7 @@ func TestWriterRoundTrip(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := w.WriteStats(i0, Stats{Start: 1, End: 2, Received: 3, Dropped: 1}); err != nil {
+	if err := w.WriteStats(i0, Stats{Start: 1, End: 2, Received: 3, Lost: 1, Comment: "fabric dropped 1"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := w.Flush(); err != nil {

@@ -115,7 +115,7 @@ func (p *Port) linkCounters(now, start sim.Time) LinkCounters {
 }
 
 // Link returns the counters of one link direction.
-func (s *Snapshot) Link(name string, dir Direction) (LinkCounters, bool) {
+func (s Snapshot) Link(name string, dir Direction) (LinkCounters, bool) {
 	for _, l := range s.Links {
 		if l.Link == name && l.Dir == dir {
 			return l, true
@@ -125,7 +125,7 @@ func (s *Snapshot) Link(name string, dir Direction) (LinkCounters, bool) {
 }
 
 // Port returns the counters of one node's port.
-func (s *Snapshot) Port(node string, port int) (PortCounters, bool) {
+func (s Snapshot) Port(node string, port int) (PortCounters, bool) {
 	for _, p := range s.Ports {
 		if p.Node == node && p.Port == port {
 			return p, true
@@ -136,7 +136,7 @@ func (s *Snapshot) Port(node string, port int) (PortCounters, bool) {
 
 // Drops sums the drops of every link direction and every node, each drop
 // counted once.
-func (s *Snapshot) Drops() DropCounts {
+func (s Snapshot) Drops() DropCounts {
 	var d DropCounts
 	for i := range s.Links {
 		d.add(&s.Links[i].Drops)

@@ -86,6 +86,11 @@ func (i Impairment) Validate() error {
 	prob("duplicate", i.Duplicate)
 	prob("corrupt", i.Corrupt)
 	prob("reorder", i.Reorder)
+	if i.Reorder > 0 && i.Delay == 0 {
+		// tc refuses it too: reordered packets are the ones that skip
+		// the delay.
+		errs = append(errs, errors.New("reordering needs a delay (reorder P sends P of the packets without it)"))
+	}
 	if i.Rate != 0 && !(i.Rate >= 1 && i.Rate <= MaxRate) {
 		errs = append(errs, fmt.Errorf("rate %v bit/s out of range [1bit, 100tbit]", i.Rate))
 	}

@@ -94,13 +94,13 @@ type netLink struct {
 
 // linkCtrl is what routing believes about a link.
 //
-//	          data down               timer
-//	  Up ------------------> Failing -------> Down
-//	   ^  <------------------   |               |
-//	   |        data up         |               | data up
-//	   |                        v               v
-//	   +------- timer ------ Joining <----------+
-//	                (data down from Joining goes back to Down)
+//	        data down               timer
+//	Up ------------------> Failing -------> Down
+//	 ^  <------------------   |               |
+//	 |        data up         |               | data up
+//	 |                        v               v
+//	 +------- timer ------ Joining <----------+
+//	              (data down from Joining goes back to Down)
 //
 // Routing uses links in Up and Failing; a Failing link is a black hole.
 type linkCtrl uint8
@@ -355,7 +355,7 @@ func Build(s sim.Scheduler, pool *packet.Pool, topo *Topology, opts BuildOptions
 	}
 	for _, p := range n.ports {
 		if sw := n.nodes[p.toNode].sw; sw != nil {
-			p.deliverTo = sw
+			p.deliverTo, p.toSwitch = sw, sw
 		}
 	}
 	for _, sw := range n.switches {

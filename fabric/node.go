@@ -102,7 +102,7 @@ func (r DropReason) String() string {
 type DropCounts [NumDropReasons]uint64
 
 // Total returns the number of drops for all reasons.
-func (d *DropCounts) Total() uint64 {
+func (d DropCounts) Total() uint64 {
 	var t uint64
 	for _, n := range d {
 		t += n

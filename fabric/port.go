@@ -56,9 +56,12 @@ const DefaultQueueBytes = 1 << 20
 //     exactly 327680 ns). The port reports idle in the nanosecond in which
 //     the last bit leaves, so a pull-style sender that sends from OnIdle
 //     keeps the line exactly busy.
-//   - delivery: arrival = end of serialization, rounded up to the
-//     nanosecond, + propagation delay + the impairment's delay/jitter
-//     (reorder: that fraction of packets skips the impairment delay).
+//   - delivery: arrival = end of serialization + propagation delay + the
+//     impairment's delay/jitter (reorder: that fraction of packets skips
+//     the impairment delay). Events fire on whole nanoseconds, so the far
+//     node gets the packet in the nanosecond after its exact arrival; a
+//     switch forwards it with the exact picosecond time, so equal-rate
+//     store-and-forward hops never see a phantom queue from rounding.
 //     Duplicates are copies made here (they take no link time, like a
 //     fault, and get their own delay draw); corruption flips one random bit
 //     after the IPv4 header here, so the IP header stays valid, switches
@@ -79,8 +82,10 @@ type Port struct {
 	fromNode, toNode int
 	// peer is the reverse direction: the far node's port on the same link.
 	peer *Port
-	// deliverTo is the far node (nil: an unattached host).
+	// deliverTo is the far node (nil: an unattached host); toSwitch is it
+	// when it is a switch.
 	deliverTo Node
+	toSwitch  *switchNode
 
 	params  LinkParams
 	rate    float64 // effective: impairment rate override or params.Rate
@@ -166,14 +171,20 @@ func (p *Port) QueueBytes() int { return p.qBytes }
 func (p *Port) SetOnIdle(fn func(now sim.Time)) { p.onIdle = fn }
 
 // Send takes ownership of b (an IPv4 packet) and enqueues it on the outgoing
-// direction. Drops are counted and b is freed. b's Timer must not be armed.
+// direction. Drops are counted and b is freed. b's Timer must not be armed;
+// the fabric uses b.Timer, b.Hop and b.Stamp while it holds the packet (a
+// receiver finds the exact arrival time in picoseconds in b.Stamp).
 func (p *Port) Send(now sim.Time, b *packet.Buffer) {
 	p.sentPkts++
 	p.sentBytes += uint64(b.Len())
-	p.enqueue(now, b)
+	p.enqueue(now, b, int64(now)*1000)
 }
 
-func (p *Port) enqueue(now sim.Time, b *packet.Buffer) {
+// enqueue offers b to the outgoing direction. atPs is when the packet
+// really arrived, in picoseconds: a forwarded packet's exact arrival
+// (events fire on whole nanoseconds, the wire does not), or now for a
+// packet a NIC sends.
+func (p *Port) enqueue(now sim.Time, b *packet.Buffer, atPs int64) {
 	if !p.link.up {
 		p.drop(now, b, DropLinkDown)
 		return
@@ -181,6 +192,14 @@ func (p *Port) enqueue(now sim.Time, b *packet.Buffer) {
 	if p.lossOn && p.loss.lose(p.rng) {
 		p.drop(now, b, DropImpairment)
 		return
+	}
+	// A serialization that ended before this packet arrived, whose timer
+	// has not fired yet in this nanosecond, is over: finish it first so
+	// the packet sees the queue the wire would show.
+	for p.inService != nil && p.busyPs <= atPs {
+		ib := p.inService
+		p.net.s.Disarm(&ib.Timer)
+		p.finishTx(now, ib, false)
 	}
 	n := b.Len()
 	idle := p.inService == nil
@@ -198,10 +217,10 @@ func (p *Port) enqueue(now sim.Time, b *packet.Buffer) {
 		o.Observe(now, EvEnqueue, Point{Link: p.idx}, b, DropNone)
 	}
 	if idle {
-		start := int64(now) * 1000
-		if start < p.busyPs {
-			// The line freed up within this nanosecond: continue
-			// exactly where the last packet ended.
+		start := atPs
+		if start <= p.busyPs {
+			// The line freed up no later than this packet came:
+			// continue exactly where the last packet ended.
 			start = p.busyPs
 		} else {
 			p.remNum = 0
@@ -268,13 +287,19 @@ func (p *Port) startTx(now sim.Time, b *packet.Buffer, startPs int64) {
 	p.net.s.Arm(&b.Timer, sim.Time(p.busyPs/1000))
 }
 
-func (p *Port) txDone(now sim.Time, b *packet.Buffer) {
+func (p *Port) txDone(now sim.Time, b *packet.Buffer) { p.finishTx(now, b, true) }
+
+// finishTx sends b on its way to the far end and starts the next queued
+// packet. If the queue is empty and notify is set, the sender hears that
+// the port is idle (not when a Send is finishing an old serialization on
+// its way in: the port is about to be busy again).
+func (p *Port) finishTx(now sim.Time, b *packet.Buffer, notify bool) {
 	p.inService = nil
-	arrive := sim.Time((p.busyPs+999)/1000) + p.params.Delay
+	atPs := p.busyPs + int64(p.params.Delay)*1000
 	if p.deliverImpaired {
-		p.impairDelivery(now, b, arrive)
+		p.impairDelivery(now, b, atPs)
 	} else {
-		p.schedule(b, arrive)
+		p.schedule(b, atPs)
 	}
 	if p.qLen > 0 {
 		nb := p.pop()
@@ -283,25 +308,29 @@ func (p *Port) txDone(now sim.Time, b *packet.Buffer) {
 		return
 	}
 	p.idleSince = now
-	if p.onIdle != nil {
+	if notify && p.onIdle != nil {
 		p.onIdle(now)
 	}
 }
 
-func (p *Port) schedule(b *packet.Buffer, at sim.Time) {
+// schedule delivers b to the far end at atPs (picoseconds): the event fires
+// in the nanosecond after, and b.Stamp keeps the exact time for the next
+// hop's serializer.
+func (p *Port) schedule(b *packet.Buffer, atPs int64) {
 	b.Hop = p.epoch
+	b.Stamp = sim.Time(atPs)
 	b.Timer.Init(p.arriveFn, b)
-	p.net.s.Arm(&b.Timer, at)
+	p.net.s.Arm(&b.Timer, sim.Time((atPs+999)/1000))
 }
 
-func (p *Port) impairDelivery(now sim.Time, b *packet.Buffer, arrive sim.Time) {
+func (p *Port) impairDelivery(now sim.Time, b *packet.Buffer, atPs int64) {
 	if p.dupOn && p.rng.Float64() < p.imp.Duplicate {
 		c := p.net.pool.Copy(b)
 		p.c.dups++
 		if o := p.net.obs; o != nil {
 			o.Observe(now, EvDuplicate, Point{Link: p.idx}, c, DropNone)
 		}
-		p.schedule(c, arrive+p.extraDelay())
+		p.schedule(c, atPs+int64(p.extraDelay())*1000)
 	}
 	if p.corruptOn && p.rng.Float64() < p.imp.Corrupt {
 		flipBit(b.Data(), p.rng)
@@ -310,7 +339,7 @@ func (p *Port) impairDelivery(now sim.Time, b *packet.Buffer, arrive sim.Time) {
 			o.Observe(now, EvCorrupt, Point{Link: p.idx}, b, DropNone)
 		}
 	}
-	p.schedule(b, arrive+p.extraDelay())
+	p.schedule(b, atPs+int64(p.extraDelay())*1000)
 }
 
 // flipBit flips one random bit after the IPv4 header (anywhere if the
@@ -387,6 +416,10 @@ func (p *Port) arrive(now sim.Time, b *packet.Buffer) {
 	if o := p.net.obs; o != nil {
 		o.Observe(now, EvDeliver, Point{Link: p.idx}, b, DropNone)
 	}
+	if p.toSwitch != nil {
+		p.toSwitch.forward(now, p.to.Port, b, int64(b.Stamp))
+		return
+	}
 	p.deliverTo.Receive(now, p.to.Port, b)
 }
 
@@ -435,12 +468,15 @@ func (p *Port) setImpairment(imp Impairment) {
 // takes effect from the next packet to start serializing.
 func (p *Port) setRate(r float64) {
 	p.params.Rate = r
-	p.rate = r
+	eff := r
 	if p.imp.Rate != 0 {
-		p.rate = p.imp.Rate
+		eff = p.imp.Rate
 	}
-	p.rateBps = uint64(math.Round(p.rate))
-	p.remNum = 0
+	if bps := uint64(math.Round(eff)); bps != p.rateBps {
+		// The remainder is in units of the old rate.
+		p.rateBps, p.remNum = bps, 0
+	}
+	p.rate = eff
 }
 
 func (p *Port) setECN(c ECNConfig) {

@@ -32,6 +32,11 @@ type switchNode struct {
 
 // Receive implements Node.
 func (s *switchNode) Receive(now sim.Time, port int, b *packet.Buffer) {
+	s.forward(now, port, b, int64(now)*1000)
+}
+
+// forward routes b, which arrived on port at atPs (picoseconds).
+func (s *switchNode) forward(now sim.Time, port int, b *packet.Buffer, atPs int64) {
 	var in *Port
 	if port >= 0 && port < len(s.ports) {
 		in = s.ports[port]
@@ -54,14 +59,16 @@ func (s *switchNode) Receive(now sim.Time, port int, b *packet.Buffer) {
 	g := s.groups[s.route[h]]
 	out := g[0]
 	if len(g) > 1 {
-		src, dst, proto, sport, dport := header.FiveTuple(ip)
+		src, dst, proto, sport, dport := header.FiveTuple(ip[:ip.TotalLength()])
 		out = g[pick(ecmpHash(s.seed, src, dst, proto, sport, dport), len(g))]
 	}
 	if !out.link.up {
 		s.drop(now, out, b, DropBlackHole)
 		return
 	}
-	out.Send(now, b)
+	out.sentPkts++
+	out.sentBytes += uint64(b.Len())
+	out.enqueue(now, b, atPs)
 }
 
 func (s *switchNode) drop(now sim.Time, at *Port, b *packet.Buffer, r DropReason) {

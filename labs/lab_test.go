@@ -30,7 +30,7 @@ func TestExplicitLab(t *testing.T) {
 		{Name: "a", Addr: netip.MustParseAddr("198.18.0.1"), Ports: 2},
 		{Name: "b", Addr: netip.MustParseAddr("198.18.0.2"), Ports: 2},
 	}
-	if diff := cmp.Diff(wantHosts, topo.Hosts, cmp.Comparer(func(a, b netip.Addr) bool { return a == b })); diff != "" {
+	if diff := cmp.Diff(wantHosts, topo.Hosts, addrCmp); diff != "" {
 		t.Errorf("hosts (-want +got):\n%s", diff)
 	}
 	if topo.Planes != 2 {

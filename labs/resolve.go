@@ -195,14 +195,14 @@ func (t *topoSpec) explicit(d *decoder) *fabric.Topology {
 		if ok && l.a.ep.Node == l.b.ep.Node {
 			d.errorf(l.b.node, path+".b", "a link from %s to itself", l.a.ep.Node)
 		}
-		topo.Links = append(topo.Links, fabric.Link{Name: name, A: l.a.ep, B: l.b.ep, Params: DefaultLinkParams()})
+		topo.Links = append(topo.Links, fabric.Link{Name: name, A: l.a.ep, B: l.b.ep})
 	}
 	return topo
 }
 
-// DefaultLinkParams are the parameters of an explicit link that the lab
-// file does not set: 100 Gbit/s, 1 us, a 512 KiB queue and DCTCP-style
-// step ECN marking above 64 KiB.
+// DefaultLinkParams are the parameters of a link that the lab file does
+// not set: 100 Gbit/s, 1 us, a 512 KiB queue and DCTCP-style step ECN
+// marking above 64 KiB.
 func DefaultLinkParams() fabric.LinkParams {
 	return fabric.LinkParams{
 		Rate:       100e9,
@@ -220,30 +220,38 @@ func nthAddr(p netip.Prefix, n int) netip.Addr {
 	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
 }
 
+// classParams returns the parameters of a host link (host true) or a
+// fabric link before per-link settings: DefaultLinkParams, then the
+// lab-wide impair, links.default, and links.host or links.fabric. Builders
+// get these for their two classes of links.
+func (s *spec) classParams(host bool) fabric.LinkParams {
+	p := DefaultLinkParams()
+	if s.impair != nil {
+		p.Impair = s.impair.imp
+	}
+	s.linkDef.apply(&p)
+	if host {
+		s.linkHost.apply(&p)
+	} else {
+		s.linkFab.apply(&p)
+	}
+	return p
+}
+
 // settleLinks gives every link its final parameters. Later settings win:
-// the builder's (or DefaultLinkParams), the lab-wide impair, links.default,
-// links.host or links.fabric, an explicit link's own, then overrides in
-// file order.
+// classParams (which builders already applied), an explicit link's own,
+// then overrides in file order.
 func (s *spec) settleLinks(d *decoder, topo *fabric.Topology) {
 	hosts := hostSet(topo)
 	byName := make(map[string]int, len(topo.Links))
 	for i := range topo.Links {
 		byName[topo.Links[i].Name] = i
 	}
-	for i := range topo.Links {
-		k := &topo.Links[i]
-		p := &k.Params
-		if s.impair != nil {
-			p.Impair = s.impair.imp
-		}
-		s.linkDef.apply(p)
-		if hosts[k.A.Node] || hosts[k.B.Node] {
-			s.linkHost.apply(p)
-		} else {
-			s.linkFab.apply(p)
-		}
-		if s.topo.builder == "" && i < len(s.topo.links) {
-			s.topo.links[i].params.apply(p)
+	if s.topo.builder == "" {
+		for i := range topo.Links {
+			k := &topo.Links[i]
+			k.Params = s.classParams(hosts[k.A.Node] || hosts[k.B.Node])
+			s.topo.links[i].params.apply(&k.Params)
 		}
 	}
 	for i, o := range s.overrides {

@@ -49,19 +49,17 @@ type topoSpec struct {
 type leafSpineSpec struct {
 	planes, leaves, spines, hostsPerLeaf int
 	oversub                              float64
-	subnet                               netip.Prefix
+	oversubNode                          *yaml.Node
 }
 
 // backToBackSpec holds topology.backtoback's parameters.
 type backToBackSpec struct {
 	planes int
-	subnet netip.Prefix
 }
 
 // fatTreeSpec holds topology.fattree's parameters.
 type fatTreeSpec struct {
 	k, planes int
-	subnet    netip.Prefix
 }
 
 type hostSpec struct {
@@ -186,8 +184,8 @@ func (s *spec) decode(d *decoder, root *yaml.Node) {
 				s.detection = -1
 			}
 		},
-		"topology":        func(v *yaml.Node, p string) { s.topo.decode(d, v, p) },
-		"links":           func(v *yaml.Node, p string) { s.decodeLinks(d, v, p) },
+		"topology": func(v *yaml.Node, p string) { s.topo.decode(d, v, p) },
+		"links":    func(v *yaml.Node, p string) { s.decodeLinks(d, v, p) },
 		"impair": func(v *yaml.Node, p string) {
 			s.impair = decodeImpair(d, v, p)
 		},
@@ -371,16 +369,17 @@ func (t *topoSpec) decode(d *decoder, v *yaml.Node, path string) {
 	has := d.mapping(v, path, map[string]fieldFunc{
 		"leafspine": builder("leafspine", func(v *yaml.Node, p string) {
 			ls := &t.leafSpine
-			ls.planes, ls.spines, ls.oversub = 1, 1, 1
+			ls.planes, ls.spines = 1, 1
 			has := d.mapping(v, p, map[string]fieldFunc{
 				"planes":         func(v *yaml.Node, p string) { d.int(v, p, 1, 64, &ls.planes) },
 				"leaves":         func(v *yaml.Node, p string) { d.int(v, p, 1, 1024, &ls.leaves) },
 				"spines":         func(v *yaml.Node, p string) { d.int(v, p, 1, 1024, &ls.spines) },
 				"hosts_per_leaf": func(v *yaml.Node, p string) { d.int(v, p, 1, 1024, &ls.hostsPerLeaf) },
 				"oversubscription": func(v *yaml.Node, p string) {
-					d.float(v, p, 0.01, 1000, &ls.oversub)
+					if d.float(v, p, 0.01, 1000, &ls.oversub) {
+						ls.oversubNode = v
+					}
 				},
-				"subnet": func(v *yaml.Node, p string) { decodePrefix(d, v, p, &ls.subnet) },
 			})
 			if has == nil {
 				return
@@ -400,7 +399,6 @@ func (t *topoSpec) decode(d *decoder, v *yaml.Node, path string) {
 			}
 			d.mapping(v, p, map[string]fieldFunc{
 				"planes": func(v *yaml.Node, p string) { d.int(v, p, 1, 64, &b.planes) },
-				"subnet": func(v *yaml.Node, p string) { decodePrefix(d, v, p, &b.subnet) },
 			})
 		}),
 		"fattree": builder("fattree", func(v *yaml.Node, p string) {
@@ -408,9 +406,8 @@ func (t *topoSpec) decode(d *decoder, v *yaml.Node, path string) {
 			f.planes = 1
 			bad := len(d.errs)
 			has := d.mapping(v, p, map[string]fieldFunc{
-				"k":      func(v *yaml.Node, p string) { d.int(v, p, 2, 64, &f.k) },
+				"k":      func(v *yaml.Node, p string) { d.int(v, p, 2, 32, &f.k) },
 				"planes": func(v *yaml.Node, p string) { d.int(v, p, 1, 64, &f.planes) },
-				"subnet": func(v *yaml.Node, p string) { decodePrefix(d, v, p, &f.subnet) },
 			})
 			if has != nil && !has["k"] {
 				d.errorf(v, p+".k", "missing")
@@ -447,19 +444,6 @@ func (t *topoSpec) decode(d *decoder, v *yaml.Node, path string) {
 	case builders == 0 && len(t.hosts) == 0:
 		d.errorf(v, path, "no hosts (want a builder such as leafspine: {...}, or hosts/switches/links)")
 	}
-}
-
-func decodePrefix(d *decoder, v *yaml.Node, p string, dst *netip.Prefix) {
-	n, ok := d.scalar(v, p)
-	if !ok {
-		return
-	}
-	pfx, err := netip.ParsePrefix(n.Value)
-	if err != nil || !pfx.Addr().Is4() {
-		d.errorf(n, p, "%q is not an IPv4 prefix (want e.g. 198.18.0.0/15)", n.Value)
-		return
-	}
-	*dst = pfx.Masked()
 }
 
 func decodeHost(d *decoder, v *yaml.Node, path string) hostSpec {

@@ -25,14 +25,18 @@ func ipPacket(pool *packet.Pool, src, dst netip.Addr, sport, dport uint16, paylo
 
 type hostSink struct{ got [][]byte }
 
-func (h *hostSink) Deliver(now sim.Time, ip []byte) { h.got = append(h.got, append([]byte(nil), ip...)) }
+func (h *hostSink) Deliver(now sim.Time, ip []byte) {
+	h.got = append(h.got, append([]byte(nil), ip...))
+}
 
 // sealToy is the toy transport with a trailer checksum over the IPv4
 // packet, standing in for RoCEv2's ICRC.
 type sealToy struct{ toy }
 
-func (s *sealToy) Seal(ip []byte)       { ip[len(ip)-1] = byte(header.Checksum(ip[:len(ip)-1], 0)) }
-func (s *sealToy) Check(ip []byte) bool { return ip[len(ip)-1] == byte(header.Checksum(ip[:len(ip)-1], 0)) }
+func (s *sealToy) Seal(ip []byte) { ip[len(ip)-1] = byte(header.Checksum(ip[:len(ip)-1], 0)) }
+func (s *sealToy) Check(ip []byte) bool {
+	return ip[len(ip)-1] == byte(header.Checksum(ip[:len(ip)-1], 0))
+}
 
 func TestReceiveDrops(t *testing.T) {
 	p := newPair(t, 1, func() []transport.Protocol {

@@ -77,8 +77,8 @@ type toy struct {
 	// trailer is room left after each payload for a Sealer's CRC.
 	trailer int
 	kind    transport.Kind
-	port  uint16
-	conns []*toyConn
+	port    uint16
+	conns   []*toyConn
 }
 
 const (

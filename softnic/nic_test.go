@@ -11,6 +11,7 @@ import (
 	"github.com/mrlab/mrlab/internal/packet"
 	"github.com/mrlab/mrlab/internal/sim"
 	"github.com/mrlab/mrlab/transport"
+	"github.com/mrlab/mrlab/transport/rocev2"
 )
 
 const toyPort = 9000
@@ -60,6 +61,22 @@ func newPair(t testing.TB, ports int, protos func() []transport.Protocol) *pair 
 
 func toyProtos() []transport.Protocol {
 	return []transport.Protocol{&toy{kind: transport.MetaRoCE, port: toyPort}}
+}
+
+// transportCase is a transport the verbs tests run on.
+type transportCase struct {
+	name   string
+	protos func() []transport.Protocol
+	kind   transport.Kind
+}
+
+// transportCases are the toy (which tests the NIC alone) and the real
+// transports.
+func transportCases() []transportCase {
+	return []transportCase{
+		{"toy", toyProtos, transport.MetaRoCE},
+		{"rocev2", func() []transport.Protocol { return []transport.Protocol{rocev2.NewProtocol(rocev2.Options{})} }, transport.RoCEv2},
+	}
 }
 
 // endpoint is one side's verbs objects for a test connection.
@@ -167,23 +184,32 @@ func TestReceiveReadsCE(t *testing.T) {
 }
 
 func TestWriteLandsExactly(t *testing.T) {
-	p := newPair(t, 1, toyProtos)
-	src, dst := p.connect(t, 8192, transport.AccessLocalWrite|transport.AccessRemoteWrite, 0)
+	for _, tc := range transportCases() {
+		t.Run(tc.name, func(t *testing.T) { testWriteLandsExactly(t, tc) })
+	}
+}
+
+func testWriteLandsExactly(t *testing.T, tc transportCase) {
+	p := newPair(t, 2, tc.protos)
+	src, dst := p.connect(t, 8192, transport.AccessLocalWrite|transport.AccessRemoteWrite, tc.kind)
 	for i := range src.buf {
 		src.buf[i] = byte(i*7 + 1)
 	}
-	const off, n = 1000, 3000
-	wr := transport.WorkRequest{ID: 42, Op: transport.OpWrite, RemoteAddr: dst.mr.Addr() + off, RKey: dst.mr.RKey(), NumSGE: 1}
-	wr.SGL[0] = src.mr.SGE(0, n)
+	// Two SGEs gathered from the source, placed at an offset.
+	const off, n1, n2 = 1000, 3000, 700
+	wr := transport.WorkRequest{ID: 42, Op: transport.OpWrite, RemoteAddr: dst.mr.Addr() + off, RKey: dst.mr.RKey(), NumSGE: 2}
+	wr.SGL[0] = src.mr.SGE(0, n1)
+	wr.SGL[1] = src.mr.SGE(5000, n2)
 	if err := src.c.PostSend(&wr); err != nil {
 		t.Fatal(err)
 	}
 	wc := p.waitCompletion(t, src.cq, sim.Millisecond)
-	if wc.Status != transport.StatusOK || wc.ID != 42 {
+	if wc.Status != transport.StatusOK || wc.ID != 42 || wc.Conn != src.c {
 		t.Fatalf("completion %+v", wc)
 	}
 	want := make([]byte, len(dst.buf))
-	copy(want[off:], src.buf[:n])
+	copy(want[off:], src.buf[:n1])
+	copy(want[off+n1:], src.buf[5000:5000+n2])
 	if !bytes.Equal(dst.buf, want) {
 		t.Error("destination memory differs from the expected image")
 	}

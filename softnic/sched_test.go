@@ -85,8 +85,14 @@ func writeLoop(tb testing.TB, p *pair, src, dst *endpoint, size int) func() {
 }
 
 func TestNoAllocsPerPacket(t *testing.T) {
-	p := newPair(t, 2, toyProtos)
-	src, dst := p.connect(t, 4096, transport.AccessLocalWrite|transport.AccessRemoteWrite, 0)
+	for _, tc := range transportCases() {
+		t.Run(tc.name, func(t *testing.T) { testNoAllocsPerPacket(t, tc) })
+	}
+}
+
+func testNoAllocsPerPacket(t *testing.T, tc transportCase) {
+	p := newPair(t, 2, tc.protos)
+	src, dst := p.connect(t, 4096, transport.AccessLocalWrite|transport.AccessRemoteWrite, tc.kind)
 	run := writeLoop(t, p, src, dst, 4000)
 	for i := 0; i < 10; i++ {
 		run()

@@ -1,9 +1,26 @@
 package softnic
 
-import "github.com/mrlab/mrlab/transport"
+import (
+	"github.com/mrlab/mrlab/transport"
+	"github.com/mrlab/mrlab/transport/rocev2"
+)
 
 // transportStats reads a transport connection's counters by its concrete
 // type: transports do not know softnic's types.
 func transportStats(tc transport.Conn) TransportStats {
+	switch c := tc.(type) {
+	case *rocev2.Conn:
+		s := c.Stats()
+		return TransportStats{
+			Retransmits: s.Retransmitted,
+			Timeouts:    s.Timeouts,
+			ECNEchoes:   s.CNPsReceived,
+			Paths: []PathStats{{
+				Port: c.Port(), Entropy: c.SourcePort(), Sent: s.DataPackets,
+				Retransmits: s.Retransmitted, ECNEchoes: s.CNPsReceived,
+				Cwnd: s.Window * c.MTU(),
+			}},
+		}
+	}
 	return TransportStats{}
 }

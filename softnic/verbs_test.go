@@ -6,6 +6,7 @@ import (
 
 	"github.com/mrlab/mrlab/internal/sim"
 	"github.com/mrlab/mrlab/transport"
+	"github.com/mrlab/mrlab/transport/rocev2"
 )
 
 func TestWriteRefused(t *testing.T) {
@@ -17,38 +18,46 @@ func TestWriteRefused(t *testing.T) {
 		{"past the end", func(m *MR) (uint64, uint32) { return m.Addr() + uint64(m.Len()) - 100, m.RKey() }},
 		{"before the start", func(m *MR) (uint64, uint32) { return m.Addr() - 1, m.RKey() }},
 	} {
-		t.Run(tt.name, func(t *testing.T) {
-			p := newPair(t, 1, toyProtos)
-			src, dst := p.connect(t, 4096, transport.AccessLocalWrite|transport.AccessRemoteWrite, 0)
-			for i := range src.buf {
-				src.buf[i] = 0xab
-			}
-			addr, rkey := tt.wr(dst.mr)
-			wr := transport.WorkRequest{ID: 1, Op: transport.OpWrite, RemoteAddr: addr, RKey: rkey, NumSGE: 1}
-			wr.SGL[0] = src.mr.SGE(0, 1000)
-			if err := src.c.PostSend(&wr); err != nil {
-				t.Fatal(err)
-			}
-			wc := p.waitCompletion(t, src.cq, sim.Millisecond)
-			if wc.Status != transport.StatusRemoteAccess {
-				t.Errorf("sender completion %v, want %v", wc.Status, transport.StatusRemoteAccess)
-			}
-			if !bytes.Equal(dst.buf, make([]byte, len(dst.buf))) {
-				t.Error("refused WRITE changed destination memory")
-			}
-			if got := dst.c.Stats().AccessErrors; got == 0 {
-				t.Error("receiver did not count the refusal")
-			}
-			if got := p.b.Stats().AccessErrors; got == 0 {
-				t.Error("receiving NIC did not count the refusal")
-			}
-		})
+		for _, tc := range transportCases() {
+			t.Run(tc.name+"/"+tt.name, func(t *testing.T) {
+				p := newPair(t, 1, tc.protos)
+				src, dst := p.connect(t, 4096, transport.AccessLocalWrite|transport.AccessRemoteWrite, tc.kind)
+				for i := range src.buf {
+					src.buf[i] = 0xab
+				}
+				addr, rkey := tt.wr(dst.mr)
+				wr := transport.WorkRequest{ID: 1, Op: transport.OpWrite, RemoteAddr: addr, RKey: rkey, NumSGE: 1}
+				wr.SGL[0] = src.mr.SGE(0, 1000)
+				if err := src.c.PostSend(&wr); err != nil {
+					t.Fatal(err)
+				}
+				wc := p.waitCompletion(t, src.cq, sim.Millisecond)
+				if wc.Status != transport.StatusRemoteAccess {
+					t.Errorf("sender completion %v, want %v", wc.Status, transport.StatusRemoteAccess)
+				}
+				if !bytes.Equal(dst.buf, make([]byte, len(dst.buf))) {
+					t.Error("refused WRITE changed destination memory")
+				}
+				if got := dst.c.Stats().AccessErrors; got == 0 {
+					t.Error("receiver did not count the refusal")
+				}
+				if got := p.b.Stats().AccessErrors; got == 0 {
+					t.Error("receiving NIC did not count the refusal")
+				}
+			})
+		}
 	}
 }
 
 func TestSendWaitsForRecv(t *testing.T) {
-	p := newPair(t, 1, toyProtos)
-	src, dst := p.connect(t, 4096, transport.AccessLocalWrite|transport.AccessRemoteWrite, 0)
+	for _, tc := range transportCases() {
+		t.Run(tc.name, func(t *testing.T) { testSendWaitsForRecv(t, tc) })
+	}
+}
+
+func testSendWaitsForRecv(t *testing.T, tc transportCase) {
+	p := newPair(t, 1, tc.protos)
+	src, dst := p.connect(t, 4096, transport.AccessLocalWrite|transport.AccessRemoteWrite, tc.kind)
 	copy(src.buf, "hello, receiver")
 	wr := transport.WorkRequest{ID: 5, Op: transport.OpSend, NumSGE: 1}
 	wr.SGL[0] = src.mr.SGE(0, 15)
@@ -59,16 +68,28 @@ func TestSendWaitsForRecv(t *testing.T) {
 	if src.cq.Len() != 0 || dst.cq.Len() != 0 {
 		t.Fatalf("SEND completed with no receive posted")
 	}
+	// The receiver refused it as receiver-not-ready (and the sender backs
+	// off and retries).
+	switch c := src.c.Transport().(type) {
+	case *rocev2.Conn:
+		if n := c.Stats().RNRNAKsReceived; n == 0 {
+			t.Error("no RNR NAK received")
+		}
+	case *toyConn:
+		if c.retryAt == 0 {
+			t.Error("toy sender not backing off after RNR")
+		}
+	}
 	rwr := transport.WorkRequest{ID: 9, Op: transport.OpRecv, NumSGE: 1}
 	rwr.SGL[0] = dst.mr.SGE(100, 64)
 	if err := dst.c.PostRecv(&rwr); err != nil {
 		t.Fatal(err)
 	}
-	rc := p.waitCompletion(t, dst.cq, sim.Millisecond)
+	rc := p.waitCompletion(t, dst.cq, 10*sim.Millisecond)
 	if rc.ID != 9 || rc.Op != transport.OpRecv || rc.Status != transport.StatusOK || rc.Bytes != 15 || rc.Conn != dst.c {
 		t.Errorf("receive completion %+v", rc)
 	}
-	sc := p.waitCompletion(t, src.cq, sim.Millisecond)
+	sc := p.waitCompletion(t, src.cq, 10*sim.Millisecond)
 	if sc.ID != 5 || sc.Status != transport.StatusOK {
 		t.Errorf("send completion %+v", sc)
 	}
@@ -78,8 +99,14 @@ func TestSendWaitsForRecv(t *testing.T) {
 }
 
 func TestReadAndNotify(t *testing.T) {
-	p := newPair(t, 1, toyProtos)
-	src, dst := p.connect(t, 4096, transport.AccessLocalWrite|transport.AccessRemoteRead, 0)
+	for _, tc := range transportCases() {
+		t.Run(tc.name, func(t *testing.T) { testReadAndNotify(t, tc) })
+	}
+}
+
+func testReadAndNotify(t *testing.T, tc transportCase) {
+	p := newPair(t, 1, tc.protos)
+	src, dst := p.connect(t, 4096, transport.AccessLocalWrite|transport.AccessRemoteRead, tc.kind)
 	copy(dst.buf[200:], "remote bytes")
 	var seen []Completion
 	src.cq.OnCompletion(func() {

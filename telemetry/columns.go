@@ -57,6 +57,7 @@ var columns = []column{
 	{name: "srtt_ns", kinds: kFlow, typ: colInt, i: func(s *Sample) int64 { return int64(s.SRTT) }},
 	{name: "rto_ns", kinds: kFlow, typ: colInt, i: func(s *Sample) int64 { return int64(s.RTO) }},
 	{name: "rate_bps", kinds: kFlow, typ: colFloat, f: func(s *Sample) float64 { return s.Rate }},
+	{name: "send_bps", kinds: kFlow, typ: colFloat, f: func(s *Sample) float64 { return s.SendRate }},
 	{name: "pacing_bps", kinds: kConn, typ: colFloat, f: func(s *Sample) float64 { return s.PacingRate }},
 	{name: "ecn_frac", kinds: kFlow, typ: colFloat, f: func(s *Sample) float64 { return s.ECNFraction }},
 	{name: "rate_hint_bps", kinds: kConn, typ: colFloat, f: func(s *Sample) float64 { return s.RateHint }},
@@ -88,4 +89,59 @@ func (c *column) appendNumber(b []byte, s *Sample) []byte {
 		return strconv.AppendFloat(b, v, 'g', -1, 64)
 	}
 	return b
+}
+
+// Metric is one numeric series of a kind, for exporters: its column name,
+// whether it only grows, a help text and how to read it from a sample.
+type Metric struct {
+	Name    string
+	Counter bool
+	Help    string
+	Value   func(*Sample) float64
+}
+
+var counterColumns = map[string]bool{"bytes_acked": true, "retx": true, "rto_count": true,
+	"entropy_changes": true, "tx_bytes": true, "tx_packets": true, "drops": true, "marks": true}
+
+var metricHelp = map[string]string{
+	"cwnd":            "Congestion window in bytes.",
+	"inflight":        "Bytes sent and not yet acknowledged.",
+	"srtt_ns":         "Smoothed round-trip time.",
+	"rto_ns":          "Retransmission timeout.",
+	"rate_bps":        "Delivery rate (acknowledged bytes) over the last interval, bit/s.",
+	"pacing_bps":      "Rate the sender paces at, bit/s.",
+	"send_bps":        "Rate the sender transmitted at over the last interval (retransmissions included), bit/s.",
+	"ecn_frac":        "Fraction of packets acknowledged in the last interval that were CE marked.",
+	"rate_hint_bps":   "Receiver's fair-share rate grant, bit/s.",
+	"bytes_acked":     "Bytes acknowledged.",
+	"retx":            "Packets retransmitted.",
+	"rto_count":       "Retransmission timeouts.",
+	"entropy_changes": "Entropy (UDP source port) changes: re-pathing decisions.",
+	"entropy":         "Current UDP source port of the path.",
+	"plane":           "Plane of the path.",
+	"queue_bytes":     "Bytes waiting in the link direction's queue.",
+	"tx_bytes":        "Bytes that started serialization.",
+	"tx_packets":      "Packets that started serialization.",
+	"drops":           "Packets dropped on the link direction, all reasons.",
+	"marks":           "Packets CE marked on the link direction.",
+	"util":            "Fraction of the link rate used over the last interval.",
+}
+
+// Metrics lists the numeric series of a kind (identity columns such as
+// conn and path are labels, not metrics).
+func Metrics(k Kind) []Metric {
+	var out []Metric
+	for i := range columns {
+		c := &columns[i]
+		if c.typ == colString || !c.kinds.has(k) {
+			continue
+		}
+		switch c.name {
+		case "t_ns", "conn", "path", "plane":
+			continue
+		}
+		out = append(out, Metric{Name: c.name, Counter: counterColumns[c.name], Help: metricHelp[c.name],
+			Value: func(s *Sample) float64 { return numeric(c, s) }})
+	}
+	return out
 }

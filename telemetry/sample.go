@@ -83,6 +83,9 @@ type Sample struct {
 	// Rate is the delivery rate over the interval (bytes acknowledged),
 	// bits/s.
 	Rate float64 `json:"rate_bps"`
+	// SendRate is the rate the sender put bytes on the wire over the
+	// interval (retransmissions and headers included), bits/s.
+	SendRate float64 `json:"send_bps"`
 	// PacingRate is the rate the sender paces at, bits/s (0 if unpaced).
 	PacingRate float64 `json:"pacing_bps"`
 	// ECNFraction is the fraction of packets acknowledged in the interval

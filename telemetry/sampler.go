@@ -22,7 +22,9 @@ type ConnStats struct {
 	// BytesAcked, PacketsAcked and CEAcked count acknowledged data; the
 	// rate and ECN fraction are their differences over an interval.
 	BytesAcked, PacketsAcked, CEAcked uint64
-	Retransmits, Timeouts             uint64
+	// TxBytes counts bytes transmitted (the send rate's counter).
+	TxBytes               uint64
+	Retransmits, Timeouts uint64
 	// EntropyChanges counts re-pathing decisions (new UDP source ports).
 	EntropyChanges uint64
 }
@@ -37,6 +39,7 @@ type PathStats struct {
 	InFlight                          int64
 	SRTT, RTO                         sim.Time
 	BytesAcked, PacketsAcked, CEAcked uint64
+	TxBytes                           uint64
 	Retransmits, Timeouts             uint64
 	// EntropyChanges counts this path's entropy changes; 0 lets the
 	// sampler count the changes of Entropy it sees.
@@ -194,20 +197,24 @@ func (s *Sampler) note(err error) {
 	}
 }
 
-// rates turns cumulative counters into the interval's delivery rate and
-// ECN fraction, and remembers them.
-func rates(p *prev, now sim.Time, bytes, pkts, ce uint64) (rate, ecn float64) {
+// rates turns cumulative counters into the interval's delivery rate, send
+// rate and ECN fraction, and remembers them.
+func rates(p *prev, now sim.Time, bytes, pkts, ce, tx uint64) (rate, send, ecn float64) {
 	if p.valid && now > p.t {
+		secs := (now - p.t).Seconds()
 		if bytes >= p.bytesAcked {
-			rate = float64(bytes-p.bytesAcked) * 8 / (now - p.t).Seconds()
+			rate = float64(bytes-p.bytesAcked) * 8 / secs
+		}
+		if tx >= p.txBytes {
+			send = float64(tx-p.txBytes) * 8 / secs
 		}
 		if pkts > p.packetsAcked && ce >= p.ceAcked {
 			ecn = float64(ce-p.ceAcked) / float64(pkts-p.packetsAcked)
 		}
 	}
 	p.t, p.valid = now, true
-	p.bytesAcked, p.packetsAcked, p.ceAcked = bytes, pkts, ce
-	return rate, ecn
+	p.bytesAcked, p.packetsAcked, p.ceAcked, p.txBytes = bytes, pkts, ce, tx
+	return rate, send, ecn
 }
 
 func (s *Sampler) sampleConn(now sim.Time, e *connEntry) {
@@ -216,7 +223,7 @@ func (s *Sampler) sampleConn(now sim.Time, e *connEntry) {
 	*smp = Sample{T: now, Kind: KindConn, Host: e.host, Peer: e.peer, Conn: e.id, Transport: cs.Transport,
 		Cwnd: cs.Cwnd, InFlight: cs.InFlight, SRTT: cs.SRTT, RTO: cs.RTO, PacingRate: cs.PacingRate,
 		RateHint: cs.RateHint, BytesAcked: cs.BytesAcked, Retransmits: cs.Retransmits, Timeouts: cs.Timeouts}
-	smp.Rate, smp.ECNFraction = rates(&e.prev, now, cs.BytesAcked, cs.PacketsAcked, cs.CEAcked)
+	smp.Rate, smp.SendRate, smp.ECNFraction = rates(&e.prev, now, cs.BytesAcked, cs.PacketsAcked, cs.CEAcked, cs.TxBytes)
 
 	n := e.src.NumPaths()
 	for len(e.paths) < n {
@@ -246,7 +253,7 @@ func (s *Sampler) sampleConn(now sim.Time, e *connEntry) {
 			Plane: ps.Plane, Entropy: ps.Entropy, State: ps.State, Cwnd: ps.Cwnd, InFlight: ps.InFlight,
 			SRTT: ps.SRTT, RTO: ps.RTO, BytesAcked: ps.BytesAcked, Retransmits: ps.Retransmits,
 			Timeouts: ps.Timeouts, EntropyChanges: p.entropyChanges}
-		smp.Rate, smp.ECNFraction = rates(p, now, ps.BytesAcked, ps.PacketsAcked, ps.CEAcked)
+		smp.Rate, smp.SendRate, smp.ECNFraction = rates(p, now, ps.BytesAcked, ps.PacketsAcked, ps.CEAcked, ps.TxBytes)
 		s.note(s.sink.Write(smp))
 	}
 }

@@ -141,7 +141,7 @@ func sampleSet() []Sample {
 			SRTT: 5100, RTO: 100000, Rate: 8.5e9, PacingRate: 1e11, ECNFraction: 0.25, RateHint: 5e10,
 			BytesAcked: 1 << 20, Retransmits: 3, Timeouts: 1, EntropyChanges: 1},
 		{T: 10000, Kind: KindPath, Host: "h3", Peer: "h7", Conn: 4, Path: 9, Plane: 1, Entropy: 50877, State: "active",
-			Cwnd: 4096, InFlight: 100, SRTT: 5000, RTO: 100000, Rate: 1e9, ECNFraction: 0.5, BytesAcked: 7,
+			Cwnd: 4096, InFlight: 100, SRTT: 5000, RTO: 100000, Rate: 1e9, SendRate: 2e9, ECNFraction: 0.5, BytesAcked: 7,
 			Retransmits: 1, Timeouts: 0, EntropyChanges: 1},
 		{T: 10000, Kind: KindLink, Link: `odd "name", with comma`, QueueBytes: 3000, TxBytes: 99, TxPackets: 3,
 			Drops: 1, Marks: 2, Util: 0.75},
@@ -162,7 +162,7 @@ func TestJSONLRoundTrip(t *testing.T) {
 	if len(lines) != 3 {
 		t.Fatalf("%d lines", len(lines))
 	}
-	wantLine := `{"t_ns":10000,"kind":"path","host":"h3","peer":"h7","conn":4,"path":9,"plane":1,"entropy":50877,"state":"active","cwnd":4096,"inflight":100,"srtt_ns":5000,"rto_ns":100000,"rate_bps":1e+09,"ecn_frac":0.5,"bytes_acked":7,"retx":1,"rto_count":0,"entropy_changes":1}`
+	wantLine := `{"t_ns":10000,"kind":"path","host":"h3","peer":"h7","conn":4,"path":9,"plane":1,"entropy":50877,"state":"active","cwnd":4096,"inflight":100,"srtt_ns":5000,"rto_ns":100000,"rate_bps":1e+09,"send_bps":2e+09,"ecn_frac":0.5,"bytes_acked":7,"retx":1,"rto_count":0,"entropy_changes":1}`
 	if lines[1] != wantLine {
 		t.Errorf("path line:\n got %s\nwant %s", lines[1], wantLine)
 	}

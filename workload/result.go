@@ -29,9 +29,9 @@ type Result struct {
 	Elapsed sim.Time `json:"elapsed_ns"`
 
 	// GoodputGbps is application bytes delivered per second, all flows
-	// together. BWAverageGbps is the same figure per flow averaged, as
-	// perftest's "BW average"; BWPeakGbps is the best goodput over a
-	// sliding window of 1/20 of the run (see peakWindow).
+	// together; BWAverageGbps is the same figure under perftest's name
+	// ("BW average", aggregated over QPs). BWPeakGbps is the best goodput
+	// over a sliding window of 1/20 of the run (see peakWindow).
 	GoodputGbps   float64 `json:"goodput_gbps"`
 	BWPeakGbps    float64 `json:"bw_peak_gbps"`
 	BWAverageGbps float64 `json:"bw_average_gbps"`
@@ -43,8 +43,9 @@ type Result struct {
 	AlgBWGbps float64 `json:"algbw_gbps,omitempty"`
 	BusBWGbps float64 `json:"busbw_gbps,omitempty"`
 
-	// MessageTime is post-to-completion per message (for collectives: per
-	// operation); FlowTime is first post to last completion per flow.
+	// MessageTime is post-to-completion per message (for collectives:
+	// per chunk WRITE); FlowTime is first post to last completion per flow
+	// (for collectives: per operation).
 	// Latency is write_lat's one-way latency (half a ping-pong round trip).
 	MessageTime Dist  `json:"message_time"`
 	FlowTime    Dist  `json:"flow_time"`
@@ -134,18 +135,23 @@ type done struct {
 	bytes int64
 }
 
-// peakWindow is the window over which BWPeakGbps is measured, as a
-// fraction of the run: long enough to hold many messages, short enough to
-// show a burst.
-const peakWindow = 20
+// The peak bandwidth is measured over a window of 1/peakWindow of the run,
+// widened to hold peakMessages messages on average: completions come in
+// bursts (one ACK completes several messages), and a window holding few
+// messages would report a burst as a rate above the line rate.
+const (
+	peakWindow   = 20
+	peakMessages = 32
+)
 
-// peakGbps returns the best goodput over any window of elapsed/peakWindow
-// that ends at a completion. ds must be in time order.
+// peakGbps returns the best goodput over any window (see peakWindow) that
+// ends at a completion. ds must be in time order.
 func peakGbps(ds []done, elapsed sim.Time) float64 {
-	w := elapsed / peakWindow
-	if w <= 0 || len(ds) == 0 {
+	if elapsed <= 0 || len(ds) == 0 {
 		return 0
 	}
+	w := max(elapsed/peakWindow, elapsed*peakMessages/sim.Time(len(ds)))
+	w = min(w, elapsed)
 	var best, in int64
 	j := 0
 	for i := range ds {

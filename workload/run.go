@@ -9,6 +9,11 @@ import (
 	"github.com/mrlab/mrlab/transport"
 )
 
+// cqDepth is each host's completion queue size. The runner drains its
+// queues at every notification, so they hold only what one instant
+// produced; an overrun would be counted and fail the run.
+const cqDepth = 8192
+
 // handler receives the completions of one connection end.
 type handler interface {
 	complete(now sim.Time, wc *softnic.Completion)
@@ -28,15 +33,16 @@ type engine interface {
 
 // runner is one run of a workload on a cluster.
 type runner struct {
-	cl     *Cluster
-	spec   Spec
-	eng    engine
-	hosts  []int  // hosts taking part, in cluster order
-	source []bool // by host: sends application data
-	pd     []*softnic.PD
-	cq     []*softnic.CQ
-	poll   []softnic.Completion
-	onDone func(*Result, error)
+	cl      *Cluster
+	spec    Spec
+	eng     engine
+	hosts   []int  // hosts taking part, in cluster order
+	source  []bool // by host: sends application data
+	regions []*softnic.MR
+	pd      []*softnic.PD
+	cq      []*softnic.CQ
+	poll    []softnic.Completion
+	onDone  func(*Result, error)
 
 	queues  []*pairQueue
 	pending map[[2]int]*pairQueue // (dialer, acceptor) -> queue
@@ -133,8 +139,8 @@ func Start(cl *Cluster, spec Spec, onDone func(*Result, error)) error {
 }
 
 // Run runs spec on the cluster's loop until it finishes and returns its
-// result. A failed data check is an error wrapping ErrDataDiff, returned
-// with the result.
+// result. A failed data check is an error wrapping ErrDataDiff, and a
+// timeout one wrapping ErrTimeout; both come with the result measured.
 func Run(cl *Cluster, spec Spec) (*Result, error) {
 	var (
 		res  *Result
@@ -146,7 +152,7 @@ func Run(cl *Cluster, spec Spec) (*Result, error) {
 	}
 	for !fin {
 		if !cl.Loop.Step() {
-			return nil, fmt.Errorf("%s at %v: %w", spec.Name, cl.Loop.Now(), ErrStalled)
+			return res, fmt.Errorf("%s at %v: %w", spec.Name, cl.Loop.Now(), ErrStalled)
 		}
 	}
 	return res, rerr
@@ -159,7 +165,7 @@ func (r *runner) host(i int) {
 	}
 	nic := r.cl.NICs[i]
 	r.pd[i] = nic.AllocPD()
-	r.cq[i] = nic.CreateCQ(1 << 16)
+	r.cq[i] = nic.CreateCQ(cqDepth)
 	cq := r.cq[i]
 	cq.OnCompletion(func() { r.drain(cq) })
 	r.hosts = append(r.hosts, i)
@@ -173,8 +179,12 @@ func (r *runner) register(i, n int, access transport.Access) (*softnic.MR, error
 	if err != nil {
 		return nil, fmt.Errorf("setting up %s on %s: %w", r.spec.Name, r.cl.Hosts[i], err)
 	}
+	r.regions = append(r.regions, mr)
 	return mr, nil
 }
+
+// testBeforeVerify, if set (by tests), runs just before the data check.
+var testBeforeVerify func(r *runner)
 
 // connect asks for a connection from host from to host to. dialH and accH
 // receive the two ends' completions.
@@ -282,6 +292,27 @@ func (r *runner) drain(cq *softnic.CQ) {
 	}
 }
 
+// close closes the run's connections (after the result is measured: the
+// teardown's packets are not part of it). A live lab keeps running, and a
+// later run must not find these still open.
+func (r *runner) close() {
+	for _, q := range r.queues {
+		for _, req := range q.reqs {
+			for _, c := range []*softnic.Conn{req.dial, req.acc} {
+				if c != nil && c.State() != transport.StateClosed && c.State() != transport.StateError {
+					c.Close()
+				}
+			}
+		}
+	}
+	for _, i := range r.hosts {
+		r.cq[i].OnCompletion(nil)
+	}
+	for _, i := range r.hosts {
+		_ = r.cl.NICs[i].Listen(nil)
+	}
+}
+
 // bad counts a failed completion.
 func (r *runner) bad(wc *softnic.Completion, what string) {
 	r.res.Errors++
@@ -306,6 +337,9 @@ func (r *runner) timeout(now sim.Time) {
 	r.fail(fmt.Errorf("%s after %v (%s): %w", r.spec.Name, r.spec.Timeout, r.eng.outstanding(), ErrTimeout))
 }
 
+// fail ends the run with an error. If the measured part had started, the
+// callback also gets what was measured up to now (no data check: messages
+// still in flight leave destination memory in no defined state).
 func (r *runner) fail(err error) {
 	if r.finished {
 		return
@@ -313,7 +347,18 @@ func (r *runner) fail(err error) {
 	r.finished = true
 	r.failed = err
 	r.cl.Loop.Disarm(&r.timer)
-	r.onDone(nil, err)
+	if !r.started {
+		r.close()
+		r.onDone(nil, err)
+		return
+	}
+	r.tEnd = r.cl.Loop.Now()
+	res := &r.res
+	res.Hosts = len(r.hosts)
+	r.summarise(res)
+	res.Check = DataCheck{FirstBad: "not checked: the run failed"}
+	r.close()
+	r.onDone(res, err)
 }
 
 // finish ends the run: verify, summarise, report.
@@ -326,8 +371,12 @@ func (r *runner) finish(now sim.Time) {
 	r.cl.Loop.Disarm(&r.timer)
 	res := &r.res
 	res.Hosts = len(r.hosts)
+	if testBeforeVerify != nil {
+		testBeforeVerify(r)
+	}
 	res.Check = r.eng.verify()
 	r.summarise(res)
+	r.close()
 	var err error
 	if !res.Check.OK {
 		err = fmt.Errorf("%s: %w: %d of %d regions differ (first: %s)", r.spec.Name, ErrDataDiff,

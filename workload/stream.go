@@ -42,26 +42,26 @@ type inflight struct {
 
 // flow is one connection's stream of messages from host from to host to.
 type flow struct {
-	e        *streamEngine
-	id       int
-	from, to int
-	req      *connReq
-	size     int
-	stride   int
-	slots    int
-	src      *softnic.MR // WRITE/SEND: source slots on from
-	dst      *softnic.MR // destination slots: on to (WRITE/SEND), on from (READ)
-	remote   *softnic.MR // READ: source slots on to, filled once
-	free     []int       // free source (request) slots
-	dstq     ring        // free destination slots, oldest first
-	inflight []inflight  // by request slot
-	last     []int64     // by destination slot: the message it holds, or -1
-	posted   int64
+	e         *streamEngine
+	id        int
+	from, to  int
+	req       *connReq
+	size      int
+	stride    int
+	slots     int
+	src       *softnic.MR // WRITE/SEND: source slots on from
+	dst       *softnic.MR // destination slots: on to (WRITE/SEND), on from (READ)
+	remote    *softnic.MR // READ: source slots on to, filled once
+	free      []int       // free source (request) slots
+	dstq      ring        // free destination slots, oldest first
+	inflight  []inflight  // by request slot
+	last      []int64     // by destination slot: the message it holds, or -1
+	posted    int64
 	completed int64
-	target   int64 // messages to send, or -1 in duration mode
-	stopped  bool
-	done     bool
-	tEnd     sim.Time
+	target    int64 // messages to send, or -1 in duration mode
+	stopped   bool
+	done      bool
+	tEnd      sim.Time
 
 	// SEND receive side.
 	recv      *recvSide
@@ -199,7 +199,7 @@ func (e *streamEngine) setup(r *runner) error {
 	}
 	stride := s.Size + guard
 	var total int64
-	for _, p := range pairs {
+	for range pairs {
 		total += int64(slots)*int64(stride)*int64(s.Conns) + int64(qd*s.Size*s.Conns)
 	}
 	if total > memoryLimit {

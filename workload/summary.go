@@ -1,6 +1,8 @@
 package workload
 
 import (
+	"fmt"
+
 	"github.com/mrlab/mrlab/softnic"
 )
 
@@ -55,14 +57,20 @@ func (r *runner) summarise(res *Result) {
 	res.MessageTime = summarize(r.msgTimes)
 	res.FlowTime = summarize(r.flowTime)
 	res.Flows = res.FlowTime.N
-	if res.Flows > 0 {
-		res.BWAverageGbps = res.GoodputGbps / float64(res.Flows)
-	}
+	res.BWAverageGbps = res.GoodputGbps
 	res.Retransmits = end.retx - b.retx
 	res.Timeouts = end.timeouts - b.timeouts
 	res.PacketsSent = end.pktsSent - b.pktsSent
 	res.CEReceived = end.ceRecv - b.ceRecv
 	res.ECNMarks = end.fabMarks - b.fabMarks
+	for i := range end.nic {
+		if d := end.nic[i].CQOverruns - b.nic[i].CQOverruns; d > 0 {
+			res.Errors += int(d)
+			if res.FirstError == "" {
+				res.FirstError = fmt.Sprintf("%d completions lost to a full completion queue on %s", d, r.cl.Hosts[i])
+			}
+		}
+	}
 	res.Drops = map[string]uint64{}
 	for k, v := range end.fabDrops {
 		if d := v - b.fabDrops[k]; d > 0 {

@@ -49,11 +49,15 @@ func newLabCommand() *cli.Command {
 }
 
 func labValidate(c *cli.Context) error {
-	if c.NArg() == 0 {
+	args, err := cmdArgs(c)
+	if err != nil {
+		return err
+	}
+	if len(args) == 0 {
 		return usagef("lab validate: want one or more lab files")
 	}
 	failed := 0
-	for _, arg := range c.Args().Slice() {
+	for _, arg := range args {
 		lab, err := labs.Resolve(arg)
 		if err != nil {
 			failed++
@@ -71,17 +75,25 @@ func labValidate(c *cli.Context) error {
 			lab.File, lab.Name, s.Hosts, s.Switches, s.Links, s.Planes, s.Faults)
 	}
 	if failed > 0 {
-		return fmt.Errorf("%d of %d labs have errors", failed, c.NArg())
+		return fmt.Errorf("%d of %d labs have errors", failed, len(args))
 	}
 	return nil
 }
 
 // oneLab resolves the command's optional single lab argument.
 func oneLab(c *cli.Context) (*labs.Lab, error) {
-	if c.NArg() > 1 {
-		return nil, usagef("%s: want at most one lab, got %d", c.Command.Name, c.NArg())
+	args, err := cmdArgs(c)
+	if err != nil {
+		return nil, err
 	}
-	return labs.Resolve(c.Args().First())
+	if len(args) > 1 {
+		return nil, usagef("%s: want at most one lab, got %d (%s)", c.Command.Name, len(args), strings.Join(args, " "))
+	}
+	arg := ""
+	if len(args) == 1 {
+		arg = args[0]
+	}
+	return labs.Resolve(arg)
 }
 
 func labShow(c *cli.Context) error {
@@ -240,7 +252,9 @@ func elide(names []string, n int) string {
 }
 
 func labList(c *cli.Context) error {
-	if c.NArg() > 0 {
+	if args, err := cmdArgs(c); err != nil {
+		return err
+	} else if len(args) > 0 {
 		return usagef("lab list: takes no arguments")
 	}
 	r := &Report{}

@@ -91,15 +91,15 @@ func liveUp(c *cli.Context) error {
 	if !c.Bool("foreground") {
 		return upBackground(c, lab)
 	}
-	eng, err := live.NewLabEngine(lab, live.EngineConfig{MaxRate: maxRate})
+	logf := func(format string, args ...any) {
+		fmt.Fprintf(c.App.ErrWriter, "%s mrlab: %s\n", time.Now().Format("15:04:05.000"), fmt.Sprintf(format, args...))
+	}
+	eng, err := live.NewLabEngine(lab, live.EngineConfig{MaxRate: maxRate, Logf: logf})
 	if err != nil {
 		return err
 	}
 	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	logf := func(format string, args ...any) {
-		fmt.Fprintf(c.App.ErrWriter, "%s mrlab: %s\n", time.Now().Format("15:04:05.000"), fmt.Sprintf(format, args...))
-	}
 	l, err := live.Up(ctx, lab.Name, eng, live.Options{
 		RunDir: dir,
 		MTU:    c.Int("mtu"),

@@ -17,6 +17,7 @@ import (
 	"io"
 	"os"
 	"sort"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 )
@@ -114,3 +115,57 @@ func run(args []string, stdout, stderr io.Writer) int {
 }
 
 func main() { os.Exit(run(os.Args, os.Stdout, os.Stderr)) }
+
+// cmdArgs returns c's positional arguments, applying any flags written
+// after them: urfave/cli v2 stops parsing flags at the first positional
+// argument, but "mrlab sim lab.yaml --seed 2" is how people type. "--"
+// ends flags; what follows is positional.
+func cmdArgs(c *cli.Context) ([]string, error) {
+	var pos []string
+	args := c.Args().Slice()
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			pos = append(pos, args[i+1:]...)
+			break
+		}
+		if len(a) < 2 || a[0] != '-' {
+			pos = append(pos, a)
+			continue
+		}
+		name, value, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		f := findFlag(c.Command.Flags, name)
+		if f == nil {
+			return nil, usagef("%s: flag provided but not defined: %s", c.Command.Name, a)
+		}
+		takesValue := true
+		if tv, ok := f.(interface{ TakesValue() bool }); ok {
+			takesValue = tv.TakesValue()
+		}
+		switch {
+		case hasValue:
+		case !takesValue:
+			value = "true"
+		case i+1 < len(args):
+			i++
+			value = args[i]
+		default:
+			return nil, usagef("%s: flag needs an argument: %s", c.Command.Name, a)
+		}
+		if err := c.Set(name, value); err != nil {
+			return nil, usagef("%s: invalid value %q for flag %s: %v", c.Command.Name, value, a, err)
+		}
+	}
+	return pos, nil
+}
+
+func findFlag(flags []cli.Flag, name string) cli.Flag {
+	for _, f := range flags {
+		for _, n := range f.Names() {
+			if n == name {
+				return f
+			}
+		}
+	}
+	return nil
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 )
@@ -75,7 +76,9 @@ func (r *Report) WriteText(w io.Writer) error {
 		fmt.Fprintf(&b, "%-*s  %s\n", width+1, f.label+":", formatCell(f.value, ""))
 	}
 	for _, t := range r.tables {
-		b.WriteByte('\n')
+		if b.Len() > 0 {
+			b.WriteByte('\n')
+		}
 		t.writeText(&b)
 	}
 	_, err := w.Write(b.Bytes())
@@ -143,7 +146,12 @@ func formatCell(v any, format string) string {
 		return fmt.Sprintf(format, v)
 	}
 	if f, ok := v.(float64); ok {
-		return fmt.Sprintf("%.4g", f)
+		// Four significant digits, without switching to exponents for
+		// the large figures (aggregate Gbit/s) reports have.
+		if f >= 1000 || f <= -1000 {
+			return strconv.FormatFloat(f, 'f', 0, 64)
+		}
+		return strconv.FormatFloat(f, 'g', 4, 64)
 	}
 	return fmt.Sprint(v)
 }

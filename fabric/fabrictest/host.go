@@ -65,14 +65,17 @@ type RecvStats struct {
 	Packets, Bytes   uint64
 	// CE counts packets that arrived marked Congestion Experienced.
 	CE uint64
-	// OutOfOrder counts packets with a lower sequence number than one
-	// received before (reordering, or a duplicate of an earlier packet).
+	// OutOfOrder counts first copies of packets that arrived after a
+	// packet with a higher sequence number.
 	OutOfOrder uint64
+	// Duplicates counts packets whose sequence number arrived before.
+	Duplicates uint64
 	// Corrupt counts packets whose payload pattern was damaged.
 	Corrupt     uint64
 	First, Last sim.Time
 	maxSeq      uint64
 	any         bool
+	seen        []uint64 // bitset of sequence numbers received
 }
 
 // Host is a fabric.Node that sends UDP flows and counts received packets.
@@ -340,6 +343,17 @@ func (h *Host) Receive(now sim.Time, port int, b *packet.Buffer) {
 		return
 	}
 	seq := binary.BigEndian.Uint64(pl)
+	if seq < maxTrackedSeq {
+		w := int(seq / 64)
+		for len(st.seen) <= w {
+			st.seen = append(st.seen, 0)
+		}
+		if st.seen[w]&(1<<(seq%64)) != 0 {
+			st.Duplicates++
+			return
+		}
+		st.seen[w] |= 1 << (seq % 64)
+	}
 	if st.any && seq < st.maxSeq {
 		st.OutOfOrder++
 	}
@@ -355,6 +369,10 @@ func (h *Host) Receive(now sim.Time, port int, b *packet.Buffer) {
 	}
 }
 
+// maxTrackedSeq bounds the duplicate bitset (a corrupted sequence number
+// must not make it huge).
+const maxTrackedSeq = 1 << 26
+
 // Stats returns the sending flows' counters, in AddFlow order.
 func (h *Host) Stats() []FlowStats {
 	out := make([]FlowStats, len(h.flows))
@@ -369,7 +387,9 @@ func (h *Host) Stats() []FlowStats {
 func (h *Host) Received() []RecvStats {
 	out := make([]RecvStats, 0, len(h.rx))
 	for _, st := range h.rx {
-		out = append(out, *st)
+		c := *st
+		c.seen = nil
+		out = append(out, c)
 	}
 	slices.SortFunc(out, func(a, b RecvStats) int {
 		return cmp.Or(a.Src.Compare(b.Src), cmp.Compare(a.SrcPort, b.SrcPort), cmp.Compare(a.DstPort, b.DstPort))

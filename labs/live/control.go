@@ -77,6 +77,14 @@ func (l *Lab) serve() error {
 		reply(w, struct{}{}, nil)
 		l.Stop()
 	})
+	if r, ok := l.eng.(Router); ok {
+		if c := r.Routes(l.pacer, mux); c != nil {
+			l.closers = append(l.closers, c)
+		}
+	}
+	if l.opts.Extend != nil {
+		l.opts.Extend(l, mux)
+	}
 	l.ln = ln
 	l.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go l.srv.Serve(ln)

@@ -1,6 +1,7 @@
 package live
 
 import (
+	"net/http"
 	"net/netip"
 	"time"
 
@@ -34,6 +35,14 @@ type Engine interface {
 	Perf(now sim.Time, req PerfRequest, done func(PerfResult)) error
 	// Status reports links, switches and counters.
 	Status(now sim.Time) EngineStatus
+}
+
+// Router is an Engine with control endpoints of its own (packet capture).
+// Routes runs once, before the loop starts; the returned function runs
+// when the lab stops, before the control server shuts down (it ends
+// streaming responses).
+type Router interface {
+	Routes(p *Pacer, mux *http.ServeMux) (closer func())
 }
 
 // FaultRequest is a fault to apply to a running lab. Target is "link",

@@ -1,16 +1,19 @@
 package live
 
 import (
-	"errors"
 	"fmt"
+	"net/http"
+	"net/netip"
 	"strconv"
 	"strings"
 
+	"github.com/mrlab/mrlab/capture"
 	"github.com/mrlab/mrlab/fabric"
 	"github.com/mrlab/mrlab/internal/packet"
 	"github.com/mrlab/mrlab/internal/sim"
 	"github.com/mrlab/mrlab/labs"
 	"github.com/mrlab/mrlab/softnic"
+	"github.com/mrlab/mrlab/workload"
 )
 
 // DefaultMaxRate caps link rates in live labs: 1 Gbit/s. One Go process
@@ -27,6 +30,9 @@ type EngineConfig struct {
 	// MaxRate caps every link's rate (and a rate impairment) in bits per
 	// second; 0 keeps the lab's rates.
 	MaxRate float64
+	// Logf hears of the lab file's fault timeline as it fires; nil
+	// discards.
+	Logf func(format string, args ...any)
 }
 
 // CapRates lowers every link rate in topo above max to max. It returns how
@@ -65,7 +71,8 @@ type labEngine struct {
 	net     *fabric.Network
 	nics    []*softnic.NIC
 	deliver func(int, sim.Time, []byte)
-	perf    perfRunner
+	cl      *workload.Cluster
+	perfOn  bool // a perf run is in progress
 
 	// What faults set, for status: the fabric does not report it back.
 	impair    map[string]fabric.Impairment
@@ -110,29 +117,31 @@ func (e *labEngine) Start(loop *sim.Loop, pool *packet.Pool, deliver func(int, s
 		return fmt.Errorf("building lab %s: %w", e.lab.Name, err)
 	}
 	e.net = net
-	for i, h := range e.topo.Hosts {
-		nic, err := softnic.New(softnic.Config{
-			Name: h.Name, Addr: h.Addr, Ports: h.Ports, Sched: loop, Pool: pool,
-			Seed: e.lab.Seed, Protocols: newProtocols(e.lab),
-		})
-		if err != nil {
-			return err
-		}
-		ports, err := net.Attach(h.Name, nic)
-		if err != nil {
-			return err
-		}
-		wires := make([]softnic.Wire, len(ports))
-		for j, p := range ports {
-			wires[j] = p
-		}
-		if err := nic.SetWires(wires...); err != nil {
-			return err
+	// The workload package builds the NICs (every transport, default
+	// options) exactly as sim runs do, so a live perf run is the sim
+	// workload on a paced loop.
+	cl, err := workload.NewCluster(e.lab.Name, loop, pool, net, e.lab.Seed, workload.NICOptions{})
+	if err != nil {
+		return err
+	}
+	e.cl, e.nics = cl, cl.NICs
+	for i, nic := range e.nics {
+		if nic.Name() != e.hosts[i].Name {
+			return fmt.Errorf("lab %s: NIC %d is %s, want host %s", e.lab.Name, i, nic.Name(), e.hosts[i].Name)
 		}
 		nic.SetHostPort(hostPort{e, i})
-		e.nics = append(e.nics, nic)
 	}
-	return e.perf.init(e)
+	// The lab file's fault timeline runs in real time from now.
+	return e.lab.ScheduleFaults(loop, net, func(now sim.Time, f *labs.Fault, err error) {
+		if e.cfg.Logf == nil {
+			return
+		}
+		if err != nil {
+			e.cfg.Logf("fault timeline at %v: %s: %v", now, f, err)
+			return
+		}
+		e.cfg.Logf("fault timeline at %v: %s", now, f)
+	})
 }
 
 func (e *labEngine) FromKernel(host int, now sim.Time, p *packet.Buffer) {
@@ -204,10 +213,6 @@ func (e *labEngine) Fault(now sim.Time, f FaultRequest) error {
 	return fmt.Errorf("fault: unknown target %q (want link, switch or plane)", f.Target)
 }
 
-func (e *labEngine) Perf(now sim.Time, req PerfRequest, done func(PerfResult)) error {
-	return e.perf.start(now, req, done)
-}
-
 // Status reports every link's state and counters (both directions
 // summed), the switches and the NICs' counters.
 func (e *labEngine) Status(now sim.Time) EngineStatus {
@@ -255,4 +260,20 @@ func (e *labEngine) Status(now sim.Time) EngineStatus {
 	return s
 }
 
-var errNoPerf = errors.New("perf: no RDMA workloads in this build yet")
+// Routes mounts the engine's own endpoints on the control server, before
+// the loop starts: GET /capture?point=P[&filter=F][&count=N] streams a
+// pcapng capture of any NIC port, link or switch (package capture). The
+// capture observer costs one length check per packet while nobody reads.
+func (e *labEngine) Routes(p *Pacer, mux *http.ServeMux) (closer func()) {
+	addr := map[string]netip.Addr{}
+	for _, h := range e.hosts {
+		addr[h.Name] = h.Addr
+	}
+	lv := capture.NewLive(capture.LayoutOf(e.topo), e.loop, p, func(name string) (netip.Addr, bool) {
+		a, ok := addr[name]
+		return a, ok
+	})
+	e.net.SetObserver(lv.Observer())
+	mux.Handle("GET /capture", lv)
+	return lv.Close
+}

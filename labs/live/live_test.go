@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"os/exec"
 	"strings"
@@ -29,10 +30,7 @@ func testLabName(tag string) string { return fmt.Sprintf("t%d%s", os.Getpid()%10
 // upLive brings a built-in lab up in real namespaces under a unique name.
 func upLive(t *testing.T, builtin, tag string, opts Options) (*Lab, *labs.Lab) {
 	t.Helper()
-	lab, err := labs.Builtin(builtin)
-	if err != nil {
-		t.Fatal(err)
-	}
+	lab := loadTestLab(t, builtin)
 	name := testLabName(tag)
 	eng, err := NewLabEngine(lab, EngineConfig{MaxRate: DefaultMaxRate})
 	if err != nil {
@@ -83,13 +81,13 @@ func TestLiveLab(t *testing.T) {
 	dir := t.TempDir()
 	l, _ := upLive(t, "leafspine", "a", Options{RunDir: dir})
 	st := l.State()
-	if len(st.Namespaces) != 8 {
-		t.Fatalf("%d namespaces, want 8: %v", len(st.Namespaces), st.Namespaces)
+	if len(st.Namespaces) != len(st.Hosts) || len(st.Hosts) < 4 {
+		t.Fatalf("%d namespaces for %d hosts: %v", len(st.Namespaces), len(st.Hosts), st.Namespaces)
 	}
-	h0, ns0 := hostAddr(t, l, "h0") // leaf 0
-	h4, ns4 := hostAddr(t, l, "h4") // leaf 1
-	_ = h0
+	h0, ns0 := hostAddr(t, l, "h0")
+	h4, ns4 := hostAddr(t, l, otherLeafHost(t, st, h0).Name)
 	dst := mustAddr(t, h4.Addr)
+	t.Logf("h0 %s -> %s %s", h0.Addr, h4.Name, h4.Addr)
 
 	t.Run("inside", func(t *testing.T) {
 		snap, err := hostns.TakeSnapshot(ns0)
@@ -183,11 +181,60 @@ func TestLiveLab(t *testing.T) {
 		}
 	})
 
+	t.Run("metaroce-write-bw-through-faults", func(t *testing.T) {
+		// A MetaRoCE write_bw between hosts on different leaves; a spine
+		// link and then a whole plane go down mid-run. The run must finish
+		// without an error and with every byte verified.
+		ctx := context.Background()
+		type out struct {
+			r   PerfResult
+			err error
+		}
+		ch := make(chan out, 1)
+		go func() {
+			r, err := l.Perf(ctx, PerfRequest{From: "h0", To: h4.Name, Op: "write", Transport: "metaroce", Size: 64 << 10, Duration: 3 * time.Second, Verify: true})
+			ch <- out{r, err}
+		}()
+		faults := []FaultRequest{
+			{Target: "link", Name: "p0-leaf0-spine0", Action: "down"},
+			{Target: "plane", Name: "1", Action: "down"},
+		}
+		var res out
+	wait:
+		for i := 0; ; i++ {
+			select {
+			case res = <-ch:
+				break wait
+			case <-time.After(700 * time.Millisecond):
+				if i < len(faults) {
+					if err := l.Fault(ctx, faults[i]); err != nil {
+						t.Errorf("fault %+v: %v", faults[i], err)
+					}
+				}
+			}
+		}
+		for _, f := range []FaultRequest{{Target: "link", Name: "p0-leaf0-spine0", Action: "up"}, {Target: "plane", Name: "1", Action: "up"}} {
+			if err := l.Fault(ctx, f); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if res.err != nil && strings.Contains(res.err.Error(), "no such transport") {
+			t.Skipf("MetaRoCE is not in this build yet: %v", res.err)
+		}
+		if res.err != nil {
+			t.Fatal(res.err)
+		}
+		r := res.r
+		t.Logf("MetaRoCE write_bw h0 -> %s through faults: %d bytes in %v = %.3f Gbit/s, counters %v", h4.Name, r.Bytes, r.Elapsed, r.Goodput/1e9, r.Counters)
+		if r.Errors != 0 || r.Status != "ok" || !r.Verified || r.Bytes == 0 {
+			t.Errorf("MetaRoCE run through faults: status %q, %d errors, verified %v, %d bytes", r.Status, r.Errors, r.Verified, r.Bytes)
+		}
+	})
+
 	t.Run("bad-input", func(t *testing.T) {
 		ctx := context.Background()
 		// A second up of the same lab.
-		lab, _ := labs.Builtin("leafspine")
-		eng, _ := NewLabEngine(lab, EngineConfig{})
+		eng, _ := NewLabEngine(loadTestLab(t, "leafspine"), EngineConfig{})
 		if _, err := Up(ctx, l.Name(), eng, Options{RunDir: dir}); !errors.Is(err, ErrRunning) {
 			t.Errorf("second up: %v, want ErrRunning", err)
 		}
@@ -223,7 +270,7 @@ func TestLiveLab(t *testing.T) {
 		cmd := exec.Command("ip", "-o", "-4", "addr", "show", "dev", IfaceName)
 		var out strings.Builder
 		cmd.Stdout = &out
-		if err := Exec(dir, l.Name(), "h4", cmd); err != nil {
+		if err := Exec(dir, l.Name(), h4.Name, cmd); err != nil {
 			t.Fatal(err)
 		}
 		if err := cmd.Wait(); err != nil {
@@ -277,9 +324,11 @@ func TestStaleLabCleanup(t *testing.T) {
 		t.Fatal(err)
 	}
 	var st *State
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
 	t.Cleanup(func() {
 		cmd.Process.Kill()
-		cmd.Wait()
+		<-exited
 		if st != nil {
 			for _, ns := range st.Namespaces {
 				hostns.Delete(ns)
@@ -295,6 +344,11 @@ func TestStaleLabCleanup(t *testing.T) {
 				break
 			}
 		}
+		select {
+		case <-exited:
+			t.Fatalf("helper lab exited: %s", out.String())
+		default:
+		}
 		if time.Now().After(deadline) {
 			t.Fatalf("helper lab not up: %s", out.String())
 		}
@@ -303,7 +357,7 @@ func TestStaleLabCleanup(t *testing.T) {
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	cmd.Wait()
+	<-exited
 	for _, ns := range st.Namespaces {
 		if !hostns.Exists(ns) {
 			t.Fatalf("namespace %s vanished with the process: nothing to test", ns)
@@ -328,10 +382,7 @@ func TestHelperLab(t *testing.T) {
 	if os.Getenv("MRLAB_LIVE_HELPER") != "1" {
 		t.Skip("only run by TestStaleLabCleanup")
 	}
-	lab, err := labs.Builtin("b2b")
-	if err != nil {
-		t.Fatal(err)
-	}
+	lab := loadTestLab(t, "b2b")
 	eng, err := NewLabEngine(lab, EngineConfig{MaxRate: DefaultMaxRate})
 	if err != nil {
 		t.Fatal(err)
@@ -347,9 +398,33 @@ func TestHelperLab(t *testing.T) {
 	l.Close()
 }
 
-func mustAddr(t *testing.T, s string) (a netipAddr) {
+// loadTestLab loads a built-in lab.
+func loadTestLab(t *testing.T, builtin string) *labs.Lab {
 	t.Helper()
-	a, err := parseAddr(s)
+	lab, err := labs.Builtin(builtin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lab
+}
+
+// otherLeafHost returns the first host on another leaf than h (another
+// /24: the builders give each leaf its own).
+func otherLeafHost(t *testing.T, st State, h StateHost) StateHost {
+	t.Helper()
+	a := mustAddr(t, h.Addr).As4()
+	for _, o := range st.Hosts {
+		if b := mustAddr(t, o.Addr).As4(); b[2] != a[2] {
+			return o
+		}
+	}
+	t.Fatal("no host on another leaf")
+	return StateHost{}
+}
+
+func mustAddr(t *testing.T, s string) netip.Addr {
+	t.Helper()
+	a, err := netip.ParseAddr(s)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -175,9 +175,10 @@ func (r udpResult) Mbps() float64 {
 	return float64(r.Received*r.Size) * 8 / r.Elapsed.Seconds() / 1e6
 }
 
-// udpBlast sends count datagrams of size bytes as fast as the socket takes
-// them and counts what the server receives (until 500ms of silence).
-func udpBlast(client, server *hostns.Namespace, addr netip.Addr, count, size int) (udpResult, error) {
+// udpBlast sends count datagrams of size bytes paced at rate bits/s (in
+// 1ms batches, as iperf3 -u -b does) and counts what the server receives
+// (until 500ms of silence).
+func udpBlast(client, server *hostns.Namespace, addr netip.Addr, count, size int, rate float64) (udpResult, error) {
 	var rc, sc net.PacketConn
 	ap := netip.AddrPortFrom(addr, 5202).String()
 	if err := server.Do(func() (err error) { rc, err = net.ListenPacket("udp4", ap); return err }); err != nil {
@@ -207,7 +208,15 @@ func udpBlast(client, server *hostns.Namespace, addr netip.Addr, count, size int
 	msg := make([]byte, size)
 	start := time.Now()
 	sent := 0
+	perMs := max(1, int(rate/1000/float64(8*size)))
 	for i := 0; i < count; i++ {
+		if i%perMs == 0 {
+			// Sleep until this batch is due.
+			due := start.Add(time.Duration(i/perMs) * time.Millisecond)
+			if d := time.Until(due); d > 0 {
+				time.Sleep(d)
+			}
+		}
 		if _, err := sc.WriteTo(msg, dst); err == nil {
 			sent++
 		}

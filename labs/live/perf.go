@@ -1,17 +1,136 @@
 package live
 
-import "github.com/mrlab/mrlab/internal/sim"
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
 
-// perfRunner runs RDMA workloads on a lab engine's NICs.
-type perfRunner struct {
-	e *labEngine
-}
+	"github.com/mrlab/mrlab/internal/sim"
+	"github.com/mrlab/mrlab/transport"
+	"github.com/mrlab/mrlab/workload"
+)
 
-func (r *perfRunner) init(e *labEngine) error {
-	r.e = e
+// ErrPerfBusy is returned when a perf run is asked for while one runs: the
+// workload package listens on every NIC it uses, so runs do not overlap.
+var ErrPerfBusy = errors.New("a perf run is already in progress on this lab")
+
+// perfSlack is how long past its planned duration a live perf run may take
+// before it fails (connection set-up, retransmissions after faults).
+const perfSlack = 30 * time.Second
+
+// Perf starts write_bw, send_bw or read_bw between two hosts' NICs: the
+// softnic issue's workloads, run on the live loop. The data check always
+// runs; Verify only makes a failed check fail the run.
+func (e *labEngine) Perf(now sim.Time, req PerfRequest, done func(PerfResult)) error {
+	if e.perfOn {
+		return ErrPerfBusy
+	}
+	spec, err := e.perfSpec(req)
+	if err != nil {
+		return err
+	}
+	err = workload.Start(e.cl, spec, func(r *workload.Result, err error) {
+		e.perfOn = false
+		done(perfResult(req, r, err))
+	})
+	if err != nil {
+		return fmt.Errorf("perf %s %s -> %s: %w", req.Op, req.From, req.To, err)
+	}
+	e.perfOn = true
 	return nil
 }
 
-func (r *perfRunner) start(now sim.Time, req PerfRequest, done func(PerfResult)) error {
-	return errNoPerf
+// perfSpec turns a request into a workload spec, checking it first so a
+// bad request is a clear error.
+func (e *labEngine) perfSpec(req PerfRequest) (workload.Spec, error) {
+	var spec workload.Spec
+	switch req.Op {
+	case "write", "":
+		spec.Name = workload.WriteBW
+	case "send":
+		spec.Name = workload.SendBW
+	case "read":
+		spec.Name = workload.ReadBW
+	default:
+		return spec, fmt.Errorf("perf: op %q: want write, send or read", req.Op)
+	}
+	for _, h := range []string{req.From, req.To} {
+		if !e.hasHost(h) {
+			return spec, fmt.Errorf("perf: lab %s has no host %q (hosts: %s)", e.lab.Name, h, strings.Join(e.hostNames(), ", "))
+		}
+	}
+	if req.From == req.To {
+		return spec, fmt.Errorf("perf: --from and --to are both %s", req.From)
+	}
+	spec.Transport = e.lab.Transport
+	if req.Transport != "" {
+		k, err := transport.ParseKind(req.Transport)
+		if err != nil {
+			return spec, fmt.Errorf("perf: %w", err)
+		}
+		spec.Transport = k
+	}
+	if req.Size < 0 || req.Count < 0 || req.Depth < 0 || req.Duration < 0 {
+		return spec, fmt.Errorf("perf: negative size, count, depth or duration")
+	}
+	spec.Size, spec.Iterations, spec.QueueDepth = req.Size, req.Count, req.Depth
+	planned := 10 * time.Second
+	if req.Count == 0 {
+		if req.Duration == 0 {
+			req.Duration = 2 * time.Second
+		}
+		spec.Duration = sim.Time(req.Duration)
+		planned = req.Duration
+	}
+	spec.From, spec.To = []string{req.From}, []string{req.To}
+	spec.Timeout = sim.Time(planned + perfSlack)
+	return spec, nil
+}
+
+func (e *labEngine) hasHost(name string) bool {
+	for _, h := range e.hosts {
+		if h.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+func (e *labEngine) hostNames() []string {
+	var s []string
+	for _, h := range e.hosts {
+		s = append(s, h.Name)
+	}
+	return s
+}
+
+// perfResult converts a workload result.
+func perfResult(req PerfRequest, r *workload.Result, err error) PerfResult {
+	res := PerfResult{Request: req, Status: "ok"}
+	if r != nil {
+		res.Messages = int(r.Messages)
+		res.Bytes = r.Bytes
+		res.Elapsed = time.Duration(r.Elapsed)
+		res.Goodput = r.GoodputGbps * 1e9
+		res.Verified = r.Check.OK
+		res.Errors = r.Errors
+		if r.FirstError != "" {
+			res.Status = r.FirstError
+		}
+		res.Counters = map[string]uint64{
+			"retransmits": r.Retransmits, "timeouts": r.Timeouts, "ecn_marks": r.ECNMarks,
+			"ce_received": r.CEReceived, "packets_sent": r.PacketsSent,
+		}
+		for k, v := range r.Drops {
+			res.Counters["drops_"+k] = v
+		}
+	}
+	if err != nil {
+		res.Status = err.Error()
+		if res.Errors == 0 {
+			res.Errors = 1
+		}
+	}
+	return res
 }

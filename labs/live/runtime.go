@@ -48,6 +48,10 @@ type Options struct {
 	Devices []Device
 	// Ops performs teardown of stale labs (SystemOps).
 	Ops Ops
+	// Extend, if set, adds handlers to the control server before it
+	// serves (packet capture, telemetry). Handlers run on the server's
+	// goroutines: reach the engine through l.Pacer().Do.
+	Extend func(l *Lab, mux *http.ServeMux)
 }
 
 // Lab is a running live lab.
@@ -60,8 +64,9 @@ type Lab struct {
 	hosts []*hostIO
 	nss   []*hostns.Namespace
 
-	ln  net.Listener
-	srv *http.Server
+	ln      net.Listener
+	srv     *http.Server
+	closers []func() // run before the server shuts down
 
 	cancel   context.CancelFunc
 	stopOnce sync.Once
@@ -177,7 +182,9 @@ func Up(ctx context.Context, name string, eng Engine, opts Options) (_ *Lab, err
 			l.hosts[i].fromKernel++
 			eng.FromKernel(i, now, b)
 		})
-		h.out = l.pacer.NewOutput(256, packet.MaxSize)
+		// Packets for a kernel came from another kernel's MTU-sized
+		// packets; a larger one is dropped and counted.
+		h.out = l.pacer.NewOutput(1024, opts.MTU)
 	}
 	if err = l.serve(); err != nil {
 		return nil, err
@@ -290,10 +297,17 @@ func (l *Lab) State() State {
 // Pacer returns the lab's pacer (to post work to its loop).
 func (l *Lab) Pacer() *Pacer { return l.pacer }
 
+// Engine returns the lab's engine. Call its methods only on the loop
+// goroutine (through Pacer().Do).
+func (l *Lab) Engine() Engine { return l.eng }
+
 // teardown closes the control server and devices and removes what the state
 // file records. It is safe to call on a partly built lab.
 func (l *Lab) teardown() error {
 	var errs []error
+	for _, c := range l.closers {
+		c()
+	}
 	if l.srv != nil {
 		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		l.srv.Shutdown(sctx)

@@ -299,7 +299,7 @@ func (c *Conn) pace(now sim.Time, n int) {
 		return
 	}
 	old := c.rp.rc
-	if c.rp.sent(n) {
+	if c.rp.sent(now, n) {
 		c.rateEvent(now, old, "byte counter")
 	}
 	if c.rp.limited {

@@ -184,9 +184,23 @@ func (o Options) resolved() (Options, error) {
 		o.DCQCN = DefaultDCQCN
 	}
 	d := &o.DCQCN
-	if d.G < 0 || d.G > 1 || d.AlphaInterval <= 0 || d.IncreaseInterval <= 0 || d.ByteCounter <= 0 ||
-		d.FastRecovery < 0 || d.AI < 0 || d.HAI < 0 || d.MinRate <= 0 || d.CNPInterval < 0 {
-		return o, fmt.Errorf("rocev2 options: DCQCN %+v has a field out of range", *d)
+	for _, f := range []struct {
+		name string
+		bad  bool
+	}{
+		{"G", d.G < 0 || d.G > 1},
+		{"AlphaInterval", d.AlphaInterval <= 0},
+		{"IncreaseInterval", d.IncreaseInterval <= 0},
+		{"ByteCounter", d.ByteCounter <= 0},
+		{"FastRecovery", d.FastRecovery < 0},
+		{"AI", d.AI < 0},
+		{"HAI", d.HAI < 0},
+		{"MinRate", d.MinRate <= 0},
+		{"CNPInterval", d.CNPInterval < 0},
+	} {
+		if f.bad {
+			return o, fmt.Errorf("rocev2 options: DCQCN.%s out of range (DCQCN %+v)", f.name, *d)
+		}
 	}
 	if o.CMTimeout < 0 {
 		return o, fmt.Errorf("rocev2 options: CMTimeout %v is negative", o.CMTimeout)

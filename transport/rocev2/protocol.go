@@ -122,11 +122,11 @@ func decodeCM(payload []byte) (CMMessage, error) {
 // Work requests may be posted at once; they are sent once established.
 func (p *Protocol) Dial(now sim.Time, cfg transport.Config) (transport.Conn, error) {
 	if p.err != nil {
-		return nil, fmt.Errorf("rocev2: dialing: %w", p.err)
+		return nil, fmt.Errorf("dialing RoCEv2 QP (LocalID %d): %w", cfg.LocalID, p.err)
 	}
 	c, err := newConn(p, now, cfg, true)
 	if err != nil {
-		return nil, fmt.Errorf("rocev2: dialing: %w", err)
+		return nil, fmt.Errorf("dialing RoCEv2 QP (LocalID %d): %w", cfg.LocalID, err)
 	}
 	return c, nil
 }
@@ -136,18 +136,18 @@ func (p *Protocol) Dial(now sim.Time, cfg transport.Config) (transport.Conn, err
 // first request packet arrives.
 func (p *Protocol) Accept(now sim.Time, cfg transport.Config, payload []byte, rx transport.RxMeta) (transport.Conn, error) {
 	if p.err != nil {
-		return nil, fmt.Errorf("rocev2: accepting: %w", p.err)
+		return nil, fmt.Errorf("accepting RoCEv2 QP (LocalID %d): %w", cfg.LocalID, p.err)
 	}
 	m, err := decodeCM(payload)
 	if err != nil {
-		return nil, fmt.Errorf("rocev2: accepting: %w", err)
+		return nil, fmt.Errorf("accepting RoCEv2 QP (LocalID %d): %w", cfg.LocalID, err)
 	}
 	if m.Attr() != CMReq {
-		return nil, fmt.Errorf("rocev2: accepting %v: %w", m.Attr(), ErrNotREQ)
+		return nil, fmt.Errorf("accepting RoCEv2 QP (LocalID %d) from a CM %v: %w", cfg.LocalID, m.Attr(), ErrNotREQ)
 	}
 	c, err := newConn(p, now, cfg, false)
 	if err != nil {
-		return nil, fmt.Errorf("rocev2: accepting: %w", err)
+		return nil, fmt.Errorf("accepting RoCEv2 QP (LocalID %d): %w", cfg.LocalID, err)
 	}
 	c.acceptREQ(now, m)
 	p.accepted[c.tid] = cfg.LocalID

@@ -1,0 +1,94 @@
+package capture
+
+import (
+	"errors"
+	"net/netip"
+	"testing"
+
+	"github.com/mrlab/mrlab/transport/metaroce/wire"
+)
+
+// mrPacket is a MetaRoCE-shaped packet: path id and destination connection
+// id at their header offsets.
+func mrPacket(src, dst string, sport uint16, path uint8, conn uint32) []byte {
+	pl := make([]byte, 32)
+	wire.Header(pl).Put(&wire.Common{Type: wire.TypeWrite, Path: path, DstConn: conn})
+	return udpPacket(src, dst, sport, MetaRoCEPort, pl)
+}
+
+func rocePacket(src, dst string, qp uint32) []byte {
+	bth := make([]byte, 12)
+	bth[5], bth[6], bth[7] = byte(qp>>16), byte(qp>>8), byte(qp)
+	return udpPacket(src, dst, 49152, RoCEv2Port, bth)
+}
+
+func TestFilterMatch(t *testing.T) {
+	names := map[string]netip.Addr{"h0": netip.MustParseAddr("198.18.0.1"), "h1": netip.MustParseAddr("198.18.0.2")}
+	resolve := func(n string) (netip.Addr, bool) { a, ok := names[n]; return a, ok }
+	pkts := map[string][]byte{
+		"mr h0->h1 path 9 conn 4":  mrPacket("198.18.0.1", "198.18.0.2", 50000, 9, 4),
+		"mr h1->h0 path 9 conn 7":  mrPacket("198.18.0.2", "198.18.0.1", 50001, 9, 7),
+		"mr h0->h2 path 3 conn 4":  mrPacket("198.18.0.1", "198.18.0.3", 50002, 3, 4),
+		"roce h2->h3 qp 4":         rocePacket("198.18.0.3", "198.18.0.4", 4),
+		"udp h2->h3 other port":    udpPacket("198.18.0.3", "198.18.0.4", 1000, 53, []byte("dns?")),
+		"truncated mr h0->h1 conn": udpPacket("198.18.0.1", "198.18.0.2", 1, MetaRoCEPort, []byte{1, 2}),
+		"not even ip":              {0x45, 0},
+	}
+	cases := []struct {
+		filter string
+		want   []string
+	}{
+		{"", []string{"mr h0->h1 path 9 conn 4", "mr h1->h0 path 9 conn 7", "mr h0->h2 path 3 conn 4", "roce h2->h3 qp 4",
+			"udp h2->h3 other port", "truncated mr h0->h1 conn", "not even ip"}},
+		{"host=h1", []string{"mr h0->h1 path 9 conn 4", "mr h1->h0 path 9 conn 7", "truncated mr h0->h1 conn"}},
+		{"host=198.18.0.4", []string{"roce h2->h3 qp 4", "udp h2->h3 other port"}},
+		{"conn=4", []string{"mr h0->h1 path 9 conn 4", "mr h0->h2 path 3 conn 4", "roce h2->h3 qp 4"}},
+		{"conn=4,conn=7,path=9", []string{"mr h0->h1 path 9 conn 4", "mr h1->h0 path 9 conn 7"}},
+		{"host=h0,conn=4,host=h1", []string{"mr h0->h1 path 9 conn 4", "mr h0->h2 path 3 conn 4"}},
+		{"port=53", []string{"udp h2->h3 other port"}},
+		{"port=50001", []string{"mr h1->h0 path 9 conn 7"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.filter, func(t *testing.T) {
+			f, err := ParseFilter(tc.filter, resolve)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := map[string]bool{}
+			for _, w := range tc.want {
+				want[w] = true
+			}
+			for name, p := range pkts {
+				if got := f.Match(p); got != want[name] {
+					t.Errorf("%s: match %v, want %v", name, got, want[name])
+				}
+			}
+		})
+	}
+}
+
+func TestParseFilterErrors(t *testing.T) {
+	for _, s := range []string{"host", "host=h9", "conn=-1", "path=256", "port=70000", "color=red", "host=::1"} {
+		if _, err := ParseFilter(s, nil); !errors.Is(err, ErrBadFilter) {
+			t.Errorf("ParseFilter(%q) = %v, want ErrBadFilter", s, err)
+		}
+	}
+}
+
+func TestFilterNoAllocs(t *testing.T) {
+	f, _ := ParseFilter("host=198.18.0.1,conn=4,path=9", nil)
+	p := mrPacket("198.18.0.1", "198.18.0.2", 50000, 9, 4)
+	if a := testing.AllocsPerRun(100, func() { f.Match(p) }); a != 0 {
+		t.Errorf("Match allocates %v", a)
+	}
+}
+
+func FuzzFilterMatch(f *testing.F) {
+	f.Add(mrPacket("198.18.0.1", "198.18.0.2", 50000, 9, 4))
+	f.Add(rocePacket("198.18.0.3", "198.18.0.4", 4))
+	f.Add([]byte{0x4f, 0, 0, 20})
+	flt, _ := ParseFilter("host=198.18.0.1,conn=4,path=9,port=50000", nil)
+	f.Fuzz(func(t *testing.T, b []byte) {
+		flt.Match(b)
+	})
+}

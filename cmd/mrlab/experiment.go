@@ -1,0 +1,107 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/mrlab/mrlab/experiment"
+)
+
+func init() { register(newExperimentCommand) }
+
+func newExperimentCommand() *cli.Command {
+	var desc strings.Builder
+	desc.WriteString("Reproduces one of the seeds' claims in virtual time, MetaRoCE side by side with\n" +
+		"RoCEv2, prints the table and the checks against the targets, and writes NAME.csv,\n" +
+		"NAME.json and PNG/SVG plots to --out. NAME is one of:\n\n")
+	for _, e := range experiment.All() {
+		fmt.Fprintf(&desc, "  %-14s %s\n", e.Name, e.Title)
+	}
+	desc.WriteString("  all            every experiment in turn (with --doc, also a Markdown summary)\n")
+	return &cli.Command{
+		Name:        "experiment",
+		Usage:       "reproduce a claim of the seeds: " + strings.Join(experiment.Names(), ", ") + " or all",
+		ArgsUsage:   "NAME",
+		Description: desc.String(),
+		Flags: []cli.Flag{
+			&cli.BoolFlag{Name: "json", Usage: "print one JSON object with the rows instead of the table"},
+			&cli.StringFlag{Name: "out", Usage: "write CSV, JSON and plots into `DIR`", Value: "results"},
+			&cli.Uint64Flag{Name: "seed", Usage: "seed of the fabric, transports and workloads", Value: 1},
+			&cli.StringFlag{Name: "scale", Usage: "full, quick or tiny (smaller runs for a first look)", Value: "full"},
+			&cli.IntFlag{Name: "jobs", Usage: "simulations to run at once (results do not depend on it)", Value: 1},
+			&cli.StringFlag{Name: "doc", Usage: "also write a Markdown summary of the results to `FILE` (plots linked relative to it)"},
+		},
+		Action: experimentAction,
+	}
+}
+
+func experimentAction(c *cli.Context) error {
+	if c.NArg() != 1 {
+		return usagef("experiment needs one NAME (one of %s, or all)", strings.Join(experiment.Names(), ", "))
+	}
+	name := c.Args().First()
+	var exps []experiment.Experiment
+	if name == "all" {
+		exps = experiment.All()
+	} else {
+		e, err := experiment.Lookup(name)
+		if err != nil {
+			return usageError{err}
+		}
+		exps = []experiment.Experiment{e}
+	}
+	scale, err := experiment.ParseScale(c.String("scale"))
+	if err != nil {
+		return usageError{err}
+	}
+	if c.Int("jobs") < 1 {
+		return usagef("--jobs %d: want at least 1", c.Int("jobs"))
+	}
+	if c.Bool("json") && len(exps) > 1 {
+		return usagef("--json prints one experiment's object: name one experiment, not all")
+	}
+	cfg := experiment.Config{Seed: c.Uint64("seed"), Scale: scale, Jobs: c.Int("jobs"), Progress: c.App.ErrWriter}
+	out := c.String("out")
+	var reports []*experiment.Report
+	for _, e := range exps {
+		r, err := e.Run(cfg)
+		if err != nil {
+			return err
+		}
+		reports = append(reports, r)
+		paths, err := r.WriteFiles(out)
+		if err != nil {
+			return err
+		}
+		if c.Bool("json") {
+			if err := r.WriteJSON(c.App.Writer); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := r.WriteText(c.App.Writer); err != nil {
+			return err
+		}
+		fmt.Fprintf(c.App.Writer, "wrote %s\n\n", strings.Join(paths, ", "))
+	}
+	if doc := c.String("doc"); doc != "" {
+		rel, err := filepath.Rel(filepath.Dir(doc), out)
+		if err != nil {
+			return fmt.Errorf("writing %s: %w", doc, err)
+		}
+		var b bytes.Buffer
+		if err := experiment.WriteMarkdown(&b, reports, filepath.ToSlash(rel)); err != nil {
+			return err
+		}
+		if err := os.WriteFile(doc, b.Bytes(), 0o644); err != nil {
+			return fmt.Errorf("writing %s: %w", doc, err)
+		}
+		fmt.Fprintf(c.App.Writer, "wrote %s\n", doc)
+	}
+	return nil
+}

@@ -1,0 +1,270 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/mrlab/mrlab/labs"
+	"github.com/mrlab/mrlab/labs/hostns"
+	"github.com/mrlab/mrlab/labs/live"
+)
+
+// mrlab runs the CLI in-process and returns its exit status and output.
+func mrlab(args ...string) (code int, stdout, stderr string) {
+	var o, e strings.Builder
+	code = run(append([]string{"mrlab"}, args...), &o, &e)
+	return code, o.String(), e.String()
+}
+
+// idleDevice is a Device with no kernel behind it: reads block until Close,
+// writes vanish. It lets a real lab engine run without root.
+type idleDevice struct {
+	once   sync.Once
+	closed chan struct{}
+}
+
+func newIdleDevice() *idleDevice { return &idleDevice{closed: make(chan struct{})} }
+
+func (d *idleDevice) Read([][]byte, []int, int) (int, error) {
+	<-d.closed
+	return 0, os.ErrClosed
+}
+func (d *idleDevice) Write(b [][]byte, _ int) (int, error) { return len(b), nil }
+func (d *idleDevice) BatchSize() int                       { return 1 }
+func (d *idleDevice) MTU() int                             { return 1500 }
+func (d *idleDevice) Close() error {
+	d.once.Do(func() { close(d.closed) })
+	return nil
+}
+
+// upOnDevices runs the mini lab's real fabric and NICs in this process on
+// idle devices, with its control socket in a temporary run directory.
+func upOnDevices(t *testing.T) (dir, name string) {
+	t.Helper()
+	lab, err := labs.Load("../../labs/live/testdata/mini.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng, err := live.NewLabEngine(lab, live.EngineConfig{MaxRate: live.DefaultMaxRate})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var devs []live.Device
+	for range eng.Hosts() {
+		devs = append(devs, newIdleDevice())
+	}
+	dir = t.TempDir()
+	name = fmt.Sprintf("cli%d", os.Getpid()%100000)
+	l, err := live.Up(context.Background(), name, eng, live.Options{RunDir: dir, Devices: devs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return dir, name
+}
+
+func TestUpBadLabFile(t *testing.T) {
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	os.WriteFile(bad, []byte("name: bad\ntopology:\n  leafspine: {planes: -1}\nbogus: 1\n"), 0o644)
+	code, _, stderr := mrlab("up", "--run-dir", t.TempDir(), bad)
+	if code == 0 {
+		t.Fatal("up of a bad lab file succeeded")
+	}
+	if !strings.Contains(stderr, bad+":") {
+		t.Errorf("error does not name the file and line:\n%s", stderr)
+	}
+	if code, _, stderr := mrlab("up", "--run-dir", t.TempDir(), "no-such-lab"); code == 0 || !strings.Contains(stderr, "no-such-lab") {
+		t.Errorf("up of an unknown lab: code %d, %s", code, stderr)
+	}
+	if code, _, stderr := mrlab("up", "--run-dir", t.TempDir(), "--max-rate", "fast", "leafspine"); code != 2 {
+		t.Errorf("up --max-rate fast: code %d (want 2), %s", code, stderr)
+	}
+}
+
+// TestClientCommandsAgainstARunningLab drives status, fault, exec and down
+// against a lab running in this process (real fabric, idle devices).
+func TestClientCommandsAgainstARunningLab(t *testing.T) {
+	dir, name := upOnDevices(t)
+	rd := []string{"--run-dir", dir}
+
+	code, out, errs := mrlab(append([]string{"status"}, rd...)...)
+	if code != 0 || !strings.Contains(out, name) || !strings.Contains(out, "h3") {
+		t.Fatalf("status: code %d\n%s%s", code, out, errs)
+	}
+	code, out, _ = mrlab(append([]string{"status", "--json"}, rd...)...)
+	if code != 0 || !strings.Contains(out, `"hosts"`) {
+		t.Errorf("status --json: code %d\n%s", code, out)
+	}
+
+	// Faults: good ones succeed and show in status; bad ones fail with a
+	// clear message and a non-zero exit, the lab untouched.
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"fault", "link", "p0-leaf0-spine1", "down"}, 0, "p0-leaf0-spine1 down"},
+		{[]string{"fault", "link", "p0-leaf9-spine9", "down"}, 1, `no link "p0-leaf9-spine9"`},
+		{[]string{"fault", "link", "h0-p0", "impair", "loss", "1%", "delay", "20us"}, 0, "impair"},
+		{[]string{"fault", "link", "h0-p0", "impair", "loss", "banana"}, 1, "banana"},
+		{[]string{"fault", "link", "h0-p0", "sideways"}, 2, "unknown action"},
+		{[]string{"fault", "switch", "p1-spine0", "down"}, 0, "p1-spine0 down"},
+		{[]string{"fault", "switch", "nope", "down"}, 1, `no switch "nope"`},
+		{[]string{"fault", "plane", "1", "down"}, 0, "plane 1 down"},
+		{[]string{"fault", "plane", "5", "down"}, 1, "plane"},
+		{[]string{"fault", "plane", "x", "down"}, 2, "plane number"},
+		{[]string{"fault", "plane", "1", "up"}, 0, "plane 1 up"},
+	} {
+		args := append(append([]string{tc.args[0], tc.args[1]}, rd...), tc.args[2:]...)
+		code, out, errs := mrlab(args...)
+		if code != tc.code || !strings.Contains(out+errs, tc.want) {
+			t.Errorf("mrlab %s: code %d (want %d), output %q (want %q)", strings.Join(tc.args, " "), code, tc.code, out+errs, tc.want)
+		}
+	}
+	code, out, _ = mrlab(append([]string{"status"}, rd...)...)
+	if code != 0 || !strings.Contains(out, "DOWN") || !strings.Contains(out, "loss") {
+		t.Errorf("status after faults lacks the down link or the impairment:\n%s", out)
+	}
+
+	// exec on an unknown host.
+	code, _, errs = mrlab(append(append([]string{"exec"}, rd...), "h99", "--", "true")...)
+	if code == 0 || !strings.Contains(errs, `no host "h99"`) {
+		t.Errorf("exec on unknown host: code %d, %s", code, errs)
+	}
+	// perf with a bad op is a usage error before the lab is asked.
+	code, _, errs = mrlab(append(append([]string{"perf"}, rd...), "--from", "h0", "--to", "h2", "--op", "jump")...)
+	if code != 2 {
+		t.Errorf("perf --op jump: code %d, %s", code, errs)
+	}
+
+	// The lab still answers after all the bad requests; then down.
+	if code, _, errs := mrlab(append([]string{"status"}, rd...)...); code != 0 {
+		t.Fatalf("status after bad requests: %s", errs)
+	}
+	if code, out, errs := mrlab(append([]string{"down"}, rd...)...); code != 0 || !strings.Contains(out, "down") {
+		t.Fatalf("down: code %d %s%s", code, out, errs)
+	}
+	if _, err := os.Stat(live.StatePath(dir, name)); !os.IsNotExist(err) {
+		t.Errorf("state file after down: %v", err)
+	}
+	if code, _, errs := mrlab(append([]string{"down"}, rd...)...); code == 0 {
+		t.Errorf("second down succeeded: %s", errs)
+	}
+}
+
+func TestNoLabRunning(t *testing.T) {
+	rd := []string{"--run-dir", t.TempDir()}
+	for _, cmd := range [][]string{{"status"}, {"down"}, {"exec", "h0", "--", "true"}, {"fault", "link", "x", "down"}} {
+		args := append(append([]string{cmd[0]}, rd...), cmd[1:]...)
+		if cmd[0] == "fault" {
+			args = append(append([]string{"fault", "link"}, rd...), "x", "down")
+		}
+		code, _, errs := mrlab(args...)
+		if code == 0 || !strings.Contains(errs, "no lab is running") {
+			t.Errorf("mrlab %v with no lab: code %d, %q", cmd, code, errs)
+		}
+	}
+}
+
+// TestLiveCLI is the whole CLI as a user runs it, as root: build mrlab, up
+// the lab in the background, ping across leaves with exec, refuse a second
+// up and bad faults, down, and check nothing is left.
+func TestLiveCLI(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	if _, err := os.Stat("/dev/net/tun"); err != nil {
+		t.Skip("needs /dev/net/tun")
+	}
+	before, err := hostns.TakeSnapshot(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), "mrlab")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("building mrlab: %v\n%s", err, out)
+	}
+	dir := t.TempDir()
+	// A lab name of its own: namespace names are machine-wide.
+	name := fmt.Sprintf("cli%d", os.Getpid()%100000)
+	src, err := os.ReadFile("../../labs/live/testdata/mini.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lab := filepath.Join(t.TempDir(), "lab.yaml")
+	if err := os.WriteFile(lab, []byte(strings.Replace(string(src), "name: mini", "name: "+name, 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sh := func(args ...string) (int, string) {
+		cmd := exec.Command(bin, args...)
+		cmd.Env = append(os.Environ(), "MRLAB_RUN_DIR="+dir)
+		out, err := cmd.CombinedOutput()
+		if ee, ok := err.(*exec.ExitError); ok {
+			return ee.ExitCode(), string(out)
+		}
+		if err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+		return 0, string(out)
+	}
+	t.Cleanup(func() {
+		// Remove only what this test's lab recorded.
+		st, err := live.ReadState(dir, name)
+		sh("down", name)
+		if err != nil {
+			return
+		}
+		for _, ns := range st.Namespaces {
+			if hostns.Exists(ns) {
+				t.Errorf("%s left behind", ns)
+				hostns.Delete(ns)
+			}
+		}
+	})
+	if code, out := sh("up", lab); code != 0 {
+		t.Fatalf("up: %d\n%s", code, out)
+	}
+	if code, out := sh("up", lab); code == 0 || !strings.Contains(out, "already running") {
+		t.Errorf("second up: code %d\n%s", code, out)
+	}
+	if _, err := exec.LookPath("ping"); err == nil {
+		code, out := sh("exec", "h0", "--", "ping", "-c", "3", "-i", "0.2", "-W", "2", "198.18.1.1")
+		if code != 0 || !strings.Contains(out, "3 received") {
+			t.Errorf("exec ping: code %d\n%s", code, out)
+		}
+	}
+	code, out := sh("exec", "h0", "--", "sh", "-c", "exit 7")
+	if code != 7 {
+		t.Errorf("exec exit status: got %d, want 7\n%s", code, out)
+	}
+	if code, out := sh("fault", "link", "p0-leaf9-spine0", "down"); code == 0 || !strings.Contains(out, "no link") {
+		t.Errorf("fault on unknown link: code %d\n%s", code, out)
+	}
+	if code, out := sh("exec", "h9", "--", "true"); code == 0 || !strings.Contains(out, "no host") {
+		t.Errorf("exec on unknown host: code %d\n%s", code, out)
+	}
+	if code, out := sh("status"); code != 0 || !strings.Contains(out, live.NamespaceName(name, "h3")) {
+		t.Errorf("status: code %d\n%s", code, out)
+	}
+	if code, out := sh("down"); code != 0 {
+		t.Fatalf("down: code %d\n%s", code, out)
+	}
+	for _, h := range []string{"h0", "h1", "h2", "h3"} {
+		if hostns.Exists(live.NamespaceName(name, h)) {
+			t.Errorf("namespace of %s left after down", h)
+		}
+	}
+	after, err := hostns.TakeSnapshot(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(before) != fmt.Sprint(after) {
+		t.Errorf("root namespace changed:\nbefore %v\nafter  %v", before, after)
+	}
+}

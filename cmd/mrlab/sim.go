@@ -1,0 +1,320 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+
+	"github.com/schollz/progressbar/v3"
+	"github.com/urfave/cli/v2"
+	"golang.org/x/term"
+
+	"github.com/mrlab/mrlab/fabric"
+	"github.com/mrlab/mrlab/internal/packet"
+	"github.com/mrlab/mrlab/internal/sim"
+	"github.com/mrlab/mrlab/labs"
+	"github.com/mrlab/mrlab/transport"
+)
+
+func init() { register(newSimCommand) }
+
+// simEnv is what a workload gets to work with: the built lab on a virtual
+// clock.
+type simEnv struct {
+	Lab       *labs.Lab
+	Loop      *sim.Loop
+	Pool      *packet.Pool
+	Net       *fabric.Network
+	Seed      uint64
+	Duration  sim.Time
+	Transport transport.Kind
+	// Ctx gives access to the workload's own flags.
+	Ctx *cli.Context
+}
+
+// simWorkload is traffic that `mrlab sim` drives through a lab.
+type simWorkload interface {
+	// Start attaches to the network's hosts and arms the first events at
+	// env.Loop.Now().
+	Start(env *simEnv) error
+	// Stop ends new traffic; packets in flight drain afterwards.
+	Stop()
+	// Report adds the workload's results (one or more tables) to r.
+	Report(env *simEnv, r *Report)
+}
+
+// workloadDef describes a workload `mrlab sim --workload NAME` can run.
+type workloadDef struct {
+	Name  string
+	Usage string
+	// Flags are added to the sim command; name them so they do not clash.
+	Flags []cli.Flag
+	// UsesTransport reports whether --transport means anything to it.
+	UsesTransport bool
+	New           func(env *simEnv) (simWorkload, error)
+}
+
+// workloads are the registered workloads, by name.
+var workloads = map[string]workloadDef{}
+
+// registerWorkload makes a workload available to `mrlab sim`. Call it
+// from init.
+func registerWorkload(w workloadDef) { workloads[w.Name] = w }
+
+func workloadNames() []string {
+	names := make([]string, 0, len(workloads))
+	for n := range workloads {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// defaultWorkload runs when --workload is not given.
+const defaultWorkload = "udp"
+
+func newSimCommand() *cli.Command {
+	var usage []string
+	flags := []cli.Flag{
+		&cli.Uint64Flag{Name: "seed", Usage: "seed of every random stream", DefaultText: "the lab's seed"},
+		&cli.StringFlag{Name: "duration", Value: "10ms", Usage: "virtual time to run the workload for (e.g. 500us, 10ms, 1s)"},
+		&cli.StringFlag{Name: "workload", Value: defaultWorkload, Usage: "traffic to run: " + strings.Join(workloadNames(), ", ")},
+		&cli.StringFlag{Name: "transport", Usage: "transport for workloads that use one: metaroce or rocev2", DefaultText: "the lab's transport"},
+		&cli.BoolFlag{Name: "trace-hash", Usage: "hash every packet event into a trace hash (same lab and seed => same hash); slows the run"},
+		&cli.BoolFlag{Name: "no-faults", Usage: "do not arm the lab's fault timeline"},
+		&cli.BoolFlag{Name: "json", Usage: "print one JSON object"},
+	}
+	for _, name := range workloadNames() {
+		w := workloads[name]
+		flags = append(flags, w.Flags...)
+		usage = append(usage, fmt.Sprintf("  %-10s %s", w.Name, w.Usage))
+	}
+	return &cli.Command{
+		Name:      "sim",
+		Usage:     "run a lab in virtual time and report throughput, drops, ECN marks and plane use",
+		ArgsUsage: "[FILE|NAME]",
+		Description: "Runs the lab (default: the built-in " + labs.DefaultName + " lab) as fast as the CPU allows,\n" +
+			"deterministically from its seed, with its fault timeline armed. Workloads:\n" + strings.Join(usage, "\n"),
+		Flags:  flags,
+		Action: simAction,
+	}
+}
+
+func simAction(c *cli.Context) error {
+	lab, err := oneLab(c)
+	if err != nil {
+		return err
+	}
+	if c.IsSet("seed") {
+		lab.Seed = c.Uint64("seed")
+	}
+	dur, err := sim.ParseTime(c.String("duration"))
+	if err != nil || dur <= 0 {
+		return usagef("sim: --duration %q: want a positive duration such as 10ms", c.String("duration"))
+	}
+	wdef, ok := workloads[c.String("workload")]
+	if !ok {
+		return usagef("sim: --workload %q: want one of %s", c.String("workload"), strings.Join(workloadNames(), ", "))
+	}
+	kind := lab.Transport
+	if c.IsSet("transport") {
+		if kind, err = transport.ParseKind(c.String("transport")); err != nil {
+			return usageError{fmt.Errorf("sim: --transport: %w", err)}
+		}
+		if !wdef.UsesTransport {
+			return usagef("sim: workload %s sends plain UDP; --transport needs a transport workload", wdef.Name)
+		}
+	}
+	res, err := runSim(c, lab, dur, wdef, kind, progressWriter(c.App.ErrWriter))
+	if err != nil {
+		return err
+	}
+	if c.Bool("json") {
+		return res.WriteJSON(c.App.Writer)
+	}
+	return res.WriteText(c.App.Writer)
+}
+
+// progressWriter returns w if it is a terminal (progress bars only make
+// sense there), else nil.
+func progressWriter(w io.Writer) io.Writer {
+	f, ok := w.(*os.File)
+	if !ok || !term.IsTerminal(int(f.Fd())) {
+		return nil
+	}
+	return f
+}
+
+// drainLimit bounds how long after the workload stops a run waits for
+// packets in flight, in virtual time.
+const drainLimit = 100 * sim.Millisecond
+
+// runSim builds the lab, runs the workload for dur, drains the fabric and
+// reports. progress, if not nil, gets a progress bar.
+func runSim(c *cli.Context, lab *labs.Lab, dur sim.Time, wdef workloadDef, kind transport.Kind, progress io.Writer) (*Report, error) {
+	loop := sim.NewLoop()
+	pool := packet.NewPool()
+	net, err := lab.Build(loop, pool)
+	if err != nil {
+		return nil, err
+	}
+	var hash *fabric.TraceHash
+	if c.Bool("trace-hash") {
+		hash = fabric.NewTraceHash()
+		net.SetObserver(hash)
+	}
+	env := &simEnv{Lab: lab, Loop: loop, Pool: pool, Net: net, Seed: lab.Seed, Duration: dur, Transport: kind, Ctx: c}
+	w, err := wdef.New(env)
+	if err != nil {
+		return nil, fmt.Errorf("workload %s: %w", wdef.Name, err)
+	}
+	var log faultLog
+	armed := !c.Bool("no-faults") && len(lab.Faults) > 0
+	if armed {
+		if err := lab.ScheduleFaults(loop, net, log.record); err != nil {
+			return nil, err
+		}
+	}
+	if err := w.Start(env); err != nil {
+		return nil, fmt.Errorf("workload %s: %w", wdef.Name, err)
+	}
+
+	// Run in slices so a progress bar can follow virtual time.
+	const slices = 200
+	var bar *progressbar.ProgressBar
+	if progress != nil {
+		bar = progressbar.NewOptions64(int64(slices),
+			progressbar.OptionSetWriter(progress),
+			progressbar.OptionSetDescription(fmt.Sprintf("sim %s (%v virtual)", lab.Name, dur)),
+			progressbar.OptionClearOnFinish(),
+			progressbar.OptionSetPredictTime(true),
+			progressbar.OptionThrottle(100_000_000), // 100 ms
+		)
+	}
+	for i := int64(1); i <= slices; i++ {
+		loop.RunUntil(sim.Time(int64(dur) * i / slices))
+		if bar != nil {
+			_ = bar.Set64(i)
+		}
+	}
+	if bar != nil {
+		_ = bar.Finish()
+	}
+	w.Stop()
+	// Drain: let packets in flight arrive or drop, so "lost" means lost.
+	// Faults armed after the workload's end stay unfired.
+	for pool.Outstanding() > 0 && loop.Next() <= dur+drainLimit && loop.Step() {
+	}
+
+	r := &Report{}
+	r.Fact("lab", "lab", lab.Name)
+	r.Fact("seed", "seed", lab.Seed)
+	r.Fact("duration", "duration", dur)
+	r.Fact("workload", "workload", wdef.Name)
+	if wdef.UsesTransport {
+		r.Fact("transport", "transport", kind.String())
+	}
+	r.Fact("events", "events", loop.Fired())
+	if hash != nil {
+		r.Fact("trace_hash", "trace hash", fmt.Sprintf("%016x", hash.Sum()))
+		r.Fact("trace_events", "trace events", hash.Events())
+	}
+	w.Report(env, r)
+	fabricReport(r, lab, net.Counters(), dur)
+	if armed {
+		log.report(r)
+	}
+	return r, nil
+}
+
+// faultLog records the timeline's faults as they fire.
+type faultLog struct {
+	rows []faultRow
+}
+
+type faultRow struct {
+	at    sim.Time
+	fault string
+	err   error
+}
+
+func (l *faultLog) record(now sim.Time, f *labs.Fault, err error) {
+	// The fault without its time: the row has the time it fired.
+	l.rows = append(l.rows, faultRow{now, strings.TrimPrefix(f.String(), f.At.String()+" "), err})
+}
+
+func (l *faultLog) report(r *Report) {
+	t := r.Table("faults", "Faults fired", Col("at", "at", ""), Col("fault", "fault", ""), Col("result", "result", ""))
+	for _, row := range l.rows {
+		res := "ok"
+		if row.err != nil {
+			res = row.err.Error()
+		}
+		t.Add(row.at, row.fault, res)
+	}
+}
+
+// fabricReport adds the fabric's drops by cause, ECN marks and per-plane
+// utilisation over the run.
+func fabricReport(r *Report, lab *labs.Lab, snap fabric.Snapshot, dur sim.Time) {
+	drops := snap.Drops()
+	dt := r.Table("drops", "Drops by cause", Col("cause", "cause", ""), Col("packets", "packets", ""))
+	for reason := fabric.DropReason(1); int(reason) < fabric.NumDropReasons; reason++ {
+		dt.Add(reason.String(), drops[reason])
+	}
+	dt.Add("total", drops.Total())
+
+	planes := lab.LinkPlanes()
+	topo := lab.Topology()
+	hosts := map[string]bool{}
+	for _, h := range topo.Hosts {
+		hosts[h.Name] = true
+	}
+	type acc struct {
+		hostBits, hostCap, fabBits, fabCap float64
+		injected                           float64 // bits hosts sent into the plane
+		marks, drops                       uint64
+	}
+	per := make([]acc, topo.Planes)
+	secs := dur.Seconds()
+	var marks uint64
+	for _, lc := range snap.Links {
+		marks += lc.ECNMarks
+		p, ok := planes[lc.Link]
+		if !ok || p < 0 || p >= len(per) {
+			continue
+		}
+		a := &per[p]
+		// Link.Rate is the current rate; a rate changed mid-run makes
+		// this an approximation.
+		if hosts[lc.From.Node] {
+			a.injected += float64(lc.TxBytes) * 8
+		}
+		if hosts[lc.From.Node] || hosts[lc.To.Node] {
+			a.hostBits += float64(lc.TxBytes) * 8
+			a.hostCap += lc.Rate * secs
+		} else {
+			a.fabBits += float64(lc.TxBytes) * 8
+			a.fabCap += lc.Rate * secs
+		}
+		a.marks += lc.ECNMarks
+		a.drops += lc.Drops.Total()
+	}
+	r.Fact("ecn_marks", "ECN marks", marks)
+	pt := r.Table("planes", "Planes (utilisation = bits sent / capacity, both directions of every link)",
+		Col("plane", "plane", ""), Col("host_util", "host links %", "%.1f"), Col("fabric_util", "fabric links %", "%.1f"),
+		Col("injected_gbps", "injected Gbit/s", "%.2f"), Col("ecn_marks", "ECN marks", ""), Col("drops", "link drops", ""))
+	for p, a := range per {
+		var fabUtil any = "-"
+		if a.fabCap > 0 {
+			fabUtil = 100 * a.fabBits / a.fabCap
+		}
+		var hostUtil any = "-"
+		if a.hostCap > 0 {
+			hostUtil = 100 * a.hostBits / a.hostCap
+		}
+		pt.Add(p, hostUtil, fabUtil, a.injected/secs/1e9, a.marks, a.drops)
+	}
+}

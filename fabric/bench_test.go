@@ -1,0 +1,177 @@
+package fabric_test
+
+import (
+	"encoding/binary"
+	"fmt"
+	"testing"
+
+	"github.com/mrlab/mrlab/fabric"
+	"github.com/mrlab/mrlab/internal/header"
+	"github.com/mrlab/mrlab/internal/packet"
+	"github.com/mrlab/mrlab/internal/sim"
+)
+
+// countSink counts and frees what it receives.
+type countSink struct{ n int }
+
+func (c *countSink) Receive(_ sim.Time, _ int, b *packet.Buffer) {
+	c.n++
+	b.Free()
+}
+
+// pump is a pull-style source: each time its port goes idle it sends the
+// next packet of a template, cycling over 16 UDP source ports.
+type pump struct {
+	pool *packet.Pool
+	port *fabric.Port
+	tmpl []byte
+	seq  uint16
+}
+
+func (p *pump) Receive(_ sim.Time, _ int, b *packet.Buffer) { b.Free() }
+
+func (p *pump) send(now sim.Time) {
+	b := p.pool.Get(len(p.tmpl))
+	b.SetLen(len(p.tmpl))
+	d := b.Data()
+	copy(d, p.tmpl)
+	p.seq++
+	binary.BigEndian.PutUint16(d[header.IPv4MinSize:], 1000+p.seq%16)
+	p.port.Send(now, b)
+}
+
+// forwardBench is a fabric with a pump on one host and a sink on another.
+type forwardBench struct {
+	l    *lab
+	sink *countSink
+}
+
+func newForwardBench(t testing.TB, topo *fabric.Topology, src, dst string, size int) *forwardBench {
+	l := newLab(t, topo, fabric.BuildOptions{Seed: 1})
+	f := &forwardBench{l: l, sink: &countSink{}}
+	var srcAddr, dstAddr = topo.Hosts[0].Addr, topo.Hosts[0].Addr
+	for _, h := range topo.Hosts {
+		switch h.Name {
+		case src:
+			srcAddr = h.Addr
+		case dst:
+			dstAddr = h.Addr
+		}
+	}
+	if _, err := l.net.Attach(dst, f.sink); err != nil {
+		t.Fatal(err)
+	}
+	p := &pump{pool: l.pool}
+	ports, err := l.net.Attach(src, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.port = ports[0]
+	tb := udp(l.pool, srcAddr, dstAddr, 1000, 4791, size, header.ECNECT0)
+	p.tmpl = append([]byte(nil), tb.Data()...)
+	tb.Free()
+	p.port.SetOnIdle(p.send)
+	p.send(0)
+	f.run(2000) // warm up: pools, queues and the timer heap reach their size
+	return f
+}
+
+// run steps the loop until n more packets have been delivered.
+func (f *forwardBench) run(n int) {
+	target := f.sink.n + n
+	for f.sink.n < target {
+		if !f.l.loop.Step() {
+			panic("loop ran dry")
+		}
+	}
+}
+
+func leafSpineLeaf(t testing.TB, host, fab fabric.LinkParams) *fabric.Topology {
+	topo, err := fabric.LeafSpine(fabric.LeafSpineParams{Leaves: 2, Spines: 4, HostsPerLeaf: 1, HostLink: host, FabricLink: fab})
+	return mustTopo(t, topo, err)
+}
+
+func singleLink(t testing.TB) *fabric.Topology {
+	topo, err := fabric.BackToBack(fabric.BackToBackParams{Link: fabric.LinkParams{Delay: sim.Microsecond}})
+	return mustTopo(t, topo, err)
+}
+
+var impairedHost = fabric.LinkParams{Delay: sim.Microsecond, ECN: fabric.ECNConfig{Mode: fabric.ECNRED, Min: 4000, Max: 40000, PMax: 0.1, Weight: 0.01}}
+var impairedFabric = fabric.LinkParams{Delay: sim.Microsecond, ECN: fabric.ECNConfig{Mode: fabric.ECNStep, K: 0},
+	Impair: fabric.Impairment{Loss: fabric.LossModel{Kind: fabric.LossGemodel, GEp: 0.01, GEr: 0.1, GE1h: 0.5}, Delay: 500, Jitter: 200, Duplicate: 0.01, Corrupt: 0.01}}
+
+// The forwarding path allocates nothing per packet in steady state.
+func TestForwardingAllocatesNothing(t *testing.T) {
+	cases := []struct {
+		name string
+		topo *fabric.Topology
+		src  string
+	}{
+		{"single link", singleLink(t), "h0"},
+		{"leaf-spine-leaf", leafSpineLeaf(t, fabric.LinkParams{Delay: sim.Microsecond}, fabric.LinkParams{Delay: sim.Microsecond}), "h0"},
+		{"leaf-spine-leaf impaired+ecn", leafSpineLeaf(t, impairedHost, impairedFabric), "h0"},
+	}
+	for _, c := range cases {
+		f := newForwardBench(t, c.topo, c.src, "h1", 1000)
+		if allocs := testing.AllocsPerRun(2000, func() { f.run(1) }); allocs != 0 {
+			t.Errorf("%s: %v allocations per packet", c.name, allocs)
+		}
+		// The same with a trace hash observing every event.
+		f.l.net.SetObserver(fabric.NewTraceHash())
+		if allocs := testing.AllocsPerRun(2000, func() { f.run(1) }); allocs != 0 {
+			t.Errorf("%s with an observer: %v allocations per packet", c.name, allocs)
+		}
+	}
+}
+
+func benchForward(b *testing.B, topo *fabric.Topology, size int) {
+	f := newForwardBench(b, topo, "h0", "h1", size)
+	b.ReportAllocs()
+	b.ResetTimer()
+	f.run(b.N)
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "packets/s")
+}
+
+// BenchmarkSingleLink is the baseline: host -> host over one link (two
+// events per packet).
+func BenchmarkSingleLink(b *testing.B) {
+	benchForward(b, singleLink(b), 1000)
+}
+
+// BenchmarkForwardLeafSpineLeaf: host -> leaf -> spine -> leaf -> host
+// (four links, three switches, eight events per packet).
+func BenchmarkForwardLeafSpineLeaf(b *testing.B) {
+	b.Run("plain", func(b *testing.B) {
+		benchForward(b, leafSpineLeaf(b, fabric.LinkParams{Delay: sim.Microsecond}, fabric.LinkParams{Delay: sim.Microsecond}), 1000)
+	})
+	b.Run("ecn+impaired", func(b *testing.B) {
+		benchForward(b, leafSpineLeaf(b, impairedHost, impairedFabric), 1000)
+	})
+	b.Run("tracehash", func(b *testing.B) {
+		f := newForwardBench(b, leafSpineLeaf(b, fabric.LinkParams{Delay: sim.Microsecond}, fabric.LinkParams{Delay: sim.Microsecond}), "h0", "h1", 1000)
+		f.l.net.SetObserver(fabric.NewTraceHash())
+		b.ReportAllocs()
+		b.ResetTimer()
+		f.run(b.N)
+		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "packets/s")
+	})
+}
+
+// BenchmarkBuildFatTree measures Build (dominated by route computation, which
+// also runs after every detected failure) on a k=16 fat-tree: 1024 hosts,
+// 320 switches per plane.
+func BenchmarkBuildFatTree(b *testing.B) {
+	for _, planes := range []int{1, 4} {
+		topo, err := fabric.FatTree(fabric.FatTreeParams{K: 16, Planes: planes})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(fmt.Sprintf("k16-planes%d", planes), func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				if _, err := fabric.Build(sim.NewLoop(), packet.NewPool(), topo, fabric.BuildOptions{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

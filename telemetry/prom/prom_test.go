@@ -1,0 +1,91 @@
+package prom
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/mrlab/mrlab/internal/sim"
+	"github.com/mrlab/mrlab/telemetry"
+)
+
+func TestExporter(t *testing.T) {
+	e := New()
+	// First instant; then a second one replaces it.
+	e.Write(&telemetry.Sample{T: 10, Kind: telemetry.KindConn, Host: "h0", Peer: "h1", Conn: 4, Cwnd: 1})
+	e.EndBatch(10)
+	samples := []telemetry.Sample{
+		{T: 20 * sim.Microsecond, Kind: telemetry.KindConn, Host: "h0", Peer: "h1", Conn: 4, Transport: "metaroce",
+			Cwnd: 65536, SRTT: 5 * sim.Microsecond, Rate: 8e9, Retransmits: 3},
+		{T: 20 * sim.Microsecond, Kind: telemetry.KindPath, Host: "h0", Peer: "h1", Conn: 4, Path: 9, Plane: 1,
+			Entropy: 50877, EntropyChanges: 2},
+		{T: 20 * sim.Microsecond, Kind: telemetry.KindLink, Link: "p0-leaf0-spine1:AtoB", QueueBytes: 3000, Drops: 7, Util: 0.5},
+	}
+	for i := range samples {
+		e.Write(&samples[i])
+	}
+	e.EndBatch(20 * sim.Microsecond)
+
+	srv := httptest.NewServer(e.Handler())
+	defer srv.Close()
+	get := func(path string) string {
+		resp, err := http.Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != 200 {
+			t.Fatalf("%s: %d %s", path, resp.StatusCode, b)
+		}
+		return string(b)
+	}
+	metrics := get("/metrics")
+	for _, want := range []string{
+		`mrlab_lab_time_seconds 2e-05`,
+		`mrlab_conn_cwnd{conn="4",host="h0",peer="h1",transport="metaroce"} 65536`,
+		`mrlab_conn_srtt_seconds{conn="4",host="h0",peer="h1",transport="metaroce"} 5e-06`,
+		`mrlab_conn_retx_total{conn="4",host="h0",peer="h1",transport="metaroce"} 3`,
+		`mrlab_path_entropy{conn="4",host="h0",path="9",peer="h1",plane="1"} 50877`,
+		`mrlab_path_entropy_changes_total{conn="4",host="h0",path="9",peer="h1",plane="1"} 2`,
+		`mrlab_link_queue_bytes{link="p0-leaf0-spine1:AtoB"} 3000`,
+		`mrlab_link_drops_total{link="p0-leaf0-spine1:AtoB"} 7`,
+		`# TYPE mrlab_link_drops_total counter`,
+		`# TYPE mrlab_conn_cwnd gauge`,
+	} {
+		if !strings.Contains(metrics, want+"\n") {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+	if strings.Contains(metrics, "go_goroutines") {
+		t.Error("/metrics exports Go runtime metrics")
+	}
+	var snap SnapshotJSON
+	if err := json.Unmarshal([]byte(get("/telemetry")), &snap); err != nil {
+		t.Fatal(err)
+	}
+	if snap.TimeNS != 20*sim.Microsecond || len(snap.Samples) != 3 || snap.Samples[2].Link != "p0-leaf0-spine1:AtoB" {
+		t.Errorf("snapshot %+v", snap)
+	}
+}
+
+func TestListenLoopbackOnly(t *testing.T) {
+	for _, addr := range []string{"0.0.0.0:0", "198.18.0.1:0", ":0", "localhost"} {
+		if ln, err := Listen(addr); err == nil {
+			ln.Close()
+			t.Errorf("Listen(%q) accepted", addr)
+		}
+	}
+	if _, err := Listen("0.0.0.0:0"); !errors.Is(err, ErrNotLoopback) {
+		t.Errorf("Listen(0.0.0.0): %v", err)
+	}
+	ln, err := Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln.Close()
+}

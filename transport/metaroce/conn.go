@@ -1,0 +1,365 @@
+package metaroce
+
+import (
+	"math/rand/v2"
+
+	"github.com/mrlab/mrlab/internal/sim"
+	"github.com/mrlab/mrlab/transport"
+	"github.com/mrlab/mrlab/transport/metaroce/wire"
+)
+
+// Conn is one end of a MetaRoCE connection: the sending side (messages,
+// chunks, paths, congestion control) and the receiving side (placement,
+// ordered completion, ACKs) of one peer pair. It implements
+// transport.Conn and is not safe for concurrent use.
+type Conn struct {
+	proto *Protocol
+	opts  *Options
+	cfg   transport.Config
+	rnd   *rand.Rand
+	id    uint32
+	peer  uint32
+	state transport.State
+	// dialer is the active end; confirmed says (for the passive end) that
+	// the dialer has answered our SYN_ACK, so data may flow.
+	dialer, confirmed bool
+	nonce             uint64
+	mss               int
+	lineBytes         float64 // Ports x LineRate in bytes per second
+	slot              int32   // our sender slot in the Protocol's allocator
+
+	// What the peer accepts from us.
+	peerPaths int
+	msgWindow int
+	dsnWindow int
+
+	// timers is a private timer heap; Deadline is its earliest entry.
+	timers    sim.Loop
+	ctlTimer  sim.Timer
+	ackTimer  sim.Timer
+	paceTimer sim.Timer
+	rnrTimer  sim.Timer
+	now       sim.Time
+
+	ctl ctlState
+	s   sndState
+	r   rcvState
+
+	allFailedSince sim.Time
+	st             connCounters
+}
+
+// ctlState is the connection-management packet (if any) the connection
+// owes the peer.
+type ctlState struct {
+	pending wire.Type // SYN, SYN_ACK or CLOSE while unanswered; 0 if none
+	due     bool      // send pending on the next Transmit on port
+	tries   int
+	port    int
+	sport   uint16
+	// One-shot replies, sent on the port the request came in on.
+	est, closeAck bool
+	replyPort     int
+	replySport    uint16
+}
+
+var _ transport.Conn = (*Conn)(nil)
+
+func ctlTimerFired(now sim.Time, arg any)  { arg.(*Conn).onCtlTimer() }
+func ackTimerFired(now sim.Time, arg any)  { arg.(*Conn).onAckTimer() }
+func paceTimerFired(now sim.Time, arg any) {}
+func rnrTimerFired(now sim.Time, arg any)  { arg.(*Conn).onRNRTimer() }
+
+// newConn builds either end of a connection.
+func newConn(p *Protocol, now sim.Time, cfg transport.Config, dialer bool) (*Conn, error) {
+	if cfg.LocalID == 0 || cfg.Ports < 1 || cfg.Ports > 255 || cfg.LineRate <= 0 ||
+		cfg.Memory == nil || cfg.Complete == nil {
+		return nil, errBadConfig
+	}
+	if cfg.PathMTU == 0 {
+		cfg.PathMTU = 4096
+	}
+	if cfg.PathMTU < 256 || cfg.PathMTU > 9000 {
+		return nil, errBadMTU
+	}
+	c := &Conn{
+		proto:     p,
+		opts:      &p.opts,
+		cfg:       cfg,
+		rnd:       cfg.Rand,
+		id:        cfg.LocalID,
+		state:     transport.StateConnecting,
+		dialer:    dialer,
+		mss:       cfg.PathMTU,
+		lineBytes: float64(cfg.Ports) * cfg.LineRate / 8,
+		slot:      -1,
+		now:       now,
+	}
+	if c.rnd == nil {
+		c.rnd = sim.NewRand(uint64(cfg.LocalID), "metaroce")
+	}
+	c.ctlTimer.Init(ctlTimerFired, c)
+	c.ackTimer.Init(ackTimerFired, c)
+	c.paceTimer.Init(paceTimerFired, c)
+	c.rnrTimer.Init(rnrTimerFired, c)
+	c.timers.AdvanceTo(now)
+	c.s.paths = make([]sndPath, c.opts.Paths)
+	for i := range c.s.paths {
+		ph := &c.s.paths[i]
+		ph.c, ph.id = c, uint8(i)
+		ph.timer.Init(pathTimerFired, ph)
+		ph.entropy = c.newEntropy()
+		ph.rto = c.opts.InitialRTO
+		ph.alpha = 1 // RFC 8257: start cautious, so the first mark halves
+	}
+	c.initWindows()
+	return c, nil
+}
+
+// initWindows sets every path's initial window: the connection's initial
+// window (default one BDP) split over its paths, at least one MSS each.
+func (c *Conn) initWindows() {
+	for i := range c.s.paths {
+		c.s.paths[i].cwnd = c.initialPathWindow()
+	}
+}
+
+func (c *Conn) initialPathWindow() int {
+	w := c.opts.InitialWindow
+	if w == 0 {
+		w = int(c.lineBytes * c.opts.BaseRTT.Seconds())
+	}
+	return max(c.mss, w/len(c.s.paths))
+}
+
+// newEntropy draws a UDP source port in 49152..65535 that no other path of
+// the connection uses.
+func (c *Conn) newEntropy() uint16 {
+	for {
+		e := uint16(49152 + c.rnd.IntN(16384))
+		clash := false
+		for i := range c.s.paths {
+			if c.s.paths[i].entropy == e {
+				clash = true
+				break
+			}
+		}
+		if !clash {
+			return e
+		}
+	}
+}
+
+// tracef reports a protocol decision. Callers guard it with
+// c.cfg.Trace != nil so nothing is formatted (or boxed) otherwise.
+func (c *Conn) tracef(format string, args ...any) {
+	c.cfg.Trace.Tracef(c.now, c.id, format, args...)
+}
+
+// ts is the wire timestamp of now.
+func (c *Conn) ts() uint32 { return uint32(c.now) }
+
+// LocalID returns the connection id.
+func (c *Conn) LocalID() uint32 { return c.id }
+
+// State returns the connection's state.
+func (c *Conn) State() transport.State { return c.state }
+
+// Deadline returns when OnTimer must next run (or Transmit may succeed
+// after pacing), or sim.Never.
+func (c *Conn) Deadline() sim.Time { return c.timers.Next() }
+
+// OnTimer runs every timer that is due.
+func (c *Conn) OnTimer(now sim.Time) {
+	c.now = now
+	c.timers.RunUntil(now)
+}
+
+// PostSend queues a WRITE, WRITE with immediate, SEND, SEND with
+// immediate or READ. Work requests may be posted while the connection is
+// still being set up.
+func (c *Conn) PostSend(now sim.Time, wr *transport.WorkRequest) error {
+	c.now = now
+	if c.state == transport.StateClosed || c.state == transport.StateError {
+		return transport.ErrClosed
+	}
+	return c.postSend(wr)
+}
+
+// PostRecv queues a receive buffer; the Nth receive posted on the
+// connection takes the Nth SEND (or WRITE with immediate) the peer posts,
+// whatever its stream (receives are per connection, as in RC).
+func (c *Conn) PostRecv(now sim.Time, wr *transport.WorkRequest) error {
+	c.now = now
+	if c.state == transport.StateClosed || c.state == transport.StateError {
+		return transport.ErrClosed
+	}
+	return c.postRecv(wr)
+}
+
+// Receive processes one MetaRoCE packet (the bytes after the UDP header).
+func (c *Conn) Receive(now sim.Time, payload []byte, rx transport.RxMeta) {
+	c.now = now
+	c.st.rxPackets++
+	c.st.rxBytes += uint64(len(payload))
+	typ, body, err := wire.Parse(payload)
+	if err != nil {
+		if err == wire.ErrChecksum {
+			c.st.dropChecksum++
+		} else {
+			c.st.dropMalformed++
+		}
+		return
+	}
+	h := wire.Header(body)
+	if typ != wire.TypeSyn && h.DstConn() != c.id {
+		c.st.dropMalformed++
+		return
+	}
+	switch typ {
+	case wire.TypeSyn:
+		c.onSyn(body, rx)
+	case wire.TypeSynAck:
+		c.onSynAck(body, rx)
+	case wire.TypeClose:
+		c.onClose(rx)
+	case wire.TypeCloseAck:
+		if c.ctl.pending == wire.TypeClose {
+			c.ctl.pending, c.ctl.due = 0, false
+			c.timers.Disarm(&c.ctlTimer)
+		}
+	default:
+		if c.state != transport.StateEstablished {
+			c.st.dropState++
+			return
+		}
+		c.confirm()
+		switch typ {
+		case wire.TypeEst:
+		case wire.TypeAck:
+			a, err := wire.DecodeAck(body)
+			if err != nil {
+				c.st.dropMalformed++
+				return
+			}
+			c.onAck(a)
+		case wire.TypeNak:
+			n, err := wire.DecodeNak(body)
+			if err != nil {
+				c.st.dropMalformed++
+				return
+			}
+			c.onNak(n)
+		case wire.TypeProbe:
+			c.onProbe(h, rx)
+		default:
+			d, err := wire.DecodeData(body)
+			if err != nil {
+				c.st.dropMalformed++
+				return
+			}
+			c.onData(d, rx)
+		}
+	}
+}
+
+// confirm notes (on the passive end) that the dialer has seen our SYN_ACK.
+func (c *Conn) confirm() {
+	if !c.confirmed {
+		c.confirmed = true
+		if c.ctl.pending == wire.TypeSynAck {
+			c.ctl.pending, c.ctl.due = 0, false
+			c.timers.Disarm(&c.ctlTimer)
+		}
+	}
+}
+
+// Transmit writes the next packet for port into b. Order of precedence:
+// connection management, NAKs, ACKs, probes, then data (retransmissions
+// of lost PSNs, chunks moved off failed paths, new chunks).
+func (c *Conn) Transmit(now sim.Time, port int, b []byte) (int, transport.TxMeta) {
+	c.now = now
+	if len(b) < c.mss+wire.MaxOverhead || port < 0 || port >= c.cfg.Ports {
+		return 0, transport.TxMeta{}
+	}
+	if n, meta := c.transmitControl(port, b); n > 0 {
+		return c.sent(n, meta)
+	}
+	if c.state != transport.StateEstablished {
+		return 0, transport.TxMeta{}
+	}
+	if n, meta := c.transmitNak(port, b); n > 0 {
+		return c.sent(n, meta)
+	}
+	if n, meta := c.transmitAck(port, b); n > 0 {
+		return c.sent(n, meta)
+	}
+	if !c.dialer && !c.confirmed {
+		return 0, transport.TxMeta{}
+	}
+	if n, meta := c.transmitProbe(port, b); n > 0 {
+		return c.sent(n, meta)
+	}
+	if n, meta := c.transmitData(port, b); n > 0 {
+		return c.sent(n, meta)
+	}
+	return 0, transport.TxMeta{}
+}
+
+func (c *Conn) sent(n int, meta transport.TxMeta) (int, transport.TxMeta) {
+	c.st.txPackets++
+	c.st.txBytes += uint64(n)
+	return n, meta
+}
+
+// Close starts teardown: every work request not yet completed completes
+// with StatusFlushed, and a CLOSE is sent (and retried) until the peer
+// answers. The state is Closed at once; the connection keeps a deadline
+// until the CLOSE is answered or given up, so the NIC should keep it until
+// Deadline returns sim.Never.
+func (c *Conn) Close(now sim.Time) {
+	c.now = now
+	if c.state == transport.StateClosed || c.state == transport.StateError {
+		return
+	}
+	wasUp := c.state == transport.StateEstablished
+	c.shutdown(transport.StateClosed, transport.StatusFlushed, 0, false)
+	if wasUp {
+		c.startCtl(wire.TypeClose)
+	}
+}
+
+// shutdown ends the connection: completes everything outstanding (the
+// message cause, if any, with status, the rest flushed), stops every timer
+// but the control timer and leaves the Protocol's tables.
+func (c *Conn) shutdown(state transport.State, status transport.Status, cause uint32, hasCause bool) {
+	c.state = state
+	c.flushSender(status, cause, hasCause)
+	c.flushReceiver()
+	for i := range c.s.paths {
+		c.timers.Disarm(&c.s.paths[i].timer)
+	}
+	c.timers.Disarm(&c.ackTimer)
+	c.timers.Disarm(&c.paceTimer)
+	c.timers.Disarm(&c.rnrTimer)
+	if c.ctl.pending == wire.TypeSyn || c.ctl.pending == wire.TypeSynAck {
+		c.ctl.pending, c.ctl.due = 0, false
+		c.timers.Disarm(&c.ctlTimer)
+	}
+	c.proto.forget(c)
+}
+
+// fail ends the connection with an error.
+func (c *Conn) fail(status transport.Status, cause uint32, hasCause bool) {
+	if c.state == transport.StateError || c.state == transport.StateClosed {
+		return
+	}
+	if c.cfg.Trace != nil {
+		c.tracef("connection failed: %v", status)
+	}
+	wasUp := c.state == transport.StateEstablished
+	c.shutdown(transport.StateError, status, cause, hasCause)
+	if wasUp {
+		c.startCtl(wire.TypeClose) // tell the peer, best effort
+	}
+}

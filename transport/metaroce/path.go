@@ -1,0 +1,215 @@
+package metaroce
+
+import (
+	"github.com/mrlab/mrlab/internal/sim"
+	"github.com/mrlab/mrlab/transport/metaroce/wire"
+)
+
+// PathState is where a sender's path is in its life.
+//
+//	Active --ECN-heavy--> Draining --in-flight drained, new entropy--> Active
+//	Active --losses--> Active (new entropy; in-flight chunks move to other paths)
+//	Active --RTO--> Probing (new entropy, in-flight moves, cwnd 1 MSS)
+//	Probing --probe ACKed--> Active
+//	Probing --RTO, TimeoutsBeforeFail in a row--> Failed
+//	Failed --every FailedProbeInterval: new entropy, probe; ACKed--> Active
+type PathState uint8
+
+// Path states.
+const (
+	PathActive   PathState = iota // carries data
+	PathDraining                  // carries no new data; repaths when empty
+	PathProbing                   // timed out; carries a probe on a new entropy
+	PathFailed                    // timed out repeatedly; re-probed slowly
+)
+
+func (s PathState) String() string {
+	switch s {
+	case PathActive:
+		return "active"
+	case PathDraining:
+		return "draining"
+	case PathProbing:
+		return "probing"
+	case PathFailed:
+		return "failed"
+	}
+	return "PathState?"
+}
+
+// sbKind is what a scoreboard entry carries.
+type sbKind uint8
+
+const (
+	sbData  sbKind = iota // a chunk (by DSN)
+	sbProbe               // a probe or a hole filler: no payload, no DSN
+	sbAbort               // a chunk whose message failed: sent as ABORT
+)
+
+// sbEntry is one PSN on a path's scoreboard.
+type sbEntry struct {
+	dsn   uint32
+	txSeq uint32 // path-local transmission order of the latest send
+	size  uint16 // payload bytes counted in flight
+	kind  sbKind
+	acked bool
+	lost  bool // declared lost, waiting to be sent again
+}
+
+// maxPathWindow is the most PSNs a path has outstanding: the SACK window.
+const maxPathWindow = wire.SACKBits
+
+// sndPath is one path of the sending side of a connection.
+type sndPath struct {
+	c       *Conn
+	id      uint8
+	state   PathState
+	gen     uint8
+	entropy uint16
+
+	// Scoreboard: PSNs [una, nxt) are outstanding; sb is a ring indexed by
+	// PSN, sized to what is in flight (at most maxPathWindow).
+	nxt, una   uint32
+	sb         []sbEntry
+	txSeq      uint32 // transmissions on this path, in order
+	maxAckedTx uint32 // latest transmission known to have arrived
+	lost       int    // entries marked lost and not yet resent
+	inflight   int    // payload bytes outstanding and not lost
+
+	// Congestion control (cc.go).
+	cwnd       int
+	cwndFrac   int
+	alpha      float64
+	roundEnd   uint32 // PSN that ends the current DCTCP round
+	roundPkts  int
+	roundCE    int
+	cutEnd     uint32 // no window cut until una passes this PSN
+	markRounds int    // consecutive rounds marked above RepathMarkFraction
+	heavy      bool
+	lastCE     uint16 // receiver's cumulative counters at the last ACK
+	lastRx     uint16
+
+	// RTT (RFC 6298) and timers.
+	srtt, rttvar, rto, minRTT sim.Time
+	hasRTT                    bool
+	rtoBase                   sim.Time // start of the retransmission timer
+	tlpBase                   sim.Time // last send or progress
+	tlpSent                   bool
+	probeWant                 bool     // a probe is due on this path
+	probeAt                   sim.Time // Failed: next re-probe
+	timeouts                  int      // consecutive
+	lossBase                  uint32   // PSN where the loss-count window began
+	losses                    int
+	timer                     sim.Timer
+
+	st pathCounters
+}
+
+// pathCounters are a path's lifetime counters.
+type pathCounters struct {
+	packets, bytes, retransmits, losses, timeouts, entropyChanges, probes uint64
+	acked, ceAcked                                                        uint64
+}
+
+func pathTimerFired(now sim.Time, arg any) {
+	p := arg.(*sndPath)
+	p.c.onPathTimer(p)
+}
+
+// plane returns the NIC port the path's packets leave on.
+func (p *sndPath) plane(ports int) int { return int(p.id) % ports }
+
+// entry returns the scoreboard entry of an outstanding PSN.
+func (p *sndPath) entry(psn uint32) *sbEntry { return &p.sb[psn&uint32(len(p.sb)-1)] }
+
+// outstanding reports whether PSN psn is in [una, nxt).
+func (p *sndPath) outstanding(psn uint32) bool {
+	return wire.Seq(p.una).BeforeEq(wire.Seq(psn)) && wire.Seq(psn).Before(wire.Seq(p.nxt))
+}
+
+// room reports whether the path may send one more PSN.
+func (p *sndPath) room() bool { return p.nxt-p.una < maxPathWindow }
+
+// push appends a new PSN to the scoreboard and returns it.
+func (p *sndPath) push(e sbEntry) uint32 {
+	span := int(p.nxt - p.una)
+	if span+1 > len(p.sb) {
+		p.growSB(span + 1)
+	}
+	psn := p.nxt
+	p.nxt++
+	*p.entry(psn) = e
+	return psn
+}
+
+func (p *sndPath) growSB(n int) {
+	size := max(len(p.sb), 4)
+	for size < n {
+		size *= 2
+	}
+	old := p.sb
+	p.sb = make([]sbEntry, size)
+	if len(old) > 0 {
+		for psn := p.una; psn != p.nxt; psn++ {
+			p.sb[psn&uint32(size-1)] = old[psn&uint32(len(old)-1)]
+		}
+	}
+}
+
+// rttSample feeds one RTT measurement into the RFC 6298 estimator.
+func (p *sndPath) rttSample(r sim.Time, o *Options) {
+	if r <= 0 {
+		r = 1
+	}
+	if !p.hasRTT {
+		p.hasRTT = true
+		p.srtt, p.rttvar, p.minRTT = r, r/2, r
+	} else {
+		d := p.srtt - r
+		if d < 0 {
+			d = -d
+		}
+		p.rttvar = (3*p.rttvar + d) / 4
+		p.srtt = (7*p.srtt + r) / 8
+		p.minRTT = min(p.minRTT, r)
+	}
+	p.rto = p.computeRTO(o)
+}
+
+// computeRTO is SRTT + 4 RTTVAR, floored at max(RTOMin, 2 x min RTT) and
+// capped at RTOMax.
+func (p *sndPath) computeRTO(o *Options) sim.Time {
+	if !p.hasRTT {
+		return o.InitialRTO
+	}
+	floor := max(o.RTOMin, 2*p.minRTT)
+	return min(max(p.srtt+4*p.rttvar, floor), o.RTOMax)
+}
+
+// tlpDelay is how long an outstanding path waits for an ACK before it
+// sends a tail-loss probe: two smoothed RTTs plus the receiver's ACK delay.
+func (p *sndPath) tlpDelay(o *Options) sim.Time {
+	r := o.BaseRTT
+	if p.hasRTT {
+		r = p.srtt
+	}
+	return 2*r + o.DelayedAck
+}
+
+// rcvPath is the receiving side's view of one of the peer's paths.
+type rcvPath struct {
+	seen    bool
+	gen     uint8
+	sack    sack
+	ce, rx  uint16 // cumulative CE-marked and received packets, this gen
+	pending int    // packets since the last ACK
+	ece     bool   // a CE mark arrived since the last ACK
+	echoTS  uint32 // ts of the latest packet, echoed in the next ACK
+	port    int    // where the path's packets arrive: its ACKs go back there
+	sport   uint16 // the path's entropy: its ACKs use it too
+}
+
+// reset starts a new generation of the path.
+func (r *rcvPath) reset(gen uint8) {
+	*r = rcvPath{seen: true, gen: gen, port: r.port, sport: r.sport}
+}

@@ -1,0 +1,151 @@
+package metaroce
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/mrlab/mrlab/internal/sim"
+	"github.com/mrlab/mrlab/transport"
+	"github.com/mrlab/mrlab/transport/metaroce/wire"
+)
+
+// Protocol is the MetaRoCE transport of one NIC. It holds what is
+// NIC-wide: the options every connection uses, the receiver fair-share
+// allocator that divides the NIC's inbound capacity among the senders
+// talking to it, and the nonces of accepted connections (so a repeated SYN
+// reaches its connection instead of opening a second one). It is not safe
+// for concurrent use; the NIC's event loop owns it.
+type Protocol struct {
+	opts     Options
+	err      error
+	alloc    *allocator
+	accepted map[uint64]uint32 // SYN nonce -> local connection id
+	ports    int
+	lineRate float64
+}
+
+var _ transport.Protocol = (*Protocol)(nil)
+
+// Errors from Demux, Dial and Accept.
+var (
+	ErrNotSetup = errors.New("metaroce: setup payload is not a SYN")
+)
+
+// NewProtocol returns the MetaRoCE transport for one NIC. Invalid options
+// are reported by Dial and Accept.
+func NewProtocol(opts Options) *Protocol {
+	o, err := opts.withDefaults()
+	return &Protocol{opts: o, err: err, accepted: make(map[uint64]uint32)}
+}
+
+// Options returns the options with defaults filled in.
+func (p *Protocol) Options() Options { return p.opts }
+
+// Kind returns transport.MetaRoCE.
+func (p *Protocol) Kind() transport.Kind { return transport.MetaRoCE }
+
+// UDPPort returns the MetaRoCE destination port (Options.UDPPort).
+func (p *Protocol) UDPPort() uint16 { return p.opts.UDPPort }
+
+// Demux reads the destination connection id. A SYN is a setup request
+// unless its nonce belongs to a connection this NIC already accepted.
+// Integrity is checked by the connection, not here.
+func (p *Protocol) Demux(payload []byte) (id uint32, setup bool, err error) {
+	if len(payload) < wire.CommonSize+wire.TrailerSize {
+		return 0, false, wire.ErrShort
+	}
+	h := wire.Header(payload)
+	if h.Version() != wire.Version {
+		return 0, false, wire.ErrVersion
+	}
+	if h.Type() == wire.TypeSyn {
+		if len(payload) < wire.SetupSize+wire.TrailerSize {
+			return 0, false, wire.ErrLength
+		}
+		if id, ok := p.accepted[wire.Setup(payload).Nonce()]; ok {
+			return id, false, nil
+		}
+		return 0, true, nil
+	}
+	return h.DstConn(), false, nil
+}
+
+// nicSetup records the NIC's capacity the first time a connection shows
+// it, and creates the allocator.
+func (p *Protocol) nicSetup(cfg transport.Config) {
+	if p.alloc == nil {
+		p.ports, p.lineRate = cfg.Ports, cfg.LineRate
+		capacity := float64(cfg.Ports) * cfg.LineRate / 8 * p.opts.HintUtilization
+		p.alloc = newAllocator(capacity, p.opts.ActiveWindow)
+	}
+}
+
+// Dial opens the active end of a connection. It sends its SYN when first
+// asked to Transmit; work requests may be posted at once.
+func (p *Protocol) Dial(now sim.Time, cfg transport.Config) (transport.Conn, error) {
+	if p.err != nil {
+		return nil, fmt.Errorf("metaroce: dialing: %w", p.err)
+	}
+	c, err := newConn(p, now, cfg, true)
+	if err != nil {
+		return nil, fmt.Errorf("metaroce: dialing: %w", err)
+	}
+	p.nicSetup(cfg)
+	c.nonce = c.rnd.Uint64() | 1
+	c.startCtl(wire.TypeSyn)
+	return c, nil
+}
+
+// Accept opens the passive end from a SYN. It answers with a SYN_ACK
+// (retried until the dialer answers) and is Established at once; it sends
+// data only after the dialer has confirmed.
+func (p *Protocol) Accept(now sim.Time, cfg transport.Config, payload []byte, rx transport.RxMeta) (transport.Conn, error) {
+	if p.err != nil {
+		return nil, fmt.Errorf("metaroce: accepting: %w", p.err)
+	}
+	typ, body, err := wire.Parse(payload)
+	if err != nil {
+		return nil, fmt.Errorf("metaroce: accepting: %w", err)
+	}
+	if typ != wire.TypeSyn {
+		return nil, fmt.Errorf("metaroce: accepting %v: %w", typ, ErrNotSetup)
+	}
+	s, err := wire.DecodeSetup(body)
+	if err != nil {
+		return nil, fmt.Errorf("metaroce: accepting: %w", err)
+	}
+	c, err := newConn(p, now, cfg, false)
+	if err != nil {
+		return nil, fmt.Errorf("metaroce: accepting: %w", err)
+	}
+	p.nicSetup(cfg)
+	c.ctl.port, c.ctl.sport = rx.Port, rx.SrcPort
+	c.accept(s)
+	p.accepted[c.nonce] = c.id
+	return c, nil
+}
+
+// forget removes a closed connection from the NIC-wide tables.
+func (p *Protocol) forget(c *Conn) {
+	if !c.dialer {
+		if id, ok := p.accepted[c.nonce]; ok && id == c.id {
+			delete(p.accepted, c.nonce)
+		}
+	}
+	if c.slot >= 0 {
+		p.alloc.unregister(c.slot)
+		c.slot = -1
+	}
+}
+
+// ActiveSenders returns how many senders the NIC's fair-share allocator
+// counted as active when it last ran.
+func (p *Protocol) ActiveSenders() int {
+	if p.alloc == nil {
+		return 0
+	}
+	return p.alloc.active
+}
+
+var _ = binary.BigEndian

@@ -1,0 +1,172 @@
+package metaroce
+
+import (
+	"errors"
+
+	"github.com/mrlab/mrlab/internal/sim"
+	"github.com/mrlab/mrlab/transport"
+	"github.com/mrlab/mrlab/transport/metaroce/wire"
+)
+
+var (
+	errBadConfig = errors.New("metaroce: bad connection config (LocalID, Ports 1..255, LineRate, Memory and Complete are required)")
+	errBadMTU    = errors.New("metaroce: PathMTU not in 256..9000")
+)
+
+// startCtl begins sending a SYN, SYN_ACK or CLOSE, retried on a doubling
+// timer until answered.
+func (c *Conn) startCtl(t wire.Type) {
+	c.ctl.pending, c.ctl.tries = t, 0
+	c.ctlAttempt()
+}
+
+// ctlAttempt makes the next attempt due, on a new port (so a dead plane
+// cannot stall setup) and a new entropy, and arms the retry.
+func (c *Conn) ctlAttempt() {
+	c.ctl.due = true
+	c.ctl.port = c.ctl.tries % c.cfg.Ports
+	c.ctl.sport = uint16(49152 + c.rnd.IntN(16384))
+	back := c.opts.SetupTimeout << min(c.ctl.tries, 16)
+	c.timers.Arm(&c.ctlTimer, c.now+min(back, c.opts.RTOMax))
+	c.ctl.tries++
+}
+
+func (c *Conn) onCtlTimer() {
+	if c.ctl.pending == 0 {
+		return
+	}
+	if c.ctl.tries > c.opts.MaxRetries {
+		t := c.ctl.pending
+		c.ctl.pending, c.ctl.due = 0, false
+		if c.cfg.Trace != nil {
+			c.tracef("%v unanswered after %d attempts", t, c.ctl.tries)
+		}
+		if t != wire.TypeClose {
+			c.fail(transport.StatusRetryExceeded, 0, false)
+		}
+		return
+	}
+	if c.cfg.Trace != nil {
+		c.tracef("%v retry %d", c.ctl.pending, c.ctl.tries)
+	}
+	c.ctlAttempt()
+}
+
+// transmitControl sends a due connection-management packet.
+func (c *Conn) transmitControl(port int, b []byte) (int, transport.TxMeta) {
+	switch {
+	case c.ctl.due && c.ctl.port == port:
+		c.ctl.due = false
+		return c.encodeCtl(b, c.ctl.pending), transport.TxMeta{SrcPort: c.ctl.sport}
+	case c.ctl.est && c.ctl.replyPort == port:
+		c.ctl.est = false
+		return c.encodeCtl(b, wire.TypeEst), transport.TxMeta{SrcPort: c.ctl.replySport}
+	case c.ctl.closeAck && c.ctl.replyPort == port:
+		c.ctl.closeAck = false
+		return c.encodeCtl(b, wire.TypeCloseAck), transport.TxMeta{SrcPort: c.ctl.replySport}
+	}
+	return 0, transport.TxMeta{}
+}
+
+func (c *Conn) encodeCtl(b []byte, t wire.Type) int {
+	switch t {
+	case wire.TypeSyn, wire.TypeSynAck:
+		f := wire.SetupFields{
+			Common:    wire.Common{Type: t, DstConn: c.peer, TS: c.ts()},
+			SrcConn:   c.id,
+			Nonce:     c.nonce,
+			Paths:     len(c.s.paths),
+			Ports:     c.cfg.Ports,
+			MTU:       c.cfg.PathMTU,
+			MsgWindow: c.opts.SendQueue,
+			DSNWindow: c.opts.DSNWindow,
+			LineRate:  uint32(min(c.cfg.LineRate/1e6, 1<<32-1)),
+		}
+		wire.Setup(b).Put(&f)
+		return wire.Seal(b, wire.SetupSize)
+	}
+	wire.Header(b).Put(&wire.Common{Type: t, DstConn: c.peer, TS: c.ts()})
+	return wire.Seal(b, wire.CommonSize)
+}
+
+// learnPeer takes the peer's parameters from its SYN or SYN_ACK.
+func (c *Conn) learnPeer(s wire.Setup) {
+	c.peer = s.SrcConn()
+	c.peerPaths = s.Paths()
+	c.mss = min(c.cfg.PathMTU, s.MTU())
+	c.msgWindow = min(c.opts.SendQueue, s.MsgWindow())
+	c.dsnWindow = min(c.opts.DSNWindow, s.DSNWindow())
+	c.r.paths = make([]rcvPath, c.peerPaths)
+	c.r.due = make([]uint64, (c.peerPaths+63)/64)
+	c.r.delayed = make([]uint64, (c.peerPaths+63)/64)
+	c.r.dsn.limit = c.opts.DSNWindow
+	c.initWindows()
+	c.slot = c.proto.alloc.register()
+}
+
+// onSyn handles a repeated SYN: our SYN_ACK was lost, send it again.
+func (c *Conn) onSyn(body []byte, rx transport.RxMeta) {
+	s, err := wire.DecodeSetup(body)
+	if err != nil || c.dialer || s.Nonce() != c.nonce {
+		c.st.dropMalformed++
+		return
+	}
+	if c.state == transport.StateEstablished && !c.confirmed {
+		c.ctl.pending = wire.TypeSynAck
+		c.ctl.due, c.ctl.port, c.ctl.sport = true, rx.Port, rx.SrcPort
+	}
+}
+
+// onSynAck completes the dialer's handshake.
+func (c *Conn) onSynAck(body []byte, rx transport.RxMeta) {
+	s, err := wire.DecodeSetup(body)
+	if err != nil || !c.dialer || s.Nonce() != c.nonce {
+		c.st.dropMalformed++
+		return
+	}
+	c.ctl.est, c.ctl.replyPort, c.ctl.replySport = true, rx.Port, rx.SrcPort
+	if c.state != transport.StateConnecting {
+		return // a repeated SYN_ACK: our EST was lost; send it again
+	}
+	c.learnPeer(s)
+	c.ctl.pending, c.ctl.due = 0, false
+	c.timers.Disarm(&c.ctlTimer)
+	c.state = transport.StateEstablished
+	if c.cfg.Trace != nil {
+		c.tracef("established: peer conn %d, %d paths out, %d in, mss %d", c.peer, len(c.s.paths), c.peerPaths, c.mss)
+	}
+}
+
+// accept sets up the passive end from a SYN.
+func (c *Conn) accept(s wire.Setup) {
+	c.nonce = s.Nonce()
+	c.learnPeer(s)
+	c.state = transport.StateEstablished
+	c.startCtl(wire.TypeSynAck)
+	if c.cfg.Trace != nil {
+		c.tracef("accepted: peer conn %d, %d paths out, %d in, mss %d", c.peer, len(c.s.paths), c.peerPaths, c.mss)
+	}
+}
+
+// onClose handles the peer's teardown.
+func (c *Conn) onClose(rx transport.RxMeta) {
+	if c.peer == 0 {
+		c.st.dropState++
+		return
+	}
+	c.ctl.closeAck, c.ctl.replyPort, c.ctl.replySport = true, rx.Port, rx.SrcPort
+	if c.state == transport.StateEstablished {
+		if c.cfg.Trace != nil {
+			c.tracef("peer closed")
+		}
+		c.shutdown(transport.StateClosed, transport.StatusFlushed, 0, false)
+	}
+	if c.ctl.pending == wire.TypeClose { // simultaneous close: theirs answers ours
+		c.ctl.pending, c.ctl.due = 0, false
+		c.timers.Disarm(&c.ctlTimer)
+	}
+	// Keep the CLOSE_ACK deliverable even though everything else stopped.
+	c.timers.Arm(&c.ctlTimer, c.now)
+}
+
+var _ = sim.Never

@@ -1,0 +1,68 @@
+package workload
+
+import (
+	"fmt"
+
+	"github.com/mrlab/mrlab/fabric"
+	"github.com/mrlab/mrlab/internal/packet"
+	"github.com/mrlab/mrlab/internal/sim"
+	"github.com/mrlab/mrlab/softnic"
+	"github.com/mrlab/mrlab/transport"
+)
+
+// NICOptions configure the NICs NewCluster builds.
+type NICOptions struct {
+	// PathMTU is the RDMA payload per packet; 0 means 4096.
+	PathMTU int
+	// Protocols returns fresh transport instances for one NIC (a Protocol
+	// holds NIC-wide state, so NICs must not share them); nil means
+	// DefaultProtocols.
+	Protocols func() []transport.Protocol
+	// Trace, if set, receives the transports' protocol decisions.
+	Trace transport.Tracer
+}
+
+// NewCluster builds a NIC for every host of net, named and addressed as
+// the host, with one port per host port, and attaches it. seed seeds the
+// NICs' random streams (use the lab's seed).
+func NewCluster(name string, loop *sim.Loop, pool *packet.Pool, net *fabric.Network, seed uint64, opts NICOptions) (*Cluster, error) {
+	protos := opts.Protocols
+	if protos == nil {
+		protos = DefaultProtocols
+	}
+	cl := &Cluster{Name: name, Loop: loop, Fabric: netCounters{net}}
+	for _, h := range net.Topology().Hosts {
+		nic, err := softnic.New(softnic.Config{
+			Name: h.Name, Addr: h.Addr, Ports: h.Ports, PathMTU: opts.PathMTU,
+			Sched: loop, Pool: pool, Seed: seed, Protocols: protos(), Trace: opts.Trace,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("building cluster %q: %w", name, err)
+		}
+		if err := nic.Attach(net); err != nil {
+			return nil, fmt.Errorf("building cluster %q: %w", name, err)
+		}
+		cl.Hosts = append(cl.Hosts, h.Name)
+		cl.NICs = append(cl.NICs, nic)
+	}
+	return cl, nil
+}
+
+// netCounters reads a fabric.Network's counters.
+type netCounters struct{ net *fabric.Network }
+
+func (c netCounters) Counters() (map[string]uint64, uint64) {
+	s := c.net.Counters()
+	d := s.Drops()
+	drops := map[string]uint64{}
+	for r, n := range d {
+		if n > 0 && fabric.DropReason(r) != fabric.DropNone {
+			drops[fabric.DropReason(r).String()] = n
+		}
+	}
+	var marks uint64
+	for _, l := range s.Links {
+		marks += l.ECNMarks
+	}
+	return drops, marks
+}

@@ -1,0 +1,202 @@
+package workload
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/mrlab/mrlab/internal/sim"
+)
+
+const rule = "---------------------------------------------------------------------------------------"
+
+var titles = map[Name]string{
+	WriteBW:     "RDMA_Write BW Test",
+	SendBW:      "Send BW Test",
+	ReadBW:      "RDMA_Read BW Test",
+	WriteLat:    "RDMA_Write Latency Test",
+	Permutation: "Permutation (RDMA_Write) BW Test",
+	Incast:      "Incast (RDMA_Write) BW Test",
+	AllToAll:    "All-to-all (RDMA_Write) Test",
+	AllReduce:   "Ring all-reduce (RDMA_Write_Imm) Test",
+}
+
+// usec formats a time in microseconds, perftest style.
+func usec(t sim.Time) string { return fmt.Sprintf("%.2f", t.Micros()) }
+
+// WriteText writes r as ib_write_bw (or ib_write_lat) would print it,
+// followed by mrlab's figures: completion times, retransmissions, ECN,
+// drops, plane utilisation and the data check.
+func WriteText(w io.Writer, r *Result) error {
+	var b strings.Builder
+	fmt.Fprintln(&b, rule)
+	fmt.Fprintf(&b, "                    %s\n", titles[r.Workload])
+	fmt.Fprintf(&b, " Transport       : %-12s Lab            : %s\n", r.Transport, r.Lab)
+	fmt.Fprintf(&b, " Number of qps   : %-12d Hosts          : %d\n", r.Flows, r.Hosts)
+	fmt.Fprintf(&b, " TX depth        : %-12d Streams        : %d\n", r.QueueDepth, r.Streams)
+	fmt.Fprintf(&b, " Seed            : %-12d Virtual time   : %v\n", r.Seed, r.Elapsed)
+	fmt.Fprintln(&b, rule)
+	switch {
+	case r.Latency != nil:
+		l := r.Latency
+		fmt.Fprintln(&b, " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec]")
+		fmt.Fprintf(&b, " %-6d %-13d %-14s %-12s %-18s %-16s %-15s %-23s %s\n", r.Size, l.N,
+			usec(l.Min), usec(l.Max), usec(l.P50), usec(l.Mean), usec(l.Stdev), usec(l.P99), usec(l.P999))
+	case r.AlgBWGbps > 0:
+		fmt.Fprintln(&b, " #bytes     #iterations    algbw[Gb/sec]    busbw[Gb/sec]    time/op[usec]")
+		var per sim.Time
+		if r.Iterations > 0 {
+			per = r.Elapsed / sim.Time(r.Iterations)
+		}
+		fmt.Fprintf(&b, " %-10d %-14d %-16.2f %-16.2f %s\n", r.Size, r.Iterations, r.AlgBWGbps, r.BusBWGbps, usec(per))
+	default:
+		fmt.Fprintln(&b, " #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]")
+		fmt.Fprintf(&b, " %-10d %-14d %-18.2f %-20.2f %.6f\n", r.Size, r.Messages, r.BWPeakGbps, r.BWAverageGbps, r.MsgRateMpps)
+	}
+	fmt.Fprintln(&b, rule)
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	for _, row := range detailRows([]*Result{r}) {
+		fmt.Fprintf(tw, " %s\t%s\n", row[0], row[1])
+	}
+	tw.Flush()
+	fmt.Fprintln(&b, rule)
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// detailRows returns (label, value per result) rows of mrlab's figures.
+func detailRows(rs []*Result) [][]string {
+	col := func(f func(r *Result) string) []string {
+		out := make([]string, len(rs))
+		for i, r := range rs {
+			out[i] = f(r)
+		}
+		return out
+	}
+	dist := func(d func(r *Result) Dist) func(r *Result) string {
+		return func(r *Result) string {
+			x := d(r)
+			if x.N == 0 {
+				return "-"
+			}
+			return fmt.Sprintf("%s / %s / %s", usec(x.P50), usec(x.P99), usec(x.Max))
+		}
+	}
+	rows := []struct {
+		label string
+		vals  []string
+	}{
+		{"goodput [Gb/s]", col(func(r *Result) string { return fmt.Sprintf("%.2f", r.GoodputGbps) })},
+		{"messages", col(func(r *Result) string { return fmt.Sprint(r.Messages) })},
+		{"msg time p50/p99/max [us]", col(dist(func(r *Result) Dist { return r.MessageTime }))},
+		{"flow time p50/p99/max [us]", col(dist(func(r *Result) Dist { return r.FlowTime }))},
+		{"retransmissions", col(func(r *Result) string { return fmt.Sprint(r.Retransmits) })},
+		{"timeouts", col(func(r *Result) string { return fmt.Sprint(r.Timeouts) })},
+		{"ECN marks (fabric / rcvd)", col(func(r *Result) string { return fmt.Sprintf("%d / %d", r.ECNMarks, r.CEReceived) })},
+		{"drops", col(func(r *Result) string { return formatDrops(r.Drops) })},
+		{"plane utilisation", col(func(r *Result) string { return formatUtil(r.PlaneUtil) })},
+		{"packets sent", col(func(r *Result) string { return fmt.Sprint(r.PacketsSent) })},
+		{"completion errors", col(func(r *Result) string {
+			if r.Errors == 0 {
+				return "0"
+			}
+			return fmt.Sprintf("%d (%s)", r.Errors, r.FirstError)
+		})},
+		{"data check", col(func(r *Result) string {
+			if r.Check.OK {
+				return fmt.Sprintf("ok (%d regions, %d bytes)", r.Check.Regions, r.Check.Bytes)
+			}
+			return fmt.Sprintf("FAILED %d of %d regions (%s)", r.Check.BadRegions, r.Check.Regions, r.Check.FirstBad)
+		})},
+	}
+	out := make([][]string, len(rows))
+	for i, r := range rows {
+		out[i] = append([]string{r.label}, r.vals...)
+	}
+	return out
+}
+
+func formatDrops(d map[string]uint64) string {
+	if len(d) == 0 {
+		return "0"
+	}
+	keys := make([]string, 0, len(d))
+	for k := range d {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s %d", k, d[k])
+	}
+	return strings.Join(parts, ", ")
+}
+
+func formatUtil(u []float64) string {
+	parts := make([]string, len(u))
+	for i, x := range u {
+		parts[i] = fmt.Sprintf("p%d %.0f%%", i, 100*x)
+	}
+	return strings.Join(parts, " ")
+}
+
+// WriteComparison writes results of the same workload side by side, one
+// column per result (per transport), headed by the perftest figures.
+func WriteComparison(w io.Writer, rs []*Result) error {
+	if len(rs) == 0 {
+		return nil
+	}
+	var b strings.Builder
+	r0 := rs[0]
+	for _, r := range rs {
+		if r.Hosts > 0 {
+			r0 = r // one that ran, for the header
+			break
+		}
+	}
+	fmt.Fprintf(&b, "%s on %s: %d bytes x %d, %d hosts, seed %d\n", r0.Workload, r0.Lab, r0.Size, r0.Iterations, r0.Hosts, r0.Seed)
+	tw := tabwriter.NewWriter(&b, 0, 0, 3, ' ', 0)
+	head := []string{""}
+	for _, r := range rs {
+		head = append(head, r.Transport)
+	}
+	fmt.Fprintln(tw, strings.Join(head, "\t"))
+	row := func(label string, f func(r *Result) string) {
+		cells := []string{label}
+		for _, r := range rs {
+			cells = append(cells, f(r))
+		}
+		fmt.Fprintln(tw, strings.Join(cells, "\t"))
+	}
+	switch {
+	case r0.Latency != nil:
+		row("latency typical / avg / 99% [us]", func(r *Result) string {
+			if r.Latency == nil {
+				return "-"
+			}
+			return fmt.Sprintf("%s / %s / %s", usec(r.Latency.P50), usec(r.Latency.Mean), usec(r.Latency.P99))
+		})
+	case r0.AlgBWGbps > 0:
+		row("algbw / busbw [Gb/s]", func(r *Result) string { return fmt.Sprintf("%.2f / %.2f", r.AlgBWGbps, r.BusBWGbps) })
+	default:
+		row("BW peak / average [Gb/s]", func(r *Result) string { return fmt.Sprintf("%.2f / %.2f", r.BWPeakGbps, r.BWAverageGbps) })
+		row("MsgRate [Mpps]", func(r *Result) string { return fmt.Sprintf("%.6f", r.MsgRateMpps) })
+	}
+	row("virtual time", func(r *Result) string { return r.Elapsed.String() })
+	for _, cells := range detailRows(rs) {
+		fmt.Fprintln(tw, strings.Join(cells, "\t"))
+	}
+	tw.Flush()
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// WriteJSON writes v (a *Result or a []*Result) as indented JSON.
+func WriteJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
