@@ -22,5 +22,10 @@ func experimentProtocols() []transport.Protocol {
 	return append(metaroceProtocols(), rocev2.NewProtocol(rocev2Options))
 }
 
-// metaroceProtocols returns MetaRoCE, once its engine exists.
-var metaroceProtocols = func() []transport.Protocol { return nil }
+// metaroceProtocols returns MetaRoCE with its default options; paths
+// sets its paths per connection (0: the default).
+var metaroceProtocols = func() []transport.Protocol { return metaroceWithPaths(0) }
+
+// metaroceWithPaths returns MetaRoCE with n paths per connection, once
+// its engine exists (nil until then).
+func metaroceWithPaths(n int) []transport.Protocol { return nil }

@@ -3,7 +3,6 @@ package fabric
 import (
 	"errors"
 	"fmt"
-	"math"
 	"strconv"
 	"strings"
 
@@ -39,6 +38,10 @@ func (k LossKind) String() string {
 	}
 	return "loss(" + strconv.Itoa(int(k)) + ")"
 }
+
+// MaxDelay bounds link and impairment delays (and a jitter draw): an hour
+// is far beyond any fabric, and keeps picosecond arithmetic in range.
+const MaxDelay = sim.Second * 3600
 
 // IsZero reports whether the impairment changes nothing.
 func (i Impairment) IsZero() bool { return i == Impairment{} }
@@ -77,8 +80,8 @@ func (i Impairment) Validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("unknown loss model %d", i.Loss.Kind))
 	}
-	if i.Delay < 0 || i.Jitter < 0 {
-		errs = append(errs, fmt.Errorf("delay %v jitter %v: negative", i.Delay, i.Jitter))
+	if i.Delay < 0 || i.Jitter < 0 || i.Delay > MaxDelay || i.Jitter > MaxDelay {
+		errs = append(errs, fmt.Errorf("delay %v jitter %v: want 0..%v", i.Delay, i.Jitter, MaxDelay))
 	}
 	if int(i.DelayDist) >= len(distNames) {
 		errs = append(errs, fmt.Errorf("unknown distribution %d", i.DelayDist))
@@ -404,8 +407,8 @@ func parseNetemTime(w string) (sim.Time, error) {
 	if err != nil {
 		return 0, err
 	}
-	if t < 0 || t > math.MaxInt64/4 {
-		return 0, fmt.Errorf("time %q too large", w)
+	if t < 0 || t > MaxDelay {
+		return 0, fmt.Errorf("time %q out of range 0..%v", w, MaxDelay)
 	}
 	return t, nil
 }

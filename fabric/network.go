@@ -55,7 +55,7 @@ type Network struct {
 	nodeByNm map[string]int
 	links    []*netLink
 	linkByNm map[string]int
-	ports    []*Port // by Point.Link: 2*netLink + direction
+	ports    []*Port // by Point.Link: 2*link index + direction
 	switches []*switchNode
 
 	// Destination lookup: a dense table over the hosts' address span when
@@ -70,19 +70,18 @@ type Network struct {
 
 // netNode is a host or a switch.
 type netNode struct {
-	name   string
-	host   bool
-	up     bool
-	plane  int
-	ports  []*Port // by port number; nil where unwired
-	sw     *switchNode
-	nic    Node // attached NIC (hosts)
-	hostIx int  // host index (hosts)
+	name  string
+	host  bool
+	up    bool
+	plane int
+	ports []*Port // by port number; nil where unwired
+	sw    *switchNode
+	nic   Node // attached NIC (hosts)
 }
 
-// link is a full-duplex link's shared state.
+// netLink is a full-duplex link's shared state: both directions fail and
+// recover together.
 type netLink struct {
-	net   *Network
 	idx   int
 	name  string
 	ends  [2]*Port // ends[AtoB] is A's port
@@ -260,8 +259,8 @@ func (lp LinkParams) validate() error {
 	if !(lp.Rate >= 1 && lp.Rate <= MaxRate) {
 		errs = append(errs, fmt.Errorf("rate %v bit/s: want 1bit..100tbit", lp.Rate))
 	}
-	if lp.Delay < 0 {
-		errs = append(errs, fmt.Errorf("negative delay %v", lp.Delay))
+	if lp.Delay < 0 || lp.Delay > MaxDelay {
+		errs = append(errs, fmt.Errorf("delay %v: want 0..%v", lp.Delay, MaxDelay))
 	}
 	if lp.QueueBytes < 0 {
 		errs = append(errs, fmt.Errorf("negative queue %d bytes", lp.QueueBytes))
@@ -300,9 +299,9 @@ func Build(s sim.Scheduler, pool *packet.Pool, topo *Topology, opts BuildOptions
 	n.routeTimer.Init(func(now sim.Time, _ any) { n.recomputeRoutes() }, nil)
 	t := n.topo
 	n.numHosts = len(t.Hosts)
-	for i, h := range t.Hosts {
+	for _, h := range t.Hosts {
 		n.nodeByNm[h.Name] = len(n.nodes)
-		n.nodes = append(n.nodes, netNode{name: h.Name, host: true, up: true, hostIx: i, ports: make([]*Port, h.Ports)})
+		n.nodes = append(n.nodes, netNode{name: h.Name, host: true, up: true, ports: make([]*Port, h.Ports)})
 	}
 	for _, sw := range t.Switches {
 		id := len(n.nodes)
@@ -312,7 +311,7 @@ func Build(s sim.Scheduler, pool *packet.Pool, topo *Topology, opts BuildOptions
 		n.nodes = append(n.nodes, netNode{name: sw.Name, up: true, plane: sw.Plane, sw: sn})
 	}
 	for i, tl := range t.Links {
-		l := &netLink{net: n, idx: i, name: tl.Name, admin: true, up: true}
+		l := &netLink{idx: i, name: tl.Name, admin: true, up: true}
 		l.timer.Init(func(now sim.Time, _ any) { n.detected(now, l) }, nil)
 		params := tl.Params
 		if params.QueueBytes == 0 {

@@ -58,6 +58,13 @@ func TestLinkFailureBlackHoleThenReroute(t *testing.T) {
 	if err := l.net.SetLinkUp(repairAt, "p0-leaf1-spine2", true); err != nil {
 		t.Fatal(err)
 	}
+	l.loop.RunUntil(repairAt + detect/2)
+	if routes, _ = l.net.Route("p0-leaf0", h1); len(routes) != 3 {
+		t.Errorf("leaf0 group while the repaired link is joining: %v", routes)
+	}
+	if up, routing, _ := l.net.LinkState("p0-leaf1-spine2"); !up || routing != "joining" {
+		t.Errorf("repaired link: up=%v routing=%s", up, routing)
+	}
 	l.loop.RunUntil(repairAt + detect)
 	if routes, _ = l.net.Route("p0-leaf0", h1); len(routes) != 4 {
 		t.Errorf("leaf0 group after repair: %v", routes)
@@ -368,5 +375,46 @@ func TestAttach(t *testing.T) {
 	lc, _ := l.net.Counters().Link("h0-p0", fabric.BtoA)
 	if lc.Drops[fabric.DropNoRoute] != 1 {
 		t.Errorf("unattached host drops: %v", lc.Drops)
+	}
+}
+
+func TestSettersAndSnapshotOrder(t *testing.T) {
+	topo, err := fabric.LeafSpine(fabric.LeafSpineParams{Leaves: 1, Spines: 0, HostsPerLeaf: 12})
+	l := newLab(t, mustTopo(t, topo, err), fabric.BuildOptions{})
+	if err := l.net.SetImpairment("h3-p0", fabric.Both, fabric.Impairment{Loss: fabric.LossModel{Kind: fabric.LossRandom, P: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, err := range []error{
+		l.net.SetImpairment("nope", fabric.AtoB, fabric.Impairment{}),
+		l.net.SetImpairment("h3-p0", fabric.AtoB, fabric.Impairment{Duplicate: 3}),
+		l.net.SetImpairment("h3-p0", fabric.Direction(7), fabric.Impairment{}),
+		l.net.SetRate("h3-p0", fabric.AtoB, 0),
+		l.net.SetECN("h3-p0", fabric.AtoB, fabric.ECNConfig{Mode: fabric.ECNStep, K: -1}),
+		l.net.SetLinkUp(0, "nope", false),
+	} {
+		if err == nil {
+			t.Error("a bad setter call was accepted")
+		}
+	}
+	if err := l.net.SetRate("h3-p0", fabric.BtoA, 25e9); err != nil {
+		t.Fatal(err)
+	}
+	if p, _ := l.net.LinkPort("h3-p0", fabric.BtoA); p.Rate() != 25e9 {
+		t.Errorf("rate %v", p.Rate())
+	}
+	ports, _ := l.net.Attach("h3", &sink{})
+	ports[0].Send(0, udp(l.pool, topo.Hosts[3].Addr, topo.Hosts[4].Addr, 1, 2, 100, 0))
+	l.loop.Run()
+	c := l.net.Counters()
+	if pc, _ := c.Port("h3", 0); pc.Drops[fabric.DropImpairment] != 1 {
+		t.Errorf("h3 port drops %v", pc.Drops)
+	}
+	var order []string
+	for _, p := range c.Ports[:13] {
+		order = append(order, fmt.Sprintf("%s/%d", p.Node, p.Port))
+	}
+	want := []string{"h0/0", "h1/0", "h2/0", "h3/0", "h4/0", "h5/0", "h6/0", "h7/0", "h8/0", "h9/0", "h10/0", "h11/0", "p0-leaf0/0"}
+	if diff := cmp.Diff(want, order); diff != "" {
+		t.Errorf("port order (-want +got):\n%s", diff)
 	}
 }

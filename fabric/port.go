@@ -1,8 +1,10 @@
 package fabric
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 
 	"github.com/mrlab/mrlab/internal/header"
 	"github.com/mrlab/mrlab/internal/packet"
@@ -92,25 +94,39 @@ type Port struct {
 	rateBps uint64
 	rng     *rand.Rand
 
-	imp                                 Impairment
-	lossOn, delayOn, dupOn, corruptOn   bool
-	deliverImpaired                     bool
-	loss                                lossState
-	ecnOn                               bool
-	redAvg                              float64
-	idleSince                           sim.Time
-	queue                               []*packet.Buffer // ring
-	qHead, qLen                         int
-	qBytes, qMax                        int
-	qArea                               float64 // integral of qBytes over ns
-	qLast                               sim.Time
-	inService                           *packet.Buffer
-	busyPs                              int64  // end of the current or last serialization, ps
-	remNum                              uint64 // sub-ps remainder, in units of 1/rateBps ps
-	epoch                               int
-	onIdle                              func(now sim.Time)
-	txDoneFn, arriveFn                  sim.Func
-	c                                   dirCounts
+	// Impairment state; the flags let an unimpaired link skip it all.
+	imp                               Impairment
+	lossOn, delayOn, dupOn, corruptOn bool
+	deliverImpaired                   bool
+	loss                              lossState
+
+	// ECN: RED's averaged queue and when the queue last went idle.
+	ecnOn     bool
+	redAvg    float64
+	idleSince sim.Time
+
+	// The FIFO of waiting packets (a ring that grows, never shrinks) and
+	// its depth statistics.
+	queue        []*packet.Buffer
+	qHead, qLen  int
+	qBytes, qMax int
+	qArea        float64 // integral of qBytes over ns since qLast's start
+	qLast        sim.Time
+
+	// The server: the packet being serialized and when the line is free.
+	inService *packet.Buffer
+	busyPs    int64  // end of the current or last serialization, ps
+	remNum    uint64 // sub-ps remainder, in units of 1/rateBps ps
+	// epoch counts link failures; a packet carries the epoch it was sent
+	// in (in Hop) and is lost if the link failed since.
+	epoch int
+
+	onIdle             func(now sim.Time)
+	txDoneFn, arriveFn sim.Func
+
+	c dirCounts
+	// The node's view: drops it made at this port, what it handed the
+	// port, what it received through it.
 	nodeDrops                           DropCounts
 	sentPkts, sentBytes, rcvPkts, rcvBy uint64
 }
@@ -362,7 +378,7 @@ func flipBit(d []byte, r *rand.Rand) {
 // Jitter scaled by a draw from DelayDist (uniform in [-1, 1]; normal
 // N(0,1); pareto: Pareto(alpha 3) shifted to mean 0; paretonormal: netem's
 // 3:1 mix of normal and pareto), clamped at 0. Reorder sends that fraction
-// of packets without it, as netem does.
+// of packets without it, as netem does. A draw is capped at MaxDelay.
 func (p *Port) extraDelay() sim.Time {
 	if !p.delayOn {
 		return 0
@@ -387,6 +403,9 @@ func (p *Port) extraDelay() sim.Time {
 	}
 	if d <= 0 {
 		return 0
+	}
+	if d > float64(MaxDelay) { // a far pareto tail
+		return MaxDelay
 	}
 	return sim.Time(d + 0.5)
 }
@@ -483,4 +502,18 @@ func (p *Port) setECN(c ECNConfig) {
 	p.params.ECN = c
 	p.ecnOn = c.Mode != ECNOff
 	p.redAvg = 0
+}
+
+// ParseDirection reads "AtoB", "BtoA" or "both" (any case; also "a>b",
+// "b>a"); "" means both.
+func ParseDirection(s string) (Direction, error) {
+	switch strings.ToLower(s) {
+	case "atob", "a>b":
+		return AtoB, nil
+	case "btoa", "b>a":
+		return BtoA, nil
+	case "both", "":
+		return Both, nil
+	}
+	return 0, fmt.Errorf("direction %q: want AtoB, BtoA or both", s)
 }

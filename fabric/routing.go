@@ -1,9 +1,9 @@
 package fabric
 
 import (
+	"encoding/binary"
 	"fmt"
 	"net/netip"
-	"strconv"
 	"strings"
 )
 
@@ -29,6 +29,11 @@ func (n *Network) recomputeRoutes() {
 		sw.groups = sw.groups[:0]
 		keys[i] = map[string]int32{}
 	}
+	// What routing believes of each link, flattened for the inner loops.
+	routed := make([]bool, len(n.links))
+	for i, l := range n.links {
+		routed[i] = l.routed()
+	}
 	var key []byte
 	var members []*Port
 	for h := 0; h < n.numHosts; h++ {
@@ -41,7 +46,7 @@ func (n *Network) recomputeRoutes() {
 			u := queue[0]
 			queue = queue[1:]
 			for _, p := range n.nodes[u].ports {
-				if p == nil || !p.link.routed() {
+				if p == nil || !routed[p.link.idx] {
 					continue
 				}
 				v := p.toNode
@@ -60,13 +65,12 @@ func (n *Network) recomputeRoutes() {
 			}
 			key, members = key[:0], members[:0]
 			for _, p := range sw.ports {
-				if p == nil || !p.link.routed() {
+				if p == nil || !routed[p.link.idx] {
 					continue
 				}
 				if dv := dist[p.toNode]; dv >= 0 && dv == d-1 {
 					members = append(members, p)
-					key = strconv.AppendInt(key, int64(p.idx), 36)
-					key = append(key, ',')
+					key = binary.LittleEndian.AppendUint32(key, uint32(p.idx))
 				}
 			}
 			if len(members) == 0 {

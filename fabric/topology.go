@@ -4,6 +4,16 @@
 // ECMP hash of the 5-tuple; topology builders; failures; counters.
 //
 // The fabric reads IPv4 and UDP headers only. It knows nothing of MetaRoCE.
+//
+// Build turns a Topology (from LeafSpine, BackToBack, FatTree or a lab file)
+// into a Network on a sim.Scheduler; NICs Attach to hosts and send through
+// the returned Ports (see Port for the link model, switchNode's comment in
+// switch.go for forwarding, recomputeRoutes for routing). Everything runs on
+// the caller's loop: no goroutines, no clocks. Random draws come from
+// per-link-direction and per-switch streams derived from BuildOptions.Seed,
+// so a run is a function of topology, workload and seed. Forwarding a
+// packet allocates nothing; drops are counters (Counters) and Observer
+// events (TraceHash hashes them for determinism checks).
 package fabric
 
 import (

@@ -28,6 +28,7 @@ type Error struct {
 	Err error
 }
 
+// Error formats the problem as file:line:col: field: message.
 func (e *Error) Error() string {
 	loc := e.File
 	if e.Line > 0 {

@@ -18,6 +18,7 @@ const (
 	TargetPlane                    // every switch and link of one plane
 )
 
+// String returns the target's lab-file key: "link", "switch" or "plane".
 func (t Target) String() string {
 	switch t {
 	case TargetLink:
@@ -40,6 +41,7 @@ const (
 	ActionImpair                   // replace its netem impairment
 )
 
+// String returns the action's lab-file spelling.
 func (a Action) String() string {
 	switch a {
 	case ActionDown:
@@ -75,6 +77,7 @@ const (
 	DirBA              // b -> a only
 )
 
+// String returns the direction's lab-file spelling: "both", "ab", "ba".
 func (d Dir) String() string {
 	switch d {
 	case DirBoth:

@@ -11,10 +11,12 @@
 package labs
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"sort"
-	"strings"
 
 	"go.yaml.in/yaml/v3"
 
@@ -79,9 +81,9 @@ func Load(path string) (*Lab, error) {
 func Parse(file string, data []byte) (*Lab, error) {
 	d := newDecoder(file)
 	var doc yaml.Node
-	dec := yaml.NewDecoder(strings.NewReader(string(data)))
+	dec := yaml.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&doc); err != nil {
-		if err.Error() == "EOF" {
+		if errors.Is(err, io.EOF) {
 			return nil, &Error{File: file, Msg: "empty lab file (want at least name: and topology:)"}
 		}
 		return nil, syntaxError(file, err)
@@ -89,7 +91,7 @@ func Parse(file string, data []byte) (*Lab, error) {
 	var extra yaml.Node
 	if err := dec.Decode(&extra); err == nil {
 		return nil, &Error{File: file, Line: extra.Line, Col: extra.Column, Msg: "more than one YAML document (a lab file holds one)"}
-	} else if err.Error() != "EOF" {
+	} else if !errors.Is(err, io.EOF) {
 		return nil, syntaxError(file, err)
 	}
 	root := &doc

@@ -134,7 +134,14 @@ func (t *topoSpec) explicit(d *decoder) *fabric.Topology {
 		maxPlane = max(maxPlane, sw.plane)
 		topo.Switches = append(topo.Switches, fabric.Switch{Name: sw.name, Plane: sw.plane, Role: sw.role})
 	}
+	// Without switches (hosts cabled to each other), a host's port p is
+	// its plane-p port, so the planes are the widest host's ports.
 	topo.Planes = maxPlane + 1
+	if len(t.switches) == 0 {
+		for _, h := range t.hosts {
+			topo.Planes = max(topo.Planes, h.ports)
+		}
+	}
 	if t.planesNode != nil {
 		topo.Planes = t.planes
 	}

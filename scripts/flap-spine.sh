@@ -14,6 +14,7 @@
 #   OP        write, send or read
 #   DURATION  length of the perf run (a Go duration: 5s, 1500ms)
 #   PERIOD    seconds the link stays down, then up, per flap
+#   TRANSPORT metaroce or rocev2 (default: the lab's)
 #   MRLAB     the mrlab binary
 set -euo pipefail
 
@@ -25,9 +26,12 @@ OP=${OP:-write}
 DURATION=${DURATION:-5s}
 PERIOD=${PERIOD:-0.2}
 MRLAB=${MRLAB:-mrlab}
+TRANSPORT=${TRANSPORT:-}
 
 lab=()
 [[ -n $LAB ]] && lab=(--lab "$LAB")
+tr=()
+[[ -n $TRANSPORT ]] && tr=(--transport "$TRANSPORT")
 
 flapper=
 cleanup() {
@@ -40,7 +44,7 @@ trap cleanup EXIT
 # Fail early, with mrlab's message, on a wrong link name.
 "$MRLAB" fault link "${lab[@]}" "$LINK" up >/dev/null
 
-"$MRLAB" perf "${lab[@]}" --from "$FROM" --to "$TO" --op "$OP" --duration "$DURATION" &
+"$MRLAB" perf "${lab[@]}" "${tr[@]}" --from "$FROM" --to "$TO" --op "$OP" --duration "$DURATION" &
 perf=$!
 
 (

@@ -8,7 +8,7 @@
 #   sudo LINK=p0-leaf0-spine0 LOSSES="0% 0.1% 1% 5% 10%" scripts/loss-ramp.sh
 #
 # Knobs (environment): LAB, LINK (default: h0's plane-0 host link), FROM,
-# TO, OP, LOSSES (netem percentages), DURATION (per step), MRLAB.
+# TO, OP, TRANSPORT, LOSSES (netem percentages), DURATION (per step), MRLAB.
 # To ramp every plane at once, list several links in LINK.
 set -euo pipefail
 
@@ -20,9 +20,12 @@ OP=${OP:-write}
 LOSSES=${LOSSES:-0% 0.1% 0.5% 1% 2% 5% 10%}
 DURATION=${DURATION:-2s}
 MRLAB=${MRLAB:-mrlab}
+TRANSPORT=${TRANSPORT:-}
 
 lab=()
 [[ -n $LAB ]] && lab=(--lab "$LAB")
+tr=()
+[[ -n $TRANSPORT ]] && tr=(--transport "$TRANSPORT")
 clear() {
 	for l in $LINK; do
 		"$MRLAB" fault link "${lab[@]}" "$l" impair none >/dev/null 2>&1 || true
@@ -35,7 +38,7 @@ for loss in $LOSSES; do
 	for l in $LINK; do
 		"$MRLAB" fault link "${lab[@]}" "$l" impair loss random "$loss" >/dev/null
 	done
-	out=$("$MRLAB" perf "${lab[@]}" --json --from "$FROM" --to "$TO" --op "$OP" --duration "$DURATION") || {
+	out=$("$MRLAB" perf "${lab[@]}" "${tr[@]}" --json --from "$FROM" --to "$TO" --op "$OP" --duration "$DURATION") || {
 		echo "loss-ramp: perf failed at loss $loss" >&2
 		echo "$out" >&2
 		exit 1

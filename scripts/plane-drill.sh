@@ -8,7 +8,7 @@
 #   sudo scripts/plane-drill.sh                  # plane 0, h0 -> h4
 #   sudo PLANE=1 HOLD=2 scripts/plane-drill.sh
 #
-# Knobs (environment): LAB, PLANE, FROM, TO, OP, DURATION (of the perf run),
+# Knobs (environment): LAB, PLANE, FROM, TO, OP, TRANSPORT, DURATION (of the perf run),
 # BEFORE (seconds of healthy traffic before the failure), HOLD (seconds the
 # plane stays down), MRLAB.
 set -euo pipefail
@@ -22,12 +22,15 @@ DURATION=${DURATION:-6s}
 BEFORE=${BEFORE:-1}
 HOLD=${HOLD:-2}
 MRLAB=${MRLAB:-mrlab}
+TRANSPORT=${TRANSPORT:-}
 
 lab=()
 [[ -n $LAB ]] && lab=(--lab "$LAB")
+tr=()
+[[ -n $TRANSPORT ]] && tr=(--transport "$TRANSPORT")
 trap '"$MRLAB" fault plane "${lab[@]}" "$PLANE" up >/dev/null 2>&1 || true' EXIT
 
-"$MRLAB" perf "${lab[@]}" --from "$FROM" --to "$TO" --op "$OP" --duration "$DURATION" &
+"$MRLAB" perf "${lab[@]}" "${tr[@]}" --from "$FROM" --to "$TO" --op "$OP" --duration "$DURATION" &
 perf=$!
 
 sleep "$BEFORE"

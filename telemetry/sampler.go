@@ -108,6 +108,8 @@ type Sampler struct {
 	timer sim.Timer
 	conns []*connEntry
 	links []*linkEntry
+	nets  []*networkSource
+	nics  []*nicSource
 	s     Sample
 	paths []PathStats // one connection's paths, reused
 	err   error
@@ -184,8 +186,14 @@ func (s *Sampler) Sample(now sim.Time) {
 	for _, e := range s.conns {
 		s.sampleConn(now, e)
 	}
+	for _, ns := range s.nics {
+		s.sampleNIC(now, ns)
+	}
 	for _, l := range s.links {
 		s.sampleLink(now, l)
+	}
+	for _, ns := range s.nets {
+		s.sampleNetwork(now, ns)
 	}
 	s.note(s.sink.EndBatch(now))
 	s.n++

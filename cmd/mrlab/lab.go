@@ -132,7 +132,12 @@ func showReport(lab *labs.Lab, allLinks bool) *Report {
 	}
 	r.Fact("switches", "switches", fmt.Sprintf("%d (%s)", s.Switches, strings.Join(roles, ", ")))
 	r.Fact("links", "links", fmt.Sprintf("%d (%d host, %d fabric)", s.Links, s.HostLinks, s.Links-s.HostLinks))
-	if lab.DetectionDelay > 0 {
+	switch {
+	case lab.DetectionDelay < 0:
+		r.Fact("detection_delay", "failure detection", "at once")
+	case lab.DetectionDelay == 0:
+		r.Fact("detection_delay", "failure detection", fabric.DefaultDetectionDelay.String()+" (default)")
+	default:
 		r.Fact("detection_delay", "failure detection", lab.DetectionDelay)
 	}
 

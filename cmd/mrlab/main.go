@@ -32,7 +32,10 @@ func register(c ...func() *cli.Command) { commands = append(commands, c...) }
 // opposed to a failure of what it was asked to do (exit status 1).
 type usageError struct{ err error }
 
+// Error returns the underlying message.
 func (e usageError) Error() string { return e.err.Error() }
+
+// Unwrap returns the underlying error.
 func (e usageError) Unwrap() error { return e.err }
 
 // usagef returns a usageError.

@@ -142,6 +142,10 @@ func TestSimTraceHash(t *testing.T) {
 	if hc == ha {
 		t.Errorf("seeds 1 and 2: same hash %v", ha)
 	}
+	// The seed flag may follow the lab.
+	if d := simJSON(t, "--trace-hash", "leafspine", "--seed", "2"); d["trace_hash"] != hc {
+		t.Errorf("--seed after the lab: hash %v, want %v", d["trace_hash"], hc)
+	}
 	if a["seed"] != 1.0 || c["seed"] != 2.0 {
 		t.Errorf("seeds reported %v and %v", a["seed"], c["seed"])
 	}
@@ -198,6 +202,7 @@ faults:
   - {at: 50us, link: p0-leaf0-spine0, action: down}
   - {at: 100us, plane: 1, action: down}
   - {at: 150us, link: p0-leaf0-spine0, action: up}
+  - {at: 1s, plane: 0, action: down}
 `)
 	r := simJSON(t, lab)
 	faults := r["faults"].([]any)
@@ -206,7 +211,8 @@ faults:
 		m := f.(map[string]any)
 		got = append(got, m["at"].(string)+" "+m["fault"].(string)+" "+m["result"].(string))
 	}
-	want := []string{"50us link p0-leaf0-spine0 down ok", "100us plane 1 down ok", "150us link p0-leaf0-spine0 up ok"}
+	want := []string{"50us link p0-leaf0-spine0 down ok", "100us plane 1 down ok", "150us link p0-leaf0-spine0 up ok",
+		"1s plane 0 down not reached: after the run's 200us"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("faults (-want +got):\n%s", diff)
 	}

@@ -225,6 +225,14 @@ func runSim(c *cli.Context, lab *labs.Lab, dur sim.Time, wdef workloadDef, kind 
 	fabricReport(r, lab, net.Counters(), dur)
 	if armed {
 		log.report(r)
+		// Faults after the end of the run never fire; say so rather
+		// than leave them out.
+		t := r.tables[len(r.tables)-1]
+		for _, f := range lab.Faults {
+			if f.At > dur {
+				t.Add(f.At, strings.TrimPrefix(f.String(), f.At.String()+" "), "not reached: after the run's "+dur.String())
+			}
+		}
 	}
 	return r, nil
 }

@@ -92,6 +92,7 @@ func newUDPWorkload(env *simEnv) (simWorkload, error) {
 	return w, nil
 }
 
+// Start starts every host's flows now.
 func (w *udpWorkload) Start(env *simEnv) error {
 	for _, h := range w.hosts {
 		h.Start(env.Loop.Now())
@@ -99,12 +100,14 @@ func (w *udpWorkload) Start(env *simEnv) error {
 	return nil
 }
 
+// Stop stops sending; packets in flight keep going.
 func (w *udpWorkload) Stop() {
 	for _, h := range w.hosts {
 		h.Stop()
 	}
 }
 
+// Report adds the flows table and the totals.
 func (w *udpWorkload) Report(env *simEnv, r *Report) {
 	type key struct {
 		src   netip.Addr

@@ -10,8 +10,11 @@ import (
 	"io/fs"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -25,6 +28,7 @@ import (
 //	POST /fault   FaultRequest -> {}
 //	POST /perf    PerfRequest  -> PerfResult (when the run ends)
 //	POST /down    -> {} and the lab stops
+//	GET  /capture?point=P[&filter=F][&count=N] -> pcapng stream (package capture)
 //
 // Errors are {"error": "..."} with status 400 (the request was wrong: an
 // unknown link, a bad op) or 503 (the lab is stopping).
@@ -211,6 +215,33 @@ func (c *Client) Perf(ctx context.Context, p PerfRequest) (PerfResult, error) {
 	var r PerfResult
 	err := c.call(ctx, http.MethodPost, "/perf", p, &r)
 	return r, err
+}
+
+// Capture opens a pcapng stream of a capture point (a host, "h0-p0", a
+// link direction, a switch: see package capture) with an optional filter;
+// count > 0 ends it after that many packets. The caller reads and closes it.
+func (c *Client) Capture(ctx context.Context, point, filter string, count int) (io.ReadCloser, error) {
+	q := url.Values{"point": {point}}
+	if filter != "" {
+		q.Set("filter", filter)
+	}
+	if count > 0 {
+		q.Set("count", strconv.Itoa(count))
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://lab/capture?"+q.Encode(), nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("lab %s: control socket %s: %w", c.lab, c.socket, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		resp.Body.Close()
+		return nil, &ClientError{Lab: c.lab, Status: resp.StatusCode, Msg: strings.TrimSpace(string(msg))}
+	}
+	return resp.Body, nil
 }
 
 // Down asks the lab to stop.

@@ -1,9 +1,11 @@
 package live
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -111,6 +113,32 @@ func TestLiveLab(t *testing.T) {
 			t.Fatalf("ping h0 -> h4 (%v): %v", dst, err)
 		}
 		t.Logf("ping h0 -> h4: %v", rtts)
+	})
+
+	t.Run("capture", func(t *testing.T) {
+		// A pcapng stream of h0's port traffic while h0 pings.
+		c := NewClient(l.Name(), st.Socket)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		rc, err := c.Capture(ctx, "h0", "", 4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rc.Close()
+		if _, err := c.Capture(ctx, "nowhere", "", 1); err == nil {
+			t.Error("capture of an unknown point accepted")
+		}
+		if _, err := ping(ns0, dst, 2, 3*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		data, err := io.ReadAll(rc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Section header block, then blocks; 4 ICMP packets of 84 bytes.
+		if len(data) < 4*84 || !bytes.Equal(data[:4], []byte{0x0a, 0x0d, 0x0d, 0x0a}) {
+			t.Fatalf("capture: %d bytes, starting % x", len(data), data[:min(8, len(data))])
+		}
 	})
 
 	t.Run("tcp", func(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"os"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -156,5 +157,34 @@ func TestBadLabNames(t *testing.T) {
 		if _, err := Up(context.Background(), name, newWireEngine(1, 0), Options{RunDir: t.TempDir(), Devices: []Device{newPipe()}}); err == nil {
 			t.Errorf("Up(%q) succeeded", name)
 		}
+	}
+}
+
+// TestNoGoroutineLeak: a lab's goroutines (pacer, timerfd reader, device
+// readers and writers, control server) all end with Close.
+func TestNoGoroutineLeak(t *testing.T) {
+	before := runtime.NumGoroutine()
+	for i := 0; i < 3; i++ {
+		dir := t.TempDir()
+		eng := newWireEngine(3, sim.Millisecond)
+		devs := []Device{newPipe(), newPipe(), newPipe()}
+		l, err := Up(context.Background(), "leak", eng, Options{RunDir: dir, Devices: devs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := NewClient("leak", SocketPath(dir, "leak")).Status(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := runtime.NumGoroutine(); n > before {
+		buf := make([]byte, 1<<16)
+		t.Fatalf("%d goroutines before, %d after closing labs:\n%s", before, n, buf[:runtime.Stack(buf, true)])
 	}
 }

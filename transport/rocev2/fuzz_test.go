@@ -54,7 +54,7 @@ func appendChunk(dst, p []byte) []byte {
 }
 
 // recordedSeeds runs a real exchange and returns what a sent to b.
-func recordedSeeds(f *testing.F) [][]byte {
+func recordedSeeds(f testing.TB) [][]byte {
 	h, _ := fuzzPair(f)
 	var sent [][]byte
 	h.onSend = func(from *endpoint, pk *ib.Packet) {
@@ -66,13 +66,32 @@ func recordedSeeds(f *testing.F) [][]byte {
 	}
 	lkey := uint32(1)
 	h.a.postSend(writeWR(1, lkey, 0x1000, 700, 1, 0x1000))
-	s, k := sgl(lkey, 0x1000, 300)
+	s, k := sgl(lkey, 0x1000, 200)
 	h.a.postSend(transport.WorkRequest{ID: 2, Op: transport.OpSendImm, SGL: s, NumSGE: k, Imm: 9})
 	rd := writeWR(3, lkey, 0x1400, 600, 1, 0x1000)
 	rd.Op = transport.OpRead
 	h.a.postSend(rd)
 	h.filter = func(from *endpoint, pk *ib.Packet) verdict { return markCE }
 	h.runUntil(func() bool { return len(h.a.comps) == 3 }, sim.Second)
+	// Responses to b's own requests (which fuzzPair sent into the void):
+	// ACK, NAKs and a READ response, as a would send them.
+	start := h.b.conn.req.startPSN
+	resp := func(op ib.Opcode, psn ib.PSN, syn ib.Syndrome, payload int) []byte {
+		b := ib.AppendBTH(nil, &ib.BTHFields{Opcode: op, PKey: ib.DefaultPKey, DestQP: h.b.conn.QPN(), PSN: psn})
+		if op.HasAETH() {
+			b = ib.AppendAETH(b, syn, 1)
+		}
+		b = append(b, make([]byte, payload+ib.ICRCSize)...)
+		return b
+	}
+	sent = append(sent,
+		resp(ib.OpAcknowledge, start, ib.SyndromeACK, 0),
+		resp(ib.OpAcknowledge, start.Add(1), ib.SyndromeNAKSequence, 0),
+		resp(ib.OpAcknowledge, start.Add(2), ib.RNRSyndrome(1), 0),
+		resp(ib.OpAcknowledge, start.Add(2), ib.SyndromeNAKAccess, 0),
+		resp(ib.OpReadResponseFirst, start.Add(3), ib.SyndromeACK, 256),
+		resp(ib.OpReadResponseMiddle, start.Add(4), 0, 256),
+		resp(ib.OpReadResponseLast, start.Add(5), ib.SyndromeACK, 188))
 	return sent
 }
 
@@ -191,4 +210,19 @@ func FuzzICRC(f *testing.F) {
 			t.Fatal("SealICRC changed a packet it cannot seal")
 		}
 	})
+}
+
+// TestRecordedSeeds checks that FuzzReceive starts from every kind of
+// packet a responder and a requester meet.
+func TestRecordedSeeds(t *testing.T) {
+	seen := map[ib.Opcode]bool{}
+	for _, s := range recordedSeeds(t) {
+		seen[ib.BTH(s).Opcode()] = true
+	}
+	for _, op := range []ib.Opcode{ib.OpWriteFirst, ib.OpWriteMiddle, ib.OpWriteLast, ib.OpSendOnlyImm,
+		ib.OpReadRequest, ib.OpAcknowledge, ib.OpCNP} {
+		if !seen[op] {
+			t.Errorf("no %v among the seeds (have %v)", op, seen)
+		}
+	}
 }

@@ -1,0 +1,1078 @@
+package metaroce
+
+import (
+	"math"
+	"math/bits"
+
+	"github.com/mrlab/mrlab/internal/sim"
+	"github.com/mrlab/mrlab/transport"
+	"github.com/mrlab/mrlab/transport/metaroce/wire"
+)
+
+// sndState is the sending side of a connection.
+//
+// Messages get a connection-wide message sequence number (MSN) when they
+// are posted and live in a ring indexed by MSN until they complete; they
+// are cut into chunks, each with a connection-wide data sequence number
+// (DSN) that stays with the chunk whatever path carries it, in a ring
+// indexed by DSN. Paths carry chunks under their own PSNs. A stream has no
+// state of its own beyond the tail table entry that exists while it has a
+// message outstanding.
+type sndState struct {
+	paths []sndPath
+
+	msgs             []sndMsg // ring by MSN; len is a power of two
+	msnNext, msnBase uint32   // [msnBase, msnNext) are posted, not completed
+	segNext          uint32   // first MSN that may have chunks left to cut
+	tails            []streamTail
+	tokens           uint32 // next receive match token
+
+	chunks           []chunk // ring by DSN
+	dsnNext, dsnBase uint32  // [dsnBase, dsnNext) are unresolved
+
+	rexmit   []uint32 // DSNs of chunks moved off a path, FIFO from rexHead
+	rexHead  int
+	rnr      []rnrWait // chunks refused for want of a receive, backing off
+	resp     []respJob // READ responses we serve
+	respFree []int32
+	respQ    []int32 // response jobs with chunks left to cut, FIFO
+	respHead int
+	fromResp bool // alternate new chunks between messages and responses
+
+	inflight int      // payload bytes outstanding on all paths
+	unsent   int64    // payload bytes not yet cut into chunks
+	hint     float64  // receiver's fair share for us, bytes/s; 0 = none
+	nextSend sim.Time // pacing: earliest next data packet
+	srtt     sim.Time // connection-wide smoothed RTT (all paths)
+	minRTT   sim.Time
+}
+
+// sndMsg is a posted message.
+type sndMsg struct {
+	wr        transport.WorkRequest
+	typ       wire.Type
+	imm       bool
+	used      bool
+	unsent    bool // chunks are left to cut
+	failed    bool
+	released  bool // completion delivered
+	hasWaiter bool
+	rnrTries  uint8
+	status    transport.Status
+	prev      uint16 // MSN distance to the previous open message of the stream
+	length    uint32
+	nextOff   uint32 // next byte to cut
+	respGot   uint32 // READ: response bytes placed
+	token     uint32
+	waiter    uint32 // next message of the stream, waiting for us to complete
+	out       int32  // chunks cut and not yet resolved
+	rnrUntil  sim.Time
+}
+
+type streamTail struct {
+	stream uint16
+	msn    uint32 // newest open message of the stream
+}
+
+// chunkWhere says where a chunk is.
+type chunkWhere uint8
+
+const (
+	chunkFree   chunkWhere = iota
+	chunkOnPath            // outstanding on (path, gen, psn)
+	chunkQueued            // in rexmit, waiting for any path
+	chunkRNR               // waiting out an RNR back-off
+)
+
+// chunk is one packet's worth of a message or of a READ response.
+type chunk struct {
+	msn    uint32 // our message, or the peer's READ for a response
+	job    int32  // -1: our message; else index into resp
+	offset uint32
+	psn    uint32
+	size   uint16
+	path   uint8
+	gen    uint8
+	tx     uint8 // transmissions
+	where  chunkWhere
+	abort  bool // send as ABORT (its message failed)
+	status transport.Status
+}
+
+type rnrWait struct {
+	dsn uint32
+	at  sim.Time
+}
+
+// respJob is a READ we serve: the responder's half of the peer's READ.
+type respJob struct {
+	used    bool
+	ready   bool // the READ is released in stream order: serve it
+	stream  uint16
+	nsinks  uint8
+	msn     uint32 // the requester's READ
+	src     uint64 // our memory
+	key     uint32
+	length  uint32
+	nextOff uint32
+	out     int32
+	sinks   [wire.MaxSinks]sink
+}
+
+type sink struct {
+	addr     uint64
+	len, key uint32
+}
+
+// msg returns the ring slot of a message.
+func (c *Conn) msg(msn uint32) *sndMsg { return &c.s.msgs[msn&uint32(len(c.s.msgs)-1)] }
+
+// msgOpen reports whether msn is posted and not yet forgotten.
+func (c *Conn) msgOpen(msn uint32) bool {
+	return wire.Seq(c.s.msnBase).BeforeEq(wire.Seq(msn)) && wire.Seq(msn).Before(wire.Seq(c.s.msnNext))
+}
+
+func (c *Conn) chunk(dsn uint32) *chunk { return &c.s.chunks[dsn&uint32(len(c.s.chunks)-1)] }
+
+// classify maps a work request's operation to its packet type.
+func classify(op transport.Op) (t wire.Type, imm, consumes, ok bool) {
+	switch op {
+	case transport.OpWrite:
+		return wire.TypeWrite, false, false, true
+	case transport.OpWriteImm:
+		return wire.TypeWrite, true, true, true
+	case transport.OpSend:
+		return wire.TypeSend, false, true, true
+	case transport.OpSendImm:
+		return wire.TypeSend, true, true, true
+	case transport.OpRead:
+		return wire.TypeReadReq, false, false, true
+	}
+	return 0, false, false, false
+}
+
+func (c *Conn) postSend(wr *transport.WorkRequest) error {
+	typ, imm, consumes, ok := classify(wr.Op)
+	if !ok || wr.NumSGE < 0 || wr.NumSGE > transport.MaxSGE {
+		return transport.ErrBadRequest
+	}
+	length := wr.Len()
+	if length > math.MaxUint32 || (typ == wire.TypeReadReq && wr.NumSGE == 0) {
+		return transport.ErrBadRequest
+	}
+	if typ != wire.TypeSend && wr.RemoteAddr > math.MaxUint64-uint64(length) {
+		return transport.ErrBadRequest
+	}
+	if int(c.s.msnNext-c.s.msnBase) >= c.opts.SendQueue {
+		return transport.ErrQueueFull
+	}
+	msn := c.s.msnNext
+	if int(msn-c.s.msnBase) >= len(c.s.msgs) {
+		c.growMsgs()
+	}
+	c.s.msnNext++
+	m := c.msg(msn)
+	*m = sndMsg{wr: *wr, typ: typ, imm: imm, used: true, length: uint32(length)}
+	m.prev = c.streamLink(wr.Stream, msn)
+	// Local buffers are checked now; a bad one completes the request with
+	// a local protection error, in stream order, and nothing is sent.
+	access := transport.Access(0)
+	if typ == wire.TypeReadReq {
+		access = transport.AccessLocalWrite
+	}
+	for i := 0; i < wr.NumSGE; i++ {
+		s := &wr.SGL[i]
+		if _, st := c.cfg.Memory.Resolve(s.LKey, s.Addr, int(s.Len), access); st != transport.StatusOK {
+			m.failed, m.status = true, transport.StatusLocalProtection
+			c.releaseSnd(msn)
+			return nil
+		}
+	}
+	if consumes {
+		m.token = c.s.tokens
+		c.s.tokens++
+	}
+	m.unsent = true
+	if typ != wire.TypeReadReq {
+		c.s.unsent += int64(length)
+	}
+	c.st.posted++
+	return nil
+}
+
+func (c *Conn) growMsgs() {
+	old := c.s.msgs
+	size := max(2*len(old), 4)
+	c.s.msgs = make([]sndMsg, size)
+	for msn := c.s.msnBase; msn != c.s.msnNext; msn++ {
+		c.s.msgs[msn&uint32(size-1)] = old[msn&uint32(len(old)-1)]
+	}
+}
+
+// streamLink makes msn the newest open message of its stream and returns
+// the MSN distance back to the previous one (0 if the stream had none).
+func (c *Conn) streamLink(stream uint16, msn uint32) uint16 {
+	for i := range c.s.tails {
+		t := &c.s.tails[i]
+		if t.stream == stream {
+			d := msn - t.msn
+			t.msn = msn
+			return uint16(d)
+		}
+	}
+	c.s.tails = append(c.s.tails, streamTail{stream: stream, msn: msn})
+	return 0
+}
+
+// streamUnlink forgets the stream's tail if msn was its newest message.
+func (c *Conn) streamUnlink(stream uint16, msn uint32) {
+	for i := range c.s.tails {
+		if t := &c.s.tails[i]; t.stream == stream {
+			if t.msn == msn {
+				last := len(c.s.tails) - 1
+				c.s.tails[i] = c.s.tails[last]
+				c.s.tails = c.s.tails[:last]
+			}
+			return
+		}
+	}
+}
+
+// sndDone reports whether a message has nothing left to do but complete.
+func sndDone(m *sndMsg) bool {
+	return !m.unsent && m.out == 0 && (m.failed || m.typ != wire.TypeReadReq || m.respGot == m.length)
+}
+
+// releaseSnd completes msn, and the messages of its stream waiting behind
+// it, if each is done and its predecessor has completed.
+func (c *Conn) releaseSnd(msn uint32) {
+	for {
+		m := c.msg(msn)
+		if !m.used || m.released || !sndDone(m) {
+			break
+		}
+		if m.prev != 0 {
+			p := msn - uint32(m.prev)
+			if c.msgOpen(p) {
+				if pm := c.msg(p); !pm.released {
+					pm.waiter, pm.hasWaiter = msn, true
+					break
+				}
+			}
+		}
+		m.released = true
+		wc := transport.Completion{ID: m.wr.ID, Op: m.wr.Op, Status: transport.StatusOK, Stream: m.wr.Stream, Bytes: m.length}
+		if m.failed {
+			wc.Status, wc.Bytes = m.status, 0
+		}
+		c.st.completions++
+		c.streamUnlink(m.wr.Stream, msn)
+		c.cfg.Complete(wc)
+		if !m.hasWaiter {
+			break
+		}
+		msn = m.waiter
+	}
+	for c.s.msnBase != c.s.msnNext {
+		m := c.msg(c.s.msnBase)
+		if !m.released {
+			break
+		}
+		m.used = false
+		c.s.msnBase++
+	}
+}
+
+// failMsg marks a message failed: nothing more of it is cut, and chunks
+// still to be sent go out as ABORT.
+func (c *Conn) failMsg(msn uint32, status transport.Status) {
+	m := c.msg(msn)
+	if m.failed {
+		return
+	}
+	m.failed, m.status = true, status
+	if m.unsent {
+		m.unsent = false
+		if m.typ != wire.TypeReadReq {
+			c.s.unsent -= int64(m.length - m.nextOff)
+		}
+	}
+}
+
+// chunkFailed reports whether a chunk must go out as ABORT, and why.
+func (c *Conn) chunkFailed(ch *chunk) (bool, transport.Status) {
+	if ch.abort {
+		return true, ch.status
+	}
+	if ch.job < 0 {
+		if m := c.msg(ch.msn); m.failed {
+			return true, m.status
+		}
+	}
+	return false, 0
+}
+
+// nextChunkSize says what the next new chunk would be without cutting it:
+// from a message (job -1, msn) or a READ response (job).
+func (c *Conn) nextChunkSize() (job int32, msn uint32, size int, ok bool) {
+	if int(c.s.dsnNext-c.s.dsnBase) >= c.dsnWindow {
+		return 0, 0, 0, false
+	}
+	// Skip messages that have nothing left to cut.
+	for c.s.segNext != c.s.msnNext {
+		if wire.Seq(c.s.segNext).Before(wire.Seq(c.s.msnBase)) {
+			c.s.segNext = c.s.msnBase
+			continue
+		}
+		if m := c.msg(c.s.segNext); m.used && m.unsent {
+			break
+		}
+		c.s.segNext++
+	}
+	haveMsg := c.s.segNext != c.s.msnNext && int(c.s.segNext-c.s.msnBase) < c.msgWindow
+	haveResp := c.s.respHead < len(c.s.respQ)
+	if haveResp && (!haveMsg || c.s.fromResp) {
+		j := c.s.respQ[c.s.respHead]
+		r := &c.s.resp[j]
+		_, room := r.sinkAt(r.nextOff)
+		return j, r.msn, int(min(uint32(c.mss), r.length-r.nextOff, room)), true
+	}
+	if haveMsg {
+		m := c.msg(c.s.segNext)
+		if m.typ == wire.TypeReadReq {
+			return -1, c.s.segNext, m.wr.NumSGE * wire.SinkSize, true
+		}
+		return -1, c.s.segNext, int(min(uint32(c.mss), m.length-m.nextOff)), true
+	}
+	return 0, 0, 0, false
+}
+
+// cutChunk commits the chunk nextChunkSize described and returns its DSN.
+func (c *Conn) cutChunk(job int32, msn uint32, size int) uint32 {
+	dsn := c.s.dsnNext
+	if int(dsn-c.s.dsnBase) >= len(c.s.chunks) {
+		c.growChunks()
+	}
+	c.s.dsnNext++
+	ch := c.chunk(dsn)
+	*ch = chunk{msn: msn, job: job, size: uint16(size)}
+	if job < 0 {
+		m := c.msg(msn)
+		ch.offset = m.nextOff
+		m.out++
+		if m.typ == wire.TypeReadReq {
+			m.nextOff = m.length
+		} else {
+			m.nextOff += uint32(size)
+			c.s.unsent -= int64(size)
+		}
+		if m.nextOff >= m.length {
+			m.unsent = false
+		}
+		c.s.fromResp = true
+		return dsn
+	}
+	r := &c.s.resp[job]
+	ch.offset = r.nextOff
+	r.out++
+	r.nextOff += uint32(size)
+	c.s.unsent -= int64(size)
+	if r.nextOff >= r.length {
+		c.s.respHead++
+		if c.s.respHead == len(c.s.respQ) {
+			c.s.respQ, c.s.respHead = c.s.respQ[:0], 0
+		}
+	}
+	c.s.fromResp = false
+	return dsn
+}
+
+func (c *Conn) growChunks() {
+	old := c.s.chunks
+	size := max(2*len(old), 16)
+	c.s.chunks = make([]chunk, size)
+	for dsn := c.s.dsnBase; dsn != c.s.dsnNext; dsn++ {
+		c.s.chunks[dsn&uint32(size-1)] = old[dsn&uint32(len(old)-1)]
+	}
+}
+
+// chunkResolved is called when a chunk's PSN is acknowledged (as data or
+// as ABORT): the chunk is done with.
+func (c *Conn) chunkResolved(dsn uint32) {
+	ch := c.chunk(dsn)
+	job, msn := ch.job, ch.msn
+	ch.where = chunkFree
+	for c.s.dsnBase != c.s.dsnNext && c.chunk(c.s.dsnBase).where == chunkFree {
+		c.s.dsnBase++
+	}
+	if job < 0 {
+		c.msg(msn).out--
+		c.releaseSnd(msn)
+		return
+	}
+	r := &c.s.resp[job]
+	r.out--
+	if r.nextOff >= r.length && r.out == 0 {
+		*r = respJob{}
+		c.s.respFree = append(c.s.respFree, job)
+	}
+}
+
+// sinkAt returns where response byte off goes: the sink entry's address
+// and key, and how many bytes are left in that entry.
+func (r *respJob) sinkAt(off uint32) (s sink, room uint32) {
+	for i := 0; i < int(r.nsinks); i++ {
+		e := r.sinks[i]
+		if off < e.len {
+			return sink{addr: e.addr + uint64(off), key: e.key}, e.len - off
+		}
+		off -= e.len
+	}
+	return sink{}, 0
+}
+
+// newRespJob records a READ we will serve once it is released in order.
+func (c *Conn) newRespJob(d wire.Data, sinks wire.Sinks) int32 {
+	var j int32
+	if n := len(c.s.respFree); n > 0 {
+		j = c.s.respFree[n-1]
+		c.s.respFree = c.s.respFree[:n-1]
+	} else {
+		c.s.resp = append(c.s.resp, respJob{})
+		j = int32(len(c.s.resp) - 1)
+	}
+	r := &c.s.resp[j]
+	*r = respJob{used: true, stream: d.Stream(), msn: d.MSN(), src: d.Addr(), key: d.Key(), length: d.MsgLen(),
+		nsinks: uint8(sinks.Len())}
+	for i := 0; i < sinks.Len(); i++ {
+		a, n, k := sinks.At(i)
+		r.sinks[i] = sink{addr: a, len: n, key: k}
+	}
+	return j
+}
+
+// startResp queues a released READ for serving.
+func (c *Conn) startResp(j int32) {
+	r := &c.s.resp[j]
+	r.ready = true
+	c.s.unsent += int64(r.length)
+	c.s.respQ = append(c.s.respQ, j)
+}
+
+// transmitData sends one data packet on port if pacing and windows allow:
+// a lost PSN again on its path, else a chunk moved off a failed path, else
+// a new chunk.
+func (c *Conn) transmitData(port int, b []byte) (int, transport.TxMeta) {
+	if c.now < c.s.nextSend {
+		c.timers.Arm(&c.paceTimer, c.s.nextSend)
+		return 0, transport.TxMeta{}
+	}
+	ports := c.cfg.Ports
+	for i := port; i < len(c.s.paths); i += ports {
+		p := &c.s.paths[i]
+		if p.lost > 0 && (p.state == PathActive || p.state == PathDraining) {
+			if n := c.resendLost(p, b); n > 0 {
+				return c.dataSent(n, p)
+			}
+		}
+	}
+	if c.s.rexHead < len(c.s.rexmit) {
+		dsn := c.s.rexmit[c.s.rexHead]
+		ch := c.chunk(dsn)
+		size := int(ch.size)
+		if f, _ := c.chunkFailed(ch); f {
+			size = 0
+		}
+		if p := c.pickPath(port, size); p != nil {
+			c.s.rexHead++
+			if c.s.rexHead == len(c.s.rexmit) {
+				c.s.rexmit, c.s.rexHead = c.s.rexmit[:0], 0
+			}
+			c.st.retransmits++
+			n := c.sendChunk(p, dsn, b)
+			return c.dataSent(n, p)
+		}
+	}
+	if job, msn, size, ok := c.nextChunkSize(); ok {
+		if p := c.pickPath(port, size); p != nil {
+			dsn := c.cutChunk(job, msn, size)
+			n := c.sendChunk(p, dsn, b)
+			return c.dataSent(n, p)
+		}
+	}
+	return 0, transport.TxMeta{}
+}
+
+// dataSent finishes a data transmission: pacing and the packet's framing.
+func (c *Conn) dataSent(n int, p *sndPath) (int, transport.TxMeta) {
+	if n == 0 {
+		return 0, transport.TxMeta{}
+	}
+	c.pace(n)
+	c.armPath(p)
+	return n, transport.TxMeta{SrcPort: p.entropy, ECT: true}
+}
+
+// pickPath chooses, among the active paths of port's plane, the one with
+// the most congestion-window room for a size-byte chunk; it returns nil if
+// none has room or the connection-wide in-flight cap is reached.
+func (c *Conn) pickPath(port, size int) *sndPath {
+	if size > 0 && c.s.inflight > 0 && c.s.inflight+size > c.inflightCap() {
+		return nil
+	}
+	var best *sndPath
+	bestRoom := math.MinInt
+	for i := port; i < len(c.s.paths); i += c.cfg.Ports {
+		p := &c.s.paths[i]
+		if p.state != PathActive || !p.room() {
+			continue
+		}
+		room := p.cwnd - p.inflight
+		if room < size && p.inflight > 0 && size > 0 {
+			continue
+		}
+		if room > bestRoom {
+			best, bestRoom = p, room
+		}
+	}
+	return best
+}
+
+// sendChunk sends chunk dsn on path p under a new PSN.
+func (c *Conn) sendChunk(p *sndPath, dsn uint32, b []byte) int {
+	ch := c.chunk(dsn)
+	e := sbEntry{dsn: dsn, size: ch.size, kind: sbData}
+	if f, st := c.chunkFailed(ch); f {
+		ch.abort, ch.status = true, st
+		e.kind, e.size = sbAbort, 0
+	}
+	p.txSeq++
+	e.txSeq = p.txSeq
+	if p.una == p.nxt {
+		p.rtoBase = c.now
+	}
+	psn := p.push(e)
+	ch.where, ch.path, ch.gen, ch.psn = chunkOnPath, p.id, p.gen, psn
+	ch.tx++
+	n := c.encodeChunk(b, p, psn, dsn, ch.tx > 1)
+	se := p.entry(psn)
+	if ch.abort && se.kind == sbData { // gathering the payload failed
+		se.kind, se.size = sbAbort, 0
+	}
+	p.inflight += int(se.size)
+	c.s.inflight += int(se.size)
+	p.tlpBase, p.tlpSent = c.now, false
+	p.st.packets++
+	p.st.bytes += uint64(n)
+	c.st.dataPackets++
+	if ch.tx > 1 {
+		p.st.retransmits++
+	}
+	if int(ch.tx) > c.opts.MaxRetries {
+		c.giveUp(ch)
+	}
+	return n
+}
+
+// resendLost sends the first lost PSN of p again, under the same PSN.
+func (c *Conn) resendLost(p *sndPath, b []byte) int {
+	for psn := p.una; psn != p.nxt; psn++ {
+		e := p.entry(psn)
+		if !e.lost || e.acked {
+			continue
+		}
+		e.lost = false
+		p.lost--
+		p.txSeq++
+		e.txSeq = p.txSeq
+		var n int
+		switch e.kind {
+		case sbProbe:
+			n = c.encodeProbe(b, p, psn, true)
+		default:
+			ch := c.chunk(e.dsn)
+			if f, st := c.chunkFailed(ch); f {
+				ch.abort, ch.status = true, st
+				e.kind, e.size = sbAbort, 0
+			}
+			ch.tx++
+			n = c.encodeChunk(b, p, psn, e.dsn, true)
+			if ch.abort && e.kind == sbData {
+				e.kind, e.size = sbAbort, 0
+			}
+			if int(ch.tx) > c.opts.MaxRetries {
+				c.giveUp(ch)
+			}
+		}
+		p.inflight += int(e.size)
+		c.s.inflight += int(e.size)
+		p.tlpBase = c.now
+		p.st.packets++
+		p.st.bytes += uint64(n)
+		p.st.retransmits++
+		c.st.retransmits++
+		if c.cfg.Trace != nil {
+			c.tracef("path %d: retransmit psn %d (dsn %d)", p.id, psn, e.dsn)
+		}
+		return n
+	}
+	p.lost = 0 // nothing was actually lost: resynchronize
+	return 0
+}
+
+// giveUp fails the connection when a chunk has been sent MaxRetries times.
+func (c *Conn) giveUp(ch *chunk) {
+	if ch.job < 0 {
+		c.fail(transport.StatusRetryExceeded, ch.msn, true)
+	} else {
+		c.fail(transport.StatusRetryExceeded, 0, false)
+	}
+}
+
+// encodeChunk writes a data packet for chunk dsn on (p, psn) into b.
+func (c *Conn) encodeChunk(b []byte, p *sndPath, psn, dsn uint32, retx bool) int {
+	ch := c.chunk(dsn)
+	f := wire.DataFields{
+		Common:  wire.Common{Path: p.id, Gen: p.gen, DstConn: c.peer, PSN: psn, TS: c.ts()},
+		MSNBase: c.s.msnBase,
+		DSN:     dsn,
+		Offset:  ch.offset,
+		Demand:  c.demandKBs(),
+	}
+	if retx {
+		f.Flags |= wire.FlagRetx
+	}
+	payload := b[wire.DataSize : wire.DataSize+int(ch.size)]
+	n := 0
+	ok := true
+	if ch.job < 0 {
+		m := c.msg(ch.msn)
+		f.Type, f.Stream, f.StreamPrev, f.MSN, f.MsgLen = m.typ, m.wr.Stream, m.prev, ch.msn, m.length
+		switch m.typ {
+		case wire.TypeWrite:
+			f.Addr, f.Key = m.wr.RemoteAddr+uint64(ch.offset), m.wr.RKey
+			if m.imm {
+				f.Token = m.token
+			}
+		case wire.TypeSend:
+			f.Token = m.token
+		case wire.TypeReadReq:
+			f.Addr, f.Key = m.wr.RemoteAddr, m.wr.RKey
+			f.Flags |= wire.FlagFirst | wire.FlagLast
+		}
+		if m.imm {
+			f.Flags |= wire.FlagImm
+			f.Imm = m.wr.Imm
+		}
+		if !ch.abort {
+			if m.typ == wire.TypeReadReq {
+				for i := 0; i < m.wr.NumSGE; i++ {
+					s := &m.wr.SGL[i]
+					wire.PutSink(payload, i, s.Addr, s.Len, s.LKey)
+				}
+				n = len(payload)
+			} else if n, ok = c.gather(m, ch.offset, payload); !ok {
+				c.failMsg(ch.msn, transport.StatusLocalProtection)
+			}
+		}
+	} else {
+		r := &c.s.resp[ch.job]
+		f.Type, f.Stream, f.MSN, f.MsgLen = wire.TypeReadResp, r.stream, r.msn, r.length
+		s, _ := r.sinkAt(ch.offset)
+		f.Addr, f.Key = s.addr, s.key
+		if !ch.abort {
+			src, st := c.cfg.Memory.Resolve(r.key, r.src+uint64(ch.offset), int(ch.size), transport.AccessRemoteRead)
+			if st != transport.StatusOK {
+				ok = false
+				ch.status = transport.StatusRemoteAccess
+			} else {
+				n = copy(payload, src)
+			}
+		}
+	}
+	if !ok {
+		ch.abort = true
+		if ch.status == 0 {
+			ch.status = transport.StatusLocalProtection
+		}
+		n = 0
+	}
+	if f.Type != wire.TypeReadReq {
+		if ch.offset == 0 {
+			f.Flags |= wire.FlagFirst
+		}
+		if ch.offset+uint32(ch.size) >= f.MsgLen {
+			f.Flags |= wire.FlagLast
+		}
+	}
+	if f.Flags&wire.FlagLast != 0 {
+		f.Flags |= wire.FlagAckReq // the message completes on this ACK: do not delay it
+	}
+	if ch.abort {
+		f.Flags |= wire.FlagAbort
+		f.Imm = uint32(ch.status)
+		n = 0
+	}
+	wire.Data(b).Put(&f)
+	return wire.Seal(b, wire.DataSize+n)
+}
+
+// gather copies a message's bytes from off into dst through its
+// scatter-gather list.
+func (c *Conn) gather(m *sndMsg, off uint32, dst []byte) (int, bool) {
+	n := 0
+	for i := 0; i < m.wr.NumSGE && n < len(dst); i++ {
+		s := &m.wr.SGL[i]
+		if off >= s.Len {
+			off -= s.Len
+			continue
+		}
+		k := min(int(s.Len-off), len(dst)-n)
+		src, st := c.cfg.Memory.Resolve(s.LKey, s.Addr+uint64(off), k, 0)
+		if st != transport.StatusOK {
+			return 0, false
+		}
+		n += copy(dst[n:], src)
+		off = 0
+	}
+	return n, n == len(dst)
+}
+
+// encodeProbe writes a PROBE for (p, psn).
+func (c *Conn) encodeProbe(b []byte, p *sndPath, psn uint32, retx bool) int {
+	f := wire.Common{Type: wire.TypeProbe, Flags: wire.FlagAckReq, Path: p.id, Gen: p.gen, DstConn: c.peer, PSN: psn, TS: c.ts()}
+	if retx {
+		f.Flags |= wire.FlagRetx
+	}
+	wire.Header(b).Put(&f)
+	return wire.Seal(b, wire.CommonSize)
+}
+
+// transmitProbe sends a due probe (tail-loss probe, or a probe of a
+// probing or failed path) on port's plane.
+func (c *Conn) transmitProbe(port int, b []byte) (int, transport.TxMeta) {
+	for i := port; i < len(c.s.paths); i += c.cfg.Ports {
+		p := &c.s.paths[i]
+		if !p.probeWant || !p.room() {
+			continue
+		}
+		p.probeWant = false
+		p.txSeq++
+		if p.una == p.nxt {
+			p.rtoBase = c.now
+		}
+		psn := p.push(sbEntry{kind: sbProbe, txSeq: p.txSeq})
+		n := c.encodeProbe(b, p, psn, false)
+		p.tlpBase = c.now
+		p.st.probes++
+		p.st.packets++
+		p.st.bytes += uint64(n)
+		c.armPath(p)
+		return n, transport.TxMeta{SrcPort: p.entropy, ECT: true}
+	}
+	return 0, transport.TxMeta{}
+}
+
+// onAck processes one path's ACK: settle what it covers, take an RTT
+// sample, run congestion control, detect losses (a hole below a PSN that
+// was sent later and has arrived), and note the rate hint.
+func (c *Conn) onAck(a wire.Ack) {
+	c.st.acksReceived++
+	if int(a.Path()) >= len(c.s.paths) {
+		c.st.dropMalformed++
+		return
+	}
+	p := &c.s.paths[a.Path()]
+	if a.Gen() != p.gen {
+		c.st.staleAcks++
+		return
+	}
+	cum := a.PSN()
+	if wire.Seq(cum).After(wire.Seq(p.nxt)) {
+		c.st.dropMalformed++
+		return
+	}
+	c.noteHint(a.RateHint())
+	pkts, bytes := 0, 0
+	for psn := p.una; wire.Seq(psn).Before(wire.Seq(cum)); psn++ {
+		k, n := c.ackEntry(p, psn)
+		pkts += k
+		bytes += n
+	}
+	for w := 0; w < 4; w++ {
+		word := a.SACKWord(w)
+		for word != 0 {
+			i := bits.LeadingZeros64(word)
+			word &^= 1 << (63 - i)
+			psn := cum + 1 + uint32(64*w+i)
+			if !p.outstanding(psn) {
+				continue
+			}
+			k, n := c.ackEntry(p, psn)
+			pkts += k
+			bytes += n
+		}
+	}
+	if c.state != transport.StateEstablished {
+		return // a completion callback closed us
+	}
+	progressed := false
+	for p.una != p.nxt && p.entry(p.una).acked {
+		p.una++
+		progressed = true
+	}
+	if progressed {
+		p.rtoBase, p.tlpBase, p.tlpSent = c.now, c.now, false
+		if p.timeouts > 0 || p.state != PathActive && p.state != PathDraining {
+			c.pathRecovered(p)
+		}
+		p.timeouts = 0
+	}
+	if pkts > 0 {
+		c.rttSample(p, sim.Time(c.ts()-a.EchoTS()))
+	}
+	dce := int(int16(a.CECount() - p.lastCE))
+	if dce > 0 {
+		p.lastCE = a.CECount()
+	} else {
+		dce = 0
+	}
+	p.lastRx = a.RxCount()
+	c.ccOnAck(p, pkts, bytes, dce)
+	if pkts > 0 {
+		c.detectLoss(p)
+	}
+	if p.state == PathDraining && p.una == p.nxt {
+		c.repath(p, "drained after ECN marking", false)
+		p.state = PathActive
+	}
+	c.armPath(p)
+}
+
+// ackEntry settles one PSN; it returns the packets and payload bytes it
+// newly acknowledged.
+func (c *Conn) ackEntry(p *sndPath, psn uint32) (int, int) {
+	e := p.entry(psn)
+	if e.acked {
+		return 0, 0
+	}
+	e.acked = true
+	if e.lost {
+		e.lost = false
+		p.lost-- // it arrived after all
+	} else {
+		p.inflight -= int(e.size)
+		c.s.inflight -= int(e.size)
+	}
+	if wire.Seq(e.txSeq).After(wire.Seq(p.maxAckedTx)) {
+		p.maxAckedTx = e.txSeq
+	}
+	if e.kind != sbProbe {
+		ch := c.chunk(e.dsn)
+		if ch.where == chunkOnPath && ch.path == p.id && ch.gen == p.gen && ch.psn == psn {
+			c.chunkResolved(e.dsn)
+		}
+	}
+	return 1, int(e.size)
+}
+
+// detectLoss declares lost every outstanding PSN sent before the latest
+// transmission known to have arrived: paths are FIFO, so it is a loss, not
+// reordering.
+func (c *Conn) detectLoss(p *sndPath) {
+	newLosses := 0
+	for psn := p.una; psn != p.nxt; psn++ {
+		e := p.entry(psn)
+		if e.acked || e.lost || !wire.Seq(e.txSeq).Before(wire.Seq(p.maxAckedTx)) {
+			continue
+		}
+		c.markLost(p, e)
+		newLosses++
+		if c.cfg.Trace != nil {
+			c.tracef("path %d: SACK hole psn %d, retransmit", p.id, psn)
+		}
+	}
+	if newLosses == 0 {
+		return
+	}
+	if p.nxt-p.lossBase > uint32(c.opts.LossWindow) {
+		p.lossBase, p.losses = p.nxt, 0
+	}
+	p.losses += newLosses
+	if p.losses >= c.opts.LossesBeforeRepath && p.state == PathActive && c.otherActivePath(p) {
+		c.repath(p, "after "+itoa(p.losses)+" losses", true)
+	}
+}
+
+// markLost takes an entry out of flight and queues it to be sent again.
+func (c *Conn) markLost(p *sndPath, e *sbEntry) {
+	e.lost = true
+	p.lost++
+	p.inflight -= int(e.size)
+	c.s.inflight -= int(e.size)
+	p.st.losses++
+	c.st.losses++
+}
+
+// otherActivePath reports whether some path besides p can carry data.
+func (c *Conn) otherActivePath(p *sndPath) bool {
+	for i := range c.s.paths {
+		if q := &c.s.paths[i]; q != p && q.state == PathActive {
+			return true
+		}
+	}
+	return false
+}
+
+// onNak handles a refused chunk. An RNR turns the PSN into a filler (a
+// probe under the same PSN, so the path's hole closes) and parks the chunk
+// for a back-off; a protection or invalid-request NAK fails the message
+// and resends the PSN as ABORT, which tells the receiver the sender has
+// seen the error.
+func (c *Conn) onNak(n wire.Nak) {
+	c.st.naksReceived++
+	if int(n.Path()) >= len(c.s.paths) {
+		c.st.dropMalformed++
+		return
+	}
+	p := &c.s.paths[n.Path()]
+	psn := n.PSN()
+	if n.Gen() != p.gen || !p.outstanding(psn) {
+		c.st.staleAcks++
+		return
+	}
+	e := p.entry(psn)
+	if e.acked || e.kind != sbData || e.dsn != n.DSN() {
+		c.st.staleAcks++
+		return
+	}
+	ch := c.chunk(e.dsn)
+	if ch.job >= 0 || ch.msn != n.MSN() || ch.where != chunkOnPath {
+		c.st.dropMalformed++
+		return
+	}
+	if !e.lost {
+		p.inflight -= int(e.size)
+		c.s.inflight -= int(e.size)
+		e.lost = true
+		p.lost++
+	}
+	m := c.msg(ch.msn)
+	switch n.Reason() {
+	case wire.NakRNR:
+		c.st.rnrNaks++
+		e.kind, e.size = sbProbe, 0
+		if c.now >= m.rnrUntil {
+			m.rnrTries++
+			if c.opts.RNRRetries >= 0 && int(m.rnrTries) > c.opts.RNRRetries {
+				if c.cfg.Trace != nil {
+					c.tracef("RNR msn %d: retries exceeded", ch.msn)
+				}
+				c.fail(transport.StatusRNRRetryExceeded, ch.msn, true)
+				return
+			}
+			back := c.opts.RNRDelay << min(int(m.rnrTries)-1, 16)
+			m.rnrUntil = c.now + min(back, c.opts.RTOMax)
+			if c.cfg.Trace != nil {
+				c.tracef("RNR msn %d stream %d: receiver has no buffer, retry %d in %v", ch.msn, m.wr.Stream, m.rnrTries, m.rnrUntil-c.now)
+			}
+		}
+		ch.where = chunkRNR
+		c.s.rnr = append(c.s.rnr, rnrWait{dsn: e.dsn, at: m.rnrUntil})
+		if !c.rnrTimer.Armed() || c.rnrTimer.When() > m.rnrUntil {
+			c.timers.Arm(&c.rnrTimer, m.rnrUntil)
+		}
+	default:
+		status := transport.StatusRemoteAccess
+		if n.Reason() == wire.NakInvalid {
+			status = transport.StatusRemoteInvalidRequest
+		}
+		c.st.protectionNaks++
+		if c.cfg.Trace != nil && !m.failed {
+			c.tracef("NAK msn %d stream %d: %v, failing the request", ch.msn, m.wr.Stream, n.Reason())
+		}
+		c.failMsg(ch.msn, status)
+		ch.abort, ch.status = true, status
+		e.kind, e.size = sbAbort, 0
+	}
+	c.armPath(p)
+}
+
+// onRNRTimer moves chunks whose back-off has ended to the retransmit queue.
+func (c *Conn) onRNRTimer() {
+	next := sim.Never
+	k := 0
+	for _, w := range c.s.rnr {
+		if w.at <= c.now {
+			if ch := c.chunk(w.dsn); ch.where == chunkRNR {
+				ch.where = chunkQueued
+				c.s.rexmit = append(c.s.rexmit, w.dsn)
+			}
+			continue
+		}
+		next = min(next, w.at)
+		c.s.rnr[k] = w
+		k++
+	}
+	c.s.rnr = c.s.rnr[:k]
+	if next != sim.Never {
+		c.timers.Arm(&c.rnrTimer, next)
+	}
+}
+
+// flushSender completes every open message: cause with status, the failed
+// with their own status, the rest with StatusFlushed, in MSN order (which
+// is post order, so stream order holds).
+func (c *Conn) flushSender(status transport.Status, cause uint32, hasCause bool) {
+	for msn := c.s.msnBase; msn != c.s.msnNext; msn++ {
+		m := c.msg(msn)
+		if !m.used || m.released {
+			continue
+		}
+		m.released = true
+		st := transport.StatusFlushed
+		switch {
+		case hasCause && msn == cause:
+			st = status
+		case m.failed:
+			st = m.status
+		}
+		c.st.completions++
+		c.cfg.Complete(transport.Completion{ID: m.wr.ID, Op: m.wr.Op, Status: st, Stream: m.wr.Stream})
+	}
+	c.s.msnBase, c.s.segNext = c.s.msnNext, c.s.msnNext
+	c.s.tails = c.s.tails[:0]
+	c.s.dsnBase = c.s.dsnNext
+	clear(c.s.chunks)
+	c.s.rexmit, c.s.rexHead, c.s.rnr = c.s.rexmit[:0], 0, c.s.rnr[:0]
+	c.s.respQ, c.s.respHead = c.s.respQ[:0], 0
+	c.s.inflight, c.s.unsent = 0, 0
+	for i := range c.s.paths {
+		p := &c.s.paths[i]
+		p.una, p.inflight, p.lost, p.probeWant = p.nxt, 0, 0, false
+	}
+}
+
+// itoa formats a small int without fmt (trace strings are built only when
+// tracing, but this keeps the call sites simple).
+func itoa(n int) string {
+	if n == 0 {
+		return "0"
+	}
+	var b [20]byte
+	i := len(b)
+	neg := n < 0
+	if neg {
+		n = -n
+	}
+	for n > 0 {
+		i--
+		b[i] = byte('0' + n%10)
+		n /= 10
+	}
+	if neg {
+		i--
+		b[i] = '-'
+	}
+	return string(b[i:])
+}
