@@ -154,7 +154,7 @@ func runIncast(cfg Config) (*Report, error) {
 				data = "not checked"
 			}
 		}
-		r.table.add(fmt.Sprint(row.Senders), row.Transport, settle, pct(row.Utilization), sizeString(row.PeakQueue),
+		r.table.add(fmt.Sprint(row.Senders), row.Transport, settle, pct(row.Utilization), kib(row.PeakQueue),
 			fmt.Sprint(row.QueueDrops), f3(row.Jain), f3(row.JainLate), fmt.Sprint(row.Retransmits), fmt.Sprint(row.Timeouts),
 			fmt.Sprint(row.Errors), data)
 	}

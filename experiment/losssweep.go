@@ -247,6 +247,18 @@ func lossChecks(r *Report, rows []LossRow) {
 			r.Notes = append(r.Notes, fmt.Sprintf("MetaRoCE run at %g%% loss failed: %s", row.LossPct, row.Error))
 		}
 	}
+	// What each transport paid per lost packet: selective retransmission
+	// resends about one packet per loss; go-back-N resends everything
+	// sent after it.
+	for _, l := range []float64{1, 10} {
+		for _, row := range rows {
+			if row.Fabric != FabricLossy || row.LossPct != l || row.LossDrops == 0 {
+				continue
+			}
+			r.Notes = append(r.Notes, fmt.Sprintf("%g%% loss, %s: %d packets lost (data and ACKs), %d data packets retransmitted (%.1f per loss), %d retransmission timeouts",
+				l, row.Transport, row.LossDrops, row.Retransmits, float64(row.Retransmits)/float64(row.LossDrops), row.Timeouts))
+		}
+	}
 	for _, row := range rows {
 		if row.Transport == ro && row.Error != "" {
 			r.Notes = append(r.Notes, fmt.Sprintf("RoCEv2 at %g%% loss (%s): %s", row.LossPct, row.Fabric, row.Error))

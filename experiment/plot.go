@@ -36,7 +36,8 @@ type figLine struct {
 	x, y   []float64
 	dashed bool
 	points bool
-	// color index into plotutil's palette; -1 means gray.
+	// color: 0 picks by position, k > 0 is plotutil's palette color k-1,
+	// -1 is gray.
 	color int
 }
 
@@ -95,7 +96,16 @@ func (f *figure) render(w io.Writer, format string) error {
 		}
 	}
 	if len(f.bars) > 0 {
-		w := vg.Points(float64(40) / float64(len(f.bars)) * 2)
+		top := 0.0
+		for _, b := range f.bars {
+			for _, v := range b.values {
+				top = max(top, v)
+			}
+		}
+		if f.ymax <= f.ymin && top > 0 {
+			f.ymin, f.ymax = 0, 1.25*top
+		}
+		w := vg.Points(80 / float64(len(f.bars)))
 		for i, b := range f.bars {
 			bc, err := plotter.NewBarChart(plotter.Values(b.values), w)
 			if err != nil {

@@ -128,6 +128,11 @@ func (b bed) describe() string {
 	return s
 }
 
+// kib formats a byte count in KiB with one decimal.
+func kib(n int) string { return fmt.Sprintf("%.1f KiB", float64(n)/1024) }
+
+// sizeString formats a size exactly: MiB or KiB when it divides, else
+// bytes.
 func sizeString(n int) string {
 	switch {
 	case n >= 1<<20 && n%(1<<20) == 0:

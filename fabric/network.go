@@ -637,6 +637,9 @@ func (n *Network) refresh(now sim.Time, ls []*netLink) {
 		}
 		n.ctrlChange(now, l)
 	}
+	if n.detect < 0 && n.routesDirty {
+		n.recomputeRoutes()
+	}
 	for _, p := range kick {
 		if p.onIdle != nil && p.Idle() {
 			p.onIdle(now)
@@ -652,7 +655,7 @@ func (n *Network) ctrlChange(now sim.Time, l *netLink) {
 		} else {
 			l.ctrl = ctrlDown
 		}
-		n.recomputeRoutes()
+		n.routesDirty = true // refresh recomputes once for all its links
 		return
 	}
 	switch {

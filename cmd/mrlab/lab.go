@@ -130,7 +130,11 @@ func showReport(lab *labs.Lab, allLinks bool) *Report {
 	for _, role := range s.Roles() {
 		roles = append(roles, fmt.Sprintf("%d %s", s.SwitchesByRole[role], role))
 	}
-	r.Fact("switches", "switches", fmt.Sprintf("%d (%s)", s.Switches, strings.Join(roles, ", ")))
+	if len(roles) > 0 {
+		r.Fact("switches", "switches", fmt.Sprintf("%d (%s)", s.Switches, strings.Join(roles, ", ")))
+	} else {
+		r.Fact("switches", "switches", "0")
+	}
 	r.Fact("links", "links", fmt.Sprintf("%d (%d host, %d fabric)", s.Links, s.HostLinks, s.Links-s.HostLinks))
 	switch {
 	case lab.DetectionDelay < 0:

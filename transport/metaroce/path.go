@@ -2,6 +2,7 @@ package metaroce
 
 import (
 	"github.com/mrlab/mrlab/internal/sim"
+	"github.com/mrlab/mrlab/transport"
 	"github.com/mrlab/mrlab/transport/metaroce/wire"
 )
 
@@ -212,4 +213,206 @@ type rcvPath struct {
 // reset starts a new generation of the path.
 func (r *rcvPath) reset(gen uint8) {
 	*r = rcvPath{seen: true, gen: gen, port: r.port, sport: r.sport}
+}
+
+// repathReason says why a path moved to a new entropy.
+type repathReason uint8
+
+const (
+	whyLosses repathReason = iota
+	whyTimeout
+	whyMarks
+	whyReprobe
+)
+
+func (r repathReason) String() string {
+	switch r {
+	case whyLosses:
+		return "losses"
+	case whyTimeout:
+		return "timeout"
+	case whyMarks:
+		return "ECN marks"
+	case whyReprobe:
+		return "re-probe"
+	}
+	return "?"
+}
+
+// repath moves p to a new entropy: a new generation whose PSNs start at 0,
+// so the receiver sees a fresh sequence space and nothing sent on the old
+// route can look like loss on the new one. With abandon, the chunks still
+// outstanding move to the connection's retransmit queue, to be re-sent on
+// whichever path has room (a drained path has none).
+func (c *Conn) repath(p *sndPath, why repathReason, abandon bool) {
+	moved := 0
+	if abandon {
+		for psn := p.una; psn != p.nxt; psn++ {
+			e := p.entry(psn)
+			if e.acked || e.kind == sbProbe {
+				continue
+			}
+			ch := c.chunk(e.dsn)
+			if ch.where != chunkOnPath || ch.path != p.id || ch.gen != p.gen || ch.psn != psn {
+				continue
+			}
+			if !e.lost {
+				c.s.inflight -= int(e.size)
+			}
+			ch.where = chunkQueued
+			c.s.rexmit = append(c.s.rexmit, e.dsn)
+			moved++
+		}
+	}
+	old := p.entropy
+	p.entropy = c.newEntropy()
+	p.gen++
+	p.una, p.nxt, p.lost, p.inflight = 0, 0, 0, 0
+	p.maxAckedTx = p.txSeq
+	p.lastCE, p.lastRx = 0, 0
+	p.roundEnd, p.roundPkts, p.roundCE, p.cutEnd = 0, 0, 0, 0
+	p.lossBase, p.losses, p.markRounds, p.heavy = 0, 0, 0, false
+	p.tlpSent = false
+	p.st.entropyChanges++
+	c.st.entropyChanges++
+	if c.cfg.Trace != nil {
+		c.tracef("path %d entropy %d -> %d after %v (gen %d, %d chunks moved)", p.id, old, p.entropy, why, p.gen, moved)
+	}
+}
+
+// onPathTimer runs a path's tail-loss probe, retransmission timeout or
+// re-probe.
+func (c *Conn) onPathTimer(p *sndPath) {
+	if c.state != transport.StateEstablished {
+		return
+	}
+	now := c.now
+	switch p.state {
+	case PathActive, PathDraining:
+		if p.una == p.nxt {
+			break
+		}
+		rtoAt := p.rtoBase + p.rto
+		if now >= rtoAt {
+			c.pathTimeout(p)
+		} else if !p.tlpSent && now >= p.tlpBase+p.tlpDelay(c.opts) {
+			p.tlpSent, p.probeWant = true, true
+			c.st.tailProbes++
+			if c.cfg.Trace != nil {
+				c.tracef("path %d: no ACK for %v, tail-loss probe", p.id, now-p.tlpBase)
+			}
+		}
+	case PathProbing:
+		if p.una != p.nxt && now >= p.rtoBase+p.rto {
+			c.pathTimeout(p)
+		}
+	case PathFailed:
+		if now >= p.probeAt {
+			c.repath(p, whyReprobe, true)
+			p.probeWant = true
+			p.probeAt = now + c.opts.FailedProbeInterval
+		}
+		if c.allFailedSince != 0 && now-c.allFailedSince >= c.opts.AllFailedTimeout {
+			c.fail(transport.StatusRetryExceeded, 0, false)
+			return
+		}
+	}
+	c.armPath(p)
+}
+
+// pathTimeout handles an RTO: back off, shrink the window to one MSS, move
+// to a new entropy with the outstanding chunks moved to other paths, and
+// probe the new route (or, after TimeoutsBeforeFail in a row, declare the
+// path failed).
+func (c *Conn) pathTimeout(p *sndPath) {
+	p.timeouts++
+	p.st.timeouts++
+	c.st.timeouts++
+	p.rto = min(2*p.rto, c.opts.RTOMax)
+	p.cwnd, p.cwndFrac = c.mss, 0
+	if c.cfg.Trace != nil {
+		c.tracef("path %d: RTO (%d in a row), rto now %v", p.id, p.timeouts, p.rto)
+	}
+	c.repath(p, whyTimeout, true)
+	if p.timeouts >= c.opts.TimeoutsBeforeFail {
+		p.state = PathFailed
+		p.probeAt = c.now + c.opts.FailedProbeInterval
+		if c.cfg.Trace != nil {
+			c.tracef("path %d failed after %d timeouts; its traffic moves to other paths", p.id, p.timeouts)
+		}
+		c.checkAllFailed()
+		return
+	}
+	p.state = PathProbing
+	p.probeWant = true
+	p.rtoBase = c.now
+}
+
+// pathRecovered returns a probing or failed path to service.
+func (c *Conn) pathRecovered(p *sndPath) {
+	if p.state == PathFailed {
+		p.cwnd = c.initialPathWindow()
+		p.rto = p.computeRTO(c.opts)
+	}
+	if p.state != PathActive && c.cfg.Trace != nil {
+		c.tracef("path %d recovered on entropy %d", p.id, p.entropy)
+	}
+	if p.state == PathProbing || p.state == PathFailed {
+		p.state = PathActive
+	}
+	c.allFailedSince = 0
+}
+
+// checkAllFailed starts the give-up clock when no path can carry data.
+func (c *Conn) checkAllFailed() {
+	for i := range c.s.paths {
+		if c.s.paths[i].state != PathFailed {
+			return
+		}
+	}
+	if c.allFailedSince == 0 {
+		c.allFailedSince = max(c.now, 1)
+		if c.cfg.Trace != nil {
+			c.tracef("all %d paths failed", len(c.s.paths))
+		}
+	}
+}
+
+// armPath sets p's timer to its next event.
+func (c *Conn) armPath(p *sndPath) {
+	at := sim.Never
+	switch p.state {
+	case PathActive, PathDraining:
+		if p.una != p.nxt {
+			at = p.rtoBase + p.rto
+			if !p.tlpSent {
+				at = min(at, p.tlpBase+p.tlpDelay(c.opts))
+			}
+		}
+	case PathProbing:
+		if p.una != p.nxt {
+			at = p.rtoBase + p.rto
+		}
+	case PathFailed:
+		at = p.probeAt
+	}
+	if at == sim.Never {
+		c.timers.Disarm(&p.timer)
+	} else if !p.timer.Armed() || p.timer.When() != at {
+		c.timers.Arm(&p.timer, at)
+	}
+}
+
+// rttSample takes one RTT measurement for p and for the connection.
+func (c *Conn) rttSample(p *sndPath, r sim.Time) {
+	if r < 0 || r > c.opts.RTOMax*4 {
+		return // a stale echo (32-bit clock) or garbage
+	}
+	p.rttSample(r, c.opts)
+	if c.s.srtt == 0 {
+		c.s.srtt, c.s.minRTT = r, r
+	} else {
+		c.s.srtt = (7*c.s.srtt + r) / 8
+		c.s.minRTT = min(c.s.minRTT, r)
+	}
 }

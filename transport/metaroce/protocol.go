@@ -1,7 +1,6 @@
 package metaroce
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 
@@ -147,5 +146,3 @@ func (p *Protocol) ActiveSenders() int {
 	}
 	return p.alloc.active
 }
-
-var _ = binary.BigEndian

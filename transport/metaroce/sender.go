@@ -489,15 +489,13 @@ func (c *Conn) transmitData(port int, b []byte) (int, transport.TxMeta) {
 				c.s.rexmit, c.s.rexHead = c.s.rexmit[:0], 0
 			}
 			c.st.retransmits++
-			n := c.sendChunk(p, dsn, b)
-			return c.dataSent(n, p)
+			return c.dataSent(c.sendChunk(p, dsn, b), p)
 		}
 	}
 	if job, msn, size, ok := c.nextChunkSize(); ok {
 		if p := c.pickPath(port, size); p != nil {
 			dsn := c.cutChunk(job, msn, size)
-			n := c.sendChunk(p, dsn, b)
-			return c.dataSent(n, p)
+			return c.dataSent(c.sendChunk(p, dsn, b), p)
 		}
 	}
 	return 0, transport.TxMeta{}
@@ -505,7 +503,7 @@ func (c *Conn) transmitData(port int, b []byte) (int, transport.TxMeta) {
 
 // dataSent finishes a data transmission: pacing and the packet's framing.
 func (c *Conn) dataSent(n int, p *sndPath) (int, transport.TxMeta) {
-	if n == 0 {
+	if n == 0 || c.state != transport.StateEstablished {
 		return 0, transport.TxMeta{}
 	}
 	c.pace(n)
@@ -843,7 +841,7 @@ func (c *Conn) onAck(a wire.Ack) {
 		c.detectLoss(p)
 	}
 	if p.state == PathDraining && p.una == p.nxt {
-		c.repath(p, "drained after ECN marking", false)
+		c.repath(p, whyMarks, false)
 		p.state = PathActive
 	}
 	c.armPath(p)
@@ -900,7 +898,7 @@ func (c *Conn) detectLoss(p *sndPath) {
 	}
 	p.losses += newLosses
 	if p.losses >= c.opts.LossesBeforeRepath && p.state == PathActive && c.otherActivePath(p) {
-		c.repath(p, "after "+itoa(p.losses)+" losses", true)
+		c.repath(p, whyLosses, true)
 	}
 }
 
@@ -1051,28 +1049,4 @@ func (c *Conn) flushSender(status transport.Status, cause uint32, hasCause bool)
 		p := &c.s.paths[i]
 		p.una, p.inflight, p.lost, p.probeWant = p.nxt, 0, 0, false
 	}
-}
-
-// itoa formats a small int without fmt (trace strings are built only when
-// tracing, but this keeps the call sites simple).
-func itoa(n int) string {
-	if n == 0 {
-		return "0"
-	}
-	var b [20]byte
-	i := len(b)
-	neg := n < 0
-	if neg {
-		n = -n
-	}
-	for n > 0 {
-		i--
-		b[i] = byte('0' + n%10)
-		n /= 10
-	}
-	if neg {
-		i--
-		b[i] = '-'
-	}
-	return string(b[i:])
 }

@@ -3,7 +3,6 @@ package metaroce
 import (
 	"errors"
 
-	"github.com/mrlab/mrlab/internal/sim"
 	"github.com/mrlab/mrlab/transport"
 	"github.com/mrlab/mrlab/transport/metaroce/wire"
 )
@@ -165,8 +164,4 @@ func (c *Conn) onClose(rx transport.RxMeta) {
 		c.ctl.pending, c.ctl.due = 0, false
 		c.timers.Disarm(&c.ctlTimer)
 	}
-	// Keep the CLOSE_ACK deliverable even though everything else stopped.
-	c.timers.Arm(&c.ctlTimer, c.now)
 }
-
-var _ = sim.Never

@@ -97,11 +97,11 @@ type sack struct {
 type sackOutcome uint8
 
 const (
-	sackNew      sackOutcome = iota // in order
-	sackHole                        // arrived past a hole
-	sackFill                        // filled the hole at cum, later PSNs were waiting
-	sackDup                         // already recorded
-	sackTooFar                      // beyond the 256-PSN window: not recorded
+	sackNew    sackOutcome = iota // in order
+	sackHole                      // arrived past a hole
+	sackFill                      // filled the hole at cum, later PSNs were waiting
+	sackDup                       // already recorded
+	sackTooFar                    // beyond the 256-PSN window: not recorded
 )
 
 // seen reports whether psn was recorded.

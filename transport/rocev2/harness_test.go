@@ -81,26 +81,29 @@ type endpoint struct {
 	// arriveFn is e.arrive as a sim.Func, made once: a method value
 	// stored in a timer would allocate per packet.
 	arriveFn sim.Func
-	ipID  uint16
-	comps []transport.Completion
-	nComp int
-	keep  bool // append completions to comps
+	ipID     uint16
+	comps    []transport.Completion
+	nComp    int
+	keep     bool // append completions to comps
 	// counters of what the harness saw
 	sent, delivered, dropped int
 }
 
 type harness struct {
-	t      testing.TB
-	loop   *sim.Loop
-	pool   *packet.Pool
-	rate   float64
-	delay  sim.Time
-	mtu    int
-	a, b   *endpoint
-	filter func(from *endpoint, pk *ib.Packet) verdict
-	onSend func(from *endpoint, pk *ib.Packet)
-	trace  *traceLog
+	t       testing.TB
+	loop    *sim.Loop
+	pool    *packet.Pool
+	rate    float64
+	delay   sim.Time
+	mtu     int
+	a, b    *endpoint
+	filter  func(from *endpoint, pk *ib.Packet) verdict
+	onSend  func(from *endpoint, pk *ib.Packet)
+	trace   *traceLog
 	icrcBad int
+	// capture, if set, sees every packet put on the link (after the
+	// filter; CE marks included).
+	capture func(now sim.Time, b *packet.Buffer)
 }
 
 type traceLog struct {
@@ -304,6 +307,9 @@ func (e *endpoint) pump(now sim.Time) {
 		c := e.h.pool.Copy(b)
 		c.Timer.Init(e.peer.arriveFn, c)
 		e.h.loop.Arm(&c.Timer, now+ser+e.h.delay)
+	}
+	if e.h.capture != nil {
+		e.h.capture(now, b)
 	}
 	b.Timer.Init(e.peer.arriveFn, b)
 	e.h.loop.Arm(&b.Timer, now+ser+e.h.delay)

@@ -165,25 +165,52 @@ func (w *workload) check(t *testing.T, label string) {
 	}
 }
 
+// TestRandomLossIntegrity runs random WRITE/SEND/READ mixes in both
+// directions through random loss and checks that every message arrives
+// exactly once, in order and intact. The last case adds duplication and
+// CE marks (DCQCN pacing) at 10% loss with 256-byte MTUs, two READs in
+// flight and frequent ACKs.
 func TestRandomLossIntegrity(t *testing.T) {
-	seeds := 24
+	seeds := 16
 	if testing.Short() {
-		seeds = 6
+		seeds = 4
 	}
-	for seed := uint64(1); seed <= uint64(seeds); seed++ {
-		for _, p := range []float64{0.01, 0.05} {
-			label := fmt.Sprintf("seed %d loss %.0f%%", seed, p*100)
-			h := newHarness(t, harnessConfig{mtu: 1024, noTrace: true,
-				opts: Options{AckTimeout: 100 * sim.Microsecond, CMTimeout: 50 * sim.Microsecond}})
-			h.filter = lossy(p, seed)
+	for _, tc := range []struct {
+		name    string
+		mtu     int
+		loss    float64
+		dup, ce float64
+		opts    Options
+		maxOps  int
+	}{
+		{"1% loss", 1024, 0.01, 0, 0, Options{}, 40},
+		{"5% loss", 1024, 0.05, 0, 0, Options{}, 40},
+		{"10% loss dup ce", 256, 0.10, 0.01, 0.05, Options{MaxReads: 2, AckEvery: 3, Window: 40}, 30},
+	} {
+		for seed := uint64(1); seed <= uint64(seeds); seed++ {
+			label := fmt.Sprintf("%s seed %d", tc.name, seed)
+			tc.opts.AckTimeout, tc.opts.CMTimeout = 100*sim.Microsecond, 50*sim.Microsecond
+			h := newHarness(t, harnessConfig{mtu: tc.mtu, noTrace: true, opts: tc.opts})
+			r := sim.NewRand(seed, "impairments")
+			h.filter = func(*endpoint, *ib.Packet) verdict {
+				switch x := r.Float64(); {
+				case x < tc.loss:
+					return drop
+				case x < tc.loss+tc.dup:
+					return duplicate
+				case x < tc.loss+tc.dup+tc.ce:
+					return markCE
+				}
+				return pass
+			}
 			h.dial()
-			ab := newWorkload(h.a, h.b, 0x10_0000_0000, seed, 40)
-			ba := newWorkload(h.b, h.a, 0x20_0000_0000, seed+1000, 40)
+			ab := newWorkload(h.a, h.b, 0x10_0000_0000, seed, tc.maxOps)
+			ba := newWorkload(h.b, h.a, 0x20_0000_0000, seed+1000, tc.maxOps)
 			ab.post()
 			ba.post()
 			h.runUntil(func() bool {
 				return h.a.nComp == len(ab.ops)+ba.nrecv && h.b.nComp == len(ba.ops)+ab.nrecv
-			}, 10*sim.Second)
+			}, 100*sim.Second)
 			ab.check(t, label+" a->b")
 			ba.check(t, label+" b->a")
 			if h.icrcBad != 0 {
@@ -225,7 +252,7 @@ func goodput(t *testing.T, p float64, seed uint64, hc harnessConfig, size int) (
 // and lost retransmissions cost a whole ACK timeout on top.
 func TestGoodputCollapsesWithLoss(t *testing.T) {
 	hc := harnessConfig{rate: 100e9, delay: 5 * sim.Microsecond, opts: Options{Timeout: 8}}
-	const size = 32 << 20
+	const size = 16 << 20
 	base, _ := goodput(t, 0, 1, hc, size)
 	// W: packets sent between a lost packet and its NAK's arrival: the
 	// next packet's serialization, two propagation delays, the NAK's
@@ -234,7 +261,7 @@ func TestGoodputCollapsesWithLoss(t *testing.T) {
 	ser := pkt * 8 / hc.rate
 	nak := float64(ib.BTHSize+ib.AETHSize+ib.ICRCSize+ipUDPOverhead) * 8 / hc.rate
 	w := (ser + 2*hc.delay.Seconds() + nak) / ser
-	seeds := 6
+	seeds := 4
 	if testing.Short() {
 		seeds = 2
 	}
@@ -251,7 +278,9 @@ func TestGoodputCollapsesWithLoss(t *testing.T) {
 		model := (1 - p) / (1 + p*w)
 		t.Logf("loss %5.1f%%: goodput %.3f of loss-free (%.1f Gb/s; loss-free %.1f Gb/s); GBN model without timeouts %.3f (W=%.1f); %d rewinds, %d timeouts over %d runs",
 			p*100, ratio, ratio*base/1e9, base/1e9, model, w, rewinds, timeouts, seeds)
-		if ratio > model*1.02 {
+		// The bound is an expectation: assert it where enough losses happen
+		// for the average to mean something.
+		if losses := p * float64(seeds*size/4096); losses >= 50 && ratio > model*1.02 {
 			t.Errorf("loss %g: goodput ratio %.3f above the go-back-N bound %.3f", p, ratio, model)
 		}
 		if p >= 0.01 && ratio > 0.99*0.9 {

@@ -1,0 +1,146 @@
+package metaroce
+
+import (
+	"github.com/mrlab/mrlab/internal/sim"
+	"github.com/mrlab/mrlab/transport/metaroce/wire"
+)
+
+// Congestion control is bilateral.
+//
+// Sender side, per path: DCTCP-style ECN AIMD. Once per round (a path
+// RTT, ended when the PSN that was next at the round's start is acked)
+// alpha <- (1-g) alpha + g F, F the fraction of the round's ACKed packets
+// that were CE-marked. An ACK reporting new marks cuts cwnd to
+// cwnd (1 - alpha/2), at most once per round; an ACK without marks grows
+// cwnd by one MSS per cwnd of ACKed bytes. Loss without marks does not
+// cut: it is retransmitted and counted against the path's health instead.
+// An RTO sets cwnd to one MSS.
+//
+// Receiver side, per NIC: the fair-share hint in every ACK (ratehint.go).
+// The sender paces its total rate at min(line rate, hint) and caps what it
+// has in flight at hint x SRTT x 1.25; before the first hint it is bounded
+// by the initial window (one BDP), so an N-to-1 incast overshoots for at
+// most one round trip.
+
+// ccOnAck updates p's window for pkts newly ACKed packets (bytes of
+// payload) of which dce were CE-marked.
+func (c *Conn) ccOnAck(p *sndPath, pkts, bytes, dce int) {
+	if pkts == 0 && dce == 0 {
+		return
+	}
+	p.roundPkts += pkts
+	p.roundCE += dce
+	p.st.acked += uint64(pkts)
+	p.st.ceAcked += uint64(dce)
+	if dce > 0 {
+		c.st.ceEchoes++
+		if !wire.Seq(p.una).Before(wire.Seq(p.cutEnd)) {
+			old := p.cwnd
+			p.cwnd = max(c.mss, int(float64(p.cwnd)*(1-p.alpha/2)))
+			p.cwndFrac = 0
+			p.cutEnd = p.nxt
+			if c.cfg.Trace != nil {
+				c.tracef("path %d: ECE, cwnd %d -> %d (alpha %.3f)", p.id, old, p.cwnd, p.alpha)
+			}
+		}
+	} else if bytes > 0 {
+		p.cwndFrac += bytes
+		if p.cwndFrac >= p.cwnd {
+			p.cwndFrac -= p.cwnd
+			p.cwnd = min(p.cwnd+c.mss, maxPathWindow*c.mss)
+		}
+	}
+	if !wire.Seq(p.una).Before(wire.Seq(p.roundEnd)) {
+		c.endRound(p)
+	}
+}
+
+// endRound closes a DCTCP round: update alpha, and watch for a path that
+// stays heavily marked while the others do not (a hot link: move off it).
+func (c *Conn) endRound(p *sndPath) {
+	if p.roundPkts > 0 {
+		f := min(float64(p.roundCE)/float64(p.roundPkts), 1)
+		g := c.opts.ECNGain
+		p.alpha = (1-g)*p.alpha + g*f
+		if f > c.opts.RepathMarkFraction {
+			p.markRounds++
+		} else {
+			p.markRounds = 0
+		}
+		p.heavy = p.markRounds > 0
+		if p.markRounds >= c.opts.RepathMarkRounds && p.state == PathActive && c.fewHeavy() {
+			p.state = PathDraining
+			p.markRounds = 0
+			if c.cfg.Trace != nil {
+				c.tracef("path %d: marked heavily for %d rounds, draining to move", p.id, c.opts.RepathMarkRounds)
+			}
+		}
+	}
+	p.roundPkts, p.roundCE = 0, 0
+	p.roundEnd = p.nxt
+}
+
+// fewHeavy reports whether fewer than half of the active paths are heavily
+// marked: then marking is a hot link, not the receiver's own congestion,
+// and moving helps.
+func (c *Conn) fewHeavy() bool {
+	heavy, active := 0, 0
+	for i := range c.s.paths {
+		q := &c.s.paths[i]
+		if q.state == PathActive {
+			active++
+			if q.heavy {
+				heavy++
+			}
+		}
+	}
+	return 2*heavy < active
+}
+
+// noteHint takes the receiver's fair-share hint from an ACK.
+func (c *Conn) noteHint(h uint32) {
+	var hint float64
+	if h != wire.NoRateHint && !c.opts.DisableRateHint {
+		hint = float64(h) * 1000
+	}
+	if c.cfg.Trace != nil && (hint > c.s.hint*1.1 || hint < c.s.hint*0.9) {
+		c.tracef("rate hint %.3f Gb/s -> %.3f Gb/s", c.s.hint*8/1e9, hint*8/1e9)
+	}
+	c.s.hint = hint
+}
+
+// inflightCap is the connection-wide in-flight limit: two line-rate BDPs,
+// and hint x SRTT x 1.25 once the receiver has sent a hint.
+func (c *Conn) inflightCap() int {
+	rtt := max(c.s.minRTT, c.opts.BaseRTT)
+	limit := int(2 * c.lineBytes * rtt.Seconds())
+	if c.s.hint > 0 {
+		srtt := max(c.s.srtt, c.s.minRTT, sim.Microsecond)
+		limit = min(limit, int(c.s.hint*srtt.Seconds()*1.25))
+	}
+	return max(limit, c.mss)
+}
+
+// wireOverhead is what a packet costs on the wire besides its transport
+// payload: IPv4, UDP and Ethernet framing.
+const wireOverhead = 20 + 8 + 38
+
+// pace spaces data packets at the hinted rate when it is below line rate,
+// allowing a burst of two packets.
+func (c *Conn) pace(n int) {
+	rate := c.s.hint
+	if rate <= 0 || rate >= c.lineBytes {
+		return
+	}
+	gap := sim.Time(float64(n+wireOverhead) / rate * 1e9)
+	burst := sim.Time(float64(2*(c.mss+wire.MaxOverhead+wireOverhead)) / rate * 1e9)
+	c.s.nextSend = max(c.s.nextSend, c.now-burst) + gap
+}
+
+// demandKBs is the rate the sender asks of the receiver, in kB/s: what it
+// has queued and in flight over one RTT, at most its line rate.
+func (c *Conn) demandKBs() uint32 {
+	rtt := max(c.s.srtt, c.opts.BaseRTT)
+	d := min(float64(c.s.unsent+int64(c.s.inflight))/rtt.Seconds(), c.lineBytes)
+	return uint32(min(d/1000, wire.NoRateHint-1))
+}

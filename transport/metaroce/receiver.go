@@ -1,0 +1,665 @@
+package metaroce
+
+import (
+	"math/bits"
+
+	"github.com/mrlab/mrlab/transport"
+	"github.com/mrlab/mrlab/transport/metaroce/wire"
+)
+
+// rcvState is the receiving side of a connection.
+//
+// Every data packet carries its own placement, so packets are placed the
+// moment they arrive, in any order. Three small windows make that safe:
+// the per-path SACK window (loss detection for the sender), the DSN window
+// (a chunk is placed and counted once, whatever path or retransmission
+// brought it), and the message window (a record per message in flight,
+// which orders completions). Completions are released per stream in MSN
+// order: a message completes once all its bytes are placed and the
+// previous message of its stream (named by the packet's stream_prev) has
+// completed. There is no per-stream table: a stream exists here only as
+// the chain of its messages in flight.
+type rcvState struct {
+	paths   []rcvPath
+	due     []uint64 // paths whose ACK is due now
+	delayed []uint64 // paths with an ACK held back for DelayedAck
+
+	msgs     []rcvMsg // ring by MSN
+	msnBase  uint32   // oldest message not forgotten
+	peerBase uint32   // the sender's oldest open message (from msn_base)
+	dsn      seqWindow
+
+	rq     []postedRecv // ring by receive sequence number (the match token)
+	rqNext uint32       // next receive to post
+	rqBase uint32       // oldest receive not consumed
+
+	naks []nakItem
+}
+
+// rcvMsg is a message in flight toward us. A record may exist before any
+// of its packets (a placeholder that a later message of its stream waits
+// on).
+type rcvMsg struct {
+	used      bool
+	seen      bool // header fields below are known
+	placed    bool // all bytes placed (or failed)
+	released  bool // completed in stream order
+	failed    bool
+	bound     bool // holds a posted receive
+	hasWaiter bool
+	imm       bool
+	typ       wire.Type
+	nak       wire.NakReason
+	status    transport.Status
+	stream    uint16
+	prev      uint16
+	length    uint32
+	got       uint32
+	token     uint32
+	immData   uint32
+	waiter    uint32
+	resp      int32 // READ: the response job
+}
+
+type postedRecv struct {
+	wr       transport.WorkRequest
+	bound    bool
+	consumed bool
+	msn      uint32
+}
+
+type nakItem struct {
+	path, gen uint8
+	reason    wire.NakReason
+	stream    uint16
+	port      int
+	sport     uint16
+	psn       uint32
+	msn       uint32
+	dsn       uint32
+	echo      uint32
+}
+
+// maxNaks bounds the NAK queue; a NAK that does not fit is dropped, and the
+// sender's retransmission brings it back.
+const maxNaks = 64
+
+func (c *Conn) rmsg(msn uint32) *rcvMsg { return &c.r.msgs[msn&uint32(len(c.r.msgs)-1)] }
+
+func (c *Conn) postRecv(wr *transport.WorkRequest) error {
+	if wr.NumSGE < 0 || wr.NumSGE > transport.MaxSGE {
+		return transport.ErrBadRequest
+	}
+	if int(c.r.rqNext-c.r.rqBase) >= c.opts.RecvQueue {
+		return transport.ErrQueueFull
+	}
+	if int(c.r.rqNext-c.r.rqBase) >= len(c.r.rq) {
+		old := c.r.rq
+		size := max(2*len(old), 4)
+		c.r.rq = make([]postedRecv, size)
+		for t := c.r.rqBase; t != c.r.rqNext; t++ {
+			c.r.rq[t&uint32(size-1)] = old[t&uint32(len(old)-1)]
+		}
+	}
+	c.r.rq[c.r.rqNext&uint32(len(c.r.rq)-1)] = postedRecv{wr: *wr}
+	c.r.rqNext++
+	return nil
+}
+
+func (c *Conn) recv(token uint32) *postedRecv { return &c.r.rq[token&uint32(len(c.r.rq)-1)] }
+
+// pathGen brings a receive path to generation g; it reports whether g is
+// the path's current generation (packets of older generations are still
+// placed, but do not touch the path's window).
+func (c *Conn) pathGen(rp *rcvPath, g uint8) bool {
+	if !rp.seen || int8(g-rp.gen) > 0 {
+		rp.reset(g)
+		return true
+	}
+	return g == rp.gen
+}
+
+// onProbe acknowledges a path probe at once.
+func (c *Conn) onProbe(h wire.Header, rx transport.RxMeta) {
+	pid := int(h.Path())
+	if pid >= len(c.r.paths) {
+		c.st.dropMalformed++
+		return
+	}
+	rp := &c.r.paths[pid]
+	if !c.pathGen(rp, h.Gen()) {
+		c.st.dropStale++
+		return
+	}
+	rp.port, rp.sport, rp.echoTS = rx.Port, rx.SrcPort, h.TS()
+	if rp.sack.add(h.PSN()) == sackTooFar {
+		c.st.dropWindow++
+		return
+	}
+	c.ackNow(pid)
+}
+
+// consumeResult is what became of a data packet.
+type consumeResult uint8
+
+const (
+	consumed     consumeResult = iota // placed (or otherwise settled): ACK it
+	consumedDup                       // its chunk was already settled: ACK it
+	consumedNak                       // refused with a NAK: leave its PSN open
+	consumedDrop                      // malformed: ignore it
+)
+
+// onData handles a data packet: path bookkeeping, then placement.
+func (c *Conn) onData(d wire.Data, rx transport.RxMeta) {
+	pid := int(d.Path())
+	if pid >= len(c.r.paths) {
+		c.st.dropMalformed++
+		return
+	}
+	rp := &c.r.paths[pid]
+	current := c.pathGen(rp, d.Gen())
+	psn := d.PSN()
+	if current {
+		if rp.sack.seen(psn) {
+			c.st.dupPackets++
+			c.ackNow(pid)
+			return
+		}
+		if int32(psn-rp.sack.cum) > wire.SACKBits {
+			c.st.dropWindow++
+			return
+		}
+		rp.port, rp.sport, rp.echoTS = rx.Port, rx.SrcPort, d.TS()
+	}
+	if c.slot >= 0 && !c.opts.DisableRateHint {
+		c.proto.alloc.observe(c.slot, c.now, float64(d.Demand())*1000)
+	}
+	res := c.consume(d, pid, rx)
+	if res == consumedNak || res == consumedDrop || !current {
+		return
+	}
+	c.st.dataReceived++
+	out := rp.sack.add(psn)
+	rp.rx++
+	urgent := out == sackHole || out == sackFill || d.Flags()&wire.FlagAckReq != 0 || res == consumedDup
+	if rx.CE {
+		rp.ce++
+		rp.ece = true
+		c.st.ceReceived++
+		urgent = true
+	}
+	rp.pending++
+	if urgent || rp.pending >= c.opts.AckEvery {
+		c.ackNow(pid)
+	} else {
+		c.ackLater(pid)
+	}
+}
+
+// consume settles one data packet: deduplicate by DSN, find the message,
+// check access, place the bytes, and release completions.
+func (c *Conn) consume(d wire.Data, pid int, rx transport.RxMeta) consumeResult {
+	dsn := d.DSN()
+	if c.r.dsn.has(dsn) {
+		c.st.dupData++
+		return consumedDup
+	}
+	if !c.r.dsn.inRange(dsn) {
+		c.st.dropWindow++
+		return consumedDrop
+	}
+	if d.Type() == wire.TypeReadResp {
+		return c.consumeReadResp(d)
+	}
+	c.notePeerBase(d.MSNBase())
+	msn := d.MSN()
+	if wire.Seq(msn).Before(wire.Seq(c.r.msnBase)) {
+		// A message we have completed and forgotten: settle the chunk so
+		// the sender stops resending it.
+		c.st.dropStale++
+		c.r.dsn.add(dsn)
+		return consumedDup
+	}
+	if int(msn-c.r.msnBase) >= c.opts.SendQueue {
+		c.st.dropWindow++
+		return consumedDrop
+	}
+	r := c.openRcvMsg(msn)
+	flags := d.Flags()
+	if !r.seen {
+		r.seen = true
+		r.typ, r.stream, r.prev, r.length = d.Type(), d.Stream(), d.StreamPrev(), d.MsgLen()
+		r.token, r.imm, r.immData = d.Token(), flags&wire.FlagImm != 0, d.Imm()
+		r.resp = -1
+	} else if r.typ != d.Type() || r.stream != d.Stream() || r.length != d.MsgLen() || r.prev != d.StreamPrev() {
+		c.st.dropMalformed++
+		return consumedDrop
+	}
+	if flags&wire.FlagAbort != 0 {
+		// The sender gave this chunk up: after our NAK, or for a reason of
+		// its own (its buffer became invalid).
+		c.r.dsn.add(dsn)
+		if !r.failed {
+			c.rcvFail(msn, r, wire.NakInvalid, transport.StatusRemoteInvalidRequest)
+		}
+		return consumed
+	}
+	if r.failed {
+		c.queueNak(d, pid, r.nak, rx)
+		return consumedNak
+	}
+	payload := d.Payload()
+	n := len(payload)
+	switch r.typ {
+	case wire.TypeWrite:
+		// Check the whole message's range on every packet, so that no byte
+		// of a message that overruns its region is ever written.
+		base := d.Addr() - uint64(d.Offset())
+		if _, st := c.cfg.Memory.Resolve(d.Key(), base, int(r.length), transport.AccessRemoteWrite); st != transport.StatusOK {
+			c.rcvFail(msn, r, wire.NakAccess, transport.StatusRemoteAccess)
+			c.queueNak(d, pid, wire.NakAccess, rx)
+			return consumedNak
+		}
+		if r.imm && !r.bound {
+			if res := c.bindRecv(d, pid, msn, r, rx); res != consumed {
+				return res
+			}
+		}
+		dst, _ := c.cfg.Memory.Resolve(d.Key(), d.Addr(), n, transport.AccessRemoteWrite)
+		copy(dst, payload)
+	case wire.TypeSend:
+		if !r.bound {
+			if res := c.bindRecv(d, pid, msn, r, rx); res != consumed {
+				return res
+			}
+		}
+		if !c.scatter(&c.recv(r.token).wr, d.Offset(), payload) {
+			c.rcvFail(msn, r, wire.NakInvalid, transport.StatusLocalProtection)
+			c.queueNak(d, pid, wire.NakInvalid, rx)
+			return consumedNak
+		}
+	case wire.TypeReadReq:
+		if _, st := c.cfg.Memory.Resolve(d.Key(), d.Addr(), int(r.length), transport.AccessRemoteRead); st != transport.StatusOK {
+			c.rcvFail(msn, r, wire.NakAccess, transport.StatusRemoteAccess)
+			c.queueNak(d, pid, wire.NakAccess, rx)
+			return consumedNak
+		}
+		sinks, _ := wire.DecodeSinks(payload, r.length) // DecodeData checked it
+		r.resp = c.newRespJob(d, sinks)
+		n = int(r.length)
+	}
+	c.r.dsn.add(dsn)
+	r.got += uint32(n)
+	c.st.bytesPlaced += uint64(len(payload))
+	if r.got >= r.length {
+		r.placed = true
+		c.releaseRcv(msn)
+	}
+	return consumed
+}
+
+// openRcvMsg returns msn's record, creating it (and growing the ring) if
+// needed. msn is inside the message window.
+func (c *Conn) openRcvMsg(msn uint32) *rcvMsg {
+	if int(msn-c.r.msnBase) >= len(c.r.msgs) {
+		old := c.r.msgs
+		size := max(len(old), 4)
+		for size <= int(msn-c.r.msnBase) {
+			size *= 2
+		}
+		c.r.msgs = make([]rcvMsg, size)
+		for m := c.r.msnBase; m != c.r.msnBase+uint32(len(old)); m++ {
+			c.r.msgs[m&uint32(size-1)] = old[m&uint32(len(old)-1)]
+		}
+	}
+	r := c.rmsg(msn)
+	if !r.used {
+		*r = rcvMsg{used: true, resp: -1}
+	}
+	return r
+}
+
+// bindRecv gives a SEND (or WRITE with immediate) the posted receive its
+// token names, checking the receive's length and buffers once. With no
+// receive posted yet the packet is refused with an RNR NAK.
+func (c *Conn) bindRecv(d wire.Data, pid int, msn uint32, r *rcvMsg, rx transport.RxMeta) consumeResult {
+	t := r.token
+	if !wire.Seq(t).Before(wire.Seq(c.r.rqNext)) {
+		c.st.rnrNaksSent++
+		if c.cfg.Trace != nil {
+			c.tracef("RNR: msn %d wants receive %d, %d posted", msn, t, c.r.rqNext)
+		}
+		c.queueNak(d, pid, wire.NakRNR, rx)
+		return consumedNak
+	}
+	if wire.Seq(t).Before(wire.Seq(c.r.rqBase)) || int(t-c.r.rqBase) >= len(c.r.rq) {
+		c.st.dropMalformed++
+		return consumedDrop
+	}
+	pr := c.recv(t)
+	if pr.bound && pr.msn != msn {
+		c.st.dropMalformed++
+		return consumedDrop
+	}
+	pr.bound, pr.msn, r.bound = true, msn, true
+	if r.typ == wire.TypeSend {
+		if int64(r.length) > int64(pr.wr.Len()) {
+			c.rcvFail(msn, r, wire.NakInvalid, transport.StatusLocalLength)
+			c.queueNak(d, pid, wire.NakInvalid, rx)
+			return consumedNak
+		}
+		for i := 0; i < pr.wr.NumSGE; i++ {
+			s := &pr.wr.SGL[i]
+			if _, st := c.cfg.Memory.Resolve(s.LKey, s.Addr, int(s.Len), transport.AccessLocalWrite); st != transport.StatusOK {
+				c.rcvFail(msn, r, wire.NakInvalid, transport.StatusLocalProtection)
+				c.queueNak(d, pid, wire.NakInvalid, rx)
+				return consumedNak
+			}
+		}
+	}
+	return consumed
+}
+
+// scatter places a SEND's bytes at off through a receive's SGL.
+func (c *Conn) scatter(wr *transport.WorkRequest, off uint32, src []byte) bool {
+	for i := 0; i < wr.NumSGE && len(src) > 0; i++ {
+		s := &wr.SGL[i]
+		if off >= s.Len {
+			off -= s.Len
+			continue
+		}
+		k := min(int(s.Len-off), len(src))
+		dst, st := c.cfg.Memory.Resolve(s.LKey, s.Addr+uint64(off), k, transport.AccessLocalWrite)
+		if st != transport.StatusOK {
+			return false
+		}
+		copy(dst, src[:k])
+		src = src[k:]
+		off = 0
+	}
+	return len(src) == 0
+}
+
+// consumeReadResp places READ response bytes into our own READ's sinks,
+// after checking that the placement the response carries is exactly where
+// our READ asked for those bytes.
+func (c *Conn) consumeReadResp(d wire.Data) consumeResult {
+	dsn := d.DSN()
+	msn := d.MSN()
+	if !c.msgOpen(msn) {
+		c.st.dropStale++
+		c.r.dsn.add(dsn)
+		return consumedDup
+	}
+	m := c.msg(msn)
+	if !m.used || m.released || m.typ != wire.TypeReadReq {
+		c.st.dropStale++
+		c.r.dsn.add(dsn)
+		return consumedDup
+	}
+	c.r.dsn.add(dsn)
+	switch {
+	case d.Flags()&wire.FlagAbort != 0:
+		c.failMsg(msn, transport.StatusRemoteAccess)
+	case m.failed:
+	default:
+		payload := d.Payload()
+		off, n := d.Offset(), uint32(len(payload))
+		addr, key, room, ok := sglAt(&m.wr, off)
+		if !ok || d.MsgLen() != m.length || d.Addr() != addr || d.Key() != key || n > room {
+			c.st.dropMalformed++
+			c.failMsg(msn, transport.StatusRemoteInvalidRequest)
+			break
+		}
+		dst, st := c.cfg.Memory.Resolve(key, addr, int(n), transport.AccessLocalWrite)
+		if st != transport.StatusOK {
+			c.failMsg(msn, transport.StatusLocalProtection)
+			break
+		}
+		copy(dst, payload)
+		m.respGot += n
+		c.st.bytesPlaced += uint64(n)
+	}
+	c.releaseSnd(msn)
+	return consumed
+}
+
+// sglAt returns where byte off of a work request's SGL is, and how many
+// bytes of that element follow.
+func sglAt(wr *transport.WorkRequest, off uint32) (addr uint64, key, room uint32, ok bool) {
+	for i := 0; i < wr.NumSGE; i++ {
+		s := &wr.SGL[i]
+		if off < s.Len {
+			return s.Addr + uint64(off), s.LKey, s.Len - off, true
+		}
+		off -= s.Len
+	}
+	return 0, 0, 0, false
+}
+
+// rcvFail marks a message failed at the receiver. Its error completion is
+// released in stream order like any other.
+func (c *Conn) rcvFail(msn uint32, r *rcvMsg, reason wire.NakReason, status transport.Status) {
+	r.failed, r.nak, r.status, r.placed = true, reason, status, true
+	c.st.protectionNaksSent++
+	if c.cfg.Trace != nil {
+		c.tracef("msn %d stream %d: %v (%v), NAK", msn, r.stream, reason, status)
+	}
+	c.releaseRcv(msn)
+}
+
+// releaseRcv completes msn, and the messages of its stream waiting behind
+// it, when each is placed and its predecessor is complete.
+func (c *Conn) releaseRcv(msn uint32) {
+	for {
+		r := c.rmsg(msn)
+		if !r.placed || r.released {
+			break
+		}
+		if r.prev != 0 {
+			p := msn - uint32(r.prev)
+			if !wire.Seq(p).Before(wire.Seq(c.r.msnBase)) {
+				pr := c.openRcvMsg(p)
+				if !pr.released {
+					pr.waiter, pr.hasWaiter = msn, true
+					break
+				}
+			}
+		}
+		r.released = true
+		c.rcvComplete(r)
+		if !r.hasWaiter {
+			break
+		}
+		msn = r.waiter
+	}
+	c.forgetRcv()
+}
+
+// rcvComplete delivers what a released message owes the application.
+func (c *Conn) rcvComplete(r *rcvMsg) {
+	wc := transport.Completion{Stream: r.stream}
+	switch {
+	case r.failed && r.bound:
+		pr := c.recv(r.token)
+		wc.ID, wc.Op, wc.Status = pr.wr.ID, transport.OpRecv, r.status
+		c.consumeRecv(r.token)
+	case r.failed && r.nak == wire.NakAccess:
+		// An access error with no receive to report it on: a completion
+		// with ID 0, so the responder's application sees it too.
+		wc.Op, wc.Status = transport.OpWrite, r.status
+		if r.typ == wire.TypeReadReq {
+			wc.Op = transport.OpRead
+		}
+	case r.failed:
+		return // the sender reports it; nothing of ours was involved
+	case r.typ == wire.TypeSend || r.typ == wire.TypeWrite && r.imm:
+		pr := c.recv(r.token)
+		wc.ID, wc.Op, wc.Bytes = pr.wr.ID, transport.OpRecv, r.length
+		if r.imm {
+			wc.Op, wc.Imm, wc.HasImm = transport.OpRecvImm, r.immData, true
+		}
+		c.consumeRecv(r.token)
+	case r.typ == wire.TypeReadReq:
+		c.startResp(r.resp)
+		return
+	default:
+		return // a plain WRITE: nothing to report at the target
+	}
+	c.st.completions++
+	c.cfg.Complete(wc)
+}
+
+func (c *Conn) consumeRecv(t uint32) {
+	c.recv(t).consumed = true
+	for c.r.rqBase != c.r.rqNext && c.recv(c.r.rqBase).consumed {
+		c.r.rqBase++
+	}
+}
+
+// notePeerBase records the sender's oldest open message.
+func (c *Conn) notePeerBase(b uint32) {
+	if wire.Seq(b).After(wire.Seq(c.r.peerBase)) && int(b-c.r.msnBase) <= c.opts.SendQueue {
+		c.r.peerBase = b
+		c.forgetRcv()
+	}
+}
+
+// forgetRcv drops records of completed messages that the sender has also
+// completed: nothing of theirs can arrive any more except duplicates,
+// which the DSN window catches.
+func (c *Conn) forgetRcv() {
+	for c.r.msnBase != c.r.peerBase {
+		r := c.rmsg(c.r.msnBase)
+		if !r.released {
+			return
+		}
+		*r = rcvMsg{}
+		c.r.msnBase++
+	}
+}
+
+// flushReceiver reports failed messages not yet released, then completes
+// every posted receive with StatusFlushed.
+func (c *Conn) flushReceiver() {
+	for m := c.r.msnBase; int(m-c.r.msnBase) < len(c.r.msgs); m++ {
+		r := c.rmsg(m)
+		if r.used && r.placed && r.failed && !r.released {
+			r.released = true
+			c.rcvComplete(r)
+		}
+	}
+	for t := c.r.rqBase; t != c.r.rqNext; t++ {
+		pr := c.recv(t)
+		if pr.consumed {
+			continue
+		}
+		pr.consumed = true
+		c.st.completions++
+		c.cfg.Complete(transport.Completion{ID: pr.wr.ID, Op: transport.OpRecv, Status: transport.StatusFlushed, Stream: pr.wr.Stream})
+	}
+	c.r.rqBase = c.r.rqNext
+	clear(c.r.msgs)
+	c.r.naks = c.r.naks[:0]
+	clear(c.r.due)
+	clear(c.r.delayed)
+}
+
+// queueNak queues a NAK for a refused packet.
+func (c *Conn) queueNak(d wire.Data, pid int, reason wire.NakReason, rx transport.RxMeta) {
+	if len(c.r.naks) >= maxNaks {
+		c.st.naksDropped++
+		return
+	}
+	c.r.naks = append(c.r.naks, nakItem{path: uint8(pid), gen: d.Gen(), reason: reason, stream: d.Stream(),
+		port: rx.Port, sport: rx.SrcPort, psn: d.PSN(), msn: d.MSN(), dsn: d.DSN(), echo: d.TS()})
+}
+
+// transmitNak sends the first queued NAK for port.
+func (c *Conn) transmitNak(port int, b []byte) (int, transport.TxMeta) {
+	for i := range c.r.naks {
+		k := c.r.naks[i]
+		if k.port != port {
+			continue
+		}
+		c.r.naks = append(c.r.naks[:i], c.r.naks[i+1:]...)
+		f := wire.NakFields{
+			Common: wire.Common{Type: wire.TypeNak, Path: k.path, Gen: k.gen, DstConn: c.peer, PSN: k.psn, TS: c.ts()},
+			Reason: k.reason, Stream: k.stream, MSN: k.msn, DSN: k.dsn, EchoTS: k.echo,
+		}
+		wire.Nak(b).Put(&f)
+		c.st.naksSent++
+		return wire.Seal(b, wire.NakSize), transport.TxMeta{SrcPort: k.sport}
+	}
+	return 0, transport.TxMeta{}
+}
+
+// ackNow makes path pid's ACK due.
+func (c *Conn) ackNow(pid int) {
+	c.r.due[pid/64] |= 1 << (pid % 64)
+	c.r.delayed[pid/64] &^= 1 << (pid % 64)
+}
+
+// ackLater holds path pid's ACK for at most DelayedAck.
+func (c *Conn) ackLater(pid int) {
+	if c.r.due[pid/64]&(1<<(pid%64)) != 0 {
+		return
+	}
+	c.r.delayed[pid/64] |= 1 << (pid % 64)
+	if !c.ackTimer.Armed() {
+		c.timers.Arm(&c.ackTimer, c.now+c.opts.DelayedAck)
+	}
+}
+
+// onAckTimer makes every delayed ACK due.
+func (c *Conn) onAckTimer() {
+	for w := range c.r.delayed {
+		c.r.due[w] |= c.r.delayed[w]
+		c.r.delayed[w] = 0
+	}
+}
+
+// transmitAck sends the ACK of a due path whose packets arrive on port.
+func (c *Conn) transmitAck(port int, b []byte) (int, transport.TxMeta) {
+	for w, word := range c.r.due {
+		for word != 0 {
+			i := bits.TrailingZeros64(word)
+			word &^= 1 << i
+			pid := 64*w + i
+			rp := &c.r.paths[pid]
+			if rp.port != port {
+				continue
+			}
+			c.r.due[w] &^= 1 << i
+			return c.encodeAck(b, pid, rp), transport.TxMeta{SrcPort: rp.sport}
+		}
+	}
+	return 0, transport.TxMeta{}
+}
+
+func (c *Conn) encodeAck(b []byte, pid int, rp *rcvPath) int {
+	f := wire.AckFields{
+		Common:   wire.Common{Type: wire.TypeAck, Path: uint8(pid), Gen: rp.gen, DstConn: c.peer, PSN: rp.sack.cum, TS: c.ts()},
+		EchoTS:   rp.echoTS,
+		CECount:  rp.ce,
+		RxCount:  rp.rx,
+		RateHint: c.hintKBs(),
+		SACK:     rp.sack.bits,
+	}
+	if rp.ece {
+		f.Flags |= wire.FlagECE
+	}
+	rp.pending, rp.ece = 0, false
+	wire.Ack(b).Put(&f)
+	c.st.acksSent++
+	return wire.Seal(b, wire.AckSize)
+}
+
+// hintKBs is the peer's fair share of this NIC, in kB/s, for an ACK.
+func (c *Conn) hintKBs() uint32 {
+	if c.opts.DisableRateHint || c.slot < 0 {
+		return wire.NoRateHint
+	}
+	s := c.proto.alloc.share(c.slot, c.now) / 1000
+	return uint32(max(1, min(s, wire.NoRateHint-1)))
+}

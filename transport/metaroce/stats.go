@@ -1,0 +1,126 @@
+package metaroce
+
+import (
+	"github.com/mrlab/mrlab/internal/sim"
+	"github.com/mrlab/mrlab/transport"
+)
+
+// connCounters are a connection's lifetime counters.
+type connCounters struct {
+	txPackets, txBytes, rxPackets, rxBytes     uint64
+	dataPackets, retransmits, losses, timeouts uint64
+	entropyChanges, tailProbes                 uint64
+	acksSent, acksReceived, staleAcks          uint64
+	naksSent, naksReceived, naksDropped        uint64
+	rnrNaks, rnrNaksSent                       uint64
+	protectionNaks, protectionNaksSent         uint64
+	ceReceived, ceEchoes                       uint64
+	dataReceived, dupPackets, dupData          uint64
+	bytesPlaced                                uint64
+	dropChecksum, dropMalformed, dropState     uint64
+	dropWindow, dropStale                      uint64
+	posted, completions                        uint64
+}
+
+// ConnStats is a snapshot of a connection's counters and state.
+type ConnStats struct {
+	State transport.State
+	Paths int
+	// Sent and received packets and bytes (MetaRoCE payloads, all types).
+	PacketsSent, BytesSent, PacketsReceived, BytesReceived uint64
+	// DataPacketsSent counts data packets including retransmissions;
+	// Retransmits counts retransmissions (same PSN, or moved to another
+	// path); Losses counts PSNs declared lost.
+	DataPacketsSent, Retransmits, Losses uint64
+	Timeouts, EntropyChanges, TailProbes uint64
+	AcksSent, AcksReceived, StaleAcks    uint64
+	NaksSent, NaksReceived               uint64
+	// RNR NAKs received (as sender) and sent (as receiver).
+	RNRNaksReceived, RNRNaksSent uint64
+	// Protection and invalid-request NAKs received and sent.
+	ProtectionNaksReceived, ProtectionNaksSent uint64
+	// CEReceived counts CE-marked data packets received; ECEReceived ACKs
+	// that reported new marks.
+	CEReceived, ECEReceived uint64
+	// DataReceived counts data packets accepted; DupPackets repeated PSNs;
+	// DupData chunks already placed via another PSN.
+	DataReceived, DupPackets, DupData uint64
+	BytesPlaced                       uint64
+	// Drops by reason: bad CRC32C, malformed or misaddressed, wrong
+	// connection state, outside a window, stale (a completed message).
+	DropChecksum, DropMalformed, DropState, DropWindow, DropStale uint64
+	Posted, Completions                                           uint64
+	// RateHint is the receiver's current fair share for this sender in
+	// bytes per second (0: none yet or hints disabled).
+	RateHint float64
+	// InFlight is the payload bytes outstanding; InFlightCap the current
+	// connection-wide limit.
+	InFlight, InFlightCap int
+	SRTT, MinRTT          sim.Time
+	// Open messages (posted, not completed), chunks not yet acknowledged,
+	// and receive buffers posted and not yet consumed.
+	OpenMessages, OpenChunks, PostedRecvs int
+}
+
+// Stats returns a snapshot of the connection's counters.
+func (c *Conn) Stats() ConnStats {
+	s := c.st
+	return ConnStats{
+		State: c.state, Paths: len(c.s.paths),
+		PacketsSent: s.txPackets, BytesSent: s.txBytes, PacketsReceived: s.rxPackets, BytesReceived: s.rxBytes,
+		DataPacketsSent: s.dataPackets, Retransmits: s.retransmits, Losses: s.losses,
+		Timeouts: s.timeouts, EntropyChanges: s.entropyChanges, TailProbes: s.tailProbes,
+		AcksSent: s.acksSent, AcksReceived: s.acksReceived, StaleAcks: s.staleAcks,
+		NaksSent: s.naksSent, NaksReceived: s.naksReceived,
+		RNRNaksReceived: s.rnrNaks, RNRNaksSent: s.rnrNaksSent,
+		ProtectionNaksReceived: s.protectionNaks, ProtectionNaksSent: s.protectionNaksSent,
+		CEReceived: s.ceReceived, ECEReceived: s.ceEchoes,
+		DataReceived: s.dataReceived, DupPackets: s.dupPackets, DupData: s.dupData, BytesPlaced: s.bytesPlaced,
+		DropChecksum: s.dropChecksum, DropMalformed: s.dropMalformed, DropState: s.dropState,
+		DropWindow: s.dropWindow, DropStale: s.dropStale,
+		Posted: s.posted, Completions: s.completions,
+		RateHint: c.s.hint, InFlight: c.s.inflight, InFlightCap: c.inflightCap(),
+		SRTT: c.s.srtt, MinRTT: c.s.minRTT,
+		OpenMessages: int(c.s.msnNext - c.s.msnBase), OpenChunks: int(c.s.dsnNext - c.s.dsnBase),
+		PostedRecvs: int(c.r.rqNext - c.r.rqBase),
+	}
+}
+
+// PathStats is a snapshot of one sending path.
+type PathStats struct {
+	State   PathState
+	Plane   int
+	Entropy uint16
+	Gen     uint8
+	// Packets and bytes sent (data, retransmissions and probes).
+	Packets, Bytes                        uint64
+	Retransmits, Losses, Timeouts, Probes uint64
+	EntropyChanges                        uint64
+	// Acked packets and, of those, CE-marked ones; ECNFraction is their
+	// ratio over the path's life.
+	Acked, CEAcked uint64
+	ECNFraction    float64
+	Alpha          float64
+	Cwnd, InFlight int
+	SRTT, RTTVar   sim.Time
+	RTO, MinRTT    sim.Time
+}
+
+// PathStats returns a snapshot of sending path i (0 <= i < Paths).
+func (c *Conn) PathStats(i int) PathStats {
+	p := &c.s.paths[i]
+	s := PathStats{
+		State: p.state, Plane: p.plane(c.cfg.Ports), Entropy: p.entropy, Gen: p.gen,
+		Packets: p.st.packets, Bytes: p.st.bytes, Retransmits: p.st.retransmits, Losses: p.st.losses,
+		Timeouts: p.st.timeouts, Probes: p.st.probes, EntropyChanges: p.st.entropyChanges,
+		Acked: p.st.acked, CEAcked: p.st.ceAcked, Alpha: p.alpha,
+		Cwnd: p.cwnd, InFlight: p.inflight, SRTT: p.srtt, RTTVar: p.rttvar, RTO: p.rto, MinRTT: p.minRTT,
+	}
+	if p.st.acked > 0 {
+		s.ECNFraction = float64(p.st.ceAcked) / float64(p.st.acked)
+	}
+	return s
+}
+
+// Paths returns the number of sending paths.
+func (c *Conn) Paths() int { return len(c.s.paths) }
