@@ -188,7 +188,7 @@ func MetricNames(k Kind) []string {
 }
 
 // PlotAll writes the standard figures of a run into dir: for every
-// connection, cwnd and delivery rate per path over time, and the queue
+// connection, cwnd and send rate per path over time, and the queue
 // depth of every link direction that ever queued. It returns the files
 // written.
 func PlotAll(dir string, samples []Sample, format string) ([]string, error) {
@@ -239,8 +239,10 @@ func PlotAll(dir string, samples []Sample, format string) ([]string, error) {
 	}
 	for _, c := range conns {
 		base := fmt.Sprintf("%s-conn%d", c.host, c.conn)
-		for _, m := range []string{"cwnd", "rate_bps"} {
-			if err := write(base+"-"+strings.TrimSuffix(m, "_bps"), PlotSpec{Kind: KindPath, Metric: m, Host: c.host, Conn: c.conn}); err != nil {
+		// A path's rate is its send rate: transports count acknowledged
+		// bytes per connection, not per path.
+		for _, m := range [][2]string{{"cwnd", "cwnd"}, {"send_bps", "rate"}} {
+			if err := write(base+"-"+m[1], PlotSpec{Kind: KindPath, Metric: m[0], Host: c.host, Conn: c.conn}); err != nil {
 				return files, err
 			}
 		}

@@ -7,6 +7,7 @@ import (
 	"github.com/mrlab/mrlab/internal/sim"
 	"github.com/mrlab/mrlab/softnic"
 	"github.com/mrlab/mrlab/transport"
+	"github.com/mrlab/mrlab/transport/metaroce"
 	"github.com/mrlab/mrlab/transport/rocev2"
 )
 
@@ -127,8 +128,44 @@ func ConnSourceOf(tc transport.Conn) ConnSource {
 		return c
 	case *rocev2.Conn:
 		return roceSource{c}
+	case *metaroce.Conn:
+		return mrSource{c}
 	}
 	return nil
+}
+
+// mrSource reads a MetaRoCE connection. Its delivery rate (rate_bps) is the
+// bytes it placed as a receiver, so a flow's goodput shows on its
+// receiving end; every end's send rate counts the payload bytes it sent.
+// A path's rate is its send rate (the transport counts acknowledged
+// packets per path, not bytes) and its ECN fraction the share of its
+// acknowledged packets that were CE marked, per interval.
+type mrSource struct{ c *metaroce.Conn }
+
+func (m mrSource) TelemetryConn() ConnStats {
+	st := m.c.Stats()
+	cs := ConnStats{Transport: "metaroce", InFlight: int64(st.InFlight), SRTT: st.SRTT, RateHint: st.RateHint * 8,
+		BytesAcked: st.BytesPlaced, TxBytes: st.BytesSent, Retransmits: st.Retransmits, Timeouts: st.Timeouts,
+		EntropyChanges: st.EntropyChanges}
+	for i := 0; i < st.Paths; i++ {
+		ps := m.c.PathStats(i)
+		cs.Cwnd += int64(ps.Cwnd)
+		cs.PacketsAcked += ps.Acked
+		cs.CEAcked += ps.CEAcked
+		if ps.State == metaroce.PathActive && (cs.RTO == 0 || ps.RTO < cs.RTO) {
+			cs.RTO = ps.RTO
+		}
+	}
+	return cs
+}
+
+func (m mrSource) NumPaths() int { return m.c.Paths() }
+
+func (m mrSource) TelemetryPath(i int) PathStats {
+	ps := m.c.PathStats(i)
+	return PathStats{Plane: ps.Plane, Entropy: ps.Entropy, State: ps.State.String(), Cwnd: int64(ps.Cwnd),
+		InFlight: int64(ps.InFlight), SRTT: ps.SRTT, RTO: ps.RTO, PacketsAcked: ps.Acked, CEAcked: ps.CEAcked,
+		TxBytes: ps.Bytes, Retransmits: ps.Retransmits, Timeouts: ps.Timeouts, EntropyChanges: ps.EntropyChanges}
 }
 
 // roceSource reads a RoCEv2 QP: one path (its fixed source port and

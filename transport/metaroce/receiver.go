@@ -84,6 +84,11 @@ type nakItem struct {
 // sender's retransmission brings it back.
 const maxNaks = 64
 
+// consumesRecv reports whether the message takes a posted receive.
+func (r *rcvMsg) consumesRecv() bool {
+	return r.typ == wire.TypeSend || r.typ == wire.TypeWrite && r.imm
+}
+
 func (c *Conn) rmsg(msn uint32) *rcvMsg { return &c.r.msgs[msn&uint32(len(c.r.msgs)-1)] }
 
 func (c *Conn) postRecv(wr *transport.WorkRequest) error {
@@ -235,6 +240,13 @@ func (c *Conn) consume(d wire.Data, pid int, rx transport.RxMeta) consumeResult 
 		c.st.dropMalformed++
 		return consumedDrop
 	}
+	// A message that takes a posted receive binds it before anything else,
+	// so that even its failure is reported on (and consumes) that receive.
+	if r.consumesRecv() && !r.bound {
+		if res := c.bindRecv(d, pid, msn, r, rx); res != consumed {
+			return res
+		}
+	}
 	if flags&wire.FlagAbort != 0 {
 		// The sender gave this chunk up: after our NAK, or for a reason of
 		// its own (its buffer became invalid).
@@ -260,19 +272,9 @@ func (c *Conn) consume(d wire.Data, pid int, rx transport.RxMeta) consumeResult 
 			c.queueNak(d, pid, wire.NakAccess, rx)
 			return consumedNak
 		}
-		if r.imm && !r.bound {
-			if res := c.bindRecv(d, pid, msn, r, rx); res != consumed {
-				return res
-			}
-		}
 		dst, _ := c.cfg.Memory.Resolve(d.Key(), d.Addr(), n, transport.AccessRemoteWrite)
 		copy(dst, payload)
 	case wire.TypeSend:
-		if !r.bound {
-			if res := c.bindRecv(d, pid, msn, r, rx); res != consumed {
-				return res
-			}
-		}
 		if !c.scatter(&c.recv(r.token).wr, d.Offset(), payload) {
 			c.rcvFail(msn, r, wire.NakInvalid, transport.StatusLocalProtection)
 			c.queueNak(d, pid, wire.NakInvalid, rx)
@@ -402,6 +404,8 @@ func (c *Conn) consumeReadResp(d wire.Data) consumeResult {
 	case d.Flags()&wire.FlagAbort != 0:
 		c.failMsg(msn, transport.StatusRemoteAccess)
 	case m.failed:
+	case len(d.Payload()) == 0 && d.MsgLen() == m.length:
+		// An empty READ's one response packet: nothing to place.
 	default:
 		payload := d.Payload()
 		off, n := d.Offset(), uint32(len(payload))

@@ -94,6 +94,7 @@ type chunk struct {
 	path   uint8
 	gen    uint8
 	tx     uint8 // transmissions
+	round  uint8 // the message's RNR round when the chunk was last sent
 	where  chunkWhere
 	abort  bool // send as ABORT (its message failed)
 	status transport.Status
@@ -552,6 +553,9 @@ func (c *Conn) sendChunk(p *sndPath, dsn uint32, b []byte) int {
 	psn := p.push(e)
 	ch.where, ch.path, ch.gen, ch.psn = chunkOnPath, p.id, p.gen, psn
 	ch.tx++
+	if ch.job < 0 {
+		ch.round = c.msg(ch.msn).rnrTries
+	}
 	n := c.encodeChunk(b, p, psn, dsn, ch.tx > 1)
 	se := p.entry(psn)
 	if ch.abort && se.kind == sbData { // gathering the payload failed
@@ -940,7 +944,7 @@ func (c *Conn) onNak(n wire.Nak) {
 		return
 	}
 	e := p.entry(psn)
-	if e.acked || e.kind != sbData || e.dsn != n.DSN() {
+	if e.acked || e.kind == sbProbe || e.dsn != n.DSN() || e.kind == sbAbort && n.Reason() != wire.NakRNR {
 		c.st.staleAcks++
 		return
 	}
@@ -960,7 +964,9 @@ func (c *Conn) onNak(n wire.Nak) {
 	case wire.NakRNR:
 		c.st.rnrNaks++
 		e.kind, e.size = sbProbe, 0
-		if c.now >= m.rnrUntil {
+		// Every chunk of a message sent in one round comes back refused;
+		// only the first refusal of a round starts a new back-off.
+		if ch.round == m.rnrTries {
 			m.rnrTries++
 			if c.opts.RNRRetries >= 0 && int(m.rnrTries) > c.opts.RNRRetries {
 				if c.cfg.Trace != nil {

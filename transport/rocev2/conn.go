@@ -204,6 +204,10 @@ func (c *Conn) Receive(now sim.Time, payload []byte, rx transport.RxMeta) {
 		return
 	}
 	class := pk.BTH.Opcode().Class()
+	if pk.BTH.Opcode() == ib.OpAtomicAcknowledge {
+		c.stats.Malformed++ // a response to an atomic we never sent
+		return
+	}
 	if rx.CE && class != ib.ClassCNP {
 		c.resp.noteCE(c, now)
 	}

@@ -50,7 +50,7 @@ type Class uint8
 
 // Opcode classes.
 const (
-	ClassUnsupported  Class = iota // known to IB, not modelled (atomics, invalidate), or unknown
+	ClassUnsupported  Class = iota // known to IB but not modelled (atomics, invalidate: their extension headers are left in Payload), or unknown
 	ClassSend                      // SEND_*: consumes a posted receive
 	ClassWrite                     // RDMA WRITE_*: placed at the RETH's address
 	ClassReadRequest               // RDMA READ request
