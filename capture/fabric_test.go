@@ -12,6 +12,9 @@ import (
 	"github.com/mrlab/mrlab/internal/header"
 	"github.com/mrlab/mrlab/internal/packet"
 	"github.com/mrlab/mrlab/internal/sim"
+	"github.com/mrlab/mrlab/transport"
+	"github.com/mrlab/mrlab/transport/metaroce"
+	"github.com/mrlab/mrlab/workload"
 )
 
 // incastLab: h0 and h1 (leaf0) send to h2 (leaf1) across a lossy spine
@@ -306,3 +309,76 @@ func BenchmarkCaptureOverhead(b *testing.B) {
 type bytesDiscard struct{}
 
 func (bytesDiscard) Write(p []byte) (int, error) { return len(p), nil }
+
+// TestCaptureMatchesNIC: a MetaRoCE run with a lossy, marking fabric; the
+// capture at a host holds exactly the packets its NIC sent (tx) and, on the
+// rx side, the packets the NIC received plus those the fabric dropped on
+// the way in, each drop and mark annotated.
+func TestCaptureMatchesNIC(t *testing.T) {
+	topo, err := fabric.LeafSpine(fabric.LeafSpineParams{Planes: 2, Leaves: 2, Spines: 2, HostsPerLeaf: 2,
+		HostLink: fabric.LinkParams{Rate: 100e9, Delay: 500, QueueBytes: 64 << 10, ECN: fabric.ECNConfig{Mode: fabric.ECNStep, K: 20000}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	loop := sim.NewLoop()
+	pool := packet.NewPool()
+	n, err := fabric.Build(loop, pool, topo, fabric.BuildOptions{Seed: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	loss, _ := fabric.ParseImpairment("loss 2%")
+	for _, l := range []string{"h0-p0", "h0-p1"} {
+		n.SetImpairment(l, fabric.BtoA, loss) // into h0
+	}
+	cl, err := workload.NewCluster("ls", loop, pool, n, 2, workload.NICOptions{
+		Protocols: func() []transport.Protocol { return []transport.Protocol{metaroce.NewProtocol(metaroce.Options{Paths: 4})} },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := New(NetworkLayout(n))
+	var out closeBuffer
+	sp, _ := ParseSpec("h0")
+	c.Add(sp, &out, nil)
+	n.SetObserver(c)
+	// Incast into h0: its downlinks queue, mark and overflow.
+	if _, err := workload.Run(cl, workload.Spec{Name: workload.Incast, Transport: transport.MetaRoCE, Size: 256 << 10, Iterations: 8}); err != nil {
+		t.Fatal(err)
+	}
+	c.Close(loop.Now())
+	r, pk, err := ReadAll(bytes.NewReader(out.Bytes()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tx, rx, dropped, marked uint64
+	for _, p := range pk {
+		name := r.Interfaces()[p.Iface].Name
+		switch {
+		case strings.HasSuffix(name, " tx"):
+			tx++
+		case strings.HasPrefix(p.Comment, "dropped: "):
+			dropped++
+		default:
+			rx++
+			if strings.HasPrefix(p.Comment, "CE marked at h0-p") {
+				marked++
+			}
+		}
+	}
+	st := cl.NICs[0].Stats()
+	snap := n.Counters()
+	var fabricDrops, fabricMarks uint64
+	for _, l := range []string{"h0-p0", "h0-p1"} {
+		lc, _ := snap.Link(l, fabric.BtoA)
+		fabricDrops += lc.Drops.Total()
+		fabricMarks += lc.ECNMarks
+	}
+	t.Logf("h0: %d sent, %d received (%d CE), %d dropped on the way in", tx, rx, marked, dropped)
+	if tx != st.TxPackets || rx != st.RxPackets || dropped != fabricDrops || marked != fabricMarks {
+		t.Errorf("capture: tx %d rx %d dropped %d marked %d; NIC: tx %d rx %d; fabric: drops %d marks %d",
+			tx, rx, dropped, marked, st.TxPackets, st.RxPackets, fabricDrops, fabricMarks)
+	}
+	if dropped == 0 || marked == 0 {
+		t.Errorf("scenario too gentle: %d drops, %d marks", dropped, marked)
+	}
+}

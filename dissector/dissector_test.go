@@ -171,6 +171,9 @@ func fields(t *testing.T, file string, names ...string) [][]string {
 	}
 	out := runTshark(t, file, args...)
 	var rows [][]string
+	if strings.TrimSpace(out) == "" {
+		return nil
+	}
 	for _, line := range strings.Split(strings.TrimRight(out, "\n"), "\n") {
 		row := strings.Split(line, "|")
 		for i, v := range row {
@@ -278,8 +281,8 @@ func TestDissectBadPackets(t *testing.T) {
 	pkts, _ := everyType()
 	good := frame(pkts[0], 49152)
 	corrupt := append([]byte(nil), good...)
-	corrupt[len(corrupt)-100] ^= 0x10 // a payload bit: only the CRC can tell
-	short := frame(pkts[4][:40], 49153)  // an ACK cut short
+	corrupt[len(corrupt)-100] ^= 0x10   // a payload bit: only the CRC can tell
+	short := frame(pkts[4][:40], 49153) // an ACK cut short
 	badVer := frame(pkts[7], 49154)
 	badVer[header.IPv4MinSize+header.UDPSize] = 2<<4 | 7
 	file := writeCapture(t, [][]byte{corrupt, short, badVer})

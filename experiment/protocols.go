@@ -2,6 +2,7 @@ package experiment
 
 import (
 	"github.com/mrlab/mrlab/transport"
+	"github.com/mrlab/mrlab/transport/metaroce"
 	"github.com/mrlab/mrlab/transport/rocev2"
 )
 
@@ -22,10 +23,12 @@ func experimentProtocols() []transport.Protocol {
 	return append(metaroceProtocols(), rocev2.NewProtocol(rocev2Options))
 }
 
-// metaroceProtocols returns MetaRoCE with its default options; paths
-// sets its paths per connection (0: the default).
+// metaroceProtocols returns MetaRoCE with its default options (16 paths
+// per connection, receiver fair-share hints on).
 var metaroceProtocols = func() []transport.Protocol { return metaroceWithPaths(0) }
 
-// metaroceWithPaths returns MetaRoCE with n paths per connection, once
-// its engine exists (nil until then).
-func metaroceWithPaths(n int) []transport.Protocol { return nil }
+// metaroceWithPaths returns MetaRoCE with n paths per connection (0: the
+// default).
+func metaroceWithPaths(n int) []transport.Protocol {
+	return []transport.Protocol{metaroce.NewProtocol(metaroce.Options{Paths: n})}
+}

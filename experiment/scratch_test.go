@@ -22,9 +22,6 @@ func init() {
 }
 
 func TestScratch(t *testing.T) {
-	metaroceProtocols = func() []transport.Protocol {
-		return []transport.Protocol{fakeMR{rocev2.NewProtocol(rocev2.Options{Timeout: 4})}}
-	}
 	names := []string{"loss-sweep", "plane-scaling", "plane-failure", "incast", "collectives"}
 	if n := os.Getenv("EXP"); n != "" {
 		names = []string{n}

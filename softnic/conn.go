@@ -46,6 +46,7 @@ type Conn struct {
 	proto   *protoEntry
 	id      uint32
 	peer    netip.Addr
+	peerU32 uint32
 	mem     memView
 	scq     *CQ
 	rcq     *CQ
@@ -55,6 +56,8 @@ type Conn struct {
 	onState func(*Conn, transport.State)
 	ctx     any
 	stats   ConnStats
+	setup   *setupKey // the request that opened a passive end
+	retired bool
 }
 
 // Listen makes the NIC accept connection requests with the given options,
@@ -114,6 +117,8 @@ func (n *NIC) newConn(e *protoEntry, peer netip.Addr, opts ConnOptions) *Conn {
 		ctx:     opts.Context,
 	}
 	c.mem = memView{nic: n, pd: opts.PD, conn: c}
+	a := peer.As4()
+	c.peerU32 = uint32(a[0])<<24 | uint32(a[1])<<16 | uint32(a[2])<<8 | uint32(a[3])
 	c.stats.PortTxPackets = make([]uint64, len(n.ports))
 	c.timer.Init(n.fireConn, c)
 	n.conns = append(n.conns, c)

@@ -49,7 +49,7 @@ func TestReceiveDrops(t *testing.T) {
 		binary.BigEndian.PutUint32(b[1:], id)
 		return b
 	}
-	syn := []byte{tSyn, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0}
+	syn := []byte{tSyn, 0, 0, 0, 0, 0, 0, 0, 7, 0, 0, 0, 0}
 	other := netip.MustParseAddr("198.18.0.99")
 	garbage := pool.Get(40)
 	garbage.SetLen(40)
@@ -71,7 +71,13 @@ func TestReceiveDrops(t *testing.T) {
 		{"setup without listener", ipPacket(pool, addrA, addrB, 1, toyPort, syn), DropNoListener},
 		{"kernel packet without host port", ipPacket(pool, addrA, addrB, 1, 53, []byte("dns")), DropNoHostPort},
 		{"bad ICRC", badSeal, DropICRC},
+		{"wrong peer", ipPacket(pool, other, addrB, 1, toyPort, data(1)), DropWrongPeer},
 	}
+	// One real connection, for the wrong-peer case.
+	p.connect(t, 4096, transport.AccessLocalWrite, transport.MetaRoCE)
+	p.b.Listen(nil)
+	p.loop.RunUntil(p.loop.Now() + sim.Millisecond)
+	rx0 := p.b.Stats().RxPackets
 	for _, c := range cases {
 		before := p.b.Stats()
 		p.b.Receive(0, 0, c.pkt)
@@ -85,7 +91,7 @@ func TestReceiveDrops(t *testing.T) {
 	if p.pool.Outstanding() != 0 {
 		t.Errorf("%d buffers leaked", p.pool.Outstanding())
 	}
-	if got := p.b.Stats().RxPackets; got != uint64(len(cases)) {
+	if got := p.b.Stats().RxPackets - rx0; got != uint64(len(cases)) {
 		t.Errorf("rx packets %d, want %d", got, len(cases))
 	}
 }

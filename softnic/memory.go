@@ -99,12 +99,14 @@ func (m *MR) SGE(off, n int) transport.SGE {
 }
 
 // Deregister invalidates the region's keys: later accesses fail with a
-// protection or remote access error.
+// protection or remote access error. The NIC forgets the memory (Bytes
+// returns nil afterwards); the application still owns it.
 func (m *MR) Deregister() error {
 	if !m.valid {
 		return ErrDeregistered
 	}
 	m.valid = false
+	m.buf = nil
 	return nil
 }
 

@@ -123,7 +123,8 @@ type NIC struct {
 	ports  []nicPort
 	host   HostPort
 
-	conns   []*Conn // by LocalID-1
+	conns   []*Conn        // by LocalID-1; nil once retired
+	retired TransportStats // counters of retired connections
 	setups  map[setupKey]*Conn
 	listen  *ListenOptions
 	onIdle  []func(sim.Time)
@@ -248,8 +249,58 @@ func (n *NIC) Stats() Stats { return n.stats }
 // PortStats returns a copy of port i's counters.
 func (n *NIC) PortStats(i int) PortStats { return n.ports[i].stats }
 
-// Conns returns the NIC's connections in the order they were opened.
-func (n *NIC) Conns() []*Conn { return append([]*Conn(nil), n.conns...) }
+// Conns returns the NIC's connections in the order they were opened,
+// except those retired (closed, with nothing left to send or time).
+func (n *NIC) Conns() []*Conn {
+	var out []*Conn
+	for _, c := range n.conns {
+		if c != nil {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// TransportTotals sums the transport counters of every connection the NIC
+// has had, retired ones included (per-path figures are left out).
+func (n *NIC) TransportTotals() TransportStats {
+	t := n.retired
+	for _, c := range n.conns {
+		if c != nil {
+			s := c.TransportStats()
+			t.Retransmits += s.Retransmits
+			t.Timeouts += s.Timeouts
+			t.ECNEchoes += s.ECNEchoes
+		}
+	}
+	return t
+}
+
+// retire forgets a connection that is closed (or failed) and has nothing
+// left to send or time, so that a long-running lab does not keep every
+// connection it ever had. Its counters go to the NIC's totals; packets for
+// it are from then on counted as DropUnknownConn.
+func (n *NIC) retire(c *Conn) {
+	if c.retired || (c.state != transport.StateClosed && c.state != transport.StateError) ||
+		c.tc.Deadline() != sim.Never {
+		return
+	}
+	for i := range c.links {
+		if c.links[i].in {
+			return // another port has not been asked yet
+		}
+	}
+	s := c.TransportStats()
+	n.retired.Retransmits += s.Retransmits
+	n.retired.Timeouts += s.Timeouts
+	n.retired.ECNEchoes += s.ECNEchoes
+	c.retired = true
+	n.sched.Disarm(&c.timer)
+	n.conns[c.id-1] = nil
+	if c.setup != nil {
+		delete(n.setups, *c.setup)
+	}
+}
 
 // Protocol returns the NIC's transport of the given kind, or nil.
 func (n *NIC) Protocol(k transport.Kind) transport.Protocol {
@@ -345,11 +396,15 @@ func (n *NIC) receiveTransport(now sim.Time, port int, p *packet.Buffer, ip head
 		p.Free()
 		return
 	}
-	if id == 0 || int(id) > len(n.conns) || n.conns[id-1].proto != e {
+	if id == 0 || int(id) > len(n.conns) || n.conns[id-1] == nil || n.conns[id-1].proto != e {
 		n.drop(DropUnknownConn, p)
 		return
 	}
 	c := n.conns[id-1]
+	if ip.SrcU32() != c.peerU32 {
+		n.drop(DropWrongPeer, p)
+		return
+	}
 	c.stats.RxPackets++
 	c.stats.RxBytes += uint64(len(payload))
 	if rx.CE {
@@ -386,6 +441,7 @@ func (n *NIC) accept(now sim.Time, e *protoEntry, ip header.IPv4, payload []byte
 	c.tc = tc
 	c.state = tc.State()
 	n.setups[key] = c
+	c.setup = &key
 	n.stats.Accepted++
 	c.stats.RxPackets++
 	c.stats.RxBytes += uint64(len(payload))
@@ -493,9 +549,13 @@ func (n *NIC) sendOne(now sim.Time, pt *nicPort) bool {
 		b.SetLen(maxPayload)
 		k, meta := c.tc.Transmit(now, pt.idx, b.Data())
 		if k <= 0 || k > maxPayload {
+			if k > maxPayload {
+				n.stats.TransmitOverruns++
+			}
 			b.Free()
 			n.rearm(c)
 			n.checkState(c)
+			n.retire(c)
 			continue
 		}
 		pt.ready.pushBack(c)

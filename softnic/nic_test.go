@@ -11,6 +11,7 @@ import (
 	"github.com/mrlab/mrlab/internal/packet"
 	"github.com/mrlab/mrlab/internal/sim"
 	"github.com/mrlab/mrlab/transport"
+	"github.com/mrlab/mrlab/transport/metaroce"
 	"github.com/mrlab/mrlab/transport/rocev2"
 )
 
@@ -76,6 +77,7 @@ func transportCases() []transportCase {
 	return []transportCase{
 		{"toy", toyProtos, transport.MetaRoCE},
 		{"rocev2", func() []transport.Protocol { return []transport.Protocol{rocev2.NewProtocol(rocev2.Options{})} }, transport.RoCEv2},
+		{"metaroce", func() []transport.Protocol { return []transport.Protocol{metaroce.NewProtocol(metaroce.Options{})} }, transport.MetaRoCE},
 	}
 }
 

@@ -14,6 +14,9 @@ const (
 	// DropUnknownConn: a transport packet for a connection id this NIC
 	// does not have (closed, or never opened).
 	DropUnknownConn
+	// DropWrongPeer: a transport packet for a connection whose peer has
+	// another address (a stray or spoofed packet).
+	DropWrongPeer
 	// DropNoListener: a connection request with no listener to accept it,
 	// or one the transport refused.
 	DropNoListener
@@ -28,7 +31,7 @@ const (
 	numDropReasons
 )
 
-var dropNames = [numDropReasons]string{"malformed", "not-mine", "unknown-conn", "no-listener",
+var dropNames = [numDropReasons]string{"malformed", "not-mine", "unknown-conn", "wrong-peer", "no-listener",
 	"no-host-port", "icrc", "host-queue-full", "port-down"}
 
 func (r DropReason) String() string {
@@ -66,7 +69,10 @@ type Stats struct {
 	// AccessErrors counts peers' requests refused by the region table (bad
 	// rkey, range or permission); ProtectionErrors local SGEs refused.
 	AccessErrors, ProtectionErrors uint64
-	Drops                          [numDropReasons]uint64
+	// TransmitOverruns counts Transmit calls that claimed more bytes than
+	// the buffer held: a transport bug, sent as nothing.
+	TransmitOverruns uint64
+	Drops            [numDropReasons]uint64
 }
 
 // Dropped returns the total number of dropped packets.

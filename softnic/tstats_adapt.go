@@ -2,6 +2,7 @@ package softnic
 
 import (
 	"github.com/mrlab/mrlab/transport"
+	"github.com/mrlab/mrlab/transport/metaroce"
 	"github.com/mrlab/mrlab/transport/rocev2"
 )
 
@@ -9,6 +10,16 @@ import (
 // type: transports do not know softnic's types.
 func transportStats(tc transport.Conn) TransportStats {
 	switch c := tc.(type) {
+	case *metaroce.Conn:
+		s := c.Stats()
+		ts := TransportStats{Retransmits: s.Retransmits, Timeouts: s.Timeouts, ECNEchoes: s.ECEReceived,
+			Paths: make([]PathStats, c.Paths())}
+		for i := range ts.Paths {
+			p := c.PathStats(i)
+			ts.Paths[i] = PathStats{Path: i, Port: p.Plane, Entropy: p.Entropy, Sent: p.Packets,
+				Retransmits: p.Retransmits, ECNEchoes: p.CEAcked, SRTT: p.SRTT, Cwnd: p.Cwnd}
+		}
+		return ts
 	case *rocev2.Conn:
 		s := c.Stats()
 		return TransportStats{

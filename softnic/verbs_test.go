@@ -6,6 +6,7 @@ import (
 
 	"github.com/mrlab/mrlab/internal/sim"
 	"github.com/mrlab/mrlab/transport"
+	"github.com/mrlab/mrlab/transport/metaroce"
 	"github.com/mrlab/mrlab/transport/rocev2"
 )
 
@@ -73,6 +74,10 @@ func testSendWaitsForRecv(t *testing.T, tc transportCase) {
 	switch c := src.c.Transport().(type) {
 	case *rocev2.Conn:
 		if n := c.Stats().RNRNAKsReceived; n == 0 {
+			t.Error("no RNR NAK received")
+		}
+	case *metaroce.Conn:
+		if n := c.Stats().RNRNaksReceived; n == 0 {
 			t.Error("no RNR NAK received")
 		}
 	case *toyConn:

@@ -2,8 +2,10 @@ package workload
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
+	"github.com/mrlab/mrlab/internal/sim"
 	"github.com/mrlab/mrlab/transport"
 )
 
@@ -22,7 +24,7 @@ func smallSpecs() []Spec {
 }
 
 func TestEveryWorkload(t *testing.T) {
-	for _, kind := range []transport.Kind{transport.RoCEv2} {
+	for _, kind := range []transport.Kind{transport.MetaRoCE, transport.RoCEv2} {
 		for _, s := range smallSpecs() {
 			t.Run(kind.String()+"/"+string(s.Name), func(t *testing.T) {
 				cl, pool := lab{hosts: 4, leaves: 2, planes: 2, seed: 3}.build(t)
@@ -63,5 +65,76 @@ func TestDataCheckCatchesCorruption(t *testing.T) {
 				t.Fatalf("corruption not caught: err %v check %+v", err, res.Check)
 			}
 		})
+	}
+}
+
+// TestDurationConnsStreams covers the duration mode and several
+// connections and streams per pair.
+func TestDurationConnsStreams(t *testing.T) {
+	for _, s := range []Spec{
+		{Name: WriteBW, Duration: 200 * sim.Microsecond, Conns: 3, Streams: 4, Size: 8192},
+		{Name: SendBW, Duration: 200 * sim.Microsecond, Conns: 2, Streams: 3, Size: 8192},
+		{Name: ReadBW, Duration: 200 * sim.Microsecond, Conns: 2, Size: 8192},
+		{Name: Incast, Iterations: 20, Conns: 2, Streams: 2, Size: 32768},
+	} {
+		t.Run(string(s.Name), func(t *testing.T) {
+			cl, _ := lab{hosts: 4, leaves: 2, planes: 2, seed: 9, loss: 0.005}.build(t)
+			s.Transport = transport.MetaRoCE
+			res, err := Run(cl, s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !res.Check.OK || res.Errors != 0 {
+				t.Fatalf("check %+v, errors %d %s", res.Check, res.Errors, res.FirstError)
+			}
+			wantFlows := s.Conns
+			if s.Name == Incast {
+				wantFlows = 3 * s.Conns
+			}
+			if res.Flows != wantFlows {
+				t.Errorf("%d flows, want %d", res.Flows, wantFlows)
+			}
+			if s.Duration > 0 && (res.Elapsed < s.Duration || res.Elapsed > s.Duration+200*sim.Microsecond) {
+				t.Errorf("ran %v for a %v duration", res.Elapsed, s.Duration)
+			}
+		})
+	}
+}
+
+func TestTimeoutReportsPartialResult(t *testing.T) {
+	cl, _ := lab{hosts: 2}.build(t)
+	res, err := Run(cl, Spec{Name: WriteBW, Transport: transport.MetaRoCE, Iterations: 100000, Timeout: 200 * sim.Microsecond})
+	if !errors.Is(err, ErrTimeout) {
+		t.Fatalf("error %v, want ErrTimeout", err)
+	}
+	if res == nil || res.Messages == 0 || res.Check.OK || !strings.Contains(err.Error(), "completed") {
+		t.Fatalf("partial result %+v, error %v", res, err)
+	}
+}
+
+// TestRunsBackToBack runs several workloads one after the other on the same
+// cluster, as a live lab does, and checks each one's figures are its own.
+func TestRunsBackToBack(t *testing.T) {
+	cl, _ := lab{hosts: 4, leaves: 2, planes: 2, seed: 4, loss: 0.005}.build(t)
+	for i, s := range []Spec{
+		{Name: WriteBW, Size: 16384, Iterations: 50},
+		{Name: SendBW, Size: 16384, Iterations: 50, Transport: transport.RoCEv2},
+		{Name: AllReduce, Size: 64 << 10, Iterations: 2},
+		{Name: WriteBW, Size: 16384, Iterations: 50},
+	} {
+		res, err := Run(cl, s)
+		if err != nil {
+			t.Fatalf("run %d (%s): %v", i, s.Name, err)
+		}
+		if !res.Check.OK || res.Retransmits > res.PacketsSent {
+			t.Fatalf("run %d: %+v", i, res)
+		}
+		// Let the previous run's teardown finish.
+		cl.Loop.RunUntil(cl.Loop.Now() + 10*sim.Millisecond)
+	}
+	for _, n := range cl.NICs {
+		if c := len(n.Conns()); c != 0 {
+			t.Errorf("%s keeps %d connections", n.Name(), c)
+		}
 	}
 }

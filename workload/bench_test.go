@@ -7,7 +7,9 @@ import (
 )
 
 // benchKinds are the transports benchmarked.
-func benchKinds() []transport.Kind { return []transport.Kind{transport.RoCEv2} }
+func benchKinds() []transport.Kind {
+	return []transport.Kind{transport.MetaRoCE, transport.RoCEv2}
+}
 
 // benchRun runs spec on a fresh lab per iteration and reports simulated
 // goodput and the wall-clock packet rate (packets sent by NICs per second

@@ -8,15 +8,21 @@ import (
 	"github.com/mrlab/mrlab/internal/sim"
 	"github.com/mrlab/mrlab/softnic"
 	"github.com/mrlab/mrlab/transport"
+	"github.com/mrlab/mrlab/transport/metaroce"
+	"github.com/mrlab/mrlab/transport/rocev2"
 )
 
 // NICOptions configure the NICs NewCluster builds.
 type NICOptions struct {
 	// PathMTU is the RDMA payload per packet; 0 means 4096.
 	PathMTU int
-	// Protocols returns fresh transport instances for one NIC (a Protocol
-	// holds NIC-wide state, so NICs must not share them); nil means
-	// DefaultProtocols.
+	// MetaRoCE and RoCEv2 configure the transports every NIC speaks (paths
+	// per connection, timeouts, DCQCN...); zero values mean defaults.
+	MetaRoCE metaroce.Options
+	RoCEv2   rocev2.Options
+	// Protocols, if set, replaces both: it returns fresh transport
+	// instances for one NIC (a Protocol holds NIC-wide state, so NICs must
+	// not share them).
 	Protocols func() []transport.Protocol
 	// Trace, if set, receives the transports' protocol decisions.
 	Trace transport.Tracer
@@ -28,7 +34,9 @@ type NICOptions struct {
 func NewCluster(name string, loop *sim.Loop, pool *packet.Pool, net *fabric.Network, seed uint64, opts NICOptions) (*Cluster, error) {
 	protos := opts.Protocols
 	if protos == nil {
-		protos = DefaultProtocols
+		protos = func() []transport.Protocol {
+			return []transport.Protocol{metaroce.NewProtocol(opts.MetaRoCE), rocev2.NewProtocol(opts.RoCEv2)}
+		}
 	}
 	cl := &Cluster{Name: name, Loop: loop, Fabric: netCounters{net}}
 	for _, h := range net.Topology().Hosts {

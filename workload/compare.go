@@ -44,5 +44,5 @@ func Compare(build func() (*Cluster, error), spec Spec, kinds ...transport.Kind)
 // another across the lab, long enough to show loss recovery and short
 // enough to finish in a few seconds of wall time.
 func DemoSpec() Spec {
-	return Spec{Name: Permutation, Size: 64 << 10, Iterations: 200, QueueDepth: 16}
+	return Spec{Name: Permutation, Size: 64 << 10, Iterations: 500, QueueDepth: 16}
 }

@@ -1,6 +1,7 @@
 package workload
 
 import (
+	"os"
 	"testing"
 
 	"github.com/mrlab/mrlab/internal/sim"
@@ -33,4 +34,61 @@ func TestEveryWorkloadUnderLoss(t *testing.T) {
 	}
 }
 
-func lossKinds() []transport.Kind { return []transport.Kind{transport.RoCEv2} }
+// TestMetaRoCEUnderLossLarger runs bigger versions of every workload on
+// MetaRoCE with 1% loss on every link (thousands of packets lost), on the
+// multi-plane leaf/spine, and checks the data.
+func TestMetaRoCEUnderLossLarger(t *testing.T) {
+	if testing.Short() {
+		t.Skip("larger runs")
+	}
+	for _, s := range []Spec{
+		{Name: WriteBW, Size: 65536, Iterations: 400, QueueDepth: 16},
+		{Name: SendBW, Size: 65536, Iterations: 400, QueueDepth: 16, Streams: 4},
+		{Name: ReadBW, Size: 65536, Iterations: 400, QueueDepth: 16},
+		{Name: WriteLat, Size: 4096, Iterations: 500},
+		{Name: Permutation, Size: 65536, Iterations: 100, Conns: 2},
+		{Name: Incast, Size: 65536, Iterations: 100},
+		{Name: AllToAll, Size: 1 << 20, Iterations: 5},
+		{Name: AllReduce, Size: 1 << 20, Iterations: 4},
+	} {
+		t.Run(string(s.Name), func(t *testing.T) {
+			cl, _ := lab{hosts: 8, leaves: 2, planes: 4, seed: 21, loss: 0.01}.build(t)
+			s.Transport = transport.MetaRoCE
+			res, err := Run(cl, s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !res.Check.OK || res.Errors != 0 {
+				t.Fatalf("check %+v errors %d %s", res.Check, res.Errors, res.FirstError)
+			}
+			lost := res.Drops["fabric impairment"]
+			if lost < 20 || res.Retransmits == 0 {
+				t.Errorf("too little loss to mean anything: %d lost, %d retransmitted", lost, res.Retransmits)
+			}
+			t.Logf("%.2f Gb/s, %d lost, %d retransmitted, msg p99 %v, %v", res.GoodputGbps, lost, res.Retransmits, res.MessageTime.P99, res.Elapsed)
+		})
+	}
+}
+
+func lossKinds() []transport.Kind {
+	return []transport.Kind{transport.MetaRoCE, transport.RoCEv2}
+}
+
+// TestMetaRoCETailUnderLoss checks that no message waits absurdly long
+// under 1% loss. It reproduces a MetaRoCE issue found by the all-to-all
+// run above (a receiver's fair-share hint of a few kB/s makes the sender
+// pace its next packet seconds later: one WRITE took 4.2 s of virtual
+// time), so it only runs with MRLAB_KNOWN_BUGS=1 until that is fixed.
+func TestMetaRoCETailUnderLoss(t *testing.T) {
+	if os.Getenv("MRLAB_KNOWN_BUGS") == "" {
+		t.Skip("known MetaRoCE pacing issue; set MRLAB_KNOWN_BUGS=1 to run")
+	}
+	cl, _ := lab{hosts: 8, leaves: 2, planes: 4, seed: 21, loss: 0.01}.build(t)
+	res, err := Run(cl, Spec{Name: AllToAll, Transport: transport.MetaRoCE, Size: 1 << 20, Iterations: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.MessageTime.Max > 10*sim.Millisecond {
+		t.Errorf("slowest WRITE took %v (p99 %v)", res.MessageTime.Max, res.MessageTime.P99)
+	}
+}

@@ -52,7 +52,6 @@ type runner struct {
 	t0, tEnd sim.Time
 	started  bool
 	finished bool
-	failed   error
 
 	res      Result
 	msgTimes []sim.Time
@@ -305,6 +304,9 @@ func (r *runner) close() {
 			}
 		}
 	}
+	for _, mr := range r.regions {
+		_ = mr.Deregister() // a live lab runs many workloads: free their memory
+	}
 	for _, i := range r.hosts {
 		r.cq[i].OnCompletion(nil)
 	}
@@ -345,7 +347,6 @@ func (r *runner) fail(err error) {
 		return
 	}
 	r.finished = true
-	r.failed = err
 	r.cl.Loop.Disarm(&r.timer)
 	if !r.started {
 		r.close()

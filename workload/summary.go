@@ -32,11 +32,9 @@ func (r *runner) snapshot() counters {
 			ports[p] = n.PortStats(p).TxBytes
 		}
 		c.portTx = append(c.portTx, ports)
-		for _, conn := range n.Conns() {
-			ts := conn.TransportStats()
-			c.retx += ts.Retransmits
-			c.timeouts += ts.Timeouts
-		}
+		ts := n.TransportTotals()
+		c.retx += ts.Retransmits
+		c.timeouts += ts.Timeouts
 	}
 	if r.cl.Fabric != nil {
 		c.fabDrops, c.fabMarks = r.cl.Fabric.Counters()

@@ -93,25 +93,27 @@ func TestSpecErrors(t *testing.T) {
 // once with another: the same seed must give the same packet trace and the
 // same result, another seed a different trace.
 func TestDeterministic(t *testing.T) {
-	run := func(seed uint64) (uint64, *Result) {
-		h := fabric.NewTraceHash()
-		cl, _ := lab{hosts: 4, leaves: 2, planes: 2, seed: seed, loss: 0.01, obs: h}.build(t)
-		res, err := Run(cl, Spec{Name: AllToAll, Transport: transport.RoCEv2, Size: 256 << 10, Iterations: 3, Timeout: 100 * sim.Second})
-		if err != nil {
-			t.Fatal(err)
+	for _, kind := range []transport.Kind{transport.MetaRoCE, transport.RoCEv2} {
+		run := func(seed uint64) (uint64, *Result) {
+			h := fabric.NewTraceHash()
+			cl, _ := lab{hosts: 4, leaves: 2, planes: 2, seed: seed, loss: 0.01, obs: h}.build(t)
+			res, err := Run(cl, Spec{Name: AllToAll, Transport: kind, Size: 256 << 10, Iterations: 3, Timeout: 100 * sim.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return h.Sum(), res
 		}
-		return h.Sum(), res
-	}
-	h1, r1 := run(5)
-	h2, r2 := run(5)
-	h3, _ := run(6)
-	if h1 != h2 {
-		t.Errorf("same seed, different traces: %x %x", h1, h2)
-	}
-	if d := cmp.Diff(r1, r2); d != "" {
-		t.Errorf("same seed, different results:\n%s", d)
-	}
-	if h1 == h3 {
-		t.Error("different seeds, same trace")
+		h1, r1 := run(5)
+		h2, r2 := run(5)
+		h3, _ := run(6)
+		if h1 != h2 {
+			t.Errorf("%v: same seed, different traces: %x %x", kind, h1, h2)
+		}
+		if d := cmp.Diff(r1, r2); d != "" {
+			t.Errorf("%v: same seed, different results:\n%s", kind, d)
+		}
+		if h1 == h3 {
+			t.Errorf("%v: different seeds, same trace", kind)
+		}
 	}
 }

@@ -49,12 +49,13 @@ const (
 
 // sbEntry is one PSN on a path's scoreboard.
 type sbEntry struct {
-	dsn   uint32
-	txSeq uint32 // path-local transmission order of the latest send
-	size  uint16 // payload bytes counted in flight
-	kind  sbKind
-	acked bool
-	lost  bool // declared lost, waiting to be sent again
+	dsn    uint32
+	txSeq  uint32 // path-local transmission order of the latest send
+	size   uint16 // payload bytes counted in flight
+	kind   sbKind
+	acked  bool
+	lost   bool // declared lost, waiting to be sent again
+	resent bool // sent more than once: an ACK of it is ambiguous
 }
 
 // maxPathWindow is the most PSNs a path has outstanding: the SACK window.

@@ -43,18 +43,18 @@ type expectOp struct {
 }
 
 type propRun struct {
-	t      *testing.T
-	rnd    *rand.Rand
-	l      *lab
-	hosts  [2]*transporttest.Host
-	conns  [2]*transporttest.Conn
-	ops    []*expectOp
-	byID   map[uint64]*expectOp
-	nextID uint64
-	dstOff [2]uint64 // allocation cursors in the target's key 11
-	bufOff [2]uint64 // and key 12
-	recvQ  [2][]uint64 // receive ids posted at host i, in order
-	recvs  map[uint64]*expectOp // receive id -> the op it must take
+	t            *testing.T
+	rnd          *rand.Rand
+	l            *lab
+	hosts        [2]*transporttest.Host
+	conns        [2]*transporttest.Conn
+	ops          []*expectOp
+	byID         map[uint64]*expectOp
+	nextID       uint64
+	dstOff       [2]uint64            // allocation cursors in the target's key 11
+	bufOff       [2]uint64            // and key 12
+	recvQ        [2][]uint64          // receive ids posted at host i, in order
+	recvs        map[uint64]*expectOp // receive id -> the op it must take
 	pendingRecvs [2]int
 }
 

@@ -471,11 +471,12 @@ func (c *Conn) releaseRcv(msn uint32) {
 			}
 		}
 		r.released = true
+		next, more := r.waiter, r.hasWaiter
 		c.rcvComplete(r)
-		if !r.hasWaiter {
+		if !more || c.state != transport.StateEstablished {
 			break
 		}
-		msn = r.waiter
+		msn = next
 	}
 	c.forgetRcv()
 }

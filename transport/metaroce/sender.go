@@ -268,11 +268,12 @@ func (c *Conn) releaseSnd(msn uint32) {
 		}
 		c.st.completions++
 		c.streamUnlink(m.wr.Stream, msn)
-		c.cfg.Complete(wc)
-		if !m.hasWaiter {
+		next, more := m.waiter, m.hasWaiter
+		c.cfg.Complete(wc) // may post (and grow the ring): m is stale after
+		if !more || c.state != transport.StateEstablished && c.state != transport.StateConnecting {
 			break
 		}
-		msn = m.waiter
+		msn = next
 	}
 	for c.s.msnBase != c.s.msnNext {
 		m := c.msg(c.s.msnBase)
@@ -583,7 +584,7 @@ func (c *Conn) resendLost(p *sndPath, b []byte) int {
 		if !e.lost || e.acked {
 			continue
 		}
-		e.lost = false
+		e.lost, e.resent = false, true
 		p.lost--
 		p.txSeq++
 		e.txSeq = p.txSeq
@@ -818,12 +819,12 @@ func (c *Conn) onAck(a wire.Ack) {
 	if c.state != transport.StateEstablished {
 		return // a completion callback closed us
 	}
-	progressed := false
 	for p.una != p.nxt && p.entry(p.una).acked {
 		p.una++
-		progressed = true
 	}
-	if progressed {
+	if pkts > 0 {
+		// The path delivers: restart its timers (RFC 8985 re-arms the RTO
+		// on every ACK that acknowledges something new, SACKed or not).
 		p.rtoBase, p.tlpBase, p.tlpSent = c.now, c.now, false
 		if p.timeouts > 0 || p.state != PathActive && p.state != PathDraining {
 			c.pathRecovered(p)
@@ -866,7 +867,10 @@ func (c *Conn) ackEntry(p *sndPath, psn uint32) (int, int) {
 		p.inflight -= int(e.size)
 		c.s.inflight -= int(e.size)
 	}
-	if wire.Seq(e.txSeq).After(wire.Seq(p.maxAckedTx)) {
+	// Karn: an ACK of a PSN sent twice does not say which copy arrived (a
+	// late original would make everything sent before the copy look
+	// lost), so only PSNs sent once advance the loss-detection clock.
+	if !e.resent && wire.Seq(e.txSeq).After(wire.Seq(p.maxAckedTx)) {
 		p.maxAckedTx = e.txSeq
 	}
 	if e.kind != sbProbe {

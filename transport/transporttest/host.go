@@ -134,8 +134,10 @@ func (c *Conn) Close() {
 }
 
 func (h *Host) newConn(peer *Host) (*Conn, transport.Config) {
+	// Ids are unique across the net (host i's are 1000(i+1)+k), so traces
+	// that print them are unambiguous.
 	h.nextID++
-	id := h.nextID
+	id := uint32(1000*(h.Index+1)) + h.nextID
 	c := &Conn{Host: h, Peer: peer}
 	c.timer.Init(connTimer, c)
 	cfg := transport.Config{
@@ -299,3 +301,9 @@ func (h *Host) receive(now sim.Time, f *frame) {
 	c.rearm()
 	h.kick(now)
 }
+
+// Now returns the network's current time.
+func (h *Host) Now() sim.Time { return h.net.Loop.Now() }
+
+// Net returns the network the host is on.
+func (h *Host) Net() *Net { return h.net }

@@ -1,0 +1,258 @@
+package metaroce
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/mrlab/mrlab/internal/sim"
+	"github.com/mrlab/mrlab/transport"
+	"github.com/mrlab/mrlab/transport/metaroce/wire"
+	"github.com/mrlab/mrlab/transport/transporttest"
+)
+
+// sentPkt is a data packet seen leaving a host.
+type sentPkt struct {
+	Path  uint8
+	Gen   uint8
+	PSN   uint32
+	DSN   uint32
+	Retx  bool
+	Last  bool
+	Abort bool
+	Port  int
+}
+
+func dataOf(p *transporttest.Packet) (sentPkt, bool) {
+	h := wire.Header(p.Payload)
+	if !h.Type().IsData() {
+		return sentPkt{}, false
+	}
+	d := wire.Data(p.Payload)
+	f := d.Flags()
+	return sentPkt{Path: d.Path(), Gen: d.Gen(), PSN: d.PSN(), DSN: d.DSN(), Retx: f&wire.FlagRetx != 0,
+		Last: f&wire.FlagLast != 0, Abort: f&wire.FlagAbort != 0, Port: p.Port}, true
+}
+
+// scripted runs one 256 KiB WRITE from a to b with filter installed, and
+// returns the data packets a sent.
+func scripted(t *testing.T, cfg transporttest.Config, opts Options, filter func(p *transporttest.Packet, d sentPkt, isData bool) transporttest.Verdict) (*lab, []sentPkt) {
+	t.Helper()
+	l := newLab(t, cfg, opts)
+	var sent []sentPkt
+	l.net.Filter = func(p *transporttest.Packet) transporttest.Verdict {
+		d, ok := dataOf(p)
+		if ok && p.From == l.a {
+			sent = append(sent, d)
+		}
+		return filter(p, d, ok && p.From == l.a)
+	}
+	const n = 256 << 10
+	if err := l.ca.PostSend(write(1, 0, addrRW, addrRW+0x80000, n)); err != nil {
+		t.Fatal(err)
+	}
+	if !l.runUntil(50*sim.Millisecond, func() bool { return len(l.ca.Completions) == 1 }) {
+		l.dumpTrace()
+		t.Fatalf("WRITE did not complete: %+v", metaConn(l.ca).Stats())
+	}
+	if wc := l.ca.Completions[0]; wc.Status != transport.StatusOK {
+		t.Fatalf("completion %+v", wc)
+	}
+	if !bytes.Equal(mem(l.a, keyRW, addrRW, n), mem(l.b, keyRW, addrRW+0x80000, n)) {
+		t.Fatal("target bytes differ from source")
+	}
+	l.run(sim.Millisecond) // let the last ACKs land
+	return l, sent
+}
+
+func retransmissions(sent []sentPkt) []sentPkt {
+	var r []sentPkt
+	for _, s := range sent {
+		if s.Retx {
+			r = append(r, s)
+		}
+	}
+	return r
+}
+
+// TestDropDataPacket: drop the 2nd data packet on path 3: exactly one
+// retransmission, of exactly that packet (same path, generation, PSN, DSN).
+func TestDropDataPacket(t *testing.T) {
+	for _, k := range []int{1, 2, 3} {
+		var dropped sentPkt
+		seen := 0
+		l, sent := scripted(t, transporttest.Config{Seed: 1}, Options{}, func(p *transporttest.Packet, d sentPkt, isData bool) transporttest.Verdict {
+			if isData && d.Path == 3 && !d.Retx {
+				seen++
+				if seen == k {
+					dropped = d
+					return transporttest.Drop
+				}
+			}
+			return transporttest.Pass
+		})
+		want := dropped
+		want.Retx = true
+		if diff := cmp.Diff([]sentPkt{want}, retransmissions(sent)); diff != "" {
+			t.Errorf("k=%d: retransmissions (-want +got):\n%s", k, diff)
+		}
+		st := metaConn(l.ca).Stats()
+		if st.Retransmits != 1 || st.Losses != 1 || st.Timeouts != 0 || st.EntropyChanges != 0 {
+			t.Errorf("k=%d: stats %+v", k, st)
+		}
+		if got := l.tr.Grep("SACK hole psn"); len(got) != 1 || !strings.Contains(got[0], "path 3:") {
+			t.Errorf("k=%d: trace of the hole: %q", k, got)
+		}
+	}
+}
+
+// TestDropAck: losing an ACK costs no data retransmission: the next ACK of
+// the path (or a tail-loss probe's) is cumulative.
+func TestDropAck(t *testing.T) {
+	for _, which := range []int{1, 5, 40} {
+		acks := 0
+		l, sent := scripted(t, transporttest.Config{Seed: 2}, Options{}, func(p *transporttest.Packet, d sentPkt, isData bool) transporttest.Verdict {
+			if p.From.Name == "b" && pktType(p) == wire.TypeAck {
+				acks++
+				if acks == which {
+					return transporttest.Drop
+				}
+			}
+			return transporttest.Pass
+		})
+		if r := retransmissions(sent); len(r) != 0 {
+			t.Errorf("ACK %d dropped: data retransmitted: %+v", which, r)
+		}
+		if st := metaConn(l.ca).Stats(); st.Timeouts != 0 {
+			t.Errorf("ACK %d dropped: %d timeouts", which, st.Timeouts)
+		}
+	}
+}
+
+// TestDropTail: the message's last packet is lost and nothing follows it
+// on its path: a tail-loss probe finds the hole well before the RTO, and
+// exactly that packet is sent again.
+func TestDropTail(t *testing.T) {
+	var dropped sentPkt
+	var dropAt, retxAt sim.Time
+	l, sent := scripted(t, transporttest.Config{Seed: 3}, Options{}, func(p *transporttest.Packet, d sentPkt, isData bool) transporttest.Verdict {
+		if isData && d.Last && !d.Retx {
+			dropped, dropAt = d, p.From.Now()
+			return transporttest.Drop
+		}
+		if isData && d.Retx {
+			retxAt = p.From.Now()
+		}
+		return transporttest.Pass
+	})
+	want := dropped
+	want.Retx = true
+	if diff := cmp.Diff([]sentPkt{want}, retransmissions(sent)); diff != "" {
+		t.Errorf("retransmissions (-want +got):\n%s", diff)
+	}
+	st := metaConn(l.ca).Stats()
+	if st.TailProbes == 0 || st.Timeouts != 0 {
+		t.Errorf("tail probes %d, timeouts %d; want a probe and no timeout", st.TailProbes, st.Timeouts)
+	}
+	ps := metaConn(l.ca).PathStats(int(dropped.Path))
+	if rec := retxAt - dropAt; rec >= ps.RTO+ps.SRTT {
+		t.Errorf("tail recovered after %v, not before the RTO (%v)", rec, ps.RTO)
+	}
+}
+
+// TestKillPath: every packet on path 5's first route is lost (a dead
+// link). The path times out, moves to a new entropy, its outstanding
+// chunks go out on other paths, and the WRITE completes.
+func TestKillPath(t *testing.T) {
+	var deadPort uint16
+	l, sent := scripted(t, transporttest.Config{Seed: 4}, Options{}, func(p *transporttest.Packet, d sentPkt, isData bool) transporttest.Verdict {
+		if isData && d.Path == 5 && deadPort == 0 {
+			deadPort = p.Meta.SrcPort
+		}
+		if p.Meta.SrcPort == deadPort && deadPort != 0 {
+			return transporttest.Drop
+		}
+		return transporttest.Pass
+	})
+	ps := metaConn(l.ca).PathStats(5)
+	if ps.Timeouts == 0 || ps.EntropyChanges == 0 || ps.Entropy == deadPort {
+		t.Errorf("path 5: %+v; want a timeout and a new entropy (dead one %d)", ps, deadPort)
+	}
+	moved := 0
+	for _, s := range retransmissions(sent) {
+		if s.Path != 5 {
+			moved++
+		}
+	}
+	if moved == 0 {
+		t.Errorf("no chunk of the dead path was re-sent on another path: %+v", retransmissions(sent))
+	}
+	if len(l.tr.Grep("path 5 entropy")) == 0 {
+		t.Error("no entropy change in the trace")
+	}
+}
+
+// TestPlaneFailure: one of four planes dies under steady traffic. Every
+// request completes OK, the dead plane's paths fail, no data goes to the
+// dead plane afterwards, and goodput recovers on the other planes.
+func TestPlaneFailure(t *testing.T) {
+	cfg := transporttest.Config{Seed: 5, Ports: 4, LinkRate: 25e9}
+	l := newLab(t, cfg, Options{})
+	var lastDataOnDead sim.Time
+	const dead = 2
+	failAt := l.net.Loop.Now() + 300*sim.Microsecond
+	l.net.Filter = func(p *transporttest.Packet) transporttest.Verdict {
+		if d, ok := dataOf(p); ok && p.From == l.a && p.Port == dead && !d.Abort {
+			lastDataOnDead = p.From.Now()
+		}
+		return transporttest.Pass
+	}
+	l.net.Loop.At(failAt, func(sim.Time) { l.net.SetPlaneUp(dead, false) })
+	// Keep 16 x 64 KiB WRITEs outstanding for 3 ms.
+	const size = 64 << 10
+	var posted, bytesBefore, bytesAfter uint64
+	l.ca.OnComplete = func(c *transporttest.Conn, wc transport.Completion) {
+		if wc.Status != transport.StatusOK {
+			t.Errorf("completion %+v", wc)
+		}
+		now := c.Host.Now()
+		switch {
+		case now < failAt:
+			bytesBefore += uint64(wc.Bytes)
+		case now > failAt+500*sim.Microsecond:
+			bytesAfter += uint64(wc.Bytes)
+		}
+	}
+	end := failAt + 2500*sim.Microsecond
+	for l.net.Loop.Now() < end {
+		for int(posted)-len(l.ca.Completions) < 16 {
+			off := uint64(posted%8) * size
+			if err := l.ca.PostSend(write(posted+1, uint16(posted%4), addrRW+off, addrRW+0x80000+off, size)); err != nil {
+				t.Fatal(err)
+			}
+			posted++
+		}
+		l.run(10 * sim.Microsecond)
+	}
+	if !l.runUntil(20*sim.Millisecond, func() bool { return len(l.ca.Completions) == int(posted) }) {
+		t.Fatalf("%d of %d completed", len(l.ca.Completions), posted)
+	}
+	for i := 0; i < metaConn(l.ca).Paths(); i++ {
+		ps := metaConn(l.ca).PathStats(i)
+		if ps.Plane == dead && ps.State == PathActive {
+			t.Errorf("path %d on the dead plane is %v", i, ps.State)
+		}
+	}
+	// Data stops going to the dead plane within a few RTOs.
+	if d := lastDataOnDead - failAt; d > 500*sim.Microsecond {
+		t.Errorf("data still sent on the dead plane %v after it failed", d)
+	}
+	rateBefore := float64(bytesBefore) / (failAt - 0).Seconds()
+	rateAfter := float64(bytesAfter) / (end - failAt - 500*sim.Microsecond).Seconds()
+	t.Logf("goodput before %.1f Gb/s, after %.1f Gb/s (3 of 4 planes)", rateBefore*8/1e9, rateAfter*8/1e9)
+	if rateAfter < 0.6*0.75*rateBefore {
+		t.Errorf("goodput after the failure %.1f Gb/s, want at least 60%% of 3/4 of %.1f Gb/s", rateAfter*8/1e9, rateBefore*8/1e9)
+	}
+}
