@@ -331,7 +331,9 @@ func TestCaptureMatchesNIC(t *testing.T) {
 		n.SetImpairment(l, fabric.BtoA, loss) // into h0
 	}
 	cl, err := workload.NewCluster("ls", loop, pool, n, 2, workload.NICOptions{
-		Protocols: func() []transport.Protocol { return []transport.Protocol{metaroce.NewProtocol(metaroce.Options{Paths: 4})} },
+		Protocols: func() []transport.Protocol {
+			return []transport.Protocol{metaroce.NewProtocol(metaroce.Options{Paths: 4})}
+		},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -3,6 +3,7 @@ package dissector
 import (
 	"bytes"
 	"fmt"
+	"math/rand/v2"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -295,4 +296,63 @@ func TestDissectBadPackets(t *testing.T) {
 	if d := cmp.Diff(want, rows); d != "" {
 		t.Errorf("(-want +got):\n%s", d)
 	}
+}
+
+// TestDissectGarbage: truncated, bit-flipped and random MetaRoCE payloads
+// are reported by the dissector's own expert items, never by a Lua error,
+// a dissector bug or an exception (which tshark shows as "[Malformed
+// Packet").
+func TestDissectGarbage(t *testing.T) {
+	tshark(t)
+	pkts, _ := everyType()
+	rng := rand.New(rand.NewPCG(1, 2))
+	var framed [][]byte
+	for _, p := range pkts {
+		sealed := make([]byte, len(p)+wire.TrailerSize)
+		copy(sealed, p)
+		wire.Seal(sealed, len(p))
+		// Every truncation of the first 80 bytes (an empty UDP payload
+		// reaches no dissector).
+		for n := 1; n < min(len(sealed), 80); n++ {
+			framed = append(framed, udpFrame(sealed[:n]))
+		}
+		// Bit flips anywhere, including the version/type byte.
+		for i := 0; i < 20; i++ {
+			m := append([]byte(nil), sealed...)
+			m[rng.IntN(len(m))] ^= 1 << rng.IntN(8)
+			framed = append(framed, udpFrame(m))
+		}
+	}
+	for i := 0; i < 200; i++ {
+		b := make([]byte, 1+rng.IntN(200))
+		for j := range b {
+			b[j] = byte(rng.Uint32())
+		}
+		if len(b) > 0 && i%2 == 0 {
+			b[0] = 1<<4 | byte(rng.IntN(16)) // version 1, any type
+		}
+		framed = append(framed, udpFrame(b))
+	}
+	file := writeCapture(t, framed)
+	verbose := runTshark(t, file, "-V")
+	for _, bad := range []string{"Lua Error", "Dissector bug", "[Malformed Packet"} {
+		if i := strings.Index(verbose, bad); i >= 0 {
+			t.Fatalf("tshark reports %q:\n%s", bad, verbose[max(0, i-2500):min(len(verbose), i+300)])
+		}
+	}
+	if got := strings.Count(verbose, "MetaRoCE (mrlab wire format)"); got != len(framed) {
+		t.Errorf("%d MetaRoCE trees for %d packets", got, len(framed))
+	}
+}
+
+// udpFrame wraps raw bytes (a MetaRoCE payload, valid or not) in IPv4/UDP
+// to the MetaRoCE port.
+func udpFrame(pl []byte) []byte {
+	n := header.IPv4MinSize + header.UDPSize + len(pl)
+	b := make([]byte, n)
+	header.IPv4(b).Encode(&header.IPv4Fields{TotalLength: uint16(n), Protocol: header.IPv4ProtoUDP,
+		Src: netip.MustParseAddr("198.18.0.1"), Dst: netip.MustParseAddr("198.18.0.2")})
+	header.UDP(b[header.IPv4MinSize:]).Encode(50000, wire.UDPPort, len(pl))
+	copy(b[header.IPv4MinSize+header.UDPSize:], pl)
+	return b
 }

@@ -123,6 +123,8 @@ type Port struct {
 
 	onIdle             func(now sim.Time)
 	txDoneFn, arriveFn sim.Func
+	// pfc is the direction's PFC state; nil when PFC is off (pfc.go).
+	pfc *pfcState
 
 	c dirCounts
 	// The node's view: drops it made at this port, what it handed the
@@ -174,7 +176,7 @@ func (p *Port) Delay() sim.Time { return p.params.Delay }
 
 // Idle reports whether the outgoing direction is neither serializing nor
 // holding queued packets.
-func (p *Port) Idle() bool { return p.inService == nil }
+func (p *Port) Idle() bool { return p.inService == nil && !p.pfcHeld() }
 
 // QueueBytes returns the bytes waiting in the outgoing queue (not counting
 // the packet being serialized).
@@ -193,6 +195,9 @@ func (p *Port) SetOnIdle(fn func(now sim.Time)) { p.onIdle = fn }
 func (p *Port) Send(now sim.Time, b *packet.Buffer) {
 	p.sentPkts++
 	p.sentBytes += uint64(b.Len())
+	if p.pfc != nil {
+		b.Hop = 0 // a host's packet counts against no switch ingress
+	}
 	p.enqueue(now, b, int64(now)*1000)
 }
 
@@ -222,7 +227,7 @@ func (p *Port) enqueue(now sim.Time, b *packet.Buffer, atPs int64) {
 	if p.ecnOn && p.params.ECN.Weight > 0 {
 		p.updateREDAvg(now, n, idle)
 	}
-	if !idle && p.qBytes+n > p.params.QueueBytes {
+	if !idle && p.qBytes+n > p.params.QueueBytes && p.pfc == nil {
 		p.drop(now, b, DropQueueFull)
 		return
 	}
@@ -232,7 +237,10 @@ func (p *Port) enqueue(now sim.Time, b *packet.Buffer, atPs int64) {
 	if o := p.net.obs; o != nil {
 		o.Observe(now, EvEnqueue, Point{Link: p.idx}, b, DropNone)
 	}
-	if idle {
+	if p.pfc != nil {
+		p.pfcAdmit(now, b)
+	}
+	if idle && !p.pfcHeld() {
 		start := atPs
 		if start <= p.busyPs {
 			// The line freed up no later than this packet came:
@@ -311,6 +319,9 @@ func (p *Port) txDone(now sim.Time, b *packet.Buffer) { p.finishTx(now, b, true)
 // its way in: the port is about to be busy again).
 func (p *Port) finishTx(now sim.Time, b *packet.Buffer, notify bool) {
 	p.inService = nil
+	if p.pfc != nil {
+		p.pfcRelease(now, b)
+	}
 	atPs := p.busyPs + int64(p.params.Delay)*1000
 	if p.deliverImpaired {
 		p.impairDelivery(now, b, atPs)
@@ -318,13 +329,16 @@ func (p *Port) finishTx(now sim.Time, b *packet.Buffer, notify bool) {
 		p.schedule(b, atPs)
 	}
 	if p.qLen > 0 {
+		if p.pfcHeld() {
+			return // paused: the queue waits for the resume
+		}
 		nb := p.pop()
 		p.addQueue(now, -nb.Len())
 		p.startTx(now, nb, p.busyPs)
 		return
 	}
 	p.idleSince = now
-	if notify && p.onIdle != nil {
+	if notify && p.onIdle != nil && !p.pfcHeld() {
 		p.onIdle(now)
 	}
 }
@@ -436,6 +450,9 @@ func (p *Port) arrive(now sim.Time, b *packet.Buffer) {
 		o.Observe(now, EvDeliver, Point{Link: p.idx}, b, DropNone)
 	}
 	if p.toSwitch != nil {
+		if p.pfc != nil {
+			p.pfcIngress(b)
+		}
 		p.toSwitch.forward(now, p.to.Port, b, int64(b.Stamp))
 		return
 	}
@@ -458,11 +475,17 @@ func (p *Port) goDown(now sim.Time) bool {
 	if b := p.inService; b != nil {
 		p.inService = nil
 		p.net.s.Disarm(&b.Timer)
+		if p.pfc != nil {
+			p.pfcRelease(now, b)
+		}
 		p.drop(now, b, DropLinkDown)
 	}
 	for p.qLen > 0 {
 		b := p.pop()
 		p.addQueue(now, -b.Len())
+		if p.pfc != nil {
+			p.pfcRelease(now, b)
+		}
 		p.drop(now, b, DropLinkDown)
 	}
 	p.busyPs, p.remNum = int64(now)*1000, 0

@@ -149,3 +149,23 @@ func TestWriteError(t *testing.T) {
 type failWriter struct{}
 
 func (failWriter) Write([]byte) (int, error) { return 0, errors.New("disk full") }
+
+// BenchmarkTracef: a kept line, and a line the connection filter rejects
+// (which must cost next to nothing).
+func BenchmarkTracef(b *testing.B) {
+	args := []any{9, 1834}
+	b.Run("kept", func(b *testing.B) {
+		tr := New(io.Discard, Filter{}).Host("h3", peers(map[uint32]string{4: "h7"}))
+		b.ReportAllocs()
+		for b.Loop() {
+			tr.Tracef(12301, 4, "path %d: SACK hole psn %d, retransmit", args...)
+		}
+	})
+	b.Run("filtered", func(b *testing.B) {
+		tr := New(io.Discard, Filter{Conns: []uint32{5}}).Host("h3", peers(map[uint32]string{4: "h7"}))
+		b.ReportAllocs()
+		for b.Loop() {
+			tr.Tracef(12301, 4, "path %d: SACK hole psn %d, retransmit", args...)
+		}
+	})
+}

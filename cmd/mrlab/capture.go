@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -22,15 +23,26 @@ import (
 
 	"github.com/mrlab/mrlab/capture"
 	"github.com/mrlab/mrlab/dissector"
+	"github.com/mrlab/mrlab/fabric"
+	"github.com/mrlab/mrlab/internal/sim"
 	"github.com/mrlab/mrlab/labs/live"
+	"github.com/mrlab/mrlab/prototrace"
+	"github.com/mrlab/mrlab/softnic"
+	"github.com/mrlab/mrlab/telemetry"
+	"github.com/mrlab/mrlab/transport"
+	"github.com/mrlab/mrlab/workload"
 )
 
 // `mrlab capture` streams a pcapng capture from a running live lab: it asks
 // the lab's control socket for GET /capture (served by capture.Live) and
 // copies the stream to a file or stdout, whole pcapng blocks at a time, so
 // that an interrupted capture is still a valid file.
+//
+// This file also holds the observation flags of `mrlab sim` (--capture,
+// --telemetry, --plot-dir, --trace) and startObserve, which sets them up on
+// a simulated run.
 
-func init() { register(newCaptureCommand) }
+func init() { register(newCaptureCommand, newTraceCommand) }
 
 func newCaptureCommand() *cli.Command {
 	return &cli.Command{
@@ -138,15 +150,77 @@ func captureAction(c *cli.Context) error {
 	return nil
 }
 
+// newTraceCommand is `mrlab trace`: a running live lab's protocol trace,
+// streamed from its control socket (GET /trace, served by prototrace.Hub).
+func newTraceCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "trace",
+		Usage: "stream a live lab's protocol trace: the transports' decisions, with the fabric's drops",
+		Description: "Prints one line per decision until interrupted, e.g.\n" +
+			"   t=12.301us h3->h7 conn 4 path 9: SACK hole psn 1834, retransmit\n" +
+			"Filter terms: host=NAME conn=ID path=ID grep=TEXT re=REGEXP (re= last, takes the rest).",
+		Flags: []cli.Flag{runDirFlag(), labFlag(),
+			&cli.StringFlag{Name: "filter", Aliases: []string{"f"}, Usage: "keep matching lines (host=, conn=, path=, grep=, re=)"},
+			&cli.StringFlag{Name: "fabric", Value: "drops", Usage: "fabric events to include: none, drops, marks, corrupt (comma-separated)"},
+			&cli.DurationFlag{Name: "duration", Aliases: []string{"d"}, Usage: "stop after this long (wall clock)"},
+		},
+		Action: func(c *cli.Context) error {
+			args, err := cmdArgs(c)
+			if err != nil {
+				return err
+			}
+			if len(args) > 0 {
+				return usagef("trace: unexpected argument %q (pick a lab with --lab)", args[0])
+			}
+			if _, err := prototrace.ParseFilter(aliasString(c, "filter")); err != nil {
+				return usageError{fmt.Errorf("trace: --filter: %w", err)}
+			}
+			name, err := runningLab(c, c.String("lab"))
+			if err != nil {
+				return err
+			}
+			st, err := live.ReadState(c.String("run-dir"), name)
+			if err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			if d := aliasDuration(c, "duration"); d > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, d)
+				defer cancel()
+			}
+			q := url.Values{"fabric": {c.String("fabric")}}
+			if f := aliasString(c, "filter"); f != "" {
+				q.Set("filter", f)
+			}
+			body, err := openStream(ctx, name, st.Socket, "/trace", q)
+			if err != nil {
+				return err
+			}
+			defer body.Close()
+			if _, err := io.Copy(c.App.Writer, body); err != nil && ctx.Err() == nil {
+				return fmt.Errorf("lab %s: trace: %w", name, err)
+			}
+			return nil
+		},
+	}
+}
+
 // openCapture asks the lab for a capture stream.
 func openCapture(ctx context.Context, lab, socket string, q url.Values) (io.ReadCloser, error) {
+	return openStream(ctx, lab, socket, "/capture", q)
+}
+
+// openStream GETs a streaming endpoint of a lab's control socket.
+func openStream(ctx context.Context, lab, socket, path string, q url.Values) (io.ReadCloser, error) {
 	hc := &http.Client{Transport: &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			var d net.Dialer
 			return d.DialContext(ctx, "unix", socket)
 		},
 	}}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://lab/capture?"+q.Encode(), nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://lab"+path+"?"+q.Encode(), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -168,11 +242,11 @@ func openCapture(ctx context.Context, lab, socket string, q url.Values) (io.Read
 	}
 	switch {
 	case resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusMethodNotAllowed:
-		return nil, fmt.Errorf("lab %s does not serve captures (its control socket has no /capture)", lab)
+		return nil, fmt.Errorf("lab %s does not serve %s (its control socket has no such endpoint)", lab, path)
 	case resp.StatusCode == http.StatusBadRequest:
 		return nil, usageError{fmt.Errorf("lab %s: %s", lab, text)}
 	}
-	return nil, fmt.Errorf("lab %s: capture: %s (HTTP %d)", lab, text, resp.StatusCode)
+	return nil, fmt.Errorf("lab %s: %s: %s (HTTP %d)", lab, path, text, resp.StatusCode)
 }
 
 // copyBlocks copies a pcapng stream from r to w one whole block at a time
@@ -261,4 +335,283 @@ func aliasDuration(c *cli.Context, name string) time.Duration {
 		}
 	}
 	return 0
+}
+
+// The observation flags of `mrlab sim`: packet captures, telemetry, plots
+// and the protocol trace. sim.go wires them in:
+//
+//	flags = append(flags, observeFlags()...)
+//	...
+//	net, _ := lab.Build(loop, pool)
+//	obs, err := openSimObserver(c, loop, net, hash) // hash: the trace-hash observer or nil
+//	// each NIC a workload builds gets its host's tracer, and is added:
+//	//   softnic.Config{..., Trace: obs.Tracer(host)}
+//	//   obs.AddNIC(host, nic)           // or obs.AttachCluster(cl)
+//	...run...
+//	err = obs.Close(loop.Now(), report)
+
+// observeFlags returns the flags openSimObserver reads.
+func observeFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "capture", Usage: "capture packets at `POINTS` (comma-separated hosts, switches, links; h0:1 a port, LINK:AtoB a direction) as pcapng"},
+		&cli.StringFlag{Name: "capture-dir", Value: "capture", Usage: "directory for --capture files, one POINT.pcapng per point"},
+		&cli.StringFlag{Name: "capture-filter", Usage: "keep only matching packets in captures (host=, conn=, path=, port=)"},
+		&cli.StringFlag{Name: "telemetry", Usage: "write per-connection, per-path and per-link time series to `FILE` (.csv for CSV, else JSON lines)"},
+		&cli.StringFlag{Name: "telemetry-interval", Value: "10us", Usage: "telemetry sampling period (lab time)"},
+		&cli.BoolFlag{Name: "telemetry-all-links", Usage: "sample idle link directions too"},
+		&cli.StringFlag{Name: "plot-dir", Usage: "draw telemetry plots (cwnd and rate per path, queue depth per link) into `DIR`"},
+		&cli.StringFlag{Name: "plot-format", Value: "png", Usage: "plot format: png or svg"},
+		&cli.StringFlag{Name: "trace", Usage: "write the protocol trace (the transports' decisions) to `FILE` (- for stdout)"},
+		&cli.StringFlag{Name: "trace-filter", Usage: "keep trace lines matching host=, conn=, path=, grep=, re= (re= last)"},
+		&cli.StringFlag{Name: "trace-fabric", Value: "drops", Usage: "fabric events in the trace: none, drops, marks, corrupt (comma-separated)"},
+	}
+}
+
+// simObserver holds what the observation flags set up on one run.
+type simObserver struct {
+	net     *fabric.Network
+	names   map[netip.Addr]string
+	nics    map[string]*softnic.NIC
+	capture *capture.Capture
+	capDir  string
+	sampler *telemetry.Sampler
+	sink    telemetry.FileSink
+	rec     *telemetry.Recorder
+	telFile string
+	plotDir string
+	plotFmt string
+	trace   *prototrace.Log
+	traceF  *os.File
+	traceTo string
+}
+
+// openSimObserver sets up captures, telemetry and the trace the flags ask for
+// on a built network, and installs the fabric observers (with extra, e.g.
+// the trace hash) on it. It returns a usable simObserver even when nothing was
+// asked.
+func openSimObserver(c *cli.Context, loop *sim.Loop, net *fabric.Network, extra fabric.Observer) (*simObserver, error) {
+	o := &simObserver{net: net, names: map[netip.Addr]string{}, nics: map[string]*softnic.NIC{}}
+	for _, h := range net.Topology().Hosts {
+		o.names[h.Addr] = h.Name
+	}
+	hostAddr := func(name string) (netip.Addr, bool) {
+		for a, n := range o.names {
+			if n == name {
+				return a, true
+			}
+		}
+		return netip.Addr{}, false
+	}
+	var observers []fabric.Observer
+	if extra != nil {
+		observers = append(observers, extra)
+	}
+	fail := func(err error) (*simObserver, error) {
+		o.abort()
+		return nil, err
+	}
+
+	if pts := c.String("capture"); pts != "" {
+		specs, err := capture.ParseSpecs(pts)
+		if err != nil {
+			return fail(usageError{fmt.Errorf("--capture: %w", err)})
+		}
+		var m capture.Matcher
+		if fs := c.String("capture-filter"); fs != "" {
+			f, err := capture.ParseFilter(fs, hostAddr)
+			if err != nil {
+				return fail(usageError{fmt.Errorf("--capture-filter: %w", err)})
+			}
+			m = f
+		}
+		o.capDir = c.String("capture-dir")
+		if o.capture, err = capture.Open(o.capDir, specs, capture.NetworkLayout(net), m); err != nil {
+			if errors.Is(err, capture.ErrBadSpec) {
+				return fail(usageError{fmt.Errorf("--capture: %w", err)})
+			}
+			return fail(err)
+		}
+		observers = append(observers, o.capture)
+	} else if c.IsSet("capture-filter") {
+		return fail(usagef("--capture-filter needs --capture"))
+	}
+
+	if f := c.String("telemetry"); f != "" || c.String("plot-dir") != "" {
+		every, err := sim.ParseTime(c.String("telemetry-interval"))
+		if err != nil || every <= 0 {
+			return fail(usagef("--telemetry-interval %q: want a positive duration such as 10us", c.String("telemetry-interval")))
+		}
+		var sinks telemetry.Multi
+		if f != "" {
+			if o.sink, err = telemetry.Create(f); err != nil {
+				return fail(err)
+			}
+			o.telFile = f
+			sinks = append(sinks, o.sink)
+		}
+		if d := c.String("plot-dir"); d != "" {
+			pf := c.String("plot-format")
+			if pf != "png" && pf != "svg" {
+				return fail(usagef("--plot-format %q: want png or svg", pf))
+			}
+			o.plotDir, o.plotFmt = d, pf
+			o.rec = &telemetry.Recorder{}
+			sinks = append(sinks, o.rec)
+		}
+		o.sampler = telemetry.NewSampler(loop, every, sinks)
+		o.sampler.AddNetwork(net, c.Bool("telemetry-all-links"))
+		o.sampler.Start(loop.Now())
+	}
+
+	if dest := c.String("trace"); dest != "" {
+		f, err := prototrace.ParseFilter(c.String("trace-filter"))
+		if err != nil {
+			return fail(usageError{fmt.Errorf("--trace-filter: %w", err)})
+		}
+		var events prototrace.FabricEvents
+		for _, e := range splitList(c.String("trace-fabric")) {
+			switch e {
+			case "none":
+			case "drops":
+				events |= prototrace.TraceDrops
+			case "marks":
+				events |= prototrace.TraceMarks
+			case "corrupt":
+				events |= prototrace.TraceCorrupt
+			default:
+				return fail(usagef("--trace-fabric %q: want none, drops, marks or corrupt", e))
+			}
+		}
+		w := c.App.Writer
+		if dest != "-" {
+			if o.traceF, err = os.Create(dest); err != nil {
+				return fail(fmt.Errorf("--trace: %w", err))
+			}
+			w = o.traceF
+		}
+		o.traceTo = dest
+		o.trace = prototrace.New(w, f)
+		if events != 0 {
+			observers = append(observers, o.trace.Fabric(net, o.name, events))
+		}
+	} else if c.IsSet("trace-filter") {
+		return fail(usagef("--trace-filter needs --trace"))
+	}
+	net.SetObserver(capture.Tee(observers...))
+	return o, nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func (o *simObserver) name(a netip.Addr) string { return o.names[a] }
+
+// Tracer returns the protocol tracer for host's NIC, or nil when tracing is
+// off (so transports format nothing). Lines name the peer of a connection
+// once the host's NIC has been added with AddNIC.
+func (o *simObserver) Tracer(host string) transport.Tracer {
+	if o == nil || o.trace == nil {
+		return nil
+	}
+	return o.trace.Host(host, func(id uint32) string {
+		nic := o.nics[host]
+		if nic == nil {
+			return ""
+		}
+		for _, c := range nic.Conns() {
+			if c != nil && c.ID() == id {
+				return o.names[c.Peer()]
+			}
+		}
+		return ""
+	})
+}
+
+// AddNIC registers a host's NIC: its connections are sampled in the
+// telemetry and named in the trace.
+func (o *simObserver) AddNIC(host string, nic *softnic.NIC) {
+	if o == nil {
+		return
+	}
+	o.nics[host] = nic
+	if o.sampler != nil {
+		o.sampler.AddNIC(host, nic, o.name)
+	}
+}
+
+// AttachCluster adds every NIC of a workload cluster.
+func (o *simObserver) AttachCluster(cl *workload.Cluster) {
+	for i, nic := range cl.NICs {
+		o.AddNIC(cl.Hosts[i], nic)
+	}
+}
+
+// Close finishes every file at lab time now, draws the plots and adds what
+// was written to the report.
+func (o *simObserver) Close(now sim.Time, r *Report) error {
+	if o == nil {
+		return nil
+	}
+	var first error
+	keep := func(err error) {
+		if err != nil && first == nil {
+			first = err
+		}
+	}
+	if o.capture != nil {
+		keep(o.capture.Close(now))
+		if r != nil {
+			r.Fact("capture_dir", "captures", o.capDir)
+		}
+	}
+	if o.sampler != nil {
+		o.sampler.Sample(now)
+		o.sampler.Stop()
+		keep(o.sampler.Err())
+		if o.sink != nil {
+			keep(o.sink.Close())
+			if r != nil {
+				r.Fact("telemetry", "telemetry", fmt.Sprintf("%s (%d samples)", o.telFile, o.sampler.Batches()))
+			}
+		}
+		if o.rec != nil {
+			if err := os.MkdirAll(o.plotDir, 0o755); err != nil {
+				keep(fmt.Errorf("--plot-dir: %w", err))
+			} else if files, err := telemetry.PlotAll(o.plotDir, o.rec.Samples, o.plotFmt); err != nil {
+				keep(err)
+			} else if r != nil {
+				r.Fact("plots", "plots", fmt.Sprintf("%d in %s", len(files), filepath.Clean(o.plotDir)))
+			}
+		}
+	}
+	if o.trace != nil {
+		keep(o.trace.Flush())
+		if o.traceF != nil {
+			keep(o.traceF.Close())
+		}
+		if r != nil && o.traceTo != "-" {
+			r.Fact("trace", "protocol trace", fmt.Sprintf("%s (%d lines)", o.traceTo, o.trace.Lines()))
+		}
+	}
+	return first
+}
+
+// abort closes what openSimObserver opened before failing.
+func (o *simObserver) abort() {
+	if o.capture != nil {
+		o.capture.Close(0)
+	}
+	if o.sink != nil {
+		o.sink.Close()
+	}
+	if o.traceF != nil {
+		o.traceF.Close()
+	}
 }

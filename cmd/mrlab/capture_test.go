@@ -19,6 +19,7 @@ import (
 	"github.com/mrlab/mrlab/internal/packet"
 	"github.com/mrlab/mrlab/internal/sim"
 	"github.com/mrlab/mrlab/labs/live"
+	"github.com/mrlab/mrlab/prototrace"
 )
 
 // fakeLab serves a live lab's control socket with the capture endpoint, a
@@ -186,5 +187,30 @@ func TestCaptureCommandPrintsDissector(t *testing.T) {
 	code, out, _ := runCLI(t, "capture", "--dissector")
 	if code != 0 || !strings.Contains(out, `Proto("metaroce"`) {
 		t.Errorf("exit %d, %d bytes", code, len(out))
+	}
+}
+
+func TestTraceCommand(t *testing.T) {
+	hub := prototrace.NewHub(nil, nil)
+	fl := startFakeLab(t, map[string]http.Handler{"GET /trace": hub})
+	go func() {
+		for hub.Readers() == 0 {
+			time.Sleep(time.Millisecond)
+		}
+		tr := hub.Host("h3", func(uint32) string { return "h7" })
+		tr.Tracef(12301, 4, "path %d: SACK hole psn %d, retransmit", 9, 1834)
+		tr.Tracef(15020, 4, "path %d entropy %d -> %d after %d losses", 2, 49213, 50877, 3)
+		hub.Close()
+	}()
+	code, out, errs := runCLI(t, "trace", "--run-dir", fl.dir, "--filter", "path=9", "-d", "10s")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	if out != "t=12.301us h3->h7 conn 4 path 9: SACK hole psn 1834, retransmit\n" {
+		t.Errorf("trace output %q", out)
+	}
+	code, _, errs = runCLI(t, "trace", "--run-dir", fl.dir, "--filter", "path=x")
+	if code != 2 || !strings.Contains(errs, "path=") {
+		t.Errorf("bad filter: exit %d: %s", code, errs)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/mrlab/mrlab/internal/sim"
 	"github.com/mrlab/mrlab/labs"
 	"github.com/mrlab/mrlab/transport"
+	"github.com/mrlab/mrlab/workload"
 )
 
 func init() { register(newSimCommand) }
@@ -63,6 +64,16 @@ var workloads = map[string]workloadDef{}
 // from init.
 func registerWorkload(w workloadDef) { workloads[w.Name] = w }
 
+// allWorkloadNames lists every workload `mrlab sim` runs: the RDMA ones
+// (package workload) and the registered fabric-only ones.
+func allWorkloadNames() []string {
+	names := []string{compareWorkload}
+	for _, n := range workload.Names() {
+		names = append(names, string(n))
+	}
+	return append(names, workloadNames()...)
+}
+
 func workloadNames() []string {
 	names := make([]string, 0, len(workloads))
 	for n := range workloads {
@@ -72,20 +83,24 @@ func workloadNames() []string {
 	return names
 }
 
-// defaultWorkload runs when --workload is not given.
-const defaultWorkload = "udp"
+// defaultWorkload runs when --workload is not given: MetaRoCE and RoCEv2
+// side by side (see rdma.go).
+const defaultWorkload = compareWorkload
 
 func newSimCommand() *cli.Command {
 	var usage []string
 	flags := []cli.Flag{
 		&cli.Uint64Flag{Name: "seed", Usage: "seed of every random stream", DefaultText: "the lab's seed"},
 		&cli.StringFlag{Name: "duration", Value: "10ms", Usage: "virtual time to run the workload for (e.g. 500us, 10ms, 1s)"},
-		&cli.StringFlag{Name: "workload", Value: defaultWorkload, Usage: "traffic to run: " + strings.Join(workloadNames(), ", ")},
+		&cli.StringFlag{Name: "workload", Value: defaultWorkload, Usage: "traffic to run: " + strings.Join(allWorkloadNames(), ", ")},
 		&cli.StringFlag{Name: "transport", Usage: "transport for workloads that use one: metaroce or rocev2", DefaultText: "the lab's transport"},
 		&cli.BoolFlag{Name: "trace-hash", Usage: "hash every packet event into a trace hash (same lab and seed => same hash); slows the run"},
 		&cli.BoolFlag{Name: "no-faults", Usage: "do not arm the lab's fault timeline"},
 		&cli.BoolFlag{Name: "json", Usage: "print one JSON object"},
 	}
+	flags = append(flags, rdmaFlags()...)
+	flags = append(flags, observeFlags()...)
+	usage = append(usage, rdmaWorkloadUsage()...)
 	for _, name := range workloadNames() {
 		w := workloads[name]
 		flags = append(flags, w.Flags...)
@@ -110,13 +125,16 @@ func simAction(c *cli.Context) error {
 	if c.IsSet("seed") {
 		lab.Seed = c.Uint64("seed")
 	}
+	if name := c.String("workload"); isRDMAWorkload(name) {
+		return rdmaAction(c, lab, name)
+	}
 	dur, err := sim.ParseTime(c.String("duration"))
 	if err != nil || dur <= 0 {
 		return usagef("sim: --duration %q: want a positive duration such as 10ms", c.String("duration"))
 	}
 	wdef, ok := workloads[c.String("workload")]
 	if !ok {
-		return usagef("sim: --workload %q: want one of %s", c.String("workload"), strings.Join(workloadNames(), ", "))
+		return usagef("sim: --workload %q: want one of %s", c.String("workload"), strings.Join(allWorkloadNames(), ", "))
 	}
 	kind := lab.Transport
 	if c.IsSet("transport") {

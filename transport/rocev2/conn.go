@@ -101,7 +101,15 @@ func newConn(p *Protocol, now sim.Time, cfg transport.Config, active bool) (*Con
 	if c.done == nil {
 		c.done = func(transport.Completion) {}
 	}
+	// A QP lives on one port (plane) for its whole life, as on a real
+	// multi-port HCA. Spread QPs over ports at random rather than by QPN:
+	// every host's first QP has the same QPN, and QPN mod ports would put
+	// a whole cluster's first QPs on one plane. The passive side follows
+	// the port its REQ arrived on (see Accept).
 	c.port = int(c.qpn % uint32(cfg.Ports))
+	if active && cfg.Rand != nil {
+		c.port = cfg.Rand.IntN(cfg.Ports)
+	}
 	if o.PinPort {
 		if o.Port >= cfg.Ports {
 			return nil, fmt.Errorf("%w: Options.Port %d but the NIC has %d ports", ErrBadConfig, o.Port, cfg.Ports)

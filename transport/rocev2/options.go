@@ -97,8 +97,9 @@ type Options struct {
 	// responder resources this end offers (the smaller of the two ends'
 	// values wins). 0 means 16.
 	MaxReads int
-	// PinPort makes every QP use NIC port Port; otherwise a QP uses port
-	// QPN mod Config.Ports.
+	// PinPort makes every QP use NIC port Port; otherwise an active QP
+	// picks a port from its random stream (QPN mod Config.Ports without
+	// one) and a passive QP uses the port its REQ arrived on.
 	PinPort bool
 	Port    int
 	// NoDCQCN turns rate control off: the QP sends at line rate whatever

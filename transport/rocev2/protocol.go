@@ -149,6 +149,9 @@ func (p *Protocol) Accept(now sim.Time, cfg transport.Config, payload []byte, rx
 	if err != nil {
 		return nil, fmt.Errorf("accepting RoCEv2 QP (LocalID %d): %w", cfg.LocalID, err)
 	}
+	if !p.opts.PinPort && rx.Port >= 0 && rx.Port < cfg.Ports {
+		c.port = rx.Port
+	}
 	c.acceptREQ(now, m)
 	p.accepted[c.tid] = cfg.LocalID
 	return c, nil

@@ -33,7 +33,8 @@ func runUntil(t *testing.T, n *transporttest.Net, limit sim.Time, cond func() bo
 }
 
 // TestOnePathPerQP opens 8 QPs across a 4-plane net: each QP keeps to one
-// port (QPN mod 4) and one UDP source port for its whole life.
+// port and one UDP source port for its whole life, the passive end uses the
+// port its REQ came in on, and the QPs spread over more than one port.
 func TestOnePathPerQP(t *testing.T) {
 	n := transporttest.New(sim.NewLoop(), transporttest.Config{Seed: 1, Ports: 4})
 	a := n.AddHost("a", rocev2.NewProtocol(rocev2.Options{}))
@@ -43,6 +44,7 @@ func TestOnePathPerQP(t *testing.T) {
 		sport uint16
 	}
 	paths := map[string]map[path]int{}
+	usedPorts := map[int]bool{}
 	n.Filter = func(p *transporttest.Packet) transporttest.Verdict {
 		qp := p.Conn.T.(*rocev2.Conn)
 		key := fmt.Sprintf("%s/%#x", p.From.Name, qp.QPN())
@@ -50,9 +52,10 @@ func TestOnePathPerQP(t *testing.T) {
 			paths[key] = map[path]int{}
 		}
 		paths[key][path{p.Port, p.Meta.SrcPort}]++
-		if p.Port != int(qp.QPN()%4) || p.Meta.SrcPort != qp.SourcePort() || p.Meta.SrcPort&0xC000 != 0xC000 {
-			t.Errorf("%s sent on port %d sport %#x, want port %d sport %#x", key, p.Port, p.Meta.SrcPort, qp.QPN()%4, qp.SourcePort())
+		if p.Port != qp.Port() || p.Meta.SrcPort != qp.SourcePort() || p.Meta.SrcPort&0xC000 != 0xC000 {
+			t.Errorf("%s sent on port %d sport %#x, want port %d sport %#x", key, p.Port, p.Meta.SrcPort, qp.Port(), qp.SourcePort())
 		}
+		usedPorts[p.Port] = true
 		return transporttest.Pass
 	}
 	const size = 256 << 10
@@ -98,6 +101,15 @@ func TestOnePathPerQP(t *testing.T) {
 	}
 	if len(paths) != 16 {
 		t.Errorf("%d QP ends seen sending, want 16", len(paths))
+	}
+	if len(usedPorts) < 2 {
+		t.Errorf("8 QPs all on ports %v: QPs do not spread over planes", usedPorts)
+	}
+	for i, c := range conns {
+		a, p := c.T.(*rocev2.Conn), c.Remote.T.(*rocev2.Conn)
+		if a.Port() != p.Port() {
+			t.Errorf("QP %d: active end on port %d, passive on %d", i, a.Port(), p.Port())
+		}
 	}
 }
 
