@@ -26,6 +26,9 @@ type NICOptions struct {
 	Protocols func() []transport.Protocol
 	// Trace, if set, receives the transports' protocol decisions.
 	Trace transport.Tracer
+	// TraceFor, if set, gives each host's NIC its own tracer (so a trace
+	// line can say which host decided); it overrides Trace.
+	TraceFor func(host string) transport.Tracer
 }
 
 // NewCluster builds a NIC for every host of net, named and addressed as
@@ -40,9 +43,13 @@ func NewCluster(name string, loop *sim.Loop, pool *packet.Pool, net *fabric.Netw
 	}
 	cl := &Cluster{Name: name, Loop: loop, Fabric: netCounters{net}}
 	for _, h := range net.Topology().Hosts {
+		trace := opts.Trace
+		if opts.TraceFor != nil {
+			trace = opts.TraceFor(h.Name)
+		}
 		nic, err := softnic.New(softnic.Config{
 			Name: h.Name, Addr: h.Addr, Ports: h.Ports, PathMTU: opts.PathMTU,
-			Sched: loop, Pool: pool, Seed: seed, Protocols: protos(), Trace: opts.Trace,
+			Sched: loop, Pool: pool, Seed: seed, Protocols: protos(), Trace: trace,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("building cluster %q: %w", name, err)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/mrlab/mrlab/fabric"
 	"github.com/mrlab/mrlab/internal/packet"
 	"github.com/mrlab/mrlab/internal/sim"
 	"github.com/mrlab/mrlab/labs"
@@ -111,11 +112,35 @@ func rdmaAction(c *cli.Context, lab *labs.Lab, name string) error {
 	if c.IsSet("paths") {
 		opts.MetaRoCE.Paths = c.Int("paths")
 	}
+	kinds := []transport.Kind{transport.MetaRoCE, transport.RoCEv2}
+	if c.IsSet("transport") {
+		k, err := transport.ParseKind(c.String("transport"))
+		if err != nil {
+			return usageError{fmt.Errorf("sim: --transport: %w", err)}
+		}
+		kinds = []transport.Kind{k}
+	}
+	if name == compareWorkload && len(kinds) > 1 && observing(c) {
+		return usagef("sim: captures, telemetry and traces follow one run: add --transport or --workload NAME")
+	}
+	// obs and loop belong to the last cluster built; with observation on
+	// there is exactly one.
+	var obs *simObserver
+	var loop *sim.Loop
+	var hash *fabric.TraceHash
 	build := func() (*workload.Cluster, error) {
-		loop := sim.NewLoop()
+		loop = sim.NewLoop()
 		pool := packet.NewPool()
 		net, err := lab.Build(loop, pool)
 		if err != nil {
+			return nil, err
+		}
+		var extra fabric.Observer
+		if c.Bool("trace-hash") {
+			hash = fabric.NewTraceHash()
+			extra = hash
+		}
+		if obs, err = openSimObserver(c, loop, net, extra); err != nil {
 			return nil, err
 		}
 		if !c.Bool("no-faults") && len(lab.Faults) > 0 {
@@ -123,31 +148,24 @@ func rdmaAction(c *cli.Context, lab *labs.Lab, name string) error {
 				return nil, err
 			}
 		}
-		cl, err := workload.NewCluster(lab.Name, loop, pool, net, lab.Seed, opts)
+		o := opts
+		o.TraceFor = obs.Tracer
+		cl, err := workload.NewCluster(lab.Name, loop, pool, net, lab.Seed, o)
 		if err != nil {
 			return nil, err
 		}
+		obs.AttachCluster(cl)
 		return cl, nil
 	}
 
 	var results []*workload.Result
 	var runErr error
 	if name == compareWorkload {
-		kinds := []transport.Kind{transport.MetaRoCE, transport.RoCEv2}
-		if c.IsSet("transport") {
-			k, err := transport.ParseKind(c.String("transport"))
-			if err != nil {
-				return usageError{fmt.Errorf("sim: --transport: %w", err)}
-			}
-			kinds = []transport.Kind{k}
-		}
 		results, runErr = workload.Compare(build, spec, kinds...)
 	} else {
 		spec.Transport = lab.Transport
 		if c.IsSet("transport") {
-			if spec.Transport, err = transport.ParseKind(c.String("transport")); err != nil {
-				return usageError{fmt.Errorf("sim: --transport: %w", err)}
-			}
+			spec.Transport = kinds[0]
 		}
 		cl, err := build()
 		if err != nil {
@@ -158,6 +176,16 @@ func rdmaAction(c *cli.Context, lab *labs.Lab, name string) error {
 		if r != nil {
 			results = []*workload.Result{r}
 		}
+	}
+	var extra Report
+	if obs != nil {
+		if err := obs.Close(loop.Now(), &extra); err != nil && runErr == nil {
+			runErr = err
+		}
+	}
+	if hash != nil {
+		extra.Fact("trace_hash", "trace hash", fmt.Sprintf("%016x", hash.Sum()))
+		extra.Fact("trace_events", "trace events", hash.Events())
 	}
 	if len(results) > 0 {
 		var werr error
@@ -174,6 +202,12 @@ func rdmaAction(c *cli.Context, lab *labs.Lab, name string) error {
 		if werr != nil {
 			return werr
 		}
+		if !c.Bool("json") && !extra.Empty() {
+			fmt.Fprintln(c.App.Writer)
+			if err := extra.WriteText(c.App.Writer); err != nil {
+				return err
+			}
+		}
 	}
 	if runErr != nil {
 		return fmt.Errorf("sim %s: %w", name, runErr)
@@ -184,4 +218,14 @@ func rdmaAction(c *cli.Context, lab *labs.Lab, name string) error {
 		}
 	}
 	return nil
+}
+
+// observing reports whether any flag asks to see inside the run.
+func observing(c *cli.Context) bool {
+	for _, f := range []string{"capture", "telemetry", "plot-dir", "trace", "trace-hash"} {
+		if c.IsSet(f) {
+			return true
+		}
+	}
+	return false
 }

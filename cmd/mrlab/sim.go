@@ -179,9 +179,14 @@ func runSim(c *cli.Context, lab *labs.Lab, dur sim.Time, wdef workloadDef, kind 
 		return nil, err
 	}
 	var hash *fabric.TraceHash
+	var extra fabric.Observer
 	if c.Bool("trace-hash") {
 		hash = fabric.NewTraceHash()
-		net.SetObserver(hash)
+		extra = hash
+	}
+	obs, err := openSimObserver(c, loop, net, extra)
+	if err != nil {
+		return nil, err
 	}
 	env := &simEnv{Lab: lab, Loop: loop, Pool: pool, Net: net, Seed: lab.Seed, Duration: dur, Transport: kind, Ctx: c}
 	w, err := wdef.New(env)
@@ -241,6 +246,9 @@ func runSim(c *cli.Context, lab *labs.Lab, dur sim.Time, wdef workloadDef, kind 
 	}
 	w.Report(env, r)
 	fabricReport(r, lab, net.Counters(), dur)
+	if err := obs.Close(loop.Now(), r); err != nil {
+		return nil, err
+	}
 	if armed {
 		log.report(r)
 		// Faults after the end of the run never fire; say so rather

@@ -30,6 +30,9 @@ func (r *Report) Fact(key, label string, value any) {
 	r.facts = append(r.facts, fact{key, label, value})
 }
 
+// Empty reports whether the report has nothing to print.
+func (r *Report) Empty() bool { return len(r.facts) == 0 && len(r.tables) == 0 }
+
 // Table adds an empty table and returns it. name is its JSON key, title
 // its text heading.
 func (r *Report) Table(name, title string, cols ...Column) *Table {
