@@ -103,7 +103,7 @@ func runCollectives(cfg Config) (*Report, error) {
 			continue
 		}
 		for _, o := range rows {
-			if o.Transport == transport.RoCEv2.String() && o.Collective == rows[i].Collective && o.LossPct == rows[i].LossPct && o.AlgBWGbps > 0 {
+			if o.Transport == transport.RoCEv2.String() && o.Collective == rows[i].Collective && o.LossPct == rows[i].LossPct && o.AlgBWGbps > 0 && rows[i].Error == "" {
 				rows[i].Speedup = rows[i].AlgBWGbps / o.AlgBWGbps
 			}
 		}
@@ -135,13 +135,19 @@ func runCollectives(cfg Config) (*Report, error) {
 			sp = fmt.Sprintf("%.2fx", row.Speedup)
 		}
 		r.table.add(row.Collective, fmt.Sprintf("%g%%", row.LossPct), row.Transport, row.OpTimeP50.String(), row.OpTimeMax.String(),
-			f2(row.AlgBWGbps), f2(row.BusBWGbps), sp, fmt.Sprint(row.Retransmits), fmt.Sprint(row.Timeouts), fmt.Sprint(row.Errors), data)
+			f2(row.AlgBWGbps), f2(row.BusBWGbps), sp, fmt.Sprint(row.Retransmits), fmt.Sprint(row.Timeouts), errCell(row.Errors, row.Error), data)
 	}
 	for _, row := range rows {
 		if row.Transport == transport.MetaRoCE.String() {
 			c := check(fmt.Sprintf("MetaRoCE vs RoCEv2 algbw, %s at %g%% loss", row.Collective, row.LossPct), "> 1x", row.Speedup, 1, true, fmt.Sprintf("%.2fx", row.Speedup))
-			c.Met = row.Speedup > 1
-			if !c.Met {
+			c.Met = row.Speedup > 1 && row.Error == ""
+			switch {
+			case row.Error != "":
+				c.Measured = "MetaRoCE run failed"
+				c.Note = row.Error
+			case row.Speedup == 0:
+				c.Measured = "no RoCEv2 figure"
+			case !c.Met:
 				c.Note = fmt.Sprintf("RoCEv2 faster by %.1f%%", 100*(1/row.Speedup-1))
 			}
 			r.Checks = append(r.Checks, c)

@@ -156,7 +156,7 @@ func runIncast(cfg Config) (*Report, error) {
 		}
 		r.table.add(fmt.Sprint(row.Senders), row.Transport, settle, pct(row.Utilization), kib(row.PeakQueue),
 			fmt.Sprint(row.QueueDrops), f3(row.Jain), f3(row.JainLate), fmt.Sprint(row.Retransmits), fmt.Sprint(row.Timeouts),
-			fmt.Sprint(row.Errors), data)
+			errCell(row.Errors, row.Error), data)
 	}
 	for _, row := range rows {
 		if row.Transport != transport.MetaRoCE.String() {

@@ -60,6 +60,8 @@ type LossRow struct {
 	Error  string `json:"error,omitempty"`
 	// DataOK is the workload's end-to-end data check.
 	DataOK bool `json:"data_ok"`
+	// PFCPauses counts pause events on the lossless fabric.
+	PFCPauses uint64 `json:"pfc_pauses,omitempty"`
 }
 
 // lossParams are the loss sweep's sizes at one scale.
@@ -165,7 +167,7 @@ func runLossSweep(cfg Config) (*Report, error) {
 		}
 		r.table.add(loss, row.Transport, row.Fabric, f2(row.GoodputGbps), f3(row.Fraction),
 			fmt.Sprint(row.Retransmits), fmt.Sprint(row.Timeouts), fmt.Sprint(row.LossDrops),
-			fmt.Sprint(row.QueueDrops), fmt.Sprint(row.Errors), data)
+			fmt.Sprint(row.QueueDrops), errCell(row.Errors, row.Error), data)
 	}
 	lossChecks(r, rows)
 	lossPlots(r, rows, p.rates)
@@ -202,6 +204,9 @@ func lossRun(p lossParams, c lossCase) (LossRow, error) {
 	row.DataOK = res.Check.OK
 	d := tb.net.Counters().Drops()
 	row.LossDrops, row.QueueDrops = d[fabric.DropImpairment], d[fabric.DropQueueFull]
+	for _, pc := range tb.net.PFCCounters() {
+		row.PFCPauses += pc.Pauses
+	}
 	return row, nil
 }
 
@@ -260,6 +265,9 @@ func lossChecks(r *Report, rows []LossRow) {
 		}
 	}
 	for _, row := range rows {
+		if row.Fabric == FabricLossless {
+			r.Notes = append(r.Notes, fmt.Sprintf("lossless fabric: %d PFC pauses during the RoCEv2 run (%d queue drops)", row.PFCPauses, row.QueueDrops))
+		}
 		if row.Transport == ro && row.Error != "" {
 			r.Notes = append(r.Notes, fmt.Sprintf("RoCEv2 at %g%% loss (%s): %s", row.LossPct, row.Fabric, row.Error))
 		}

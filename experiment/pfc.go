@@ -1,22 +1,21 @@
 package experiment
 
 import (
-	"errors"
-
 	"github.com/mrlab/mrlab/fabric"
 )
 
-// errNoPFC is returned when a bed asks for PFC and the fabric has no PFC
-// model.
-var errNoPFC = errors.New("the fabric has no PFC model")
+// pfcConfig is the lossless reference fabric's PFC: the fabric's default
+// thresholds (pause an ingress above 64 KiB waiting, resume at 56 KiB).
+var pfcConfig = fabric.PFCConfig{}
 
 // pfcAvailable reports whether the fabric can run lossless with PFC.
-func pfcAvailable() bool { return false }
+func pfcAvailable() bool { return true }
 
 // setPFC turns PFC on in opts when the bed asks for it.
 func (b bed) setPFC(opts *fabric.BuildOptions) error {
 	if b.pfc {
-		return errNoPFC
+		c := pfcConfig
+		opts.PFC = &c
 	}
 	return nil
 }

@@ -132,7 +132,7 @@ func runPlaneFailure(cfg Config) (*Report, error) {
 			}
 		}
 		r.table.add(row.Transport, f2(row.BeforeGbps), f2(row.AfterGbps), f2(row.SurvivingGbps), pct(row.AfterFraction),
-			rec, rtts, fmt.Sprint(row.Errors), fmt.Sprint(row.Retransmits), fmt.Sprint(row.Timeouts), data)
+			rec, rtts, errCell(row.Errors, row.Error), fmt.Sprint(row.Retransmits), fmt.Sprint(row.Timeouts), data)
 	}
 	for _, row := range rows {
 		if row.Transport != transport.MetaRoCE.String() {

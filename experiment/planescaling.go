@@ -51,7 +51,10 @@ type planeParams struct {
 	bed    bed
 	planes []int
 	conns  []int // connections per host pair (permutation: one pair per host)
-	size   int
+	// size and qd are the message size and messages in flight per
+	// connection with many connections; a single connection per pair uses
+	// bigSize and bigQD so that it alone can fill 8 planes.
+	size, bigSize, bigQD int
 	// perHost is the bytes each host sends per plane: a connection sends
 	// max(1, perHost/(size x conns)) messages per plane, so runs with more
 	// planes move proportionally more and last about as long.
@@ -63,7 +66,7 @@ type planeParams struct {
 func planeScalingParams(cfg Config) planeParams {
 	b := defaultBed("plane-scaling", cfg.Seed)
 	b.leaves, b.hpl, b.spines = 2, 8, 4
-	p := planeParams{bed: b, planes: []int{1, 2, 4, 8}, conns: []int{1, 250}, size: 16 << 10, perHost: 2 << 20, qd: 2, sample: 5 * sim.Microsecond}
+	p := planeParams{bed: b, planes: []int{1, 2, 4, 8}, conns: []int{1, 250}, size: 16 << 10, bigSize: 256 << 10, bigQD: 8, perHost: 4 << 20, qd: 2, sample: 5 * sim.Microsecond}
 	switch cfg.Scale {
 	case Quick:
 		p.conns = []int{1, 25}
@@ -114,8 +117,8 @@ func runPlaneScaling(cfg Config) (*Report, error) {
 	r := &Report{Rows: rows}
 	r.Setup = []string{
 		p.bed.describe() + " — planes vary",
-		fmt.Sprintf("workload: MetaRoCE permutation (every host WRITEs to one other host), %s messages, %d in flight per connection; each host sends about %s per plane (at least one message per connection), so every run lasts about as long",
-			sizeString(p.size), p.qd, sizeString(p.perHost)),
+		fmt.Sprintf("workload: MetaRoCE permutation (every host WRITEs to one other host); with one connection per host pair %s messages, %d in flight; with more, %s messages, %d in flight per connection; each host sends about %s per plane (at least one message per connection), so every run lasts about as long",
+			sizeString(p.bigSize), p.bigQD, sizeString(p.size), p.qd, sizeString(p.perHost)),
 		fmt.Sprintf("connections: %v per host pair x %d hosts", p.conns, hosts),
 		fmt.Sprintf("steady throughput: IPv4 bytes of data packets arriving at the receivers, sampled every %v, over the middle 60%% of the run; ratio to linear = steady(P) / (P x steady(1 plane)) at the same connection count", p.sample),
 		"message sizes and counts scaled down to keep 4,000 connections within memory and a run within seconds: each connection moves tens of packets per plane, so every connection is in flight at once",
@@ -130,7 +133,7 @@ func runPlaneScaling(cfg Config) (*Report, error) {
 			data = "FAIL"
 		}
 		r.table.add(fmt.Sprint(row.Planes), fmt.Sprint(row.Conns), f2(row.SteadyGbps), f2(row.CapacityGbps), pct(row.Utilization),
-			f3(row.Linear), f3(row.PlaneSpread), f2(row.GoodputGbps), fmt.Sprint(row.Retransmits), fmt.Sprint(row.Errors), data)
+			f3(row.Linear), f3(row.PlaneSpread), f2(row.GoodputGbps), fmt.Sprint(row.Retransmits), errCell(row.Errors, row.Error), data)
 	}
 	maxConns := p.conns[len(p.conns)-1] * hosts
 	maxPlanes := p.planes[len(p.planes)-1]
@@ -179,9 +182,13 @@ func planeRun(p planeParams, planes, conns int) (PlaneRow, error) {
 	row := PlaneRow{Planes: planes, Conns: conns * b.hosts(), CapacityGbps: float64(b.hosts()*planes) * b.rate / 1e9}
 	tr := newTraffic(tb.cl.NICs)
 	s := startSampler(tb.loop, 0, p.sample, sim.Never, tr.sample)
+	size, qd := p.size, p.qd
+	if conns == 1 {
+		size, qd = p.bigSize, p.bigQD
+	}
 	res, runErr := workload.Run(tb.cl, workload.Spec{
-		Name: workload.Permutation, Transport: transport.MetaRoCE, Size: p.size, QueueDepth: p.qd,
-		Conns: conns, Iterations: planes * max(1, p.perHost/(p.size*conns)), Seed: b.seed, Timeout: 100 * sim.Millisecond,
+		Name: workload.Permutation, Transport: transport.MetaRoCE, Size: size, QueueDepth: qd,
+		Conns: conns, Iterations: planes * max(1, p.perHost/(size*conns)), Seed: b.seed, Timeout: 100 * sim.Millisecond,
 	})
 	s.stop()
 	tr.sample(tb.loop.Now())

@@ -261,3 +261,13 @@ func pct(f float64) string { return fmt.Sprintf("%.1f%%", 100*f) }
 // f2 formats a float with two decimals; f3 with three.
 func f2(f float64) string { return fmt.Sprintf("%.2f", f) }
 func f3(f float64) string { return fmt.Sprintf("%.3f", f) }
+
+// errCell shows a row's application errors: failed completions, and
+// whether the run itself failed (a connection went to error, or the
+// workload timed out), which the application sees too.
+func errCell(errors int, runErr string) string {
+	if runErr != "" {
+		return fmt.Sprintf("%d, run failed", errors)
+	}
+	return fmt.Sprint(errors)
+}

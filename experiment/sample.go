@@ -5,14 +5,21 @@ import (
 	"github.com/mrlab/mrlab/softnic"
 )
 
-// sampler calls fn every interval on a loop, from start until end. It
-// only reads counters, so arming it does not change what the simulation
-// does: the loop orders every other event exactly as without it.
+// maxSamples bounds a sampler: a run that goes on far longer than planned
+// (a stalled transport waiting out its timeouts) stops being sampled
+// rather than costing time and memory for nothing.
+const maxSamples = 5000
+
+// sampler calls fn every interval on a loop, from start until end (or
+// maxSamples calls). It only reads counters, so arming it does not change
+// what the simulation does: the loop orders every other event exactly as
+// without it.
 type sampler struct {
 	loop       *sim.Loop
 	every, end sim.Time
 	timer      sim.Timer
 	fn         func(now sim.Time)
+	n          int
 }
 
 // startSampler arms a sampler whose first call is at start.
@@ -20,7 +27,8 @@ func startSampler(loop *sim.Loop, start, every, end sim.Time, fn func(now sim.Ti
 	s := &sampler{loop: loop, every: every, end: end, fn: fn}
 	s.timer.Init(func(now sim.Time, _ any) {
 		s.fn(now)
-		if next := now + s.every; next <= s.end {
+		s.n++
+		if next := now + s.every; next <= s.end && s.n < maxSamples {
 			s.loop.Arm(&s.timer, next)
 		}
 	}, nil)
@@ -79,6 +87,14 @@ func (tr *traffic) sample(now sim.Time) {
 			s := c.Stats()
 			t.rx = append(t.rx, s.RxBytes+softnic.IPv4UDPSize*s.RxPackets)
 			t.tx = append(t.tx, s.TxBytes+softnic.IPv4UDPSize*s.TxPackets)
+		}
+	}
+	// A connection that went away (closed after an error) keeps its last
+	// counts, so every track has one entry per sample.
+	for _, t := range tr.tracks {
+		for len(t.rx) < k+1 {
+			t.rx = append(t.rx, t.rx[len(t.rx)-1])
+			t.tx = append(t.tx, t.tx[len(t.tx)-1])
 		}
 	}
 	tr.planeRx = append(tr.planeRx, pr)

@@ -48,7 +48,9 @@ func newUpCommand() *cli.Command {
 		Description: "Needs root. Each host becomes a network namespace mrl-LAB-HOST whose mr0 is its\n" +
 			"NIC's netdev: run programs there with mrlab exec. Link rates are capped (--max-rate)\n" +
 			"to what one process can pace in real time. By default up returns once the lab is\n" +
-			"running in the background (log in RUN_DIR/LAB.log); --foreground keeps it attached.",
+			"running in the background (log in RUN_DIR/LAB.log); --foreground keeps it attached.\n" +
+			"The lab serves Prometheus metrics on a loopback port (mrlab status shows it);\n" +
+			"mrlab top, mrlab trace and mrlab capture watch it through its control socket.",
 		Flags: []cli.Flag{
 			runDirFlag(),
 			&cli.BoolFlag{Name: "foreground", Usage: "run the lab in this process until interrupted"},
@@ -56,6 +58,8 @@ func newUpCommand() *cli.Command {
 			&cli.IntFlag{Name: "mtu", Value: live.DefaultMTU, Usage: "MTU of each host's mr0"},
 			&cli.DurationFlag{Name: "lag-threshold", Value: time.Millisecond, Usage: "events later than this count as late"},
 			&cli.DurationFlag{Name: "timeout", Value: 30 * time.Second, Usage: "how long to wait for a background lab to come up"},
+			&cli.StringFlag{Name: "metrics", Value: live.DefaultMetricsAddr, Usage: "serve Prometheus metrics on this loopback `ADDR` (port 0 picks one; \"off\" serves none)"},
+			&cli.DurationFlag{Name: "telemetry-interval", Value: live.DefaultTelemetryInterval, Usage: "how often telemetry (metrics, mrlab top) is sampled"},
 		},
 		Action: liveUp,
 	}
@@ -79,6 +83,12 @@ func liveUp(c *cli.Context) error {
 	if err := live.ValidLabName(lab.Name); err != nil {
 		return fmt.Errorf("%s: %w", lab.File, err)
 	}
+	if err := live.ValidMetricsAddr(c.String("metrics")); err != nil {
+		return usagef("up: --metrics: %v", err)
+	}
+	if d := c.Duration("telemetry-interval"); d < live.MinTelemetryInterval {
+		return usagef("up: --telemetry-interval %v: want at least %v", d, live.MinTelemetryInterval)
+	}
 	if os.Geteuid() != 0 {
 		return errors.New("up: needs root (network namespaces and TUN devices): run it with sudo")
 	}
@@ -94,22 +104,27 @@ func liveUp(c *cli.Context) error {
 	logf := func(format string, args ...any) {
 		fmt.Fprintf(c.App.ErrWriter, "%s mrlab: %s\n", time.Now().Format("15:04:05.000"), fmt.Sprintf(format, args...))
 	}
-	eng, err := live.NewLabEngine(lab, live.EngineConfig{MaxRate: maxRate, Logf: logf})
+	eng, err := live.NewLabEngine(lab, live.EngineConfig{MaxRate: maxRate, TelemetryInterval: c.Duration("telemetry-interval"), Logf: logf})
 	if err != nil {
 		return err
 	}
 	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	l, err := live.Up(ctx, lab.Name, eng, live.Options{
-		RunDir: dir,
-		MTU:    c.Int("mtu"),
-		Pacer:  live.PacerConfig{LagThreshold: c.Duration("lag-threshold")},
-		Logf:   logf,
+		RunDir:  dir,
+		MTU:     c.Int("mtu"),
+		Pacer:   live.PacerConfig{LagThreshold: c.Duration("lag-threshold")},
+		Logf:    logf,
+		Metrics: c.String("metrics"),
 	})
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(c.App.Writer, "lab %s up (pid %d): %d hosts; control socket %s\n", lab.Name, os.Getpid(), len(l.State().Hosts), l.State().Socket)
+	st := l.State()
+	fmt.Fprintf(c.App.Writer, "lab %s up (pid %d): %d hosts; control socket %s\n", lab.Name, os.Getpid(), len(st.Hosts), st.Socket)
+	if st.Metrics != "" {
+		fmt.Fprintf(c.App.Writer, "metrics: %s\n", metricsURL(st.Metrics))
+	}
 	return l.Wait()
 }
 
@@ -146,7 +161,8 @@ func upBackground(c *cli.Context, lab *labs.Lab) error {
 		}
 	}
 	args := []string{"up", "--foreground", "--run-dir", dir, "--max-rate", c.String("max-rate"),
-		"--mtu", strconv.Itoa(c.Int("mtu")), "--lag-threshold", c.Duration("lag-threshold").String()}
+		"--mtu", strconv.Itoa(c.Int("mtu")), "--lag-threshold", c.Duration("lag-threshold").String(),
+		"--metrics", c.String("metrics"), "--telemetry-interval", c.Duration("telemetry-interval").String()}
 	if arg != "" {
 		args = append(args, arg)
 	}
@@ -186,12 +202,18 @@ func upBackground(c *cli.Context, lab *labs.Lab) error {
 		for _, h := range s.Hosts {
 			fmt.Fprintf(c.App.Writer, "  %-8s %-15s netns %s\n", h.Name, h.Addr, h.Namespace)
 		}
+		if s.Metrics != "" {
+			fmt.Fprintf(c.App.Writer, "metrics: %s (mrlab top, mrlab trace watch the lab)\n", metricsURL(s.Metrics))
+		}
 		if len(s.Hosts) > 1 {
 			fmt.Fprintf(c.App.Writer, "try: mrlab exec %s -- ping -c 3 %s\n", s.Hosts[0].Name, s.Hosts[len(s.Hosts)-1].Addr)
 		}
 		return nil
 	}
 }
+
+// metricsURL is the Prometheus scrape URL of a lab's metrics address.
+func metricsURL(addr string) string { return "http://" + addr + "/metrics" }
 
 // tail returns the last n lines of a file.
 func tail(path string, n int) string {
@@ -303,6 +325,11 @@ func statusReport(s live.Status, allLinks bool) *Report {
 	r := &Report{}
 	r.Fact("lab", "lab", s.Lab)
 	r.Fact("pid", "pid", s.PID)
+	if s.Metrics != "" {
+		r.Fact("metrics", "metrics", metricsURL(s.Metrics))
+	} else {
+		r.Fact("metrics", "metrics", "off")
+	}
 	r.Fact("uptime", "uptime", s.Uptime.Round(time.Millisecond).String())
 	r.Fact("planes", "planes", s.Engine.Planes)
 	r.Fact("events", "events run", s.Lag.Events)

@@ -2,13 +2,18 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/mrlab/mrlab/labs"
 	"github.com/mrlab/mrlab/labs/hostns"
@@ -158,6 +163,93 @@ func TestClientCommandsAgainstARunningLab(t *testing.T) {
 	}
 }
 
+// TestObservabilityCommands watches a lossy MetaRoCE perf run on a lab
+// running in this process (real fabric and NICs, idle devices) with the
+// client commands: trace streams loss reactions, top --once shows the
+// connection, status names the metrics endpoint, which serves Prometheus
+// text with the lab's metrics.
+func TestObservabilityCommands(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a perf run in real time")
+	}
+	dir, _ := upOnDevices(t)
+	rd := []string{"--run-dir", dir}
+	if code, _, errs := mrlab(append(append([]string{"fault", "link"}, rd...), "h0-p0", "impair", "loss", "2%")...); code != 0 {
+		t.Fatalf("fault: %s", errs)
+	}
+	code, out, errs := mrlab(append([]string{"status"}, rd...)...)
+	m := regexp.MustCompile(`metrics:\s+(http://127\.0\.0\.1:\d+/metrics)`).FindStringSubmatch(out)
+	if code != 0 || m == nil {
+		t.Fatalf("status names no metrics endpoint: code %d\n%s%s", code, out, errs)
+	}
+	metricsURL := m[1]
+
+	type result struct {
+		code      int
+		out, errs string
+	}
+	run := func(args ...string) chan result {
+		ch := make(chan result, 1)
+		go func() {
+			code, out, errs := mrlab(args...)
+			ch <- result{code, out, errs}
+		}()
+		return ch
+	}
+	trace := run(append(append([]string{"trace"}, rd...), "--filter", "host=h0", "--duration", "2500ms")...)
+	time.Sleep(200 * time.Millisecond) // let the trace subscribe
+	perf := run(append(append([]string{"perf"}, rd...), "--from", "h0", "--to", "h2", "--duration", "1500ms")...)
+	// top while the run is on: the connection is there, by name.
+	var top string
+	for deadline := time.Now().Add(1400 * time.Millisecond); ; time.Sleep(100 * time.Millisecond) {
+		code, out, errs := mrlab(append([]string{"top"}, append(rd, "--once", "-n", "3")...)...)
+		if code != 0 {
+			t.Fatalf("top --once: code %d: %s", code, errs)
+		}
+		top = squash(out)
+		if strings.Contains(top, "h0 h2 1 metaroce") || time.Now().After(deadline) {
+			break
+		}
+	}
+	if !strings.Contains(top, "h0 h2 1 metaroce") || !strings.Contains(top, "Busiest paths") || !strings.Contains(top, "h0-p0:AtoB") {
+		t.Errorf("top --once during the run lacks the h0->h2 connection or h0's link:\n%s", top)
+	}
+	p := <-perf
+	if p.code != 0 || !strings.Contains(squash(p.out), "verified: true") {
+		t.Fatalf("perf: code %d\n%s%s", p.code, p.out, p.errs)
+	}
+	tr := <-trace
+	if tr.code != 0 {
+		t.Fatalf("trace: code %d: %s", tr.code, tr.errs)
+	}
+	lines := strings.Split(strings.TrimSpace(tr.out), "\n")
+	decision := regexp.MustCompile(`^t=\S+ h0->h2 conn \d+ path \d+:? .*(retransmit|tail-loss probe|RTO|SACK hole)`)
+	n := 0
+	for _, l := range lines {
+		if decision.MatchString(l) {
+			n++
+		}
+	}
+	if n == 0 {
+		t.Errorf("trace of a lossy run has no loss reaction in %d lines:\n%s", len(lines), strings.Join(lines[:min(10, len(lines))], "\n"))
+	}
+	t.Logf("trace: %d lines, %d loss reactions", len(lines), n)
+
+	resp, err := http.Get(metricsURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(body), `mrlab_link_tx_bytes_total{link="h0-p0:AtoB"}`) {
+		t.Errorf("GET %s: %s\n%.500s", metricsURL, resp.Status, body)
+	}
+	// A bad trace filter is a usage error, before the lab is asked.
+	if code, _, errs := mrlab(append(append([]string{"trace"}, rd...), "--filter", "path=x")...); code != 2 {
+		t.Errorf("trace --filter path=x: code %d: %s", code, errs)
+	}
+}
+
 func TestNoLabRunning(t *testing.T) {
 	rd := []string{"--run-dir", t.TempDir()}
 	for _, cmd := range [][]string{{"status"}, {"down"}, {"exec", "h0", "--", "true"}, {"fault", "link", "x", "down"}} {
@@ -251,6 +343,46 @@ func TestLiveCLI(t *testing.T) {
 	}
 	if code, out := sh("status"); code != 0 || !strings.Contains(out, live.NamespaceName(name, "h3")) {
 		t.Errorf("status: code %d\n%s", code, out)
+	}
+	// Watch a MetaRoCE run with loss: trace, top and the metrics endpoint
+	// status --json names.
+	code, out = sh("status", "--json")
+	var st struct {
+		Metrics string `json:"metrics"`
+	}
+	if err := json.Unmarshal([]byte(out), &st); code != 0 || err != nil || !strings.HasPrefix(st.Metrics, "http://127.0.0.1:") {
+		t.Fatalf("status --json: code %d, metrics %q (%v)\n%s", code, st.Metrics, err, out)
+	}
+	if code, out := sh("fault", "link", "h0-p0", "impair", "loss", "2%"); code != 0 {
+		t.Fatalf("impair: %d\n%s", code, out)
+	}
+	traced := make(chan string, 1)
+	go func() { _, out := sh("trace", "-d", "2500ms"); traced <- out }()
+	time.Sleep(200 * time.Millisecond)
+	perfed := make(chan string, 1)
+	go func() {
+		code, out := sh("perf", "--from", "h0", "--to", "h2", "--duration", "1500ms")
+		perfed <- fmt.Sprintf("code %d\n%s", code, out)
+	}()
+	time.Sleep(800 * time.Millisecond)
+	if code, out := sh("top", "--once"); code != 0 || !strings.Contains(squash(out), "h0 h2 1 metaroce") {
+		t.Errorf("top --once during perf: code %d\n%s", code, out)
+	}
+	if out := <-perfed; !strings.HasPrefix(out, "code 0") {
+		t.Errorf("perf: %s", out)
+	}
+	if out := <-traced; !regexp.MustCompile(`(?m)^t=\S+ h0->h2 conn \d+ path \d+:? .*(retransmit|tail-loss probe|RTO|SACK hole)`).MatchString(out) ||
+		!strings.Contains(out, "fabric: drop (impairment) at h0-p0") {
+		t.Errorf("trace of a lossy run lacks loss reactions or drops:\n%.2000s", out)
+	}
+	resp, err := http.Get(st.Metrics)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(body), `mrlab_link_tx_bytes_total{link="h0-p0:AtoB"}`) {
+		t.Errorf("GET %s: %s\n%.500s", st.Metrics, resp.Status, body)
 	}
 	if code, out := sh("down"); code != 0 {
 		t.Fatalf("down: code %d\n%s", code, out)

@@ -19,16 +19,23 @@ import (
 	"time"
 
 	"github.com/mrlab/mrlab/labs/hostns"
+	"github.com/mrlab/mrlab/telemetry/prom"
 )
 
 // The control API, served over HTTP on the lab's Unix socket (mode 0600:
-// only root talks to a lab; there is no TCP listener):
+// only root controls a lab; no control endpoint listens on TCP):
 //
 //	GET  /status  -> Status
 //	POST /fault   FaultRequest -> {}
 //	POST /perf    PerfRequest  -> PerfResult (when the run ends)
 //	POST /down    -> {} and the lab stops
 //	GET  /capture?point=P[&filter=F][&count=N] -> pcapng stream (package capture)
+//	GET  /trace[?filter=F][&fabric=drops,marks] -> protocol trace lines, streamed (package prototrace)
+//	GET  /telemetry -> the latest telemetry sample (prom.SnapshotJSON)
+//
+// The last three are the lab engine's (Router). Prometheus metrics are not
+// on the socket but on a loopback TCP address (State.Metrics), so a
+// Prometheus server can scrape them without root.
 //
 // Errors are {"error": "..."} with status 400 (the request was wrong: an
 // unknown link, a bad op) or 503 (the lab is stopping).
@@ -89,8 +96,18 @@ func (l *Lab) serve() error {
 	if l.opts.Extend != nil {
 		l.opts.Extend(l, mux)
 	}
+	// The metrics endpoint is listening (and in the state file) before the
+	// control socket answers: `mrlab up` reports both once it does.
+	mln, err := l.listenMetrics()
+	if err != nil {
+		ln.Close()
+		return err
+	}
 	l.ln = ln
 	l.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	if mln != nil {
+		go l.serveMetrics(mln)
+	}
 	go l.srv.Serve(ln)
 	return nil
 }
@@ -228,7 +245,40 @@ func (c *Client) Capture(ctx context.Context, point, filter string, count int) (
 	if count > 0 {
 		q.Set("count", strconv.Itoa(count))
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://lab/capture?"+q.Encode(), nil)
+	return c.stream(ctx, "/capture", q)
+}
+
+// Trace opens the lab's protocol trace: one text line per transport
+// decision, as they happen, until ctx ends or the lab stops. filter is
+// prototrace's (host=, conn=, path=, grep=, re=; "" keeps everything);
+// fabric lists the fabric events to include ("drops", "drops,marks",
+// "none"; "" means none). The caller reads and closes it.
+func (c *Client) Trace(ctx context.Context, filter, fabric string) (io.ReadCloser, error) {
+	q := url.Values{}
+	if filter != "" {
+		q.Set("filter", filter)
+	}
+	if fabric != "" {
+		q.Set("fabric", fabric)
+	}
+	return c.stream(ctx, "/trace", q)
+}
+
+// Telemetry fetches the lab's latest telemetry sample: every connection,
+// path and link direction at one instant of lab time.
+func (c *Client) Telemetry(ctx context.Context) (prom.SnapshotJSON, error) {
+	var s prom.SnapshotJSON
+	err := c.call(ctx, http.MethodGet, "/telemetry", nil, &s)
+	return s, err
+}
+
+// stream GETs a streaming endpoint and returns its body.
+func (c *Client) stream(ctx context.Context, path string, q url.Values) (io.ReadCloser, error) {
+	u := "http://lab" + path
+	if len(q) > 0 {
+		u += "?" + q.Encode()
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -239,7 +289,7 @@ func (c *Client) Capture(ctx context.Context, point, filter string, count int) (
 	if resp.StatusCode != http.StatusOK {
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 		resp.Body.Close()
-		return nil, &ClientError{Lab: c.lab, Status: resp.StatusCode, Msg: strings.TrimSpace(string(msg))}
+		return nil, &ClientError{Lab: c.lab, Status: resp.StatusCode, Msg: fmt.Sprintf("%s: %s", path, strings.TrimSpace(string(msg)))}
 	}
 	return resp.Body, nil
 }

@@ -45,6 +45,15 @@ type Router interface {
 	Routes(p *Pacer, mux *http.ServeMux) (closer func())
 }
 
+// MetricsExporter is an Engine that exports telemetry over HTTP. Up serves
+// MetricsHandler (GET /metrics in Prometheus text format, GET /telemetry)
+// on the lab's loopback metrics address (Options.Metrics), after Start.
+// The handler runs on HTTP goroutines: it reads a snapshot the loop
+// publishes, never the engine itself.
+type MetricsExporter interface {
+	MetricsHandler() http.Handler
+}
+
 // FaultRequest is a fault to apply to a running lab. Target is "link",
 // "switch" or "plane"; Name is the link or switch name or the plane number;
 // Action is "down", "up" or (links only) "impair" with netem's spelling in

@@ -6,13 +6,18 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/mrlab/mrlab/capture"
 	"github.com/mrlab/mrlab/fabric"
 	"github.com/mrlab/mrlab/internal/packet"
 	"github.com/mrlab/mrlab/internal/sim"
 	"github.com/mrlab/mrlab/labs"
+	"github.com/mrlab/mrlab/prototrace"
 	"github.com/mrlab/mrlab/softnic"
+	"github.com/mrlab/mrlab/telemetry"
+	"github.com/mrlab/mrlab/telemetry/prom"
+	"github.com/mrlab/mrlab/transport"
 	"github.com/mrlab/mrlab/workload"
 )
 
@@ -25,11 +30,25 @@ import (
 // `mrlab up --max-rate` and watch `mrlab status` for late events.
 const DefaultMaxRate = 1e9
 
+// DefaultTelemetryInterval is how often a live lab samples its
+// connections, paths and links for Prometheus and `mrlab top`. The sim
+// default (10us of lab time) would be thousands of samplings per wall
+// second here, all on the one loop goroutine; a scrape or a top refresh
+// wants one sample per few hundred milliseconds at most.
+const DefaultTelemetryInterval = 100 * time.Millisecond
+
+// MinTelemetryInterval is the shortest sampling period a live lab
+// accepts: below it sampling competes with the packets for the loop.
+const MinTelemetryInterval = 10 * time.Millisecond
+
 // EngineConfig configures NewLabEngine.
 type EngineConfig struct {
 	// MaxRate caps every link's rate (and a rate impairment) in bits per
 	// second; 0 keeps the lab's rates.
 	MaxRate float64
+	// TelemetryInterval is the telemetry sampling period (0 means
+	// DefaultTelemetryInterval; at least MinTelemetryInterval).
+	TelemetryInterval time.Duration
 	// Logf hears of the lab file's fault timeline as it fires; nil
 	// discards.
 	Logf func(format string, args ...any)
@@ -74,6 +93,14 @@ type labEngine struct {
 	cl      *workload.Cluster
 	perfOn  bool // a perf run is in progress
 
+	// Observability: the protocol trace hub (GET /trace), the telemetry
+	// sampler and the exporter it feeds (GET /telemetry, /metrics).
+	hub     *prototrace.Hub
+	sampler *telemetry.Sampler
+	exp     *prom.Exporter
+	names   map[netip.Addr]string // host address -> host name
+	index   map[string]int        // host name -> index in hosts and nics
+
 	// What faults set, for status: the fabric does not report it back.
 	impair    map[string]fabric.Impairment
 	swDown    map[string]bool
@@ -85,7 +112,14 @@ type labEngine struct {
 func NewLabEngine(lab *labs.Lab, cfg EngineConfig) (Engine, error) {
 	topo := lab.Topology()
 	CapRates(topo, cfg.MaxRate)
-	e := &labEngine{lab: lab, topo: topo, cfg: cfg, impair: map[string]fabric.Impairment{}, swDown: map[string]bool{}, planeDown: map[int]bool{}}
+	if cfg.TelemetryInterval == 0 {
+		cfg.TelemetryInterval = DefaultTelemetryInterval
+	}
+	if cfg.TelemetryInterval < MinTelemetryInterval {
+		return nil, fmt.Errorf("lab %s: telemetry interval %v: want at least %v", lab.Name, cfg.TelemetryInterval, MinTelemetryInterval)
+	}
+	e := &labEngine{lab: lab, topo: topo, cfg: cfg, impair: map[string]fabric.Impairment{}, swDown: map[string]bool{}, planeDown: map[int]bool{},
+		names: map[netip.Addr]string{}, index: map[string]int{}}
 	for _, k := range topo.Links {
 		if !k.Params.Impair.IsZero() {
 			e.impair[k.Name] = k.Params.Impair
@@ -95,9 +129,32 @@ func NewLabEngine(lab *labs.Lab, cfg EngineConfig) (Engine, error) {
 		if !h.Addr.Is4() {
 			return nil, fmt.Errorf("lab %s: host %s address %v is not IPv4", lab.Name, h.Name, h.Addr)
 		}
+		e.names[h.Addr] = h.Name
+		e.index[h.Name] = len(e.hosts)
 		e.hosts = append(e.hosts, HostSpec{Name: h.Name, Addr: h.Addr})
 	}
 	return e, nil
+}
+
+// hostName names the host at a lab address ("" if none).
+func (e *labEngine) hostName(a netip.Addr) string { return e.names[a] }
+
+// peerOf names the far end of host's connections in trace lines. It runs
+// only while a trace reader is subscribed (the hub formats nothing
+// otherwise), so the slice Conns builds is no per-packet cost.
+func (e *labEngine) peerOf(host string) prototrace.PeerFunc {
+	return func(id uint32) string {
+		i, ok := e.index[host]
+		if !ok || i >= len(e.nics) {
+			return ""
+		}
+		for _, c := range e.nics[i].Conns() {
+			if c.ID() == id {
+				return e.names[c.Peer()]
+			}
+		}
+		return ""
+	}
 }
 
 func (e *labEngine) Hosts() []HostSpec { return e.hosts }
@@ -117,10 +174,14 @@ func (e *labEngine) Start(loop *sim.Loop, pool *packet.Pool, deliver func(int, s
 		return fmt.Errorf("building lab %s: %w", e.lab.Name, err)
 	}
 	e.net = net
+	e.hub = prototrace.NewHub(net, e.hostName)
 	// The workload package builds the NICs (every transport, default
 	// options) exactly as sim runs do, so a live perf run is the sim
-	// workload on a paced loop.
-	cl, err := workload.NewCluster(e.lab.Name, loop, pool, net, e.lab.Seed, workload.NICOptions{})
+	// workload on a paced loop. Every NIC traces into the hub, which
+	// costs one atomic load per decision while nobody reads /trace.
+	cl, err := workload.NewCluster(e.lab.Name, loop, pool, net, e.lab.Seed, workload.NICOptions{
+		TraceFor: func(host string) transport.Tracer { return e.hub.Host(host, e.peerOf(host)) },
+	})
 	if err != nil {
 		return err
 	}
@@ -131,6 +192,15 @@ func (e *labEngine) Start(loop *sim.Loop, pool *packet.Pool, deliver func(int, s
 		}
 		nic.SetHostPort(hostPort{e, i})
 	}
+	// Telemetry: every link direction, idle or not, so Prometheus series
+	// do not come and go, and every connection of every NIC as it opens.
+	e.exp = prom.New()
+	e.sampler = telemetry.NewSampler(loop, sim.Time(e.cfg.TelemetryInterval), e.exp)
+	e.sampler.AddNetwork(net, true)
+	for i, nic := range e.nics {
+		e.sampler.AddNIC(e.hosts[i].Name, nic, e.hostName)
+	}
+	e.sampler.Start(loop.Now())
 	// The lab file's fault timeline runs in real time from now.
 	return e.lab.ScheduleFaults(loop, net, func(now sim.Time, f *labs.Fault, err error) {
 		if e.cfg.Logf == nil {
@@ -261,19 +331,38 @@ func (e *labEngine) Status(now sim.Time) EngineStatus {
 }
 
 // Routes mounts the engine's own endpoints on the control server, before
-// the loop starts: GET /capture?point=P[&filter=F][&count=N] streams a
-// pcapng capture of any NIC port, link or switch (package capture). The
-// capture observer costs one length check per packet while nobody reads.
-func (e *labEngine) Routes(p *Pacer, mux *http.ServeMux) (closer func()) {
+// the loop starts:
+//
+//	GET /capture?point=P[&filter=F][&count=N]  pcapng stream of a NIC port, link or switch (package capture)
+//	GET /trace[?filter=F][&fabric=drops,marks]  the protocol trace, streamed (package prototrace)
+//	GET /telemetry                              the latest telemetry sample as JSON (`mrlab top`)
+//
+// The capture and trace observers cost a length check and an atomic load
+// per packet while nobody reads.
+func (e *labEngine) Routes(p *Pacer, mux *http.ServeMux) (closer func()) { return e.routes(p, mux) }
+
+// routes is Routes for any capture runner (tests run the engine's loop
+// themselves, with no pacer).
+func (e *labEngine) routes(run capture.Runner, mux *http.ServeMux) (closer func()) {
 	addr := map[string]netip.Addr{}
 	for _, h := range e.hosts {
 		addr[h.Name] = h.Addr
 	}
-	lv := capture.NewLive(capture.LayoutOf(e.topo), e.loop, p, func(name string) (netip.Addr, bool) {
+	lv := capture.NewLive(capture.LayoutOf(e.topo), e.loop, run, func(name string) (netip.Addr, bool) {
 		a, ok := addr[name]
 		return a, ok
 	})
-	e.net.SetObserver(lv.Observer())
+	e.net.SetObserver(capture.Tee(lv.Observer(), e.hub.Fabric()))
 	mux.Handle("GET /capture", lv)
-	return lv.Close
+	mux.Handle("GET /trace", e.hub)
+	mux.HandleFunc("GET /telemetry", e.exp.ServeSnapshot)
+	return func() {
+		lv.Close()
+		e.hub.Close()
+	}
 }
+
+// MetricsHandler serves the telemetry exporter: GET /metrics (Prometheus
+// text format) and GET /telemetry. Up serves it on the lab's loopback
+// metrics address. Call it after Start.
+func (e *labEngine) MetricsHandler() http.Handler { return e.exp.Handler() }

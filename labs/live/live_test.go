@@ -1,14 +1,18 @@
 package live
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"net/netip"
 	"os"
 	"os/exec"
+	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -18,6 +22,7 @@ import (
 
 	"github.com/mrlab/mrlab/labs"
 	"github.com/mrlab/mrlab/labs/hostns"
+	"github.com/mrlab/mrlab/telemetry"
 )
 
 // The namespace integration tests: they need root and /dev/net/tun, and
@@ -246,9 +251,6 @@ func TestLiveLab(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if res.err != nil && strings.Contains(res.err.Error(), "no such transport") {
-			t.Skipf("MetaRoCE is not in this build yet: %v", res.err)
-		}
 		if res.err != nil {
 			t.Fatal(res.err)
 		}
@@ -257,6 +259,14 @@ func TestLiveLab(t *testing.T) {
 		if r.Errors != 0 || r.Status != "ok" || !r.Verified || r.Bytes == 0 {
 			t.Errorf("MetaRoCE run through faults: status %q, %d errors, verified %v, %d bytes", r.Status, r.Errors, r.Verified, r.Bytes)
 		}
+	})
+
+	t.Run("observability", func(t *testing.T) {
+		// A lossy MetaRoCE run watched three ways: the protocol trace
+		// streams its loss reactions and the fabric's drops, /telemetry
+		// has its connection while it runs, and the Prometheus endpoint
+		// at the recorded loopback address has mrlab metrics.
+		checkObservability(t, l, "h0", h4.Name)
 	})
 
 	t.Run("bad-input", func(t *testing.T) {
@@ -333,6 +343,198 @@ func TestLiveLab(t *testing.T) {
 	if d := cmp.Diff(before, after); d != "" {
 		t.Errorf("root namespace changed (-before +after):\n%s", d)
 	}
+}
+
+// lossReaction matches a trace line of a MetaRoCE sender reacting to loss
+// (host filter h0): "t=1.2ms h0->h4 conn 1 path 3: SACK hole psn 18, retransmit".
+var lossReaction = regexp.MustCompile(`^t=\S+ h0->h\d+ conn \d+ path \d+:? .*(retransmit|tail-loss probe|RTO|SACK hole)`)
+
+// checkObservability runs a lossy MetaRoCE write_bw from src to dst on a
+// running lab and checks what watches it: GET /trace (filtered to src)
+// streams loss reactions and fabric drops during the run, GET /telemetry
+// has the connection while it runs, and the Prometheus endpoint recorded
+// in the state serves mrlab metrics with the traffic counted. Shared by the
+// namespace test and the device test.
+func checkObservability(t *testing.T, l *Lab, src, dst string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	st := l.State()
+	ap, err := netip.ParseAddrPort(st.Metrics)
+	if err != nil || !ap.Addr().IsLoopback() || ap.Port() == 0 {
+		t.Fatalf("state records metrics address %q (%v), want loopback with a port", st.Metrics, err)
+	}
+	if s, err := l.Status(ctx); err != nil || s.Metrics != st.Metrics {
+		t.Errorf("status metrics %q (%v), want %q", s.Metrics, err, st.Metrics)
+	}
+	c := NewClient(l.Name(), st.Socket)
+	if _, err := c.Trace(ctx, "path=banana", ""); err == nil {
+		t.Error("trace with a bad filter accepted")
+	}
+
+	// 2% loss both ways on src's plane-0 link: every path crossing it
+	// loses packets, the run still completes.
+	uplink := src + "-p0"
+	if err := l.Fault(ctx, FaultRequest{Target: "link", Name: uplink, Action: "impair", Impair: []string{"loss", "2%"}}); err != nil {
+		t.Fatal(err)
+	}
+	defer l.Fault(context.Background(), FaultRequest{Target: "link", Name: uplink, Action: "impair", Impair: []string{"none"}})
+
+	trCtx, trStop := context.WithCancel(ctx)
+	defer trStop()
+	rc, err := c.Trace(trCtx, "host="+src, "drops")
+	if err != nil {
+		t.Fatal(err)
+	}
+	traced := make(chan []string, 1)
+	go func() {
+		defer rc.Close()
+		var lines []string
+		sc := bufio.NewScanner(rc)
+		for sc.Scan() && len(lines) < 200000 {
+			lines = append(lines, sc.Text())
+		}
+		traced <- lines
+	}()
+
+	before := scrape(t, st.Metrics)
+	type out struct {
+		r   PerfResult
+		err error
+	}
+	ran := make(chan out, 1)
+	go func() {
+		r, err := l.Perf(ctx, PerfRequest{From: src, To: dst, Op: "write", Transport: "metaroce", Size: 64 << 10, Duration: 1500 * time.Millisecond, Verify: true})
+		ran <- out{r, err}
+	}()
+
+	// While it runs, /telemetry and /metrics show the connection: the
+	// sender's end sending, the receiver's placing bytes (MetaRoCE's
+	// delivery counter is the receiver's).
+	var sender, receiver *telemetry.Sample
+	var during string
+	for sender == nil || receiver == nil {
+		select {
+		case res := <-ran:
+			t.Fatalf("the run ended before telemetry showed its connection (sender %v, receiver %v): %+v %v", sender != nil, receiver != nil, res.r, res.err)
+		case <-time.After(50 * time.Millisecond):
+		}
+		snap, err := c.Telemetry(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range snap.Samples {
+			x := &snap.Samples[i]
+			switch {
+			case x.Kind != telemetry.KindConn || x.Transport != "metaroce":
+			case x.Host == src && x.Peer == dst && x.SendRate > 0:
+				sender = x
+			case x.Host == dst && x.Peer == src && x.BytesAcked > 0:
+				if receiver == nil {
+					during = scrape(t, st.Metrics)
+				}
+				receiver = x
+			}
+		}
+	}
+	t.Logf("telemetry: %s->%s conn %d sending at %.3g bit/s, cwnd %d, srtt %v, %d retransmits; %s placed %d bytes",
+		sender.Host, sender.Peer, sender.Conn, sender.SendRate, sender.Cwnd, sender.SRTT, sender.Retransmits, dst, receiver.BytesAcked)
+	want := fmt.Sprintf(`mrlab_conn_bytes_acked_total{conn="%d",host="%s",peer="%s",transport="metaroce"}`, receiver.Conn, dst, src)
+	if v := metricValue(during, want); v <= 0 {
+		t.Errorf("/metrics during the run: %s = %v, want > 0", want, v)
+	}
+
+	res := <-ran
+	if res.err != nil {
+		t.Fatal(res.err)
+	}
+	r := res.r
+	t.Logf("MetaRoCE write_bw %s -> %s with 2%% loss on %s: %.3f Gbit/s, counters %v", src, dst, uplink, r.Goodput/1e9, r.Counters)
+	if r.Status != "ok" || !r.Verified || r.Counters["retransmits"] == 0 {
+		t.Errorf("lossy run: status %q, verified %v, counters %v (want ok, verified, retransmits)", r.Status, r.Verified, r.Counters)
+	}
+
+	// After the run: link counters in Prometheus text, from a sample
+	// taken after the run ended, counting at least the run's bytes on
+	// src's two uplinks and drops on the lossy one.
+	s, err := l.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var after string
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		after = scrape(t, st.Metrics)
+		if metricValue(after, "mrlab_lab_time_seconds") >= s.VirtualTime.Seconds() {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/metrics: lab time %v s, not past the run's end at %v", metricValue(after, "mrlab_lab_time_seconds"), s.VirtualTime)
+		}
+	}
+	for _, want := range []string{"# TYPE mrlab_link_tx_bytes_total counter", "# TYPE mrlab_lab_time_seconds gauge", "mrlab_link_drops_total{"} {
+		if !strings.Contains(after, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+	delta := func(series string) float64 { return metricValue(after, series) - metricValue(before, series) }
+	sent := delta(fmt.Sprintf(`mrlab_link_tx_bytes_total{link="%s-p0:AtoB"}`, src)) + delta(fmt.Sprintf(`mrlab_link_tx_bytes_total{link="%s-p1:AtoB"}`, src))
+	if sent < float64(r.Bytes) {
+		t.Errorf("/metrics: %s's uplinks sent %v bytes during the run, which moved %d", src, sent, r.Bytes)
+	}
+	if d := delta(fmt.Sprintf(`mrlab_link_drops_total{link="%s:AtoB"}`, uplink)); d <= 0 {
+		t.Errorf("/metrics: %v drops on %s:AtoB during the run under 2%% loss", d, uplink)
+	}
+
+	trStop()
+	lines := <-traced
+	var reactions, drops int
+	for _, ln := range lines {
+		switch {
+		case strings.HasPrefix(ln, "#"):
+		case !strings.Contains(ln, src):
+			t.Errorf("trace filter host=%s let through %q", src, ln)
+		case lossReaction.MatchString(ln):
+			reactions++
+		case strings.Contains(ln, "fabric: drop (impairment) at "+uplink):
+			drops++
+		}
+	}
+	t.Logf("trace: %d lines, %d loss reactions, %d fabric drops", len(lines), reactions, drops)
+	if reactions == 0 || drops == 0 {
+		t.Errorf("trace of a lossy run: %d loss reactions, %d drops in %d lines; first lines:\n%s",
+			reactions, drops, len(lines), strings.Join(lines[:min(20, len(lines))], "\n"))
+	}
+}
+
+// scrape GETs the Prometheus endpoint and checks its content type.
+func scrape(t *testing.T, addr string) string {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/plain") {
+		t.Fatalf("GET /metrics: %s, Content-Type %q", resp.Status, resp.Header.Get("Content-Type"))
+	}
+	return string(body)
+}
+
+// metricValue reads the value of the series written exactly as series in
+// Prometheus text (-1 if absent).
+func metricValue(text, series string) float64 {
+	for _, ln := range strings.Split(text, "\n") {
+		if v, ok := strings.CutPrefix(ln, series+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err == nil {
+				return f
+			}
+		}
+	}
+	return -1
 }
 
 // TestStaleLabCleanup kills a lab process with SIGKILL (no teardown) and

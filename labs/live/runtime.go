@@ -48,6 +48,11 @@ type Options struct {
 	Devices []Device
 	// Ops performs teardown of stale labs (SystemOps).
 	Ops Ops
+	// Metrics is the loopback address of the Prometheus endpoint served
+	// for an engine that exports telemetry (DefaultMetricsAddr when
+	// empty; MetricsOff serves none). The address chosen is recorded in
+	// the state file and the status.
+	Metrics string
 	// Extend, if set, adds handlers to the control server before it
 	// serves (packet capture, telemetry). Handlers run on the server's
 	// goroutines: reach the engine through l.Pacer().Do.
@@ -66,7 +71,8 @@ type Lab struct {
 
 	ln      net.Listener
 	srv     *http.Server
-	closers []func() // run before the server shuts down
+	msrv    *http.Server // the metrics endpoint, nil when off
+	closers []func()     // run before the servers shut down
 
 	cancel   context.CancelFunc
 	stopOnce sync.Once
@@ -116,6 +122,12 @@ func Up(ctx context.Context, name string, eng Engine, opts Options) (_ *Lab, err
 	}
 	if opts.Ops == nil {
 		opts.Ops = SystemOps{}
+	}
+	if opts.Metrics == "" {
+		opts.Metrics = DefaultMetricsAddr
+	}
+	if err := ValidMetricsAddr(opts.Metrics); err != nil {
+		return nil, fmt.Errorf("lab %s: %w", name, err)
 	}
 	specs := eng.Hosts()
 	if len(specs) == 0 {
@@ -197,6 +209,9 @@ func Up(ctx context.Context, name string, eng Engine, opts Options) (_ *Lab, err
 	}
 	go l.run(runCtx)
 	opts.Logf("lab %s up: %d hosts, control socket %s", name, len(l.hosts), st.Socket)
+	if st.Metrics != "" {
+		opts.Logf("lab %s: Prometheus metrics at http://%s/metrics", name, st.Metrics)
+	}
 	return l, nil
 }
 
@@ -308,10 +323,12 @@ func (l *Lab) teardown() error {
 	for _, c := range l.closers {
 		c()
 	}
-	if l.srv != nil {
-		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		l.srv.Shutdown(sctx)
-		cancel()
+	for _, srv := range []*http.Server{l.srv, l.msrv} {
+		if srv != nil {
+			sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			srv.Shutdown(sctx)
+			cancel()
+		}
 	}
 	for _, h := range l.hosts {
 		if err := h.dev.Close(); err != nil {
@@ -332,8 +349,11 @@ func (l *Lab) teardown() error {
 
 // Status is a running lab's report: hosts, lag, links, switches, counters.
 type Status struct {
-	Lab         string        `json:"lab"`
-	PID         int           `json:"pid"`
+	Lab string `json:"lab"`
+	PID int    `json:"pid"`
+	// Metrics is the loopback host:port of the Prometheus endpoint, empty
+	// when the lab serves none.
+	Metrics     string        `json:"metrics,omitempty"`
 	Uptime      time.Duration `json:"uptime_ns"`
 	VirtualTime time.Duration `json:"virtual_time_ns"`
 	Hosts       []HostStatus  `json:"hosts"`
@@ -356,7 +376,7 @@ type HostStatus struct {
 
 // Status collects a status report through the loop goroutine.
 func (l *Lab) Status(ctx context.Context) (Status, error) {
-	s := Status{Lab: l.name, PID: l.state.PID, Uptime: time.Since(l.started)}
+	s := Status{Lab: l.name, PID: l.state.PID, Metrics: l.state.Metrics, Uptime: time.Since(l.started)}
 	err := l.pacer.Do(ctx, func(now sim.Time) {
 		s.VirtualTime = time.Duration(now)
 		s.Lag = l.pacer.lag // on the loop goroutine: current, not the last published copy

@@ -32,12 +32,15 @@ type State struct {
 	Lab string `json:"lab"`
 	// PID and StartTicks identify the lab process (StartTicks, from
 	// /proc/PID/stat, guards against a reused pid).
-	PID        int         `json:"pid"`
-	StartTicks uint64      `json:"start_ticks"`
-	Started    time.Time   `json:"started"`
-	Socket     string      `json:"socket"`
-	Log        string      `json:"log,omitempty"`
-	Hosts      []StateHost `json:"hosts"`
+	PID        int       `json:"pid"`
+	StartTicks uint64    `json:"start_ticks"`
+	Started    time.Time `json:"started"`
+	Socket     string    `json:"socket"`
+	Log        string    `json:"log,omitempty"`
+	// Metrics is the loopback host:port of the lab's Prometheus endpoint
+	// (http://<Metrics>/metrics), empty when it serves none.
+	Metrics string      `json:"metrics,omitempty"`
+	Hosts   []StateHost `json:"hosts"`
 	// Namespaces lists the namespaces this lab created, recorded before
 	// each is created (a name is only recorded after checking it is free).
 	Namespaces []string `json:"namespaces"`

@@ -7,6 +7,7 @@ import (
 
 	"github.com/mrlab/mrlab/internal/sim"
 	"github.com/mrlab/mrlab/transport"
+	"github.com/mrlab/mrlab/transport/transporttest"
 )
 
 // TestNoAllocsSteadyState: once warm, moving data allocates nothing per
@@ -78,84 +79,145 @@ func connState(n int) (idle, used float64) {
 		return ms.HeapAlloc
 	}
 	base := heap()
-	ps := make([]*pair, n)
-	for i := range ps {
-		ps[i] = newPairShared(ps, i)
+	m := newMesh()
+	for i := 0; i < n; i++ {
+		m.dial()
 	}
+	m.settle()
+	m.free, m.q = nil, [2][]meshPkt{} // the wire is not connection state
 	h1 := heap()
-	for _, p := range ps {
-		p.pump(16, 1, 64<<10)
+	for _, c := range m.conns[0] {
+		wr := write(1, 0, addrRW, addrRW+0x80000, 64<<10)
+		if err := c.PostSend(m.now, wr); err != nil {
+			panic(err)
+		}
 	}
+	m.settle()
+	if m.done != n {
+		panic(fmt.Sprintf("%d of %d WRITEs completed", m.done, n))
+	}
+	m.free, m.q = nil, [2][]meshPkt{}
 	h2 := heap()
-	runtime.KeepAlive(ps)
-	// Each pair also holds test scaffolding (its in-memory wire and
-	// memory regions); subtract what one pair's scaffolding costs.
-	per := float64(scaffold())
-	idle = (float64(h1-base)/float64(n) - per) / 2
-	used = (float64(h2-base)/float64(n) - per) / 2
+	runtime.KeepAlive(m)
+	// The mesh's memory regions (two 2 MiB tables) are not connection
+	// state; the mesh's list of connections (16 bytes each) is, roughly, a
+	// NIC's table too.
+	regions := float64(2 * 2 * bigSize)
+	idle = (float64(h1-base) - regions) / float64(2*n)
+	used = (float64(h2-base) - regions) / float64(2*n)
 	return idle, used
 }
 
-// sharedNIC makes all pairs of connState share two Protocols and two
-// memory tables, as 4000 connections between two NICs would.
-var sharedNIC [2]*pairEnd
-
-func newPairShared(ps []*pair, i int) *pair {
-	if i == 0 {
-		sharedNIC = [2]*pairEnd{}
-	}
-	p := newPairSmall(sharedNIC)
-	if i == 0 {
-		sharedNIC = [2]*pairEnd{p.ends[0], p.ends[1]}
-	}
-	return p
+// mesh is two NICs (Protocols) with many connections between them over
+// one in-memory wire, as a NIC holds them: for measuring state per
+// connection without per-connection test scaffolding.
+type mesh struct {
+	now    sim.Time
+	protos [2]*Protocol
+	mems   [2]*transporttest.Memory
+	conns  [2][]*Conn // by LocalID-1
+	q      [2][]meshPkt
+	free   [][]byte
+	done   int
 }
 
-// newPairSmall is newPair with a small wire, reusing NIC state from nic.
-func newPairSmall(nic [2]*pairEnd) *pair {
-	p := &pair{delay: 2 * sim.Microsecond, rate: 100e9 / 8}
-	for i := range p.ends {
-		e := &pairEnd{portFree: make([]sim.Time, 1), q: newPktRing(8, 4096)}
-		if nic[i] != nil {
-			e.proto, e.mem = nic[i].proto, nic[i].mem
-		} else {
-			e.proto, e.mem = NewProtocol(Options{}), newTestMemory(i)
-		}
-		p.ends[i] = e
-	}
-	for i, e := range p.ends {
-		e := e
-		cfg := transport.Config{LocalID: uint32(i + 1), Ports: 1, LineRate: 100e9, PathMTU: 4096, Memory: e.mem,
-			Complete: func(wc transport.Completion) { e.done++ }, Rand: sim.NewRand(uint64(i), "pair")}
-		if i == 0 {
-			c, _ := e.proto.Dial(0, cfg)
-			e.conn = c.(*Conn)
-		} else {
-			p.acceptCfg = cfg
-		}
-	}
-	for p.ends[1].conn == nil || p.ends[0].conn.State() != transport.StateEstablished || !p.ends[1].conn.confirmed {
-		if !p.step() {
-			panic("setup stalled")
-		}
-	}
-	return p
+type meshPkt struct {
+	b  []byte
+	at sim.Time
 }
 
-// scaffold is the heap one small pair's test scaffolding holds (its
-// in-memory wire), measured without connections.
-func scaffold() uint64 {
-	var ms runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&ms)
-	before := ms.HeapAlloc
-	const k = 1000
-	keep := make([][2]pktRing, k)
-	for i := range keep {
-		keep[i] = [2]pktRing{newPktRing(8, 4096), newPktRing(8, 4096)}
+func newMesh() *mesh {
+	m := &mesh{}
+	for i := range m.protos {
+		m.protos[i] = NewProtocol(Options{})
+		m.mems[i] = newTestMemory(i)
 	}
-	runtime.GC()
-	runtime.ReadMemStats(&ms)
-	runtime.KeepAlive(keep)
-	return (ms.HeapAlloc - before) / k
+	return m
+}
+
+func (m *mesh) cfg(side int) transport.Config {
+	return transport.Config{LocalID: uint32(len(m.conns[side]) + 1), Ports: 1, LineRate: 100e9, PathMTU: 4096,
+		Memory: m.mems[side], Complete: func(wc transport.Completion) {
+			if side == 0 && wc.Status == transport.StatusOK {
+				m.done++
+			}
+		}, Rand: sim.NewRand(uint64(len(m.conns[side])), "mesh")}
+}
+
+func (m *mesh) dial() {
+	c, err := m.protos[0].Dial(m.now, m.cfg(0))
+	if err != nil {
+		panic(err)
+	}
+	m.conns[0] = append(m.conns[0], c.(*Conn))
+}
+
+func (m *mesh) buf() []byte {
+	if n := len(m.free); n > 0 {
+		b := m.free[n-1]
+		m.free = m.free[:n-1]
+		return b
+	}
+	return make([]byte, 4096+transport.HeaderRoom)
+}
+
+// settle runs until nothing is left to send or deliver and no timer is
+// due within a millisecond.
+func (m *mesh) settle() {
+	for idle := 0; idle < 3; {
+		moved := false
+		for side := range m.conns {
+			for _, c := range m.conns[side] {
+				for {
+					b := m.buf()
+					n, _ := c.Transmit(m.now, 0, b)
+					if n == 0 {
+						m.free = append(m.free, b)
+						break
+					}
+					m.q[1-side] = append(m.q[1-side], meshPkt{b: b[:n], at: m.now + 2*sim.Microsecond})
+					moved = true
+				}
+			}
+		}
+		m.now += sim.Microsecond
+		for side := range m.q {
+			k := 0
+			for _, p := range m.q[side] {
+				if p.at > m.now {
+					m.q[side][k] = p
+					k++
+					continue
+				}
+				moved = true
+				id, setup, err := m.protos[side].Demux(p.b)
+				switch {
+				case err != nil:
+				case setup:
+					c, err := m.protos[side].Accept(m.now, m.cfg(side), p.b, transport.RxMeta{})
+					if err != nil {
+						panic(err)
+					}
+					m.conns[side] = append(m.conns[side], c.(*Conn))
+				default:
+					m.conns[side][id-1].Receive(m.now, p.b, transport.RxMeta{})
+				}
+				m.free = append(m.free, p.b[:cap(p.b)])
+			}
+			m.q[side] = m.q[side][:k]
+		}
+		for side := range m.conns {
+			for _, c := range m.conns[side] {
+				if c.Deadline() <= m.now {
+					c.OnTimer(m.now)
+					moved = true
+				}
+			}
+		}
+		if moved || len(m.q[0])+len(m.q[1]) > 0 {
+			idle = 0
+		} else {
+			idle++
+		}
+	}
 }

@@ -18,7 +18,9 @@ import (
 //
 // Receiver side, per NIC: the fair-share hint in every ACK (ratehint.go).
 // The sender paces its total rate at min(line rate, hint) and caps what it
-// has in flight at hint x SRTT x 1.25; before the first hint it is bounded
+// has in flight at hint x (base RTT + ACK delay) x 1.25 (see hintRTT for
+// why not SRTT);
+// before the first hint it is bounded
 // by the initial window (one BDP), so an N-to-1 incast overshoots for at
 // most one round trip.
 
@@ -110,15 +112,28 @@ func (c *Conn) noteHint(h uint32) {
 }
 
 // inflightCap is the connection-wide in-flight limit: two line-rate BDPs,
-// and hint x SRTT x 1.25 once the receiver has sent a hint.
+// and hint x hintRTT x 1.25 once the receiver has sent a hint.
 func (c *Conn) inflightCap() int {
 	rtt := max(c.s.minRTT, c.opts.BaseRTT)
 	limit := int(2 * c.lineBytes * rtt.Seconds())
 	if c.s.hint > 0 {
-		srtt := max(c.s.srtt, c.s.minRTT, sim.Microsecond)
-		limit = min(limit, int(c.s.hint*srtt.Seconds()*1.25))
+		limit = min(limit, int(c.s.hint*c.hintRTT().Seconds()*1.25))
 	}
 	return max(limit, c.mss)
+}
+
+// hintRTT is the round-trip time the hint's in-flight cap is computed
+// over: the base (minimum) RTT plus the receiver's ACK delay, which every
+// ACK may add. HPCC sizes its window the same way (rate x base RTT x eta).
+// The smoothed RTT would include the queue the cap is meant to prevent: a
+// standing queue would justify itself and drain only at the hint's 5%
+// headroom, instead of within a round trip or two.
+func (c *Conn) hintRTT() sim.Time {
+	base := c.opts.BaseRTT
+	if c.s.minRTT > 0 {
+		base = c.s.minRTT
+	}
+	return base + c.opts.DelayedAck
 }
 
 // wireOverhead is what a packet costs on the wire besides its transport

@@ -104,6 +104,10 @@ func newConn(p *Protocol, now sim.Time, cfg transport.Config, dialer bool) (*Con
 	c.rnrTimer.Init(rnrTimerFired, c)
 	c.timers.AdvanceTo(now)
 	c.s.paths = make([]sndPath, c.opts.Paths)
+	c.s.cursor = make([]int, cfg.Ports)
+	c.s.blockedEpoch = make([]uint64, cfg.Ports)
+	c.s.blockedSize = make([]int, cfg.Ports)
+	c.s.roomEpoch = 1
 	for i := range c.s.paths {
 		ph := &c.s.paths[i]
 		ph.c, ph.id = c, uint8(i)
@@ -172,6 +176,7 @@ func (c *Conn) Deadline() sim.Time { return c.timers.Next() }
 // OnTimer runs every timer that is due.
 func (c *Conn) OnTimer(now sim.Time) {
 	c.now = now
+	c.s.roomEpoch++
 	c.timers.RunUntil(now)
 }
 
@@ -200,6 +205,7 @@ func (c *Conn) PostRecv(now sim.Time, wr *transport.WorkRequest) error {
 // Receive processes one MetaRoCE packet (the bytes after the UDP header).
 func (c *Conn) Receive(now sim.Time, payload []byte, rx transport.RxMeta) {
 	c.now = now
+	c.s.roomEpoch++
 	c.st.rxPackets++
 	c.st.rxBytes += uint64(len(payload))
 	typ, body, err := wire.Parse(payload)

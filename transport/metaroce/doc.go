@@ -43,15 +43,15 @@
 //
 // # Connection life
 //
-//	           Dial                         Accept(SYN)
-//	            |                               |
-//	      Connecting --SYN (retried)-->    Established (SYN_ACK retried;
-//	            |                           no data until confirmed)
-//	   SYN_ACK: Established --EST-->         confirmed
-//	            |                               |
-//	      Close: flush, Closed --CLOSE (retried)--> flush, Closed
-//	                      <--CLOSE_ACK--
-//	   retry exceeded, all paths failed, RNR exceeded: Error (flush, CLOSE)
+//	        Dial                         Accept(SYN)
+//	         |                               |
+//	   Connecting --SYN (retried)-->    Established (SYN_ACK retried;
+//	         |                           no data until confirmed)
+//	SYN_ACK: Established --EST-->         confirmed
+//	         |                               |
+//	   Close: flush, Closed --CLOSE (retried)--> flush, Closed
+//	                   <--CLOSE_ACK--
+//	retry exceeded, all paths failed, RNR exceeded: Error (flush, CLOSE)
 //
 // # Completions
 //

@@ -269,6 +269,7 @@ func (c *Conn) repath(p *sndPath, why repathReason, abandon bool) {
 	p.entropy = c.newEntropy()
 	p.gen++
 	p.una, p.nxt, p.lost, p.inflight = 0, 0, 0, 0
+	c.flagPath(p)
 	p.maxAckedTx = p.txSeq
 	p.lastCE, p.lastRx = 0, 0
 	p.roundEnd, p.roundPkts, p.roundCE, p.cutEnd = 0, 0, 0, 0
@@ -298,6 +299,7 @@ func (c *Conn) onPathTimer(p *sndPath) {
 			c.pathTimeout(p)
 		} else if !p.tlpSent && now >= p.tlpBase+p.tlpDelay(c.opts) {
 			p.tlpSent, p.probeWant = true, true
+			c.flagPath(p)
 			c.st.tailProbes++
 			if c.cfg.Trace != nil {
 				c.tracef("path %d: no ACK for %v, tail-loss probe", p.id, now-p.tlpBase)
@@ -311,6 +313,7 @@ func (c *Conn) onPathTimer(p *sndPath) {
 		if now >= p.probeAt {
 			c.repath(p, whyReprobe, true)
 			p.probeWant = true
+			c.flagPath(p)
 			p.probeAt = now + c.opts.FailedProbeInterval
 		}
 		if c.allFailedSince != 0 && now-c.allFailedSince >= c.opts.AllFailedTimeout {
@@ -346,6 +349,7 @@ func (c *Conn) pathTimeout(p *sndPath) {
 	}
 	p.state = PathProbing
 	p.probeWant = true
+	c.flagPath(p)
 	p.rtoBase = c.now
 }
 

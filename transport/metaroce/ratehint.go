@@ -78,12 +78,13 @@ func (a *allocator) unregister(s int32) {
 }
 
 // demandBucket quantizes a demand so that small changes do not force a
-// recomputation: buckets are about 12% apart.
-func demandBucket(d float64) int {
+// recomputation: the exponent and top three mantissa bits of the float,
+// so buckets are 6 to 12% apart.
+func demandBucket(d float64) int64 {
 	if d <= 0 {
 		return -1
 	}
-	return int(math.Log2(d) * 6)
+	return int64(math.Float64bits(d) >> 49)
 }
 
 // observe records a data packet from slot s advertising demand bytes/s.

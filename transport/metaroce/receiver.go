@@ -34,6 +34,9 @@ type rcvState struct {
 	rqBase uint32       // oldest receive not consumed
 
 	naks []nakItem
+	// lastHint is the share (kB/s) the last ACK carried: when the share
+	// moves by more than a tenth, the next ACK goes at once.
+	lastHint uint32
 }
 
 // rcvMsg is a message in flight toward us. A record may exist before any
@@ -194,6 +197,10 @@ func (c *Conn) onData(d wire.Data, rx transport.RxMeta) {
 		urgent = true
 	}
 	rp.pending++
+	if !urgent && c.slot >= 0 && !c.opts.DisableRateHint {
+		h := c.hintKBs()
+		urgent = h > c.r.lastHint+c.r.lastHint/10 || h < c.r.lastHint-c.r.lastHint/10
+	}
 	if urgent || rp.pending >= c.opts.AckEvery {
 		c.ackNow(pid)
 	} else {
@@ -651,6 +658,7 @@ func (c *Conn) encodeAck(b []byte, pid int, rp *rcvPath) int {
 		RateHint: c.hintKBs(),
 		SACK:     rp.sack.bits,
 	}
+	c.r.lastHint = f.RateHint
 	if rp.ece {
 		f.Flags |= wire.FlagECE
 	}

@@ -39,6 +39,18 @@ type sndState struct {
 	respHead int
 	fromResp bool // alternate new chunks between messages and responses
 
+	// Paths that need attention, so Transmit does not scan them all:
+	// lostSet has the paths with lost PSNs to resend, probeSet those with
+	// a probe due.
+	lostSet, probeSet [4]uint64
+	// Path choice per port: a round-robin cursor, and a memo that nothing
+	// of blockedSize bytes fitted at roomEpoch (room only changes when a
+	// packet arrives or a timer runs, which bump roomEpoch).
+	cursor       []int
+	blockedEpoch []uint64
+	blockedSize  []int
+	roomEpoch    uint64
+
 	inflight int      // payload bytes outstanding on all paths
 	unsent   int64    // payload bytes not yet cut into chunks
 	hint     float64  // receiver's fair share for us, bytes/s; 0 = none
@@ -469,10 +481,14 @@ func (c *Conn) transmitData(port int, b []byte) (int, transport.TxMeta) {
 		c.timers.Arm(&c.paceTimer, c.s.nextSend)
 		return 0, transport.TxMeta{}
 	}
-	ports := c.cfg.Ports
-	for i := port; i < len(c.s.paths); i += ports {
-		p := &c.s.paths[i]
-		if p.lost > 0 && (p.state == PathActive || p.state == PathDraining) {
+	for w, word := range c.s.lostSet {
+		for word != 0 {
+			i := 64*w + bits.TrailingZeros64(word)
+			word &= word - 1
+			p := &c.s.paths[i]
+			if p.plane(c.cfg.Ports) != port || p.state != PathActive && p.state != PathDraining {
+				continue
+			}
 			if n := c.resendLost(p, b); n > 0 {
 				return c.dataSent(n, p)
 			}
@@ -513,29 +529,51 @@ func (c *Conn) dataSent(n int, p *sndPath) (int, transport.TxMeta) {
 	return n, transport.TxMeta{SrcPort: p.entropy, ECT: true}
 }
 
-// pickPath chooses, among the active paths of port's plane, the one with
-// the most congestion-window room for a size-byte chunk; it returns nil if
+// pickPath chooses, round robin among the active paths of port's plane,
+// one with congestion-window room for a size-byte chunk; it returns nil if
 // none has room or the connection-wide in-flight cap is reached.
 func (c *Conn) pickPath(port, size int) *sndPath {
 	if size > 0 && c.s.inflight > 0 && c.s.inflight+size > c.inflightCap() {
 		return nil
 	}
-	var best *sndPath
-	bestRoom := math.MinInt
-	for i := port; i < len(c.s.paths); i += c.cfg.Ports {
-		p := &c.s.paths[i]
+	if c.s.blockedEpoch[port] == c.s.roomEpoch && size >= c.s.blockedSize[port] {
+		return nil // nothing has changed since nothing fitted
+	}
+	ports := c.cfg.Ports
+	n := (len(c.s.paths) - port + ports - 1) / ports // paths on this plane
+	k := c.s.cursor[port]
+	for tries := 0; tries < n; tries++ {
+		if k >= n {
+			k = 0
+		}
+		p := &c.s.paths[port+k*ports]
+		k++
 		if p.state != PathActive || !p.room() {
 			continue
 		}
-		room := p.cwnd - p.inflight
-		if room < size && p.inflight > 0 && size > 0 {
+		if size > 0 && p.inflight > 0 && p.cwnd-p.inflight < size {
 			continue
 		}
-		if room > bestRoom {
-			best, bestRoom = p, room
-		}
+		c.s.cursor[port] = k
+		return p
 	}
-	return best
+	c.s.blockedEpoch[port], c.s.blockedSize[port] = c.s.roomEpoch, size
+	return nil
+}
+
+// flagPath records whether p has lost PSNs to resend or a probe due.
+func (c *Conn) flagPath(p *sndPath) {
+	w, m := p.id/64, uint64(1)<<(p.id%64)
+	if p.lost > 0 {
+		c.s.lostSet[w] |= m
+	} else {
+		c.s.lostSet[w] &^= m
+	}
+	if p.probeWant {
+		c.s.probeSet[w] |= m
+	} else {
+		c.s.probeSet[w] &^= m
+	}
 }
 
 // sendChunk sends chunk dsn on path p under a new PSN.
@@ -586,6 +624,7 @@ func (c *Conn) resendLost(p *sndPath, b []byte) int {
 		}
 		e.lost, e.resent = false, true
 		p.lost--
+		c.flagPath(p)
 		p.txSeq++
 		e.txSeq = p.txSeq
 		var n int
@@ -620,6 +659,7 @@ func (c *Conn) resendLost(p *sndPath, b []byte) int {
 		return n
 	}
 	p.lost = 0 // nothing was actually lost: resynchronize
+	c.flagPath(p)
 	return 0
 }
 
@@ -754,12 +794,23 @@ func (c *Conn) encodeProbe(b []byte, p *sndPath, psn uint32, retx bool) int {
 // transmitProbe sends a due probe (tail-loss probe, or a probe of a
 // probing or failed path) on port's plane.
 func (c *Conn) transmitProbe(port int, b []byte) (int, transport.TxMeta) {
-	for i := port; i < len(c.s.paths); i += c.cfg.Ports {
-		p := &c.s.paths[i]
-		if !p.probeWant || !p.room() {
-			continue
+	for w, word := range c.s.probeSet {
+		for word != 0 {
+			i := 64*w + bits.TrailingZeros64(word)
+			word &= word - 1
+			if p := &c.s.paths[i]; p.plane(c.cfg.Ports) == port && p.room() {
+				return c.sendProbe(p, b)
+			}
 		}
+	}
+	return 0, transport.TxMeta{}
+}
+
+// sendProbe sends p's due probe under a new PSN.
+func (c *Conn) sendProbe(p *sndPath, b []byte) (int, transport.TxMeta) {
+	{
 		p.probeWant = false
+		c.flagPath(p)
 		p.txSeq++
 		if p.una == p.nxt {
 			p.rtoBase = c.now
@@ -773,7 +824,6 @@ func (c *Conn) transmitProbe(port int, b []byte) (int, transport.TxMeta) {
 		c.armPath(p)
 		return n, transport.TxMeta{SrcPort: p.entropy, ECT: true}
 	}
-	return 0, transport.TxMeta{}
 }
 
 // onAck processes one path's ACK: settle what it covers, take an RTT
@@ -863,6 +913,7 @@ func (c *Conn) ackEntry(p *sndPath, psn uint32) (int, int) {
 	if e.lost {
 		e.lost = false
 		p.lost-- // it arrived after all
+		c.flagPath(p)
 	} else {
 		p.inflight -= int(e.size)
 		c.s.inflight -= int(e.size)
@@ -914,6 +965,7 @@ func (c *Conn) detectLoss(p *sndPath) {
 func (c *Conn) markLost(p *sndPath, e *sbEntry) {
 	e.lost = true
 	p.lost++
+	c.flagPath(p)
 	p.inflight -= int(e.size)
 	c.s.inflight -= int(e.size)
 	p.st.losses++
@@ -962,6 +1014,7 @@ func (c *Conn) onNak(n wire.Nak) {
 		c.s.inflight -= int(e.size)
 		e.lost = true
 		p.lost++
+		c.flagPath(p)
 	}
 	m := c.msg(ch.msn)
 	switch n.Reason() {
@@ -1059,4 +1112,5 @@ func (c *Conn) flushSender(status transport.Status, cause uint32, hasCause bool)
 		p := &c.s.paths[i]
 		p.una, p.inflight, p.lost, p.probeWant = p.nxt, 0, 0, false
 	}
+	c.s.lostSet, c.s.probeSet = [4]uint64{}, [4]uint64{}
 }

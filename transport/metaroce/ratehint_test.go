@@ -1,0 +1,209 @@
+package metaroce
+
+import (
+	"math"
+	"testing"
+
+	"github.com/mrlab/mrlab/internal/sim"
+	"github.com/mrlab/mrlab/transport"
+	"github.com/mrlab/mrlab/transport/transporttest"
+)
+
+// TestWaterFill checks max-min water-filling: demands below the fair level
+// are met, the rest split what is left equally, and capacity nobody asked
+// for is offered to everyone.
+func TestWaterFill(t *testing.T) {
+	inf := math.Inf(1)
+	tests := []struct {
+		name    string
+		demands []float64
+		want    []float64
+	}{
+		{"equal, all greedy", []float64{inf, inf, inf, inf}, []float64{25, 25, 25, 25}},
+		{"one small", []float64{10, inf, inf}, []float64{10, 45, 45}},
+		{"two small", []float64{10, 5, inf, inf}, []float64{10, 5, 42.5, 42.5}},
+		{"all satisfied: leftover offered", []float64{10, 20}, []float64{80, 90}},
+		{"single sender", []float64{inf}, []float64{100}},
+		{"just above fair", []float64{30, 30, 30, 30}, []float64{25, 25, 25, 25}},
+	}
+	for _, tc := range tests {
+		a := newAllocator(100, 40*sim.Microsecond)
+		slots := make([]int32, len(tc.demands))
+		for i, d := range tc.demands {
+			slots[i] = a.register()
+			a.observe(slots[i], 0, d)
+		}
+		for i, s := range slots {
+			if got := a.share(s, sim.Microsecond); math.Abs(got-tc.want[i]) > 1e-9 {
+				t.Errorf("%s: sender %d share %v, want %v", tc.name, i, got, tc.want[i])
+			}
+		}
+		if a.active != len(tc.demands) {
+			t.Errorf("%s: %d active, want %d", tc.name, a.active, len(tc.demands))
+		}
+	}
+}
+
+// TestAllocatorActivity: a sender that stops sending drops out after the
+// activity window and the others share its part; unregistering frees the
+// slot; an unchanged demand does not recompute.
+func TestAllocatorActivity(t *testing.T) {
+	a := newAllocator(90, 40*sim.Microsecond)
+	x, y, z := a.register(), a.register(), a.register()
+	for _, s := range []int32{x, y, z} {
+		a.observe(s, 0, 1e12)
+	}
+	if got := a.share(x, 0); got != 30 {
+		t.Fatalf("share %v, want 30", got)
+	}
+	n := a.recomputes
+	a.observe(x, 10, 1e12)
+	a.share(x, 10)
+	if a.recomputes != n {
+		t.Error("an unchanged demand forced a recomputation")
+	}
+	// z goes quiet; x and y keep sending.
+	for now := sim.Time(0); now <= 100*sim.Microsecond; now += 5 * sim.Microsecond {
+		a.observe(x, now, 1e12)
+		a.observe(y, now, 1e12)
+	}
+	if got := a.share(x, 100*sim.Microsecond); got != 45 {
+		t.Errorf("after z went quiet: share %v, want 45", got)
+	}
+	a.unregister(y)
+	a.observe(x, 101*sim.Microsecond, 1e12)
+	if got := a.share(x, 101*sim.Microsecond); got != 90 {
+		t.Errorf("alone: share %v, want 90", got)
+	}
+	if s := a.register(); s != y {
+		t.Errorf("slot %d not reused (got %d)", y, s)
+	}
+}
+
+// TestIncastFairShare: N senders blast WRITEs at one receiver through its
+// one downlink. The receiver's hint gives each C/N within two round trips
+// of its first ACK, the queue drains, and goodput is shared fairly.
+func TestIncastFairShare(t *testing.T) {
+	for _, hints := range []bool{true, false} {
+		r := runIncast(t, 8, !hints)
+		t.Logf("hints %v: settle %v (%.1f base RTTs, %.1f smoothed RTTs at the time), fairness min/max %.3f, goodput %.1f%% of link, queue peak %d B, steady max %d B",
+			hints, r.settle, float64(r.settle)/float64(r.rtt), float64(r.settle)/float64(max(r.srtt, 1)), r.fairness, 100*r.util, r.peakQueue, r.steadyQueue)
+		if !hints {
+			continue
+		}
+		// Counted from the moment the senders start, so the first round
+		// trip (which brings the first hint) is included; the RTT is the
+		// one the senders experienced (their initial windows queue up).
+		if r.settle > 2*r.srtt || r.settle > 5*r.rtt/2 {
+			t.Errorf("hints reached fair share after %v: more than 2 RTTs (smoothed %v, base %v)", r.settle, r.srtt, r.rtt)
+		}
+		if r.fairness < 0.9 {
+			t.Errorf("goodput min/max across senders %.3f, want >= 0.9", r.fairness)
+		}
+		if r.util < 0.85 {
+			t.Errorf("aggregate goodput %.1f%% of the link, want >= 85%%", 100*r.util)
+		}
+		if r.steadyQueue > 64<<10 {
+			t.Errorf("queue still %d bytes after the first burst drained", r.steadyQueue)
+		}
+	}
+}
+
+type incastResult struct {
+	settle, rtt, srtt      sim.Time
+	fairness, util         float64
+	peakQueue, steadyQueue int
+}
+
+func runIncast(t *testing.T, n int, noHint bool) incastResult {
+	const rate = 100e9
+	cfg := transporttest.Config{Seed: 31, LinkRate: rate, ECNThreshold: 64 << 10, QueueBytes: 4 << 20}
+	net := transporttest.New(sim.NewLoop(), cfg)
+	opts := Options{DisableRateHint: noHint}
+	dst := net.AddHost("dst", NewProtocol(opts))
+	registerMem(dst)
+	var conns []*transporttest.Conn
+	for i := 0; i < n; i++ {
+		h := net.AddHost(string(rune('a'+i)), NewProtocol(opts))
+		registerMem(h)
+		c, err := net.Connect(h, dst, sim.Millisecond)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+	}
+	t0 := net.Loop.Now()
+	const size = 1 << 20
+	posted := make([]int, n)
+	var res incastResult
+	fair := rate / 8 * 0.95 / float64(n)
+	var settled bool
+	var peak, steady int
+	start := func() {
+		for i, c := range conns {
+			for posted[i]-len(c.Completions) < 4 {
+				if err := c.PostSend(write(uint64(posted[i]+1), 0, addrRW, addrRW, size)); err != nil {
+					t.Fatal(err)
+				}
+				posted[i]++
+			}
+		}
+	}
+	end := t0 + 2*sim.Millisecond
+	measureFrom := t0 + 300*sim.Microsecond
+	placedAt := make([]uint64, n)
+	for net.Loop.Now() < end {
+		start()
+		net.Loop.RunUntil(net.Loop.Now() + 500*sim.Nanosecond)
+		now := net.Loop.Now()
+		q := net.DownlinkBacklog(dst, 0)
+		peak = max(peak, q)
+		if testing.Verbose() && now-t0 < 200*sim.Microsecond && int(now-t0)%(25*int(sim.Microsecond)) < int(500*sim.Nanosecond) {
+			st := metaConn(conns[0]).Stats()
+			t.Logf("%v: queue %d B, sender 0 in flight %d cap %d hint %.2f Gb/s srtt %v", now-t0, q, st.InFlight, st.InFlightCap, st.RateHint*8/1e9, st.SRTT)
+		}
+		if now > t0+200*sim.Microsecond {
+			steady = max(steady, q)
+		}
+		if !settled && !noHint {
+			ok := true
+			for _, c := range conns {
+				h := metaConn(c).Stats().RateHint
+				ok = ok && math.Abs(h-fair) < 0.05*fair
+			}
+			if ok {
+				settled = true
+				res.settle = now - t0
+				res.srtt = metaConn(conns[0]).Stats().SRTT
+			}
+		}
+		if now >= measureFrom && placedAt[0] == 0 {
+			for i, c := range conns {
+				placedAt[i] = metaConn(c.Remote).Stats().BytesPlaced + 1
+			}
+		}
+	}
+	lo, hi, sum := math.Inf(1), 0.0, 0.0
+	for i, c := range conns {
+		g := float64(metaConn(c.Remote).Stats().BytesPlaced - placedAt[i] + 1)
+		lo, hi, sum = min(lo, g), max(hi, g), sum+g
+	}
+	res.fairness = lo / hi
+	res.util = sum / (end - measureFrom).Seconds() / (rate / 8)
+	res.peakQueue, res.steadyQueue = peak, steady
+	res.rtt = metaConn(conns[0]).Stats().MinRTT
+	if !settled && !noHint {
+		res.settle = sim.Never
+	}
+	if f := metaConn(conns[0]).Stats(); f.Completions == 0 {
+		t.Errorf("no completions: %+v", f)
+	}
+	for _, c := range conns {
+		for _, wc := range c.Completions {
+			if wc.Status != transport.StatusOK {
+				t.Errorf("completion %+v", wc)
+			}
+		}
+	}
+	return res
+}
