@@ -175,6 +175,8 @@ func runIncast(cfg Config) (*Report, error) {
 			c.Note = fmt.Sprintf("missed by %.1f RTTs", v-2)
 		}
 		r.Checks = append(r.Checks, c)
+		r.Notes = append(r.Notes, fmt.Sprintf("MetaRoCE %d-to-1: the bottleneck queue peaked at %s, %.1f base RTTs of line rate to drain; %d queue drops, %d retransmission timeouts",
+			row.Senders, kib(row.PeakQueue), float64(serialize(row.PeakQueue, p.bed.rate))/float64(rtt), row.QueueDrops, row.Timeouts))
 		if row.Errors > 0 || row.Error != "" {
 			r.Notes = append(r.Notes, fmt.Sprintf("MetaRoCE %d-to-1: %d application errors %s", row.Senders, row.Errors, row.Error))
 		}
@@ -194,12 +196,19 @@ func runIncast(cfg Config) (*Report, error) {
 		}
 		fig := figure{file: file, title: fmt.Sprintf("%d-to-1 incast, per-sender delivered rate (%v)", c.n, c.kind),
 			xlabel: "time (base RTTs)", ylabel: "delivered rate (Gb/s)"}
+		// The first rateRTTs base RTTs: where the incast resolves.
+		const rateRTTs = 60
+		k := len(run.rtts)
+		for k > 0 && run.rtts[k-1] > rateRTTs {
+			k--
+		}
+		fig.title += fmt.Sprintf(", first %d RTTs", rateRTTs)
 		for s, rate := range run.rates {
-			fig.lines = append(fig.lines, figLine{name: fmt.Sprintf("sender %d", s+1), x: run.rtts, y: rate})
+			fig.lines = append(fig.lines, figLine{name: fmt.Sprintf("sender %d", s+1), x: run.rtts[:k], y: rate[:k]})
 			r.Series = append(r.Series, Series{Plot: file, Name: fmt.Sprintf("sender %d", s+1), X: run.rtts, Y: rate})
 		}
-		if len(run.rtts) > 0 {
-			fig.lines = append(fig.lines, figLine{name: "fair share", x: []float64{0, run.rtts[len(run.rtts)-1]}, y: []float64{run.fair, run.fair}, dashed: true, color: -1})
+		if k > 0 {
+			fig.lines = append(fig.lines, figLine{name: "fair share", x: []float64{0, run.rtts[k-1]}, y: []float64{run.fair, run.fair}, dashed: true, color: -1})
 		}
 		r.plots = append(r.plots, fig)
 	}
@@ -288,6 +297,9 @@ func incastOne(p incastParams, n int, kind transport.Kind) (incastRun, error) {
 	}
 	m := len(tr.times)
 	half := tr.index(t0 + p.duration/2)
+	if half >= m-1 {
+		half = m / 2 // the run ended early (failed): use what was sampled
+	}
 	agg := make([]uint64, m)
 	for _, c := range cum {
 		for i := range agg {

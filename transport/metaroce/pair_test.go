@@ -67,10 +67,16 @@ func (r *pktRing) push(n int, at sim.Time, port int) {
 
 // newPair connects two engines with opts; ports ports per NIC at rate bits/s.
 func newPair(opts Options, ports int, rate float64, mtu int) *pair {
+	return newPairRing(opts, ports, rate, mtu, 4096)
+}
+
+// newPairRing is newPair with a wire holding at most ring packets per
+// direction.
+func newPairRing(opts Options, ports int, rate float64, mtu, ring int) *pair {
 	p := &pair{delay: 2 * sim.Microsecond, rate: rate / 8}
 	for i := range p.ends {
 		e := &pairEnd{proto: NewProtocol(opts), mem: newTestMemory(i), portFree: make([]sim.Time, ports)}
-		e.q = newPktRing(4096, mtu)
+		e.q = newPktRing(ring, mtu)
 		p.ends[i] = e
 	}
 	for i, e := range p.ends {
@@ -216,4 +222,29 @@ func (p *pair) pump(n, depth, size int) {
 			panic("pair: stalled")
 		}
 	}
+}
+
+// pumpFor is pump bounded by a number of steps and a virtual-time limit; it
+// reports whether n data packets went out.
+func (p *pair) pumpFor(n, depth, size, steps int, limit sim.Time) bool {
+	target := p.dataPackets + n
+	end := p.now + limit
+	a := p.ends[0]
+	for i := 0; p.dataPackets < target; i++ {
+		if i > steps || p.now > end || a.conn.State() != transport.StateEstablished {
+			return false
+		}
+		for p.posted-a.done < depth {
+			p.wr = transport.WorkRequest{ID: uint64(p.posted + 1), Op: transport.OpWrite, RemoteAddr: addrRW, RKey: keyRW, NumSGE: 1}
+			p.wr.SGL[0] = transport.SGE{Addr: addrRW, Len: uint32(size), LKey: keyRW}
+			if err := a.conn.PostSend(p.now, &p.wr); err != nil {
+				return false
+			}
+			p.posted++
+		}
+		if !p.step() {
+			return false
+		}
+	}
+	return true
 }

@@ -125,9 +125,7 @@ func (p *sndPath) plane(ports int) int { return int(p.id) % ports }
 func (p *sndPath) entry(psn uint32) *sbEntry { return &p.sb[psn&uint32(len(p.sb)-1)] }
 
 // outstanding reports whether PSN psn is in [una, nxt).
-func (p *sndPath) outstanding(psn uint32) bool {
-	return wire.Seq(p.una).BeforeEq(wire.Seq(psn)) && wire.Seq(psn).Before(wire.Seq(p.nxt))
-}
+func (p *sndPath) outstanding(psn uint32) bool { return psn-p.una < p.nxt-p.una }
 
 // room reports whether the path may send one more PSN.
 func (p *sndPath) room() bool { return p.nxt-p.una < maxPathWindow }

@@ -333,17 +333,17 @@ func (c *Conn) openRcvMsg(msn uint32) *rcvMsg {
 // receive posted yet the packet is refused with an RNR NAK.
 func (c *Conn) bindRecv(d wire.Data, pid int, msn uint32, r *rcvMsg, rx transport.RxMeta) consumeResult {
 	t := r.token
-	if !wire.Seq(t).Before(wire.Seq(c.r.rqNext)) {
+	if t-c.r.rqBase >= uint32(c.opts.RecvQueue) {
+		c.st.dropMalformed++ // consumed long ago, or beyond any receive queue
+		return consumedDrop
+	}
+	if t-c.r.rqBase >= c.r.rqNext-c.r.rqBase {
 		c.st.rnrNaksSent++
 		if c.cfg.Trace != nil {
 			c.tracef("RNR: msn %d wants receive %d, %d posted", msn, t, c.r.rqNext)
 		}
 		c.queueNak(d, pid, wire.NakRNR, rx)
 		return consumedNak
-	}
-	if wire.Seq(t).Before(wire.Seq(c.r.rqBase)) || int(t-c.r.rqBase) >= len(c.r.rq) {
-		c.st.dropMalformed++
-		return consumedDrop
 	}
 	pr := c.recv(t)
 	if pr.bound && pr.msn != msn {
@@ -541,7 +541,7 @@ func (c *Conn) notePeerBase(b uint32) {
 // completed: nothing of theirs can arrive any more except duplicates,
 // which the DSN window catches.
 func (c *Conn) forgetRcv() {
-	for c.r.msnBase != c.r.peerBase {
+	for c.r.msnBase != c.r.peerBase && len(c.r.msgs) > 0 {
 		r := c.rmsg(c.r.msnBase)
 		if !r.released {
 			return

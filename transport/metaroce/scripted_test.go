@@ -256,3 +256,35 @@ func TestPlaneFailure(t *testing.T) {
 		t.Errorf("goodput after the failure %.1f Gb/s, want at least 60%% of 3/4 of %.1f Gb/s", rateAfter*8/1e9, rateBefore*8/1e9)
 	}
 }
+
+// TestLossyRouteRepath: path 4's first route drops every other packet (a
+// bad link, not a dead one). Losses — not timeouts — move the path to a
+// new entropy; the other paths, which lose nothing, stay where they are.
+func TestLossyRouteRepath(t *testing.T) {
+	var badPort uint16
+	n := 0
+	l, _ := scripted(t, transporttest.Config{Seed: 6}, Options{}, func(p *transporttest.Packet, d sentPkt, isData bool) transporttest.Verdict {
+		if isData && d.Path == 4 && badPort == 0 {
+			badPort = p.Meta.SrcPort
+		}
+		if p.Meta.SrcPort == badPort && badPort != 0 && p.From.Name == "a" {
+			if n++; n%2 == 0 {
+				return transporttest.Drop
+			}
+		}
+		return transporttest.Pass
+	})
+	mc := metaConn(l.ca)
+	ps := mc.PathStats(4)
+	if ps.EntropyChanges == 0 || ps.Entropy == badPort {
+		t.Fatalf("path 4 stayed on its lossy route: %+v", ps)
+	}
+	if got := l.tr.Grep("path 4 entropy"); len(got) == 0 || !strings.Contains(got[0], "after losses") {
+		t.Errorf("path 4's move is not traced as loss-driven: %q", got)
+	}
+	for i := 0; i < mc.Paths(); i++ {
+		if i != 4 && mc.PathStats(i).EntropyChanges != 0 {
+			t.Errorf("path %d moved too: %+v", i, mc.PathStats(i))
+		}
+	}
+}

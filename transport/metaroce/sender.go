@@ -51,6 +51,10 @@ type sndState struct {
 	blockedSize  []int
 	roomEpoch    uint64
 
+	// lossSent and lossLost are the connection's packets and losses,
+	// halved every lossHalfLife packets: its recent loss rate.
+	lossSent, lossLost float64
+
 	inflight int      // payload bytes outstanding on all paths
 	unsent   int64    // payload bytes not yet cut into chunks
 	hint     float64  // receiver's fair share for us, bytes/s; 0 = none
@@ -141,9 +145,7 @@ type sink struct {
 func (c *Conn) msg(msn uint32) *sndMsg { return &c.s.msgs[msn&uint32(len(c.s.msgs)-1)] }
 
 // msgOpen reports whether msn is posted and not yet forgotten.
-func (c *Conn) msgOpen(msn uint32) bool {
-	return wire.Seq(c.s.msnBase).BeforeEq(wire.Seq(msn)) && wire.Seq(msn).Before(wire.Seq(c.s.msnNext))
-}
+func (c *Conn) msgOpen(msn uint32) bool { return msn-c.s.msnBase < c.s.msnNext-c.s.msnBase }
 
 func (c *Conn) chunk(dsn uint32) *chunk { return &c.s.chunks[dsn&uint32(len(c.s.chunks)-1)] }
 
@@ -606,6 +608,10 @@ func (c *Conn) sendChunk(p *sndPath, dsn uint32, b []byte) int {
 	p.st.packets++
 	p.st.bytes += uint64(n)
 	c.st.dataPackets++
+	if c.s.lossSent++; c.s.lossSent > lossHalfLife {
+		c.s.lossSent /= 2
+		c.s.lossLost /= 2
+	}
 	if ch.tx > 1 {
 		p.st.retransmits++
 	}
@@ -956,10 +962,21 @@ func (c *Conn) detectLoss(p *sndPath) {
 		p.lossBase, p.losses = p.nxt, 0
 	}
 	p.losses += newLosses
+	c.s.lossLost += float64(newLosses)
+	// Repath only a path that loses clearly more than the connection as a
+	// whole: under loss spread evenly over every route, moving cannot
+	// help and would only re-send what the path has in flight.
 	if p.losses >= c.opts.LossesBeforeRepath && p.state == PathActive && c.otherActivePath(p) {
-		c.repath(p, whyLosses, true)
+		window := float64(min(int(p.nxt-p.lossBase), c.opts.LossWindow))
+		if float64(p.losses)/max(window, 1) > 2*c.s.lossLost/max(c.s.lossSent, 1) {
+			c.repath(p, whyLosses, true)
+		}
 	}
 }
+
+// lossHalfLife is how many packets the connection's loss rate averages
+// over (roughly).
+const lossHalfLife = 4096
 
 // markLost takes an entry out of flight and queues it to be sent again.
 func (c *Conn) markLost(p *sndPath, e *sbEntry) {
