@@ -81,6 +81,7 @@ func permMetaRoCE(b *testing.B) (uint64, time.Duration, uint64, error) {
 		runtime.ReadMemStats(&ms)
 		peak = max(peak, ms.HeapAlloc)
 	})
+	fired0 := tb.loop.Fired()
 	start := time.Now()
 	res, err := workload.Run(tb.cl, workload.Spec{
 		Name: workload.Permutation, Transport: transport.MetaRoCE, Size: permFlow, Iterations: 1, QueueDepth: 1,
@@ -103,6 +104,7 @@ func permMetaRoCE(b *testing.B) (uint64, time.Duration, uint64, error) {
 		}
 	}
 	runtime.ReadMemStats(&ms)
+	fmt.Printf("DEBUG events %d (%.1f/pkt) simtime %v pool %d\n", tb.loop.Fired()-fired0, float64(tb.loop.Fired()-fired0)/float64(pkts), tb.loop.Now(), tb.pool.Allocated())
 	return pkts, wall, max(peak, ms.HeapAlloc), nil
 }
 

@@ -114,7 +114,7 @@ func runCollectives(cfg Config) (*Report, error) {
 		fmt.Sprintf("all-reduce: ring (reduce-scatter then all-gather, 2(N-1) WRITE_IMM steps) over a %s vector; all-to-all: each host sends %s in total, %s to every other host; %d operations each, timed one after another",
 			sizeString(p.allreduce), sizeString(p.alltoall), sizeString(p.alltoall/p.bed.hosts()), p.ops),
 		"loss: random loss on every link direction (data and ACKs)",
-		fmt.Sprintf("connections: MetaRoCE one per host pair (its paths spread over every plane); RoCEv2 %d queue pair per host pair, each on one plane (QPN mod planes)", p.rocev2Conns),
+		fmt.Sprintf("connections: MetaRoCE one per host pair (its paths spread over every plane); RoCEv2 %d queue pair per host pair, each on one plane (chosen at random per queue pair)", p.rocev2Conns),
 		rocev2Timeout,
 		"sizes scaled down from the seeds' RCCL runs (collective sizes of MiB, not GiB) to keep each run within a minute",
 	}

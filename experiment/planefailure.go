@@ -113,7 +113,7 @@ func runPlaneFailure(cfg Config) (*Report, error) {
 		fmt.Sprintf("workload: permutation, every host WRITEs %s messages (%d in flight) to one other host for %v; plane %d (every link in it) fails %v after the workload starts; the fabric notices after %v (switches black-hole until then)",
 			sizeString(p.size), p.qd, p.duration, p.plane, p.fail, p.bed.detect),
 		fmt.Sprintf("throughput: IPv4 bytes of data packets arriving at the receivers, sampled every %v (%.1f base RTTs)", p.sample, float64(p.sample)/float64(rtt)),
-		"RoCEv2 runs for comparison: a queue pair uses one plane (QPN mod planes); " + rocev2Timeout,
+		"RoCEv2 runs for comparison: a queue pair uses one plane (chosen at random per queue pair); " + rocev2Timeout,
 	}
 	if cfg.Scale != Full {
 		r.Setup = append(r.Setup, fmt.Sprintf("scaled down (%s scale): fewer hosts, shorter run", cfg.Scale))

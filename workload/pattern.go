@@ -22,9 +22,22 @@ func msgSeed(seed uint64, flow int, msg int64) uint64 {
 	return mix64(seed ^ mix64(uint64(flow)<<40^uint64(msg)+1))
 }
 
-// fill writes the pattern named by seed into b.
+// fill writes the pattern named by seed into b. It writes four words per
+// step with one bounds check (a 2 MB message is filled at memory speed, not
+// at one dependent add per word).
 func fill(b []byte, seed uint64) {
 	v := mix64(seed)
+	s1 := uint64(patternStep)
+	s2, s3, s4 := 2*s1, 3*s1, 4*s1 // wrap mod 2^64, as the sequence does
+	for len(b) >= 32 {
+		_ = b[31]
+		binary.LittleEndian.PutUint64(b[0:], v)
+		binary.LittleEndian.PutUint64(b[8:], v+s1)
+		binary.LittleEndian.PutUint64(b[16:], v+s2)
+		binary.LittleEndian.PutUint64(b[24:], v+s3)
+		v += s4
+		b = b[32:]
+	}
 	for len(b) >= 8 {
 		binary.LittleEndian.PutUint64(b, v)
 		v += patternStep
@@ -35,9 +48,31 @@ func fill(b []byte, seed uint64) {
 	copy(b, t[:])
 }
 
-// matches reports whether b holds the pattern named by seed.
+// matches reports whether b holds the pattern named by seed. It ORs the
+// differences of a 4 KiB block together and tests once per block, so the
+// inner loop has no data-dependent branch.
 func matches(b []byte, seed uint64) bool {
 	v := mix64(seed)
+	s1 := uint64(patternStep)
+	s2, s3, s4 := 2*s1, 3*s1, 4*s1
+	for len(b) >= 32 {
+		var diff uint64
+		k := min(len(b), 4096) &^ 31
+		blk := b[:k]
+		for len(blk) >= 32 {
+			_ = blk[31]
+			diff |= binary.LittleEndian.Uint64(blk[0:]) ^ v
+			diff |= binary.LittleEndian.Uint64(blk[8:]) ^ (v + s1)
+			diff |= binary.LittleEndian.Uint64(blk[16:]) ^ (v + s2)
+			diff |= binary.LittleEndian.Uint64(blk[24:]) ^ (v + s3)
+			v += s4
+			blk = blk[32:]
+		}
+		if diff != 0 {
+			return false
+		}
+		b = b[k:]
+	}
 	for len(b) >= 8 {
 		if binary.LittleEndian.Uint64(b) != v {
 			return false

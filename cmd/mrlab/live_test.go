@@ -90,6 +90,18 @@ func TestUpBadLabFile(t *testing.T) {
 	if code, _, stderr := mrlab("up", "--run-dir", t.TempDir(), "--max-rate", "fast", "leafspine"); code != 2 {
 		t.Errorf("up --max-rate fast: code %d (want 2), %s", code, stderr)
 	}
+	// The metrics endpoint is loopback only; checked before root is.
+	for _, tc := range [][]string{
+		{"--metrics", "0.0.0.0:9464", "loopback"},
+		{"--metrics", "localhost:9464", "loopback"},
+		{"--metrics", "127.0.0.1", "missing port"},
+		{"--telemetry-interval", "1ms", "at least 10ms"},
+	} {
+		code, _, stderr := mrlab("up", "--run-dir", t.TempDir(), tc[0], tc[1], "leafspine")
+		if code != 2 || !strings.Contains(stderr, tc[2]) {
+			t.Errorf("up %s %s: code %d (want 2), %q (want %q)", tc[0], tc[1], code, stderr, tc[2])
+		}
+	}
 }
 
 // TestClientCommandsAgainstARunningLab drives status, fault, exec and down
@@ -364,9 +376,20 @@ func TestLiveCLI(t *testing.T) {
 		code, out := sh("perf", "--from", "h0", "--to", "h2", "--duration", "1500ms")
 		perfed <- fmt.Sprintf("code %d\n%s", code, out)
 	}()
-	time.Sleep(800 * time.Millisecond)
-	if code, out := sh("top", "--once"); code != 0 || !strings.Contains(squash(out), "h0 h2 1 metaroce") {
-		t.Errorf("top --once during perf: code %d\n%s", code, out)
+	// top during the run (retried: the connection shows from the first
+	// telemetry sample after it is established).
+	var top string
+	for deadline := time.Now().Add(1300 * time.Millisecond); ; time.Sleep(150 * time.Millisecond) {
+		code, out := sh("top", "--once")
+		if code != 0 {
+			t.Fatalf("top --once: code %d\n%s", code, out)
+		}
+		if top = squash(out); strings.Contains(top, "h0 h2 1 metaroce") || time.Now().After(deadline) {
+			break
+		}
+	}
+	if !strings.Contains(top, "h0 h2 1 metaroce") {
+		t.Errorf("top --once during perf lacks the connection:\n%s", top)
 	}
 	if out := <-perfed; !strings.HasPrefix(out, "code 0") {
 		t.Errorf("perf: %s", out)

@@ -40,18 +40,37 @@ type Scheduler interface {
 
 // Loop is a discrete-event scheduler with a virtual clock. It is not safe for
 // concurrent use: one goroutine owns it (that is the point).
+//
+// The timer queue is a 4-ary min-heap of (time, seq, timer) entries with
+// the keys stored inline: comparisons read only the contiguous heap array,
+// never the timers themselves (which live scattered in packet buffers and
+// connections), and a 4-ary heap is half as deep as a binary one. A moved
+// entry writes its new position into its timer, so Disarm and re-Arm stay
+// O(log n) without a search.
 type Loop struct {
 	now     Time
 	seq     uint64
-	heap    []*Timer
+	heap    []heapEntry
 	fired   uint64
 	stopped bool
+}
+
+// heapEntry is one armed timer in the heap, with a copy of its key.
+type heapEntry struct {
+	at  Time
+	seq uint64
+	t   *Timer
+}
+
+// before orders entries by time, then by arming order.
+func (e *heapEntry) before(o *heapEntry) bool {
+	return e.at < o.at || (e.at == o.at && e.seq < o.seq)
 }
 
 var _ Scheduler = (*Loop)(nil)
 
 // NewLoop returns a loop at time 0.
-func NewLoop() *Loop { return &Loop{heap: make([]*Timer, 0, 1024)} }
+func NewLoop() *Loop { return &Loop{heap: make([]heapEntry, 0, 1024)} }
 
 // Now returns the current virtual time.
 func (l *Loop) Now() Time { return l.now }
@@ -69,17 +88,21 @@ func (l *Loop) Arm(t *Timer, at Time) {
 		at = l.now
 	}
 	l.seq++
+	t.at, t.seq = at, l.seq
 	if t.idx != 0 {
-		t.at, t.seq = at, l.seq
 		i := t.idx - 1
-		if !l.up(i) {
+		e := &l.heap[i]
+		// seq only grows, so an equal time is a later key too.
+		later := at >= e.at
+		e.at, e.seq = at, l.seq
+		if later {
 			l.down(i)
+		} else {
+			l.up(i)
 		}
 		return
 	}
-	t.at, t.seq = at, l.seq
-	l.heap = append(l.heap, t)
-	t.idx = len(l.heap)
+	l.heap = append(l.heap, heapEntry{at: at, seq: l.seq, t: t})
 	l.up(len(l.heap) - 1)
 }
 
@@ -91,16 +114,25 @@ func (l *Loop) Disarm(t *Timer) {
 	if t.idx == 0 {
 		return
 	}
-	i := t.idx - 1
-	last := len(l.heap) - 1
+	l.remove(t.idx - 1)
+}
+
+// remove takes the entry at heap index i out of the heap.
+func (l *Loop) remove(i int) {
+	h := l.heap
+	h[i].t.idx = 0
+	last := len(h) - 1
 	if i != last {
-		l.swap(i, last)
+		h[i] = h[last]
 	}
-	l.heap[last] = nil
-	l.heap = l.heap[:last]
-	t.idx = 0
+	h[last] = heapEntry{}
+	l.heap = h[:last]
 	if i != last {
-		if !l.up(i) {
+		// The moved entry came from a leaf: it can only need to go down,
+		// unless it came from another subtree with an earlier key.
+		if i > 0 && l.heap[i].before(&l.heap[(i-1)/4]) {
+			l.up(i)
+		} else {
 			l.down(i)
 		}
 	}
@@ -129,8 +161,8 @@ func (l *Loop) Step() bool {
 	if len(l.heap) == 0 {
 		return false
 	}
-	t := l.heap[0]
-	l.Disarm(t)
+	t := l.heap[0].t
+	l.remove(0)
 	l.now = t.at
 	l.fired++
 	t.fn(l.now, t.arg)
@@ -167,46 +199,48 @@ func (l *Loop) AdvanceTo(t Time) {
 	}
 }
 
-func (l *Loop) less(i, j int) bool {
-	a, b := l.heap[i], l.heap[j]
-	return a.at < b.at || (a.at == b.at && a.seq < b.seq)
-}
-
-func (l *Loop) swap(i, j int) {
+// up moves the entry at i towards the root until its parent is earlier,
+// shifting parents down into the hole instead of swapping.
+func (l *Loop) up(i int) {
 	h := l.heap
-	h[i], h[j] = h[j], h[i]
-	h[i].idx = i + 1
-	h[j].idx = j + 1
-}
-
-func (l *Loop) up(i int) bool {
-	moved := false
+	e := h[i]
 	for i > 0 {
-		p := (i - 1) / 2
-		if !l.less(i, p) {
+		p := (i - 1) / 4
+		if !e.before(&h[p]) {
 			break
 		}
-		l.swap(i, p)
+		h[i] = h[p]
+		h[i].t.idx = i + 1
 		i = p
-		moved = true
 	}
-	return moved
+	h[i] = e
+	e.t.idx = i + 1
 }
 
+// down moves the entry at i towards the leaves until no child is earlier.
 func (l *Loop) down(i int) {
-	n := len(l.heap)
+	h := l.heap
+	n := len(h)
+	e := h[i]
 	for {
-		c := 2*i + 1
+		c := 4*i + 1
 		if c >= n {
-			return
+			break
 		}
-		if r := c + 1; r < n && l.less(r, c) {
-			c = r
+		m := c
+		end := min(c+4, n)
+		for k := c + 1; k < end; k++ {
+			if h[k].before(&h[m]) {
+				m = k
+			}
 		}
-		if !l.less(c, i) {
-			return
+		if !h[m].before(&e) {
+			break
 		}
-		l.swap(i, c)
-		i = c
+		h[i] = h[m]
+		h[i].t.idx = i + 1
+		i = m
 	}
+	h[i] = e
+	e.t.idx = i + 1
 }

@@ -326,7 +326,11 @@ func (l *Lab) teardown() error {
 	for _, srv := range []*http.Server{l.srv, l.msrv} {
 		if srv != nil {
 			sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			srv.Shutdown(sctx)
+			if srv.Shutdown(sctx) != nil {
+				// A stream opened after the closers ran (a capture or
+				// trace reader racing the teardown): cut it off.
+				srv.Close()
+			}
 			cancel()
 		}
 	}

@@ -847,13 +847,15 @@ func (c *Conn) onAck(a wire.Ack) {
 		return
 	}
 	cum := a.PSN()
-	if wire.Seq(cum).After(wire.Seq(p.nxt)) {
+	// cum is in [una, nxt], or a little before una (an older ACK overtaken
+	// by a newer one); anything else is not an ACK of this path.
+	if cum-p.una > p.nxt-p.una && p.una-cum > 4*maxPathWindow {
 		c.st.dropMalformed++
 		return
 	}
 	c.noteHint(a.RateHint())
 	pkts, bytes := 0, 0
-	for psn := p.una; wire.Seq(psn).Before(wire.Seq(cum)); psn++ {
+	for psn := p.una; psn != cum && p.outstanding(psn); psn++ {
 		k, n := c.ackEntry(p, psn)
 		pkts += k
 		bytes += n
