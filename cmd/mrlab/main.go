@@ -155,7 +155,9 @@ func cmdArgs(c *cli.Context) ([]string, error) {
 		default:
 			return nil, usagef("%s: flag needs an argument: %s", c.Command.Name, a)
 		}
-		if err := c.Set(name, value); err != nil {
+		// Set under the flag's first name: urfave/cli reads a flag set
+		// through an alias only under that alias.
+		if err := c.Set(f.Names()[0], value); err != nil {
 			return nil, usagef("%s: invalid value %q for flag %s: %v", c.Command.Name, value, a, err)
 		}
 	}

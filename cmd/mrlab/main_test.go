@@ -118,7 +118,7 @@ func TestLabList(t *testing.T) {
 // simJSON runs a short sim and decodes its JSON.
 func simJSON(t *testing.T, args ...string) map[string]any {
 	t.Helper()
-	code, out, errs := runCLI(t, append([]string{"sim", "--json", "--duration", "200us"}, args...)...)
+	code, out, errs := runCLI(t, append([]string{"sim", "--workload", "udp", "--json", "--duration", "200us"}, args...)...)
 	if code != 0 {
 		t.Fatalf("sim %v: exit %d: %s", args, code, errs)
 	}
@@ -239,9 +239,12 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"sim", "--bogus"}, 2, "flag provided but not defined"},
 		{[]string{"sim", "b2b", "--bogus"}, 2, "flag provided but not defined: --bogus"},
 		{[]string{"sim", "--duration", "ten"}, 2, `--duration "ten"`},
-		{[]string{"sim", "--workload", "nosuch"}, 2, `--workload "nosuch": want one of udp`},
-		{[]string{"sim", "--transport", "rocev2"}, 2, "workload udp sends plain UDP"},
-		{[]string{"sim", "--load", "2"}, 2, "--load 2"},
+		{[]string{"sim", "--workload", "nosuch"}, 2, `--workload "nosuch": want one of compare, write_bw`},
+		{[]string{"sim", "--workload", "udp", "--transport", "rocev2"}, 2, "workload udp sends plain UDP"},
+		{[]string{"sim", "--workload", "udp", "--load", "2"}, 2, "--load 2"},
+		{[]string{"sim", "--transport", "tcp"}, 2, "unknown transport tcp"},
+		{[]string{"sim", "--capture", "h0"}, 2, "follow one run"},
+		{[]string{"sim", "--workload", "write_bw", "--timeout", "soon"}, 2, `--timeout "soon"`},
 		{[]string{"sim", "a", "b"}, 2, "want at most one lab, got 2"},
 		{[]string{"lab", "validate"}, 2, "want one or more lab files"},
 		{[]string{"sim", "nosuchlab"}, 1, `"nosuchlab" is neither a lab file nor a built-in lab`},

@@ -127,7 +127,7 @@ func rdmaAction(c *cli.Context, lab *labs.Lab, name string) error {
 	// there is exactly one.
 	var obs *simObserver
 	var loop *sim.Loop
-	var hash *fabric.TraceHash
+	var hashes []*fabric.TraceHash // one per run, in the order of the runs
 	build := func() (*workload.Cluster, error) {
 		loop = sim.NewLoop()
 		pool := packet.NewPool()
@@ -137,8 +137,9 @@ func rdmaAction(c *cli.Context, lab *labs.Lab, name string) error {
 		}
 		var extra fabric.Observer
 		if c.Bool("trace-hash") {
-			hash = fabric.NewTraceHash()
-			extra = hash
+			h := fabric.NewTraceHash()
+			hashes = append(hashes, h)
+			extra = h
 		}
 		if obs, err = openSimObserver(c, loop, net, extra); err != nil {
 			return nil, err
@@ -183,17 +184,22 @@ func rdmaAction(c *cli.Context, lab *labs.Lab, name string) error {
 			runErr = err
 		}
 	}
-	if hash != nil {
-		extra.Fact("trace_hash", "trace hash", fmt.Sprintf("%016x", hash.Sum()))
-		extra.Fact("trace_events", "trace events", hash.Events())
+	// Trace hashes per run: a run's hash is its packet trace's fingerprint.
+	traceHashes := map[string]string{}
+	for i, h := range hashes {
+		if i < len(results) {
+			traceHashes[results[i].Transport] = fmt.Sprintf("%016x", h.Sum())
+			extra.Fact("trace_hash_"+results[i].Transport, "trace hash "+results[i].Transport,
+				fmt.Sprintf("%016x (%d events)", h.Sum(), h.Events()))
+		}
 	}
 	if len(results) > 0 {
 		var werr error
 		switch {
-		case c.Bool("json") && len(results) == 1:
-			werr = workload.WriteJSON(c.App.Writer, results[0])
 		case c.Bool("json"):
-			werr = workload.WriteJSON(c.App.Writer, results)
+			// One JSON object, whatever the number of runs.
+			werr = workload.WriteJSON(c.App.Writer, simResults{Workload: name, Lab: lab.Name, Seed: lab.Seed,
+				Results: results, TraceHashes: traceHashes})
 		case len(results) == 1:
 			werr = workload.WriteText(c.App.Writer, results[0])
 		default:
@@ -222,10 +228,20 @@ func rdmaAction(c *cli.Context, lab *labs.Lab, name string) error {
 
 // observing reports whether any flag asks to see inside the run.
 func observing(c *cli.Context) bool {
-	for _, f := range []string{"capture", "telemetry", "plot-dir", "trace", "trace-hash"} {
+	for _, f := range []string{"capture", "telemetry", "plot-dir", "trace"} {
 		if c.IsSet(f) {
 			return true
 		}
 	}
 	return false
+}
+
+// simResults is `mrlab sim --json` for the RDMA workloads: one object with
+// a result per transport run.
+type simResults struct {
+	Workload    string             `json:"workload"`
+	Lab         string             `json:"lab"`
+	Seed        uint64             `json:"seed"`
+	Results     []*workload.Result `json:"results"`
+	TraceHashes map[string]string  `json:"trace_hashes,omitempty"`
 }
