@@ -98,6 +98,7 @@ func (n *Network) Counters() Snapshot {
 }
 
 func (p *Port) linkCounters(now, start sim.Time) LinkCounters {
+	p.settle()
 	area := p.qArea
 	if now > p.qLast {
 		area += float64(p.qBytes) * float64(now-p.qLast)

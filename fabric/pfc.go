@@ -85,7 +85,8 @@ func (n *Network) EnablePFC(c PFCConfig) error {
 		return err
 	}
 	for _, p := range n.ports {
-		if p.inService != nil || p.qLen > 0 {
+		p.settle()
+		if p.inService != nil || p.qLen > 0 || p.dLen > 0 {
 			return fmt.Errorf("pfc: %s is carrying packets: enable PFC before traffic starts", p.name)
 		}
 	}

@@ -121,6 +121,16 @@ type Port struct {
 	// in (in Hop) and is lost if the link failed since.
 	epoch int
 
+	// The one-event-per-hop model (every port without PFC; see
+	// enqueueFast): the packets whose serialization is scheduled and not
+	// yet known to be over, oldest first, in a ring popped lazily. The
+	// head is being serialized, the rest wait (qBytes counts them).
+	deps               []departure
+	dHead              int
+	dLen               int
+	nSeen              int       // ring entries (from the head) whose EvTransmit was observed
+	idleTimer          sim.Timer // fires when the line frees up, for onIdle
+	obsTimer           sim.Timer // fires at the next unobserved serialization start
 	onIdle             func(now sim.Time)
 	txDoneFn, arriveFn sim.Func
 	// pfc is the direction's PFC state; nil when PFC is off (pfc.go).
@@ -133,6 +143,20 @@ type Port struct {
 	sentPkts, sentBytes, rcvPkts, rcvBy uint64
 }
 
+// departure is one packet on the fast path's line: when its serialization
+// starts and ends (picoseconds), its length and the packet. The packet
+// pointer is only followed while the serialization has not ended (the
+// packet cannot have arrived yet).
+type departure struct {
+	startPs, endPs int64
+	n              int
+	b              *packet.Buffer
+}
+
+// corruptFlag in b.Hop marks a packet to be corrupted on arrival; the rest
+// of Hop is the link epoch it was sent in.
+const corruptFlag = 1
+
 // dirCounts are a link direction's counters.
 type dirCounts struct {
 	txPkts, txBytes, rxPkts, rxBytes uint64
@@ -144,6 +168,9 @@ func (p *Port) init() {
 	p.txDoneFn = func(now sim.Time, arg any) { p.txDone(now, arg.(*packet.Buffer)) }
 	p.arriveFn = func(now sim.Time, arg any) { p.arrive(now, arg.(*packet.Buffer)) }
 	p.queue = make([]*packet.Buffer, 64)
+	p.deps = make([]departure, 64)
+	p.idleTimer.Init(func(now sim.Time, _ any) { p.idleFired(now) }, nil)
+	p.obsTimer.Init(func(now sim.Time, _ any) { p.observeStarts(now) }, nil)
 	p.setImpairment(p.params.Impair)
 	p.setECN(p.params.ECN)
 }
@@ -176,11 +203,23 @@ func (p *Port) Delay() sim.Time { return p.params.Delay }
 
 // Idle reports whether the outgoing direction is neither serializing nor
 // holding queued packets.
-func (p *Port) Idle() bool { return p.inService == nil && !p.pfcHeld() }
+//
+// Without PFC the port counts as idle from the nanosecond in which the
+// last scheduled bit leaves, as it always has: a sender that sends then
+// continues exactly where the line frees up.
+func (p *Port) Idle() bool {
+	if p.pfc == nil {
+		return p.busyPs < (int64(p.net.s.Now())+1)*1000
+	}
+	return p.inService == nil && !p.pfcHeld()
+}
 
 // QueueBytes returns the bytes waiting in the outgoing queue (not counting
 // the packet being serialized).
-func (p *Port) QueueBytes() int { return p.qBytes }
+func (p *Port) QueueBytes() int {
+	p.settle()
+	return p.qBytes
+}
 
 // SetOnIdle sets fn to be called each time the outgoing direction becomes
 // idle (the last queued packet finished serializing, or a link-down flushed
@@ -214,6 +253,13 @@ func (p *Port) enqueue(now sim.Time, b *packet.Buffer, atPs int64) {
 		p.drop(now, b, DropImpairment)
 		return
 	}
+	if p.pfc == nil {
+		p.enqueueFast(now, b, atPs)
+		return
+	}
+	// PFC: the staged model, one event per serialization and one per
+	// arrival, so a pause can hold the queue.
+	//
 	// A serialization that ended before this packet arrived, whose timer
 	// has not fired yet in this nanosecond, is over: finish it first so
 	// the packet sees the queue the wire would show.
@@ -326,7 +372,7 @@ func (p *Port) finishTx(now sim.Time, b *packet.Buffer, notify bool) {
 	if p.deliverImpaired {
 		p.impairDelivery(now, b, atPs)
 	} else {
-		p.schedule(b, atPs)
+		p.schedule(b, atPs, false)
 	}
 	if p.qLen > 0 {
 		if p.pfcHeld() {
@@ -346,8 +392,11 @@ func (p *Port) finishTx(now sim.Time, b *packet.Buffer, notify bool) {
 // schedule delivers b to the far end at atPs (picoseconds): the event fires
 // in the nanosecond after, and b.Stamp keeps the exact time for the next
 // hop's serializer.
-func (p *Port) schedule(b *packet.Buffer, atPs int64) {
-	b.Hop = p.epoch
+func (p *Port) schedule(b *packet.Buffer, atPs int64, corrupt bool) {
+	b.Hop = p.epoch << 1
+	if corrupt {
+		b.Hop |= corruptFlag
+	}
 	b.Stamp = sim.Time(atPs)
 	b.Timer.Init(p.arriveFn, b)
 	p.net.s.Arm(&b.Timer, sim.Time((atPs+999)/1000))
@@ -360,16 +409,12 @@ func (p *Port) impairDelivery(now sim.Time, b *packet.Buffer, atPs int64) {
 		if o := p.net.obs; o != nil {
 			o.Observe(now, EvDuplicate, Point{Link: p.idx}, c, DropNone)
 		}
-		p.schedule(c, atPs+int64(p.extraDelay())*1000)
+		p.schedule(c, atPs+int64(p.extraDelay())*1000, false)
 	}
-	if p.corruptOn && p.rng.Float64() < p.imp.Corrupt {
-		flipBit(b.Data(), p.rng)
-		p.c.corrupts++
-		if o := p.net.obs; o != nil {
-			o.Observe(now, EvCorrupt, Point{Link: p.idx}, b, DropNone)
-		}
-	}
-	p.schedule(b, atPs+int64(p.extraDelay())*1000)
+	// The bit flips on the wire: decided now, done when the packet
+	// arrives (so a capture of the sending side shows it intact).
+	corrupt := p.corruptOn && p.rng.Float64() < p.imp.Corrupt
+	p.schedule(b, atPs+int64(p.extraDelay())*1000, corrupt)
 }
 
 // flipBit flips one random bit after the IPv4 header (anywhere if the
@@ -432,10 +477,23 @@ func pareto(r *rand.Rand) float64 {
 }
 
 func (p *Port) arrive(now sim.Time, b *packet.Buffer) {
-	if b.Hop != p.epoch || !p.link.up {
+	if p.net.obs != nil && p.pfc == nil {
+		// Report every serialization that started by now (this packet's
+		// included) before the packet moves on.
+		p.observeStarts(now)
+	}
+	if b.Hop>>1 != p.epoch || !p.link.up {
 		// Sent before the link went down: lost on the wire.
 		p.drop(now, b, DropLinkDown)
 		return
+	}
+	if b.Hop&corruptFlag != 0 {
+		b.Hop = 0
+		flipBit(b.Data(), p.rng)
+		p.c.corrupts++
+		if o := p.net.obs; o != nil {
+			o.Observe(now, EvCorrupt, Point{Link: p.idx}, b, DropNone)
+		}
 	}
 	if p.deliverTo == nil {
 		p.drop(now, b, DropNoRoute)
@@ -470,6 +528,9 @@ func (p *Port) drop(now sim.Time, b *packet.Buffer, r DropReason) {
 // goDown flushes the direction when its link fails. It reports whether the
 // direction was busy (its sender is owed an idle callback).
 func (p *Port) goDown(now sim.Time) bool {
+	if p.pfc == nil {
+		return p.goDownFast(now)
+	}
 	busy := p.inService != nil
 	p.epoch++
 	if b := p.inService; b != nil {
@@ -507,18 +568,24 @@ func (p *Port) setImpairment(imp Impairment) {
 }
 
 // setRate sets the link's own rate; an impairment rate overrides it. It
-// takes effect from the next packet to start serializing.
+// takes effect from the next packet to start serializing (on the fast
+// path, the waiting packets' departures are re-timed; see reschedule).
 func (p *Port) setRate(r float64) {
 	p.params.Rate = r
 	eff := r
 	if p.imp.Rate != 0 {
 		eff = p.imp.Rate
 	}
-	if bps := uint64(math.Round(eff)); bps != p.rateBps {
+	bps := uint64(math.Round(eff))
+	changed := bps != p.rateBps
+	if changed {
 		// The remainder is in units of the old rate.
 		p.rateBps, p.remNum = bps, 0
 	}
 	p.rate = eff
+	if changed && p.dLen > 0 {
+		p.reschedule(p.net.s.Now())
+	}
 }
 
 func (p *Port) setECN(c ECNConfig) {

@@ -108,6 +108,11 @@ func (c *Conn) noteHint(h uint32) {
 	if c.cfg.Trace != nil && (hint > c.s.hint*1.1 || hint < c.s.hint*0.9) {
 		c.tracef("rate hint %.3f Gb/s -> %.3f Gb/s", c.s.hint*8/1e9, hint*8/1e9)
 	}
+	if hint == 0 || hint > c.s.hint {
+		// More room: the pacer must not keep waiting out a gap computed at
+		// the old, lower rate.
+		c.s.nextSend = min(c.s.nextSend, c.now)
+	}
 	c.s.hint = hint
 }
 

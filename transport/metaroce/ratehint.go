@@ -99,12 +99,17 @@ func (a *allocator) observe(s int32, now sim.Time, demand float64) {
 	}
 }
 
-// share returns slot s's fair share in bytes per second.
+// share returns slot s's fair share in bytes per second. A sender not (or
+// no longer) active may use all of it: it is not competing with anyone
+// yet, and its first data packets make it active.
 func (a *allocator) share(s int32, now sim.Time) float64 {
 	if a.dirty || now-a.computed > a.window/2 {
 		a.recompute(now)
 	}
-	return a.senders[s].share
+	if x := &a.senders[s]; x.active {
+		return x.share
+	}
+	return a.capacity
 }
 
 // recompute runs max-min water-filling: in order of increasing demand,
@@ -124,8 +129,6 @@ func (a *allocator) recompute(now sim.Time) {
 		}
 		if x.active {
 			a.order = append(a.order, int32(i))
-		} else {
-			x.share = a.capacity // an idle sender may start at full share
 		}
 	}
 	a.active = len(a.order)
