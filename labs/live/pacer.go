@@ -304,9 +304,12 @@ func (p *Pacer) runDue() sim.Time {
 		p.winRun++
 		p.loop.Step()
 		ran++
+		// Re-read the clock after every event: one slow event makes the
+		// ones queued behind it late, and lateness measured against a
+		// stale clock would hide exactly that.
+		now = p.elapsed()
 		if ran&63 == 0 {
 			// A long run of events does not starve inputs and posts.
-			now = p.elapsed()
 			p.drain()
 		}
 	}
