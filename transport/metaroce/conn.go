@@ -57,6 +57,9 @@ type ctlState struct {
 	tries   int
 	port    int
 	sport   uint16
+	// basePort is where attempts start (a SYN_ACK: the SYN's port); each
+	// retry moves to the next port.
+	basePort int
 	// One-shot replies, sent on the port the request came in on.
 	est, closeAck bool
 	replyPort     int

@@ -1,7 +1,6 @@
 package metaroce
 
 import (
-	"bytes"
 	"fmt"
 	"testing"
 
@@ -107,5 +106,3 @@ func (l *lab) dumpTrace() {
 
 // countType counts packets of a type a filter saw.
 func pktType(p *transporttest.Packet) wire.Type { return wire.Header(p.Payload).Type() }
-
-var _ = bytes.Equal

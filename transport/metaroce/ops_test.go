@@ -392,3 +392,82 @@ func TestDeterministic(t *testing.T) {
 		t.Error("different seeds, identical traces")
 	}
 }
+
+// TestGiveUp: the ways a connection ends in error — setup never answered,
+// a chunk that never gets through, every path dead — each complete what
+// was posted (the culprit with StatusRetryExceeded) and leave no deadline.
+func TestGiveUp(t *testing.T) {
+	t.Run("SYN unanswered", func(t *testing.T) {
+		n := transporttest.New(sim.NewLoop(), transporttest.Config{Seed: 17, Ports: 2})
+		a := n.AddHost("a", NewProtocol(Options{MaxRetries: 3}))
+		b := n.AddHost("b", NewProtocol(Options{}))
+		registerMem(a)
+		n.Filter = func(p *transporttest.Packet) transporttest.Verdict { return transporttest.Drop }
+		c, err := a.Dial(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.PostSend(write(1, 0, addrRW, addrRW, 10)); err != nil {
+			t.Fatal(err)
+		}
+		n.Loop.RunUntil(100 * sim.Millisecond)
+		if c.T.State() != transport.StateError {
+			t.Errorf("state %v, want error", c.T.State())
+		}
+		if diff := cmp.Diff([]transport.Completion{{ID: 1, Op: transport.OpWrite, Status: transport.StatusFlushed}}, c.Completions); diff != "" {
+			t.Errorf("(-want +got):\n%s", diff)
+		}
+		if d := c.T.Deadline(); d != sim.Never {
+			t.Errorf("deadline %v after giving up", d)
+		}
+	})
+	t.Run("chunk never delivered", func(t *testing.T) {
+		l := newLab(t, transporttest.Config{Seed: 18, Ports: 2}, Options{MaxRetries: 4})
+		l.net.Filter = func(p *transporttest.Packet) transporttest.Verdict {
+			if d, ok := dataOf(p); ok && p.From == l.a && d.DSN == 3 {
+				return transporttest.Drop
+			}
+			return transporttest.Pass
+		}
+		if err := l.ca.PostSend(write(1, 0, addrRW, addrRW+0x80000, 100000)); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.ca.PostSend(write(2, 1, addrRW, addrRW+0x80000, 10)); err != nil {
+			t.Fatal(err)
+		}
+		if !l.runUntil(100*sim.Millisecond, func() bool { return len(l.ca.Completions) == 2 }) {
+			t.Fatalf("completions %+v", l.ca.Completions)
+		}
+		want := []transport.Completion{
+			{ID: 2, Op: transport.OpWrite, Stream: 1, Bytes: 10},
+			{ID: 1, Op: transport.OpWrite, Status: transport.StatusRetryExceeded},
+		}
+		if diff := cmp.Diff(want, l.ca.Completions); diff != "" {
+			t.Errorf("(-want +got):\n%s", diff)
+		}
+		l.run(10 * sim.Millisecond)
+		if l.ca.T.State() != transport.StateError || l.cb.T.State() != transport.StateClosed {
+			t.Errorf("states %v / %v, want error / closed (the peer is told)", l.ca.T.State(), l.cb.T.State())
+		}
+	})
+	t.Run("every path dead", func(t *testing.T) {
+		l := newLab(t, transporttest.Config{Seed: 19, Ports: 2}, Options{AllFailedTimeout: 3 * sim.Millisecond, FailedProbeInterval: 200 * sim.Microsecond})
+		l.net.SetPlaneUp(0, false)
+		l.net.SetPlaneUp(1, false)
+		if err := l.ca.PostSend(write(1, 0, addrRW, addrRW+0x80000, 100000)); err != nil {
+			t.Fatal(err)
+		}
+		if !l.runUntil(100*sim.Millisecond, func() bool { return len(l.ca.Completions) == 1 }) {
+			t.Fatal("no completion")
+		}
+		if wc := l.ca.Completions[0]; wc.Status != transport.StatusFlushed && wc.Status != transport.StatusRetryExceeded {
+			t.Errorf("completion %+v", wc)
+		}
+		if l.ca.T.State() != transport.StateError {
+			t.Errorf("state %v, want error", l.ca.T.State())
+		}
+		if len(l.tr.Grep("all 16 paths failed")) != 1 {
+			t.Errorf("trace: %q", l.tr.Grep("failed"))
+		}
+	})
+}

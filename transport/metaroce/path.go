@@ -88,8 +88,7 @@ type sndPath struct {
 	cutEnd     uint32 // no window cut until una passes this PSN
 	markRounds int    // consecutive rounds marked above RepathMarkFraction
 	heavy      bool
-	lastCE     uint16 // receiver's cumulative counters at the last ACK
-	lastRx     uint16
+	lastCE     uint16 // receiver's cumulative CE count at the last ACK
 
 	// RTT (RFC 6298) and timers.
 	srtt, rttvar, rto, minRTT sim.Time
@@ -269,7 +268,7 @@ func (c *Conn) repath(p *sndPath, why repathReason, abandon bool) {
 	p.una, p.nxt, p.lost, p.inflight = 0, 0, 0, 0
 	c.flagPath(p)
 	p.maxAckedTx = p.txSeq
-	p.lastCE, p.lastRx = 0, 0
+	p.lastCE = 0
 	p.roundEnd, p.roundPkts, p.roundCE, p.cutEnd = 0, 0, 0, 0
 	p.lossBase, p.losses, p.markRounds, p.heavy = 0, 0, 0, false
 	p.tlpSent = false

@@ -143,7 +143,12 @@ func (p *propRun) post(i int) {
 	if err := p.conns[i].PostSend(wr); err != nil {
 		p.t.Fatalf("PostSend: %v", err)
 	}
+	if *propDebug {
+		p.t.Logf("post op %d from %d: %v n=%d stream=%d raddr=%#x rkey=%d want %v", wr.ID, i, wr.Op, n, wr.Stream, wr.RemoteAddr, wr.RKey, op.status)
+	}
 }
+
+var propDebug = flag.Bool("metaroce.debug", false, "log every property-test op")
 
 // splitSGL cuts [addr, addr+n) into wr.NumSGE elements.
 func splitSGL(wr *transport.WorkRequest, r *rand.Rand, key uint32, addr uint64, n int) {
@@ -203,7 +208,7 @@ func (p *propRun) nthConsumer(i, k int) *expectOp {
 	return nil
 }
 
-var propSeeds = flag.Int("metaroce.seeds", 40, "seeds for TestPropertyRandomFaults")
+var propSeeds = flag.Int("metaroce.seeds", 100, "seeds for TestPropertyRandomFaults")
 var propFirst = flag.Int("metaroce.firstseed", 1, "first seed for TestPropertyRandomFaults")
 
 func TestPropertyRandomFaults(t *testing.T) {

@@ -119,7 +119,9 @@ func (p *Protocol) Accept(now sim.Time, cfg transport.Config, payload []byte, rx
 		return nil, fmt.Errorf("metaroce: accepting: %w", err)
 	}
 	p.nicSetup(cfg)
-	c.ctl.port, c.ctl.sport = rx.Port, rx.SrcPort
+	if rx.Port >= 0 && rx.Port < cfg.Ports {
+		c.ctl.basePort = rx.Port
+	}
 	c.accept(s)
 	p.accepted[c.nonce] = c.id
 	return c, nil

@@ -86,8 +86,12 @@ func TestAllocatorActivity(t *testing.T) {
 func TestIncastFairShare(t *testing.T) {
 	for _, hints := range []bool{true, false} {
 		r := runIncast(t, 8, !hints)
-		t.Logf("hints %v: settle %v (%.1f base RTTs, %.1f smoothed RTTs at the time), fairness min/max %.3f, goodput %.1f%% of link, queue peak %d B, steady max %d B",
-			hints, r.settle, float64(r.settle)/float64(r.rtt), float64(r.settle)/float64(max(r.srtt, 1)), r.fairness, 100*r.util, r.peakQueue, r.steadyQueue)
+		if hints {
+			t.Logf("hints on: fair share after %v (%.1f base RTTs, %.1f smoothed RTTs at the time)",
+				r.settle, float64(r.settle)/float64(r.rtt), float64(r.settle)/float64(max(r.srtt, 1)))
+		}
+		t.Logf("hints %v: fairness min/max %.3f, goodput %.1f%% of link, queue peak %d B, after the first burst max %d B",
+			hints, r.fairness, 100*r.util, r.peakQueue, r.steadyQueue)
 		if !hints {
 			continue
 		}

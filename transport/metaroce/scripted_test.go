@@ -288,3 +288,45 @@ func TestLossyRouteRepath(t *testing.T) {
 		}
 	}
 }
+
+// TestMarkedRouteRepath: every packet on path 3's first route is CE-marked
+// (a hot link) while the other routes are clean. After RepathMarkRounds
+// heavily marked rounds the path drains and moves to a new entropy; no
+// data is lost or retransmitted for it.
+func TestMarkedRouteRepath(t *testing.T) {
+	l := newLab(t, transporttest.Config{Seed: 7}, Options{})
+	var hot uint16
+	l.net.Filter = func(p *transporttest.Packet) transporttest.Verdict {
+		if d, ok := dataOf(p); ok && p.From == l.a && d.Path == 3 && hot == 0 {
+			hot = p.Meta.SrcPort
+		}
+		if p.Meta.SrcPort == hot && hot != 0 && p.From == l.a {
+			return transporttest.MarkCE
+		}
+		return transporttest.Pass
+	}
+	for i := 0; i < 40; i++ {
+		if err := l.ca.PostSend(write(uint64(i+1), 0, addrRW, addrRW+0x80000, 256<<10)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !l.runUntil(100*sim.Millisecond, func() bool { return len(l.ca.Completions) == 40 }) {
+		t.Fatal("WRITEs did not complete")
+	}
+	mc := metaConn(l.ca)
+	ps := mc.PathStats(3)
+	if ps.EntropyChanges == 0 || ps.Entropy == hot {
+		t.Fatalf("path 3 stayed on its marked route: %+v", ps)
+	}
+	if got := l.tr.Grep("path 3 entropy"); len(got) == 0 || !strings.Contains(got[0], "after ECN marks") {
+		t.Errorf("path 3's move is not traced as mark-driven: %q", got)
+	}
+	if st := mc.Stats(); st.Retransmits != 0 || st.Losses != 0 {
+		t.Errorf("marking caused retransmissions: %+v", st)
+	}
+	for i := 0; i < mc.Paths(); i++ {
+		if i != 3 && mc.PathStats(i).EntropyChanges != 0 {
+			t.Errorf("clean path %d moved: %+v", i, mc.PathStats(i))
+		}
+	}
+}

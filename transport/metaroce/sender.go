@@ -855,7 +855,9 @@ func (c *Conn) onAck(a wire.Ack) {
 	}
 	c.noteHint(a.RateHint())
 	pkts, bytes := 0, 0
-	for psn := p.una; psn != cum && p.outstanding(psn); psn++ {
+	// Only an ACK whose cum is in [una, nxt] acknowledges cumulatively; an
+	// older one, overtaken by a newer, carries nothing cumulative we lack.
+	for psn := p.una; cum-p.una <= p.nxt-p.una && psn != cum; psn++ {
 		k, n := c.ackEntry(p, psn)
 		pkts += k
 		bytes += n
@@ -898,7 +900,6 @@ func (c *Conn) onAck(a wire.Ack) {
 	} else {
 		dce = 0
 	}
-	p.lastRx = a.RxCount()
 	c.ccOnAck(p, pkts, bytes, dce)
 	if pkts > 0 {
 		c.detectLoss(p)

@@ -23,7 +23,7 @@ func (c *Conn) startCtl(t wire.Type) {
 // cannot stall setup) and a new entropy, and arms the retry.
 func (c *Conn) ctlAttempt() {
 	c.ctl.due = true
-	c.ctl.port = c.ctl.tries % c.cfg.Ports
+	c.ctl.port = (c.ctl.basePort + c.ctl.tries) % c.cfg.Ports
 	c.ctl.sport = uint16(49152 + c.rnd.IntN(16384))
 	back := c.opts.SetupTimeout << min(c.ctl.tries, 16)
 	c.timers.Arm(&c.ctlTimer, c.now+min(back, c.opts.RTOMax))

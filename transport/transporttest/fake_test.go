@@ -99,8 +99,8 @@ func (c *fakeConn) Transmit(now sim.Time, port int, b []byte) (int, transport.Tx
 	}
 	return 0, transport.TxMeta{}
 }
-func (c *fakeConn) Deadline() sim.Time    { return sim.Never }
-func (c *fakeConn) OnTimer(now sim.Time)  {}
-func (c *fakeConn) Close(now sim.Time)    { c.state = transport.StateClosed }
+func (c *fakeConn) Deadline() sim.Time     { return sim.Never }
+func (c *fakeConn) OnTimer(now sim.Time)   {}
+func (c *fakeConn) Close(now sim.Time)     { c.state = transport.StateClosed }
 func (c *fakeConn) State() transport.State { return c.state }
-func (c *fakeConn) LocalID() uint32       { return c.cfg.LocalID }
+func (c *fakeConn) LocalID() uint32        { return c.cfg.LocalID }

@@ -37,8 +37,9 @@ type Packet struct {
 	Port int
 	Meta transport.TxMeta
 	// Payload is the transport payload (after the UDP header) and IP the
-	// whole framed packet. Both are valid only during the Filter call and
-	// must not be modified.
+	// whole framed packet (Payload is a part of it). Both are valid only
+	// during the Filter call; a filter may change bytes in place to model
+	// corruption in flight.
 	Payload []byte
 	IP      []byte
 	// Seq numbers the packets sent on the net, from 1.
