@@ -117,14 +117,18 @@ func (c *Conn) noteHint(h uint32) {
 }
 
 // inflightCap is the connection-wide in-flight limit: two line-rate BDPs,
-// and hint x hintRTT x 1.25 once the receiver has sent a hint.
+// and hint x hintRTT x 1.25 once the receiver has sent a hint, but never
+// below two packets.
 func (c *Conn) inflightCap() int {
 	rtt := max(c.s.minRTT, c.opts.BaseRTT)
 	limit := int(2 * c.lineBytes * rtt.Seconds())
 	if c.s.hint > 0 {
 		limit = min(limit, int(c.s.hint*c.hintRTT().Seconds()*1.25))
 	}
-	return max(limit, c.mss)
+	// At least two packets: with one, the sender idles while each packet's
+	// ACK comes back, which at low line rates (a window of about one packet)
+	// wastes most of the link.
+	return max(limit, 2*c.mss)
 }
 
 // hintRTT is the round-trip time the hint's in-flight cap is computed

@@ -291,10 +291,9 @@ func (c *Conn) onPathTimer(p *sndPath) {
 		if p.una == p.nxt {
 			break
 		}
-		rtoAt := p.rtoBase + p.rto
-		if now >= rtoAt {
+		if now >= c.rtoAt(p) {
 			c.pathTimeout(p)
-		} else if !p.tlpSent && now >= p.tlpBase+p.tlpDelay(c.opts) {
+		} else if !p.tlpSent && now >= c.tlpAt(p) {
 			p.tlpSent, p.probeWant = true, true
 			c.flagPath(p)
 			c.st.tailProbes++
@@ -303,7 +302,7 @@ func (c *Conn) onPathTimer(p *sndPath) {
 			}
 		}
 	case PathProbing:
-		if p.una != p.nxt && now >= p.rtoBase+p.rto {
+		if p.una != p.nxt && now >= c.rtoAt(p) {
 			c.pathTimeout(p)
 		}
 	case PathFailed:
@@ -380,20 +379,38 @@ func (c *Conn) checkAllFailed() {
 	}
 }
 
+// selfQueue is how long the connection's own bytes in flight take to leave
+// its NIC at line rate. An RTT estimate learnt while little was in flight
+// does not cover that wait, and at low line rates (a live lab's 1 Gbit/s)
+// one window of 4 KiB packets over 16 paths takes longer to serialize than
+// the RTO floor: without this allowance every path times out spuriously.
+func (c *Conn) selfQueue() sim.Time {
+	if c.lineBytes <= 0 {
+		return 0
+	}
+	return sim.Time(float64(c.s.inflight) / c.lineBytes * float64(sim.Second))
+}
+
+// rtoAt is when p's retransmission timer expires.
+func (c *Conn) rtoAt(p *sndPath) sim.Time { return p.rtoBase + p.rto + c.selfQueue() }
+
+// tlpAt is when p sends a tail-loss probe if no ACK has come.
+func (c *Conn) tlpAt(p *sndPath) sim.Time { return p.tlpBase + p.tlpDelay(c.opts) + c.selfQueue() }
+
 // armPath sets p's timer to its next event.
 func (c *Conn) armPath(p *sndPath) {
 	at := sim.Never
 	switch p.state {
 	case PathActive, PathDraining:
 		if p.una != p.nxt {
-			at = p.rtoBase + p.rto
+			at = c.rtoAt(p)
 			if !p.tlpSent {
-				at = min(at, p.tlpBase+p.tlpDelay(c.opts))
+				at = min(at, c.tlpAt(p))
 			}
 		}
 	case PathProbing:
 		if p.una != p.nxt {
-			at = p.rtoBase + p.rto
+			at = c.rtoAt(p)
 		}
 	case PathFailed:
 		at = p.probeAt
