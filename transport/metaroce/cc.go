@@ -150,10 +150,14 @@ func (c *Conn) hintRTT() sim.Time {
 const wireOverhead = 20 + 8 + 38
 
 // pace spaces data packets at the hinted rate when it is below line rate,
-// allowing a burst of two packets.
+// allowing a burst of two packets. A packet without payload (a probe, a
+// hole filler, an ABORT) is not paced and does not delay the next one:
+// it adds nothing to the receiver's load, and pacing it at a hint given
+// while the sender was idle (and asked for almost nothing) once held a
+// connection's next message for 86 ms.
 func (c *Conn) pace(n int) {
 	rate := c.s.hint
-	if rate <= 0 || rate >= c.lineBytes {
+	if rate <= 0 || rate >= c.lineBytes || n <= wire.DataSize+wire.TrailerSize {
 		return
 	}
 	gap := sim.Time(float64(n+wireOverhead) / rate * 1e9)
@@ -162,9 +166,16 @@ func (c *Conn) pace(n int) {
 }
 
 // demandKBs is the rate the sender asks of the receiver, in kB/s: what it
-// has queued and in flight over one RTT, at most its line rate.
-func (c *Conn) demandKBs() uint32 {
+// has queued and in flight, plus the size-byte packet being sent, over one
+// RTT, and at least one MSS per RTT; at most its line rate. The floor
+// matters: a packet sent with nothing else queued (the last
+// retransmission of a message) used to advertise a demand of 0, the
+// receiver then gave the sender a share of almost nothing, and the
+// sender's next message was paced at that share until an ACK said
+// otherwise.
+func (c *Conn) demandKBs(size int) uint32 {
 	rtt := max(c.s.srtt, c.opts.BaseRTT)
-	d := min(float64(c.s.unsent+int64(c.s.inflight))/rtt.Seconds(), c.lineBytes)
+	want := max(c.s.unsent+int64(c.s.inflight)+int64(size), int64(c.mss))
+	d := min(float64(want)/rtt.Seconds(), c.lineBytes)
 	return uint32(min(d/1000, wire.NoRateHint-1))
 }

@@ -26,6 +26,7 @@ type Conn struct {
 	nonce             uint64
 	mss               int
 	lineBytes         float64 // Ports x LineRate in bytes per second
+	serialRTO         sim.Time // RTO floor from serialization at line rate (see rtoSerializations)
 	slot              int32   // our sender slot in the Protocol's allocator
 
 	// What the peer accepts from us.
@@ -101,6 +102,9 @@ func newConn(p *Protocol, now sim.Time, cfg transport.Config, dialer bool) (*Con
 	if c.rnd == nil {
 		c.rnd = sim.NewRand(uint64(cfg.LocalID), "metaroce")
 	}
+	if cfg.LineRate > 0 {
+		c.serialRTO = sim.Time(rtoSerializations * float64(c.mss+wire.MaxOverhead+wireOverhead) * 8 / cfg.LineRate * float64(sim.Second))
+	}
 	c.ctlTimer.Init(ctlTimerFired, c)
 	c.ackTimer.Init(ackTimerFired, c)
 	c.paceTimer.Init(paceTimerFired, c)
@@ -116,7 +120,7 @@ func newConn(p *Protocol, now sim.Time, cfg transport.Config, dialer bool) (*Con
 		ph.c, ph.id = c, uint8(i)
 		ph.timer.Init(pathTimerFired, ph)
 		ph.entropy = c.newEntropy()
-		ph.rto = c.opts.InitialRTO
+		ph.rto = max(c.opts.InitialRTO, c.serialRTO)
 		ph.alpha = 1 // RFC 8257: start cautious, so the first mark halves
 	}
 	c.initWindows()

@@ -1,6 +1,8 @@
 package metaroce
 
 import (
+	"math"
+
 	"github.com/mrlab/mrlab/internal/sim"
 	"github.com/mrlab/mrlab/transport"
 	"github.com/mrlab/mrlab/transport/metaroce/wire"
@@ -175,13 +177,21 @@ func (p *sndPath) rttSample(r sim.Time, o *Options) {
 	p.rto = p.computeRTO(o)
 }
 
-// computeRTO is SRTT + 4 RTTVAR, floored at max(RTOMin, 2 x min RTT) and
-// capped at RTOMax.
+// rtoSerializations is how many full-size packet serializations at the
+// NIC's line rate the RTO never goes below: a data packet crosses up to four
+// store-and-forward hops in a leaf/spine fabric, and twice that is the
+// margin. At 100 Gbit/s this is a few microseconds and RTOMin rules; at a
+// live lab's 1 Gbit/s one 4 KiB packet takes 33us per hop, and without it
+// the first RTO (before any RTT sample) fires before the first ACK can come.
+const rtoSerializations = 8
+
+// computeRTO is SRTT + 4 RTTVAR, floored at max(RTOMin, 2 x min RTT, the
+// serialization floor) and capped at RTOMax.
 func (p *sndPath) computeRTO(o *Options) sim.Time {
 	if !p.hasRTT {
-		return o.InitialRTO
+		return max(o.InitialRTO, p.c.serialRTO)
 	}
-	floor := max(o.RTOMin, 2*p.minRTT)
+	floor := max(o.RTOMin, 2*p.minRTT, p.c.serialRTO)
 	return min(max(p.srtt+4*p.rttvar, floor), o.RTOMax)
 }
 
@@ -328,13 +338,25 @@ func (c *Conn) pathTimeout(p *sndPath) {
 	p.timeouts++
 	p.st.timeouts++
 	c.st.timeouts++
-	p.rto = min(2*p.rto, c.opts.RTOMax)
-	p.cwnd, p.cwndFrac = c.mss, 0
+	// Back off, but not past probeBackoff x the path's RTO: what is sent
+	// from here on is a 20-byte probe (the chunks move to other paths), so
+	// the doubling guards against nothing, and under heavy random loss
+	// every doubling was time the path stood idle.
+	p.rto = min(2*p.rto, probeBackoff*p.computeRTO(c.opts), c.opts.RTOMax)
+	// A timeout is a congestion signal only when the path was being
+	// marked: then the window drops to one MSS. Without marks it is loss
+	// (or a dead route, which the probe finds out), and loss does not cut
+	// the window (see cc.go) beyond halving it: at 10% loss per link a
+	// path timed out every few round trips, and restarting each time from
+	// one MSS kept every path at one packet in flight, where every loss is
+	// a tail loss that only a probe or another timeout can find.
+	p.cwnd = c.mss
+	p.cwndFrac = 0
 	if c.cfg.Trace != nil {
 		c.tracef("path %d: RTO (%d in a row), rto now %v", p.id, p.timeouts, p.rto)
 	}
 	c.repath(p, whyTimeout, true)
-	if p.timeouts >= c.opts.TimeoutsBeforeFail {
+	if p.timeouts >= c.timeoutsBeforeFail() {
 		p.state = PathFailed
 		p.probeAt = c.now + c.opts.FailedProbeInterval
 		if c.cfg.Trace != nil {
@@ -347,6 +369,28 @@ func (c *Conn) pathTimeout(p *sndPath) {
 	p.probeWant = true
 	c.flagPath(p)
 	p.rtoBase = c.now
+}
+
+// probeBackoff bounds a probing path's timeout back-off, in multiples of
+// its RTO.
+const probeBackoff = 4
+
+// timeoutsBeforeFail is how many consecutive timeouts mark a path failed:
+// Options.TimeoutsBeforeFail, or more when the connection sees random
+// loss on the paths that deliver, enough that so many probes in a row
+// being lost by chance is unlikely (below 1e-4). Under uniform loss a
+// failed path only idles (it is re-probed every FailedProbeInterval); at
+// 34% end-to-end loss three lost probes in a row happen to one probe
+// episode in five, and a connection once had all 16 of its paths failed.
+func (c *Conn) timeoutsBeforeFail() int {
+	k := c.opts.TimeoutsBeforeFail
+	loss := c.s.lossLost / max(c.s.lossSent, 1)
+	if loss <= 0 {
+		return k
+	}
+	q := 1 - (1-min(loss, 0.9))*(1-min(loss, 0.9)) // a probe or its ACK lost
+	need := int(math.Ceil(math.Log(1e-4) / math.Log(q)))
+	return max(k, min(need, 4*k))
 }
 
 // pathRecovered returns a probing or failed path to service.

@@ -83,6 +83,7 @@ type sndMsg struct {
 	waiter    uint32 // next message of the stream, waiting for us to complete
 	out       int32  // chunks cut and not yet resolved
 	rnrUntil  sim.Time
+	dbgPosted sim.Time
 }
 
 type streamTail struct {
@@ -189,6 +190,7 @@ func (c *Conn) postSend(wr *transport.WorkRequest) error {
 	m := c.msg(msn)
 	*m = sndMsg{wr: *wr, typ: typ, imm: imm, used: true, length: uint32(length)}
 	m.prev = c.streamLink(wr.Stream, msn)
+	m.dbgPosted = c.now
 	// Local buffers are checked now; a bad one completes the request with
 	// a local protection error, in stream order, and nothing is sent.
 	access := transport.Access(0)
@@ -276,6 +278,9 @@ func (c *Conn) releaseSnd(msn uint32) {
 			}
 		}
 		m.released = true
+		if c.cfg.Trace != nil && c.now-m.dbgPosted > 300*sim.Microsecond {
+			c.tracef("DBG msn %d slow %v", msn, c.now-m.dbgPosted)
+		}
 		wc := transport.Completion{ID: m.wr.ID, Op: m.wr.Op, Status: transport.StatusOK, Stream: m.wr.Stream, Bytes: m.length}
 		if m.failed {
 			wc.Status, wc.Bytes = m.status, 0
@@ -686,7 +691,7 @@ func (c *Conn) encodeChunk(b []byte, p *sndPath, psn, dsn uint32, retx bool) int
 		MSNBase: c.s.msnBase,
 		DSN:     dsn,
 		Offset:  ch.offset,
-		Demand:  c.demandKBs(),
+		Demand:  c.demandKBs(int(ch.size)),
 	}
 	if retx {
 		f.Flags |= wire.FlagRetx
@@ -812,8 +817,19 @@ func (c *Conn) transmitProbe(port int, b []byte) (int, transport.TxMeta) {
 	return 0, transport.TxMeta{}
 }
 
-// sendProbe sends p's due probe under a new PSN.
+// sendProbe sends p's due probe under a new PSN. A tail-loss probe of a
+// path carrying data is the path's newest outstanding chunk, sent again
+// (tailLossProbe).
 func (c *Conn) sendProbe(p *sndPath, b []byte) (int, transport.TxMeta) {
+	if p.tlpSent && (p.state == PathActive || p.state == PathDraining) {
+		if n := c.tailLossProbe(p, b); n > 0 {
+			p.probeWant = false
+			c.flagPath(p)
+			p.st.probes++
+			c.armPath(p)
+			return n, transport.TxMeta{SrcPort: p.entropy, ECT: true}
+		}
+	}
 	{
 		p.probeWant = false
 		c.flagPath(p)
@@ -830,6 +846,37 @@ func (c *Conn) sendProbe(p *sndPath, b []byte) (int, transport.TxMeta) {
 		c.armPath(p)
 		return n, transport.TxMeta{SrcPort: p.entropy, ECT: true}
 	}
+}
+
+// tailLossProbe sends p's newest outstanding chunk again under a new PSN,
+// as RFC 8985's probe does with the last segment, and returns the packet's
+// size (0 if p has no chunk outstanding). Its ACK reports the holes before
+// it, as a bare probe's would, and if the chunk itself was the loss it
+// is already resent: one round trip instead of two, which is most of a
+// tail's recovery when each path has a packet or two in flight (heavy
+// loss). The chunk's old PSN becomes a filler (no payload, like an RNR
+// refusal's), so that if it turns out lost only the hole is closed; the
+// receiver places the chunk once whichever copy arrives (the DSN window).
+func (c *Conn) tailLossProbe(p *sndPath, b []byte) int {
+	for psn := p.nxt - 1; psn-p.una < p.nxt-p.una; psn-- {
+		e := p.entry(psn)
+		if e.acked || e.lost || e.kind != sbData {
+			continue
+		}
+		ch := c.chunk(e.dsn)
+		if ch.where != chunkOnPath || ch.path != p.id || ch.gen != p.gen || ch.psn != psn {
+			continue
+		}
+		p.inflight -= int(e.size)
+		c.s.inflight -= int(e.size)
+		e.kind, e.size = sbProbe, 0
+		c.st.retransmits++
+		if c.cfg.Trace != nil {
+			c.tracef("path %d: tail-loss probe resends dsn %d (psn %d)", p.id, e.dsn, psn)
+		}
+		return c.sendChunk(p, e.dsn, b)
+	}
+	return 0
 }
 
 // onAck processes one path's ACK: settle what it covers, take an RTT
