@@ -25,9 +25,9 @@ type Conn struct {
 	dialer, confirmed bool
 	nonce             uint64
 	mss               int
-	lineBytes         float64 // Ports x LineRate in bytes per second
+	lineBytes         float64  // Ports x LineRate in bytes per second
 	serialRTO         sim.Time // RTO floor from serialization at line rate (see rtoSerializations)
-	slot              int32   // our sender slot in the Protocol's allocator
+	slot              int32    // our sender slot in the Protocol's allocator
 
 	// What the peer accepts from us.
 	peerPaths int

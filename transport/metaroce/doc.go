@@ -31,7 +31,7 @@
 //   - Path health. Repeated losses or a timeout move a path to a new
 //     entropy (a new generation, whose PSNs restart at 0) and its
 //     outstanding chunks to other paths; TimeoutsBeforeFail timeouts in a
-//     row mark it failed, and it is re-probed on fresh entropies until a
+//     row (more under heavy random loss) mark it failed, and it is re-probed on fresh entropies until a
 //     probe is answered. A dead link or a whole dead plane is invisible to
 //     the application.
 //   - Congestion. Per path, DCTCP-style ECN AIMD (g = 1/16; loss without

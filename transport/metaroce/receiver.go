@@ -34,6 +34,9 @@ type rcvState struct {
 	rqBase uint32       // oldest receive not consumed
 
 	naks []nakItem
+	// msgPlaced says the packet being consumed completed a message's
+	// placement: every held-back ACK goes at once.
+	msgPlaced bool
 	// lastHint is the share (kB/s) the last ACK carried: when the share
 	// moves by more than a tenth, the next ACK goes at once.
 	lastHint uint32
@@ -182,14 +185,23 @@ func (c *Conn) onData(d wire.Data, rx transport.RxMeta) {
 	if c.slot >= 0 && !c.opts.DisableRateHint {
 		c.proto.alloc.observe(c.slot, c.now, float64(d.Demand())*1000)
 	}
+	c.r.msgPlaced = false
 	res := c.consume(d, pid, rx)
+	if c.r.msgPlaced {
+		// The message is complete here, and completes at the sender once
+		// every chunk is ACKed: the ACKs other paths are holding back for
+		// DelayedAck go now. Only the chunk that arrives last says when
+		// that is (chunks cross planes and arrive in any order), and
+		// holding them added DelayedAck to every message's latency.
+		c.onAckTimer()
+	}
 	if res == consumedNak || res == consumedDrop || !current {
 		return
 	}
 	c.st.dataReceived++
 	out := rp.sack.add(psn)
 	rp.rx++
-	urgent := out == sackHole || out == sackFill || d.Flags()&wire.FlagAckReq != 0 || res == consumedDup
+	urgent := out == sackHole || out == sackFill || d.Flags()&wire.FlagAckReq != 0 || res == consumedDup || c.r.msgPlaced
 	if rx.CE {
 		rp.ce++
 		rp.ece = true
@@ -302,6 +314,7 @@ func (c *Conn) consume(d wire.Data, pid int, rx transport.RxMeta) consumeResult 
 	c.st.bytesPlaced += uint64(len(payload))
 	if r.got >= r.length {
 		r.placed = true
+		c.r.msgPlaced = true
 		c.releaseRcv(msn)
 	}
 	return consumed

@@ -83,7 +83,6 @@ type sndMsg struct {
 	waiter    uint32 // next message of the stream, waiting for us to complete
 	out       int32  // chunks cut and not yet resolved
 	rnrUntil  sim.Time
-	dbgPosted sim.Time
 }
 
 type streamTail struct {
@@ -190,7 +189,6 @@ func (c *Conn) postSend(wr *transport.WorkRequest) error {
 	m := c.msg(msn)
 	*m = sndMsg{wr: *wr, typ: typ, imm: imm, used: true, length: uint32(length)}
 	m.prev = c.streamLink(wr.Stream, msn)
-	m.dbgPosted = c.now
 	// Local buffers are checked now; a bad one completes the request with
 	// a local protection error, in stream order, and nothing is sent.
 	access := transport.Access(0)
@@ -278,9 +276,6 @@ func (c *Conn) releaseSnd(msn uint32) {
 			}
 		}
 		m.released = true
-		if c.cfg.Trace != nil && c.now-m.dbgPosted > 300*sim.Microsecond {
-			c.tracef("DBG msn %d slow %v", msn, c.now-m.dbgPosted)
-		}
 		wc := transport.Completion{ID: m.wr.ID, Op: m.wr.Op, Status: transport.StatusOK, Stream: m.wr.Stream, Bytes: m.length}
 		if m.failed {
 			wc.Status, wc.Bytes = m.status, 0
@@ -421,6 +416,7 @@ func (c *Conn) growChunks() {
 // as ABORT): the chunk is done with.
 func (c *Conn) chunkResolved(dsn uint32) {
 	ch := c.chunk(dsn)
+
 	job, msn := ch.job, ch.msn
 	ch.where = chunkFree
 	for c.s.dsnBase != c.s.dsnNext && c.chunk(c.s.dsnBase).where == chunkFree {
@@ -817,11 +813,13 @@ func (c *Conn) transmitProbe(port int, b []byte) (int, transport.TxMeta) {
 	return 0, transport.TxMeta{}
 }
 
-// sendProbe sends p's due probe under a new PSN. A tail-loss probe of a
-// path carrying data is the path's newest outstanding chunk, sent again
-// (tailLossProbe).
+// sendProbe sends p's due probe under a new PSN. Under heavy random loss
+// a tail-loss probe of a path carrying data is the path's newest
+// outstanding chunk, sent again (tailLossProbe); otherwise a bare probe,
+// which costs nothing when the ACK was only late (a queue), as it mostly
+// is when loss is rare.
 func (c *Conn) sendProbe(p *sndPath, b []byte) (int, transport.TxMeta) {
-	if p.tlpSent && (p.state == PathActive || p.state == PathDraining) {
+	if p.tlpSent && (p.state == PathActive || p.state == PathDraining) && c.lossRate() > randomLossRate {
 		if n := c.tailLossProbe(p, b); n > 0 {
 			p.probeWant = false
 			c.flagPath(p)

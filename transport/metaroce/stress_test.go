@@ -1,0 +1,121 @@
+package metaroce
+
+import (
+	"testing"
+
+	"github.com/mrlab/mrlab/internal/sim"
+	"github.com/mrlab/mrlab/transport"
+	"github.com/mrlab/mrlab/transport/metaroce/wire"
+	"github.com/mrlab/mrlab/transport/transporttest"
+)
+
+// TestPaceSkipsPayloadless: a probe or hole filler sent under a tiny hint
+// must not push the next data packet out. In a 64-host all-to-all at 1%
+// loss a resent tail-loss probe (20 bytes) paced at a 1 kB/s hint held the
+// connection's next operation for 86 ms.
+func TestPaceSkipsPayloadless(t *testing.T) {
+	l := newLab(t, transporttest.Config{Seed: 1, LinkRate: 100e9}, Options{})
+	c := metaConn(l.ca)
+	c.s.hint = 1000 // bytes/s: a share given while the sender asked for nothing
+	c.s.nextSend = c.now
+	for _, n := range []int{wire.CommonSize + wire.TrailerSize, wire.DataSize + wire.TrailerSize} {
+		c.pace(n)
+		if c.s.nextSend != c.now {
+			t.Fatalf("a %d-byte packet without payload moved the pacer %v ahead", n, c.s.nextSend-c.now)
+		}
+	}
+	c.pace(wire.DataSize + wire.TrailerSize + 4096)
+	if c.s.nextSend <= c.now+sim.Second {
+		t.Fatalf("a full data packet at 1 kB/s: next send only %v ahead", c.s.nextSend-c.now)
+	}
+}
+
+// TestDemandNeverZero: every data packet asks for at least one MSS per RTT,
+// whatever is queued; a demand of 0 (the last retransmission of a message,
+// with nothing else queued or in flight) got the sender a share of ~0.
+func TestDemandNeverZero(t *testing.T) {
+	l := newLab(t, transporttest.Config{Seed: 1, LinkRate: 100e9}, Options{})
+	c := metaConn(l.ca)
+	c.s.unsent, c.s.inflight = 0, 0
+	want := uint32(float64(c.mss) / c.opts.BaseRTT.Seconds() / 1000)
+	for _, size := range []int{0, 64, 4096} {
+		if got := c.demandKBs(size); got < want {
+			t.Errorf("demand with %d bytes being sent and nothing queued: %d kB/s, want at least %d (one MSS per RTT)", size, got, want)
+		}
+	}
+	c.s.unsent = 1 << 20
+	if got, low := c.demandKBs(4096), c.demandKBs(0); got < low {
+		t.Errorf("demand fell from %d to %d kB/s counting the packet being sent", low, got)
+	}
+}
+
+// TestMessageDoesNotWaitForDelayedAck: the chunks of a small WRITE go over
+// several planes; the receiver ACKs every path the moment the message is
+// placed, so the WRITE completes about one RTT after it is sent instead of
+// an RTT plus the delayed-ACK timer.
+func TestMessageDoesNotWaitForDelayedAck(t *testing.T) {
+	opts := Options{DelayedAck: 50 * sim.Microsecond} // large, so waiting for it shows
+	l := newLab(t, transporttest.Config{Seed: 3, Ports: 4, LinkRate: 100e9, LinkDelay: sim.Microsecond}, opts)
+	const size = 4 * 4096 // one chunk per plane
+	for i := range 8 {
+		start := l.net.Loop.Now()
+		if err := l.ca.PostSend(write(uint64(i+1), 0, addrRW, addrRW+0x80000, size)); err != nil {
+			t.Fatal(err)
+		}
+		if !l.runUntil(sim.Millisecond, func() bool { return len(l.ca.Completions) == i+1 }) {
+			t.Fatalf("WRITE %d did not complete", i+1)
+		}
+		if wc := l.ca.Completions[i]; wc.Status != transport.StatusOK {
+			t.Fatalf("WRITE %d: %v", i+1, wc.Status)
+		}
+		if took := l.net.Loop.Now() - start; took >= opts.DelayedAck {
+			t.Errorf("WRITE %d of %d bytes took %v: it waited for a delayed ACK (%v)", i+1, size, took, opts.DelayedAck)
+		}
+		l.run(200 * sim.Microsecond) // idle: every path's ACK state settles
+	}
+}
+
+// TestHeavyLossNoStall: at 25% random loss on every packet (data, ACKs,
+// probes) in both directions, a stream of WRITEs keeps completing without
+// error, no path is declared failed for what is only random loss, and no
+// message waits more than a few milliseconds.
+func TestHeavyLossNoStall(t *testing.T) {
+	cfg := transporttest.Config{Seed: 7, Ports: 2, LinkRate: 100e9, LinkDelay: sim.Microsecond, Loss: 0.25}
+	l := newLab(t, cfg, Options{})
+	const size, depth, total = 64 << 10, 8, 96
+	posted := 0
+	postAt := map[uint64]sim.Time{}
+	var worst sim.Time
+	l.ca.OnComplete = func(_ *transporttest.Conn, wc transport.Completion) {
+		if wc.Status != transport.StatusOK {
+			t.Errorf("completion %+v", wc)
+		}
+		worst = max(worst, l.net.Loop.Now()-postAt[wc.ID])
+	}
+	for len(l.ca.Completions) < total {
+		for posted < total && posted-len(l.ca.Completions) < depth {
+			id := uint64(posted + 1)
+			postAt[id] = l.net.Loop.Now()
+			if err := l.ca.PostSend(write(id, 0, addrRW, addrRW+0x80000, size)); err != nil {
+				t.Fatal(err)
+			}
+			posted++
+		}
+		before := len(l.ca.Completions)
+		if !l.runUntil(20*sim.Millisecond, func() bool { return len(l.ca.Completions) > before }) {
+			t.Fatalf("stalled after %d of %d WRITEs", before, total)
+		}
+	}
+	c := metaConn(l.ca)
+	for i := range c.s.paths {
+		if p := &c.s.paths[i]; p.state == PathFailed {
+			t.Errorf("path %d failed under random loss only", i)
+		}
+	}
+	st := c.Stats()
+	t.Logf("%d WRITEs of %d KiB at %.0f%% loss: worst %v, %d retransmits, %d timeouts, %d entropy changes",
+		total, size>>10, 100*cfg.Loss, worst, st.Retransmits, st.Timeouts, st.EntropyChanges)
+	if worst > 5*sim.Millisecond {
+		t.Errorf("a WRITE took %v", worst)
+	}
+}
