@@ -19,10 +19,12 @@ import (
 // Receiver side, per NIC: the fair-share hint in every ACK (ratehint.go).
 // The sender paces its total rate at min(line rate, hint) and caps what it
 // has in flight at hint x (base RTT + ACK delay) x 1.25 (see hintRTT for
-// why not SRTT);
-// before the first hint it is bounded
-// by the initial window (one BDP), so an N-to-1 incast overshoots for at
-// most one round trip.
+// why not SRTT); while a queue inflates the RTT, it paces below the hint
+// in proportion (drainRate). Before the receiver's first ACK a connection
+// has one packet in flight, and the receiver counts a newly accepted
+// connection as an active sender from the start, so the first hints of an
+// N-to-1 incast are already C/N and the first flight is N packets, not N
+// BDPs: incast settles in the first round trip or two.
 
 // ccOnAck updates p's window for pkts newly ACKed packets (bytes of
 // payload) of which dce were CE-marked.
@@ -101,6 +103,7 @@ func (c *Conn) fewHeavy() bool {
 
 // noteHint takes the receiver's fair-share hint from an ACK.
 func (c *Conn) noteHint(h uint32) {
+	c.s.heard = true
 	var hint float64
 	if h != wire.NoRateHint && !c.opts.DisableRateHint {
 		hint = float64(h) * 1000
@@ -108,22 +111,34 @@ func (c *Conn) noteHint(h uint32) {
 	if c.cfg.Trace != nil && (hint > c.s.hint*1.1 || hint < c.s.hint*0.9) {
 		c.tracef("rate hint %.3f Gb/s -> %.3f Gb/s", c.s.hint*8/1e9, hint*8/1e9)
 	}
-	if hint == 0 || hint > c.s.hint {
-		// More room: the pacer must not keep waiting out a gap computed at
-		// the old, lower rate.
+	if hint == 0 || c.s.hint == 0 {
 		c.s.nextSend = min(c.s.nextSend, c.now)
+	} else if hint > c.s.hint && c.s.nextSend > c.now {
+		// More room: the pacer must not keep waiting out a gap computed at
+		// the old, lower rate; it shortens the rest of the gap in
+		// proportion. (Ending the gap at once let 63 senders, whose hints
+		// move up and down a few percent as the receiver's water-filling
+		// follows their demands, each send early on every small rise: the
+		// queue at the receiver grew by a packet per sender every time.)
+		c.s.nextSend = c.now + sim.Time(float64(c.s.nextSend-c.now)*c.s.hint/hint)
 	}
 	c.s.hint = hint
 }
 
-// inflightCap is the connection-wide in-flight limit: two line-rate BDPs,
-// and hint x hintRTT x 1.25 once the receiver has sent a hint, but never
-// below two packets.
+// inflightCap is the connection-wide in-flight limit: one packet until
+// the receiver's first ACK, then two line-rate BDPs, and hint x hintRTT x
+// 1.25 once the receiver has sent a hint, but never below two packets.
 func (c *Conn) inflightCap() int {
 	rtt := max(c.s.minRTT, c.opts.BaseRTT)
 	limit := int(2 * c.lineBytes * rtt.Seconds())
 	if c.s.hint > 0 {
 		limit = min(limit, int(c.s.hint*c.hintRTT().Seconds()*1.25))
+	} else if !c.s.heard && !c.opts.DisableRateHint {
+		// Before the receiver has answered at all, one packet: it probes
+		// for the receiver's share. An N-to-1 incast whose senders each
+		// sent a BDP first filled the receiver's queue N times over; one
+		// packet each costs a lone sender one round trip of start-up.
+		return c.mss
 	}
 	// At least two packets: with one, the sender idles while each packet's
 	// ACK comes back, which at low line rates (a window of about one packet)
@@ -149,20 +164,46 @@ func (c *Conn) hintRTT() sim.Time {
 // payload: IPv4, UDP and Ethernet framing.
 const wireOverhead = 20 + 8 + 38
 
-// pace spaces data packets at the hinted rate when it is below line rate,
-// allowing a burst of two packets. A packet without payload (a probe, a
+// pace spaces data packets at the hinted rate (lowered by drainRate while
+// a queue stands) when it is below line rate, with no burst allowance: 63
+// senders each allowed two packets back to back put 530 KB at once into a
+// 512 KiB queue. A packet without payload (a probe, a
 // hole filler, an ABORT) is not paced and does not delay the next one:
 // it adds nothing to the receiver's load, and pacing it at a hint given
 // while the sender was idle (and asked for almost nothing) once held a
 // connection's next message for 86 ms.
 func (c *Conn) pace(n int) {
 	rate := c.s.hint
-	if rate <= 0 || rate >= c.lineBytes || n <= wire.DataSize+wire.TrailerSize {
+	if rate <= 0 || n <= wire.DataSize+wire.TrailerSize {
+		return
+	}
+	rate = min(rate, c.drainRate())
+	if rate >= c.lineBytes {
 		return
 	}
 	gap := sim.Time(float64(n+wireOverhead) / rate * 1e9)
-	burst := sim.Time(float64(2*(c.mss+wire.MaxOverhead+wireOverhead)) / rate * 1e9)
-	c.s.nextSend = max(c.s.nextSend, c.now-burst) + gap
+	c.s.nextSend = max(c.s.nextSend, c.now) + gap
+}
+
+// drainRate is the in-flight cap expressed as a rate: hint x hintRTT x
+// 1.25 over the latest RTT sample (not the smoothed RTT, which lags by
+// several samples and kept senders below their share for rounds after the
+// queue had gone: 32-to-1 settled in 23 RTTs with it, 10 with the latest
+// sample). While a queue at the receiver inflates the
+// RTT, it paces the sender below the hint in proportion, so the queue
+// drains within a round trip or two. The in-flight cap alone cannot do
+// this when the hint is small: its two-packet floor (which keeps a slow
+// live link busy) then lets a deep queue stand, draining only at the
+// hint's 5% headroom (63-to-1 took 70 RTTs). Pacing has no packet
+// granularity, so it neither stands a queue nor starves a sender whose
+// fair share is between one and two packets per round trip.
+func (c *Conn) drainRate() float64 {
+	rtt := c.s.lastRTT
+	target := c.hintRTT() + c.hintRTT()/4
+	if rtt <= target {
+		return c.s.hint
+	}
+	return c.s.hint * float64(target) / float64(rtt)
 }
 
 // demandKBs is the rate the sender asks of the receiver, in kB/s: what it

@@ -500,6 +500,7 @@ func (c *Conn) rttSample(p *sndPath, r sim.Time) {
 		return // a stale echo (32-bit clock) or garbage
 	}
 	p.rttSample(r, c.opts)
+	c.s.lastRTT = r
 	if c.s.srtt == 0 {
 		c.s.srtt, c.s.minRTT = r, r
 	} else {

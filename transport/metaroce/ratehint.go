@@ -53,8 +53,25 @@ func newAllocator(capacity float64, window sim.Time) *allocator {
 	return a
 }
 
-// register returns a slot for a new connection.
-func (a *allocator) register() int32 {
+// register returns a slot for a new connection. A connection the peer
+// dialed (presume) counts as active, asking for everything, for one
+// activity window from now: its peer dialed to send, and when N senders
+// set up connections and then start at once, their first ACKs must carry
+// a share of N, not of the few whose first packets happened to arrive
+// first (1/1, 1/2, ... of the capacity, which let the early ones overfill
+// the queue). A slot that stays idle leaves the count after the window.
+func (a *allocator) register(now sim.Time, presume bool) int32 {
+	s := a.slot()
+	if presume {
+		x := &a.senders[s]
+		x.active, x.last, x.demand = true, now, a.capacity
+		a.dirty = true
+	}
+	return s
+}
+
+// slot takes a free slot or makes one.
+func (a *allocator) slot() int32 {
 	if n := len(a.free); n > 0 {
 		s := a.free[n-1]
 		a.free = a.free[:n-1]

@@ -30,7 +30,7 @@ func TestWaterFill(t *testing.T) {
 		a := newAllocator(100, 40*sim.Microsecond)
 		slots := make([]int32, len(tc.demands))
 		for i, d := range tc.demands {
-			slots[i] = a.register()
+			slots[i] = a.register(0, false)
 			a.observe(slots[i], 0, d)
 		}
 		for i, s := range slots {
@@ -49,7 +49,7 @@ func TestWaterFill(t *testing.T) {
 // slot; an unchanged demand does not recompute.
 func TestAllocatorActivity(t *testing.T) {
 	a := newAllocator(90, 40*sim.Microsecond)
-	x, y, z := a.register(), a.register(), a.register()
+	x, y, z := a.register(0, false), a.register(0, false), a.register(0, false)
 	for _, s := range []int32{x, y, z} {
 		a.observe(s, 0, 1e12)
 	}
@@ -75,7 +75,7 @@ func TestAllocatorActivity(t *testing.T) {
 	if got := a.share(x, 101*sim.Microsecond); got != 90 {
 		t.Errorf("alone: share %v, want 90", got)
 	}
-	if s := a.register(); s != y {
+	if s := a.register(0, false); s != y {
 		t.Errorf("slot %d not reused (got %d)", y, s)
 	}
 }
@@ -85,7 +85,7 @@ func TestAllocatorActivity(t *testing.T) {
 // of its first ACK, the queue drains, and goodput is shared fairly.
 func TestIncastFairShare(t *testing.T) {
 	for _, hints := range []bool{true, false} {
-		r := runIncast(t, 8, !hints)
+		r := runIncast(t, 8, 1<<20, !hints)
 		if hints {
 			t.Logf("hints on: fair share after %v (%.1f base RTTs, %.1f smoothed RTTs at the time)",
 				r.settle, float64(r.settle)/float64(r.rtt), float64(r.settle)/float64(max(r.srtt, 1)))
@@ -119,7 +119,7 @@ type incastResult struct {
 	peakQueue, steadyQueue int
 }
 
-func runIncast(t *testing.T, n int, noHint bool) incastResult {
+func runIncast(t *testing.T, n, size int, noHint bool) incastResult {
 	const rate = 100e9
 	cfg := transporttest.Config{Seed: 31, LinkRate: rate, ECNThreshold: 64 << 10, QueueBytes: 4 << 20}
 	net := transporttest.New(sim.NewLoop(), cfg)
@@ -137,7 +137,6 @@ func runIncast(t *testing.T, n int, noHint bool) incastResult {
 		conns = append(conns, c)
 	}
 	t0 := net.Loop.Now()
-	const size = 1 << 20
 	posted := make([]int, n)
 	var res incastResult
 	fair := rate / 8 * 0.95 / float64(n)
@@ -210,4 +209,52 @@ func runIncast(t *testing.T, n int, noHint bool) incastResult {
 		}
 	}
 	return res
+}
+
+// TestPresumedActive: connections a receiver accepts count as active
+// senders from registration, so the first ACKs of an N-to-1 incast carry
+// C/N and not C/1, C/2, ... for the first packets to arrive; one that never
+// sends leaves the count after the activity window. Dialed connections are
+// not presumed.
+func TestPresumedActive(t *testing.T) {
+	w := 40 * sim.Microsecond
+	a := newAllocator(100, w)
+	var slots []int32
+	for range 4 {
+		slots = append(slots, a.register(0, true))
+	}
+	dialed := a.register(0, false)
+	a.observe(slots[0], sim.Microsecond, 1e12)
+	if got := a.share(slots[0], sim.Microsecond); got != 25 {
+		t.Errorf("first packet of 4 accepted connections: share %v, want 25", got)
+	}
+	if got := a.share(dialed, sim.Microsecond); got != 100 {
+		t.Errorf("dialed, idle connection counted: share %v, want 100", got)
+	}
+	// Only slots[0] keeps sending; the others drop out after the window.
+	for now := sim.Time(0); now <= 2*w; now += 5 * sim.Microsecond {
+		a.observe(slots[0], now, 1e12)
+	}
+	if got := a.share(slots[0], 2*w); got != 100 {
+		t.Errorf("after the others stayed idle a window: share %v, want 100", got)
+	}
+}
+
+// TestIncastFirstFlight: 32 senders start at once. Each connection's first
+// flight is one packet, and the receiver's first ACKs already carry C/32, so
+// the receiver's queue peaks at a few packets per sender, not at 32 initial
+// windows (4 MB before this rule), and the goodput is shared fairly.
+func TestIncastFirstFlight(t *testing.T) {
+	r := runIncast(t, 32, 64<<10, false)
+	t.Logf("peak queue %d B, settle %v (base RTT %v), fairness %.3f, util %.3f", r.peakQueue, r.settle, r.rtt, r.fairness, r.util)
+	const pkt = 4096 + 100
+	if r.peakQueue > 32*3*pkt {
+		t.Errorf("queue peaked at %d B, want at most 3 packets per sender (%d B)", r.peakQueue, 32*3*pkt)
+	}
+	if r.settle == sim.Never {
+		t.Errorf("hints never all within 5%% of the fair share")
+	}
+	if r.fairness < 0.9 || r.util < 0.85 {
+		t.Errorf("fairness %.3f (want >= 0.9), utilization %.3f (want >= 0.85)", r.fairness, r.util)
+	}
 }

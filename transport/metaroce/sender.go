@@ -61,6 +61,8 @@ type sndState struct {
 	nextSend sim.Time // pacing: earliest next data packet
 	srtt     sim.Time // connection-wide smoothed RTT (all paths)
 	minRTT   sim.Time
+	lastRTT  sim.Time // the latest RTT sample (drainRate)
+	heard    bool     // an ACK (and its hint, or its lack of one) has arrived
 }
 
 // sndMsg is a posted message.

@@ -100,7 +100,7 @@ func (c *Conn) learnPeer(s wire.Setup) {
 	c.r.delayed = make([]uint64, (c.peerPaths+63)/64)
 	c.r.dsn.limit = c.opts.DSNWindow
 	c.initWindows()
-	c.slot = c.proto.alloc.register()
+	c.slot = c.proto.alloc.register(c.now, !c.dialer)
 }
 
 // onSyn handles a repeated SYN: our SYN_ACK was lost, send it again.

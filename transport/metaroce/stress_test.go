@@ -119,3 +119,44 @@ func TestHeavyLossNoStall(t *testing.T) {
 		t.Errorf("a WRITE took %v", worst)
 	}
 }
+
+// TestFirstFlightAndDrainPacing: before the receiver's first ACK a
+// connection has one packet in flight (without hints, the usual window);
+// once hinted, a queue that inflates the RTT paces the sender below the
+// hint in proportion, and a rise of the hint shortens the pacing gap in
+// proportion instead of ending it.
+func TestFirstFlightAndDrainPacing(t *testing.T) {
+	l := newLab(t, transporttest.Config{Seed: 1, LinkRate: 100e9}, Options{})
+	c := metaConn(l.ca)
+	c.s.heard, c.s.hint = false, 0
+	if got := c.inflightCap(); got != c.mss {
+		t.Errorf("before the first ACK: in-flight cap %d, want one packet (%d)", got, c.mss)
+	}
+	nh := metaConn(newLab(t, transporttest.Config{Seed: 1, LinkRate: 100e9}, Options{DisableRateHint: true}).ca)
+	nh.s.heard, nh.s.hint = false, 0
+	if got := nh.inflightCap(); got <= nh.mss {
+		t.Errorf("hints disabled: in-flight cap %d before the first ACK, want the usual window", got)
+	}
+
+	const hint = 1e9 // bytes/s
+	n := wire.DataSize + wire.TrailerSize + 4096
+	gapAt := func(rtt sim.Time) sim.Time {
+		c.s.hint, c.s.heard, c.s.lastRTT, c.s.nextSend = hint, true, rtt, c.now
+		c.pace(n)
+		return c.s.nextSend - c.now
+	}
+	target := c.hintRTT() + c.hintRTT()/4
+	base := gapAt(target)
+	if want := sim.Time(float64(n+wireOverhead) / hint * 1e9); base != want {
+		t.Errorf("no queue: gap %v, want %v (the hint)", base, want)
+	}
+	if q := gapAt(4 * target); q < 4*base-2 || q > 4*base+2 {
+		t.Errorf("RTT 4x the target: gap %v, want %v (a quarter of the hint)", q, 4*base)
+	}
+	c.s.hint, c.s.lastRTT = hint, target
+	c.s.nextSend = c.now + 1000
+	c.noteHint(uint32(2 * hint / 1000))
+	if got := c.s.nextSend - c.now; got != 500 {
+		t.Errorf("hint doubled with 1000 ns of gap left: %v left, want 500", got)
+	}
+}
