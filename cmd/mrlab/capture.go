@@ -354,7 +354,7 @@ func aliasDuration(c *cli.Context, name string) time.Duration {
 func observeFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "capture", Usage: "capture packets at `POINTS` (comma-separated hosts, switches, links; h0:1 a port, LINK:AtoB a direction) as pcapng"},
-		&cli.StringFlag{Name: "capture-dir", Value: "capture", Usage: "directory for --capture files, one POINT.pcapng per point"},
+		&cli.StringFlag{Name: "capture-dir", Value: "captures", Usage: "directory for --capture files, one POINT.pcapng per point"},
 		&cli.StringFlag{Name: "capture-filter", Usage: "keep only matching packets in captures (host=, conn=, path=, port=)"},
 		&cli.StringFlag{Name: "telemetry", Usage: "write per-connection, per-path and per-link time series to `FILE` (.csv for CSV, else JSON lines)"},
 		&cli.StringFlag{Name: "telemetry-interval", Value: "10us", Usage: "telemetry sampling period (lab time)"},
