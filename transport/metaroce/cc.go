@@ -132,7 +132,7 @@ func (c *Conn) inflightCap() int {
 	rtt := max(c.s.minRTT, c.opts.BaseRTT)
 	limit := int(2 * c.lineBytes * rtt.Seconds())
 	if c.s.hint > 0 {
-		limit = min(limit, int(c.s.hint*c.hintRTT().Seconds()*1.25))
+		limit = min(limit, int(c.s.hint*c.hintRTT().Seconds()*1.25/c.deliveredFraction()))
 	} else if !c.s.heard && !c.opts.DisableRateHint {
 		// Before the receiver has answered at all, one packet: it probes
 		// for the receiver's share. An N-to-1 incast whose senders each
@@ -144,6 +144,20 @@ func (c *Conn) inflightCap() int {
 	// ACK comes back, which at low line rates (a window of about one packet)
 	// wastes most of the link.
 	return max(limit, 2*c.mss)
+}
+
+// deliveredFraction is the share of what is in flight expected to reach
+// the receiver: 1 - the connection's loss rate once that is heavy (see
+// randomLossRate), else 1. Bytes in flight that the fabric dropped hold
+// no place in the receiver's queue, yet until their loss is seen they
+// count against the in-flight cap; at 34% end-to-end loss a third of the
+// cap was held by packets that no longer existed.
+func (c *Conn) deliveredFraction() float64 {
+	l := c.lossRate()
+	if l <= randomLossRate {
+		return 1
+	}
+	return 1 - min(l, 0.5)
 }
 
 // hintRTT is the round-trip time the hint's in-flight cap is computed

@@ -99,6 +99,8 @@ type sndPath struct {
 	rtoBase                   sim.Time // start of the retransmission timer
 	tlpBase                   sim.Time // last send or progress
 	tlpSent                   bool
+	tlps                      int      // heavy loss: tail-loss probes since progress
+	tlpSentAt                 sim.Time // heavy loss: when the latest of them left
 	probeWant                 bool     // a probe is due on this path
 	probeAt                   sim.Time // Failed: next re-probe
 	timeouts                  int      // consecutive
@@ -284,7 +286,7 @@ func (c *Conn) repath(p *sndPath, why repathReason, abandon bool) {
 	p.lastCE = 0
 	p.roundEnd, p.roundPkts, p.roundCE, p.cutEnd = 0, 0, 0, 0
 	p.lossBase, p.losses, p.markRounds, p.heavy = 0, 0, 0, false
-	p.tlpSent = false
+	p.tlpSent, p.tlps = false, 0
 	p.st.entropyChanges++
 	c.st.entropyChanges++
 	if c.cfg.Trace != nil {
@@ -306,7 +308,7 @@ func (c *Conn) onPathTimer(p *sndPath) {
 		}
 		if now >= c.rtoAt(p) {
 			c.pathTimeout(p)
-		} else if !p.tlpSent && now >= c.tlpAt(p) {
+		} else if !p.tlpSent && p.tlps < maxTailProbes && now >= c.tlpAt(p) {
 			p.tlpSent, p.probeWant = true, true
 			c.flagPath(p)
 			c.st.tailProbes++
@@ -456,10 +458,25 @@ func (c *Conn) selfQueue() sim.Time {
 // 36% to 42% of loss-free (mean of 10 seeds on the quick loss-sweep bed).
 func (c *Conn) rtoAt(p *sndPath) sim.Time {
 	if c.lossRate() > randomLossRate {
+		if p.tlps > 0 {
+			// A tail-loss probe is out: the timeout waits for its answer
+			// (RFC 8985 re-arms the RTO when it sends the probe). Without
+			// this the RTO came a few microseconds after the probe, before
+			// its ACK could, and threw away the path's whole flight (every
+			// chunk moved and sent again) for a tail the probe had already
+			// repaired.
+			return max(p.rtoBase+p.rto, p.tlpSentAt+p.srtt+p.srtt/2+c.opts.DelayedAck)
+		}
 		return p.rtoBase + p.rto
 	}
 	return p.rtoBase + p.rto + c.selfQueue()
 }
+
+// maxTailProbes is how many tail-loss probes a path sends under heavy
+// random loss before it waits for the RTO: with a third of packets lost
+// each way, a probe or its ACK is lost more than half the time, and a
+// timeout moves the path's whole flight.
+const maxTailProbes = 3
 
 // tlpAt is when p sends a tail-loss probe if no ACK has come.
 func (c *Conn) tlpAt(p *sndPath) sim.Time {
@@ -476,7 +493,7 @@ func (c *Conn) armPath(p *sndPath) {
 	case PathActive, PathDraining:
 		if p.una != p.nxt {
 			at = c.rtoAt(p)
-			if !p.tlpSent {
+			if !p.tlpSent && p.tlps < maxTailProbes {
 				at = min(at, c.tlpAt(p))
 			}
 		}

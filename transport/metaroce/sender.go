@@ -112,6 +112,7 @@ type chunk struct {
 	path   uint8
 	gen    uint8
 	tx     uint8 // transmissions
+	probes uint8 // of tx, tail-loss probes under heavy loss: not retries
 	round  uint8 // the message's RNR round when the chunk was last sent
 	where  chunkWhere
 	abort  bool // send as ABORT (its message failed)
@@ -618,10 +619,24 @@ func (c *Conn) sendChunk(p *sndPath, dsn uint32, b []byte) int {
 	if ch.tx > 1 {
 		p.st.retransmits++
 	}
-	if int(ch.tx) > c.opts.MaxRetries {
+	if c.retries(ch) > c.opts.MaxRetries {
 		c.giveUp(ch)
 	}
 	return n
+}
+
+// retries is how many times ch has been sent for lack of an answer, the
+// count MaxRetries bounds. A tail-loss probe under heavy random loss does
+// not count: it re-sends the newest chunk of a path whose ACK is late,
+// which at a third of packets lost each way is mostly a lost ACK; in a
+// 10% per-link loss trial one chunk, probed on path after path, used up
+// its 16 sends in 260us and failed a healthy connection. A dead peer is
+// still caught: its paths time out and fail (AllFailedTimeout).
+func (c *Conn) retries(ch *chunk) int {
+	if ch.tx == math.MaxUint8 {
+		return math.MaxUint8 // the count would wrap: give up
+	}
+	return int(ch.tx) - int(ch.probes)
 }
 
 // resendLost sends the first lost PSN of p again, under the same PSN.
@@ -651,7 +666,7 @@ func (c *Conn) resendLost(p *sndPath, b []byte) int {
 			if ch.abort && e.kind == sbData {
 				e.kind, e.size = sbAbort, 0
 			}
-			if int(ch.tx) > c.opts.MaxRetries {
+			if c.retries(ch) > c.opts.MaxRetries {
 				c.giveUp(ch)
 			}
 		}
@@ -823,6 +838,8 @@ func (c *Conn) transmitProbe(port int, b []byte) (int, transport.TxMeta) {
 func (c *Conn) sendProbe(p *sndPath, b []byte) (int, transport.TxMeta) {
 	if p.tlpSent && (p.state == PathActive || p.state == PathDraining) && c.lossRate() > randomLossRate {
 		if n := c.tailLossProbe(p, b); n > 0 {
+			p.tlps++
+			p.tlpSentAt = c.now
 			p.probeWant = false
 			c.flagPath(p)
 			p.st.probes++
@@ -873,6 +890,9 @@ func (c *Conn) tailLossProbe(p *sndPath, b []byte) int {
 		c.st.retransmits++
 		if c.cfg.Trace != nil {
 			c.tracef("path %d: tail-loss probe resends dsn %d (psn %d)", p.id, e.dsn, psn)
+		}
+		if ch.probes < 255 {
+			ch.probes++
 		}
 		return c.sendChunk(p, e.dsn, b)
 	}
@@ -932,7 +952,7 @@ func (c *Conn) onAck(a wire.Ack) {
 	if pkts > 0 {
 		// The path delivers: restart its timers (RFC 8985 re-arms the RTO
 		// on every ACK that acknowledges something new, SACKed or not).
-		p.rtoBase, p.tlpBase, p.tlpSent = c.now, c.now, false
+		p.rtoBase, p.tlpBase, p.tlpSent, p.tlps = c.now, c.now, false, 0
 		if p.timeouts > 0 || p.state != PathActive && p.state != PathDraining {
 			c.pathRecovered(p)
 		}
