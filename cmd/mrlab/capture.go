@@ -17,7 +17,6 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -83,17 +82,17 @@ func captureAction(c *cli.Context) error {
 	if _, err := capture.ParseSpec(point); err != nil {
 		return usageError{fmt.Errorf("capture: %w", err)}
 	}
-	if aliasString(c, "filter") != "" {
+	if c.String("filter") != "" {
 		// Names are resolved by the lab; check the syntax here.
 		anyHost := func(string) (netip.Addr, bool) { return netip.IPv4Unspecified(), true }
-		if _, err := capture.ParseFilter(aliasString(c, "filter"), anyHost); err != nil {
+		if _, err := capture.ParseFilter(c.String("filter"), anyHost); err != nil {
 			return usageError{fmt.Errorf("capture: --filter: %w", err)}
 		}
 	}
-	if aliasInt(c, "count") < 0 {
-		return usagef("capture: --count %d: want a number of packets", aliasInt(c, "count"))
+	if c.Int("count") < 0 {
+		return usagef("capture: --count %d: want a number of packets", c.Int("count"))
 	}
-	dest := aliasString(c, "write")
+	dest := c.String("write")
 	if dest == "" {
 		return usagef("capture: say where to write the capture: -w FILE, or -w - for stdout")
 	}
@@ -108,16 +107,16 @@ func captureAction(c *cli.Context) error {
 
 	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if d := aliasDuration(c, "duration"); d > 0 {
+	if d := c.Duration("duration"); d > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, d)
 		defer cancel()
 	}
 	q := url.Values{"point": {point}}
-	if f := aliasString(c, "filter"); f != "" {
+	if f := c.String("filter"); f != "" {
 		q.Set("filter", f)
 	}
-	if n := aliasInt(c, "count"); n > 0 {
+	if n := c.Int("count"); n > 0 {
 		q.Set("count", strconv.Itoa(n))
 	}
 	body, err := openCapture(ctx, name, st.Socket, q)
@@ -172,7 +171,7 @@ func newTraceCommand() *cli.Command {
 			if len(args) > 0 {
 				return usagef("trace: unexpected argument %q (pick a lab with --lab)", args[0])
 			}
-			if _, err := prototrace.ParseFilter(aliasString(c, "filter")); err != nil {
+			if _, err := prototrace.ParseFilter(c.String("filter")); err != nil {
 				return usageError{fmt.Errorf("trace: --filter: %w", err)}
 			}
 			name, err := runningLab(c, c.String("lab"))
@@ -185,13 +184,13 @@ func newTraceCommand() *cli.Command {
 			}
 			ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			if d := aliasDuration(c, "duration"); d > 0 {
+			if d := c.Duration("duration"); d > 0 {
 				var cancel context.CancelFunc
 				ctx, cancel = context.WithTimeout(ctx, d)
 				defer cancel()
 			}
 			q := url.Values{"fabric": {c.String("fabric")}}
-			if f := aliasString(c, "filter"); f != "" {
+			if f := c.String("filter"); f != "" {
 				q.Set("filter", f)
 			}
 			body, err := openStream(ctx, name, st.Socket, "/trace", q)
@@ -296,45 +295,6 @@ func copyBlocks(w io.Writer, r io.Reader) (int, error) {
 			packets++
 		}
 	}
-}
-
-// Flags set by cmdArgs (written after the capture point) land on the name
-// they were typed with, and urfave/cli keeps an alias's value apart from
-// its flag's until it normalizes them itself; these read whichever name
-// was set.
-
-func aliasNames(c *cli.Context, name string) []string {
-	if f := findFlag(c.Command.Flags, name); f != nil {
-		return f.Names()
-	}
-	return []string{name}
-}
-
-func aliasString(c *cli.Context, name string) string {
-	for _, n := range aliasNames(c, name) {
-		if v := c.String(n); v != "" {
-			return v
-		}
-	}
-	return ""
-}
-
-func aliasInt(c *cli.Context, name string) int {
-	for _, n := range aliasNames(c, name) {
-		if v := c.Int(n); v != 0 {
-			return v
-		}
-	}
-	return 0
-}
-
-func aliasDuration(c *cli.Context, name string) time.Duration {
-	for _, n := range aliasNames(c, name) {
-		if v := c.Duration(n); v != 0 {
-			return v
-		}
-	}
-	return 0
 }
 
 // The observation flags of `mrlab sim`: packet captures, telemetry, plots

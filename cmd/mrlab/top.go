@@ -58,7 +58,7 @@ func topAction(c *cli.Context) error {
 	if rows < 1 {
 		return usagef("top: -n %d: want at least one row", rows)
 	}
-	every := aliasDuration(c, "interval")
+	every := c.Duration("interval")
 	if every < 100*time.Millisecond {
 		return usagef("top: --interval %v: want at least 100ms", every)
 	}
