@@ -71,3 +71,22 @@ func TestSimWorkloads(t *testing.T) {
 		}
 	}
 }
+
+// TestSimSlowLink runs MetaRoCE write_bw over a 1 Gbit/s back-to-back link,
+// the rate live labs run at: a 4 KiB packet takes 33us per hop there, longer
+// than the microsecond-scale RTO floor, and the transport must not time out
+// spuriously (it once ran at a tenth of the link with thousands of RTOs).
+func TestSimSlowLink(t *testing.T) {
+	lab := writeFile(t, "slow.yaml", `name: slow
+topology:
+  backtoback: {planes: 1}
+links:
+  default: {rate: 1gbit, delay: 1us, queue: 512KiB}
+`)
+	r := rdmaJSON(t, lab, "--workload", "write_bw", "--transport", "metaroce", "-n", "100")
+	res := r.Results[0]
+	if !res.Check.OK || res.Timeouts != 0 || res.GoodputGbps < 0.85 {
+		t.Errorf("1 Gbit/s write_bw: %.3f Gb/s, %d timeouts, %d retransmissions, check %+v (want >= 0.85 Gb/s, no timeouts)",
+			res.GoodputGbps, res.Timeouts, res.Retransmits, res.Check)
+	}
+}
