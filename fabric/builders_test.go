@@ -7,7 +7,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/mrlab/mrlab/fabric"
-	"github.com/mrlab/mrlab/fabric/fabrictest"
+	"github.com/mrlab/mrlab/workload/udpgen"
 )
 
 func TestLeafSpineBuilder(t *testing.T) {
@@ -107,14 +107,14 @@ func TestFatTreeBuilderAndRoutes(t *testing.T) {
 		}
 	}
 	// Every host reaches every other.
-	hs, err := fabrictest.AttachAll(l.net, l.pool, l.loop)
+	hs, err := udpgen.AttachAll(l.net, l.pool, l.loop)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i, src := range hs {
 		for j, dst := range hs {
 			if i != j {
-				src.AddFlow(fabrictest.FlowSpec{Dst: dst.Addr(), SrcPort: uint16(j), DstPort: 1, Size: 100, Count: 1})
+				src.AddFlow(udpgen.FlowSpec{Dst: dst.Addr(), SrcPort: uint16(j), DstPort: 1, Size: 100, Count: 1})
 			}
 		}
 		src.Start(0)

@@ -9,9 +9,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/mrlab/mrlab/fabric"
-	"github.com/mrlab/mrlab/fabric/fabrictest"
 	"github.com/mrlab/mrlab/internal/packet"
 	"github.com/mrlab/mrlab/internal/sim"
+	"github.com/mrlab/mrlab/workload/udpgen"
 )
 
 // A fabric link fails: packets hashed into it are black-holed until the
@@ -23,7 +23,7 @@ func TestLinkFailureBlackHoleThenReroute(t *testing.T) {
 	topo, err := fabric.LeafSpine(fabric.LeafSpineParams{Leaves: 2, Spines: 4, HostsPerLeaf: 1,
 		HostLink: fabric.LinkParams{Delay: 500}, FabricLink: fabric.LinkParams{Delay: 500}})
 	l := newLab(t, mustTopo(t, topo, err), fabric.BuildOptions{Seed: 5, DetectionDelay: detect})
-	hs, err := fabrictest.AttachAll(l.net, l.pool, l.loop)
+	hs, err := udpgen.AttachAll(l.net, l.pool, l.loop)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,7 +31,7 @@ func TestLinkFailureBlackHoleThenReroute(t *testing.T) {
 	l.net.SetObserver(rec)
 	const flows = 64
 	for f := 0; f < flows; f++ {
-		hs[0].AddFlow(fabrictest.FlowSpec{Dst: hs[1].Addr(), SrcPort: uint16(2000 + f), DstPort: 4791, Size: 1000, Rate: 1e9})
+		hs[0].AddFlow(udpgen.FlowSpec{Dst: hs[1].Addr(), SrcPort: uint16(2000 + f), DstPort: 4791, Size: 1000, Rate: 1e9})
 	}
 	hs[0].Start(0)
 	h1 := hs[1].Addr()
@@ -136,13 +136,13 @@ func TestLeafUplinkFailureBlackHolesAtLeaf(t *testing.T) {
 func TestSwitchAndPlaneDown(t *testing.T) {
 	topo, err := fabric.LeafSpine(fabric.LeafSpineParams{Planes: 2, Leaves: 2, Spines: 2, HostsPerLeaf: 1})
 	l := newLab(t, mustTopo(t, topo, err), fabric.BuildOptions{DetectionDelay: -1})
-	hs, err := fabrictest.AttachAll(l.net, l.pool, l.loop)
+	hs, err := udpgen.AttachAll(l.net, l.pool, l.loop)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ports, _ := l.net.Ports("h0")
 	for pl := 0; pl < 2; pl++ {
-		hs[0].AddFlow(fabrictest.FlowSpec{Name: fmt.Sprint("plane", pl), Dst: hs[1].Addr(), SrcPort: uint16(pl + 1), DstPort: 9, Size: 1000, Plane: pl, Rate: 1e9})
+		hs[0].AddFlow(udpgen.FlowSpec{Name: fmt.Sprint("plane", pl), Dst: hs[1].Addr(), SrcPort: uint16(pl + 1), DstPort: 9, Size: 1000, Plane: pl, Rate: 1e9})
 	}
 	hs[0].Start(0)
 	l.loop.RunUntil(10 * sim.Microsecond)
@@ -202,7 +202,7 @@ func traceRun(t *testing.T, seed uint64) (uint64, uint64, fabric.Snapshot) {
 	l := newLab(t, mustTopo(t, topo, err), fabric.BuildOptions{Seed: seed, DetectionDelay: 10 * sim.Microsecond})
 	th := fabric.NewTraceHash()
 	l.net.SetObserver(th)
-	hs, err := fabrictest.AttachAll(l.net, l.pool, l.loop)
+	hs, err := udpgen.AttachAll(l.net, l.pool, l.loop)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,7 +212,7 @@ func traceRun(t *testing.T, seed uint64) (uint64, uint64, fabric.Snapshot) {
 				continue
 			}
 			for f := 0; f < 4; f++ {
-				hs[i].AddFlow(fabrictest.FlowSpec{Dst: dst.Addr(), SrcPort: uint16(100*j + f), DstPort: 4791, Size: 1024,
+				hs[i].AddFlow(udpgen.FlowSpec{Dst: dst.Addr(), SrcPort: uint16(100*j + f), DstPort: 4791, Size: 1024,
 					Plane: f % 2, Rate: 20e9, Count: 120, ECN: 2})
 			}
 		}

@@ -8,9 +8,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/mrlab/mrlab/fabric"
-	"github.com/mrlab/mrlab/fabric/fabrictest"
 	"github.com/mrlab/mrlab/internal/header"
 	"github.com/mrlab/mrlab/internal/sim"
+	"github.com/mrlab/mrlab/workload/udpgen"
 )
 
 // endPs returns when the k-th (1-based) of back-to-back packets of size
@@ -68,11 +68,11 @@ func TestSerializationExact(t *testing.T) {
 func TestSerializationPull(t *testing.T) {
 	topo, err := fabric.BackToBack(fabric.BackToBackParams{Link: fabric.LinkParams{Rate: 100e9, Delay: 2 * sim.Microsecond}})
 	l := newLab(t, mustTopo(t, topo, err), fabric.BuildOptions{})
-	hs, err := fabrictest.AttachAll(l.net, l.pool, l.loop)
+	hs, err := udpgen.AttachAll(l.net, l.pool, l.loop)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := hs[0].AddFlow(fabrictest.FlowSpec{Dst: hs[1].Addr(), SrcPort: 1, DstPort: 2, Size: 4096, Count: 1000}); err != nil {
+	if _, err := hs[0].AddFlow(udpgen.FlowSpec{Dst: hs[1].Addr(), SrcPort: 1, DstPort: 2, Size: 4096, Count: 1000}); err != nil {
 		t.Fatal(err)
 	}
 	hs[0].Start(0)
@@ -96,11 +96,11 @@ func TestForwardingAtLineRateDoesNotQueue(t *testing.T) {
 	topo, err := fabric.LeafSpine(fabric.LeafSpineParams{Leaves: 2, Spines: 1, HostsPerLeaf: 1,
 		HostLink: fabric.LinkParams{Delay: 700}, FabricLink: fabric.LinkParams{Delay: 1300}})
 	l := newLab(t, mustTopo(t, topo, err), fabric.BuildOptions{})
-	hs, err := fabrictest.AttachAll(l.net, l.pool, l.loop)
+	hs, err := udpgen.AttachAll(l.net, l.pool, l.loop)
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs[0].AddFlow(fabrictest.FlowSpec{Dst: hs[1].Addr(), SrcPort: 1, DstPort: 2, Size: 4096, Count: 500})
+	hs[0].AddFlow(udpgen.FlowSpec{Dst: hs[1].Addr(), SrcPort: 1, DstPort: 2, Size: 4096, Count: 500})
 	hs[0].Start(0)
 	l.loop.Run()
 	c := l.net.Counters()
@@ -454,17 +454,17 @@ func TestImpairmentDuplicateCorruptReorder(t *testing.T) {
 			}
 			topo, err := fabric.BackToBack(fabric.BackToBackParams{Link: fabric.LinkParams{Rate: 100e9, Delay: 1000, Impair: imp}})
 			l := newLab(t, mustTopo(t, topo, err), fabric.BuildOptions{Seed: 4})
-			hs, err := fabrictest.AttachAll(l.net, l.pool, l.loop)
+			hs, err := udpgen.AttachAll(l.net, l.pool, l.loop)
 			if err != nil {
 				t.Fatal(err)
 			}
 			const n = 10000
-			hs[0].AddFlow(fabrictest.FlowSpec{Dst: hs[1].Addr(), SrcPort: 7, DstPort: 9, Size: 1000, Count: n, Rate: 1e9})
+			hs[0].AddFlow(udpgen.FlowSpec{Dst: hs[1].Addr(), SrcPort: 7, DstPort: 9, Size: 1000, Count: n, Rate: 1e9})
 			hs[0].Start(0)
 			l.loop.Run()
 			rx := hs[1].Received()
 			lc, _ := l.net.Counters().Link("p0-h0-h1", fabric.AtoB)
-			var got fabrictest.RecvStats
+			var got udpgen.RecvStats
 			for _, r := range rx {
 				if r.SrcPort == 7 && r.DstPort == 9 {
 					got = r

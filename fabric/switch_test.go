@@ -7,10 +7,10 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/mrlab/mrlab/fabric"
-	"github.com/mrlab/mrlab/fabric/fabrictest"
 	"github.com/mrlab/mrlab/internal/header"
 	"github.com/mrlab/mrlab/internal/packet"
 	"github.com/mrlab/mrlab/internal/sim"
+	"github.com/mrlab/mrlab/workload/udpgen"
 )
 
 // leafSpine builds a one-plane leaf/spine with sinks on every host and
@@ -155,14 +155,14 @@ func TestECMPSpreadChiSquare(t *testing.T) {
 func TestECMPFlowStaysOnOnePath(t *testing.T) {
 	topo, err := fabric.LeafSpine(fabric.LeafSpineParams{Leaves: 2, Spines: 4, HostsPerLeaf: 2})
 	l := newLab(t, mustTopo(t, topo, err), fabric.BuildOptions{Seed: 11})
-	hs, err := fabrictest.AttachAll(l.net, l.pool, l.loop)
+	hs, err := udpgen.AttachAll(l.net, l.pool, l.loop)
 	if err != nil {
 		t.Fatal(err)
 	}
 	rec := &recorderWithNet{net: l.net}
 	l.net.SetObserver(rec)
 	for f := 0; f < 32; f++ {
-		hs[0].AddFlow(fabrictest.FlowSpec{Dst: hs[2].Addr(), SrcPort: uint16(1000 + f), DstPort: 4791, Size: 1000, Count: 50, Rate: 5e9})
+		hs[0].AddFlow(udpgen.FlowSpec{Dst: hs[2].Addr(), SrcPort: uint16(1000 + f), DstPort: 4791, Size: 1000, Count: 50, Rate: 5e9})
 	}
 	hs[0].Start(0)
 	l.loop.Run()

@@ -3,10 +3,10 @@ package labs
 import (
 	"testing"
 
-	"github.com/mrlab/mrlab/fabric/fabrictest"
 	"github.com/mrlab/mrlab/internal/header"
 	"github.com/mrlab/mrlab/internal/packet"
 	"github.com/mrlab/mrlab/internal/sim"
+	"github.com/mrlab/mrlab/workload/udpgen"
 )
 
 // BenchmarkParse parses and checks the largest built-in lab (640 links).
@@ -52,14 +52,14 @@ func BenchmarkRunDefaultLab(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	hosts, err := fabrictest.AttachAll(n, pool, loop)
+	hosts, err := udpgen.AttachAll(n, pool, loop)
 	if err != nil {
 		b.Fatal(err)
 	}
 	for i, h := range hosts {
 		dst := hosts[(i+len(hosts)/2)%len(hosts)]
 		for p := 0; p < 2; p++ {
-			if _, err := h.AddFlow(fabrictest.FlowSpec{Dst: dst.Addr(), SrcPort: uint16(40000 + 2*i + p), DstPort: 9,
+			if _, err := h.AddFlow(udpgen.FlowSpec{Dst: dst.Addr(), SrcPort: uint16(40000 + 2*i + p), DstPort: 9,
 				Plane: p, Size: 4096, Rate: 50e9, ECN: header.ECNECT0}); err != nil {
 				b.Fatal(err)
 			}

@@ -12,10 +12,10 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/mrlab/mrlab/fabric"
-	"github.com/mrlab/mrlab/fabric/fabrictest"
 	"github.com/mrlab/mrlab/internal/header"
 	"github.com/mrlab/mrlab/internal/packet"
 	"github.com/mrlab/mrlab/internal/sim"
+	"github.com/mrlab/mrlab/workload/udpgen"
 )
 
 // addrCmp compares netip.Addrs (cmp cannot see their unexported fields).
@@ -290,7 +290,7 @@ func TestApplyImpairSwitchAndPlane(t *testing.T) {
 	}
 }
 
-// runUDP runs the lab with a fabrictest host on every host sending paced
+// runUDP runs the lab with a udpgen host on every host sending paced
 // UDP to its opposite on every plane, and returns the trace hash.
 func runUDP(t testing.TB, lab *Lab, d sim.Time) (hash uint64, events uint64) {
 	loop := sim.NewLoop()
@@ -301,7 +301,7 @@ func runUDP(t testing.TB, lab *Lab, d sim.Time) (hash uint64, events uint64) {
 	}
 	th := fabric.NewTraceHash()
 	n.SetObserver(th)
-	hosts, err := fabrictest.AttachAll(n, pool, loop)
+	hosts, err := udpgen.AttachAll(n, pool, loop)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -309,7 +309,7 @@ func runUDP(t testing.TB, lab *Lab, d sim.Time) (hash uint64, events uint64) {
 	for i, h := range hosts {
 		dst := hosts[(i+len(hosts)/2)%len(hosts)]
 		for p := 0; p < topo.Hosts[i].Ports; p++ {
-			if _, err := h.AddFlow(fabrictest.FlowSpec{Dst: dst.Addr(), SrcPort: uint16(40000 + 8*i + p), DstPort: 9,
+			if _, err := h.AddFlow(udpgen.FlowSpec{Dst: dst.Addr(), SrcPort: uint16(40000 + 8*i + p), DstPort: 9,
 				Plane: p, Size: 1500, Rate: 60e9, ECN: header.ECNECT0}); err != nil {
 				t.Fatal(err)
 			}
@@ -394,13 +394,13 @@ func TestSteadyStateAllocs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hosts, err := fabrictest.AttachAll(n, pool, loop)
+	hosts, err := udpgen.AttachAll(n, pool, loop)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i, h := range hosts {
 		dst := hosts[(i+4)%8]
-		if _, err := h.AddFlow(fabrictest.FlowSpec{Dst: dst.Addr(), SrcPort: uint16(40000 + i), DstPort: 9, Size: 4096, Rate: 50e9}); err != nil {
+		if _, err := h.AddFlow(udpgen.FlowSpec{Dst: dst.Addr(), SrcPort: uint16(40000 + i), DstPort: 9, Size: 4096, Rate: 50e9}); err != nil {
 			t.Fatal(err)
 		}
 		h.Start(0)
@@ -413,7 +413,7 @@ func TestSteadyStateAllocs(t *testing.T) {
 	before := loop.Fired()
 	allocs := testing.AllocsPerRun(20, func() { loop.RunUntil(loop.Now() + 5*sim.Microsecond) })
 	events := float64(loop.Fired()-before) / 21
-	// fabrictest's receiver grows a duplicate-tracking bitset by one word
+	// udpgen's receiver grows a duplicate-tracking bitset by one word
 	// every 64 packets; allow for that and nothing else.
 	t.Logf("%.2f allocations per step of %.0f events", allocs, events)
 	if perEvent := allocs / events; perEvent > 0.01 {

@@ -20,14 +20,14 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/mrlab/mrlab/capture"
-	"github.com/mrlab/mrlab/dissector"
 	"github.com/mrlab/mrlab/fabric"
 	"github.com/mrlab/mrlab/internal/sim"
 	"github.com/mrlab/mrlab/labs/live"
-	"github.com/mrlab/mrlab/prototrace"
+	"github.com/mrlab/mrlab/observe/capture"
+	"github.com/mrlab/mrlab/observe/dissector"
+	"github.com/mrlab/mrlab/observe/prototrace"
+	"github.com/mrlab/mrlab/observe/telemetry"
 	"github.com/mrlab/mrlab/softnic"
-	"github.com/mrlab/mrlab/telemetry"
 	"github.com/mrlab/mrlab/transport"
 	"github.com/mrlab/mrlab/workload"
 )
@@ -50,7 +50,7 @@ func newCaptureCommand() *cli.Command {
 		ArgsUsage: "HOST[:PORT]|SWITCH[:PORT]|LINK[:AtoB|:BtoA]",
 		Description: "Streams what crosses the capture point, with lab-time timestamps and the fabric's\n" +
 			"drop/mark/corruption annotations as packet comments, until interrupted:\n\n" +
-			"   mrlab capture h0 -w - | wireshark -X lua_script:dissector/metaroce.lua -k -i -\n" +
+			"   mrlab capture h0 -w - | wireshark -X lua_script:observe/dissector/metaroce.lua -k -i -\n" +
 			"   mrlab capture p0-leaf0-spine1 -w spine.pcapng --filter conn=4,path=9 -c 1000\n\n" +
 			"Filter terms: host=NAME|ADDR, conn=ID (destination connection id or QP), path=ID,\n" +
 			"port=UDP-PORT; repeat a key to widen it. --dissector prints the MetaRoCE Wireshark\n" +

@@ -9,12 +9,12 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/mrlab/mrlab/capture"
 	"github.com/mrlab/mrlab/fabric"
 	"github.com/mrlab/mrlab/internal/packet"
 	"github.com/mrlab/mrlab/internal/sim"
+	"github.com/mrlab/mrlab/observe/capture"
+	"github.com/mrlab/mrlab/observe/telemetry"
 	"github.com/mrlab/mrlab/softnic"
-	"github.com/mrlab/mrlab/telemetry"
 	"github.com/mrlab/mrlab/transport"
 	"github.com/mrlab/mrlab/transport/metaroce"
 	"github.com/mrlab/mrlab/workload"

@@ -12,14 +12,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mrlab/mrlab/capture"
 	"github.com/mrlab/mrlab/fabric"
-	"github.com/mrlab/mrlab/fabric/fabrictest"
 	"github.com/mrlab/mrlab/internal/header"
 	"github.com/mrlab/mrlab/internal/packet"
 	"github.com/mrlab/mrlab/internal/sim"
 	"github.com/mrlab/mrlab/labs/live"
-	"github.com/mrlab/mrlab/prototrace"
+	"github.com/mrlab/mrlab/observe/capture"
+	"github.com/mrlab/mrlab/observe/prototrace"
+	"github.com/mrlab/mrlab/workload/udpgen"
 )
 
 // fakeLab serves a live lab's control socket with the capture endpoint, a
@@ -66,11 +66,11 @@ func startFakeLab(t *testing.T, handlers map[string]http.Handler) *fakeLab {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hosts, err := fabrictest.AttachAll(n, pool, loop)
+	hosts, err := udpgen.AttachAll(n, pool, loop)
 	if err != nil {
 		t.Fatal(err)
 	}
-	hosts[0].AddFlow(fabrictest.FlowSpec{Dst: hosts[2].Addr(), SrcPort: 49152, DstPort: 53791, Size: 1500, Rate: 1e9, ECN: header.ECNECT0})
+	hosts[0].AddFlow(udpgen.FlowSpec{Dst: hosts[2].Addr(), SrcPort: 49152, DstPort: 53791, Size: 1500, Rate: 1e9, ECN: header.ECNECT0})
 	hosts[0].Start(0)
 
 	r := &loopRunner{loop: loop, fns: make(chan func(sim.Time)), quit: make(chan struct{}), done: make(chan struct{})}

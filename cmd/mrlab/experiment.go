@@ -9,7 +9,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/mrlab/mrlab/experiment"
+	"github.com/mrlab/mrlab/internal/experiment"
 )
 
 func init() { register(newExperimentCommand) }

@@ -20,13 +20,13 @@ import (
 
 	"github.com/mrlab/mrlab/internal/sim"
 	"github.com/mrlab/mrlab/labs/live"
-	"github.com/mrlab/mrlab/telemetry"
-	"github.com/mrlab/mrlab/telemetry/prom"
+	"github.com/mrlab/mrlab/observe/telemetry"
+	"github.com/mrlab/mrlab/observe/telemetry/prom"
 )
 
 // `mrlab top` shows a running live lab's busiest connections, paths and
 // links, refreshed: it reads the latest telemetry snapshot from the lab's
-// control socket (GET /telemetry, served by telemetry/prom) or from the
+// control socket (GET /telemetry, served by observe/telemetry/prom) or from the
 // lab's Prometheus endpoint (--url).
 
 func init() { register(newTopCommand) }

@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/mrlab/mrlab/internal/sim"
-	"github.com/mrlab/mrlab/telemetry"
-	"github.com/mrlab/mrlab/telemetry/prom"
+	"github.com/mrlab/mrlab/observe/telemetry"
+	"github.com/mrlab/mrlab/observe/telemetry/prom"
 )
 
 func topExporter() *prom.Exporter {

@@ -7,8 +7,8 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/mrlab/mrlab/fabric"
-	"github.com/mrlab/mrlab/fabric/fabrictest"
 	"github.com/mrlab/mrlab/internal/header"
+	"github.com/mrlab/mrlab/workload/udpgen"
 )
 
 // The udp workload makes the fabric visible end to end before any
@@ -20,7 +20,7 @@ func init() {
 		Usage: "paced UDP: host i sends to host (i + N/2) mod N on every plane (crossing leaves in the builders' labs), each flow at --load of its link rate",
 		Flags: []cli.Flag{
 			&cli.Float64Flag{Name: "load", Value: 0.5, Usage: "udp: each flow's rate as a fraction of its host link's rate (0 < load <= 1)"},
-			&cli.IntFlag{Name: "size", Value: 4096, Usage: fmt.Sprintf("udp: IPv4 packet size in bytes (%d..9216)", fabrictest.MinSize)},
+			&cli.IntFlag{Name: "size", Value: 4096, Usage: fmt.Sprintf("udp: IPv4 packet size in bytes (%d..9216)", udpgen.MinSize)},
 		},
 		New: newUDPWorkload,
 	})
@@ -36,7 +36,7 @@ const udpSrcPortBase = 49152
 
 type udpFlow struct {
 	name       string
-	src, dst   *fabrictest.Host
+	src, dst   *udpgen.Host
 	plane      int
 	index      int // in src's flows
 	sport      uint16
@@ -44,7 +44,7 @@ type udpFlow struct {
 }
 
 type udpWorkload struct {
-	hosts []*fabrictest.Host
+	hosts []*udpgen.Host
 	flows []udpFlow
 }
 
@@ -53,10 +53,10 @@ func newUDPWorkload(env *simEnv) (simWorkload, error) {
 	if !(load > 0 && load <= 1) {
 		return nil, usagef("--load %v: want a fraction in (0, 1]", load)
 	}
-	if size < fabrictest.MinSize || size > 9216 {
-		return nil, usagef("--size %d: want %d..9216", size, fabrictest.MinSize)
+	if size < udpgen.MinSize || size > 9216 {
+		return nil, usagef("--size %d: want %d..9216", size, udpgen.MinSize)
 	}
-	hosts, err := fabrictest.AttachAll(env.Net, env.Pool, env.Loop)
+	hosts, err := udpgen.AttachAll(env.Net, env.Pool, env.Loop)
 	if err != nil {
 		return nil, err
 	}
@@ -79,7 +79,7 @@ func newUDPWorkload(env *simEnv) (simWorkload, error) {
 			sport := uint16(udpSrcPortBase + len(w.flows)%16384)
 			rate := load * portRate[fabric.Endpoint{Node: src.Name(), Port: p}]
 			name := fmt.Sprintf("%s->%s p%d", src.Name(), dst.Name(), p)
-			idx, err := src.AddFlow(fabrictest.FlowSpec{
+			idx, err := src.AddFlow(udpgen.FlowSpec{
 				Name: name, Dst: dst.Addr(), SrcPort: sport, DstPort: udpDstPort,
 				Plane: p, Size: size, Rate: rate, ECN: header.ECNECT0,
 			})
@@ -113,7 +113,7 @@ func (w *udpWorkload) Report(env *simEnv, r *Report) {
 		src   netip.Addr
 		sport uint16
 	}
-	recv := map[key]fabrictest.RecvStats{}
+	recv := map[key]udpgen.RecvStats{}
 	for _, h := range w.hosts {
 		for _, rs := range h.Received() {
 			recv[key{rs.Src, rs.SrcPort}] = rs

@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/mrlab/mrlab/labs/hostns"
-	"github.com/mrlab/mrlab/telemetry/prom"
+	"github.com/mrlab/mrlab/observe/telemetry/prom"
 )
 
 // The control API, served over HTTP on the lab's Unix socket (mode 0600:

@@ -22,7 +22,7 @@ import (
 
 	"github.com/mrlab/mrlab/labs"
 	"github.com/mrlab/mrlab/labs/hostns"
-	"github.com/mrlab/mrlab/telemetry"
+	"github.com/mrlab/mrlab/observe/telemetry"
 )
 
 // The namespace integration tests: they need root and /dev/net/tun, and

@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/mrlab/mrlab/telemetry/prom"
+	"github.com/mrlab/mrlab/observe/telemetry/prom"
 )
 
 // DefaultMetricsAddr is where a lab serves its Prometheus endpoint unless

@@ -1,7 +1,5 @@
-// Package labtest runs workloads on the shipped labs (the lab files the
-// CLI uses), kept apart from package workload's own tests so those do not
-// depend on the lab-file parser.
-package labtest
+// Tests that run workloads on the shipped labs (the lab files the CLI uses).
+package workload_test
 
 import (
 	"bytes"

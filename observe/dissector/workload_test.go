@@ -11,11 +11,11 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/mrlab/mrlab/capture"
 	"github.com/mrlab/mrlab/fabric"
 	"github.com/mrlab/mrlab/internal/header"
 	"github.com/mrlab/mrlab/internal/packet"
 	"github.com/mrlab/mrlab/internal/sim"
+	"github.com/mrlab/mrlab/observe/capture"
 	"github.com/mrlab/mrlab/transport"
 	"github.com/mrlab/mrlab/transport/metaroce"
 	"github.com/mrlab/mrlab/transport/metaroce/wire"

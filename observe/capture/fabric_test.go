@@ -8,19 +8,19 @@ import (
 	"time"
 
 	"github.com/mrlab/mrlab/fabric"
-	"github.com/mrlab/mrlab/fabric/fabrictest"
 	"github.com/mrlab/mrlab/internal/header"
 	"github.com/mrlab/mrlab/internal/packet"
 	"github.com/mrlab/mrlab/internal/sim"
 	"github.com/mrlab/mrlab/transport"
 	"github.com/mrlab/mrlab/transport/metaroce"
 	"github.com/mrlab/mrlab/workload"
+	"github.com/mrlab/mrlab/workload/udpgen"
 )
 
 // incastLab: h0 and h1 (leaf0) send to h2 (leaf1) across a lossy spine
 // link; the leaf1->h2 link is the 2:1 bottleneck with ECN marking and a
 // small queue, so it both marks and overflows.
-func incastLab(t testing.TB, seed uint64) (*sim.Loop, *packet.Pool, *fabric.Network, []*fabrictest.Host) {
+func incastLab(t testing.TB, seed uint64) (*sim.Loop, *packet.Pool, *fabric.Network, []*udpgen.Host) {
 	t.Helper()
 	topo, err := fabric.LeafSpine(fabric.LeafSpineParams{Leaves: 2, Spines: 1, HostsPerLeaf: 2,
 		HostLink: fabric.LinkParams{Rate: 10e9, Delay: 500, QueueBytes: 20000,
@@ -39,13 +39,13 @@ func incastLab(t testing.TB, seed uint64) (*sim.Loop, *packet.Pool, *fabric.Netw
 	if err := n.SetImpairment("p0-leaf0-spine0", fabric.AtoB, imp); err != nil {
 		t.Fatal(err)
 	}
-	hosts, err := fabrictest.AttachAll(n, pool, loop)
+	hosts, err := udpgen.AttachAll(n, pool, loop)
 	if err != nil {
 		t.Fatal(err)
 	}
 	dst := hosts[2].Addr()
 	for i, h := range hosts[:2] {
-		if _, err := h.AddFlow(fabrictest.FlowSpec{Dst: dst, SrcPort: uint16(49152 + i), DstPort: 53791,
+		if _, err := h.AddFlow(udpgen.FlowSpec{Dst: dst, SrcPort: uint16(49152 + i), DstPort: 53791,
 			Size: 1500, Count: 200, ECN: header.ECNECT0}); err != nil {
 			t.Fatal(err)
 		}
@@ -218,11 +218,11 @@ func steadyLab(t testing.TB) (*sim.Loop, *fabric.Network) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hosts, err := fabrictest.AttachAll(n, pool, loop)
+	hosts, err := udpgen.AttachAll(n, pool, loop)
 	if err != nil {
 		t.Fatal(err)
 	}
-	hosts[0].AddFlow(fabrictest.FlowSpec{Dst: hosts[2].Addr(), SrcPort: 49152, DstPort: 53791, Size: 4096, ECN: header.ECNECT0})
+	hosts[0].AddFlow(udpgen.FlowSpec{Dst: hosts[2].Addr(), SrcPort: 49152, DstPort: 53791, Size: 4096, ECN: header.ECNECT0})
 	hosts[0].Start(0)
 	loop.RunUntil(10 * sim.Microsecond) // warm up pools, queues, maps
 	return loop, n

@@ -1,4 +1,4 @@
-package fabrictest_test
+package udpgen_test
 
 import (
 	"net/netip"
@@ -7,13 +7,13 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/mrlab/mrlab/fabric"
-	"github.com/mrlab/mrlab/fabric/fabrictest"
 	"github.com/mrlab/mrlab/internal/header"
 	"github.com/mrlab/mrlab/internal/packet"
 	"github.com/mrlab/mrlab/internal/sim"
+	"github.com/mrlab/mrlab/workload/udpgen"
 )
 
-func setup(t *testing.T, planes int) (*sim.Loop, *packet.Pool, *fabric.Network, []*fabrictest.Host) {
+func setup(t *testing.T, planes int) (*sim.Loop, *packet.Pool, *fabric.Network, []*udpgen.Host) {
 	t.Helper()
 	topo, err := fabric.LeafSpine(fabric.LeafSpineParams{Planes: planes, Leaves: 2, Spines: 2, HostsPerLeaf: 1,
 		HostLink: fabric.LinkParams{Delay: 1000}, FabricLink: fabric.LinkParams{Delay: 1000}})
@@ -25,7 +25,7 @@ func setup(t *testing.T, planes int) (*sim.Loop, *packet.Pool, *fabric.Network, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs, err := fabrictest.AttachAll(n, pool, loop)
+	hs, err := udpgen.AttachAll(n, pool, loop)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,21 +35,21 @@ func setup(t *testing.T, planes int) (*sim.Loop, *packet.Pool, *fabric.Network, 
 func TestPacedFlow(t *testing.T) {
 	loop, pool, _, hs := setup(t, 2)
 	// 10 Gbit/s of 1000-byte packets: one every 800 ns, from 5 us.
-	if _, err := hs[0].AddFlow(fabrictest.FlowSpec{Name: "a", Dst: hs[1].Addr(), SrcPort: 5, DstPort: 6, Plane: 1,
+	if _, err := hs[0].AddFlow(udpgen.FlowSpec{Name: "a", Dst: hs[1].Addr(), SrcPort: 5, DstPort: 6, Plane: 1,
 		Size: 1000, Rate: 10e9, Count: 100, Start: 5 * sim.Microsecond, ECN: header.ECNECT0}); err != nil {
 		t.Fatal(err)
 	}
 	hs[0].Start(0)
 	loop.Run()
-	want := []fabrictest.FlowStats{{Name: "a", Sent: 100, SentBytes: 100000, Done: true}}
+	want := []udpgen.FlowStats{{Name: "a", Sent: 100, SentBytes: 100000, Done: true}}
 	if diff := cmp.Diff(want, hs[0].Stats()); diff != "" {
 		t.Errorf("Stats (-want +got):\n%s", diff)
 	}
 	// First packet: sent at 5 us, 4 hops of 80 ns and 1 us. Last: 99 x 800 ns later.
 	first := 5*sim.Microsecond + 4*(80+1000)
-	wantRx := []fabrictest.RecvStats{{Src: hs[0].Addr(), SrcPort: 5, DstPort: 6, Packets: 100, Bytes: 100000,
+	wantRx := []udpgen.RecvStats{{Src: hs[0].Addr(), SrcPort: 5, DstPort: 6, Packets: 100, Bytes: 100000,
 		First: first, Last: first + 99*800}}
-	if diff := cmp.Diff(wantRx, hs[1].Received(), cmpopts.IgnoreUnexported(fabrictest.RecvStats{}), cmp.Comparer(func(a, b netip.Addr) bool { return a == b })); diff != "" {
+	if diff := cmp.Diff(wantRx, hs[1].Received(), cmpopts.IgnoreUnexported(udpgen.RecvStats{}), cmp.Comparer(func(a, b netip.Addr) bool { return a == b })); diff != "" {
 		t.Errorf("Received (-want +got):\n%s", diff)
 	}
 	if pool.Outstanding() != 0 {
@@ -61,7 +61,7 @@ func TestPacedFlow(t *testing.T) {
 func TestPullFlowsShareThePort(t *testing.T) {
 	loop, _, _, hs := setup(t, 1)
 	for i := 0; i < 3; i++ {
-		hs[0].AddFlow(fabrictest.FlowSpec{Dst: hs[1].Addr(), SrcPort: uint16(10 + i), DstPort: 1, Size: 1250})
+		hs[0].AddFlow(udpgen.FlowSpec{Dst: hs[1].Addr(), SrcPort: uint16(10 + i), DstPort: 1, Size: 1250})
 	}
 	hs[0].Start(0)
 	loop.RunUntil(100 * sim.Microsecond)
@@ -86,7 +86,7 @@ func TestPullFlowsShareThePort(t *testing.T) {
 func TestAddFlowErrors(t *testing.T) {
 	_, _, _, hs := setup(t, 1)
 	dst := hs[1].Addr()
-	for _, f := range []fabrictest.FlowSpec{
+	for _, f := range []udpgen.FlowSpec{
 		{Dst: netip.Addr{}, Size: 100},
 		{Dst: dst, Size: 10},
 		{Dst: dst, Size: 100000},

@@ -21,7 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/mrlab/mrlab/internal/sim"
-	"github.com/mrlab/mrlab/telemetry"
+	"github.com/mrlab/mrlab/observe/telemetry"
 )
 
 // Exporter holds the latest telemetry snapshot and serves it.

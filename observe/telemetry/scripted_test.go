@@ -11,7 +11,7 @@ import (
 	"github.com/mrlab/mrlab/fabric"
 	"github.com/mrlab/mrlab/internal/packet"
 	"github.com/mrlab/mrlab/internal/sim"
-	"github.com/mrlab/mrlab/prototrace"
+	"github.com/mrlab/mrlab/observe/prototrace"
 	"github.com/mrlab/mrlab/softnic"
 	"github.com/mrlab/mrlab/transport"
 	"github.com/mrlab/mrlab/transport/metaroce"

@@ -14,9 +14,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/mrlab/mrlab/capture"
 	"github.com/mrlab/mrlab/internal/header"
 	"github.com/mrlab/mrlab/internal/sim"
+	"github.com/mrlab/mrlab/observe/capture"
 	"github.com/mrlab/mrlab/transport/metaroce/wire"
 )
 

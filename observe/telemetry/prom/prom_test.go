@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/mrlab/mrlab/internal/sim"
-	"github.com/mrlab/mrlab/telemetry"
+	"github.com/mrlab/mrlab/observe/telemetry"
 )
 
 func TestExporter(t *testing.T) {

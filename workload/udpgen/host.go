@@ -1,7 +1,9 @@
-// Package fabrictest has test hosts for the fabric: a Host that sends paced
-// UDP flows through its ports and counts what it receives per flow, so a
-// fabric can be exercised end to end before any transport exists.
-package fabrictest
+// Package udpgen is a paced UDP traffic generator: a Host that sends UDP
+// flows through its fabric ports at a set rate (or back to back) and counts
+// what it receives per flow — order, duplicates, CE marks and payload
+// damage. The `udp` workload uses it, and the fabric's tests use it to
+// exercise a fabric end to end without a transport.
+package udpgen
 
 import (
 	"cmp"
@@ -132,7 +134,7 @@ func AttachAll(n *fabric.Network, pool *packet.Pool, s sim.Scheduler) ([]*Host, 
 		h := NewHost(th.Name, th.Addr, pool, s)
 		ports, err := n.Attach(th.Name, h)
 		if err != nil {
-			return nil, fmt.Errorf("fabrictest: attaching %s: %w", th.Name, err)
+			return nil, fmt.Errorf("udpgen: attaching %s: %w", th.Name, err)
 		}
 		h.SetPorts(ports)
 		hs = append(hs, h)
@@ -168,13 +170,13 @@ func (h *Host) SetPorts(ports []*fabric.Port) {
 func (h *Host) AddFlow(f FlowSpec) (int, error) {
 	switch {
 	case !f.Dst.Is4():
-		return 0, fmt.Errorf("fabrictest: flow %q: destination %v is not IPv4", f.Name, f.Dst)
+		return 0, fmt.Errorf("udpgen: flow %q: destination %v is not IPv4", f.Name, f.Dst)
 	case f.Size < MinSize || f.Size > packet.MaxSize:
-		return 0, fmt.Errorf("fabrictest: flow %q: size %d: want %d..%d", f.Name, f.Size, MinSize, packet.MaxSize)
+		return 0, fmt.Errorf("udpgen: flow %q: size %d: want %d..%d", f.Name, f.Size, MinSize, packet.MaxSize)
 	case f.Rate < 0 || f.Count < 0 || f.Start < 0:
-		return 0, fmt.Errorf("fabrictest: flow %q: negative rate, count or start", f.Name)
+		return 0, fmt.Errorf("udpgen: flow %q: negative rate, count or start", f.Name)
 	case f.Plane < 0 || (h.ports != nil && (f.Plane >= len(h.ports) || h.ports[f.Plane] == nil)):
-		return 0, fmt.Errorf("fabrictest: flow %q: host %s has no port %d", f.Name, h.name, f.Plane)
+		return 0, fmt.Errorf("udpgen: flow %q: host %s has no port %d", f.Name, h.name, f.Plane)
 	}
 	if f.Name == "" {
 		f.Name = fmt.Sprintf("flow%d", len(h.flows))
