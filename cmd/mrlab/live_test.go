@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mrlab/mrlab/internal/testenv"
 	"github.com/mrlab/mrlab/labs"
 	"github.com/mrlab/mrlab/labs/hostns"
 	"github.com/mrlab/mrlab/labs/live"
@@ -280,12 +281,7 @@ func TestNoLabRunning(t *testing.T) {
 // the lab in the background, ping across leaves with exec, refuse a second
 // up and bad faults, down, and check nothing is left.
 func TestLiveCLI(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root")
-	}
-	if _, err := os.Stat("/dev/net/tun"); err != nil {
-		t.Skip("needs /dev/net/tun")
-	}
+	testenv.RequireNamespaces(t)
 	before, err := hostns.TakeSnapshot(nil)
 	if err != nil {
 		t.Fatal(err)
@@ -337,12 +333,13 @@ func TestLiveCLI(t *testing.T) {
 	if code, out := sh("up", lab); code == 0 || !strings.Contains(out, "already running") {
 		t.Errorf("second up: code %d\n%s", code, out)
 	}
-	if _, err := exec.LookPath("ping"); err == nil {
+	t.Run("exec ping", func(t *testing.T) {
+		testenv.RequireCommand(t, "ping")
 		code, out := sh("exec", "h0", "--", "ping", "-c", "3", "-i", "0.2", "-W", "2", "198.18.1.1")
 		if code != 0 || !strings.Contains(out, "3 received") {
 			t.Errorf("exec ping: code %d\n%s", code, out)
 		}
-	}
+	})
 	code, out := sh("exec", "h0", "--", "sh", "-c", "exit 7")
 	if code != 7 {
 		t.Errorf("exec exit status: got %d, want 7\n%s", code, out)

@@ -10,18 +10,9 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-)
 
-// requireRoot skips tests that need CAP_NET_ADMIN and /dev/net/tun.
-func requireRoot(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root")
-	}
-	if _, err := os.Stat("/dev/net/tun"); err != nil {
-		t.Skip("needs /dev/net/tun")
-	}
-}
+	"github.com/mrlab/mrlab/internal/testenv"
+)
 
 // testName returns a namespace name unique to this test process.
 func testName(tag string) string { return fmt.Sprintf("mrlt-%d-%s", os.Getpid(), tag) }
@@ -59,7 +50,7 @@ func TestValidName(t *testing.T) {
 }
 
 func TestCreateConfigureDelete(t *testing.T) {
-	requireRoot(t)
+	testenv.RequireNamespaces(t)
 	before, err := TakeSnapshot(nil)
 	if err != nil {
 		t.Fatal(err)
@@ -116,7 +107,7 @@ func TestCreateConfigureDelete(t *testing.T) {
 }
 
 func TestDeleteIsIdempotent(t *testing.T) {
-	requireRoot(t)
+	testenv.RequireNamespaces(t)
 	name := testName("del")
 	n, err := Create(name)
 	if err != nil {
@@ -136,10 +127,8 @@ func TestDeleteIsIdempotent(t *testing.T) {
 // TestTUNForwarding joins two namespaces' TUN devices with a copy loop and
 // pings across: the plumbing a live lab's fabric sits in the middle of.
 func TestTUNForwarding(t *testing.T) {
-	requireRoot(t)
-	if _, err := exec.LookPath("ping"); err != nil {
-		t.Skip("no ping")
-	}
+	testenv.RequireNamespaces(t)
+	testenv.RequireCommand(t, "ping")
 	var tuns [2]*TUN
 	var nss [2]*Namespace
 	for i := range tuns {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mrlab/mrlab/internal/testenv"
 	"github.com/mrlab/mrlab/labs"
 	"github.com/mrlab/mrlab/labs/hostns"
 )
@@ -22,7 +23,7 @@ import (
 // address.
 func pairHosts(b *testing.B, kind string) (client, server *hostns.Namespace, addr netip.Addr) {
 	b.Helper()
-	requireRoot(b)
+	testenv.RequireNamespaces(b)
 	if kind == "veth" {
 		return vethPair(b)
 	}
@@ -115,7 +116,7 @@ func BenchmarkKernelPing(b *testing.B) {
 func BenchmarkLivePerf(b *testing.B) {
 	for _, tr := range []string{"metaroce", "rocev2"} {
 		b.Run(tr, func(b *testing.B) {
-			requireRoot(b)
+			testenv.RequireNamespaces(b)
 			lab, err := labs.Builtin("b2b")
 			if err != nil {
 				b.Fatal(err)

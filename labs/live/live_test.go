@@ -20,13 +20,14 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/mrlab/mrlab/internal/testenv"
 	"github.com/mrlab/mrlab/labs"
 	"github.com/mrlab/mrlab/labs/hostns"
 	"github.com/mrlab/mrlab/observe/telemetry"
 )
 
-// The namespace integration tests: they need root and /dev/net/tun, and
-// skip without. Every lab gets a name unique to the test process and a
+// The namespace integration tests: they need root and /dev/net/tun
+// (testenv.RequireNamespaces). Every lab gets a name unique to the test process and a
 // temporary run directory, and t.Cleanup removes what it created by exact
 // name even when a test fails.
 
@@ -80,7 +81,7 @@ func hostAddr(t *testing.T, l *Lab, name string) (StateHost, *hostns.Namespace) 
 // refused with the lab untouched, and a teardown that leaves the root
 // namespace exactly as it was.
 func TestLiveLab(t *testing.T) {
-	requireRoot(t)
+	testenv.RequireNamespaces(t)
 	before, err := hostns.TakeSnapshot(nil)
 	if err != nil {
 		t.Fatal(err)
@@ -158,10 +159,7 @@ func TestLiveLab(t *testing.T) {
 	})
 
 	t.Run("iperf3", func(t *testing.T) {
-		bps, err := iperf3(ns0, ns4, dst, "-t", "2")
-		if errors.Is(err, errNoIperf) {
-			t.Skip(err)
-		}
+		bps, err := iperf3(t, ns0, ns4, dst, "-t", "2")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -302,9 +300,7 @@ func TestLiveLab(t *testing.T) {
 	})
 
 	t.Run("exec", func(t *testing.T) {
-		if _, err := exec.LookPath("ip"); err != nil {
-			t.Skip("no ip command")
-		}
+		testenv.RequireCommand(t, "ip")
 		cmd := exec.Command("ip", "-o", "-4", "addr", "show", "dev", IfaceName)
 		var out strings.Builder
 		cmd.Stdout = &out
@@ -540,7 +536,7 @@ func metricValue(text, series string) float64 {
 // TestStaleLabCleanup kills a lab process with SIGKILL (no teardown) and
 // checks `down` removes exactly what it recorded.
 func TestStaleLabCleanup(t *testing.T) {
-	requireRoot(t)
+	testenv.RequireNamespaces(t)
 	if os.Getenv("MRLAB_LIVE_HELPER") == "1" {
 		t.Skip("helper mode")
 	}

@@ -19,23 +19,13 @@ import (
 	"golang.org/x/net/icmp"
 	"golang.org/x/net/ipv4"
 
+	"github.com/mrlab/mrlab/internal/testenv"
 	"github.com/mrlab/mrlab/labs/hostns"
 )
 
 // Traffic helpers for the namespace tests: Go programs whose sockets are
 // opened on a thread inside a host's namespace, so they need no ping or
 // iperf3 (the tests use iperf3 too when it is installed).
-
-// requireRoot skips tests that need CAP_NET_ADMIN and /dev/net/tun.
-func requireRoot(t testing.TB) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root (network namespaces)")
-	}
-	if _, err := os.Stat("/dev/net/tun"); err != nil {
-		t.Skip("needs /dev/net/tun")
-	}
-}
 
 // openNS opens a namespace and closes the handle when the test ends.
 func openNS(t testing.TB, name string) *hostns.Namespace {
@@ -285,13 +275,11 @@ func openFD(ns *hostns.Namespace) (*os.File, error) {
 }
 
 // iperf3 runs an iperf3 client in the client namespace against a server in
-// the server namespace and returns the receiver's bits per second. It
-// returns errNoIperf when iperf3 is not installed.
-func iperf3(client, server *hostns.Namespace, addr netip.Addr, args ...string) (float64, error) {
-	path, err := exec.LookPath("iperf3")
-	if err != nil {
-		return 0, errNoIperf
-	}
+// the server namespace and returns the receiver's bits per second. The test
+// ends (see testenv.RequireCommand) when iperf3 is not installed.
+func iperf3(t testing.TB, client, server *hostns.Namespace, addr netip.Addr, args ...string) (float64, error) {
+	t.Helper()
+	path := testenv.RequireCommand(t, "iperf3")
 	srv := exec.Command(path, "-s", "-1", "-B", addr.String(), "-p", "5301")
 	srv.Stdout, srv.Stderr = io.Discard, io.Discard
 	if err := server.Start(srv); err != nil {
@@ -319,8 +307,6 @@ func iperf3(client, server *hostns.Namespace, addr netip.Addr, args ...string) (
 	}
 	return parseIperf(out.String())
 }
-
-var errNoIperf = errors.New("iperf3 not installed")
 
 func tailString(s string, n int) string {
 	if len(s) > n {

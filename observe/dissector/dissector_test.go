@@ -16,19 +16,15 @@ import (
 
 	"github.com/mrlab/mrlab/internal/header"
 	"github.com/mrlab/mrlab/internal/sim"
+	"github.com/mrlab/mrlab/internal/testenv"
 	"github.com/mrlab/mrlab/observe/capture"
 	"github.com/mrlab/mrlab/transport/metaroce/wire"
 )
 
-// tshark returns the tshark binary, skipping the test when it is absent
-// (CI installs the Debian package).
+// tshark returns the tshark binary (see testenv.RequireCommand).
 func tshark(t *testing.T) string {
 	t.Helper()
-	p, err := exec.LookPath("tshark")
-	if err != nil {
-		t.Skip("tshark not installed (apt-get install tshark)")
-	}
-	return p
+	return testenv.RequireCommand(t, "tshark")
 }
 
 // runTshark runs tshark with the dissector on a capture file.

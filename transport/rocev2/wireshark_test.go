@@ -12,8 +12,10 @@ import (
 	"github.com/google/gopacket"
 	"github.com/google/gopacket/layers"
 	"github.com/google/gopacket/pcapgo"
+
 	"github.com/mrlab/mrlab/internal/packet"
 	"github.com/mrlab/mrlab/internal/sim"
+	"github.com/mrlab/mrlab/internal/testenv"
 	"github.com/mrlab/mrlab/transport"
 	"github.com/mrlab/mrlab/transport/rocev2/ib"
 )
@@ -38,12 +40,9 @@ func (c *capture) record(t testing.TB, now sim.Time, b *packet.Buffer) {
 // RoCEv2 with the opcode, QP and PSN we sent, with no malformed-packet
 // mark and no expert-info message. (Wireshark shows the ICRC but does not
 // verify it; TestICRCKnownVector checks it against a ConnectX-4.)
-// It is skipped when tshark is not installed.
+// It needs tshark (see testenv.RequireCommand).
 func TestWiresharkDecodes(t *testing.T) {
-	tshark, err := exec.LookPath("tshark")
-	if err != nil {
-		t.Skip("tshark not installed")
-	}
+	tshark := testenv.RequireCommand(t, "tshark")
 	path := filepath.Join(t.TempDir(), "rocev2.pcap")
 	f, err := os.Create(path)
 	if err != nil {

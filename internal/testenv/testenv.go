@@ -1,0 +1,84 @@
+// Package testenv lets a test say what it needs from the machine: root,
+// a TUN device, a command such as tshark. Where a prerequisite is missing
+// the test skips with the reason, except in CI: when MRLAB_CI=1 (.ci/run
+// sets it) everything scripts/test installs must be there, so a missing
+// prerequisite fails the test instead of hiding it behind a skip.
+package testenv
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"testing"
+)
+
+// CIVar is the environment variable that marks a CI run; .ci/run sets it
+// to 1.
+const CIVar = "MRLAB_CI"
+
+// InCI reports whether the test runs in CI (MRLAB_CI=1).
+func InCI() bool { return os.Getenv(CIVar) == "1" }
+
+// packages names the Debian package scripts/test installs for a command.
+var packages = map[string]string{
+	"iperf3": "iperf3",
+	"tshark": "tshark",
+	"ip":     "iproute2",
+	"ping":   "iputils-ping",
+}
+
+// missing ends the test for an absent prerequisite: it fails in CI and
+// skips elsewhere.
+func missing(t testing.TB, format string, args ...any) {
+	t.Helper()
+	msg := fmt.Sprintf(format, args...)
+	if InCI() {
+		t.Fatalf("%s (%s=1: CI must have it)", msg, CIVar)
+	}
+	t.Skip(msg)
+}
+
+// RequireRoot ends the test unless it runs as root (network namespaces,
+// links and routes need CAP_NET_ADMIN).
+func RequireRoot(t testing.TB) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		missing(t, "needs root (network namespaces)")
+	}
+}
+
+// RequireTUN ends the test unless /dev/net/tun can be opened.
+func RequireTUN(t testing.TB) {
+	t.Helper()
+	f, err := os.OpenFile("/dev/net/tun", os.O_RDWR, 0)
+	if err != nil {
+		missing(t, "needs /dev/net/tun: %v", err)
+		return
+	}
+	f.Close()
+}
+
+// RequireNamespaces is RequireRoot and RequireTUN: what a test that builds
+// namespaces joined by TUN devices needs.
+func RequireNamespaces(t testing.TB) {
+	t.Helper()
+	RequireRoot(t)
+	RequireTUN(t)
+}
+
+// RequireCommand ends the test unless the command is on PATH, and returns
+// its path. The commands scripts/test installs (iperf3, tshark, ip, ping)
+// must be there in CI; any other command only skips, in CI too.
+func RequireCommand(t testing.TB, name string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err != nil {
+		pkg, ok := packages[name]
+		if !ok {
+			// Nothing installs it, so CI cannot be blamed for its absence.
+			t.Skipf("needs %s, which scripts/test does not install", name)
+		}
+		missing(t, "needs %s (scripts/test installs Debian package %s as root)", name, pkg)
+	}
+	return p
+}
