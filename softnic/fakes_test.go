@@ -130,10 +130,6 @@ type ctl struct {
 	data   []byte // READ response payload (a view of registered memory)
 }
 
-type pendingRead struct {
-	wr transport.WorkRequest
-}
-
 type toyConn struct {
 	cfg     transport.Config
 	state   transport.State

@@ -223,13 +223,12 @@ func (e *a2aEngine) outstanding() string {
 // with wrap-around, so the expected result is exact.
 type ringEngine struct {
 	collective
-	chunk   int           // bytes, a multiple of 4
-	data    []*softnic.MR // by rank: the vector
-	stage   []*softnic.MR // by rank: N-1 staging slots
-	init    [][]byte      // by rank: the initial vector
-	conns   [][]*connReq  // by rank: to the next rank, Conns of them
-	ends    []*ringRank
-	scratch []byte
+	chunk int           // bytes, a multiple of 4
+	data  []*softnic.MR // by rank: the vector
+	stage []*softnic.MR // by rank: N-1 staging slots
+	init  [][]byte      // by rank: the initial vector
+	conns [][]*connReq  // by rank: to the next rank, Conns of them
+	ends  []*ringRank
 }
 
 type ringRank struct {

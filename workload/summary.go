@@ -9,15 +9,14 @@ import (
 // counters is a snapshot of every cumulative counter a result reports as a
 // difference between the start and the end of the run.
 type counters struct {
-	nic       []softnic.Stats
-	portTx    [][]uint64 // bytes, by NIC and port
-	retx      uint64
-	timeouts  uint64
-	fabDrops  map[string]uint64
-	fabMarks  uint64
-	pktsSent  uint64
-	ceRecv    uint64
-	transport bool
+	nic      []softnic.Stats
+	portTx   [][]uint64 // bytes, by NIC and port
+	retx     uint64
+	timeouts uint64
+	fabDrops map[string]uint64
+	fabMarks uint64
+	pktsSent uint64
+	ceRecv   uint64
 }
 
 func (r *runner) snapshot() counters {

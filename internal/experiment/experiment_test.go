@@ -15,14 +15,6 @@ import (
 	"github.com/mrlab/mrlab/transport"
 )
 
-// needMetaRoCE skips a test until the MetaRoCE engine is in the tree.
-func needMetaRoCE(t *testing.T) {
-	t.Helper()
-	if len(metaroceProtocols()) == 0 {
-		t.Skip("the MetaRoCE engine is not in the tree yet")
-	}
-}
-
 // runTiny runs an experiment at the tiny scale.
 func runTiny(t *testing.T, name string, seed uint64) *Report {
 	t.Helper()
@@ -48,14 +40,10 @@ func inRange(t *testing.T, what string, v, lo, hi float64) {
 }
 
 func TestLossSweepRows(t *testing.T) {
-	needMetaRoCE(t)
 	r := runTiny(t, "loss-sweep", 1)
 	rows := r.Rows.([]LossRow)
 	p := lossSweepParams(Config{Seed: 1, Scale: Tiny})
-	want := 2 * len(p.rates)
-	if pfcAvailable() {
-		want++
-	}
+	want := 2*len(p.rates) + 1 // and RoCEv2 over PFC
 	if len(rows) != want {
 		t.Fatalf("%d rows, want %d", len(rows), want)
 	}
@@ -84,7 +72,6 @@ func TestLossSweepRows(t *testing.T) {
 }
 
 func TestPlaneScalingRows(t *testing.T) {
-	needMetaRoCE(t)
 	r := runTiny(t, "plane-scaling", 1)
 	rows := r.Rows.([]PlaneRow)
 	p := planeScalingParams(Config{Seed: 1, Scale: Tiny})
@@ -104,7 +91,6 @@ func TestPlaneScalingRows(t *testing.T) {
 }
 
 func TestPlaneFailureRows(t *testing.T) {
-	needMetaRoCE(t)
 	r := runTiny(t, "plane-failure", 1)
 	rows := r.Rows.([]FailureRow)
 	if len(rows) != 2 || rows[0].Transport != transport.MetaRoCE.String() {
@@ -127,7 +113,6 @@ func TestPlaneFailureRows(t *testing.T) {
 }
 
 func TestIncastRows(t *testing.T) {
-	needMetaRoCE(t)
 	r := runTiny(t, "incast", 1)
 	rows := r.Rows.([]IncastRow)
 	p := incastParamsFor(Config{Seed: 1, Scale: Tiny})
@@ -150,7 +135,6 @@ func TestIncastRows(t *testing.T) {
 }
 
 func TestCollectivesRows(t *testing.T) {
-	needMetaRoCE(t)
 	r := runTiny(t, "collectives", 1)
 	rows := r.Rows.([]CollectiveRow)
 	if len(rows) != 8 {
@@ -170,7 +154,6 @@ func TestCollectivesRows(t *testing.T) {
 // with two jobs at a time) and wants the same rows; another seed must
 // change the lossy rows.
 func TestDeterministic(t *testing.T) {
-	needMetaRoCE(t)
 	for _, e := range All() {
 		t.Run(e.Name, func(t *testing.T) {
 			a, err := e.Run(Config{Seed: 7, Scale: Tiny})
@@ -197,7 +180,6 @@ func TestDeterministic(t *testing.T) {
 }
 
 func TestReportOutputs(t *testing.T) {
-	needMetaRoCE(t)
 	r := runTiny(t, "loss-sweep", 1)
 	dir := t.TempDir()
 	paths, err := r.WriteFiles(dir)

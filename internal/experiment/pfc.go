@@ -8,9 +8,6 @@ import (
 // thresholds (pause an ingress above 64 KiB waiting, resume at 56 KiB).
 var pfcConfig = fabric.PFCConfig{}
 
-// pfcAvailable reports whether the fabric can run lossless with PFC.
-func pfcAvailable() bool { return true }
-
 // setPFC turns PFC on in opts when the bed asks for it.
 func (b bed) setPFC(opts *fabric.BuildOptions) error {
 	if b.pfc {

@@ -25,7 +25,7 @@ func experimentProtocols() []transport.Protocol {
 
 // metaroceProtocols returns MetaRoCE with its default options (16 paths
 // per connection, receiver fair-share hints on).
-var metaroceProtocols = func() []transport.Protocol { return metaroceWithPaths(0) }
+func metaroceProtocols() []transport.Protocol { return metaroceWithPaths(0) }
 
 // metaroceWithPaths returns MetaRoCE with n paths per connection (0: the
 // default).

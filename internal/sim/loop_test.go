@@ -157,8 +157,8 @@ func BenchmarkLoop(b *testing.B) {
 // index updates meet cold memory the way they do in a real run.
 func BenchmarkLoopScattered(b *testing.B) {
 	type owner struct {
-		t   Timer
-		pad [4096]byte
+		t Timer
+		_ [4096]byte // what else an owner holds
 	}
 	l := NewLoop()
 	owners := make([]*owner, 16384)

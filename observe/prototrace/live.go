@@ -26,7 +26,6 @@ import (
 type Hub struct {
 	n   *fabric.Network
 	nm  func(netip.Addr) string
-	ev  FabricEvents
 	mu  sync.Mutex
 	sub map[*subscriber]struct{}
 	cnt atomic.Int32

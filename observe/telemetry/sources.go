@@ -14,9 +14,8 @@ import (
 // networkSource samples every link direction of a fabric from one counter
 // snapshot per sampling instant.
 type networkSource struct {
-	n     *fabric.Network
-	prev  map[dirKey]*linkPrev
-	order []dirKey
+	n    *fabric.Network
+	prev map[dirKey]*linkPrev
 	// All writes every direction every time; otherwise idle directions
 	// (nothing sent, queued, dropped or marked since the last sample) are
 	// skipped, which keeps big labs' files small.

@@ -62,7 +62,6 @@ type cmState struct {
 	waiting  CMAttr   // message being retried until answered, or 0
 	deadline sim.Time // when waiting is sent again
 	retries  int      // retries of waiting left
-	peerPSN  uint32
 }
 
 func newConn(p *Protocol, now sim.Time, cfg transport.Config, active bool) (*Conn, error) {

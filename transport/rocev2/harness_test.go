@@ -389,8 +389,3 @@ func fill(b []byte, seed byte) {
 		b[i] = byte(i*7) ^ seed ^ byte(i>>9)
 	}
 }
-
-func (h *harness) established() bool {
-	return h.a.conn != nil && h.b.conn != nil &&
-		h.a.conn.State() == transport.StateEstablished && h.b.conn.State() == transport.StateEstablished
-}

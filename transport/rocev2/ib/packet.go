@@ -54,8 +54,7 @@ func (p *Packet) Decode(b []byte) error {
 		off += AETHSize
 	}
 	if info.flags&hasImm != 0 {
-		p.ImmDt = ImmDt(b[off : off+ImmDtSize])
-		off += ImmDtSize
+		p.ImmDt = ImmDt(b[off : off+ImmDtSize]) // the last header
 	}
 	end := len(b) - ICRCSize
 	pad := bth.PadCount()
