@@ -123,8 +123,8 @@ type NIC struct {
 	ports  []nicPort
 	host   HostPort
 
-	conns   []*Conn        // by LocalID-1; nil once retired
-	retired TransportStats // counters of retired connections
+	conns   []*Conn         // by LocalID-1; nil once retired
+	retired TransportTotals // counters of retired connections
 	setups  map[setupKey]*Conn
 	listen  *ListenOptions
 	onIdle  []func(sim.Time)
@@ -262,15 +262,13 @@ func (n *NIC) Conns() []*Conn {
 }
 
 // TransportTotals sums the transport counters of every connection the NIC
-// has had, retired ones included (per-path figures are left out).
-func (n *NIC) TransportTotals() TransportStats {
+// has had, retired ones included.
+func (n *NIC) TransportTotals() TransportTotals {
 	t := n.retired
 	for _, c := range n.conns {
 		if c != nil {
 			s := c.TransportStats()
-			t.Retransmits += s.Retransmits
-			t.Timeouts += s.Timeouts
-			t.ECNEchoes += s.ECNEchoes
+			t.add(&s)
 		}
 	}
 	return t
@@ -291,9 +289,7 @@ func (n *NIC) retire(c *Conn) {
 		}
 	}
 	s := c.TransportStats()
-	n.retired.Retransmits += s.Retransmits
-	n.retired.Timeouts += s.Timeouts
-	n.retired.ECNEchoes += s.ECNEchoes
+	n.retired.add(&s)
 	c.retired = true
 	n.sched.Disarm(&c.timer)
 	n.conns[c.id-1] = nil

@@ -80,6 +80,15 @@ func TestPathStatistics(t *testing.T) {
 	if n := len(src2.c.TransportStats().Paths); n != 1 {
 		t.Errorf("rocev2 reports %d paths", n)
 	}
+	// A poller that keeps its Stats reads either transport without
+	// allocating (telemetry samples every connection every interval).
+	for _, c := range []*Conn{src.c, src2.c} {
+		var s transport.Stats
+		c.Transport().ReportStats(&s)
+		if allocs := testing.AllocsPerRun(100, func() { c.Transport().ReportStats(&s) }); allocs != 0 {
+			t.Errorf("%v: ReportStats allocates %v times", c.Kind(), allocs)
+		}
+	}
 }
 
 // TestClosedConnsRetire closes both ends and checks that the NIC forgets

@@ -213,6 +213,7 @@ type Conn interface {
 	State() State
 	// LocalID returns this end's connection id (MetaRoCE) or QPN (RoCEv2).
 	LocalID() uint32
+	StatsReporter
 }
 
 // State is a connection's life-cycle state.

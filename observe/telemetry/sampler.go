@@ -4,55 +4,12 @@ import (
 	"fmt"
 
 	"github.com/mrlab/mrlab/internal/sim"
+	"github.com/mrlab/mrlab/transport"
 )
 
 // DefaultInterval is the sampling period when none is given: 10us of lab
 // time, a few round trips of a small lab.
 const DefaultInterval = 10 * sim.Microsecond
-
-// ConnStats is a connection's state at one instant, as telemetry needs it.
-// Counters are cumulative; the sampler turns them into per-interval rates.
-type ConnStats struct {
-	Transport  string
-	Cwnd       int64 // bytes, summed over paths
-	InFlight   int64 // bytes
-	SRTT, RTO  sim.Time
-	PacingRate float64 // bits/s, 0 if unpaced
-	RateHint   float64 // bits/s granted by the receiver, 0 if none
-	// BytesAcked, PacketsAcked and CEAcked count acknowledged data; the
-	// rate and ECN fraction are their differences over an interval.
-	BytesAcked, PacketsAcked, CEAcked uint64
-	// TxBytes counts bytes transmitted (the send rate's counter).
-	TxBytes               uint64
-	Retransmits, Timeouts uint64
-	// EntropyChanges counts re-pathing decisions (new UDP source ports).
-	EntropyChanges uint64
-}
-
-// PathStats is one path's state at one instant.
-type PathStats struct {
-	Plane   int
-	Entropy uint16 // current UDP source port
-	State   string
-	Cwnd    int64
-	// InFlight is bytes sent and not yet acknowledged on the path.
-	InFlight                          int64
-	SRTT, RTO                         sim.Time
-	BytesAcked, PacketsAcked, CEAcked uint64
-	TxBytes                           uint64
-	Retransmits, Timeouts             uint64
-	// EntropyChanges counts this path's entropy changes; 0 lets the
-	// sampler count the changes of Entropy it sees.
-	EntropyChanges uint64
-}
-
-// ConnSource is a connection the sampler polls.
-type ConnSource interface {
-	TelemetryConn() ConnStats
-	// NumPaths returns the number of paths (1 for RoCEv2, 0 for none).
-	NumPaths() int
-	TelemetryPath(i int) PathStats
-}
 
 // LinkStats is one link direction's state at one instant.
 type LinkStats struct {
@@ -86,7 +43,9 @@ type prev struct {
 type connEntry struct {
 	host, peer string
 	id         uint32
-	src        ConnSource
+	transport  string
+	src        transport.StatsReporter
+	st         transport.Stats // the last report, its paths' storage reused
 	prev       prev
 	paths      []prev
 	removed    bool
@@ -111,7 +70,6 @@ type Sampler struct {
 	nets  []*networkSource
 	nics  []*nicSource
 	s     Sample
-	paths []PathStats // one connection's paths, reused
 	err   error
 	n     uint64
 }
@@ -134,9 +92,9 @@ func (s *Sampler) Interval() sim.Time { return s.every }
 type ConnHandle struct{ e *connEntry }
 
 // AddConn adds a connection: host is where it lives, peer the host at
-// the other end, id its local id.
-func (s *Sampler) AddConn(host, peer string, id uint32, src ConnSource) ConnHandle {
-	e := &connEntry{host: host, peer: peer, id: id, src: src}
+// the other end, id its local id, kind its transport.
+func (s *Sampler) AddConn(host, peer string, id uint32, kind transport.Kind, src transport.StatsReporter) ConnHandle {
+	e := &connEntry{host: host, peer: peer, id: id, transport: kind.String(), src: src}
 	s.conns = append(s.conns, e)
 	return ConnHandle{e}
 }
@@ -225,23 +183,25 @@ func rates(p *prev, now sim.Time, bytes, pkts, ce, tx uint64) (rate, send, ecn f
 	return rate, send, ecn
 }
 
+// sampleConn writes a connection's sample and one per path. Its delivery
+// rate (rate_bps) counts the bytes it placed as a receiver, so a flow's
+// goodput shows on its receiving end; a path's entropy changes are the
+// transport's count or, where it keeps none, the changes the sampler saw.
 func (s *Sampler) sampleConn(now sim.Time, e *connEntry) {
-	cs := e.src.TelemetryConn()
+	e.src.ReportStats(&e.st)
+	cs := &e.st
 	smp := &s.s
-	*smp = Sample{T: now, Kind: KindConn, Host: e.host, Peer: e.peer, Conn: e.id, Transport: cs.Transport,
-		Cwnd: cs.Cwnd, InFlight: cs.InFlight, SRTT: cs.SRTT, RTO: cs.RTO, PacingRate: cs.PacingRate,
-		RateHint: cs.RateHint, BytesAcked: cs.BytesAcked, Retransmits: cs.Retransmits, Timeouts: cs.Timeouts}
-	smp.Rate, smp.SendRate, smp.ECNFraction = rates(&e.prev, now, cs.BytesAcked, cs.PacketsAcked, cs.CEAcked, cs.TxBytes)
+	*smp = Sample{T: now, Kind: KindConn, Host: e.host, Peer: e.peer, Conn: e.id, Transport: e.transport,
+		Cwnd: int64(cs.Cwnd), InFlight: int64(cs.InFlight), SRTT: cs.SRTT, RTO: cs.RTO, PacingRate: cs.PacingRate,
+		RateHint: cs.RateHint, BytesAcked: cs.BytesPlaced, Retransmits: cs.Retransmits, Timeouts: cs.Timeouts}
+	smp.Rate, smp.SendRate, smp.ECNFraction = rates(&e.prev, now, cs.BytesPlaced, cs.PacketsAcked, cs.CEAcked, cs.TxBytes)
 
-	n := e.src.NumPaths()
-	for len(e.paths) < n {
+	for len(e.paths) < len(cs.Paths) {
 		e.paths = append(e.paths, prev{})
 	}
-	s.paths = s.paths[:0]
 	var pathChanges uint64
-	for i := 0; i < n; i++ {
-		ps := e.src.TelemetryPath(i)
-		s.paths = append(s.paths, ps)
+	for i := range cs.Paths {
+		ps := &cs.Paths[i]
 		p := &e.paths[i]
 		if ps.EntropyChanges > 0 {
 			p.entropyChanges = ps.EntropyChanges
@@ -254,11 +214,11 @@ func (s *Sampler) sampleConn(now sim.Time, e *connEntry) {
 	smp.EntropyChanges = max(cs.EntropyChanges, pathChanges)
 	s.note(s.sink.Write(smp))
 
-	for i := range s.paths {
-		ps := &s.paths[i]
+	for i := range cs.Paths {
+		ps := &cs.Paths[i]
 		p := &e.paths[i]
 		*smp = Sample{T: now, Kind: KindPath, Host: e.host, Peer: e.peer, Conn: e.id, Path: i,
-			Plane: ps.Plane, Entropy: ps.Entropy, State: ps.State, Cwnd: ps.Cwnd, InFlight: ps.InFlight,
+			Plane: ps.Port, Entropy: ps.Entropy, State: ps.State, Cwnd: int64(ps.Cwnd), InFlight: int64(ps.InFlight),
 			SRTT: ps.SRTT, RTO: ps.RTO, BytesAcked: ps.BytesAcked, Retransmits: ps.Retransmits,
 			Timeouts: ps.Timeouts, EntropyChanges: p.entropyChanges}
 		smp.Rate, smp.SendRate, smp.ECNFraction = rates(p, now, ps.BytesAcked, ps.PacketsAcked, ps.CEAcked, ps.TxBytes)

@@ -7,8 +7,6 @@ import (
 	"github.com/mrlab/mrlab/internal/sim"
 	"github.com/mrlab/mrlab/softnic"
 	"github.com/mrlab/mrlab/transport"
-	"github.com/mrlab/mrlab/transport/metaroce"
-	"github.com/mrlab/mrlab/transport/rocev2"
 )
 
 // networkSource samples every link direction of a fabric from one counter
@@ -81,9 +79,8 @@ type nicSource struct {
 }
 
 // AddNIC samples every connection of a host's NIC, including connections
-// opened later. peer names the host at an address (nil: the address).
-// Connections whose transport reports nothing telemetry understands are
-// skipped.
+// opened later, whatever their transport. peer names the host at an
+// address (nil: the address).
 func (s *Sampler) AddNIC(host string, nic *softnic.NIC, peer func(netip.Addr) string) {
 	s.nics = append(s.nics, &nicSource{host: host, nic: nic, peer: peer, conns: map[uint32]*connEntry{}})
 }
@@ -95,17 +92,13 @@ func (s *Sampler) sampleNIC(now sim.Time, ns *nicSource) {
 		}
 		e := ns.conns[c.ID()]
 		if e == nil {
-			src := ConnSourceOf(c.Transport())
-			if src == nil {
-				continue
-			}
 			peer := c.Peer().String()
 			if ns.peer != nil {
 				if n := ns.peer(c.Peer()); n != "" {
 					peer = n
 				}
 			}
-			e = &connEntry{host: ns.host, peer: peer, id: c.ID(), src: src}
+			e = &connEntry{host: ns.host, peer: peer, id: c.ID(), transport: c.Kind().String(), src: c.Transport()}
 			ns.conns[c.ID()] = e
 		}
 		if e.removed {
@@ -117,73 +110,4 @@ func (s *Sampler) sampleNIC(now sim.Time, ns *nicSource) {
 			e.removed = true
 		}
 	}
-}
-
-// ConnSourceOf adapts a transport connection to ConnSource, or returns nil
-// for a transport telemetry does not know.
-func ConnSourceOf(tc transport.Conn) ConnSource {
-	switch c := tc.(type) {
-	case ConnSource:
-		return c
-	case *rocev2.Conn:
-		return roceSource{c}
-	case *metaroce.Conn:
-		return mrSource{c}
-	}
-	return nil
-}
-
-// mrSource reads a MetaRoCE connection. Its delivery rate (rate_bps) is the
-// bytes it placed as a receiver, so a flow's goodput shows on its
-// receiving end; every end's send rate counts the payload bytes it sent.
-// A path's rate is its send rate (the transport counts acknowledged
-// packets per path, not bytes) and its ECN fraction the share of its
-// acknowledged packets that were CE marked, per interval.
-type mrSource struct{ c *metaroce.Conn }
-
-func (m mrSource) TelemetryConn() ConnStats {
-	st := m.c.Stats()
-	cs := ConnStats{Transport: "metaroce", InFlight: int64(st.InFlight), SRTT: st.SRTT, RateHint: st.RateHint * 8,
-		BytesAcked: st.BytesPlaced, TxBytes: st.BytesSent, Retransmits: st.Retransmits, Timeouts: st.Timeouts,
-		EntropyChanges: st.EntropyChanges}
-	for i := 0; i < st.Paths; i++ {
-		ps := m.c.PathStats(i)
-		cs.Cwnd += int64(ps.Cwnd)
-		cs.PacketsAcked += ps.Acked
-		cs.CEAcked += ps.CEAcked
-		if ps.State == metaroce.PathActive && (cs.RTO == 0 || ps.RTO < cs.RTO) {
-			cs.RTO = ps.RTO
-		}
-	}
-	return cs
-}
-
-func (m mrSource) NumPaths() int { return m.c.Paths() }
-
-func (m mrSource) TelemetryPath(i int) PathStats {
-	ps := m.c.PathStats(i)
-	return PathStats{Plane: ps.Plane, Entropy: ps.Entropy, State: ps.State.String(), Cwnd: int64(ps.Cwnd),
-		InFlight: int64(ps.InFlight), SRTT: ps.SRTT, RTO: ps.RTO, PacketsAcked: ps.Acked, CEAcked: ps.CEAcked,
-		TxBytes: ps.Bytes, Retransmits: ps.Retransmits, Timeouts: ps.Timeouts, EntropyChanges: ps.EntropyChanges}
-}
-
-// roceSource reads a RoCEv2 QP: one path (its fixed source port and
-// port), the go-back-N window as cwnd, the DCQCN rate as the pacing rate.
-// The baseline keeps no RTT estimate and no acknowledged-byte count, so
-// srtt, rto and the delivery rate stay 0; the send rate comes from the
-// bytes it transmitted.
-type roceSource struct{ c *rocev2.Conn }
-
-func (r roceSource) TelemetryConn() ConnStats {
-	st := r.c.Stats()
-	return ConnStats{Transport: "rocev2", Cwnd: int64(st.Window) * int64(r.c.MTU()), PacingRate: st.Rate,
-		TxBytes: st.TxBytes, Retransmits: st.Retransmitted, Timeouts: st.Timeouts}
-}
-
-func (r roceSource) NumPaths() int { return 1 }
-
-func (r roceSource) TelemetryPath(int) PathStats {
-	st := r.c.Stats()
-	return PathStats{Plane: r.c.Port(), Entropy: r.c.SourcePort(), State: r.c.State().String(),
-		Cwnd: int64(st.Window) * int64(r.c.MTU()), TxBytes: st.TxBytes, Retransmits: st.Retransmitted, Timeouts: st.Timeouts}
 }

@@ -14,31 +14,34 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/mrlab/mrlab/internal/sim"
+	"github.com/mrlab/mrlab/transport"
 )
 
 // fakeConn is a scripted connection: tests change its fields between
 // samples.
 type fakeConn struct {
-	conn  ConnStats
-	paths []PathStats
+	conn  transport.Stats
+	paths []transport.PathStats
 }
 
-func (f *fakeConn) TelemetryConn() ConnStats      { return f.conn }
-func (f *fakeConn) NumPaths() int                 { return len(f.paths) }
-func (f *fakeConn) TelemetryPath(i int) PathStats { return f.paths[i] }
+func (f *fakeConn) ReportStats(s *transport.Stats) {
+	paths := s.Paths[:0]
+	*s = f.conn
+	s.Paths = append(paths, f.paths...)
+}
 
 func TestSamplerSeries(t *testing.T) {
 	loop := sim.NewLoop()
 	var rec Recorder
 	s := NewSampler(loop, 10*sim.Microsecond, &rec)
 	fc := &fakeConn{
-		conn: ConnStats{Transport: "metaroce", Cwnd: 8192, SRTT: 5 * sim.Microsecond, RTO: 100 * sim.Microsecond},
-		paths: []PathStats{
-			{Plane: 0, Entropy: 49213, State: "active", Cwnd: 4096},
-			{Plane: 1, Entropy: 49300, State: "active", Cwnd: 4096},
+		conn: transport.Stats{Cwnd: 8192, SRTT: 5 * sim.Microsecond, RTO: 100 * sim.Microsecond},
+		paths: []transport.PathStats{
+			{Port: 0, Entropy: 49213, State: "active", Cwnd: 4096},
+			{Port: 1, Entropy: 49300, State: "active", Cwnd: 4096},
 		},
 	}
-	s.AddConn("h3", "h7", 4, fc)
+	s.AddConn("h3", "h7", 4, transport.MetaRoCE, fc)
 	var link LinkStats
 	link.Rate = 100e9
 	s.AddLink("p0-leaf0-spine1:ab", LinkFunc(func() LinkStats { return link }))
@@ -57,7 +60,7 @@ func TestSamplerSeries(t *testing.T) {
 			fc.paths[1].BytesAcked += 10000
 			fc.paths[1].PacketsAcked += 4
 			fc.paths[1].CEAcked++
-			fc.conn.BytesAcked += 10000
+			fc.conn.BytesPlaced += 10000
 			fc.conn.PacketsAcked += 4
 			fc.conn.CEAcked++
 			link.TxBytes += 12500
@@ -126,7 +129,7 @@ func TestRemoveConn(t *testing.T) {
 	if s.Interval() != DefaultInterval {
 		t.Errorf("interval %v", s.Interval())
 	}
-	h := s.AddConn("h0", "h1", 1, &fakeConn{})
+	h := s.AddConn("h0", "h1", 1, transport.MetaRoCE, &fakeConn{})
 	s.Sample(0)
 	s.RemoveConn(h)
 	s.Sample(1)
@@ -237,8 +240,8 @@ func TestWriteNoAllocs(t *testing.T) {
 func TestSamplerNoAllocs(t *testing.T) {
 	loop := sim.NewLoop()
 	s := NewSampler(loop, 0, NewJSONLWriter(io.Discard))
-	fc := &fakeConn{paths: make([]PathStats, 8)}
-	s.AddConn("h0", "h1", 1, fc)
+	fc := &fakeConn{paths: make([]transport.PathStats, 8)}
+	s.AddConn("h0", "h1", 1, transport.MetaRoCE, fc)
 	s.AddLink("l:ab", LinkFunc(func() LinkStats { return LinkStats{Rate: 1e9} }))
 	s.Sample(0)
 	now := sim.Time(0)
@@ -362,7 +365,7 @@ func FuzzReadJSONL(f *testing.F) {
 func BenchmarkSample(b *testing.B) {
 	loop := sim.NewLoop()
 	s := NewSampler(loop, 0, NewJSONLWriter(io.Discard))
-	s.AddConn("h0", "h1", 1, &fakeConn{paths: make([]PathStats, 16)})
+	s.AddConn("h0", "h1", 1, transport.MetaRoCE, &fakeConn{paths: make([]transport.PathStats, 16)})
 	s.AddLink("l:AtoB", LinkFunc(func() LinkStats { return LinkStats{Rate: 1e11} }))
 	now := sim.Time(0)
 	b.ReportAllocs()

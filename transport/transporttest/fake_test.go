@@ -104,3 +104,6 @@ func (c *fakeConn) OnTimer(now sim.Time)   {}
 func (c *fakeConn) Close(now sim.Time)     { c.state = transport.StateClosed }
 func (c *fakeConn) State() transport.State { return c.state }
 func (c *fakeConn) LocalID() uint32        { return c.cfg.LocalID }
+
+// ReportStats reports no figures: the fake keeps none.
+func (c *fakeConn) ReportStats(s *transport.Stats) { *s = transport.Stats{Paths: s.Paths[:0]} }

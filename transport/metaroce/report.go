@@ -1,0 +1,35 @@
+package metaroce
+
+import "github.com/mrlab/mrlab/transport"
+
+var _ transport.StatsReporter = (*Conn)(nil)
+
+// ReportStats implements transport.StatsReporter from Stats and PathStats.
+// The connection's RTO is the shortest of its active paths'; PacketsAcked
+// and CEAcked sum the paths'.
+func (c *Conn) ReportStats(s *transport.Stats) {
+	st := c.Stats()
+	paths := s.Paths[:0]
+	*s = transport.Stats{
+		TxBytes: st.BytesSent, BytesPlaced: st.BytesPlaced,
+		Retransmits: st.Retransmits, Timeouts: st.Timeouts, ECNEchoes: st.ECEReceived,
+		EntropyChanges: st.EntropyChanges,
+		InFlight:       st.InFlight, SRTT: st.SRTT, RateHint: st.RateHint * 8,
+	}
+	for i := range st.Paths {
+		p := c.PathStats(i)
+		s.Cwnd += p.Cwnd
+		s.PacketsAcked += p.Acked
+		s.CEAcked += p.CEAcked
+		if p.State == PathActive && (s.RTO == 0 || p.RTO < s.RTO) {
+			s.RTO = p.RTO
+		}
+		paths = append(paths, transport.PathStats{
+			Port: p.Plane, Entropy: p.Entropy, State: p.State.String(),
+			Sent: p.Packets, TxBytes: p.Bytes, PacketsAcked: p.Acked, CEAcked: p.CEAcked,
+			Retransmits: p.Retransmits, Timeouts: p.Timeouts, EntropyChanges: p.EntropyChanges,
+			Cwnd: p.Cwnd, InFlight: p.InFlight, SRTT: p.SRTT, RTO: p.RTO,
+		})
+	}
+	s.Paths = paths
+}
