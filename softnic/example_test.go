@@ -9,6 +9,7 @@ import (
 	"github.com/mrlab/mrlab/softnic"
 	"github.com/mrlab/mrlab/transport"
 	"github.com/mrlab/mrlab/transport/rocev2"
+	"github.com/mrlab/mrlab/workload"
 )
 
 // Two hosts wired back to back: h1 accepts connections, h0 dials it and
@@ -25,7 +26,7 @@ func Example() {
 		if err != nil {
 			panic(err)
 		}
-		if err := nic.Attach(net); err != nil {
+		if err := workload.AttachNIC(net, nic); err != nil {
 			panic(err)
 		}
 		nics[h.Name] = nic

@@ -54,13 +54,39 @@ func NewCluster(name string, loop *sim.Loop, pool *packet.Pool, net *fabric.Netw
 		if err != nil {
 			return nil, fmt.Errorf("building cluster %q: %w", name, err)
 		}
-		if err := nic.Attach(net); err != nil {
+		if err := AttachNIC(net, nic); err != nil {
 			return nil, fmt.Errorf("building cluster %q: %w", name, err)
 		}
 		cl.Hosts = append(cl.Hosts, h.Name)
 		cl.NICs = append(cl.NICs, nic)
 	}
 	return cl, nil
+}
+
+// The fabric's ports are the NIC's wires; a wire that says whether it is
+// up keeps the NIC's host traffic off a failed port.
+var (
+	_ softnic.Wire           = (*fabric.Port)(nil)
+	_ interface{ Up() bool } = (*fabric.Port)(nil)
+	_ fabric.Node            = (*softnic.NIC)(nil)
+)
+
+// AttachNIC connects a NIC to its host (the host named like the NIC) in a
+// fabric: the fabric delivers the host's packets to the NIC, and the NIC
+// sends on the host's ports, port p on plane p.
+func AttachNIC(net *fabric.Network, nic *softnic.NIC) error {
+	ports, err := net.Attach(nic.Name(), nic)
+	if err != nil {
+		return fmt.Errorf("attaching NIC %q: %w", nic.Name(), err)
+	}
+	wires := make([]softnic.Wire, len(ports))
+	for i, p := range ports {
+		if p == nil {
+			return fmt.Errorf("attaching NIC %q: port %d is not wired", nic.Name(), i)
+		}
+		wires[i] = p
+	}
+	return nic.SetWires(wires...)
 }
 
 // netCounters reads a fabric.Network's counters.

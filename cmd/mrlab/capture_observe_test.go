@@ -51,7 +51,7 @@ func observeRun(t *testing.T, args ...string) (*Report, error) {
 			if err != nil {
 				return err
 			}
-			if err := nic.Attach(net); err != nil {
+			if err := workload.AttachNIC(net, nic); err != nil {
 				return err
 			}
 			cl.Hosts = append(cl.Hosts, h.Name)

@@ -58,7 +58,7 @@ func lossyRun(t *testing.T, f Filter) string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := nic.Attach(n); err != nil {
+		if err := workload.AttachNIC(n, nic); err != nil {
 			t.Fatal(err)
 		}
 		cl.Hosts = append(cl.Hosts, h.Name)

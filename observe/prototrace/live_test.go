@@ -45,7 +45,7 @@ func TestHub(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		nic.Attach(n)
+		workload.AttachNIC(n, nic)
 		cl.Hosts = append(cl.Hosts, h.Name)
 		cl.NICs = append(cl.NICs, nic)
 	}

@@ -62,7 +62,7 @@ func scriptedLoss(t *testing.T) ([]Sample, string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := nic.Attach(n); err != nil {
+		if err := workload.AttachNIC(n, nic); err != nil {
 			t.Fatal(err)
 		}
 		cl.Hosts = append(cl.Hosts, h.Name)
