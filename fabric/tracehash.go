@@ -10,8 +10,9 @@ import (
 // packet's bytes. Two runs with equal hashes saw the same packets at the
 // same places at the same times. It allocates nothing.
 type TraceHash struct {
-	h      uint64
-	events uint64
+	h       uint64
+	events  uint64
+	headers bool
 }
 
 var _ Observer = (*TraceHash)(nil)
@@ -24,6 +25,12 @@ const (
 // NewTraceHash returns an empty trace hash.
 func NewTraceHash() *TraceHash { return &TraceHash{h: fnvOffset} }
 
+// NewHeaderTraceHash returns an empty trace hash that folds in each
+// packet's length and its IPv4 and UDP headers instead of all its bytes:
+// what stays the same when only payload bytes differ (a run in synthetic
+// payload mode and the same run with real bytes).
+func NewHeaderTraceHash() *TraceHash { return &TraceHash{h: fnvOffset, headers: true} }
+
 // Observe implements Observer.
 func (t *TraceHash) Observe(now sim.Time, ev Event, pt Point, p *packet.Buffer, r DropReason) {
 	h := t.h
@@ -35,7 +42,16 @@ func (t *TraceHash) Observe(now sim.Time, ev Event, pt Point, p *packet.Buffer, 
 	}
 	h = (h ^ uint64(r)) * fnvPrime
 	if p != nil {
-		for _, c := range p.Data() {
+		d := p.Data()
+		if t.headers {
+			h = fnvU64(h, uint64(len(d)))
+			n := 0
+			if len(d) > 0 && d[0]>>4 == 4 {
+				n = min(len(d), int(d[0]&0xf)*4+8) // IPv4 and UDP headers
+			}
+			d = d[:n]
+		}
+		for _, c := range d {
 			h = (h ^ uint64(c)) * fnvPrime
 		}
 	}

@@ -180,11 +180,13 @@ func (c *toyConn) gather(wr *transport.WorkRequest, dst []byte) (int, bool) {
 	n := 0
 	for i := 0; i < wr.NumSGE; i++ {
 		s := wr.SGL[i]
-		m, st := c.cfg.Memory.Resolve(s.LKey, s.Addr, int(s.Len), 0)
-		if st != transport.StatusOK || n+len(m) > len(dst) {
+		if n+int(s.Len) > len(dst) {
 			return 0, false
 		}
-		n += copy(dst[n:], m)
+		if st := c.cfg.Memory.Read(dst[n:n+int(s.Len)], s.LKey, s.Addr, 0); st != transport.StatusOK {
+			return 0, false
+		}
+		n += int(s.Len)
 	}
 	return n, true
 }
@@ -193,11 +195,10 @@ func (c *toyConn) scatter(wr *transport.WorkRequest, src []byte) transport.Statu
 	for i := 0; i < wr.NumSGE && len(src) > 0; i++ {
 		s := wr.SGL[i]
 		k := min(int(s.Len), len(src))
-		m, st := c.cfg.Memory.Resolve(s.LKey, s.Addr, k, transport.AccessLocalWrite)
-		if st != transport.StatusOK {
+		if st := c.cfg.Memory.Write(s.LKey, s.Addr, src[:k], transport.AccessLocalWrite); st != transport.StatusOK {
 			return st
 		}
-		src = src[copy(m, src):]
+		src = src[k:]
 	}
 	if len(src) > 0 {
 		return transport.StatusLocalLength
@@ -310,12 +311,10 @@ func (c *toyConn) Receive(now sim.Time, b []byte, rx transport.RxMeta) {
 		imm := binary.BigEndian.Uint32(b[toyHdr+12:])
 		data := b[h:]
 		if b[0] == tWrite {
-			m, st := c.cfg.Memory.Resolve(rkey, raddr, len(data), transport.AccessRemoteWrite)
-			if st != transport.StatusOK {
+			if st := c.cfg.Memory.Write(rkey, raddr, data, transport.AccessRemoteWrite); st != transport.StatusOK {
 				c.pushCtl(ctl{typ: tResp, wrid: wrid, status: st})
 				return
 			}
-			copy(m, data)
 			_ = imm
 			c.pushCtl(ctl{typ: tResp, wrid: wrid})
 			return
@@ -340,7 +339,11 @@ func (c *toyConn) Receive(now sim.Time, b []byte, rx transport.RxMeta) {
 		raddr := binary.BigEndian.Uint64(b[toyHdr:])
 		rkey := binary.BigEndian.Uint32(b[toyHdr+8:])
 		n := binary.BigEndian.Uint32(b[toyHdr+16:])
-		m, st := c.cfg.Memory.Resolve(rkey, raddr, int(n), transport.AccessRemoteRead)
+		m := make([]byte, min(n, 1<<20)) // the toy's READ response is a staging copy
+		st := c.cfg.Memory.Read(m, rkey, raddr, transport.AccessRemoteRead)
+		if st != transport.StatusOK || int(n) != len(m) {
+			m = nil
+		}
 		c.pushCtl(ctl{typ: tReadResp, wrid: wrid, status: st, data: m})
 	case tResp, tReadResp:
 		if len(b) < toyHdr+1 {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/mrlab/mrlab/internal/packet"
 	"github.com/mrlab/mrlab/transport"
 )
 
@@ -19,11 +20,20 @@ type PD struct {
 // virtual address range (like a real MR's iova) and a key. Peers name it by
 // (RKey, address); local scatter-gather elements by (LKey, address).
 //
+// A synthetic region (RegisterSynthetic) has a length but no bytes: its
+// content is a function of (region, offset) that the NIC tracks as content
+// streams (Fill, Matches), and packets carry the stream instead of the
+// bytes. Transfers between synthetic regions are checked as exactly as
+// byte copies (every range ends up holding the stream and position it
+// was sent from) without storing or copying payload.
+//
 // The NIC assigns every region its own address range on that NIC, so an
 // address that falls outside a region never silently lands in another one.
 type MR struct {
 	pd     *PD
 	buf    []byte
+	syn    *contentMap // nil for a byte region
+	size   int
 	addr   uint64
 	access transport.Access
 	key    uint32
@@ -57,17 +67,31 @@ func (pd *PD) Register(buf []byte, access transport.Access) (*MR, error) {
 	if len(buf) == 0 {
 		return nil, fmt.Errorf("registering memory region: %w", ErrEmptyRegion)
 	}
+	return pd.register(&MR{buf: buf, size: len(buf), access: access})
+}
+
+// RegisterSynthetic registers a synthetic region of n bytes, all zero: its
+// content is set with Fill and checked with Matches and IsZero, never
+// stored (Bytes returns nil).
+func (pd *PD) RegisterSynthetic(n int, access transport.Access) (*MR, error) {
+	if n <= 0 {
+		return nil, fmt.Errorf("registering synthetic memory region of %d bytes: %w", n, ErrEmptyRegion)
+	}
+	return pd.register(&MR{syn: &contentMap{}, size: n, access: access})
+}
+
+func (pd *PD) register(mr *MR) (*MR, error) {
 	n := pd.nic
 	if len(n.mrs) >= maxMRs {
-		return nil, fmt.Errorf("registering memory region of %d bytes: %w", len(buf), ErrTooManyMRs)
+		return nil, fmt.Errorf("registering memory region of %d bytes: %w", mr.size, ErrTooManyMRs)
 	}
 	idx := uint32(len(n.mrs)) + 1
 	// The low byte is a tag drawn from the NIC's stream, as hardware mixes
 	// a key byte into each key, so a peer cannot guess a valid key from an
 	// index alone.
 	tag := uint32(n.keyRand.Uint32N(255) + 1)
-	mr := &MR{pd: pd, buf: buf, addr: n.nextVA, access: access, key: idx<<8 | tag, valid: true}
-	n.nextVA += (uint64(len(buf)) + 2*mrAlign - 1) &^ (mrAlign - 1)
+	mr.pd, mr.addr, mr.key, mr.valid = pd, n.nextVA, idx<<8|tag, true
+	n.nextVA += (uint64(mr.size) + 2*mrAlign - 1) &^ (mrAlign - 1)
 	n.mrs = append(n.mrs, mr)
 	return mr, nil
 }
@@ -83,10 +107,66 @@ func (m *MR) RKey() uint32 { return m.key }
 func (m *MR) Addr() uint64 { return m.addr }
 
 // Len returns the region's length in bytes.
-func (m *MR) Len() int { return len(m.buf) }
+func (m *MR) Len() int { return m.size }
 
-// Bytes returns the registered memory.
+// Bytes returns the registered memory; nil for a synthetic region.
 func (m *MR) Bytes() []byte { return m.buf }
+
+// Synthetic reports whether the region is synthetic (RegisterSynthetic).
+func (m *MR) Synthetic() bool { return m.syn != nil }
+
+// Fill makes bytes off..off+n of the region hold the content stream named
+// by seed, from its start: in a byte region it writes them, in a synthetic
+// one it records them. It returns false if the range is outside the region
+// or the region is deregistered.
+func (m *MR) Fill(off, n int, seed uint64) bool {
+	if !m.inside(off, n) || seed == opaqueStream {
+		return false
+	}
+	if m.syn != nil {
+		m.syn.set(uint64(off), uint64(n), seed, 0)
+	} else {
+		fill(m.buf[off:off+n], seed)
+	}
+	return true
+}
+
+// Matches reports whether bytes off..off+n hold the content stream named
+// by seed from its start (what Fill(off, n, seed) wrote, wherever it was
+// written and however it got here).
+func (m *MR) Matches(off, n int, seed uint64) bool {
+	if !m.inside(off, n) {
+		return false
+	}
+	if m.syn != nil {
+		return m.syn.matches(uint64(off), uint64(n), seed)
+	}
+	return matches(m.buf[off:off+n], seed)
+}
+
+// IsZero reports whether bytes off..off+n are all zero.
+func (m *MR) IsZero(off, n int) bool {
+	if !m.inside(off, n) {
+		return false
+	}
+	if m.syn != nil {
+		return m.syn.zero(uint64(off), uint64(n))
+	}
+	return zero(m.buf[off : off+n])
+}
+
+// Extents returns how many content extents a synthetic region holds (0
+// for a byte region): its memory cost, one per run of differing content.
+func (m *MR) Extents() int {
+	if m.syn == nil {
+		return 0
+	}
+	return len(m.syn.ext)
+}
+
+func (m *MR) inside(off, n int) bool {
+	return m.valid && off >= 0 && n >= 0 && off <= m.size && n <= m.size-off
+}
 
 // Access returns the region's access flags.
 func (m *MR) Access() transport.Access { return m.access }
@@ -106,7 +186,7 @@ func (m *MR) Deregister() error {
 		return ErrDeregistered
 	}
 	m.valid = false
-	m.buf = nil
+	m.buf, m.syn = nil, nil
 	return nil
 }
 
@@ -124,16 +204,19 @@ func (n *NIC) lookup(key uint32) *MR {
 }
 
 // memView is a connection's view of its NIC's region table: only the
-// connection's protection domain is visible. It implements transport.Memory.
+// connection's protection domain is visible. It implements transport.Memory:
+// the NIC's DMA engine.
 type memView struct {
 	nic  *NIC
 	pd   *PD
 	conn *Conn // counts refusals; nil in unit tests of the view
 }
 
+var _ transport.Memory = (*memView)(nil)
+
 const remoteAccess = transport.AccessRemoteWrite | transport.AccessRemoteRead
 
-// Resolve implements transport.Memory. Reads for local sends ask for no
+// Check implements transport.Memory. Reads for local sends ask for no
 // access bit; receives and READ responses ask for AccessLocalWrite; peers'
 // WRITEs and READs ask for AccessRemoteWrite or AccessRemoteRead.
 //
@@ -141,36 +224,141 @@ const remoteAccess = transport.AccessRemoteWrite | transport.AccessRemoteRead
 // a peer's request, ProtectionErrors for a local SGE): on the responder
 // side, where no completion reports a refused WRITE, that is how the
 // refusal shows.
-func (v *memView) Resolve(key uint32, addr uint64, n int, access transport.Access) ([]byte, transport.Status) {
-	b, ok := v.resolve(key, addr, n, access)
-	if ok {
-		return b, transport.StatusOK
+func (v *memView) Check(key uint32, addr uint64, n int, access transport.Access) transport.Status {
+	_, _, st := v.region(key, addr, n, access)
+	return st
+}
+
+// Read implements transport.Memory. From a synthetic region it zeroes
+// dst and records on the packet being built which content stream each
+// range of dst carries.
+func (v *memView) Read(dst []byte, key uint32, addr uint64, access transport.Access) transport.Status {
+	m, off, st := v.region(key, addr, len(dst), access)
+	if st != transport.StatusOK {
+		return st
+	}
+	if m.syn == nil {
+		copy(dst, m.buf[off:])
+		return st
+	}
+	clear(dst)
+	p := v.nic.dmaTx
+	base, ok := 0, false
+	if p != nil {
+		base, ok = p.Offset(dst)
+	}
+	if !ok {
+		// Not a slice of the packet: the transport stages payload
+		// elsewhere, so carry real bytes.
+		v.nic.stats.SyntheticMaterialized++
+		m.syn.each(off, uint64(len(dst)), func(o, n, stream, pos uint64) {
+			if stream != opaqueStream {
+				fillAt(dst[o:o+n], stream, pos)
+			}
+		})
+		return st
+	}
+	m.syn.each(off, uint64(len(dst)), func(o, n, stream, pos uint64) {
+		p.Synthetic = append(p.Synthetic, packet.Run{Off: int32(base) + int32(o), Len: int32(n), Stream: stream, Pos: pos})
+	})
+	return st
+}
+
+// Write implements transport.Memory. Ranges of src that carry a content
+// stream (from a synthetic region) are recorded as such in a synthetic
+// region and generated in a byte region; real bytes are copied into a byte
+// region, and into a synthetic one are recorded as zero if they are, else
+// as content no check will ever match.
+func (v *memView) Write(key uint32, addr uint64, src []byte, access transport.Access) transport.Status {
+	m, off, st := v.region(key, addr, len(src), access)
+	if st != transport.StatusOK {
+		return st
+	}
+	var runs []packet.Run
+	base := 0
+	if p := v.nic.dmaRx; p != nil && len(p.Synthetic) > 0 {
+		if b, ok := p.Offset(src); ok {
+			runs, base = p.Synthetic, b
+		}
+	}
+	if len(runs) == 0 && m.syn == nil {
+		copy(m.buf[off:], src)
+		return st
+	}
+	// Walk src in order: real bytes up to each run that overlaps it, then
+	// the run's part.
+	cur := 0
+	for i := range runs {
+		r := &runs[i]
+		s, e := int(r.Off)-base, int(r.Off+r.Len)-base
+		if e <= cur || s >= len(src) {
+			continue
+		}
+		if s < cur { // runs are in order and disjoint; tolerate overlap
+			s = cur
+		}
+		v.writeBytes(m, off+uint64(cur), src[cur:s])
+		pos := r.Pos + uint64(s-(int(r.Off)-base))
+		e = min(e, len(src))
+		if m.syn != nil {
+			m.syn.set(off+uint64(s), uint64(e-s), r.Stream, pos)
+		} else if r.Stream != opaqueStream {
+			fillAt(m.buf[off+uint64(s):off+uint64(e)], r.Stream, pos)
+		}
+		cur = e
+	}
+	v.writeBytes(m, off+uint64(cur), src[cur:])
+	return st
+}
+
+// writeBytes places real bytes.
+func (v *memView) writeBytes(m *MR, off uint64, b []byte) {
+	if len(b) == 0 {
+		return
+	}
+	if m.syn == nil {
+		copy(m.buf[off:], b)
+		return
+	}
+	if zero(b) {
+		m.syn.clear(off, off+uint64(len(b)))
+		return
+	}
+	v.nic.stats.SyntheticOpaque++
+	m.syn.set(off, uint64(len(b)), opaqueStream, 0)
+}
+
+// region finds the region for an access and the offset in it, counting a
+// refusal.
+func (v *memView) region(key uint32, addr uint64, n int, access transport.Access) (*MR, uint64, transport.Status) {
+	if m, off, ok := v.lookupRange(key, addr, n, access); ok {
+		return m, off, transport.StatusOK
 	}
 	if access&remoteAccess != 0 {
 		v.nic.stats.AccessErrors++
 		if v.conn != nil {
 			v.conn.stats.AccessErrors++
 		}
-		return nil, transport.StatusRemoteAccess
+		return nil, 0, transport.StatusRemoteAccess
 	}
 	v.nic.stats.ProtectionErrors++
 	if v.conn != nil {
 		v.conn.stats.ProtectionErrors++
 	}
-	return nil, transport.StatusLocalProtection
+	return nil, 0, transport.StatusLocalProtection
 }
 
-func (v *memView) resolve(key uint32, addr uint64, n int, access transport.Access) ([]byte, bool) {
+func (v *memView) lookupRange(key uint32, addr uint64, n int, access transport.Access) (*MR, uint64, bool) {
 	if n < 0 {
-		return nil, false
+		return nil, 0, false
 	}
 	m := v.nic.lookup(key)
 	if m == nil || m.pd != v.pd || m.access&access != access || addr < m.addr {
-		return nil, false
+		return nil, 0, false
 	}
 	off := addr - m.addr
-	if off > uint64(len(m.buf)) || uint64(n) > uint64(len(m.buf))-off {
-		return nil, false
+	if off > uint64(m.size) || uint64(n) > uint64(m.size)-off {
+		return nil, 0, false
 	}
-	return m.buf[off : off+uint64(n) : off+uint64(n)], true
+	return m, off, true
 }

@@ -119,6 +119,11 @@ type NIC struct {
 	rate    float64
 	trace   transport.Tracer
 
+	// dmaTx and dmaRx are the packet a connection is building
+	// (Transmit) or reading (Receive), for the DMA engine (memView):
+	// synthetic content is tracked by where it lies in the packet.
+	dmaTx, dmaRx *packet.Buffer
+
 	protos []protoEntry
 	ports  []nicPort
 	host   HostPort
@@ -406,7 +411,9 @@ func (n *NIC) receiveTransport(now sim.Time, port int, p *packet.Buffer, ip head
 	if rx.CE {
 		c.stats.CEReceived++
 	}
+	n.dmaRx = p
 	c.tc.Receive(now, payload, rx)
+	n.dmaRx = nil
 	p.Free()
 	n.afterIO(now, c)
 }
@@ -543,7 +550,9 @@ func (n *NIC) sendOne(now sim.Time, pt *nicPort) bool {
 	for c := pt.ready.popFront(); c != nil; c = pt.ready.popFront() {
 		b := n.pool.Get(IPv4UDPSize + maxPayload)
 		b.SetLen(maxPayload)
+		n.dmaTx = b
 		k, meta := c.tc.Transmit(now, pt.idx, b.Data())
+		n.dmaTx = nil
 		if k <= 0 || k > maxPayload {
 			if k > maxPayload {
 				n.stats.TransmitOverruns++

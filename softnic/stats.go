@@ -69,6 +69,11 @@ type Stats struct {
 	// AccessErrors counts peers' requests refused by the region table (bad
 	// rkey, range or permission); ProtectionErrors local SGEs refused.
 	AccessErrors, ProtectionErrors uint64
+	// SyntheticMaterialized counts gathers from a synthetic region into
+	// something other than the packet being built (the content was
+	// generated as real bytes); SyntheticOpaque counts placements of real,
+	// non-zero bytes into a synthetic region (content no check matches).
+	SyntheticMaterialized, SyntheticOpaque uint64
 	// TransmitOverruns counts Transmit calls that claimed more bytes than
 	// the buffer held: a transport bug, sent as nothing.
 	TransmitOverruns uint64

@@ -57,13 +57,27 @@ const (
 	AccessRemoteRead
 )
 
-// Memory is the NIC's memory-region table as a transport sees it. Resolve
-// returns the n bytes at addr in the region named by key if the region allows
-// access; otherwise a non-OK status and nil. Transports place received data
-// only through Resolve, so a bad key or an out-of-bounds write can never
-// touch memory.
+// Memory is the NIC's DMA engine as a transport sees it: the memory-region
+// table behind permission checks, gathers into packets and placements out
+// of them. Transports move payload only through Read and Write, so a bad
+// key or an out-of-bounds access never touches memory, and the NIC is free
+// to represent memory and payload as it likes (real bytes, or synthetic
+// content that is checked exactly without being stored or copied).
+//
+// Read and Write take slices of the packet being built or received (the
+// buffer Transmit was given, the payload Receive was given), not copies
+// of them: a NIC in synthetic payload mode tracks content by where it
+// lies in the packet.
 type Memory interface {
-	Resolve(key uint32, addr uint64, n int, access Access) ([]byte, Status)
+	// Check reports whether n bytes at addr in the region named by key
+	// may be accessed with the given permissions, touching nothing.
+	Check(key uint32, addr uint64, n int, access Access) Status
+	// Read gathers len(dst) bytes at addr of region key into dst, a
+	// slice of the packet being built.
+	Read(dst []byte, key uint32, addr uint64, access Access) Status
+	// Write places src, a slice of a received packet, at addr of region
+	// key.
+	Write(key uint32, addr uint64, src []byte, access Access) Status
 }
 
 // Status is a work completion's outcome (ibv_wc_status, abridged).

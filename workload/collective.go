@@ -94,7 +94,7 @@ func (e *a2aEngine) setup(r *runner) error {
 		return fmt.Errorf("%w: alltoall size %d is smaller than the %d hosts", ErrBadSpec, e.spec.Size, n)
 	}
 	e.stride = e.chunk + guard
-	if int64(n)*int64(n)*int64(e.stride)*2 > memoryLimit {
+	if e.spec.Payload != softnic.PayloadSynthetic && int64(n)*int64(n)*int64(e.stride)*2 > memoryLimit {
 		return fmt.Errorf("%w: alltoall would register more than %d MiB", ErrBadSpec, memoryLimit>>20)
 	}
 	e.posted = make([]sim.Time, n*n)
@@ -143,8 +143,7 @@ func (e *a2aEngine) op(now sim.Time) {
 			if i == j {
 				continue
 			}
-			src := e.send[i].Bytes()[j*e.chunk : (j+1)*e.chunk]
-			fill(src, e.seed(i, j, e.iter))
+			e.send[i].Fill(j*e.chunk, e.chunk, e.seed(i, j, e.iter))
 			wr := transport.WorkRequest{ID: uint64(j), Op: transport.OpWrite, NumSGE: 1,
 				RemoteAddr: e.recv[j].Addr() + uint64(i*e.stride), RKey: e.recv[j].RKey()}
 			wr.SGL[0] = e.send[i].SGE(j*e.chunk, e.chunk)
@@ -184,17 +183,16 @@ func (a *a2aRank) complete(now sim.Time, wc *softnic.Completion) {
 func (e *a2aEngine) verify() DataCheck {
 	dc := DataCheck{OK: true}
 	for j := range e.ranks {
-		mem := e.recv[j].Bytes()
+		mem := e.recv[j]
 		for i := range e.ranks {
-			region := mem[i*e.stride : i*e.stride+e.chunk]
-			gap := mem[i*e.stride+e.chunk : (i+1)*e.stride]
+			at := i * e.stride
 			dc.Regions++
 			dc.Bytes += int64(e.stride)
-			ok := zero(gap)
+			ok := mem.IsZero(at+e.chunk, e.stride-e.chunk)
 			if i == j || e.last < 0 {
-				ok = ok && zero(region)
+				ok = ok && mem.IsZero(at, e.chunk)
 			} else {
-				ok = ok && matches(region, e.seed(i, j, e.last))
+				ok = ok && mem.Matches(at, e.chunk, e.seed(i, j, e.last))
 			}
 			if !ok {
 				dc.OK = false
@@ -266,7 +264,7 @@ func (e *ringEngine) setup(r *runner) error {
 		if err != nil {
 			return err
 		}
-		fill(d.Bytes(), msgSeed(e.spec.Seed, i, 0))
+		d.Fill(0, d.Len(), msgSeed(e.spec.Seed, i, 0))
 		e.data, e.stage = append(e.data, d), append(e.stage, s)
 		e.init = append(e.init, append([]byte(nil), d.Bytes()...))
 		e.ends = append(e.ends, &ringRank{e: e, rank: i, posted: make([]sim.Time, 2*(n-1))})

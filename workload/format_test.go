@@ -79,16 +79,3 @@ func TestSummarize(t *testing.T) {
 		t.Errorf("peak %.2f Gb/s, want 100", g)
 	}
 }
-
-func TestPattern(t *testing.T) {
-	a, b := make([]byte, 37), make([]byte, 37)
-	fill(a, 1)
-	fill(b, 2)
-	if !matches(a, 1) || matches(a, 2) || bytes.Equal(a, b) || zero(a) {
-		t.Fatal("patterns do not tell seeds apart")
-	}
-	a[36] ^= 1
-	if matches(a, 1) {
-		t.Error("a flipped last byte matches")
-	}
-}

@@ -106,7 +106,7 @@ func (s *latSide) write(now sim.Time, msg int64) {
 	slot := s.free[len(s.free)-1]
 	s.free = s.free[:len(s.free)-1]
 	size := s.e.spec.Size
-	fill(s.src.Bytes()[slot*size:(slot+1)*size], s.seed(msg))
+	s.src.Fill(slot*size, size, s.seed(msg))
 	wr := transport.WorkRequest{ID: uint64(slot), Op: transport.OpWriteImm, NumSGE: 1,
 		RemoteAddr: s.peer.dst.Addr() + uint64(slot*(size+guard)), RKey: s.peer.dst.RKey(),
 		Imm: uint32(msg)<<8 | uint32(slot)}
@@ -177,17 +177,16 @@ func (e *latEngine) verify() DataCheck {
 	dc := DataCheck{OK: true}
 	size := e.spec.Size
 	for _, s := range e.sides {
-		mem := s.dst.Bytes()
+		mem := s.dst
 		for j := 0; j < latSlots; j++ {
-			region := mem[j*(size+guard) : j*(size+guard)+size]
-			gap := mem[j*(size+guard)+size : (j+1)*(size+guard)]
+			at := j * (size + guard)
 			dc.Regions++
 			dc.Bytes += int64(size + guard)
-			ok := zero(gap)
+			ok := mem.IsZero(at+size, guard)
 			if m := s.last[j]; m >= 0 {
-				ok = ok && matches(region, s.peer.seed(m))
+				ok = ok && mem.Matches(at, size, s.peer.seed(m))
 			} else {
-				ok = ok && zero(region)
+				ok = ok && mem.IsZero(at, size)
 			}
 			if !ok {
 				dc.OK = false

@@ -171,10 +171,17 @@ func (r *runner) host(i int) {
 	sort.Ints(r.hosts)
 }
 
-// register registers n zeroed bytes on host i.
+// register registers n zeroed bytes on host i: a synthetic region if the
+// run's payload is synthetic.
 func (r *runner) register(i, n int, access transport.Access) (*softnic.MR, error) {
 	r.host(i)
-	mr, err := r.pd[i].Register(make([]byte, n), access)
+	var mr *softnic.MR
+	var err error
+	if r.spec.Payload == softnic.PayloadSynthetic {
+		mr, err = r.pd[i].RegisterSynthetic(n, access)
+	} else {
+		mr, err = r.pd[i].Register(make([]byte, n), access)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("setting up %s on %s: %w", r.spec.Name, r.cl.Hosts[i], err)
 	}

@@ -18,6 +18,7 @@ import (
 	"strings"
 
 	"github.com/mrlab/mrlab/internal/sim"
+	"github.com/mrlab/mrlab/softnic"
 	"github.com/mrlab/mrlab/transport"
 )
 
@@ -93,6 +94,11 @@ type Spec struct {
 	// Timeout bounds the run in virtual time (default 10s): a workload that
 	// has not finished by then fails, naming what is outstanding.
 	Timeout sim.Time
+	// Payload is how memory and packets hold payload: real bytes (the
+	// zero value) or synthetic content streams, checked as exactly and
+	// neither stored nor copied. allreduce adds vectors, so it always
+	// uses bytes.
+	Payload softnic.PayloadMode
 }
 
 // Errors a run can return.
@@ -114,6 +120,9 @@ func (s Spec) withDefaults(hosts []string) (Spec, error) {
 	}
 	if s.Transport == 0 {
 		s.Transport = transport.MetaRoCE
+	}
+	if s.Name == AllReduce {
+		s.Payload = softnic.PayloadBytes // it adds vectors: real bytes
 	}
 	if s.Size == 0 {
 		s.Size = 65536
@@ -182,4 +191,17 @@ func (s Spec) withDefaults(hosts []string) (Spec, error) {
 		}
 	}
 	return s, nil
+}
+
+// mix64 is SplitMix64's finalizer.
+func mix64(z uint64) uint64 {
+	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
+	z = (z ^ z>>27) * 0x94d049bb133111eb
+	return z ^ z>>31
+}
+
+// msgSeed names a message's contents (the content stream MR.Fill writes):
+// run seed, flow and message number.
+func msgSeed(seed uint64, flow int, msg int64) uint64 {
+	return mix64(seed ^ mix64(uint64(flow)<<40^uint64(msg)+1))
 }

@@ -202,7 +202,7 @@ func (e *streamEngine) setup(r *runner) error {
 	for range pairs {
 		total += int64(slots)*int64(stride)*int64(s.Conns) + int64(qd*s.Size*s.Conns)
 	}
-	if total > memoryLimit {
+	if s.Payload != softnic.PayloadSynthetic && total > memoryLimit {
 		return fmt.Errorf("%w: %s would register %d MiB (limit %d MiB): lower size, queue depth or conns",
 			ErrBadSpec, s.Name, total>>20, memoryLimit>>20)
 	}
@@ -242,7 +242,7 @@ func (f *flow) setup(r *runner) error {
 			return err
 		}
 		for j := 0; j < f.slots; j++ {
-			fill(f.remote.Bytes()[j*f.stride:j*f.stride+f.size], f.seed(int64(j)))
+			f.remote.Fill(j*f.stride, f.size, f.seed(int64(j)))
 		}
 	}
 	f.free = make([]int, 0, qd)
@@ -324,7 +324,7 @@ func (f *flow) post(now sim.Time) bool {
 	inf := inflight{msg: msg, dst: -1, posted: now}
 	switch f.e.op {
 	case transport.OpWrite, transport.OpSend:
-		fill(f.src.Bytes()[slot*f.size:(slot+1)*f.size], f.seed(msg))
+		f.src.Fill(slot*f.size, f.size, f.seed(msg))
 		wr.SGL[0] = f.src.SGE(slot*f.size, f.size)
 		if f.e.op == transport.OpWrite {
 			inf.dst = f.dstq.pop()
@@ -443,17 +443,16 @@ func (rs *recvSide) complete(now sim.Time, wc *softnic.Completion) {
 func (e *streamEngine) verify() DataCheck {
 	dc := DataCheck{OK: true}
 	for _, f := range e.flows {
-		mem := f.dst.Bytes()
+		mem := f.dst
 		for d := 0; d < f.slots; d++ {
-			region := mem[d*f.stride : d*f.stride+f.size]
-			gap := mem[d*f.stride+f.size : (d+1)*f.stride]
+			at := d * f.stride
 			dc.Regions++
 			dc.Bytes += int64(f.stride)
-			ok := zero(gap)
+			ok := mem.IsZero(at+f.size, f.stride-f.size)
 			if m := f.last[d]; m >= 0 {
-				ok = ok && matches(region, f.seed(m))
+				ok = ok && mem.Matches(at, f.size, f.seed(m))
 			} else {
-				ok = ok && zero(region)
+				ok = ok && mem.IsZero(at, f.size)
 			}
 			if !ok {
 				dc.OK = false

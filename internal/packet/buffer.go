@@ -6,6 +6,7 @@ package packet
 
 import (
 	"fmt"
+	"unsafe"
 
 	"github.com/mrlab/mrlab/internal/sim"
 )
@@ -49,6 +50,38 @@ type Buffer struct {
 	Hop int
 	// Stamp is scratch time for the current owner (enqueue time, send time).
 	Stamp sim.Time
+
+	// Synthetic describes payload bytes that stand for memory content
+	// without holding it (a NIC's synthetic payload mode): each run says
+	// which content stream a range of the buffer carries. Bytes outside
+	// every run are the packet's real bytes. Get empties it; Copy carries
+	// it along.
+	Synthetic []Run
+}
+
+// Run is a range of a packet that carries synthetic content: Len bytes
+// from position Pos of the content stream Stream. Off is the range's
+// start in the buffer (see Buffer.Offset), so runs stay put when headers
+// are prepended or trimmed.
+type Run struct {
+	Off, Len int32
+	Stream   uint64
+	Pos      uint64
+}
+
+// Offset returns where s starts in b's buffer, counted so that Prepend
+// and TrimFront do not move it, and whether s lies within the buffer at
+// all. It is how a component that was handed a slice of the packet (a
+// transport writing a payload) names a range of it.
+func (b *Buffer) Offset(s []byte) (int, bool) {
+	if len(s) == 0 || len(b.buf) == 0 {
+		return 0, false
+	}
+	d := uintptr(unsafe.Pointer(unsafe.SliceData(s))) - uintptr(unsafe.Pointer(unsafe.SliceData(b.buf)))
+	if d > uintptr(len(b.buf)) || uintptr(len(s)) > uintptr(len(b.buf))-d {
+		return 0, false
+	}
+	return int(d), true
 }
 
 // Data returns the packet bytes.
@@ -142,6 +175,7 @@ func (p *Pool) Get(size int) *Buffer {
 	p.nextID++
 	b.ID = p.nextID
 	b.Hop, b.Stamp = 0, 0
+	b.Synthetic = b.Synthetic[:0]
 	b.Reset()
 	p.outstanding++
 	return b
@@ -151,6 +185,11 @@ func (p *Pool) Get(size int) *Buffer {
 func (p *Pool) Copy(src *Buffer) *Buffer {
 	b := p.Get(src.Len())
 	b.SetLen(copy(b.buf[b.off:], src.Data()))
+	shift := int32(b.off - src.off)
+	for _, r := range src.Synthetic {
+		r.Off += shift
+		b.Synthetic = append(b.Synthetic, r)
+	}
 	return b
 }
 

@@ -286,13 +286,12 @@ func (c *Conn) consume(d wire.Data, pid int, rx transport.RxMeta) consumeResult 
 		// Check the whole message's range on every packet, so that no byte
 		// of a message that overruns its region is ever written.
 		base := d.Addr() - uint64(d.Offset())
-		if _, st := c.cfg.Memory.Resolve(d.Key(), base, int(r.length), transport.AccessRemoteWrite); st != transport.StatusOK {
+		if st := c.cfg.Memory.Check(d.Key(), base, int(r.length), transport.AccessRemoteWrite); st != transport.StatusOK {
 			c.rcvFail(msn, r, wire.NakAccess, transport.StatusRemoteAccess)
 			c.queueNak(d, pid, wire.NakAccess, rx)
 			return consumedNak
 		}
-		dst, _ := c.cfg.Memory.Resolve(d.Key(), d.Addr(), n, transport.AccessRemoteWrite)
-		copy(dst, payload)
+		c.cfg.Memory.Write(d.Key(), d.Addr(), payload, transport.AccessRemoteWrite)
 	case wire.TypeSend:
 		if !c.scatter(&c.recv(r.token).wr, d.Offset(), payload) {
 			c.rcvFail(msn, r, wire.NakInvalid, transport.StatusLocalProtection)
@@ -300,7 +299,7 @@ func (c *Conn) consume(d wire.Data, pid int, rx transport.RxMeta) consumeResult 
 			return consumedNak
 		}
 	case wire.TypeReadReq:
-		if _, st := c.cfg.Memory.Resolve(d.Key(), d.Addr(), int(r.length), transport.AccessRemoteRead); st != transport.StatusOK {
+		if st := c.cfg.Memory.Check(d.Key(), d.Addr(), int(r.length), transport.AccessRemoteRead); st != transport.StatusOK {
 			c.rcvFail(msn, r, wire.NakAccess, transport.StatusRemoteAccess)
 			c.queueNak(d, pid, wire.NakAccess, rx)
 			return consumedNak
@@ -372,7 +371,7 @@ func (c *Conn) bindRecv(d wire.Data, pid int, msn uint32, r *rcvMsg, rx transpor
 		}
 		for i := 0; i < pr.wr.NumSGE; i++ {
 			s := &pr.wr.SGL[i]
-			if _, st := c.cfg.Memory.Resolve(s.LKey, s.Addr, int(s.Len), transport.AccessLocalWrite); st != transport.StatusOK {
+			if st := c.cfg.Memory.Check(s.LKey, s.Addr, int(s.Len), transport.AccessLocalWrite); st != transport.StatusOK {
 				c.rcvFail(msn, r, wire.NakInvalid, transport.StatusLocalProtection)
 				c.queueNak(d, pid, wire.NakInvalid, rx)
 				return consumedNak
@@ -391,11 +390,9 @@ func (c *Conn) scatter(wr *transport.WorkRequest, off uint32, src []byte) bool {
 			continue
 		}
 		k := min(int(s.Len-off), len(src))
-		dst, st := c.cfg.Memory.Resolve(s.LKey, s.Addr+uint64(off), k, transport.AccessLocalWrite)
-		if st != transport.StatusOK {
+		if st := c.cfg.Memory.Write(s.LKey, s.Addr+uint64(off), src[:k], transport.AccessLocalWrite); st != transport.StatusOK {
 			return false
 		}
-		copy(dst, src[:k])
 		src = src[k:]
 		off = 0
 	}
@@ -435,12 +432,10 @@ func (c *Conn) consumeReadResp(d wire.Data) consumeResult {
 			c.failMsg(msn, transport.StatusRemoteInvalidRequest)
 			break
 		}
-		dst, st := c.cfg.Memory.Resolve(key, addr, int(n), transport.AccessLocalWrite)
-		if st != transport.StatusOK {
+		if st := c.cfg.Memory.Write(key, addr, payload, transport.AccessLocalWrite); st != transport.StatusOK {
 			c.failMsg(msn, transport.StatusLocalProtection)
 			break
 		}
-		copy(dst, payload)
 		m.respGot += n
 		c.st.bytesPlaced += uint64(n)
 	}

@@ -200,7 +200,7 @@ func (c *Conn) postSend(wr *transport.WorkRequest) error {
 	}
 	for i := 0; i < wr.NumSGE; i++ {
 		s := &wr.SGL[i]
-		if _, st := c.cfg.Memory.Resolve(s.LKey, s.Addr, int(s.Len), access); st != transport.StatusOK {
+		if st := c.cfg.Memory.Check(s.LKey, s.Addr, int(s.Len), access); st != transport.StatusOK {
 			m.failed, m.status = true, transport.StatusLocalProtection
 			c.releaseSnd(msn)
 			return nil
@@ -748,12 +748,12 @@ func (c *Conn) encodeChunk(b []byte, p *sndPath, psn, dsn uint32, retx bool) int
 		s, _ := r.sinkAt(ch.offset)
 		f.Addr, f.Key = s.addr, s.key
 		if !ch.abort {
-			src, st := c.cfg.Memory.Resolve(r.key, r.src+uint64(ch.offset), int(ch.size), transport.AccessRemoteRead)
-			if st != transport.StatusOK {
+			k := min(len(payload), int(ch.size))
+			if st := c.cfg.Memory.Read(payload[:k], r.key, r.src+uint64(ch.offset), transport.AccessRemoteRead); st != transport.StatusOK {
 				ok = false
 				ch.status = transport.StatusRemoteAccess
 			} else {
-				n = copy(payload, src)
+				n = k
 			}
 		}
 	}
@@ -795,11 +795,10 @@ func (c *Conn) gather(m *sndMsg, off uint32, dst []byte) (int, bool) {
 			continue
 		}
 		k := min(int(s.Len-off), len(dst)-n)
-		src, st := c.cfg.Memory.Resolve(s.LKey, s.Addr+uint64(off), k, 0)
-		if st != transport.StatusOK {
+		if st := c.cfg.Memory.Read(dst[n:n+k], s.LKey, s.Addr+uint64(off), 0); st != transport.StatusOK {
 			return 0, false
 		}
-		n += copy(dst[n:], src)
+		n += k
 		off = 0
 	}
 	return n, n == len(dst)

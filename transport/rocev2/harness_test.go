@@ -36,6 +36,23 @@ func (m *testMem) add(base uint64, size int, access transport.Access) (key uint3
 	return uint32(len(m.regions) - 1), buf
 }
 
+func (m *testMem) Check(key uint32, addr uint64, n int, access transport.Access) transport.Status {
+	_, st := m.Resolve(key, addr, n, access)
+	return st
+}
+
+func (m *testMem) Read(dst []byte, key uint32, addr uint64, access transport.Access) transport.Status {
+	b, st := m.Resolve(key, addr, len(dst), access)
+	copy(dst, b)
+	return st
+}
+
+func (m *testMem) Write(key uint32, addr uint64, src []byte, access transport.Access) transport.Status {
+	b, st := m.Resolve(key, addr, len(src), access)
+	copy(b, src)
+	return st
+}
+
 func (m *testMem) Resolve(key uint32, addr uint64, n int, access transport.Access) ([]byte, transport.Status) {
 	bad := transport.StatusLocalProtection
 	if access&(transport.AccessRemoteRead|transport.AccessRemoteWrite) != 0 {

@@ -105,7 +105,7 @@ func (r *requester) post(c *Conn, wr *transport.WorkRequest) error {
 		if s.Len == 0 {
 			continue
 		}
-		if _, st := c.cfg.Memory.Resolve(s.LKey, s.Addr, int(s.Len), access); st != transport.StatusOK {
+		if st := c.cfg.Memory.Check(s.LKey, s.Addr, int(s.Len), access); st != transport.StatusOK {
 			w.bad = transport.StatusLocalProtection
 			break
 		}

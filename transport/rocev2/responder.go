@@ -248,7 +248,7 @@ func (r *responder) write(c *Conn, now sim.Time, pk *ib.Packet) (bool, transport
 			return false, transport.Completion{}
 		}
 		if dlen > 0 {
-			if _, st := c.cfg.Memory.Resolve(key, va, dlen, transport.AccessRemoteWrite); st != transport.StatusOK {
+			if st := c.cfg.Memory.Check(key, va, dlen, transport.AccessRemoteWrite); st != transport.StatusOK {
 				r.fatal(c, now, ib.SyndromeNAKAccess, p, "WRITE refused: bad rkey, range or permission")
 				return false, transport.Completion{}
 			}
@@ -265,12 +265,10 @@ func (r *responder) write(c *Conn, now sim.Time, pk *ib.Packet) (bool, transport
 		return false, transport.Completion{}
 	}
 	if n > 0 {
-		dst, st := c.cfg.Memory.Resolve(r.wrkey, r.wva+uint64(r.wdone), n, transport.AccessRemoteWrite)
-		if st != transport.StatusOK || len(dst) < n {
+		if st := c.cfg.Memory.Write(r.wrkey, r.wva+uint64(r.wdone), pk.Payload[:n], transport.AccessRemoteWrite); st != transport.StatusOK {
 			r.fatal(c, now, ib.SyndromeNAKAccess, p, "WRITE refused: bad rkey, range or permission")
 			return false, transport.Completion{}
 		}
-		copy(dst, pk.Payload)
 	}
 	r.wdone += n
 	if !last {
@@ -305,7 +303,7 @@ func (r *responder) readRequest(c *Conn, now sim.Time, pk *ib.Packet, dup bool) 
 		return
 	}
 	if dlen > 0 {
-		if _, st := c.cfg.Memory.Resolve(key, va, dlen, transport.AccessRemoteRead); st != transport.StatusOK {
+		if st := c.cfg.Memory.Check(key, va, dlen, transport.AccessRemoteRead); st != transport.StatusOK {
 			if !dup {
 				r.fatal(c, now, ib.SyndromeNAKAccess, p, "READ refused: bad rkey, range or permission")
 			}
@@ -415,12 +413,10 @@ func (r *responder) buildReadResponse(c *Conn, now sim.Time, b []byte) int {
 		ib.AETH(b[ib.BTHSize:]).Encode(ib.SyndromeACK, r.msn)
 	}
 	if plen > 0 {
-		src, st := c.cfg.Memory.Resolve(e.rkey, e.va+uint64(off), plen, transport.AccessRemoteRead)
-		if st != transport.StatusOK || len(src) < plen {
+		if st := c.cfg.Memory.Read(b[hl:hl+plen], e.rkey, e.va+uint64(off), transport.AccessRemoteRead); st != transport.StatusOK {
 			r.fatal(c, now, ib.SyndromeNAKAccess, psn, "READ source refused by memory")
 			return 0
 		}
-		copy(b[hl:hl+plen], src)
 	}
 	clear(b[hl+plen : total])
 	e.sent++

@@ -15,7 +15,7 @@ type Region struct {
 }
 
 // Memory is a simple transport.Memory: a table of regions looked up by key.
-// The zero value is an empty table. Resolve never allocates.
+// The zero value is an empty table. It never allocates.
 type Memory struct {
 	regions []Region // sorted by Key
 }
@@ -54,9 +54,29 @@ func (m *Memory) Region(key uint32) (Region, bool) {
 	return m.regions[i], true
 }
 
-// Resolve implements transport.Memory. A failed lookup returns
-// StatusRemoteAccess when access asks for a remote permission and
-// StatusLocalProtection otherwise (a local key check).
+// Check implements transport.Memory.
+func (m *Memory) Check(key uint32, addr uint64, n int, access transport.Access) transport.Status {
+	_, st := m.Resolve(key, addr, n, access)
+	return st
+}
+
+// Read implements transport.Memory.
+func (m *Memory) Read(dst []byte, key uint32, addr uint64, access transport.Access) transport.Status {
+	b, st := m.Resolve(key, addr, len(dst), access)
+	copy(dst, b)
+	return st
+}
+
+// Write implements transport.Memory.
+func (m *Memory) Write(key uint32, addr uint64, src []byte, access transport.Access) transport.Status {
+	b, st := m.Resolve(key, addr, len(src), access)
+	copy(b, src)
+	return st
+}
+
+// Resolve returns the n bytes at addr in the region named by key. A
+// failed lookup returns StatusRemoteAccess when access asks for a remote
+// permission and StatusLocalProtection otherwise (a local key check).
 func (m *Memory) Resolve(key uint32, addr uint64, n int, access transport.Access) ([]byte, transport.Status) {
 	bad := transport.StatusLocalProtection
 	if access&(transport.AccessRemoteWrite|transport.AccessRemoteRead) != 0 {

@@ -1,4 +1,4 @@
-package workload
+package softnic
 
 import (
 	"encoding/binary"

@@ -1,32 +1,37 @@
-package workload
+package softnic
 
 import "encoding/binary"
 
-// Message contents are generated, not stored: a message's bytes are an
-// arithmetic sequence of 64-bit words starting at a value drawn from its
-// seed. Every message gets different bytes at every offset, so a packet
-// placed at the wrong address, a message placed in the wrong slot or a stale
-// retransmission all show up in the data check.
+// Content streams: the content MR.Fill writes and MR.Matches checks is an
+// arithmetic sequence of 64-bit little-endian words starting at a value
+// drawn from the stream's seed. Every stream has different bytes at every
+// position, so a packet placed at the wrong address, a message placed in
+// the wrong slot or a stale retransmission all show up in a check. Byte
+// regions hold the bytes; synthetic regions only say which stream, from
+// which position, each range holds (see synthetic.go).
 
 const patternStep = 0x9e3779b97f4a7c15 // odd: the sequence never repeats within 2^64 words
-
-// mix64 is SplitMix64's finalizer.
-func mix64(z uint64) uint64 {
-	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
-	z = (z ^ z>>27) * 0x94d049bb133111eb
-	return z ^ z>>31
-}
-
-// msgSeed names a message's contents: run seed, flow and message number.
-func msgSeed(seed uint64, flow int, msg int64) uint64 {
-	return mix64(seed ^ mix64(uint64(flow)<<40^uint64(msg)+1))
-}
 
 // fill writes the pattern named by seed into b. It writes four words per
 // step with one bounds check (a 2 MB message is filled at memory speed, not
 // at one dependent add per word).
-func fill(b []byte, seed uint64) {
-	v := mix64(seed)
+func fill(b []byte, seed uint64) { fillWords(b, mix64(seed)) }
+
+// fillAt writes bytes pos..pos+len(b) of the stream named by seed into b.
+func fillAt(b []byte, seed, pos uint64) {
+	v := mix64(seed) + pos/8*patternStep
+	if r := pos % 8; r != 0 {
+		var t [8]byte
+		binary.LittleEndian.PutUint64(t[:], v)
+		k := copy(b, t[r:])
+		b = b[k:]
+		v += patternStep
+	}
+	fillWords(b, v)
+}
+
+// fillWords writes the sequence from word value v on.
+func fillWords(b []byte, v uint64) {
 	s1 := uint64(patternStep)
 	s2, s3, s4 := 2*s1, 3*s1, 4*s1 // wrap mod 2^64, as the sequence does
 	for len(b) >= 32 {

@@ -1,0 +1,242 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"runtime/pprof"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/mrlab/mrlab/internal/packet"
+	"github.com/mrlab/mrlab/internal/sim"
+	"github.com/mrlab/mrlab/labs"
+	"github.com/mrlab/mrlab/softnic"
+	"github.com/mrlab/mrlab/transport"
+	"github.com/mrlab/mrlab/workload"
+)
+
+func init() { register(newBenchCommand) }
+
+// benchLabs are the labs `mrlab bench` runs by default: the 128-host
+// two-tier and the 1024-host k=16 fat-tree permutations that htsim's
+// connection matrices perm_128n_128c_2MB and perm_1024n_1024c_2MB describe.
+var benchLabs = []string{"leafspine-128h", "fattree-k16"}
+
+func newBenchCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "bench",
+		Usage:     "measure simulation speed: permutations of 2 MiB WRITEs, data packets per wall second, events per packet, memory",
+		ArgsUsage: "[LAB ...]",
+		Description: "Runs a permutation (every host WRITEs --size bytes to another host over one MetaRoCE\n" +
+			"connection with --paths paths) on each lab (default: " + strings.Join(benchLabs, ", ") + "),\n" +
+			"each in its own process so its peak RSS is its own, and prints per lab: simulated data\n" +
+			"packets per wall second, events per data packet, peak RSS, and bytes of state per host\n" +
+			"and per connection. The figures are whole-process: compare them with another simulator\n" +
+			"run under /usr/bin/time -v on the same machine.",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "size", Value: "2MiB", Usage: "bytes each host WRITEs"},
+			&cli.IntFlag{Name: "paths", Value: 128, Usage: "MetaRoCE paths per connection"},
+			&cli.StringFlag{Name: "payload", Usage: "payload mode: synthetic or bytes", DefaultText: "synthetic"},
+			&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "seed of the lab and the permutation"},
+			&cli.StringFlag{Name: "cpuprofile", Usage: "write a CPU profile of the run to this file (one lab only)"},
+			&cli.BoolFlag{Name: "json", Usage: "print one JSON object per lab"},
+			&cli.BoolFlag{Name: "in-process", Usage: "run every lab in this process (peak RSS is then the largest so far)"},
+		},
+		Action: benchAction,
+	}
+}
+
+// benchResult is one lab's figures.
+type benchResult struct {
+	Lab           string  `json:"lab"`
+	Hosts         int     `json:"hosts"`
+	Payload       string  `json:"payload"`
+	DataPackets   uint64  `json:"data_packets"`
+	WallSeconds   float64 `json:"wall_seconds"`
+	PacketsPerSec float64 `json:"data_packets_per_second"`
+	Events        uint64  `json:"events"`
+	EventsPerPkt  float64 `json:"events_per_packet"`
+	VirtualTime   string  `json:"virtual_time"`
+	PeakRSSMiB    float64 `json:"peak_rss_mib"`
+	// HostState is heap bytes per host after the lab and its NICs are
+	// built; ConnState is the peak heap growth of the run per connection
+	// (connection state, packets in flight, memory regions).
+	HostState int64 `json:"state_bytes_per_host"`
+	ConnState int64 `json:"state_bytes_per_connection"`
+}
+
+func benchAction(c *cli.Context) error {
+	names := c.Args().Slice()
+	if len(names) == 0 {
+		names = benchLabs
+	}
+	if c.IsSet("cpuprofile") && len(names) > 1 {
+		return usagef("bench: --cpuprofile profiles one lab: name it")
+	}
+	if _, err := labs.ParseSize(c.String("size")); err != nil {
+		return usagef("bench: --size %q: %v", c.String("size"), err)
+	}
+	if len(names) == 1 || c.Bool("in-process") {
+		for _, n := range names {
+			r, err := benchOne(c, n)
+			if err != nil {
+				return err
+			}
+			printBench(c, r)
+		}
+		return nil
+	}
+	// One child process per lab, so that each peak RSS is that lab's.
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("bench: finding own executable: %w", err)
+	}
+	for _, n := range names {
+		args := []string{"bench", "--json", "--size", c.String("size"), "--paths", fmt.Sprint(c.Int("paths")),
+			"--seed", fmt.Sprint(c.Uint64("seed"))}
+		if c.IsSet("payload") {
+			args = append(args, "--payload", c.String("payload"))
+		}
+		cmd := exec.Command(self, append(args, n)...)
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, c.App.ErrWriter
+		if err := cmd.Run(); err != nil {
+			return fmt.Errorf("bench %s: %w", n, err)
+		}
+		var r benchResult
+		if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+			return fmt.Errorf("bench %s: reading its result: %w", n, err)
+		}
+		printBench(c, &r)
+	}
+	return nil
+}
+
+func printBench(c *cli.Context, r *benchResult) {
+	w := c.App.Writer
+	if c.Bool("json") {
+		b, _ := json.Marshal(r)
+		fmt.Fprintln(w, string(b))
+		return
+	}
+	fmt.Fprintf(w, "%s: %d hosts, payload %s, %d data packets in %.2f s wall (%v virtual)\n",
+		r.Lab, r.Hosts, r.Payload, r.DataPackets, r.WallSeconds, r.VirtualTime)
+	fmt.Fprintf(w, "  data packets per wall second  %.0f\n", r.PacketsPerSec)
+	fmt.Fprintf(w, "  events per data packet        %.2f\n", r.EventsPerPkt)
+	fmt.Fprintf(w, "  peak RSS                      %.0f MiB\n", r.PeakRSSMiB)
+	fmt.Fprintf(w, "  state per host                %d bytes\n", r.HostState)
+	fmt.Fprintf(w, "  state per connection          %d bytes\n", r.ConnState)
+}
+
+// benchOne runs the permutation on one lab in this process.
+func benchOne(c *cli.Context, name string) (*benchResult, error) {
+	lab, err := labs.Resolve(name)
+	if err != nil {
+		return nil, err
+	}
+	lab.Seed = c.Uint64("seed")
+	size, _ := labs.ParseSize(c.String("size"))
+	mode := softnic.PayloadSynthetic
+	if c.IsSet("payload") {
+		if mode, err = softnic.ParsePayloadMode(c.String("payload")); err != nil {
+			return nil, usageError{fmt.Errorf("bench: --payload: %w", err)}
+		}
+	}
+	opts := workload.NICOptions{}
+	opts.MetaRoCE.Paths = c.Int("paths")
+
+	runtime.GC()
+	heap0 := heapInUse()
+	loop := sim.NewLoop()
+	pool := packet.NewPool()
+	net, err := lab.Build(loop, pool)
+	if err != nil {
+		return nil, err
+	}
+	cl, err := workload.NewCluster(lab.Name, loop, pool, net, lab.Seed, opts)
+	if err != nil {
+		return nil, err
+	}
+	runtime.GC()
+	heap1 := heapInUse()
+	hosts := len(cl.NICs)
+
+	// The peak heap of the run, sampled every 10 us of virtual time.
+	peak := heap1
+	var sample sim.Timer
+	var ms runtime.MemStats
+	sample.Init(func(now sim.Time, _ any) {
+		runtime.ReadMemStats(&ms)
+		peak = max(peak, ms.HeapAlloc)
+		loop.Arm(&sample, now+10*sim.Microsecond)
+	}, nil)
+	loop.Arm(&sample, 10*sim.Microsecond)
+
+	if f := c.String("cpuprofile"); f != "" {
+		out, err := os.Create(f)
+		if err != nil {
+			return nil, fmt.Errorf("bench: %w", err)
+		}
+		defer out.Close()
+		if err := pprof.StartCPUProfile(out); err != nil {
+			return nil, fmt.Errorf("bench: %w", err)
+		}
+		defer pprof.StopCPUProfile()
+	}
+	fired0 := loop.Fired()
+	start := time.Now()
+	res, err := workload.Run(cl, workload.Spec{
+		Name: workload.Permutation, Transport: transport.MetaRoCE, Size: size, Iterations: 1, QueueDepth: 1,
+		Seed: lab.Seed, Timeout: 10 * sim.Second, Payload: mode,
+	})
+	wall := time.Since(start)
+	loop.Disarm(&sample)
+	if err != nil {
+		return nil, fmt.Errorf("bench %s: %w", name, err)
+	}
+	if !res.Check.OK || res.Errors != 0 {
+		return nil, fmt.Errorf("bench %s: data check ok=%v, %d completion errors", name, res.Check.OK, res.Errors)
+	}
+	// Data packets: those received by the connection ends that received
+	// more than they sent (the WRITEs' targets).
+	var pkts uint64
+	for _, nic := range cl.NICs {
+		for _, cn := range nic.Conns() {
+			if st := cn.Stats(); st.RxBytes > st.TxBytes {
+				pkts += st.RxPackets
+			}
+		}
+	}
+	events := loop.Fired() - fired0
+	r := &benchResult{
+		Lab: lab.Name, Hosts: hosts, Payload: mode.String(), DataPackets: pkts,
+		WallSeconds: wall.Seconds(), PacketsPerSec: float64(pkts) / wall.Seconds(),
+		Events: events, EventsPerPkt: float64(events) / float64(max(pkts, 1)),
+		VirtualTime: res.Elapsed.String(), PeakRSSMiB: float64(peakRSS()) / (1 << 20),
+		HostState: int64(heap1-heap0) / int64(hosts),
+		ConnState: int64(peak-heap1) / int64(max(res.Flows, 1)),
+	}
+	return r, nil
+}
+
+func heapInUse() uint64 {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
+}
+
+// peakRSS returns the process's peak resident set size in bytes.
+func peakRSS() int64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return ru.Maxrss << 10 // kilobytes on Linux
+}
