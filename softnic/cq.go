@@ -12,9 +12,11 @@ type Completion struct {
 	Conn *Conn
 }
 
-// CQ is a completion queue: a fixed-size ring the NIC fills and the
-// application drains with Poll. A full queue loses completions and counts
-// them (Stats.CQOverruns), as an overrun CQ would on hardware.
+// CQ is a completion queue: a ring of at most depth entries the NIC fills
+// and the application drains with Poll. A full queue loses completions and
+// counts them (Stats.CQOverruns), as an overrun CQ would on hardware. The
+// ring grows to its depth as completions pile up, so a deep queue that is
+// drained promptly costs a few entries of memory, not depth.
 //
 // Waiting fits an event loop: OnCompletion registers a callback that the
 // NIC runs from its own timer, after the transport work that produced the
@@ -22,6 +24,7 @@ type Completion struct {
 type CQ struct {
 	nic       *NIC
 	ring      []Completion
+	depth     int
 	head, n   int
 	notify    func()
 	notifyTmr sim.Timer
@@ -34,7 +37,7 @@ func (n *NIC) CreateCQ(depth int) *CQ {
 	if depth < 1 {
 		depth = 1
 	}
-	cq := &CQ{nic: n, ring: make([]Completion, depth)}
+	cq := &CQ{nic: n, ring: make([]Completion, min(depth, 16)), depth: depth}
 	cq.notifyTmr.Init(fireCQ, cq)
 	return cq
 }
@@ -85,9 +88,12 @@ func (cq *CQ) Delivered() uint64 { return cq.delivered }
 
 func (cq *CQ) push(c Completion) {
 	if cq.n == len(cq.ring) {
-		cq.overruns++
-		cq.nic.stats.CQOverruns++
-		return
+		if cq.n == cq.depth {
+			cq.overruns++
+			cq.nic.stats.CQOverruns++
+			return
+		}
+		cq.grow()
 	}
 	i := cq.head + cq.n
 	if i >= len(cq.ring) {
@@ -99,4 +105,13 @@ func (cq *CQ) push(c Completion) {
 	if cq.notify != nil && !cq.notifyTmr.Armed() {
 		cq.nic.sched.Arm(&cq.notifyTmr, cq.nic.sched.Now())
 	}
+}
+
+// grow doubles the ring, up to the queue's depth.
+func (cq *CQ) grow() {
+	r := make([]Completion, min(2*len(cq.ring), cq.depth))
+	for i := 0; i < cq.n; i++ {
+		r[i] = cq.ring[(cq.head+i)%len(cq.ring)]
+	}
+	cq.ring, cq.head = r, 0
 }

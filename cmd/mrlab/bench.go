@@ -46,6 +46,7 @@ func newBenchCommand() *cli.Command {
 			&cli.StringFlag{Name: "payload", Usage: "payload mode: synthetic or bytes", DefaultText: "synthetic"},
 			&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "seed of the lab and the permutation"},
 			&cli.StringFlag{Name: "cpuprofile", Usage: "write a CPU profile of the run to this file (one lab only)"},
+			&cli.StringFlag{Name: "memprofile", Usage: "write a heap profile, taken when the run ends, to this file (one lab only)"},
 			&cli.BoolFlag{Name: "json", Usage: "print one JSON object per lab"},
 			&cli.BoolFlag{Name: "in-process", Usage: "run every lab in this process (peak RSS is then the largest so far)"},
 		},
@@ -77,8 +78,8 @@ func benchAction(c *cli.Context) error {
 	if len(names) == 0 {
 		names = benchLabs
 	}
-	if c.IsSet("cpuprofile") && len(names) > 1 {
-		return usagef("bench: --cpuprofile profiles one lab: name it")
+	if (c.IsSet("cpuprofile") || c.IsSet("memprofile")) && len(names) > 1 {
+		return usagef("bench: --cpuprofile and --memprofile profile one lab: name it")
 	}
 	if _, err := labs.ParseSize(c.String("size")); err != nil {
 		return usagef("bench: --size %q: %v", c.String("size"), err)
@@ -198,6 +199,11 @@ func benchOne(c *cli.Context, name string) (*benchResult, error) {
 	})
 	wall := time.Since(start)
 	loop.Disarm(&sample)
+	if f := c.String("memprofile"); f != "" {
+		if err := writeHeapProfile(f); err != nil {
+			return nil, err
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("bench %s: %w", name, err)
 	}
@@ -224,6 +230,18 @@ func benchOne(c *cli.Context, name string) (*benchResult, error) {
 		ConnState: int64(peak-heap1) / int64(max(res.Flows, 1)),
 	}
 	return r, nil
+}
+
+func writeHeapProfile(name string) error {
+	f, err := os.Create(name)
+	if err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		f.Close()
+		return fmt.Errorf("bench: writing heap profile: %w", err)
+	}
+	return f.Close()
 }
 
 func heapInUse() uint64 {
