@@ -237,6 +237,10 @@ func (p *Port) Send(now sim.Time, b *packet.Buffer) {
 	if p.pfc != nil {
 		b.Hop = 0 // a host's packet counts against no switch ingress
 	}
+	// The packet enters the fabric: validate its headers once, here. A
+	// malformed one goes on untagged and the first switch drops it.
+	b.Flow = packet.FlowTag{}
+	p.net.tag(b)
 	p.enqueue(now, b, int64(now)*1000)
 }
 
@@ -490,6 +494,7 @@ func (p *Port) arrive(now sim.Time, b *packet.Buffer) {
 	if b.Hop&corruptFlag != 0 {
 		b.Hop = 0
 		flipBit(b.Data(), p.rng)
+		b.Flow = packet.FlowTag{} // the bit may be in the UDP ports
 		p.c.corrupts++
 		if o := p.net.obs; o != nil {
 			o.Observe(now, EvCorrupt, Point{Link: p.idx}, b, DropNone)

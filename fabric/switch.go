@@ -41,17 +41,17 @@ func (s *switchNode) forward(now sim.Time, port int, b *packet.Buffer, atPs int6
 	if port >= 0 && port < len(s.ports) {
 		in = s.ports[port]
 	}
-	ip := header.IPv4(b.Data())
-	if ip.Validate() != nil {
+	if !b.Flow.Valid && !s.net.tag(b) {
 		s.drop(now, in, b, DropMalformed)
 		return
 	}
+	ip := header.IPv4(b.Data())
 	if ip.TTL() <= 1 {
 		s.drop(now, in, b, DropTTL)
 		return
 	}
 	ip.DecTTL()
-	h := s.net.hostOf(ip.DstU32())
+	h := b.Flow.Dst
 	if h < 0 || s.route[h] < 0 {
 		s.drop(now, in, b, DropNoRoute)
 		return
@@ -59,8 +59,7 @@ func (s *switchNode) forward(now sim.Time, port int, b *packet.Buffer, atPs int6
 	g := s.groups[s.route[h]]
 	out := g[0]
 	if len(g) > 1 {
-		src, dst, proto, sport, dport := header.FiveTuple(ip[:ip.TotalLength()])
-		out = g[pick(ecmpHash(s.seed, src, dst, proto, sport, dport), len(g))]
+		out = g[pick(mix64(s.seed^b.Flow.Hash), len(g))]
 	}
 	if !out.link.up {
 		s.drop(now, out, b, DropBlackHole)
@@ -81,11 +80,26 @@ func (s *switchNode) drop(now sim.Time, at *Port, b *packet.Buffer, r DropReason
 	b.Free()
 }
 
-// ecmpHash mixes the 5-tuple with a seed (two rounds of the splitmix64
-// finalizer: every input bit affects every output bit).
-func ecmpHash(seed uint64, src, dst uint32, proto uint8, sport, dport uint16) uint64 {
-	h := mix64(seed ^ (uint64(src)<<32 | uint64(dst)))
+// flowHash mixes the 5-tuple (two rounds of the splitmix64 finalizer:
+// every input bit affects every output bit). A switch picks a port by
+// mix64(its seed ^ flowHash), so switches with different seeds spread the
+// same flows differently.
+func flowHash(src, dst uint32, proto uint8, sport, dport uint16) uint64 {
+	h := mix64(uint64(src)<<32 | uint64(dst))
 	return mix64(h ^ (uint64(proto)<<32 | uint64(sport)<<16 | uint64(dport)))
+}
+
+// tag validates b's IPv4 header and notes its flow (packet.FlowTag), as
+// the fabric does once per packet, where it enters. It reports whether
+// the header is valid; an invalid packet stays untagged.
+func (n *Network) tag(b *packet.Buffer) bool {
+	ip := header.IPv4(b.Data())
+	if ip.Validate() != nil {
+		return false
+	}
+	src, dst, proto, sport, dport := header.FiveTuple(ip[:ip.TotalLength()])
+	b.Flow = packet.FlowTag{Hash: flowHash(src, dst, proto, sport, dport), Dst: n.hostOf(dst), Valid: true}
+	return true
 }
 
 func mix64(z uint64) uint64 {

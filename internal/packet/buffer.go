@@ -51,12 +51,27 @@ type Buffer struct {
 	// Stamp is scratch time for the current owner (enqueue time, send time).
 	Stamp sim.Time
 
+	// Flow is the fabric's note on the packet's headers, made once when
+	// it enters the fabric; see FlowTag.
+	Flow FlowTag
+
 	// Synthetic describes payload bytes that stand for memory content
 	// without holding it (a NIC's synthetic payload mode): each run says
 	// which content stream a range of the buffer carries. Bytes outside
 	// every run are the packet's real bytes. Get empties it; Copy carries
 	// it along.
 	Synthetic []Run
+}
+
+// FlowTag is what the fabric learned from a packet's IPv4 and UDP headers
+// when it entered: that they are valid, a hash of the 5-tuple (seedless;
+// each switch mixes in its own seed for ECMP) and the destination host.
+// Switches trust it instead of validating and parsing at every hop. Who
+// changes the addresses, protocol or ports must clear it.
+type FlowTag struct {
+	Hash  uint64
+	Dst   int32 // the fabric's host index, -1 for none
+	Valid bool
 }
 
 // Run is a range of a packet that carries synthetic content: Len bytes
@@ -176,6 +191,7 @@ func (p *Pool) Get(size int) *Buffer {
 	b.ID = p.nextID
 	b.Hop, b.Stamp = 0, 0
 	b.Synthetic = b.Synthetic[:0]
+	b.Flow = FlowTag{}
 	b.Reset()
 	p.outstanding++
 	return b
@@ -185,6 +201,7 @@ func (p *Pool) Get(size int) *Buffer {
 func (p *Pool) Copy(src *Buffer) *Buffer {
 	b := p.Get(src.Len())
 	b.SetLen(copy(b.buf[b.off:], src.Data()))
+	b.Flow = src.Flow
 	shift := int32(b.off - src.off)
 	for _, r := range src.Synthetic {
 		r.Off += shift

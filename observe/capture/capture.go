@@ -114,6 +114,8 @@ type Capture struct {
 	pending map[pendKey]uint8
 	sinks   []*Sink
 	scratch []byte
+	// synScratch holds a comment with the synthetic-payload note added.
+	synScratch []byte
 	// Errors counts packets that could not be written (the first error is
 	// kept in Err).
 	errors uint64
@@ -327,6 +329,9 @@ func (c *Capture) record(now sim.Time, t tap, p *packet.Buffer, comment []byte, 
 	if s.limit > 0 && s.Packets() >= s.limit {
 		s.done = true
 	}
+	if len(p.Synthetic) > 0 {
+		comment = c.syntheticNote(comment, p)
+	}
 	r := Record{Iface: si.id, Time: now, Data: data, Flags: si.flags, PacketID: p.ID, Comment: comment}
 	if err := s.w.WritePacket(&r); err != nil {
 		c.errors++
@@ -334,6 +339,25 @@ func (c *Capture) record(now sim.Time, t tap, p *packet.Buffer, comment []byte, 
 			c.err = fmt.Errorf("capture %s: %w", s.spec, err)
 		}
 	}
+}
+
+// syntheticNote appends to comment that the packet's payload is synthetic:
+// the bytes are zeros standing for memory content the run did not
+// materialize (softnic's synthetic payload mode).
+func (c *Capture) syntheticNote(comment []byte, p *packet.Buffer) []byte {
+	n := 0
+	for _, r := range p.Synthetic {
+		n += int(r.Len)
+	}
+	b := append(c.synScratch[:0], comment...)
+	if len(b) > 0 {
+		b = append(b, "; "...)
+	}
+	b = append(b, "synthetic payload: "...)
+	b = strconv.AppendInt(b, int64(n), 10)
+	b = append(b, " bytes zero-filled"...)
+	c.synScratch = b
+	return b
 }
 
 // DropNone is the reason passed when a packet was not dropped.

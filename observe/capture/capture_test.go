@@ -333,3 +333,37 @@ func TestObserveNoAllocs(t *testing.T) {
 type nopCloser struct{ io.Writer }
 
 func (nopCloser) Close() error { return nil }
+
+// TestCaptureSyntheticPayload: a packet whose payload is synthetic is
+// written as it is on the wire (zeros where the content would be) and its
+// comment says so, alongside the fabric's own notes.
+func TestCaptureSyntheticPayload(t *testing.T) {
+	pool := packet.NewPool()
+	pk := packets(pool, 2)
+	pk[1].Synthetic = append(pk[1].Synthetic, packet.Run{Off: 200, Len: 1, Stream: 9})
+	c := New(LayoutOf(line()))
+	var buf closeBuffer
+	sp, _ := ParseSpec("h0-leaf0")
+	if _, err := c.Add(sp, &buf, nil); err != nil {
+		t.Fatal(err)
+	}
+	feed(c, pk, []event{
+		{t: 100, ev: fabric.EvEnqueue, link: 0, pkt: 0},
+		{t: 100, ev: fabric.EvTransmit, link: 0, pkt: 0},
+		{t: 101, ev: fabric.EvEnqueue, link: 0, pkt: 1},
+		{t: 101, ev: fabric.EvMark, link: 0, pkt: 1},
+		{t: 101, ev: fabric.EvTransmit, link: 0, pkt: 1},
+		{t: 200, ev: fabric.EvDeliver, link: 0, pkt: 0},
+		{t: 201, ev: fabric.EvDeliver, link: 0, pkt: 1},
+	})
+	if err := c.Close(300); err != nil {
+		t.Fatal(err)
+	}
+	want := []got{
+		{"h0-leaf0:AtoB", 200, pk[0].ID, 0, ""},
+		{"h0-leaf0:AtoB", 201, pk[1].ID, 0, "CE marked at h0-leaf0 (a->b); synthetic payload: 1 bytes zero-filled"},
+	}
+	if d := cmp.Diff(want, readBack(t, buf.Bytes())); d != "" {
+		t.Errorf("capture (-want +got):\n%s", d)
+	}
+}
