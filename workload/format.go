@@ -38,6 +38,7 @@ func WriteText(w io.Writer, r *Result) error {
 	fmt.Fprintf(&b, " Number of qps   : %-12d Hosts          : %d\n", r.Flows, r.Hosts)
 	fmt.Fprintf(&b, " TX depth        : %-12d Streams        : %d\n", r.QueueDepth, r.Streams)
 	fmt.Fprintf(&b, " Seed            : %-12d Virtual time   : %v\n", r.Seed, r.Elapsed)
+	fmt.Fprintf(&b, " Payload         : %s\n", r.Payload)
 	fmt.Fprintln(&b, rule)
 	switch {
 	case r.Latency != nil:

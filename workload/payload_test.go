@@ -58,6 +58,10 @@ func TestPayloadModesAgree(t *testing.T) {
 					if pool.Outstanding() != 0 {
 						t.Errorf("%v: %d packets leaked", mode, pool.Outstanding())
 					}
+					if r.Payload != mode.String() {
+						t.Errorf("result says payload %q, ran %v", r.Payload, mode)
+					}
+					r.Payload = ""
 					res[i], hash[i] = r, h.Sum()
 				}
 				if d := cmp.Diff(res[0], res[1]); d != "" {

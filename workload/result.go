@@ -20,6 +20,8 @@ type Result struct {
 	QueueDepth int    `json:"queue_depth"`
 	Conns      int    `json:"conns_per_pair"`
 	Streams    int    `json:"streams"`
+	// Payload is the payload mode the run used: bytes or synthetic.
+	Payload string `json:"payload"`
 
 	// Messages and Bytes count completed application messages and their
 	// payload bytes (for collectives: bytes each host contributed).

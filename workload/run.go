@@ -124,7 +124,7 @@ func Start(cl *Cluster, spec Spec, onDone func(*Result, error)) error {
 	r.res = Result{
 		Workload: spec.Name, Transport: spec.Transport.String(), Lab: cl.Name, Seed: spec.Seed,
 		Size: spec.Size, Iterations: spec.Iterations, QueueDepth: spec.QueueDepth,
-		Conns: spec.Conns, Streams: spec.Streams,
+		Conns: spec.Conns, Streams: spec.Streams, Payload: spec.Payload.String(),
 	}
 	for _, q := range r.queues {
 		if err := r.dial(q.reqs[0]); err != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/mrlab/mrlab/internal/experiment"
+	"github.com/mrlab/mrlab/softnic"
 )
 
 func init() { register(newExperimentCommand) }
@@ -34,6 +35,7 @@ func newExperimentCommand() *cli.Command {
 			&cli.Uint64Flag{Name: "seed", Usage: "seed of the fabric, transports and workloads", Value: 1},
 			&cli.StringFlag{Name: "scale", Usage: "full, quick or tiny (smaller runs for a first look)", Value: "full"},
 			&cli.IntFlag{Name: "jobs", Usage: "simulations to run at once (results do not depend on it)", Value: 1},
+			&cli.StringFlag{Name: "payload", Usage: "payload mode: synthetic (content tracked, not stored) or bytes (every byte real); results do not depend on it", Value: "synthetic"},
 			&cli.StringFlag{Name: "doc", Usage: "also write a Markdown summary of the results to `FILE` (plots linked relative to it)"},
 		},
 		Action: experimentAction,
@@ -69,7 +71,11 @@ func experimentAction(c *cli.Context) error {
 	if c.Bool("json") && len(exps) > 1 {
 		return usagef("--json prints one experiment's object: name one experiment, not all")
 	}
-	cfg := experiment.Config{Seed: c.Uint64("seed"), Scale: scale, Jobs: c.Int("jobs"), Progress: c.App.ErrWriter}
+	payload, err := softnic.ParsePayloadMode(c.String("payload"))
+	if err != nil {
+		return usageError{fmt.Errorf("experiment: --payload: %w", err)}
+	}
+	cfg := experiment.Config{Seed: c.Uint64("seed"), Scale: scale, Jobs: c.Int("jobs"), Progress: c.App.ErrWriter, Payload: payload}
 	out := c.String("out")
 	var reports []*experiment.Report
 	for _, e := range exps {

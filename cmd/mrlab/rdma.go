@@ -10,6 +10,7 @@ import (
 	"github.com/mrlab/mrlab/internal/packet"
 	"github.com/mrlab/mrlab/internal/sim"
 	"github.com/mrlab/mrlab/labs"
+	"github.com/mrlab/mrlab/softnic"
 	"github.com/mrlab/mrlab/transport"
 	"github.com/mrlab/mrlab/workload"
 )
@@ -31,6 +32,8 @@ func rdmaFlags() []cli.Flag {
 		&cli.StringSliceFlag{Name: "from", Usage: "rdma: sending hosts (point-to-point, incast) or participants (collectives)"},
 		&cli.StringSliceFlag{Name: "to", Usage: "rdma: receiving host(s)"},
 		&cli.StringFlag{Name: "timeout", Value: "10s", Usage: "rdma: virtual-time limit of the run"},
+		&cli.StringFlag{Name: "payload", Usage: "rdma: synthetic (memory content tracked, not stored or copied) or bytes (every byte real)",
+			DefaultText: fmt.Sprintf("bytes up to %d hosts, synthetic above", bytePayloadHosts)},
 	}
 }
 
@@ -62,8 +65,15 @@ var rdmaUsage = map[workload.Name]string{
 	workload.AllReduce:   "ring all-reduce (reduce-scatter + all-gather) of a --size vector",
 }
 
-// rdmaSpec reads the RDMA workload flags into a spec.
-func rdmaSpec(c *cli.Context, name workload.Name, seed uint64) (workload.Spec, error) {
+// bytePayloadHosts is the largest lab whose RDMA workloads `mrlab sim`
+// runs with real payload bytes by default: small labs are the ones people
+// read packet by packet; larger ones run synthetic (same results, no
+// payload memory).
+const bytePayloadHosts = 16
+
+// rdmaSpec reads the RDMA workload flags into a spec for a lab of hosts
+// hosts.
+func rdmaSpec(c *cli.Context, name workload.Name, seed uint64, hosts int) (workload.Spec, error) {
 	s := workload.Spec{Name: name, Seed: seed}
 	if name == compareWorkload {
 		s = workload.DemoSpec()
@@ -92,6 +102,14 @@ func rdmaSpec(c *cli.Context, name workload.Name, seed uint64) (workload.Spec, e
 		return s, usagef("sim: --timeout %q: want a positive duration such as 10s", c.String("timeout"))
 	}
 	s.Timeout = t
+	if hosts > bytePayloadHosts {
+		s.Payload = softnic.PayloadSynthetic
+	}
+	if c.IsSet("payload") {
+		if s.Payload, err = softnic.ParsePayloadMode(c.String("payload")); err != nil {
+			return s, usageError{fmt.Errorf("sim: --payload: %w", err)}
+		}
+	}
 	return s, nil
 }
 
@@ -104,7 +122,7 @@ func intFlag(c *cli.Context, name string, def int) int {
 
 // rdmaAction runs an RDMA workload (or the comparison) on lab.
 func rdmaAction(c *cli.Context, lab *labs.Lab, name string) error {
-	spec, err := rdmaSpec(c, workload.Name(name), lab.Seed)
+	spec, err := rdmaSpec(c, workload.Name(name), lab.Seed, len(lab.Topology().Hosts))
 	if err != nil {
 		return err
 	}

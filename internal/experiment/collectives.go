@@ -60,6 +60,7 @@ type collParams struct {
 
 func collectivesParams(cfg Config) collParams {
 	b := defaultBed("collectives", cfg.Seed)
+	b.payload = cfg.Payload
 	b.planes, b.leaves, b.hpl, b.spines = 8, 4, 16, 4
 	p := collParams{bed: b, allreduce: 16 << 20, alltoall: 16 << 20, ops: 2, losses: []float64{0, 1}, rocev2Conns: 1, timeout: sim.Second}
 	switch cfg.Scale {
@@ -196,7 +197,7 @@ func collectiveOne(p collParams, name workload.Name, loss float64, kind transpor
 	}
 	row := CollectiveRow{Collective: string(name), LossPct: loss, Transport: kind.String(), Conns: conns, Size: size, Ops: p.ops}
 	res, runErr := workload.Run(tb.cl, workload.Spec{
-		Name: name, Transport: kind, Size: size, Iterations: p.ops, Conns: conns, Seed: b.seed, Timeout: p.timeout,
+		Name: name, Transport: kind, Size: size, Iterations: p.ops, Conns: conns, Seed: b.seed, Payload: b.payload, Timeout: p.timeout,
 	})
 	if res == nil {
 		return row, runErr

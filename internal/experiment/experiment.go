@@ -18,6 +18,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/mrlab/mrlab/softnic"
 )
 
 // Scale selects how big an experiment runs.
@@ -67,6 +69,9 @@ type Config struct {
 	Jobs int
 	// Progress, if set, gets one line per finished simulation.
 	Progress io.Writer
+	// Payload is how the workloads hold payload; `mrlab experiment`
+	// runs synthetic unless told otherwise. Results do not depend on it.
+	Payload softnic.PayloadMode
 }
 
 func (c Config) withDefaults() Config {

@@ -66,6 +66,7 @@ type incastParams struct {
 
 func incastParamsFor(cfg Config) incastParams {
 	b := defaultBed("incast", cfg.Seed)
+	b.payload = cfg.Payload
 	b.leaves, b.hpl, b.spines = 4, 16, 4
 	p := incastParams{bed: b, senders: []int{8, 32, 63}, duration: 2 * sim.Millisecond, size: 64 << 10, qd: 16}
 	switch cfg.Scale {
@@ -262,7 +263,7 @@ func incastOne(p incastParams, n int, kind transport.Kind) (incastRun, error) {
 	var runErr error
 	if err := workload.Start(tb.cl, workload.Spec{
 		Name: workload.Incast, Transport: kind, Size: p.size, QueueDepth: p.qd,
-		From: senders, To: []string{"h0"}, Duration: p.duration, Seed: b.seed, Timeout: 50 * p.duration,
+		From: senders, To: []string{"h0"}, Duration: p.duration, Seed: b.seed, Payload: b.payload, Timeout: 50 * p.duration,
 	}, func(r *workload.Result, e error) { res, runErr, done = r, e, true }); err != nil {
 		return run, err
 	}

@@ -75,6 +75,7 @@ type lossParams struct {
 
 func lossSweepParams(cfg Config) lossParams {
 	b := defaultBed("loss-sweep", cfg.Seed)
+	b.payload = cfg.Payload
 	p := lossParams{bed: b, duration: 2 * sim.Millisecond, size: 64 << 10, qd: 16, rates: LossRates}
 	switch cfg.Scale {
 	case Quick:
@@ -178,7 +179,7 @@ func lossRun(p lossParams, c lossCase) (LossRow, error) {
 	}
 	res, runErr := workload.Run(tb.cl, workload.Spec{
 		Name: workload.Permutation, Transport: c.kind, Size: p.size, QueueDepth: p.qd,
-		Duration: p.duration, Seed: b.seed, Timeout: 200 * p.duration,
+		Duration: p.duration, Seed: b.seed, Payload: b.payload, Timeout: 200 * p.duration,
 	})
 	row := LossRow{LossPct: c.loss, Transport: c.kind.String(), Fabric: FabricLossy}
 	if c.pfc {

@@ -65,6 +65,7 @@ type failureParams struct {
 
 func planeFailureParams(cfg Config) failureParams {
 	b := defaultBed("plane-failure", cfg.Seed)
+	b.payload = cfg.Payload
 	b.planes, b.leaves, b.hpl, b.spines = 4, 2, 8, 2
 	b.detect = 100 * sim.Microsecond
 	p := failureParams{bed: b, duration: 3 * sim.Millisecond, fail: sim.Millisecond, size: 64 << 10, qd: 16,
@@ -209,7 +210,7 @@ func failureOne(p failureParams, kind transport.Kind) (failureRun, error) {
 	var runErr error
 	err = workload.Start(tb.cl, workload.Spec{
 		Name: workload.Permutation, Transport: kind, Size: p.size, QueueDepth: p.qd, Conns: p.conns,
-		Duration: p.duration, Seed: b.seed, Timeout: 20 * p.duration,
+		Duration: p.duration, Seed: b.seed, Payload: b.payload, Timeout: 20 * p.duration,
 	}, func(r *workload.Result, e error) { res, runErr, done = r, e, true })
 	if err != nil {
 		return fr, err

@@ -65,6 +65,7 @@ type planeParams struct {
 
 func planeScalingParams(cfg Config) planeParams {
 	b := defaultBed("plane-scaling", cfg.Seed)
+	b.payload = cfg.Payload
 	b.leaves, b.hpl, b.spines = 2, 8, 4
 	p := planeParams{bed: b, planes: []int{1, 2, 4, 8}, conns: []int{1, 250}, size: 16 << 10, bigSize: 256 << 10, bigQD: 8, perHost: 4 << 20, qd: 2, sample: 5 * sim.Microsecond}
 	switch cfg.Scale {
@@ -188,7 +189,7 @@ func planeRun(p planeParams, planes, conns int) (PlaneRow, error) {
 	}
 	res, runErr := workload.Run(tb.cl, workload.Spec{
 		Name: workload.Permutation, Transport: transport.MetaRoCE, Size: size, QueueDepth: qd,
-		Conns: conns, Iterations: planes * max(1, p.perHost/(size*conns)), Seed: b.seed, Timeout: 100 * sim.Millisecond,
+		Conns: conns, Iterations: planes * max(1, p.perHost/(size*conns)), Seed: b.seed, Payload: b.payload, Timeout: 100 * sim.Millisecond,
 	})
 	s.stop()
 	tr.sample(tb.loop.Now())

@@ -6,6 +6,7 @@ import (
 	"github.com/mrlab/mrlab/fabric"
 	"github.com/mrlab/mrlab/internal/packet"
 	"github.com/mrlab/mrlab/internal/sim"
+	"github.com/mrlab/mrlab/softnic"
 	"github.com/mrlab/mrlab/transport"
 	"github.com/mrlab/mrlab/workload"
 )
@@ -13,6 +14,8 @@ import (
 // bed describes one simulated cluster: a non-blocking multi-plane
 // leaf/spine fabric, one NIC per host speaking both transports.
 type bed struct {
+	// payload is the workloads' payload mode (Config.Payload).
+	payload                     softnic.PayloadMode
 	name                        string
 	planes, leaves, spines, hpl int
 	rate                        float64  // host link rate, bit/s; spine links sized non-blocking

@@ -83,7 +83,14 @@ func connState(n int) (idle, used float64) {
 	for i := 0; i < n; i++ {
 		m.dial()
 	}
-	m.settle()
+	m.settle(func() bool {
+		for _, c := range m.conns[0] {
+			if c.State() != transport.StateEstablished {
+				return false
+			}
+		}
+		return len(m.conns[1]) == n
+	}, "connection setup")
 	m.free, m.q = nil, [2][]meshPkt{} // the wire is not connection state
 	h1 := heap()
 	for _, c := range m.conns[0] {
@@ -92,10 +99,7 @@ func connState(n int) (idle, used float64) {
 			panic(err)
 		}
 	}
-	m.settle()
-	if m.done != n {
-		panic(fmt.Sprintf("%d of %d WRITEs completed", m.done, n))
-	}
+	m.settle(func() bool { return m.done == n }, fmt.Sprintf("%d WRITEs", n))
 	m.free, m.q = nil, [2][]meshPkt{}
 	h2 := heap()
 	runtime.KeepAlive(m)
@@ -161,63 +165,104 @@ func (m *mesh) buf() []byte {
 	return make([]byte, 4096+transport.HeaderRoom)
 }
 
-// settle runs until nothing is left to send or deliver and no timer is
-// due within a millisecond.
-func (m *mesh) settle() {
-	for idle := 0; idle < 3; {
-		moved := false
-		for side := range m.conns {
-			for _, c := range m.conns[side] {
-				for {
-					b := m.buf()
-					n, _ := c.Transmit(m.now, 0, b)
-					if n == 0 {
-						m.free = append(m.free, b)
-						break
-					}
-					m.q[1-side] = append(m.q[1-side], meshPkt{b: b[:n], at: m.now + 2*sim.Microsecond})
-					moved = true
+// settle runs the mesh until done reports true, jumping from event to
+// event (a packet's arrival, a connection's deadline): with thousands of
+// connections sharing a NIC, pacing spaces each one's packets
+// milliseconds apart. It panics, naming what, if done is still false
+// after a second of virtual time.
+func (m *mesh) settle(done func() bool, what string) {
+	limit := m.now + sim.Second
+	// active lists, in a fixed order, the connections that may have
+	// something to send; marked dedupes it.
+	var active []*Conn
+	marked := map[*Conn]bool{}
+	mark := func(c *Conn) {
+		if !marked[c] {
+			marked[c] = true
+			active = append(active, c)
+		}
+	}
+	for side := range m.conns {
+		for _, c := range m.conns[side] {
+			mark(c)
+		}
+	}
+	side := map[*Conn]int{}
+	for s := range m.conns {
+		for _, c := range m.conns[s] {
+			side[c] = s
+		}
+	}
+	for !done() {
+		if m.now > limit {
+			panic(fmt.Sprintf("mesh: %s not done after %v", what, m.now))
+		}
+		// Let every connection that may have something to say say it.
+		for _, c := range active {
+			for {
+				b := m.buf()
+				n, _ := c.Transmit(m.now, 0, b)
+				if n == 0 {
+					m.free = append(m.free, b)
+					break
 				}
+				s := side[c]
+				m.q[1-s] = append(m.q[1-s], meshPkt{b: b[:n], at: m.now + 2*sim.Microsecond})
 			}
 		}
-		m.now += sim.Microsecond
-		for side := range m.q {
+		active = active[:0]
+		clear(marked)
+		// The next event: an arrival or a deadline.
+		next := sim.Never
+		for s := range m.q {
+			for _, p := range m.q[s] {
+				next = min(next, p.at)
+			}
+		}
+		for s := range m.conns {
+			for _, c := range m.conns[s] {
+				next = min(next, c.Deadline())
+			}
+		}
+		if next == sim.Never {
+			panic(fmt.Sprintf("mesh: %s stalled at %v", what, m.now))
+		}
+		m.now = max(m.now, next)
+		for s := range m.q {
 			k := 0
-			for _, p := range m.q[side] {
+			for _, p := range m.q[s] {
 				if p.at > m.now {
-					m.q[side][k] = p
+					m.q[s][k] = p
 					k++
 					continue
 				}
-				moved = true
-				id, setup, err := m.protos[side].Demux(p.b)
+				id, setup, err := m.protos[s].Demux(p.b)
 				switch {
 				case err != nil:
 				case setup:
-					c, err := m.protos[side].Accept(m.now, m.cfg(side), p.b, transport.RxMeta{})
+					c, err := m.protos[s].Accept(m.now, m.cfg(s), p.b, transport.RxMeta{})
 					if err != nil {
 						panic(err)
 					}
-					m.conns[side] = append(m.conns[side], c.(*Conn))
+					m.conns[s] = append(m.conns[s], c.(*Conn))
+					side[c.(*Conn)] = s
+					mark(c.(*Conn))
 				default:
-					m.conns[side][id-1].Receive(m.now, p.b, transport.RxMeta{})
+					c := m.conns[s][id-1]
+					c.Receive(m.now, p.b, transport.RxMeta{})
+					mark(c)
 				}
 				m.free = append(m.free, p.b[:cap(p.b)])
 			}
-			m.q[side] = m.q[side][:k]
+			m.q[s] = m.q[s][:k]
 		}
-		for side := range m.conns {
-			for _, c := range m.conns[side] {
+		for s := range m.conns {
+			for _, c := range m.conns[s] {
 				if c.Deadline() <= m.now {
 					c.OnTimer(m.now)
-					moved = true
+					mark(c)
 				}
 			}
-		}
-		if moved || len(m.q[0])+len(m.q[1]) > 0 {
-			idle = 0
-		} else {
-			idle++
 		}
 	}
 }
