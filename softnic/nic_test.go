@@ -94,14 +94,26 @@ type endpoint struct {
 // runs the loop until both ends are established.
 func (p *pair) connect(t testing.TB, size int, access transport.Access, kind transport.Kind) (src, dst *endpoint) {
 	t.Helper()
+	return p.connectMode(t, size, access, kind, PayloadBytes)
+}
+
+// connectMode is connect with regions of the given payload mode.
+func (p *pair) connectMode(t testing.TB, size int, access transport.Access, kind transport.Kind, mode PayloadMode) (src, dst *endpoint) {
+	t.Helper()
 	src, dst = &endpoint{}, &endpoint{}
 	for _, e := range []struct {
 		ep  *endpoint
 		nic *NIC
 	}{{src, p.a}, {dst, p.b}} {
 		e.ep.pd = e.nic.AllocPD()
-		e.ep.buf = make([]byte, size)
-		mr, err := e.ep.pd.Register(e.ep.buf, access)
+		var mr *MR
+		var err error
+		if mode == PayloadSynthetic {
+			mr, err = e.ep.pd.RegisterSynthetic(size, access)
+		} else {
+			e.ep.buf = make([]byte, size)
+			mr, err = e.ep.pd.Register(e.ep.buf, access)
+		}
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -86,13 +86,16 @@ func writeLoop(tb testing.TB, p *pair, src, dst *endpoint, size int) func() {
 
 func TestNoAllocsPerPacket(t *testing.T) {
 	for _, tc := range transportCases() {
-		t.Run(tc.name, func(t *testing.T) { testNoAllocsPerPacket(t, tc) })
+		for _, mode := range []PayloadMode{PayloadBytes, PayloadSynthetic} {
+			t.Run(tc.name+"/"+mode.String(), func(t *testing.T) { testNoAllocsPerPacket(t, tc, mode) })
+		}
 	}
 }
 
-func testNoAllocsPerPacket(t *testing.T, tc transportCase) {
+func testNoAllocsPerPacket(t *testing.T, tc transportCase, mode PayloadMode) {
 	p := newPair(t, 2, tc.protos)
-	src, dst := p.connect(t, 4096, transport.AccessLocalWrite|transport.AccessRemoteWrite, tc.kind)
+	src, dst := p.connectMode(t, 4096, transport.AccessLocalWrite|transport.AccessRemoteWrite, tc.kind, mode)
+	src.mr.Fill(0, 4000, 77)
 	run := writeLoop(t, p, src, dst, 4000)
 	for i := 0; i < 10; i++ {
 		run()
@@ -104,6 +107,9 @@ func testNoAllocsPerPacket(t *testing.T, tc transportCase) {
 	}
 	if sent := p.a.Stats().TxPackets + p.b.Stats().TxPackets - before; sent < 400 {
 		t.Errorf("only %d packets in 201 round trips", sent)
+	}
+	if !dst.mr.Matches(0, 4000, 77) {
+		t.Error("the WRITEs did not place the source's content")
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/mrlab/mrlab/internal/header"
 	"github.com/mrlab/mrlab/internal/packet"
 	"github.com/mrlab/mrlab/internal/sim"
+	"github.com/mrlab/mrlab/softnic"
 	"github.com/mrlab/mrlab/transport"
 	"github.com/mrlab/mrlab/workload"
 )
@@ -29,21 +30,24 @@ const (
 
 // BenchmarkPermutation128 measures simulation speed: a 128-host
 // leaf/spine permutation, every host WRITEs one 2 MB message to another
-// over a MetaRoCE connection with 128 paths. It reports simulated data
-// packets (those arriving at receivers) per wall-clock second and the
-// peak heap, and, as a baseline measured in the same run, the packets per
-// second of the bare fabric moving the same bytes between paced UDP test
-// hosts (fabrictest), and the ratio of the two.
+// over a MetaRoCE connection with 128 paths, with synthetic payload (what
+// `mrlab bench` runs) and with real bytes. It reports simulated data
+// packets (those arriving at receivers) per wall-clock second, events per
+// data packet and the peak heap, and, as a baseline measured in the same
+// run, the packets per second of the bare fabric moving the same bytes
+// between the cheapest possible hosts, and the ratio of the two.
 func BenchmarkPermutation128(b *testing.B) {
-	protos := metaroceWithPaths(permPaths)
-	if protos == nil {
-		b.Skip("the MetaRoCE engine is not in the tree yet")
+	for _, mode := range []softnic.PayloadMode{softnic.PayloadSynthetic, softnic.PayloadBytes} {
+		b.Run("payload="+mode.String(), func(b *testing.B) { benchPermutation128(b, mode) })
 	}
+}
+
+func benchPermutation128(b *testing.B, mode softnic.PayloadMode) {
 	var simPkts, basePkts uint64
 	var simWall, baseWall time.Duration
 	var peak uint64
 	for i := 0; i < b.N; i++ {
-		pk, wall, pe, err := permMetaRoCE(b)
+		pk, wall, pe, err := permMetaRoCE(b, mode)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -71,7 +75,7 @@ var lastEvents uint64
 
 // permMetaRoCE runs the MetaRoCE permutation once and returns the data
 // packets delivered, the wall time of the run and the peak heap.
-func permMetaRoCE(b *testing.B) (uint64, time.Duration, uint64, error) {
+func permMetaRoCE(b *testing.B, mode softnic.PayloadMode) (uint64, time.Duration, uint64, error) {
 	pb := permBed()
 	pb.protocols = func() []transport.Protocol { return metaroceWithPaths(permPaths) }
 	runtime.GC()
@@ -89,7 +93,7 @@ func permMetaRoCE(b *testing.B) (uint64, time.Duration, uint64, error) {
 	start := time.Now()
 	res, err := workload.Run(tb.cl, workload.Spec{
 		Name: workload.Permutation, Transport: transport.MetaRoCE, Size: permFlow, Iterations: 1, QueueDepth: 1,
-		Seed: 1, Timeout: 100 * sim.Millisecond,
+		Seed: 1, Timeout: 100 * sim.Millisecond, Payload: mode,
 	})
 	wall := time.Since(start)
 	s.stop()
