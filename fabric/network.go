@@ -328,6 +328,7 @@ func Build(s sim.Scheduler, pool *packet.Pool, topo *Topology, opts BuildOptions
 			d, from, to := e.d, e.from, e.to
 			p := &Port{
 				net:      n,
+				up:       true,
 				link:     l,
 				dir:      d,
 				idx:      2*i + int(d),
@@ -631,6 +632,7 @@ func (n *Network) refresh(now sim.Time, ls []*netLink) {
 			continue
 		}
 		l.up = up
+		l.ends[AtoB].up, l.ends[BtoA].up = up, up
 		if !up {
 			for _, p := range l.ends {
 				if p.goDown(now) {

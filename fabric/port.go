@@ -74,7 +74,10 @@ const DefaultQueueBytes = 1 << 20
 //
 // A Port is not safe for concurrent use: it runs on its Network's loop.
 type Port struct {
-	net  *Network
+	net *Network
+	// up mirrors link.up here, next to what every packet reads, so the
+	// per-packet path does not chase the link.
+	up   bool
 	link *netLink
 	dir  Direction
 	idx  int // Point.Link
@@ -192,7 +195,7 @@ func (p *Port) Remote() Endpoint { return p.to }
 
 // Up reports whether the link is up (administratively, and both of its
 // nodes are up).
-func (p *Port) Up() bool { return p.link.up }
+func (p *Port) Up() bool { return p.up }
 
 // Rate returns the rate the port serializes at, in bit/s (the impairment's
 // rate when it degrades the link).
@@ -249,7 +252,7 @@ func (p *Port) Send(now sim.Time, b *packet.Buffer) {
 // (events fire on whole nanoseconds, the wire does not), or now for a
 // packet a NIC sends.
 func (p *Port) enqueue(now sim.Time, b *packet.Buffer, atPs int64) {
-	if !p.link.up {
+	if !p.up {
 		p.drop(now, b, DropLinkDown)
 		return
 	}
@@ -486,7 +489,7 @@ func (p *Port) arrive(now sim.Time, b *packet.Buffer) {
 		// included) before the packet moves on.
 		p.observeStarts(now)
 	}
-	if b.Hop>>1 != p.epoch || !p.link.up {
+	if b.Hop>>1 != p.epoch || !p.up {
 		// Sent before the link went down: lost on the wire.
 		p.drop(now, b, DropLinkDown)
 		return

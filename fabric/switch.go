@@ -61,7 +61,7 @@ func (s *switchNode) forward(now sim.Time, port int, b *packet.Buffer, atPs int6
 	if len(g) > 1 {
 		out = g[pick(mix64(s.seed^b.Flow.Hash), len(g))]
 	}
-	if !out.link.up {
+	if !out.up {
 		s.drop(now, out, b, DropBlackHole)
 		return
 	}
