@@ -22,9 +22,13 @@ const Headroom = 128
 const MaxSize = 9216
 
 // Size classes: control packets (ACKs, probes) are small and many, so they
-// get small buffers.
+// get small buffers; data packets of a 4096-byte path MTU (the RDMA
+// default) with their headers fit the medium class, so they do not carry
+// a jumbo frame's worth of memory each (half the memory, and half the
+// cache footprint, of packets in flight).
 const (
-	smallSize = 512
+	smallSize  = 512
+	mediumSize = 4096 + 256
 )
 
 // Buffer is one packet. Data() is the packet from its first byte (the IPv4
@@ -156,10 +160,10 @@ func (b *Buffer) Free() {
 // Pool is a free list of buffers in two size classes. It is not safe for
 // concurrent use: each event loop (and each live I/O goroutine) has its own.
 type Pool struct {
-	small, large []*Buffer
-	nextID       uint64
-	allocated    int
-	outstanding  int
+	small, medium, large []*Buffer
+	nextID               uint64
+	allocated            int
+	outstanding          int
 }
 
 // NewPool returns an empty pool.
@@ -178,6 +182,13 @@ func (p *Pool) Get(size int) *Buffer {
 			p.small = p.small[:n-1]
 		} else {
 			b = p.alloc(smallSize)
+		}
+	} else if size <= mediumSize {
+		if n := len(p.medium); n > 0 {
+			b = p.medium[n-1]
+			p.medium = p.medium[:n-1]
+		} else {
+			b = p.alloc(mediumSize)
 		}
 	} else {
 		if n := len(p.large); n > 0 {
@@ -217,9 +228,12 @@ func (p *Pool) alloc(size int) *Buffer {
 
 func (p *Pool) put(b *Buffer) {
 	p.outstanding--
-	if len(b.buf) == Headroom+smallSize {
+	switch len(b.buf) {
+	case Headroom + smallSize:
 		p.small = append(p.small, b)
-	} else {
+	case Headroom + mediumSize:
+		p.medium = append(p.medium, b)
+	default:
 		p.large = append(p.large, b)
 	}
 }
