@@ -59,7 +59,8 @@ func (s *switchNode) forward(now sim.Time, port int, b *packet.Buffer, atPs int6
 	g := s.groups[s.route[h]]
 	out := g[0]
 	if len(g) > 1 {
-		out = g[pick(mix64(s.seed^b.Flow.Hash), len(g))]
+		f := &b.Flow
+		out = g[pick(ecmpHash(s.seed, f.Src, f.DstAddr, f.Proto, f.SPort, f.DPort), len(g))]
 	}
 	if !out.up {
 		s.drop(now, out, b, DropBlackHole)
@@ -80,12 +81,10 @@ func (s *switchNode) drop(now sim.Time, at *Port, b *packet.Buffer, r DropReason
 	b.Free()
 }
 
-// flowHash mixes the 5-tuple (two rounds of the splitmix64 finalizer:
-// every input bit affects every output bit). A switch picks a port by
-// mix64(its seed ^ flowHash), so switches with different seeds spread the
-// same flows differently.
-func flowHash(src, dst uint32, proto uint8, sport, dport uint16) uint64 {
-	h := mix64(uint64(src)<<32 | uint64(dst))
+// ecmpHash mixes the 5-tuple with a seed (two rounds of the splitmix64
+// finalizer: every input bit affects every output bit).
+func ecmpHash(seed uint64, src, dst uint32, proto uint8, sport, dport uint16) uint64 {
+	h := mix64(seed ^ (uint64(src)<<32 | uint64(dst)))
 	return mix64(h ^ (uint64(proto)<<32 | uint64(sport)<<16 | uint64(dport)))
 }
 
@@ -98,7 +97,7 @@ func (n *Network) tag(b *packet.Buffer) bool {
 		return false
 	}
 	src, dst, proto, sport, dport := header.FiveTuple(ip[:ip.TotalLength()])
-	b.Flow = packet.FlowTag{Hash: flowHash(src, dst, proto, sport, dport), Dst: n.hostOf(dst), Valid: true}
+	b.Flow = packet.FlowTag{Src: src, DstAddr: dst, SPort: sport, DPort: dport, Proto: proto, Valid: true, Dst: n.hostOf(dst)}
 	return true
 }
 

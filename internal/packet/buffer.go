@@ -68,14 +68,16 @@ type Buffer struct {
 }
 
 // FlowTag is what the fabric learned from a packet's IPv4 and UDP headers
-// when it entered: that they are valid, a hash of the 5-tuple (seedless;
-// each switch mixes in its own seed for ECMP) and the destination host.
-// Switches trust it instead of validating and parsing at every hop. Who
-// changes the addresses, protocol or ports must clear it.
+// when it entered: that they are valid, the 5-tuple (what ECMP hashes)
+// and the destination host. Switches trust it instead of validating and
+// parsing at every hop. Who changes the addresses, protocol or ports must
+// clear it.
 type FlowTag struct {
-	Hash  uint64
-	Dst   int32 // the fabric's host index, -1 for none
-	Valid bool
+	Src, DstAddr uint32
+	SPort, DPort uint16
+	Proto        uint8
+	Valid        bool
+	Dst          int32 // the fabric's host index, -1 for none
 }
 
 // Run is a range of a packet that carries synthetic content: Len bytes
