@@ -174,6 +174,9 @@ func newTraceCommand() *cli.Command {
 			if _, err := prototrace.ParseFilter(c.String("filter")); err != nil {
 				return usageError{fmt.Errorf("trace: --filter: %w", err)}
 			}
+			if _, err := prototrace.ParseFabricEvents(c.String("fabric")); err != nil {
+				return usageError{fmt.Errorf("trace: --fabric: %w", err)}
+			}
 			name, err := runningLab(c, c.String("lab"))
 			if err != nil {
 				return err
@@ -428,19 +431,9 @@ func openSimObserver(c *cli.Context, loop *sim.Loop, net *fabric.Network, extra 
 		if err != nil {
 			return fail(usageError{fmt.Errorf("--trace-filter: %w", err)})
 		}
-		var events prototrace.FabricEvents
-		for _, e := range splitList(c.String("trace-fabric")) {
-			switch e {
-			case "none":
-			case "drops":
-				events |= prototrace.TraceDrops
-			case "marks":
-				events |= prototrace.TraceMarks
-			case "corrupt":
-				events |= prototrace.TraceCorrupt
-			default:
-				return fail(usagef("--trace-fabric %q: want none, drops, marks or corrupt", e))
-			}
+		events, err := prototrace.ParseFabricEvents(c.String("trace-fabric"))
+		if err != nil {
+			return fail(usageError{fmt.Errorf("--trace-fabric: %w", err)})
 		}
 		w := c.App.Writer
 		if dest != "-" {
@@ -459,16 +452,6 @@ func openSimObserver(c *cli.Context, loop *sim.Loop, net *fabric.Network, extra 
 	}
 	net.SetObserver(capture.Tee(observers...))
 	return o, nil
-}
-
-func splitList(s string) []string {
-	var out []string
-	for _, f := range strings.Split(s, ",") {
-		if f = strings.TrimSpace(f); f != "" {
-			out = append(out, f)
-		}
-	}
-	return out
 }
 
 func (o *simObserver) name(a netip.Addr) string { return o.names[a] }

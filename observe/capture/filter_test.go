@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/mrlab/mrlab/observe/filter"
 	"github.com/mrlab/mrlab/transport/metaroce/wire"
 )
 
@@ -69,7 +70,7 @@ func TestFilterMatch(t *testing.T) {
 
 func TestParseFilterErrors(t *testing.T) {
 	for _, s := range []string{"host", "host=h9", "conn=-1", "path=256", "port=70000", "color=red", "host=::1"} {
-		if _, err := ParseFilter(s, nil); !errors.Is(err, ErrBadFilter) {
+		if _, err := ParseFilter(s, nil); !errors.Is(err, filter.ErrBadFilter) {
 			t.Errorf("ParseFilter(%q) = %v, want ErrBadFilter", s, err)
 		}
 	}

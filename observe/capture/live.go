@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"net/netip"
 	"strconv"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/mrlab/mrlab/fabric"
 	"github.com/mrlab/mrlab/internal/sim"
+	"github.com/mrlab/mrlab/observe/stream"
 )
 
 // Runner runs a function on the lab's event-loop goroutine and waits for
@@ -48,7 +48,7 @@ type Live struct {
 	flush sim.Timer
 
 	mu    sync.Mutex
-	pipes map[*pipe]bool
+	pipes map[*stream.Pipe]bool
 }
 
 // NewLive returns a live capture server for a network with layout l whose
@@ -56,7 +56,7 @@ type Live struct {
 // (nil: addresses only). Install Observer() on the network (with Tee if it
 // has other observers) and mount the Live on the control socket.
 func NewLive(l Layout, sched sim.Scheduler, run Runner, hostAddr func(string) (netip.Addr, bool)) *Live {
-	lv := &Live{c: New(l), sched: sched, run: run, addrOf: hostAddr, pipes: map[*pipe]bool{}}
+	lv := &Live{c: New(l), sched: sched, run: run, addrOf: hostAddr, pipes: map[*stream.Pipe]bool{}}
 	lv.flush.Init(lv.onFlush, nil)
 	return lv
 }
@@ -105,7 +105,7 @@ func (lv *Live) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	pp := newPipe(liveBuffer)
+	pp := stream.New(liveBuffer)
 	var sink *Sink
 	var addErr error
 	err = lv.run.Do(r.Context(), func(now sim.Time) {
@@ -114,7 +114,7 @@ func (lv *Live) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		sink.limit = limit
-		sink.room = func(n int) bool { return pp.room(n + sink.w.bw.Buffered()) }
+		sink.room = func(n int) bool { return pp.Room(n + sink.w.bw.Buffered()) }
 		if !lv.flush.Armed() {
 			lv.sched.Arm(&lv.flush, now)
 		}
@@ -143,30 +143,10 @@ func (lv *Live) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		lv.run.Do(ctx, func(now sim.Time) { lv.c.Remove(sink, now) })
 	}()
 
-	w.Header().Set("Content-Type", "application/x-pcapng")
-	w.WriteHeader(http.StatusOK)
-	fl, _ := w.(http.Flusher)
-	var chunk []byte
-	for {
-		var closed bool
-		chunk, closed = pp.take(chunk[:0])
-		if len(chunk) > 0 {
-			if _, err := w.Write(chunk); err != nil {
-				return
-			}
-			if fl != nil {
-				fl.Flush()
-			}
-		}
-		if closed {
-			return
-		}
-		select {
-		case <-pp.notify:
-		case <-r.Context().Done():
-			return
-		}
-	}
+	// The sink checks Room before every record, so the pipe never drops
+	// part of the pcapng stream: packets that do not fit are counted by
+	// the capture instead.
+	pp.Serve(w, r, "application/x-pcapng", nil)
 }
 
 // Close ends every stream (the lab is stopping).
@@ -176,64 +156,4 @@ func (lv *Live) Close() {
 	for pp := range lv.pipes {
 		pp.Close()
 	}
-}
-
-// pipe carries bytes from the loop goroutine to one HTTP reader without
-// ever blocking the writer: the capture checks room before each record.
-type pipe struct {
-	mu     sync.Mutex
-	buf    []byte
-	limit  int
-	closed bool
-	notify chan struct{}
-}
-
-func newPipe(limit int) *pipe {
-	return &pipe{limit: limit, notify: make(chan struct{}, 1)}
-}
-
-// room reports whether n more bytes fit.
-func (p *pipe) room(n int) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return len(p.buf)+n <= p.limit
-}
-
-// Write appends b (the capture has checked room); it fails once closed.
-func (p *pipe) Write(b []byte) (int, error) {
-	p.mu.Lock()
-	if p.closed {
-		p.mu.Unlock()
-		return 0, net.ErrClosed
-	}
-	p.buf = append(p.buf, b...)
-	p.mu.Unlock()
-	p.wake()
-	return len(b), nil
-}
-
-// Close ends the stream after what is buffered.
-func (p *pipe) Close() error {
-	p.mu.Lock()
-	p.closed = true
-	p.mu.Unlock()
-	p.wake()
-	return nil
-}
-
-func (p *pipe) wake() {
-	select {
-	case p.notify <- struct{}{}:
-	default:
-	}
-}
-
-// take moves the buffered bytes into dst and reports whether the stream is
-// closed.
-func (p *pipe) take(dst []byte) ([]byte, bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	dst = append(dst, p.buf...)
-	p.buf = p.buf[:0]
-	return dst, p.closed
 }

@@ -1,9 +1,12 @@
 package prototrace
 
 import (
+	"errors"
+	"fmt"
 	"net/netip"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/mrlab/mrlab/fabric"
 	"github.com/mrlab/mrlab/internal/header"
@@ -22,6 +25,30 @@ const (
 	TraceMarks
 	TraceCorrupt
 )
+
+// ErrBadFabricEvents is wrapped by ParseFabricEvents' errors.
+var ErrBadFabricEvents = errors.New("bad fabric events")
+
+// ParseFabricEvents parses a comma-separated list of fabric events for
+// the trace (--trace-fabric, GET /trace?fabric=): drops, marks, corrupt or
+// none.
+func ParseFabricEvents(s string) (FabricEvents, error) {
+	var events FabricEvents
+	for _, e := range strings.Split(s, ",") {
+		switch strings.TrimSpace(e) {
+		case "", "none":
+		case "drops":
+			events |= TraceDrops
+		case "marks":
+			events |= TraceMarks
+		case "corrupt":
+			events |= TraceCorrupt
+		default:
+			return 0, fmt.Errorf("%w: %q: want none, drops, marks or corrupt", ErrBadFabricEvents, e)
+		}
+	}
+	return events, nil
+}
 
 // Fabric returns a fabric.Observer that writes the fabric's drops (and,
 // as selected, CE marks and corruptions) into the trace, so that the
