@@ -70,10 +70,10 @@ func (f *Filter) Empty() bool {
 
 // Transport ports the filter understands.
 const (
-	// MetaRoCEPort is MetaRoCE's UDP destination port.
-	MetaRoCEPort = wire.UDPPort
-	// RoCEv2Port is IANA's RoCEv2 port.
-	RoCEv2Port = 4791
+	// metaRoCEPort is MetaRoCE's UDP destination port.
+	metaRoCEPort = wire.UDPPort
+	// roceV2Port is IANA's RoCEv2 port.
+	roceV2Port = 4791
 )
 
 // MetaRoCE common-header offsets (from the start of the UDP payload) the
@@ -119,13 +119,13 @@ func (f *Filter) Match(ip []byte) bool {
 	var conn uint32
 	path := -1
 	switch dport {
-	case MetaRoCEPort:
+	case metaRoCEPort:
 		if len(pl) < mrMinLen {
 			return false
 		}
 		h := wire.Header(pl)
 		conn, path = h.DstConn(), int(h.Path())
-	case RoCEv2Port:
+	case roceV2Port:
 		if len(pl) < 8 {
 			return false
 		}

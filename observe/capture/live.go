@@ -21,9 +21,9 @@ type Runner interface {
 	Do(ctx context.Context, fn func(now sim.Time)) error
 }
 
-// LiveFlushInterval is how often (lab time) a live capture pushes what it
+// liveFlushInterval is how often (lab time) a live capture pushes what it
 // recorded to its readers.
-const LiveFlushInterval = sim.Millisecond
+const liveFlushInterval = sim.Millisecond
 
 // liveBuffer bounds what a live capture holds for a reader that is slower
 // than the lab: beyond it packets are lost (counted in the capture's
@@ -56,7 +56,7 @@ type Live struct {
 // (nil: addresses only). Install Observer() on the network (with Tee if it
 // has other observers) and mount the Live on the control socket.
 func NewLive(l Layout, sched sim.Scheduler, run Runner, hostAddr func(string) (netip.Addr, bool)) *Live {
-	lv := &Live{c: New(l), sched: sched, run: run, addrOf: hostAddr, pipes: map[*stream.Pipe]bool{}}
+	lv := &Live{c: newCapture(l), sched: sched, run: run, addrOf: hostAddr, pipes: map[*stream.Pipe]bool{}}
 	lv.flush.Init(lv.onFlush, nil)
 	return lv
 }
@@ -67,17 +67,17 @@ func (lv *Live) Observer() fabric.Observer { return lv.c }
 // onFlush pushes buffered records to readers and retires finished sinks.
 // It runs on the loop and re-arms itself while any sink is open.
 func (lv *Live) onFlush(now sim.Time, _ any) {
-	for _, s := range append([]*Sink(nil), lv.c.Sinks()...) {
+	for _, s := range append([]*sink(nil), lv.c.sinks...) {
 		if s.Done() {
-			lv.c.Remove(s, now) // closes its pipe: the reader ends
+			lv.c.remove(s, now) // closes its pipe: the reader ends
 			continue
 		}
 		if err := s.w.Flush(); err != nil {
-			lv.c.Remove(s, now)
+			lv.c.remove(s, now)
 		}
 	}
-	if len(lv.c.Sinks()) > 0 {
-		lv.sched.Arm(&lv.flush, now+LiveFlushInterval)
+	if len(lv.c.sinks) > 0 {
+		lv.sched.Arm(&lv.flush, now+liveFlushInterval)
 	}
 }
 
@@ -106,15 +106,15 @@ func (lv *Live) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	pp := stream.New(liveBuffer)
-	var sink *Sink
+	var sk *sink
 	var addErr error
 	err = lv.run.Do(r.Context(), func(now sim.Time) {
-		sink, addErr = lv.c.Add(sp, pp, m)
+		sk, addErr = lv.c.add(sp, pp, m)
 		if addErr != nil {
 			return
 		}
-		sink.limit = limit
-		sink.room = func(n int) bool { return pp.Room(n + sink.w.bw.Buffered()) }
+		sk.limit = limit
+		sk.room = func(n int) bool { return pp.Room(n + sk.w.bw.Buffered()) }
 		if !lv.flush.Armed() {
 			lv.sched.Arm(&lv.flush, now)
 		}
@@ -140,7 +140,7 @@ func (lv *Live) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// Stop recording if the reader left first; the lab may be gone.
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		lv.run.Do(ctx, func(now sim.Time) { lv.c.Remove(sink, now) })
+		lv.run.Do(ctx, func(now sim.Time) { lv.c.remove(sk, now) })
 	}()
 
 	// The sink checks Room before every record, so the pipe never drops

@@ -33,8 +33,8 @@ func (k Kind) String() string {
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
 
-// ParseKind parses "conn", "path" or "link".
-func ParseKind(s string) (Kind, error) {
+// parseKind parses "conn", "path" or "link".
+func parseKind(s string) (Kind, error) {
 	for k, n := range kindNames {
 		if n != "" && n == s {
 			return Kind(k), nil
@@ -48,7 +48,7 @@ func (k Kind) MarshalText() ([]byte, error) { return []byte(k.String()), nil }
 
 // UnmarshalText implements encoding.TextUnmarshaler.
 func (k *Kind) UnmarshalText(b []byte) error {
-	v, err := ParseKind(string(b))
+	v, err := parseKind(string(b))
 	*k = v
 	return err
 }
