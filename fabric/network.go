@@ -506,18 +506,22 @@ func (n *Network) link(name string) (*netLink, error) {
 	return n.links[i], nil
 }
 
-func (n *Network) dirs(link string, dir Direction) ([]*Port, error) {
+// eachDir calls set for the port of each direction of link that dir names.
+func (n *Network) eachDir(link string, dir Direction, set func(*Port)) error {
 	l, err := n.link(link)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	switch dir {
 	case AtoB, BtoA:
-		return []*Port{l.ends[dir]}, nil
+		set(l.ends[dir])
 	case Both:
-		return l.ends[:], nil
+		set(l.ends[AtoB])
+		set(l.ends[BtoA])
+	default:
+		return fmt.Errorf("fabric: link %q: bad direction %d", link, dir)
 	}
-	return nil, fmt.Errorf("fabric: link %q: bad direction %d", link, dir)
+	return nil
 }
 
 // SetImpairment replaces the impairment of one or both directions of a
@@ -526,14 +530,7 @@ func (n *Network) SetImpairment(link string, dir Direction, imp Impairment) erro
 	if err := imp.Validate(); err != nil {
 		return fmt.Errorf("fabric: link %q impairment: %w", link, err)
 	}
-	ps, err := n.dirs(link, dir)
-	if err != nil {
-		return err
-	}
-	for _, p := range ps {
-		p.setImpairment(imp)
-	}
-	return nil
+	return n.eachDir(link, dir, func(p *Port) { p.setImpairment(imp) })
 }
 
 // SetRate changes a link direction's own rate in bit/s (degrade or
@@ -543,14 +540,7 @@ func (n *Network) SetRate(link string, dir Direction, rate float64) error {
 	if !(rate >= 1 && rate <= MaxRate) {
 		return fmt.Errorf("fabric: link %q: rate %v bit/s: want 1bit..100tbit", link, rate)
 	}
-	ps, err := n.dirs(link, dir)
-	if err != nil {
-		return err
-	}
-	for _, p := range ps {
-		p.setRate(rate)
-	}
-	return nil
+	return n.eachDir(link, dir, func(p *Port) { p.setRate(rate) })
 }
 
 // SetECN replaces the ECN marking configuration of one or both directions.
@@ -558,14 +548,7 @@ func (n *Network) SetECN(link string, dir Direction, c ECNConfig) error {
 	if err := c.Validate(); err != nil {
 		return fmt.Errorf("fabric: link %q: %w", link, err)
 	}
-	ps, err := n.dirs(link, dir)
-	if err != nil {
-		return err
-	}
-	for _, p := range ps {
-		p.setECN(c)
-	}
-	return nil
+	return n.eachDir(link, dir, func(p *Port) { p.setECN(c) })
 }
 
 // SetLinkUp takes a link down (both directions: queued and propagating

@@ -284,43 +284,34 @@ func (d *decoder) float(n *yaml.Node, path string, lo, hi float64, dst *float64)
 
 // fraction decodes a probability written as 0.1 or "10%".
 func (d *decoder) fraction(n *yaml.Node, path string, dst *float64) bool {
-	s, ok := d.scalar(n, path)
-	if !ok {
-		return false
-	}
-	v, err := parseFraction(s.Value)
-	if err != nil {
-		d.errorf(s, path, "%v", err)
-		return false
-	}
-	*dst = v
-	return true
+	return decodeScalar(d, n, path, dst, parseFraction, "")
 }
 
 // duration decodes a sim.Time ("2ms", "150us", "0").
 func (d *decoder) duration(n *yaml.Node, path string, dst *sim.Time) bool {
-	s, ok := d.scalar(n, path)
-	if !ok {
-		return false
-	}
-	v, err := sim.ParseTime(s.Value)
-	if err != nil {
-		d.errorf(s, path, "%q is not a duration (want e.g. 2ms, 150us, 1.5s)", s.Value)
-		return false
-	}
-	*dst = v
-	return true
+	return decodeScalar(d, n, path, dst, sim.ParseTime, "a duration (want e.g. 2ms, 150us, 1.5s)")
 }
 
 // size decodes a byte count ("512KiB", "1MB", "9000").
 func (d *decoder) size(n *yaml.Node, path string, dst *int) bool {
+	return decodeScalar(d, n, path, dst, ParseSize, "a size (want e.g. 512KiB, 1MB or plain bytes)")
+}
+
+// decodeScalar decodes a scalar with parse into dst. A value parse refuses
+// is reported as "<value> is not <what>", or with parse's own message
+// when what is empty.
+func decodeScalar[T any](d *decoder, n *yaml.Node, path string, dst *T, parse func(string) (T, error), what string) bool {
 	s, ok := d.scalar(n, path)
 	if !ok {
 		return false
 	}
-	v, err := ParseSize(s.Value)
+	v, err := parse(s.Value)
 	if err != nil {
-		d.errorf(s, path, "%q is not a size (want e.g. 512KiB, 1MB or plain bytes)", s.Value)
+		if what == "" {
+			d.errorf(s, path, "%v", err)
+		} else {
+			d.errorf(s, path, "%q is not %s", s.Value, what)
+		}
 		return false
 	}
 	*dst = v

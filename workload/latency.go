@@ -179,23 +179,10 @@ func (e *latEngine) verify() DataCheck {
 	for _, s := range e.sides {
 		mem := s.dst.Bytes()
 		for j := 0; j < latSlots; j++ {
-			region := mem[j*(size+guard) : j*(size+guard)+size]
-			gap := mem[j*(size+guard)+size : (j+1)*(size+guard)]
-			dc.Regions++
-			dc.Bytes += int64(size + guard)
-			ok := zero(gap)
-			if m := s.last[j]; m >= 0 {
-				ok = ok && matches(region, s.peer.seed(m))
-			} else {
-				ok = ok && zero(region)
-			}
-			if !ok {
-				dc.OK = false
-				dc.BadRegions++
-				if dc.FirstBad == "" {
-					dc.FirstBad = fmt.Sprintf("%s slot %d holding message %d", e.r.cl.Hosts[s.host], j, s.last[j])
-				}
-			}
+			m := s.last[j]
+			dc.checkSlot(mem[j*(size+guard):(j+1)*(size+guard)], size, m >= 0, s.peer.seed(m), func() string {
+				return fmt.Sprintf("%s slot %d holding message %d", e.r.cl.Hosts[s.host], j, m)
+			})
 		}
 	}
 	return dc

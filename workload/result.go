@@ -89,6 +89,31 @@ type DataCheck struct {
 	FirstBad   string `json:"first_bad,omitempty"`
 }
 
+// checkSlot compares one receive slot: its first size bytes must hold the
+// pattern of the message seeded by seed, or zeros when no message landed
+// there (landed false), and the rest of the slot, the guard, must be
+// zero. where names the slot in FirstBad; it runs only for the first bad
+// slot.
+func (dc *DataCheck) checkSlot(slot []byte, size int, landed bool, seed uint64, where func() string) {
+	dc.Regions++
+	dc.Bytes += int64(len(slot))
+	region, gap := slot[:size], slot[size:]
+	ok := zero(gap)
+	if landed {
+		ok = ok && matches(region, seed)
+	} else {
+		ok = ok && zero(region)
+	}
+	if ok {
+		return
+	}
+	dc.OK = false
+	dc.BadRegions++
+	if dc.FirstBad == "" {
+		dc.FirstBad = where()
+	}
+}
+
 // Dist summarises a set of durations.
 type Dist struct {
 	N     int      `json:"n"`

@@ -445,24 +445,11 @@ func (e *streamEngine) verify() DataCheck {
 	for _, f := range e.flows {
 		mem := f.dst.Bytes()
 		for d := 0; d < f.slots; d++ {
-			region := mem[d*f.stride : d*f.stride+f.size]
-			gap := mem[d*f.stride+f.size : (d+1)*f.stride]
-			dc.Regions++
-			dc.Bytes += int64(f.stride)
-			ok := zero(gap)
-			if m := f.last[d]; m >= 0 {
-				ok = ok && matches(region, f.seed(m))
-			} else {
-				ok = ok && zero(region)
-			}
-			if !ok {
-				dc.OK = false
-				dc.BadRegions++
-				if dc.FirstBad == "" {
-					dc.FirstBad = fmt.Sprintf("flow %d (%s->%s) slot %d holding message %d",
-						f.id, e.r.cl.Hosts[f.from], e.r.cl.Hosts[f.to], d, f.last[d])
-				}
-			}
+			m := f.last[d]
+			dc.checkSlot(mem[d*f.stride:(d+1)*f.stride], f.size, m >= 0, f.seed(m), func() string {
+				return fmt.Sprintf("flow %d (%s->%s) slot %d holding message %d",
+					f.id, e.r.cl.Hosts[f.from], e.r.cl.Hosts[f.to], d, m)
+			})
 		}
 	}
 	return dc

@@ -96,22 +96,6 @@ func captureAction(c *cli.Context) error {
 	if dest == "" {
 		return usagef("capture: say where to write the capture: -w FILE, or -w - for stdout")
 	}
-	name, err := runningLab(c, c.String("lab"))
-	if err != nil {
-		return err
-	}
-	st, err := live.ReadState(c.String("run-dir"), name)
-	if err != nil {
-		return err
-	}
-
-	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if d := c.Duration("duration"); d > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, d)
-		defer cancel()
-	}
 	q := url.Values{"point": {point}}
 	if f := c.String("filter"); f != "" {
 		q.Set("filter", f)
@@ -119,11 +103,11 @@ func captureAction(c *cli.Context) error {
 	if n := c.Int("count"); n > 0 {
 		q.Set("count", strconv.Itoa(n))
 	}
-	body, err := openCapture(ctx, name, st.Socket, q)
+	ls, err := openLabStream(c, "/capture", q)
 	if err != nil {
 		return err
 	}
-	defer body.Close()
+	defer ls.Close()
 
 	var out io.Writer = c.App.Writer
 	var file *os.File
@@ -133,18 +117,18 @@ func captureAction(c *cli.Context) error {
 		}
 		out = file
 	}
-	n, copyErr := copyBlocks(out, body)
+	n, copyErr := copyBlocks(out, ls.body)
 	if file != nil {
 		if err := file.Close(); err != nil && copyErr == nil {
 			copyErr = fmt.Errorf("capture: %w", err)
 		}
 	}
 	// The end of a capture the user asked to end is not an error.
-	if copyErr != nil && ctx.Err() == nil {
+	if copyErr != nil && ls.ctx.Err() == nil {
 		return copyErr
 	}
 	if dest != "-" {
-		fmt.Fprintf(c.App.ErrWriter, "capture %s of lab %s: %d packets to %s\n", point, name, n, dest)
+		fmt.Fprintf(c.App.ErrWriter, "capture %s of lab %s: %d packets to %s\n", point, ls.name, n, dest)
 	}
 	return nil
 }
@@ -177,41 +161,68 @@ func newTraceCommand() *cli.Command {
 			if _, err := prototrace.ParseFabricEvents(c.String("fabric")); err != nil {
 				return usageError{fmt.Errorf("trace: --fabric: %w", err)}
 			}
-			name, err := runningLab(c, c.String("lab"))
-			if err != nil {
-				return err
-			}
-			st, err := live.ReadState(c.String("run-dir"), name)
-			if err != nil {
-				return err
-			}
-			ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			if d := c.Duration("duration"); d > 0 {
-				var cancel context.CancelFunc
-				ctx, cancel = context.WithTimeout(ctx, d)
-				defer cancel()
-			}
 			q := url.Values{"fabric": {c.String("fabric")}}
 			if f := c.String("filter"); f != "" {
 				q.Set("filter", f)
 			}
-			body, err := openStream(ctx, name, st.Socket, "/trace", q)
+			ls, err := openLabStream(c, "/trace", q)
 			if err != nil {
 				return err
 			}
-			defer body.Close()
-			if _, err := io.Copy(c.App.Writer, body); err != nil && ctx.Err() == nil {
-				return fmt.Errorf("lab %s: trace: %w", name, err)
+			defer ls.Close()
+			if _, err := io.Copy(c.App.Writer, ls.body); err != nil && ls.ctx.Err() == nil {
+				return fmt.Errorf("lab %s: trace: %w", ls.name, err)
 			}
 			return nil
 		},
 	}
 }
 
-// openCapture asks the lab for a capture stream.
-func openCapture(ctx context.Context, lab, socket string, q url.Values) (io.ReadCloser, error) {
-	return openStream(ctx, lab, socket, "/capture", q)
+// labStream is a streaming endpoint of a running lab, open for a command
+// that reads it until the user interrupts or --duration passes (then ctx
+// is done).
+type labStream struct {
+	name    string // the lab
+	ctx     context.Context
+	body    io.ReadCloser
+	release []func()
+}
+
+// openLabStream finds the running lab (--lab, --run-dir) and GETs path
+// with q on its control socket.
+func openLabStream(c *cli.Context, path string, q url.Values) (*labStream, error) {
+	name, err := runningLab(c, c.String("lab"))
+	if err != nil {
+		return nil, err
+	}
+	st, err := live.ReadState(c.String("run-dir"), name)
+	if err != nil {
+		return nil, err
+	}
+	ls := &labStream{name: name}
+	var stop context.CancelFunc
+	ls.ctx, stop = signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
+	ls.release = append(ls.release, stop)
+	if d := c.Duration("duration"); d > 0 {
+		var cancel context.CancelFunc
+		ls.ctx, cancel = context.WithTimeout(ls.ctx, d)
+		ls.release = append(ls.release, cancel)
+	}
+	if ls.body, err = openStream(ls.ctx, name, st.Socket, path, q); err != nil {
+		ls.Close()
+		return nil, err
+	}
+	return ls, nil
+}
+
+// Close closes the stream and stops watching for interrupts.
+func (ls *labStream) Close() {
+	if ls.body != nil {
+		ls.body.Close()
+	}
+	for _, f := range ls.release {
+		f()
+	}
 }
 
 // openStream GETs a streaming endpoint of a lab's control socket.

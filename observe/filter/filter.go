@@ -120,28 +120,34 @@ func lookup(name string) Key {
 	return numKeys
 }
 
+// numeric are the keys whose values are numbers: how many bits they take
+// and what to say when a value is not one.
+var numeric = [numKeys]struct {
+	bits int
+	want string
+}{
+	Conn: {32, "want a connection id"},
+	Path: {8, "want a path id 0..255"},
+	Port: {16, "want a UDP port"},
+}
+
 // add records one term's value.
 func (t *Terms) add(k Key, v string) error {
+	var n uint64
+	if num := numeric[k]; num.bits > 0 {
+		var err error
+		if n, err = strconv.ParseUint(v, 10, num.bits); err != nil {
+			return errors.New(num.want)
+		}
+	}
 	switch k {
 	case Host:
 		t.Hosts = append(t.Hosts, v)
 	case Conn:
-		n, err := strconv.ParseUint(v, 10, 32)
-		if err != nil {
-			return errors.New("want a connection id")
-		}
 		t.Conns = append(t.Conns, uint32(n))
 	case Path:
-		n, err := strconv.ParseUint(v, 10, 8)
-		if err != nil {
-			return errors.New("want a path id 0..255")
-		}
 		t.Paths = append(t.Paths, int(n))
 	case Port:
-		n, err := strconv.ParseUint(v, 10, 16)
-		if err != nil {
-			return errors.New("want a UDP port")
-		}
 		t.Ports = append(t.Ports, uint16(n))
 	case Grep:
 		t.Grep = v

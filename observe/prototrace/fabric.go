@@ -175,11 +175,5 @@ func (f *fabricTracer) write(now sim.Time, ev fabric.Event, pt fabric.Point, rea
 	}
 	b = append(b, ' ')
 	b = append(b, desc...)
-	l.buf = b
-	if !l.filter.text(b) {
-		return
-	}
-	b = append(b, '\n')
-	l.buf = b
-	l.write(b)
+	l.emit(b)
 }

@@ -118,8 +118,14 @@ func (t *hostTracer) Tracef(now sim.Time, conn uint32, format string, args ...an
 		b = append(b, ": "...)
 	}
 	b = append(b, msg...)
+	l.emit(b)
+}
+
+// emit writes line b (built in l.buf's storage, without its newline) if
+// it passes the text filters, and keeps the storage for the next line.
+func (l *Log) emit(b []byte) {
 	l.buf = b
-	if !f.text(b) {
+	if !l.filter.text(b) {
 		return
 	}
 	b = append(b, '\n')
@@ -149,13 +155,7 @@ func (l *Log) Note(now sim.Time, who, format string, args ...any) {
 	b = append(b, who...)
 	b = append(b, ": "...)
 	b = fmt.Appendf(b, format, args...)
-	l.buf = b
-	if !l.filter.text(b) {
-		return
-	}
-	b = append(b, '\n')
-	l.buf = b
-	l.write(b)
+	l.emit(b)
 }
 
 // pathPrefix reads "path N" at the start of a message.

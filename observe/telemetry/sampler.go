@@ -209,14 +209,18 @@ func (s *Sampler) sampleConn(now sim.Time, e *connEntry) {
 }
 
 func (s *Sampler) sampleLink(now sim.Time, l *linkEntry) {
-	ls := l.src.telemetryLink()
+	s.note(s.sink.Write(s.linkSample(now, l.name, &l.prev, l.src.telemetryLink())))
+}
+
+// linkSample makes a link direction's sample in s.s, with its utilization
+// over the interval since p, and moves p on.
+func (s *Sampler) linkSample(now sim.Time, name string, p *prev, ls linkStats) *Sample {
 	smp := &s.s
-	*smp = Sample{T: now, Kind: KindLink, Link: l.name, QueueBytes: ls.QueueBytes, TxBytes: ls.TxBytes,
+	*smp = Sample{T: now, Kind: KindLink, Link: name, QueueBytes: ls.QueueBytes, TxBytes: ls.TxBytes,
 		TxPackets: ls.TxPackets, Drops: ls.Drops, Marks: ls.Marks}
-	p := &l.prev
 	if p.valid && now > p.t && ls.Rate > 0 && ls.TxBytes >= p.txBytes {
 		smp.Util = float64(ls.TxBytes-p.txBytes) * 8 / (now - p.t).Seconds() / ls.Rate
 	}
 	p.t, p.valid, p.txBytes = now, true, ls.TxBytes
-	s.note(s.sink.Write(smp))
+	return smp
 }

@@ -19,20 +19,53 @@ import (
 //	{"t_ns":120000,"kind":"path","host":"h3","peer":"h7","conn":4,"path":9,...}
 //
 // It does not allocate per sample. Not safe for concurrent use.
-type jsonlWriter struct {
+type jsonlWriter struct{ lineFile }
+
+// newJSONLWriter writes JSON lines to w (closed by Close if a Closer).
+func newJSONLWriter(w io.Writer) *jsonlWriter { return &jsonlWriter{newLineFile(w)} }
+
+// lineFile is what both file formats share: a buffered writer, the
+// underlying writer's Closer, one line buffer reused for every sample and
+// the first error, which every later call returns.
+type lineFile struct {
 	w   *bufio.Writer
 	c   io.Closer
 	buf []byte
 	err error
 }
 
-// newJSONLWriter writes JSON lines to w (closed by Close if a Closer).
-func newJSONLWriter(w io.Writer) *jsonlWriter {
-	jw := &jsonlWriter{w: bufio.NewWriterSize(w, 64<<10), buf: make([]byte, 0, 512)}
-	if c, ok := w.(io.Closer); ok {
-		jw.c = c
+func newLineFile(w io.Writer) lineFile {
+	f := lineFile{w: bufio.NewWriterSize(w, 64<<10), buf: make([]byte, 0, 512)}
+	f.c, _ = w.(io.Closer)
+	return f
+}
+
+// writeLine writes one sample's line b, built in buf's storage, and keeps
+// that storage for the next.
+func (f *lineFile) writeLine(b []byte) error {
+	f.buf = b
+	if _, err := f.w.Write(b); err != nil {
+		f.err = fmt.Errorf("writing telemetry: %w", err)
 	}
-	return jw
+	return f.err
+}
+
+// EndBatch implements Sink; it does nothing (Close flushes).
+func (f *lineFile) EndBatch(sim.Time) error { return f.err }
+
+// Close flushes and closes the underlying writer.
+func (f *lineFile) Close() error {
+	if f.err == nil {
+		if err := f.w.Flush(); err != nil {
+			f.err = fmt.Errorf("writing telemetry: %w", err)
+		}
+	}
+	if f.c != nil {
+		if err := f.c.Close(); err != nil && f.err == nil {
+			f.err = fmt.Errorf("closing telemetry: %w", err)
+		}
+	}
+	return f.err
 }
 
 // Write implements Sink.
@@ -60,32 +93,7 @@ func (j *jsonlWriter) Write(s *Sample) error {
 			b = c.appendNumber(b, s)
 		}
 	}
-	b = append(b, '}', '\n')
-	j.buf = b
-	if _, err := j.w.Write(b); err != nil {
-		j.err = fmt.Errorf("writing telemetry: %w", err)
-	}
-	return j.err
-}
-
-// EndBatch implements Sink; it does nothing (Close flushes).
-func (j *jsonlWriter) EndBatch(sim.Time) error { return j.err }
-
-// Close flushes and closes the underlying writer.
-func (j *jsonlWriter) Close() error { return closeBuffered(j.w, j.c, &j.err) }
-
-func closeBuffered(w *bufio.Writer, c io.Closer, errp *error) error {
-	if *errp == nil {
-		if err := w.Flush(); err != nil {
-			*errp = fmt.Errorf("writing telemetry: %w", err)
-		}
-	}
-	if c != nil {
-		if err := c.Close(); err != nil && *errp == nil {
-			*errp = fmt.Errorf("closing telemetry: %w", err)
-		}
-	}
-	return *errp
+	return j.writeLine(append(b, '}', '\n'))
 }
 
 // appendJSONString appends s as a JSON string.
@@ -121,21 +129,12 @@ func appendJSONString(b []byte, s string) []byte {
 // of every kind; cells a kind has no value for are empty, so one file
 // holds connections, paths and links and loads into any dataframe.
 type csvWriter struct {
-	w      *bufio.Writer
-	c      io.Closer
-	buf    []byte
-	header bool
-	err    error
+	lineFile
+	header bool // written
 }
 
 // newCSVWriter writes CSV to w (closed by Close if a Closer).
-func newCSVWriter(w io.Writer) *csvWriter {
-	cw := &csvWriter{w: bufio.NewWriterSize(w, 64<<10), buf: make([]byte, 0, 512)}
-	if c, ok := w.(io.Closer); ok {
-		cw.c = c
-	}
-	return cw
-}
+func newCSVWriter(w io.Writer) *csvWriter { return &csvWriter{lineFile: newLineFile(w)} }
 
 // csvHeader returns the header row's column names.
 func csvHeader() []string {
@@ -171,19 +170,8 @@ func (cw *csvWriter) Write(s *Sample) error {
 			b = c.appendNumber(b, s)
 		}
 	}
-	b = append(b, '\n')
-	cw.buf = b
-	if _, err := cw.w.Write(b); err != nil {
-		cw.err = fmt.Errorf("writing telemetry: %w", err)
-	}
-	return cw.err
+	return cw.writeLine(append(b, '\n'))
 }
-
-// EndBatch implements Sink.
-func (cw *csvWriter) EndBatch(sim.Time) error { return cw.err }
-
-// Close flushes and closes the underlying writer.
-func (cw *csvWriter) Close() error { return closeBuffered(cw.w, cw.c, &cw.err) }
 
 func appendCSVField(b []byte, s string) []byte {
 	if !strings.ContainsAny(s, ",\"\n\r") {
