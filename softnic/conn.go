@@ -162,6 +162,15 @@ func (c *Conn) Close() {
 	c.nic.afterIO(now, c)
 }
 
+// Conn returns the NIC's connection with local id id, or nil if it has
+// none (never had, or retired it).
+func (n *NIC) Conn(id uint32) *Conn {
+	if id == 0 || int(id) > len(n.conns) {
+		return nil
+	}
+	return n.conns[id-1]
+}
+
 // State returns the connection's state.
 func (c *Conn) State() transport.State { return c.tc.State() }
 

@@ -475,12 +475,8 @@ func (o *simObserver) Tracer(host string) transport.Tracer {
 		return nil
 	}
 	return o.trace.Host(host, func(id uint32) string {
-		nic := o.nics[host]
-		if nic == nil {
-			return ""
-		}
-		for _, c := range nic.Conns() {
-			if c != nil && c.ID() == id {
+		if nic := o.nics[host]; nic != nil {
+			if c := nic.Conn(id); c != nil {
 				return o.names[c.Peer()]
 			}
 		}
