@@ -142,6 +142,7 @@ type TopologyError struct {
 	Err   error
 }
 
+// Error implements error: the element, its field and what is wrong.
 func (e *TopologyError) Error() string {
 	s := e.Kind
 	if e.Index >= 0 {
@@ -156,6 +157,7 @@ func (e *TopologyError) Error() string {
 	return "fabric: " + s + ": " + e.Err.Error()
 }
 
+// Unwrap returns the underlying error.
 func (e *TopologyError) Unwrap() error { return e.Err }
 
 // Validate checks the topology: unique non-empty names, valid unique host

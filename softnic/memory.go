@@ -131,6 +131,8 @@ type memView struct {
 	conn *Conn // counts refusals; nil in unit tests of the view
 }
 
+var _ transport.Memory = (*memView)(nil)
+
 const remoteAccess = transport.AccessRemoteWrite | transport.AccessRemoteRead
 
 // Resolve implements transport.Memory. Reads for local sends ask for no

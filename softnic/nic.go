@@ -79,11 +79,9 @@ type Sealer interface {
 
 // Errors from NIC set-up and connection calls.
 var (
-	ErrNoProtocol  = errors.New("softnic: no such transport on this NIC")
-	ErrWires       = errors.New("softnic: wrong number of wires")
-	ErrNotAttached = errors.New("softnic: NIC has no wires")
-	ErrBadPD       = errors.New("softnic: protection domain of another NIC")
-	ErrClosed      = errors.New("softnic: connection closed")
+	ErrNoProtocol = errors.New("softnic: no such transport on this NIC")
+	ErrWires      = errors.New("softnic: wrong number of wires")
+	ErrBadPD      = errors.New("softnic: protection domain of another NIC")
 )
 
 type protoEntry struct {

@@ -34,6 +34,7 @@ const (
 var dropNames = [numDropReasons]string{"malformed", "not-mine", "unknown-conn", "wrong-peer", "no-listener",
 	"no-host-port", "icrc", "host-queue-full", "port-down"}
 
+// String names the drop reason in statistics and metrics.
 func (r DropReason) String() string {
 	if r < numDropReasons {
 		return dropNames[r]

@@ -181,7 +181,7 @@ func upBackground(c *cli.Context, lab *labs.Lab) error {
 	for {
 		select {
 		case err := <-exited:
-			return fmt.Errorf("lab %s failed to come up (%v):\n%s", lab.Name, err, tail(logPath, 20))
+			return fmt.Errorf("lab %s failed to come up (%w):\n%s", lab.Name, err, tail(logPath, 20))
 		case <-deadline:
 			cmd.Process.Signal(syscall.SIGTERM)
 			return fmt.Errorf("lab %s: not up after %v (log %s):\n%s", lab.Name, c.Duration("timeout"), logPath, tail(logPath, 20))

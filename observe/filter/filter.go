@@ -36,6 +36,7 @@ const (
 
 var keyNames = [numKeys]string{"host", "conn", "path", "port", "grep", "re"}
 
+// String returns the key as a filter spells it.
 func (k Key) String() string {
 	if k < numKeys {
 		return keyNames[k]

@@ -68,6 +68,8 @@ func (l *Log) Fabric(n *fabric.Network, names func(netip.Addr) string, events Fa
 	return &fabricTracer{l: l, n: n, names: names, events: events}
 }
 
+var _ fabric.Observer = (*fabricTracer)(nil)
+
 type fabricTracer struct {
 	l      *Log
 	n      *fabric.Network

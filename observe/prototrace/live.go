@@ -49,6 +49,11 @@ func (h *Hub) Host(name string, peer PeerFunc) transport.Tracer {
 	return &hubTracer{h: h, host: name, peer: peer}
 }
 
+var (
+	_ transport.Tracer = (*hubTracer)(nil)
+	_ fabric.Observer  = hubFabric{}
+)
+
 type hubTracer struct {
 	h    *Hub
 	host string

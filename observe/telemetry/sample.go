@@ -26,6 +26,7 @@ const (
 
 var kindNames = [...]string{KindConn: "conn", KindPath: "path", KindLink: "link"}
 
+// String returns "conn", "path" or "link".
 func (k Kind) String() string {
 	if int(k) < len(kindNames) && kindNames[k] != "" {
 		return kindNames[k]

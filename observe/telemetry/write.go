@@ -24,6 +24,13 @@ type jsonlWriter struct{ lineFile }
 // newJSONLWriter writes JSON lines to w (closed by Close if a Closer).
 func newJSONLWriter(w io.Writer) *jsonlWriter { return &jsonlWriter{newLineFile(w)} }
 
+var (
+	_ FileSink = (*jsonlWriter)(nil)
+	_ FileSink = (*csvWriter)(nil)
+	_ Sink     = Multi(nil)
+	_ Sink     = (*Recorder)(nil)
+)
+
 // lineFile is what both file formats share: a buffered writer, the
 // underlying writer's Closer, one line buffer reused for every sample and
 // the first error, which every later call returns.
