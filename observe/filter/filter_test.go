@@ -26,7 +26,7 @@ func TestParse(t *testing.T) {
 		{"host=h3,host=198.18.0.4", Terms{Hosts: []string{"h3", "198.18.0.4"}}},
 		{"host=h3, conn=4,path=9,re=a,b", Terms{Hosts: []string{"h3"}, Conns: []uint32{4}, Paths: []int{9}, Re: regexp.MustCompile("a,b")}},
 		{"conn=4,conn=7,path=255,port=49213", Terms{Conns: []uint32{4, 7}, Paths: []int{255}, Ports: []uint16{49213}}},
-		{"grep=SACK hole, re= entropy \\d+", Terms{Grep: "SACK hole", Re: regexp.MustCompile(" entropy \\d+")}},
+		{`grep=SACK hole, re= entropy \d+`, Terms{Grep: "SACK hole", Re: regexp.MustCompile(` entropy \d+`)}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.in, func(t *testing.T) {
