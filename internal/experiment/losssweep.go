@@ -195,11 +195,10 @@ func lossRun(p lossParams, c lossCase) (LossRow, error) {
 	row.Retransmits, row.Timeouts = res.Retransmits, res.Timeouts
 	row.Errors = res.Errors
 	row.DataOK = res.Check.OK
-	d := tb.net.Counters().Drops()
+	snap := tb.net.Counters()
+	d := snap.Drops()
 	row.LossDrops, row.QueueDrops = d[fabric.DropImpairment], d[fabric.DropQueueFull]
-	for _, pc := range tb.net.PFCCounters() {
-		row.PFCPauses += pc.Pauses
-	}
+	row.PFCPauses = snap.PFCPauses()
 	return row, nil
 }
 

@@ -48,6 +48,9 @@ func (b bed) topology() (*fabric.Topology, error) {
 	if b.ecnK > 0 {
 		lp.ECN = fabric.ECNConfig{Mode: fabric.ECNStep, K: b.ecnK}
 	}
+	if b.pfc {
+		lp.PFC = fabric.DefaultPFC
+	}
 	if b.loss > 0 {
 		lp.Impair.Loss = fabric.LossModel{Kind: fabric.LossRandom, P: b.loss}
 	}
@@ -80,9 +83,6 @@ func (b bed) build() (*testbed, error) {
 	loop := sim.NewLoop()
 	pool := packet.NewPool()
 	opts := fabric.BuildOptions{Seed: b.seed, DetectionDelay: b.detect}
-	if err := b.setPFC(&opts); err != nil {
-		return nil, err
-	}
 	net, err := fabric.Build(loop, pool, topo, opts)
 	if err != nil {
 		return nil, fmt.Errorf("building %s: %w", b.name, err)
