@@ -28,6 +28,8 @@ type spec struct {
 	linkFab   linkSpec    // links.fabric
 	overrides []overrideSpec
 	faults    []faultSpec
+	// transports is the transports section (zero: every default).
+	transports Transports
 }
 
 // topoSpec is the topology section: one builder, or explicit lists.
@@ -107,6 +109,7 @@ type linkSpec struct {
 	queue  *int
 	ecn    *fabric.ECNConfig
 	impair *impairSpec
+	pfc    *fabric.PFCConfig
 }
 
 // apply overwrites the parameters s sets.
@@ -125,6 +128,9 @@ func (s *linkSpec) apply(p *fabric.LinkParams) {
 	}
 	if s.impair != nil {
 		p.Impair = s.impair.imp
+	}
+	if s.pfc != nil {
+		p.PFC = *s.pfc
 	}
 }
 
@@ -194,6 +200,7 @@ func (s *spec) decode(d *decoder, root *yaml.Node) {
 				s.faults = append(s.faults, decodeFault(d, v, p))
 			})
 		},
+		"transports": func(v *yaml.Node, p string) { s.decodeTransports(d, v, p) },
 	})
 	if has == nil {
 		return
@@ -270,6 +277,11 @@ func (s *linkSpec) decode(d *decoder, v *yaml.Node, path string, extra map[strin
 		"impair": func(v *yaml.Node, p string) {
 			if i := decodeImpair(d, v, p); i != nil {
 				s.impair = i
+			}
+		},
+		"pfc": func(v *yaml.Node, p string) {
+			if c, ok := decodePFC(d, v, p); ok {
+				s.pfc = &c
 			}
 		},
 	}

@@ -208,8 +208,15 @@ func (e *streamEngine) setup(r *runner) error {
 	}
 	for _, p := range pairs {
 		for k := 0; k < s.Conns; k++ {
+			// The pair's messages are striped over its connections:
+			// connection k carries messages k, k+Conns, ...
+			t, n := target, slots
+			if t >= 0 {
+				t = (target - int64(k) + int64(s.Conns) - 1) / int64(s.Conns)
+				n = min(n, int(t))
+			}
 			f := &flow{e: e, id: len(e.flows), from: p[0], to: p[1], size: s.Size, stride: stride,
-				slots: slots, target: target}
+				slots: n, target: t}
 			if err := f.setup(r); err != nil {
 				return err
 			}

@@ -108,7 +108,9 @@ func rdmaAction(c *cli.Context, lab *labs.Lab, name string) error {
 	if err != nil {
 		return err
 	}
-	opts := workload.NICOptions{PathMTU: c.Int("mtu")}
+	// The lab's transports section configures the NICs; flags override it.
+	opts := workload.ForLab(lab)
+	opts.PathMTU = c.Int("mtu")
 	if c.IsSet("paths") {
 		opts.MetaRoCE.Paths = c.Int("paths")
 	}

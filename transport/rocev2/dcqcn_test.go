@@ -82,7 +82,7 @@ func TestDCQCNRules(t *testing.T) {
 // ClampTarget every cut sets the target to the current rate.
 func TestDCQCNIncreaseStages(t *testing.T) {
 	p := DefaultDCQCN
-	p.AI, p.HAI, p.FastRecovery, p.ClampTarget = 1e9, 10e9, 1, true
+	p.AI, p.HAI, p.FastRecovery, p.ClampTarget, p.ByteCounter = 1e9, 10e9, 1, true, 0
 	const line = 100e9
 	var r rateControl
 	r.init(line, &p, true)

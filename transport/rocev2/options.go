@@ -53,16 +53,16 @@ type DCQCN struct {
 
 // DefaultDCQCN are the DCQCN constants used unless Options override them.
 var DefaultDCQCN = DCQCN{
-	G:                1.0 / 16,
-	AlphaInterval:    55 * sim.Microsecond,
-	DecreaseInterval: 4 * sim.Microsecond,
-	IncreaseInterval: 300 * sim.Microsecond,
-	ByteCounter:      0,
-	FastRecovery:     5,
-	AI:               5e6,
-	HAI:              50e6,
-	MinRate:          100e6,
-	CNPInterval:      4 * sim.Microsecond,
+	G:                1.0 / 16,             // ns-3 RdmaHw EwmaGain
+	AlphaInterval:    55 * sim.Microsecond, // paper K; ns-3 AlphaResumInterval
+	DecreaseInterval: 4 * sim.Microsecond,  // ns-3 RateDecreaseInterval (NIC rate_reduce_monitor_period)
+	IncreaseInterval: 55 * sim.Microsecond, // paper T
+	ByteCounter:      10_000_000,           // paper B
+	FastRecovery:     5,                    // paper F; ns-3 FastRecoveryTimes
+	AI:               5e6,                  // ns-3 RateAI
+	HAI:              50e6,                 // ns-3 RateHAI
+	MinRate:          100e6,                // ns-3 MinRate
+	CNPInterval:      50 * sim.Microsecond, // paper N
 }
 
 // Options configure every queue pair of one Protocol (one NIC). The zero
