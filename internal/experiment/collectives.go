@@ -107,10 +107,10 @@ func runCollectives(cfg Config) (*Report, error) {
 	}
 	r := &Report{Rows: rows}
 	r.Setup = []string{
-		fmt.Sprintf("beds: built-in labs %slossy, %spfc (and -1pct, with 1%% random loss on every link): %d hosts on 8 planes of 4 leaves x 16 hosts and 4 spines (non-blocking), 100 Gbit/s links, 1 us per link, 512 KiB queues, ECN step marking above 64 KiB",
+		fmt.Sprintf("beds: built-in labs %slossy, %spfc (and -1pct, with 1%% random loss on every link): %d hosts on 8 planes of 4 leaves x 16 hosts and 4 spines (non-blocking), 100 Gbit/s links, 1 us per link, 512 KiB queues, ECN step marking above 64 KiB on the lossy beds (the lossless ones: see below)",
 			p.prefix, p.prefix, p.hosts),
 		"capacity: equal — every host has one 100 Gbit/s port per plane on both sides. MetaRoCE: one connection per host pair spraying its 16 paths over all planes. RoCEv2 (multi-rail, as NCCL runs it): one queue pair per plane per host pair, all-to-all chunks striped over them, all-reduce as one ring per queue pair (NCCL channels) over its slice of the vector",
-		"RoCEv2 lossless: PFC on every link (xoff 64 KiB, xon 56 KiB), DCQCN on, the HCA default ACK timeout; RoCEv2 lossy: DCQCN on, ACK timeout 131 us; loss-free, RoCEv2 runs as deployed (lossless) and MetaRoCE on the lossy fabric; at 1% loss (which PFC does not stop) RoCEv2 runs on both",
+		"RoCEv2 lossless: PFC on every link (xoff 64 KiB, xon 56 KiB), ECN RED 5-200 KiB at most 1% (the DCQCN paper's), DCQCN on, the HCA default ACK timeout; RoCEv2 lossy: DCQCN on, ACK timeout 131 us; loss-free, RoCEv2 runs as deployed (lossless) and MetaRoCE on the lossy fabric; at 1% loss (which PFC does not stop) RoCEv2 runs on both",
 		fmt.Sprintf("all-reduce: ring (reduce-scatter then all-gather, 2(N-1) WRITE_IMM steps) over a %s vector; all-to-all: each host sends %s in total, %s to every other host; %d operations each, timed one after another",
 			sizeString(p.allreduce), sizeString(p.alltoall), sizeString(p.alltoall/p.hosts), p.ops),
 		"bus bandwidth: NCCL's (algbw x 2(N-1)/N for all-reduce, x (N-1)/N for all-to-all); speedup: MetaRoCE's algorithm bandwidth over RoCEv2's, seed by seed",

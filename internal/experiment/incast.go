@@ -138,8 +138,8 @@ func runIncast(cfg Config) (*Report, error) {
 	}
 	r := &Report{Rows: rows}
 	r.Setup = []string{
-		"beds: built-in labs incast/lossy, incast/pfc (and -1pct with 1% random loss on every link): 64 hosts on one plane of 4 leaves x 16 hosts and 4 spines (non-blocking), 100 Gbit/s links, 1 us per link, 512 KiB queues, ECN step marking above 64 KiB; incast/long-lossy and incast/long-pfc: 16 hosts on 2 leaves, 5 us per link",
-		"RoCEv2 lossless: PFC on every link (xoff 64 KiB, xon 56 KiB), DCQCN on, the HCA default ACK timeout; RoCEv2 lossy: DCQCN on, ACK timeout 131 us; MetaRoCE: the lossy bed, its defaults",
+		"beds: built-in labs incast/lossy, incast/pfc (and -1pct with 1% random loss on every link): 64 hosts on one plane of 4 leaves x 16 hosts and 4 spines (non-blocking), 100 Gbit/s links, 1 us per link, 512 KiB queues, ECN step marking above 64 KiB on the lossy beds (the lossless ones: see below); incast/long-lossy and incast/long-pfc: 16 hosts on 2 leaves, 5 us per link",
+		"RoCEv2 lossless: PFC on every link (xoff 64 KiB, xon 56 KiB), ECN RED 5-200 KiB at most 1% (the DCQCN paper's), DCQCN on, the HCA default ACK timeout; RoCEv2 lossy: DCQCN on, ACK timeout 131 us; MetaRoCE: the lossy bed, its defaults",
 		fmt.Sprintf("workload: N senders spread over the leaves WRITE %s messages (%d in flight each) to h0 for %v", sizeString(p.size), p.qd, p.duration),
 		"settle (strict): the first time from which every window of one base RTT, sliding by a quarter RTT to the end of the run, finds every sender's delivered bytes within ±10% of its fair share (the receiver link's rate / N); bytes are counted as they cross the receiver's link (a packet over its serialization), not whole at arrival",
 		"share/RTT: one sender's fair share of a base RTT in full-size packets. Below about 10 packets, ±10% in every one-RTT window is beyond any packet-switched sender (one packet more or less is more than 10%), so the strict test says \"never\" whatever the transport; settle (wide) is the same test over the shortest window in which the fair share spans 10 packets",

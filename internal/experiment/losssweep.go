@@ -124,9 +124,9 @@ func runLossSweep(cfg Config) (*Report, error) {
 	}
 	r := &Report{Rows: rows}
 	r.Setup = []string{
-		"beds: built-in labs loss-sweep/lossy-P and loss-sweep/pfc-P: 8 hosts on one plane of 2 leaves x 4 hosts and 2 spines (non-blocking), 100 Gbit/s links, 1 us per link, 512 KiB queues, ECN step marking above 64 KiB; random loss of P% on every link direction (data and ACKs alike, end-to-end 1-(1-p)^4 between leaves)",
+		"beds: built-in labs loss-sweep/lossy-P and loss-sweep/pfc-P: 8 hosts on one plane of 2 leaves x 4 hosts and 2 spines (non-blocking), 100 Gbit/s links, 1 us per link, 512 KiB queues, ECN step marking above 64 KiB on the lossy beds (the lossless ones: see below); random loss of P% on every link direction (data and ACKs alike, end-to-end 1-(1-p)^4 between leaves)",
 		"capacity: the same for every transport (one 100 Gbit/s port per host)",
-		"RoCEv2 lossy: DCQCN on, local ACK timeout 131 us (verbs exponent 5, far shorter than the HCA default, the best case for go-back-N), retry_cnt 7; RoCEv2 lossless: PFC on every link (xoff 64 KiB, xon 56 KiB), DCQCN on, the HCA default ACK timeout (exponent 14, ~67 ms) — PFC stops congestion drops, not random loss, and a deployed RoCE fabric's timers are set for a lossless fabric",
+		"RoCEv2 lossy: DCQCN on, local ACK timeout 131 us (verbs exponent 5, far shorter than the HCA default, the best case for go-back-N), retry_cnt 7; RoCEv2 lossless: PFC on every link (xoff 64 KiB, xon 56 KiB), ECN marking as the DCQCN paper recommends (RED 5-200 KiB, at most 1%), DCQCN on, the HCA default ACK timeout (exponent 14, ~67 ms) — PFC stops congestion drops, not random loss, and a deployed RoCE fabric's timers are set for a lossless fabric",
 		fmt.Sprintf("workload: permutation, every host WRITEs 64 KiB messages (16 in flight) to one other host for %v; goodput = application bytes completed / time from first post to last completion", p.duration),
 		"fraction: goodput over the same transport's goodput at 0% loss on the same kind of fabric with the same seed",
 	}

@@ -57,10 +57,10 @@ var DefaultDCQCN = DCQCN{
 	AlphaInterval:    55 * sim.Microsecond, // paper K; ns-3 AlphaResumInterval
 	DecreaseInterval: 4 * sim.Microsecond,  // ns-3 RateDecreaseInterval (NIC rate_reduce_monitor_period)
 	IncreaseInterval: 55 * sim.Microsecond, // paper T
-	ByteCounter:      10_000_000,           // paper B
+	ByteCounter:      0,                    // ns-3's RdmaHw has none (the paper: 10 MB)
 	FastRecovery:     5,                    // paper F; ns-3 FastRecoveryTimes
-	AI:               5e6,                  // ns-3 RateAI
-	HAI:              50e6,                 // ns-3 RateHAI
+	AI:               50e6,                 // HPCC's ns-3 config RATE_AI
+	HAI:              100e6,                // HPCC's ns-3 config RATE_HAI
 	MinRate:          100e6,                // ns-3 MinRate
 	CNPInterval:      50 * sim.Microsecond, // paper N
 }
