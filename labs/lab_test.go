@@ -548,8 +548,7 @@ transports:
 		}
 	}
 	// An exponent sets the verbs timeout; dcqcn off and a QP count.
-	lab, err = Parse("t.yaml", []byte("name: t\ntopology: {backtoback: {}}\ntransports:\n  rocev2: {ack_timeout: 14, dcqcn: off, qps_per_peer: 3, pfc: on}\n"))
-	if err == nil {
+	if _, err := Parse("t.yaml", []byte("name: t\ntopology: {backtoback: {}}\ntransports:\n  rocev2: {ack_timeout: 14, dcqcn: off, qps_per_peer: 3, pfc: on}\n")); err == nil {
 		t.Fatalf("rocev2.pfc accepted (pfc is a link key)")
 	}
 	lab, err = Parse("t.yaml", []byte("name: t\ntopology: {backtoback: {}}\nlinks: {default: {pfc: on}}\ntransports:\n  rocev2: {ack_timeout: 14, dcqcn: off, qps_per_peer: 3}\n"))

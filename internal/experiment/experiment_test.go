@@ -53,10 +53,7 @@ func TestPointCommand(t *testing.T) {
 		t.Errorf("timeArg(1234567) = %q reads back as %v", got, back)
 	}
 	for _, s := range []Scale{Full, Quick, Tiny} {
-		var labsUsed []string
-		for _, c := range lossSweepParamsCases(s) {
-			labsUsed = append(labsUsed, c)
-		}
+		labsUsed := lossSweepParamsCases(s)
 		for _, c := range incastParamsFor(s).cases {
 			labsUsed = append(labsUsed, c.lab)
 		}

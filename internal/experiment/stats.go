@@ -114,15 +114,6 @@ func statRows[R any](rows []R, f func(R) float64) Stat {
 	return statOf(xs)
 }
 
-// sumInts adds an integer figure over rows.
-func sumInts[R any](rows []R, f func(R) int) int {
-	n := 0
-	for _, r := range rows {
-		n += f(r)
-	}
-	return n
-}
-
 // dataCell says whether every seed's data check passed: "ok", or how many
 // failed (runs that failed are "not checked").
 func dataCell(ok []bool, failed []bool) string {
