@@ -60,10 +60,10 @@ type collParams struct {
 }
 
 func collectivesParams(s Scale) collParams {
-	p := collParams{prefix: "collectives/", allreduce: 16 << 20, alltoall: 16 << 20, ops: 2, hosts: 64}
+	p := collParams{prefix: "collectives/", allreduce: 8 << 20, alltoall: 8 << 20, ops: 2, hosts: 64}
 	switch s {
 	case Quick:
-		p.allreduce, p.alltoall = 4<<20, 4<<20
+		p.allreduce, p.alltoall = 2<<20, 2<<20
 	case Tiny:
 		p.prefix, p.hosts = "collectives/tiny-", 4
 		p.allreduce, p.alltoall = 1<<20, 1<<20

@@ -96,6 +96,7 @@ func runCongestion(cfg Config) (*Report, error) {
 	r.Setup = []string{
 		"2:1 oversubscription: built-in labs congestion/oversub-lossy and congestion/oversub-pfc, 8 hosts on 2 leaves x 4 hosts and one spine; each leaf's uplink runs at 200 Gbit/s for 4 x 100 Gbit/s of hosts; workload: write_bw from the 4 hosts of leaf 0 to the 4 of leaf 1 (16 flows), bottleneck: leaf 0's uplink",
 		"8:1 incast: built-in labs incast/lossy and incast/pfc, 64 hosts on 4 leaves x 16 hosts and 4 spines; 8 senders spread over the leaves WRITE to h0, bottleneck: h0's downlink",
+		"capacity: the same for every transport (one 100 Gbit/s port per host, one plane)",
 		fmt.Sprintf("every flow WRITEs 64 KiB messages, 16 in flight, for %v; utilization: the bottleneck's data over the last three quarters of the run", p.duration),
 		"every link: 100 Gbit/s (the oversubscribed uplinks 200), 1 us, 512 KiB queues; lossy beds: ECN step marking above 64 KiB (DCTCP-style, as MetaRoCE's beds); lossless beds: PFC on every link (xoff 64 KiB, xon 56 KiB) and ECN marking as the DCQCN paper recommends (RED from 5 to 200 KiB, at most 1%)",
 		"RoCEv2: DCQCN on with the defaults of docs/rocev2-baseline.md (the paper's CNP interval and increase timer, the NICs' rate-decrease period and target rule); MetaRoCE on the lossy beds for reference",

@@ -40,7 +40,7 @@ type LossRow struct {
 	GoodputGbps float64 `json:"goodput_gbps"`
 	// Fraction is GoodputGbps over the same transport's loss-free goodput
 	// on the same kind of fabric with the same seed.
-	Fraction float64  `json:"fraction_of_loss_free"`
+	Fraction Float    `json:"fraction_of_loss_free"`
 	Bytes    int64    `json:"bytes"`
 	Elapsed  sim.Time `json:"elapsed_ns"`
 	// Retransmits and Timeouts are the transports' counters.
@@ -117,9 +117,9 @@ func runLossSweep(cfg Config) (*Report, error) {
 	}
 	for i := range rows {
 		r := &rows[i]
-		r.Fraction = math.NaN()
+		r.Fraction = Float(math.NaN())
 		if b := base[r.Transport+r.Fabric+strconv.FormatUint(r.Seed, 10)]; b > 0 {
-			r.Fraction = r.GoodputGbps / b
+			r.Fraction = Float(r.GoodputGbps / b)
 		}
 	}
 	r := &Report{Rows: rows}
@@ -139,7 +139,7 @@ func runLossSweep(cfg Config) (*Report, error) {
 		rs := g.rows[k]
 		r.table.add(fmt.Sprintf("%g%%", rs[0].LossPct), rs[0].Transport, rs[0].Fabric,
 			statRows(rs, func(r LossRow) float64 { return r.GoodputGbps }).cell(f2),
-			statRows(rs, func(r LossRow) float64 { return r.Fraction }).cell(f3),
+			statRows(rs, func(r LossRow) float64 { return float64(r.Fraction) }).cell(f3),
 			statRows(rs, func(r LossRow) float64 { return float64(r.Retransmits) }).cell(n0),
 			statRows(rs, func(r LossRow) float64 { return float64(r.Timeouts) }).cell(n0),
 			statRows(rs, func(r LossRow) float64 { return float64(r.LossDrops) }).cell(n0),
@@ -177,7 +177,7 @@ func lossChecks(r *Report, g group[LossRow]) {
 		if !ok {
 			return Stat{}, false
 		}
-		return statRows(rs, func(r LossRow) float64 { return r.Fraction }), true
+		return statRows(rs, func(r LossRow) float64 { return float64(r.Fraction) }), true
 	}
 	if s, ok := frac(transport.MetaRoCE, FabricLossy, 1); ok {
 		r.Checks = append(r.Checks, statCheck("MetaRoCE goodput at 1% loss", "median >= 90% of loss-free, every seed >= 86% (the seeds' figure)",
@@ -232,7 +232,7 @@ func lossPlots(r *Report, g group[LossRow], rates []float64) {
 				continue
 			}
 			xs, ls = append(xs, float64(i)), append(ls, l)
-			fs = append(fs, statRows(rs, func(r LossRow) float64 { return r.Fraction }).Median)
+			fs = append(fs, statRows(rs, func(r LossRow) float64 { return float64(r.Fraction) }).Median)
 			gs = append(gs, statRows(rs, func(r LossRow) float64 { return r.GoodputGbps }).Median)
 		}
 		if len(xs) == 0 {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -58,16 +59,31 @@ type Check struct {
 	// Measured is the figure as text: median (min-max) over the seeds.
 	Measured string `json:"measured"`
 	// Median, Min and Max are the figure over Seeds seeds.
-	Median float64 `json:"median"`
-	Min    float64 `json:"min"`
-	Max    float64 `json:"max"`
-	Seeds  int     `json:"seeds"`
+	Median Float `json:"median"`
+	Min    Float `json:"min"`
+	Max    Float `json:"max"`
+	Seeds  int   `json:"seeds"`
 	// Met says whether the target was reached.
 	Met bool `json:"met"`
 	// Note says by how much a missed target was missed, or qualifies a
 	// met one.
 	Note string `json:"note,omitempty"`
 }
+
+// Float is a figure that may be undefined: NaN (no seed measured it) and
+// ±Inf (never, as in a sender that never settled) are written to JSON as
+// null.
+type Float float64
+
+// MarshalJSON writes f, or null when it is not finite.
+func (f Float) MarshalJSON() ([]byte, error) {
+	if math.IsNaN(float64(f)) || math.IsInf(float64(f), 0) {
+		return []byte("null"), nil
+	}
+	return json.Marshal(float64(f))
+}
+
+func finite(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }
 
 // Series is one curve: points (X[i], Y[i]).
 type Series struct {
@@ -199,11 +215,23 @@ func (r *Report) WriteCSV(w io.Writer) error {
 	return nil
 }
 
-// WriteJSON writes the report as one indented JSON object.
+// WriteJSON writes the report as one indented JSON object. Series points
+// that are not finite (a median no seed gave) are left out.
 func (r *Report) WriteJSON(w io.Writer) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	if err := enc.Encode(r); err != nil {
+	c := *r
+	c.Series = nil
+	for _, s := range r.Series {
+		f := Series{Plot: s.Plot, Name: s.Name}
+		for i := range s.X {
+			if i < len(s.Y) && finite(s.X[i]) && finite(s.Y[i]) {
+				f.X, f.Y = append(f.X, s.X[i]), append(f.Y, s.Y[i])
+			}
+		}
+		c.Series = append(c.Series, f)
+	}
+	if err := enc.Encode(&c); err != nil {
 		return fmt.Errorf("writing %s JSON: %w", r.Experiment, err)
 	}
 	return nil

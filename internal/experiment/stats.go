@@ -68,7 +68,7 @@ func (g goal) met(s Stat) bool {
 
 // statCheck checks s against g; f formats the figures.
 func statCheck(what, target string, s Stat, g goal, f func(float64) string) Check {
-	c := Check{What: what, Target: target, Median: s.Median, Min: s.Min, Max: s.Max, Seeds: s.N, Met: g.met(s)}
+	c := Check{What: what, Target: target, Median: Float(s.Median), Min: Float(s.Min), Max: Float(s.Max), Seeds: s.N, Met: g.met(s)}
 	c.Measured = fmt.Sprintf("%s over %d seeds", s.cell(f), s.N)
 	switch {
 	case s.N == 0:
