@@ -242,16 +242,10 @@ func (s *spec) decodeLinks(d *decoder, v *yaml.Node, p string) {
 func (s *linkSpec) decode(d *decoder, v *yaml.Node, path string, extra map[string]fieldFunc) map[string]bool {
 	fields := map[string]fieldFunc{
 		"rate": func(v *yaml.Node, p string) {
-			n, ok := d.scalar(v, p)
-			if !ok {
-				return
+			var r float64
+			if d.rate(v, p, &r) {
+				s.rate = &r
 			}
-			r, err := fabric.ParseRate(n.Value)
-			if err != nil || r <= 0 {
-				d.errorf(n, p, "%q is not a rate (want e.g. 100gbit, 25gbit, 400mbit)", n.Value)
-				return
-			}
-			s.rate = &r
 		},
 		"delay": func(v *yaml.Node, p string) {
 			var t sim.Time

@@ -99,18 +99,7 @@ func fractionKey[T any](name string, field func(*T) *float64) optionKey[T] {
 }
 
 func rateKey[T any](name string, field func(*T) *float64) optionKey[T] {
-	return optionKey[T]{name, func(d *decoder, v *yaml.Node, p string, t *T) {
-		n, ok := d.scalar(v, p)
-		if !ok {
-			return
-		}
-		r, err := fabric.ParseRate(n.Value)
-		if err != nil || r <= 0 {
-			d.errorf(n, p, "%q is not a rate (want e.g. 5mbit, 100gbit)", n.Value)
-			return
-		}
-		*field(t) = r
-	}}
+	return optionKey[T]{name, func(d *decoder, v *yaml.Node, p string, t *T) { d.rate(v, p, field(t)) }}
 }
 
 // onOffKey sets *field to the value (on/off, true/false, yes/no); with
