@@ -202,3 +202,29 @@ func TestMultiRail(t *testing.T) {
 		t.Errorf("RoCEv2 conns per peer %d, want %d", n, planes)
 	}
 }
+
+// TestManyConnsFewMessages: a pair's messages are striped over its
+// connections, so a connection registers destination slots for its share
+// only — 4,000 connections of a message each fit in memory.
+func TestManyConnsFewMessages(t *testing.T) {
+	cl, _ := lab{hosts: 4, leaves: 2, seed: 2}.build(t)
+	var registered int
+	testBeforeVerify = func(r *runner) {
+		for _, mr := range r.regions {
+			registered += len(mr.Bytes())
+		}
+	}
+	defer func() { testBeforeVerify = nil }()
+	res, err := Run(cl, Spec{Name: Permutation, Transport: transport.MetaRoCE, Size: 16 << 10, QueueDepth: 2, Conns: 64, Iterations: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Messages != 4*64 || res.Flows != 4*64 {
+		t.Errorf("%d messages over %d flows, want 256 and 256", res.Messages, res.Flows)
+	}
+	// Source slots (qd per connection) and one destination slot per
+	// connection: about 12 MiB; a slot ring per connection would be 270.
+	if registered > 16<<20 {
+		t.Errorf("registered %d MiB for 256 messages of 16 KiB", registered>>20)
+	}
+}

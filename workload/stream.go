@@ -194,8 +194,10 @@ func (e *streamEngine) setup(r *runner) error {
 	target := int64(s.Iterations)
 	if s.Duration > 0 {
 		target = -1
-	} else if int64(slots) > target {
-		slots = int(target)
+	} else if perConn := (target + int64(s.Conns) - 1) / int64(s.Conns); int64(slots) > perConn {
+		// No connection carries more than its share of the pair's
+		// messages: it needs no more slots than that.
+		slots = int(perConn)
 	}
 	stride := s.Size + guard
 	var total int64
