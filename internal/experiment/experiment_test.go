@@ -96,6 +96,9 @@ func TestStats(t *testing.T) {
 	if c := statOf([]float64{2, 2}).cell(f1); c != "2.0" {
 		t.Errorf("cell of equal seeds = %q", c)
 	}
+	if c := statOf([]float64{2, math.Inf(1), math.Inf(1)}).cell(f1); c != "never (2.0–never)" {
+		t.Errorf("cell with seeds that never settled = %q", c)
+	}
 	g := goal{median: 0.9, floor: 0.86, atLeast: true}
 	for _, c := range []struct {
 		xs   []float64

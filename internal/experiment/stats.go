@@ -38,9 +38,15 @@ func statOf(xs []float64) Stat {
 
 // cell formats a stat for a table: "median (min–max)", or the median
 // alone when every seed gave the same figure.
-func (s Stat) cell(f func(float64) string) string {
+func (s Stat) cell(format func(float64) string) string {
 	if s.N == 0 {
 		return "-"
+	}
+	f := func(x float64) string {
+		if math.IsInf(x, 1) {
+			return "never" // a time that never came
+		}
+		return format(x)
 	}
 	if f(s.Min) == f(s.Max) {
 		return f(s.Median)
@@ -78,6 +84,8 @@ func statCheck(what, target string, s Stat, g goal, f func(float64) string) Chec
 		c.Note = fmt.Sprintf("median short by %s", f(g.median-s.Median))
 	case g.atLeast:
 		c.Note = fmt.Sprintf("worst seed %s, below %s", f(s.Min), f(g.floor))
+	case math.IsInf(s.Median, 1):
+		c.Note = "the median seed never got there"
 	case s.Median > g.median:
 		c.Note = fmt.Sprintf("median over by %s", f(s.Median-g.median))
 	default:
