@@ -79,7 +79,8 @@ func claimRows[C, R any](t *testing.T, cases []C, point func(C, uint64) Point, m
 // returns goodput(loss)/goodput(0) per seed.
 func lossFractions(t *testing.T, sd side, loss float64) []float64 {
 	t.Helper()
-	p := lossParams{duration: sim.Millisecond}
+	// The run length of the published figures (loss-sweep, full scale).
+	p := lossParams{duration: lossSweepParams(Full).duration}
 	rows := claimRows(t, []lossCase{{0, sd}, {loss, sd}}, p.point, lossRun)
 	n := len(claimSeeds)
 	var out []float64
