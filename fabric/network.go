@@ -22,10 +22,6 @@ type BuildOptions struct {
 	// draws from sim.NewRand(Seed, "<link>:<AtoB|BtoA>") and each switch's
 	// ECMP hash is seeded with sim.StreamSeed(Seed, "ecmp:<switch>").
 	Seed uint64
-	// PFC, if set, makes every link direction lossless with priority flow
-	// control (see pfc.go); nil leaves the fabric lossy, as it is by
-	// default.
-	PFC *PFCConfig
 	// DetectionDelay is how long routing takes to notice a link's state
 	// change. A failed link stays in the routes (and ECMP groups) that
 	// long, and packets sent into it are black-holed (DropBlackHole); a
@@ -277,6 +273,9 @@ func (lp LinkParams) validate() error {
 	if err := lp.Impair.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("impairment: %w", err))
 	}
+	if err := lp.PFC.Validate(); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
 }
 
@@ -368,11 +367,7 @@ func Build(s sim.Scheduler, pool *packet.Pool, topo *Topology, opts BuildOptions
 	}
 	n.buildAddrTable()
 	n.recomputeRoutes()
-	if opts.PFC != nil {
-		if err := n.EnablePFC(*opts.PFC); err != nil {
-			return nil, err
-		}
-	}
+	n.initPFC()
 	return n, nil
 }
 

@@ -273,7 +273,7 @@ func (p *Port) enqueue(now sim.Time, b *packet.Buffer, atPs int64) {
 	if p.ecnOn && p.params.ECN.Weight > 0 {
 		p.updateREDAvg(now, n, idle)
 	}
-	if !idle && p.qBytes+n > p.params.QueueBytes && p.pfc == nil {
+	if !idle && p.qBytes+n > p.params.QueueBytes && !p.pfcLossless(b) {
 		p.drop(now, b, DropQueueFull)
 		return
 	}
@@ -283,9 +283,7 @@ func (p *Port) enqueue(now sim.Time, b *packet.Buffer, atPs int64) {
 	if o := p.net.obs; o != nil {
 		o.Observe(now, EvEnqueue, Point{Link: p.idx}, b, DropNone)
 	}
-	if p.pfc != nil {
-		p.pfcAdmit(now, b)
-	}
+	p.pfcAdmit(now, b)
 	if idle && !p.pfcHeld() {
 		start := atPs
 		if start <= p.busyPs {
@@ -532,6 +530,7 @@ func (p *Port) goDown(now sim.Time) bool {
 		return p.goDownFast(now)
 	}
 	busy := p.inService != nil
+	p.pfcReset(now)
 	p.epoch++
 	if b := p.inService; b != nil {
 		p.inService = nil

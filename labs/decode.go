@@ -9,6 +9,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/mrlab/mrlab/fabric"
 	"github.com/mrlab/mrlab/internal/sim"
 )
 
@@ -290,6 +291,21 @@ func (d *decoder) fraction(n *yaml.Node, path string, dst *float64) bool {
 // duration decodes a sim.Time ("2ms", "150us", "0").
 func (d *decoder) duration(n *yaml.Node, path string, dst *sim.Time) bool {
 	return decodeScalar(d, n, path, dst, sim.ParseTime, "a duration (want e.g. 2ms, 150us, 1.5s)")
+}
+
+// rate decodes a positive rate in tc's spelling ("100gbit", "5mbit").
+func (d *decoder) rate(n *yaml.Node, path string, dst *float64) bool {
+	s, ok := d.scalar(n, path)
+	if !ok {
+		return false
+	}
+	r, err := fabric.ParseRate(s.Value)
+	if err != nil || r <= 0 {
+		d.errorf(s, path, "%q is not a rate (want e.g. 100gbit, 25gbit, 400mbit)", s.Value)
+		return false
+	}
+	*dst = r
+	return true
 }
 
 // size decodes a byte count ("512KiB", "1MB", "9000").

@@ -52,6 +52,9 @@ type Lab struct {
 	Builder string
 	// Faults is the timeline, in file order.
 	Faults []Fault
+	// Transports holds the transports section: every NIC's MetaRoCE and
+	// RoCEv2 options and RoCEv2's queue pairs per host pair.
+	Transports Transports
 
 	topo *fabric.Topology
 }

@@ -47,6 +47,7 @@ func (s *spec) resolve(d *decoder) (*Lab, error) {
 		DetectionDelay: s.detection,
 		Builder:        builder,
 		Faults:         faults,
+		Transports:     s.transports,
 		topo:           topo,
 	}, nil
 }

@@ -25,6 +25,11 @@ type ConnOptions struct {
 	OnState func(c *Conn, s transport.State)
 	// Context is the application's value, returned by Conn.Context.
 	Context any
+	// PinPort binds a dialed single-path connection (a RoCEv2 QP) to NIC
+	// port Port (see transport.Config.PinPort); an accepted one follows its
+	// peer.
+	PinPort bool
+	Port    int
 }
 
 // ListenOptions configure how a NIC accepts connection requests: the
@@ -90,8 +95,13 @@ func (n *NIC) Dial(peer netip.Addr, opts ConnOptions) (*Conn, error) {
 		return nil, fmt.Errorf("dialing %v from %q with %v: %w", peer, n.name, opts.Transport, ErrNoProtocol)
 	}
 	now := n.sched.Now()
+	if opts.PinPort && (opts.Port < 0 || opts.Port >= len(n.ports)) {
+		return nil, fmt.Errorf("dialing %v from %q: port %d, but the NIC has ports 0 to %d", peer, n.name, opts.Port, len(n.ports)-1)
+	}
 	c := n.newConn(e, peer, opts)
-	tc, err := e.p.Dial(now, n.connConfig(c))
+	cfg := n.connConfig(c)
+	cfg.PinPort, cfg.Port = opts.PinPort, opts.Port
+	tc, err := e.p.Dial(now, cfg)
 	if err != nil {
 		n.conns = n.conns[:len(n.conns)-1]
 		return nil, fmt.Errorf("dialing %v from %q with %v: %w", peer, n.name, e.kind, err)

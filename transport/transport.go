@@ -262,6 +262,12 @@ type Config struct {
 	// Trace, if non-nil, receives the transport's decisions for the protocol
 	// trace. Implementations must not format anything when it is nil.
 	Trace Tracer
+	// PinPort binds a single-path connection (a RoCEv2 QP) to NIC port
+	// Port, as ibv_modify_qp's port_num binds a QP to a port of a
+	// multi-port HCA; without it the transport picks the port. Multipath
+	// transports ignore both.
+	PinPort bool
+	Port    int
 }
 
 // HeaderRoom is the most header and trailer bytes any transport adds to a

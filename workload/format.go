@@ -97,6 +97,7 @@ func detailRows(rs []*Result) [][]string {
 		{"timeouts", col(func(r *Result) string { return fmt.Sprint(r.Timeouts) })},
 		{"ECN marks (fabric / rcvd)", col(func(r *Result) string { return fmt.Sprintf("%d / %d", r.ECNMarks, r.CEReceived) })},
 		{"drops", col(func(r *Result) string { return formatDrops(r.Drops) })},
+		{"PFC pauses", col(func(r *Result) string { return fmt.Sprint(r.PFCPauses) })},
 		{"plane utilisation", col(func(r *Result) string { return formatUtil(r.PlaneUtil) })},
 		{"packets sent", col(func(r *Result) string { return fmt.Sprint(r.PacketsSent) })},
 		{"completion errors", col(func(r *Result) string {

@@ -60,6 +60,9 @@ type Result struct {
 	CEReceived uint64 `json:"ce_received"`
 	// Drops counts dropped packets by cause, fabric and NICs together.
 	Drops map[string]uint64 `json:"drops"`
+	// PFCPauses counts how often PFC paused a sender (a NIC or a switch
+	// port) during the run; 0 on a fabric without PFC.
+	PFCPauses uint64 `json:"pfc_pauses"`
 	// PlaneUtil is, per plane, the bytes the sending hosts put on that
 	// plane's NIC ports over the run, as a fraction of those ports'
 	// capacity.

@@ -2,6 +2,7 @@ package workload
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"sort"
 
 	"github.com/mrlab/mrlab/internal/sim"
@@ -47,6 +48,8 @@ type runner struct {
 	queues  []*pairQueue
 	pending map[[2]int]*pairQueue // (dialer, acceptor) -> queue
 	waiting int
+	// rails draws each host pair's first plane for its RoCEv2 QPs.
+	rails *rand.Rand
 
 	timer    sim.Timer
 	t0, tEnd sim.Time
@@ -73,6 +76,8 @@ type connReq struct {
 	accH      handler
 	dial, acc *softnic.Conn
 	ready     bool
+	// port is the plane a RoCEv2 QP is bound to.
+	port int
 }
 
 // pairQueue holds the connections one host dials to another. They are
@@ -81,6 +86,9 @@ type connReq struct {
 type pairQueue struct {
 	reqs []*connReq
 	next int // index of the request being dialed
+	// rail is the plane of the pair's first RoCEv2 QP; the k-th goes on
+	// rail+k (mod the dialer's ports).
+	rail int
 }
 
 // Start sets up spec on the cluster and, once every connection is
@@ -90,11 +98,12 @@ func Start(cl *Cluster, spec Spec, onDone func(*Result, error)) error {
 	if err := cl.check(); err != nil {
 		return err
 	}
-	spec, err := spec.withDefaults(cl.Hosts)
+	spec, err := spec.withDefaults(cl, cl.Hosts)
 	if err != nil {
 		return err
 	}
-	r := &runner{cl: cl, spec: spec, onDone: onDone, pending: map[[2]int]*pairQueue{}}
+	r := &runner{cl: cl, spec: spec, onDone: onDone, pending: map[[2]int]*pairQueue{},
+		rails: sim.NewRand(spec.Seed, "workload/rails")}
 	r.eng, err = newEngine(spec)
 	if err != nil {
 		return err
@@ -193,11 +202,13 @@ func (r *runner) connect(from, to int, dialH, accH handler) *connReq {
 	req := &connReq{from: from, to: to, dialH: dialH, accH: accH}
 	k := [2]int{from, to}
 	q := r.pending[k]
+	ports := r.cl.NICs[from].Ports()
 	if q == nil {
-		q = &pairQueue{}
+		q = &pairQueue{rail: r.rails.IntN(ports)}
 		r.pending[k] = q
 		r.queues = append(r.queues, q)
 	}
+	req.port = (q.rail + len(q.reqs)) % ports
 	q.reqs = append(q.reqs, req)
 	r.waiting++
 	return req
@@ -207,6 +218,9 @@ func (r *runner) dial(req *connReq) error {
 	c, err := r.cl.NICs[req.from].Dial(r.cl.NICs[req.to].Addr(), softnic.ConnOptions{
 		Transport: r.spec.Transport, PD: r.pd[req.from], SendCQ: r.cq[req.from], RecvCQ: r.cq[req.from],
 		OnState: r.onState, Context: &endpoint{req: req, h: req.dialH},
+		// A RoCEv2 QP lives on one plane: the pair's QPs take consecutive
+		// planes (multi-rail). MetaRoCE spans every plane.
+		PinPort: r.spec.Transport == transport.RoCEv2, Port: req.port,
 	})
 	if err != nil {
 		return fmt.Errorf("setting up %s: %w", r.spec.Name, err)
@@ -330,6 +344,9 @@ func (r *runner) message(now, posted sim.Time, bytes int) {
 	r.res.Bytes += int64(bytes)
 	r.msgTimes = append(r.msgTimes, now-posted)
 	r.dones = append(r.dones, done{at: now, bytes: int64(bytes)})
+	if r.spec.OnMessage != nil {
+		r.spec.OnMessage(now, bytes)
+	}
 }
 
 // flowDone records one finished flow.

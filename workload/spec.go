@@ -75,8 +75,13 @@ type Spec struct {
 	// QueueDepth is the messages in flight per connection (default 16; 1
 	// for write_lat).
 	QueueDepth int
-	// Conns is the number of connections per host pair (default 1);
-	// messages of a flow are spread round-robin over them.
+	// Conns is the number of connections per host pair (default: the
+	// cluster's, see Cluster.ConnsPerPeer). A pair's messages are striped
+	// over them: the k-th of C connections carries messages k, k+C, ...
+	// (point-to-point), the k-th slice of every chunk (alltoall) or its own
+	// ring over the k-th slice of the vector (allreduce), as NCCL channels
+	// do. RoCEv2 queue pairs of a pair sit on consecutive planes, starting
+	// from one drawn at random per pair, so C = planes puts one on each.
 	Conns int
 	// Streams is the number of ordered streams per connection that
 	// messages are spread over (default 1; MetaRoCE only).
@@ -93,6 +98,10 @@ type Spec struct {
 	// Timeout bounds the run in virtual time (default 10s): a workload that
 	// has not finished by then fails, naming what is outstanding.
 	Timeout sim.Time
+	// OnMessage, if set, hears every completed application message (its
+	// completion time and payload bytes) as it completes: an in-process
+	// probe for goodput over time. It changes nothing in the run.
+	OnMessage func(now sim.Time, bytes int) `json:"-"`
 }
 
 // Errors a run can return.
@@ -103,9 +112,9 @@ var (
 	ErrDataDiff = errors.New("data check failed")
 )
 
-// withDefaults fills in defaults and checks the spec against a cluster of
-// hosts.
-func (s Spec) withDefaults(hosts []string) (Spec, error) {
+// withDefaults fills in defaults (connections per pair from cl, if not
+// nil) and checks the spec against a cluster of hosts.
+func (s Spec) withDefaults(cl *Cluster, hosts []string) (Spec, error) {
 	if s.Name == "" {
 		s.Name = WriteBW
 	}
@@ -134,6 +143,9 @@ func (s Spec) withDefaults(hosts []string) (Spec, error) {
 	}
 	if s.Conns == 0 {
 		s.Conns = 1
+		if cl != nil {
+			s.Conns = cl.ConnsPerPeer(s.Transport)
+		}
 	}
 	if s.Streams == 0 {
 		s.Streams = 1
@@ -159,6 +171,9 @@ func (s Spec) withDefaults(hosts []string) (Spec, error) {
 		return s, fmt.Errorf("%w: rocev2 has one stream per connection (got streams %d)", ErrBadSpec, s.Streams)
 	case s.Duration < 0:
 		return s, fmt.Errorf("%w: negative duration", ErrBadSpec)
+	}
+	if s.Duration == 0 && s.Iterations < s.Conns && s.Name != AllToAll && s.Name != AllReduce {
+		return s, fmt.Errorf("%w: %d iterations over %d connections per pair: every connection needs a message", ErrBadSpec, s.Iterations, s.Conns)
 	}
 	if s.Name == WriteLat && s.QueueDepth != 1 {
 		return s, fmt.Errorf("%w: write_lat is ping-pong, queue depth must be 1", ErrBadSpec)

@@ -194,8 +194,10 @@ func (e *streamEngine) setup(r *runner) error {
 	target := int64(s.Iterations)
 	if s.Duration > 0 {
 		target = -1
-	} else if int64(slots) > target {
-		slots = int(target)
+	} else if perConn := (target + int64(s.Conns) - 1) / int64(s.Conns); int64(slots) > perConn {
+		// No connection carries more than its share of the pair's
+		// messages: it needs no more slots than that.
+		slots = int(perConn)
 	}
 	stride := s.Size + guard
 	var total int64
@@ -208,8 +210,15 @@ func (e *streamEngine) setup(r *runner) error {
 	}
 	for _, p := range pairs {
 		for k := 0; k < s.Conns; k++ {
+			// The pair's messages are striped over its connections:
+			// connection k carries messages k, k+Conns, ...
+			t, n := target, slots
+			if t >= 0 {
+				t = (target - int64(k) + int64(s.Conns) - 1) / int64(s.Conns)
+				n = min(n, int(t))
+			}
 			f := &flow{e: e, id: len(e.flows), from: p[0], to: p[1], size: s.Size, stride: stride,
-				slots: slots, target: target}
+				slots: n, target: t}
 			if err := f.setup(r); err != nil {
 				return err
 			}

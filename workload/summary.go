@@ -13,8 +13,7 @@ type counters struct {
 	portTx   [][]uint64 // bytes, by NIC and port
 	retx     uint64
 	timeouts uint64
-	fabDrops map[string]uint64
-	fabMarks uint64
+	fabric   FabricSnapshot
 	pktsSent uint64
 	ceRecv   uint64
 }
@@ -36,7 +35,7 @@ func (r *runner) snapshot() counters {
 		c.timeouts += ts.Timeouts
 	}
 	if r.cl.Fabric != nil {
-		c.fabDrops, c.fabMarks = r.cl.Fabric.Counters()
+		c.fabric = r.cl.Fabric.Counters()
 	}
 	return c
 }
@@ -59,7 +58,8 @@ func (r *runner) summarise(res *Result) {
 	res.Timeouts = end.timeouts - b.timeouts
 	res.PacketsSent = end.pktsSent - b.pktsSent
 	res.CEReceived = end.ceRecv - b.ceRecv
-	res.ECNMarks = end.fabMarks - b.fabMarks
+	res.ECNMarks = end.fabric.Marks - b.fabric.Marks
+	res.PFCPauses = end.fabric.PFCPauses - b.fabric.PFCPauses
 	for i := range end.nic {
 		if d := end.nic[i].CQOverruns - b.nic[i].CQOverruns; d > 0 {
 			res.Errors += int(d)
@@ -69,8 +69,8 @@ func (r *runner) summarise(res *Result) {
 		}
 	}
 	res.Drops = map[string]uint64{}
-	for k, v := range end.fabDrops {
-		if d := v - b.fabDrops[k]; d > 0 {
+	for k, v := range end.fabric.Drops {
+		if d := v - b.fabric.Drops[k]; d > 0 {
 			res.Drops["fabric "+k] = d
 		}
 	}

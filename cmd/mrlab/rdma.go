@@ -108,10 +108,6 @@ func rdmaAction(c *cli.Context, lab *labs.Lab, name string) error {
 	if err != nil {
 		return err
 	}
-	opts := workload.NICOptions{PathMTU: c.Int("mtu")}
-	if c.IsSet("paths") {
-		opts.MetaRoCE.Paths = c.Int("paths")
-	}
 	kinds := []transport.Kind{transport.MetaRoCE, transport.RoCEv2}
 	if c.IsSet("transport") {
 		k, err := transport.ParseKind(c.String("transport"))
@@ -130,28 +126,27 @@ func rdmaAction(c *cli.Context, lab *labs.Lab, name string) error {
 	var hashes []*fabric.TraceHash // one per run, in the order of the runs
 	build := func() (*workload.Cluster, error) {
 		loop = sim.NewLoop()
-		pool := packet.NewPool()
-		net, err := lab.Build(loop, pool)
-		if err != nil {
-			return nil, err
-		}
-		var extra fabric.Observer
-		if c.Bool("trace-hash") {
-			h := fabric.NewTraceHash()
-			hashes = append(hashes, h)
-			extra = h
-		}
-		if obs, err = openSimObserver(c, loop, net, extra); err != nil {
-			return nil, err
-		}
-		if !c.Bool("no-faults") && len(lab.Faults) > 0 {
-			if err := lab.ScheduleFaults(loop, net, nil); err != nil {
-				return nil, err
-			}
-		}
-		o := opts
-		o.TraceFor = obs.Tracer
-		cl, err := workload.NewCluster(lab.Name, loop, pool, net, lab.Seed, o)
+		cl, _, err := workload.NewLabCluster(lab, loop, packet.NewPool(), workload.LabSetup{
+			Observe: func(net *fabric.Network) error {
+				var extra fabric.Observer
+				if c.Bool("trace-hash") {
+					h := fabric.NewTraceHash()
+					hashes = append(hashes, h)
+					extra = h
+				}
+				var err error
+				obs, err = openSimObserver(c, loop, net, extra)
+				return err
+			},
+			NoFaults: c.Bool("no-faults"),
+			NIC: func(o *workload.NICOptions) {
+				o.PathMTU = c.Int("mtu")
+				if c.IsSet("paths") {
+					o.MetaRoCE.Paths = c.Int("paths")
+				}
+				o.TraceFor = obs.Tracer
+			},
+		})
 		if err != nil {
 			return nil, err
 		}

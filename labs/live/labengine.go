@@ -175,13 +175,14 @@ func (e *labEngine) Start(loop *sim.Loop, pool *packet.Pool, deliver func(int, s
 	}
 	e.net = net
 	e.hub = prototrace.NewHub(net, e.hostName)
-	// The workload package builds the NICs (every transport, default
-	// options) exactly as sim runs do, so a live perf run is the sim
-	// workload on a paced loop. Every NIC traces into the hub, which
-	// costs one atomic load per decision while nobody reads /trace.
-	cl, err := workload.NewCluster(e.lab.Name, loop, pool, net, e.lab.Seed, workload.NICOptions{
-		TraceFor: func(host string) transport.Tracer { return e.hub.Host(host, e.peerOf(host)) },
-	})
+	// The workload package builds the NICs (every transport, with the
+	// lab's transports section) exactly as sim runs do, so a live perf
+	// run is the sim workload on a paced loop. Every NIC traces into the
+	// hub, which costs one atomic load per decision while nobody reads
+	// /trace.
+	opts := workload.ForLab(e.lab)
+	opts.TraceFor = func(host string) transport.Tracer { return e.hub.Host(host, e.peerOf(host)) }
+	cl, err := workload.NewCluster(e.lab.Name, loop, pool, net, e.lab.Seed, opts)
 	if err != nil {
 		return err
 	}

@@ -109,6 +109,12 @@ func newConn(p *Protocol, now sim.Time, cfg transport.Config, active bool) (*Con
 	if active && cfg.Rand != nil {
 		c.port = cfg.Rand.IntN(cfg.Ports)
 	}
+	if active && cfg.PinPort {
+		if cfg.Port < 0 || cfg.Port >= cfg.Ports {
+			return nil, fmt.Errorf("%w: Config.Port %d but the NIC has %d ports", ErrBadConfig, cfg.Port, cfg.Ports)
+		}
+		c.port = cfg.Port
+	}
 	if o.PinPort {
 		if o.Port >= cfg.Ports {
 			return nil, fmt.Errorf("%w: Options.Port %d but the NIC has %d ports", ErrBadConfig, o.Port, cfg.Ports)
