@@ -29,6 +29,10 @@ type NICOptions struct {
 	// TraceFor, if set, gives each host's NIC its own tracer (so a trace
 	// line can say which host decided); it overrides Trace.
 	TraceFor func(host string) transport.Tracer
+	// SecureKeys draws every NIC's memory keys, connection ids and region
+	// addresses from crypto/rand (softnic.CryptoSource), as live labs do;
+	// otherwise they follow from the seed, as sim runs' traces need.
+	SecureKeys bool
 }
 
 // NewCluster builds a NIC for every host of net, named and addressed as
@@ -47,10 +51,14 @@ func NewCluster(name string, loop *sim.Loop, pool *packet.Pool, net *fabric.Netw
 		if opts.TraceFor != nil {
 			trace = opts.TraceFor(h.Name)
 		}
-		nic, err := softnic.New(softnic.Config{
+		cfg := softnic.Config{
 			Name: h.Name, Addr: h.Addr, Ports: h.Ports, PathMTU: opts.PathMTU,
 			Sched: loop, Pool: pool, Seed: seed, Protocols: protos(), Trace: trace,
-		})
+		}
+		if opts.SecureKeys {
+			cfg.KeySource = softnic.CryptoSource()
+		}
+		nic, err := softnic.New(cfg)
 		if err != nil {
 			return nil, fmt.Errorf("building cluster %q: %w", name, err)
 		}
