@@ -636,7 +636,7 @@ func loadTestLab(t *testing.T, builtin string) *labs.Lab {
 
 // otherLeafHost returns the first host on another leaf than h (another
 // /24: the builders give each leaf its own).
-func otherLeafHost(t *testing.T, st State, h StateHost) StateHost {
+func otherLeafHost(t testing.TB, st State, h StateHost) StateHost {
 	t.Helper()
 	a := mustAddr(t, h.Addr).As4()
 	for _, o := range st.Hosts {
@@ -648,7 +648,7 @@ func otherLeafHost(t *testing.T, st State, h StateHost) StateHost {
 	return StateHost{}
 }
 
-func mustAddr(t *testing.T, s string) netip.Addr {
+func mustAddr(t testing.TB, s string) netip.Addr {
 	t.Helper()
 	a, err := netip.ParseAddr(s)
 	if err != nil {
