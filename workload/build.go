@@ -33,6 +33,10 @@ type NICOptions struct {
 	// addresses from crypto/rand (softnic.CryptoSource), as live labs do;
 	// otherwise they follow from the seed, as sim runs' traces need.
 	SecureKeys bool
+	// HostQueue, if set, sizes each NIC's per-port queue of host (kernel)
+	// packets from the port's rate in bits per second; otherwise softnic's
+	// default.
+	HostQueue func(rate float64) int
 }
 
 // NewCluster builds a NIC for every host of net, named and addressed as
@@ -57,6 +61,15 @@ func NewCluster(name string, loop *sim.Loop, pool *packet.Pool, net *fabric.Netw
 		}
 		if opts.SecureKeys {
 			cfg.KeySource = softnic.CryptoSource()
+		}
+		if opts.HostQueue != nil {
+			var rate float64
+			for _, k := range net.Topology().Links {
+				if k.A.Node == h.Name || k.B.Node == h.Name {
+					rate = max(rate, k.Params.Rate)
+				}
+			}
+			cfg.HostQueue = opts.HostQueue(rate)
 		}
 		nic, err := softnic.New(cfg)
 		if err != nil {

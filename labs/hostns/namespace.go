@@ -35,9 +35,10 @@ var ErrExists = errors.New("network namespace exists")
 // for the namespace and a netlink handle bound to it; Close releases both
 // (the namespace itself lives on until Delete).
 type Namespace struct {
-	name string
-	h    netns.NsHandle
-	nl   *netlink.Handle
+	name    string
+	h       netns.NsHandle
+	nl      *netlink.Handle
+	statsMu sync.Mutex // serialises Counters, which may run on any goroutine
 }
 
 // Name returns the namespace's name (its file under NetnsDir).

@@ -254,7 +254,7 @@ func TestLiveLab(t *testing.T) {
 		}
 		r := res.r
 		t.Logf("MetaRoCE write_bw h0 -> %s through faults: %d bytes in %v = %.3f Gbit/s, counters %v", h4.Name, r.Bytes, r.Elapsed, r.Goodput/1e9, r.Counters)
-		if r.Errors != 0 || r.Status != "ok" || !r.Verified || r.Bytes == 0 {
+		if r.Errors != 0 || !statusOK(r) || !r.Verified || r.Bytes == 0 {
 			t.Errorf("MetaRoCE run through faults: status %q, %d errors, verified %v, %d bytes", r.Status, r.Errors, r.Verified, r.Bytes)
 		}
 	})
@@ -445,7 +445,7 @@ func checkObservability(t *testing.T, l *Lab, src, dst string) {
 	}
 	r := res.r
 	t.Logf("MetaRoCE write_bw %s -> %s with 2%% loss on %s: %.3f Gbit/s, counters %v", src, dst, uplink, r.Goodput/1e9, r.Counters)
-	if r.Status != "ok" || !r.Verified || r.Counters["retransmits"] == 0 {
+	if !statusOK(r) || !r.Verified || r.Counters["retransmits"] == 0 {
 		t.Errorf("lossy run: status %q, verified %v, counters %v (want ok, verified, retransmits)", r.Status, r.Verified, r.Counters)
 	}
 
@@ -499,6 +499,13 @@ func checkObservability(t *testing.T, l *Lab, src, dst string) {
 		t.Errorf("trace of a lossy run: %d loss reactions, %d drops in %d lines; first lines:\n%s",
 			reactions, drops, len(lines), strings.Join(lines[:min(20, len(lines))], "\n"))
 	}
+}
+
+// statusOK reports whether a perf run completed without error: "ok", or
+// (on a machine too busy for the lab to keep real time, which these tests
+// of function do not judge) the lagging verdict and nothing else.
+func statusOK(r PerfResult) bool {
+	return r.Status == "ok" || (r.Timing.Lagging() && r.Status == r.Timing.Verdict())
 }
 
 // scrape GETs the Prometheus endpoint and checks its content type.

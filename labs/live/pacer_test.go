@@ -131,35 +131,43 @@ func TestKernelPathAllocs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := p.NewOutput(4, packet.MaxSize)
-	in := p.NewInput(4, packet.MaxSize, func(_ sim.Time, b *packet.Buffer) {
+	out := p.NewOutput(64, packet.MaxSize)
+	in := p.NewInput(8, 0, packet.MaxSize, func(_ sim.Time, b *packet.Buffer) {
 		out.Send(b.Data())
 		b.Free()
 	})
 	pkt := ipPacket(netip.MustParseAddr("198.18.0.1"), netip.MustParseAddr("198.18.0.2"), 1400)
 	allocs := testing.AllocsPerRun(1000, func() {
-		slot := <-in.free
-		n := copy(in.slots[slot], pkt)
-		p.inject(inbound{in: in, slot: slot, n: int32(n)})
-		out.free <- <-out.queue
+		b := <-in.free
+		for i := range b.bufs {
+			b.sizes[i] = copy(b.bufs[i], pkt)
+		}
+		b.n = len(b.bufs)
+		p.inject(b)
+		for range b.bufs {
+			out.free <- <-out.queue
+		}
 	})
 	if allocs != 0 {
 		t.Errorf("kernel path: %v allocs per packet, want 0", allocs)
 	}
 }
 
-// countDevice is a Device whose writes only count; reads block until Close.
+// countDevice is a Device whose writes only count; reads call read.
 type countDevice struct {
 	n    atomic.Int64
 	done chan struct{}
+	read func(bufs [][]byte, sizes []int, offset int) (int, error)
 }
 
-func (d *countDevice) Read([][]byte, []int, int) (int, error) { <-d.done; return 0, os.ErrClosed }
+func (d *countDevice) Read(bufs [][]byte, sizes []int, offset int) (int, error) {
+	return d.read(bufs, sizes, offset)
+}
 func (d *countDevice) Write(b [][]byte, _ int) (int, error) {
 	d.n.Add(int64(len(b)))
 	return len(b), nil
 }
-func (d *countDevice) BatchSize() int { return 1 }
+func (d *countDevice) BatchSize() int { return 32 }
 func (d *countDevice) MTU() int       { return 1500 }
 func (d *countDevice) Close() error   { return nil }
 
@@ -196,7 +204,7 @@ func BenchmarkKernelHandoff(b *testing.B) {
 		dev := &countDevice{done: make(chan struct{})}
 		out := p.NewOutput(1024, 1500)
 		go out.WriteTo(dev)
-		in := p.NewInput(64, 1500, func(_ sim.Time, pk *packet.Buffer) {
+		in := p.NewInput(dev.BatchSize(), 0, 1500, func(_ sim.Time, pk *packet.Buffer) {
 			for !out.Send(pk.Data()) {
 				runtime.Gosched() // the benchmark wants every packet through
 			}
@@ -207,14 +215,19 @@ func BenchmarkKernelHandoff(b *testing.B) {
 		b.ReportAllocs()
 		b.SetBytes(int64(len(pkt)))
 		b.ResetTimer()
-		go in.ReadFrom(func(buf []byte) (int, error) {
+		dev.read = func(bufs [][]byte, sizes []int, offset int) (int, error) {
 			if left == 0 {
 				<-dev.done
 				return 0, os.ErrClosed
 			}
-			left--
-			return copy(buf, pkt), nil
-		})
+			k := min(left, len(bufs))
+			for i := range k {
+				sizes[i] = copy(bufs[i][offset:], pkt)
+			}
+			left -= k
+			return k, nil
+		}
+		go in.ReadFrom(dev)
 		for dev.n.Load() < int64(b.N) {
 			runtime.Gosched()
 		}

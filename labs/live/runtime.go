@@ -190,7 +190,7 @@ func Up(ctx context.Context, name string, eng Engine, opts Options) (_ *Lab, err
 	}
 	for i, h := range l.hosts {
 		i := i
-		h.in = l.pacer.NewInput(64, packet.MaxSize, func(now sim.Time, b *packet.Buffer) {
+		h.in = l.pacer.NewInput(max(h.dev.BatchSize(), 1), 0, opts.MTU, func(now sim.Time, b *packet.Buffer) {
 			l.hosts[i].fromKernel++
 			eng.FromKernel(i, now, b)
 		})
@@ -204,7 +204,7 @@ func Up(ctx context.Context, name string, eng Engine, opts Options) (_ *Lab, err
 	runCtx, cancel := context.WithCancel(ctx)
 	l.cancel = cancel
 	for _, h := range l.hosts {
-		go h.in.ReadFrom(readDevice(h.dev))
+		go h.in.ReadFrom(h.dev)
 		go h.out.WriteTo(h.dev)
 	}
 	go l.run(runCtx)
@@ -241,10 +241,11 @@ func (l *Lab) createHosts(specs []HostSpec) ([]Device, error) {
 		if err != nil {
 			return nil, err
 		}
-		devs = append(devs, TUNDevice{tun})
+		devs = append(devs, tun)
 		// Close on failure from here on: teardown closes l.hosts' devices,
 		// which are not set yet.
-		cfg := hostns.IfConfig{Addr: netip.PrefixFrom(specs[i].Addr, 32), Routes: l.opts.Routes, MTU: l.opts.MTU}
+		cfg := hostns.IfConfig{Addr: netip.PrefixFrom(specs[i].Addr, 32), Routes: l.opts.Routes, MTU: l.opts.MTU,
+			TxQueueLen: kernelQueueLen(specs[i].Rate, l.opts.MTU)}
 		if err := ns.Configure(tun, cfg); err != nil {
 			for _, d := range devs {
 				d.Close()
@@ -253,6 +254,21 @@ func (l *Lab) createHosts(specs []HostSpec) ([]Device, error) {
 		}
 	}
 	return devs, nil
+}
+
+// kernelQueueSpan is how long a host's kernel can send at its NIC's full
+// rate while the lab does not read its mr0, before the kernel drops
+// (mr0's tx_dropped): the lab's reader is one goroutine on a shared
+// machine, and a few milliseconds without the CPU must not look like
+// loss to the host's TCP. It is not part of the emulated NIC, whose own
+// host queue (softnic) is where a host's excess traffic is dropped.
+const kernelQueueSpan = 20 * time.Millisecond
+
+// kernelQueueLen is mr0's txqueuelen for a NIC of rate bits/s: what the
+// kernel sends in kernelQueueSpan in MTU-sized packets, at least Linux's
+// default of 1000.
+func kernelQueueLen(rate float64, mtu int) int {
+	return max(1000, int(rate*kernelQueueSpan.Seconds()/float64(8*mtu)))
 }
 
 // deliver hands a packet from the engine to a host's kernel. It runs on the
@@ -376,6 +392,11 @@ type HostStatus struct {
 	// ToKernelDrops counts packets for the kernel dropped because the TUN
 	// writer fell behind (or the kernel refused them).
 	ToKernelDrops uint64 `json:"to_kernel_drops"`
+	// Kernel is the host kernel's own counters of its mr0 (nil for a lab
+	// on test devices). Its tx is towards the lab: TxDropped counts
+	// packets the kernel dropped because the lab did not read them fast
+	// enough.
+	Kernel *hostns.IfCounters `json:"kernel,omitempty"`
 }
 
 // Status collects a status report through the loop goroutine.
@@ -391,7 +412,18 @@ func (l *Lab) Status(ctx context.Context) (Status, error) {
 				FromKernel: h.fromKernel, ToKernel: h.toKernel, ToKernelDrops: h.out.Drops()})
 		}
 	})
-	return s, err
+	if err != nil {
+		return s, err
+	}
+	// The kernel's counters come from netlink, off the loop.
+	for i, ns := range l.nss {
+		if i < len(s.Hosts) {
+			if c, err := ns.Counters(IfaceName); err == nil {
+				s.Hosts[i].Kernel = &c
+			}
+		}
+	}
+	return s, nil
 }
 
 // Fault applies a fault through the loop goroutine.
@@ -403,12 +435,29 @@ func (l *Lab) Fault(ctx context.Context, f FaultRequest) error {
 	return ferr
 }
 
-// Perf runs a workload on the lab's NICs and waits for its result.
+// Perf runs a workload on the lab's NICs and waits for its result, with
+// the run's Timing: a run during which the lab fell behind the wall clock
+// by more than MaxLagFraction of it gets a Status saying so instead of
+// "ok". If ctx ends first (the client went away), the run is cancelled at
+// once, so the lab's NICs are free for the next one.
 func (l *Lab) Perf(ctx context.Context, req PerfRequest) (PerfResult, error) {
 	res := make(chan PerfResult, 1)
-	var perr error
+	var (
+		perr   error
+		cancel func(error)
+	)
 	if err := l.pacer.Do(ctx, func(now sim.Time) {
-		perr = l.eng.Perf(now, req, func(r PerfResult) { res <- r })
+		w := l.pacer.watch()
+		cancel, perr = l.eng.Perf(now, req, func(r PerfResult) {
+			r.Timing = w.stop()
+			if r.Status == "ok" && r.Timing.Lagging() {
+				r.Status = r.Timing.Verdict()
+			}
+			res <- r
+		})
+		if perr != nil {
+			w.stop()
+		}
 	}); err != nil {
 		return PerfResult{}, err
 	}
@@ -421,6 +470,9 @@ func (l *Lab) Perf(ctx context.Context, req PerfRequest) (PerfResult, error) {
 	case <-l.pacer.Done():
 		return PerfResult{}, ErrStopped
 	case <-ctx.Done():
+		why := context.Cause(ctx)
+		// The loop may be busy; do not wait for it.
+		go l.pacer.Post(func(sim.Time) { cancel(fmt.Errorf("its client went away: %w", why)) })
 		return PerfResult{}, ctx.Err()
 	}
 }
