@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/mrlab/mrlab/internal/testenv"
 )
 
 // TestAlongsideIproute2 checks that namespaces made here and by `ip netns
@@ -19,11 +21,8 @@ import (
 // fresh tmpfs on /run; the namespaces it creates die with that mount
 // namespace.
 func TestAlongsideIproute2(t *testing.T) {
-	requireRoot(t)
-	ip, err := exec.LookPath("ip")
-	if err != nil {
-		t.Skip("needs ip (iproute2; scripts/test installs it)")
-	}
+	testenv.RequireNamespaces(t)
+	ip := testenv.RequireCommand(t, "ip")
 	if os.Getenv("MRLAB_HOSTNS_PRIVATE_RUN") != "1" {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestAlongsideIproute2$", "-test.v", "-test.count=1")
 		cmd.Env = append(os.Environ(), "MRLAB_HOSTNS_PRIVATE_RUN=1")

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mrlab/mrlab/internal/testenv"
 	"github.com/mrlab/mrlab/labs"
 	"github.com/mrlab/mrlab/labs/hostns"
 )
@@ -32,14 +33,12 @@ import (
 // about what mrlab adds, not about TCP under random loss), capped at
 // 1 Gbit/s, and b2b capped at 10 Gbit/s.
 func BenchmarkKernelPath(b *testing.B) {
-	requireRoot(b)
-	if _, err := exec.LookPath("iperf3"); err != nil {
-		b.Skip("needs iperf3 (scripts/test installs it)")
-	}
+	testenv.RequireNamespaces(b)
+	testenv.RequireCommand(b, "iperf3")
 	b.Run("tcp-spines-1g", func(b *testing.B) {
 		p := pairUp(b, lossFreeDefault(b), 1e9, true)
 		paired(b, p, func(c, s *hostns.Namespace, a netip.Addr) (float64, error) {
-			r, err := iperf3Run(c, s, a, "-t", "3")
+			r, err := iperf3Run(b, c, s, a, "-t", "3")
 			return r.BitsPerSecond, err
 		}, func(veth, lab []float64) {
 			b.ReportMetric(median(lab)/1e6, "lab-Mbit/s")
@@ -50,7 +49,7 @@ func BenchmarkKernelPath(b *testing.B) {
 	b.Run("tcp-b2b-10g", func(b *testing.B) {
 		p := pairUp(b, mustBuiltin(b, "b2b"), 10e9, false)
 		paired(b, p, func(c, s *hostns.Namespace, a netip.Addr) (float64, error) {
-			r, err := iperf3Run(c, s, a, "-t", "3")
+			r, err := iperf3Run(b, c, s, a, "-t", "3")
 			return r.BitsPerSecond, err
 		}, func(veth, lab []float64) {
 			b.ReportMetric(median(lab)/1e6, "lab-Mbit/s")
@@ -62,7 +61,7 @@ func BenchmarkKernelPath(b *testing.B) {
 		p := pairUp(b, lossFreeDefault(b), 1e9, true)
 		rate := fmt.Sprintf("%.0f", 0.8*p.cap)
 		paired(b, p, func(c, s *hostns.Namespace, a netip.Addr) (float64, error) {
-			r, err := iperf3Run(c, s, a, "-u", "-b", rate, "-l", "1400", "-t", "3")
+			r, err := iperf3Run(b, c, s, a, "-u", "-b", rate, "-l", "1400", "-t", "3")
 			return r.LostPercent, err
 		}, func(veth, lab []float64) {
 			b.ReportMetric(median(lab), "lab-loss-%")
@@ -184,12 +183,11 @@ type iperf3Result struct {
 	Retransmits   int     // TCP
 }
 
-// iperf3Run runs one iperf3 client against a one-off server.
-func iperf3Run(client, server *hostns.Namespace, addr netip.Addr, args ...string) (iperf3Result, error) {
-	path, err := exec.LookPath("iperf3")
-	if err != nil {
-		return iperf3Result{}, errNoIperf
-	}
+// iperf3Run runs one iperf3 client against a one-off server. The test
+// ends (see testenv.RequireCommand) when iperf3 is not installed.
+func iperf3Run(t testing.TB, client, server *hostns.Namespace, addr netip.Addr, args ...string) (iperf3Result, error) {
+	t.Helper()
+	path := testenv.RequireCommand(t, "iperf3")
 	srv := exec.Command(path, "-s", "-1", "-B", addr.String(), "-p", "5301")
 	srv.Stdout, srv.Stderr = io.Discard, io.Discard
 	if err := server.Start(srv); err != nil {
@@ -312,4 +310,11 @@ func spread(x []float64) string {
 		return "none"
 	}
 	return fmt.Sprintf("median %.4g (min %.4g, max %.4g, n=%d)", median(x), slices.Min(x), slices.Max(x), len(x))
+}
+
+func tailString(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
 }
