@@ -399,6 +399,46 @@ func TestLiveCLI(t *testing.T) {
 		!strings.Contains(out, "fabric: drop (impairment) at h0-p0") {
 		t.Errorf("trace of a lossy run lacks loss reactions or drops:\n%.2000s", out)
 	}
+	t.Run("ctrl-c frees the lab", func(t *testing.T) {
+		// Ctrl-C on a long perf run ends it in the lab: the next perf is
+		// accepted within a second.
+		long := exec.Command(bin, "perf", "--from", "h0", "--to", "h2", "--duration", "60s")
+		long.Env = append(os.Environ(), "MRLAB_RUN_DIR="+dir)
+		var lout strings.Builder
+		long.Stdout, long.Stderr = &lout, &lout
+		if err := long.Start(); err != nil {
+			t.Fatal(err)
+		}
+		// Until the lab has the run (a second perf is refused as busy).
+		for i := 0; ; i++ {
+			code, out := sh("perf", "--from", "h1", "--to", "h3", "--count", "1", "--allow-lag")
+			if code != 0 && strings.Contains(out, "already in progress") {
+				break
+			}
+			if i == 100 {
+				long.Process.Kill()
+				long.Wait()
+				t.Fatalf("the long run never started: %s\n%s", out, lout.String())
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		long.Process.Signal(os.Interrupt)
+		long.Wait()
+		freed := time.Now()
+		var out string
+		for {
+			var code int
+			code, out = sh("perf", "--from", "h1", "--to", "h3", "--count", "1", "--allow-lag")
+			if code == 0 {
+				t.Logf("next perf accepted %v after Ctrl-C", time.Since(freed))
+				break
+			}
+			if time.Since(freed) > time.Second {
+				t.Fatalf("no perf accepted within a second of Ctrl-C on the last one:\n%s\n(interrupted run: %s)", out, lout.String())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	})
 	resp, err := http.Get(st.Metrics)
 	if err != nil {
 		t.Fatal(err)
@@ -416,6 +456,36 @@ func TestLiveCLI(t *testing.T) {
 			t.Errorf("namespace of %s left after down", h)
 		}
 	}
+	t.Run("lagging lab", func(t *testing.T) {
+		// b2b at its file's 100 Gbit/s (--max-rate 0) cannot keep real
+		// time: perf says so on its first line and exits non-zero, and
+		// --allow-lag accepts the figures, still saying so.
+		src, err := labs.Source("b2b")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lname := fmt.Sprintf("lag%d", os.Getpid()%100000)
+		lfile := filepath.Join(t.TempDir(), "b2b.yaml")
+		if err := os.WriteFile(lfile, []byte(strings.Replace(string(src), "name: b2b", "name: "+lname, 1)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if code, out := sh("up", "--max-rate", "0", lfile); code != 0 {
+			t.Fatalf("up --max-rate 0: %d\n%s", code, out)
+		}
+		defer sh("down", lname)
+		code, out := sh("perf", "--lab", lname, "--from", "h0", "--to", "h1", "--duration", "300ms")
+		first, _, _ := strings.Cut(out, "\n")
+		if code == 0 || !strings.HasPrefix(first, "LAGGING: the lab fell up to ") {
+			t.Errorf("perf on a lagging lab: code %d, first line %q\n%s", code, first, out)
+		}
+		code, out = sh("perf", "--lab", lname, "--from", "h0", "--to", "h1", "--duration", "200ms", "--allow-lag")
+		if code != 0 || !strings.HasPrefix(out, "LAGGING") || !strings.Contains(squash(out), "verified: true") {
+			t.Errorf("perf --allow-lag on a lagging lab: code %d\n%s", code, out)
+		}
+		if code, out := sh("down", lname); code != 0 {
+			t.Errorf("down %s: %d\n%s", lname, code, out)
+		}
+	})
 	after, err := hostns.TakeSnapshot(nil)
 	if err != nil {
 		t.Fatal(err)

@@ -92,6 +92,8 @@ func TestLiveLab(t *testing.T) {
 	if len(st.Namespaces) != len(st.Hosts) || len(st.Hosts) < 4 {
 		t.Fatalf("%d namespaces for %d hosts: %v", len(st.Namespaces), len(st.Hosts), st.Namespaces)
 	}
+	// Another tool's namespace comes and goes while the lab is up.
+	delIPNetns := ipNetnsBetween(t)
 	h0, ns0 := hostAddr(t, l, "h0")
 	h4, ns4 := hostAddr(t, l, otherLeafHost(t, st, h0).Name)
 	dst := mustAddr(t, h4.Addr)
@@ -259,6 +261,57 @@ func TestLiveLab(t *testing.T) {
 		}
 	})
 
+	t.Run("strays-during-perf", func(t *testing.T) {
+		// While h0 writes to h4, h1 sends h4 a MetaRoCE connection
+		// request from a UDP socket and a packet posing as h0 from a raw
+		// socket. The request is refused and counted, the forgery
+		// dropped at h1's NIC and counted, and the run completes with its
+		// data verified.
+		ctx := context.Background()
+		h1, ns1 := hostAddr(t, l, "h1")
+		before, err := l.Status(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		type out struct {
+			r   PerfResult
+			err error
+		}
+		ch := make(chan out, 1)
+		go func() {
+			r, err := l.Perf(ctx, PerfRequest{From: "h0", To: h4.Name, Op: "write", Transport: "metaroce", Size: 64 << 10, Duration: 1500 * time.Millisecond, Verify: true})
+			ch <- out{r, err}
+		}()
+		time.Sleep(500 * time.Millisecond)
+		if err := sendUnsolicitedSyn(ns1, dst); err != nil {
+			t.Fatal(err)
+		}
+		if err := sendSpoofed(ns1, mustAddr(t, h0.Addr), dst); err != nil {
+			t.Fatal(err)
+		}
+		res := <-ch
+		if res.err != nil {
+			t.Fatal(res.err)
+		}
+		r := res.r
+		after, err := l.Status(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		delta := func(host, k string) uint64 { return after.Engine.NICs[host][k] - before.Engine.NICs[host][k] }
+		t.Logf("run: %s, verified %v, counters %v; %s spoofed drops +%d, %s refused +%d", r.Status, r.Verified, r.Counters,
+			h1.Name, delta(h1.Name, "drops_spoofed"), h4.Name, delta(h4.Name, "refused"))
+		if !statusOK(r) || !r.Verified || r.Errors != 0 {
+			t.Errorf("run with strays: status %q, verified %v, %d errors", r.Status, r.Verified, r.Errors)
+		}
+		if r.Counters["refused_connections"] == 0 || delta(h4.Name, "refused") == 0 {
+			t.Errorf("unsolicited request not refused: run counted %d, %s's NIC %d", r.Counters["refused_connections"], h4.Name, delta(h4.Name, "refused"))
+		}
+		if delta(h1.Name, "drops_spoofed") == 0 {
+			t.Errorf("spoofed packet not dropped at %s's NIC: %v", h1.Name, after.Engine.NICs[h1.Name])
+		}
+	})
+
 	t.Run("observability", func(t *testing.T) {
 		// A lossy MetaRoCE run watched three ways: the protocol trace
 		// streams its loss reactions and the fabric's drops, /telemetry
@@ -321,6 +374,7 @@ func TestLiveLab(t *testing.T) {
 	}
 	t.Logf("lag: %+v", s.Lag)
 
+	delIPNetns()
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
