@@ -441,10 +441,16 @@ func newExecCommand() *cli.Command {
 func newFaultCommand() *cli.Command {
 	send := func(target string, actions ...string) cli.ActionFunc {
 		return func(c *cli.Context) error {
-			if c.NArg() < 2 {
+			// Flags are parsed here, not by urfave/cli, so that a
+			// negative plane number is an argument, not a flag.
+			args, err := cmdArgs(c)
+			if err != nil {
+				return err
+			}
+			if len(args) < 2 {
 				return usagef("fault %s: want NAME %s", target, strings.Join(actions, "|"))
 			}
-			f := live.FaultRequest{Target: target, Name: c.Args().Get(0), Action: c.Args().Get(1)}
+			f := live.FaultRequest{Target: target, Name: args[0], Action: args[1]}
 			ok := false
 			for _, a := range actions {
 				ok = ok || a == f.Action
@@ -452,9 +458,9 @@ func newFaultCommand() *cli.Command {
 			if !ok {
 				return usagef("fault %s %s: unknown action %q (want %s)", target, f.Name, f.Action, strings.Join(actions, ", "))
 			}
-			rest := c.Args().Slice()[2:]
+			rest := args[2:]
 			if f.Action == "impair" {
-				if len(rest) == 0 {
+				if strings.TrimSpace(strings.Join(rest, "")) == "" {
 					return usagef("fault link %s impair: want netem parameters, e.g. loss 1%% delay 100us (or \"none\")", f.Name)
 				}
 				f.Impair = rest
@@ -462,8 +468,8 @@ func newFaultCommand() *cli.Command {
 				return usagef("fault %s %s %s: unexpected %q", target, f.Name, f.Action, strings.Join(rest, " "))
 			}
 			if target == "plane" {
-				if _, err := strconv.Atoi(f.Name); err != nil {
-					return usagef("fault plane %q: want a plane number", f.Name)
+				if n, err := strconv.Atoi(f.Name); err != nil || n < 0 {
+					return usagef("fault plane %q: want a plane number (0, 1, ...)", f.Name)
 				}
 			}
 			cl, name, err := client(c)
@@ -483,11 +489,11 @@ func newFaultCommand() *cli.Command {
 		Usage: "fail, restore or impair links, switches and planes of a live lab",
 		Subcommands: []*cli.Command{
 			{Name: "link", Usage: "take a link down or up, or impair it (netem spelling)", ArgsUsage: "NAME down|up|impair NETEM...",
-				Flags: flags, Action: send("link", "down", "up", "impair")},
+				Flags: flags, Action: send("link", "down", "up", "impair"), SkipFlagParsing: true},
 			{Name: "switch", Usage: "take a switch (all its links) down or up", ArgsUsage: "NAME down|up",
-				Flags: flags, Action: send("switch", "down", "up")},
+				Flags: flags, Action: send("switch", "down", "up"), SkipFlagParsing: true},
 			{Name: "plane", Usage: "take a whole plane down or up", ArgsUsage: "N down|up",
-				Flags: flags, Action: send("plane", "down", "up")},
+				Flags: flags, Action: send("plane", "down", "up"), SkipFlagParsing: true},
 		},
 	}
 }

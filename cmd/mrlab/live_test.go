@@ -137,6 +137,11 @@ func TestClientCommandsAgainstARunningLab(t *testing.T) {
 		{[]string{"fault", "plane", "1", "down"}, 0, "plane 1 down"},
 		{[]string{"fault", "plane", "5", "down"}, 1, "plane"},
 		{[]string{"fault", "plane", "x", "down"}, 2, "plane number"},
+		{[]string{"fault", "plane", "-1", "down"}, 2, `fault plane "-1": want a plane number`},
+		{[]string{"fault", "link", "h0-p0", "impair", ""}, 2, "want netem parameters"},
+		{[]string{"fault", "link", "h0-p0", "impair"}, 2, "want netem parameters"},
+		{[]string{"fault", "plane", "1", "up"}, 0, "plane 1 up"},
+		{[]string{"fault", "plane", "1", "down", "--lab", name}, 0, "plane 1 down"},
 		{[]string{"fault", "plane", "1", "up"}, 0, "plane 1 up"},
 	} {
 		args := append(append([]string{tc.args[0], tc.args[1]}, rd...), tc.args[2:]...)
@@ -439,6 +444,36 @@ func TestLiveCLI(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 		}
 	})
+	t.Run("scripts", func(t *testing.T) {
+		// The fault scripts users copy, on this lab, briefly.
+		script := func(name string, env ...string) (int, string) {
+			cmd := exec.Command("bash", filepath.Join("..", "..", "scripts", name))
+			cmd.Env = append(append(os.Environ(), "MRLAB_RUN_DIR="+dir, "MRLAB="+bin, "ALLOW_LAG=1", "FROM=h0", "TO=h2"), env...)
+			out, err := cmd.CombinedOutput()
+			if ee, ok := err.(*exec.ExitError); ok {
+				return ee.ExitCode(), string(out)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			return 0, string(out)
+		}
+		// Every plane's host link by default: a single-path transport is
+		// lossy on whichever plane its connection uses.
+		code, out := script("loss-ramp.sh", "LOSSES=0% 1%", "DURATION=300ms")
+		if code != 0 || !strings.Contains(out, "# lossy links: h0-p0 h0-p1") || !regexp.MustCompile(`(?m)^1%\s+[0-9.]+`).MatchString(out) {
+			t.Errorf("loss-ramp.sh: code %d\n%s", code, out)
+		}
+		code, out = script("flap-spine.sh", "DURATION=1s", "PERIOD=0.1", "LINK=p0-leaf0-spine0")
+		if code != 0 || !regexp.MustCompile(`every [0-9.]+s on average \(asked 0.1s\)`).MatchString(out) {
+			t.Errorf("flap-spine.sh: code %d\n%s", code, out)
+		}
+		code, out = script("plane-drill.sh", "DURATION=1500ms", "BEFORE=0.3", "HOLD=0.5", "PLANE=1")
+		before, after, _ := strings.Cut(out, "status after the drill")
+		if code != 0 || !strings.Contains(before, "status before the drill") || strings.Count(before, "uptime:") != 1 || strings.Count(after, "uptime:") != 1 {
+			t.Errorf("plane-drill.sh: code %d, want a status before and one after\n%s", code, out)
+		}
+	})
 	resp, err := http.Get(st.Metrics)
 	if err != nil {
 		t.Fatal(err)
@@ -481,6 +516,12 @@ func TestLiveCLI(t *testing.T) {
 		code, out = sh("perf", "--lab", lname, "--from", "h0", "--to", "h1", "--duration", "200ms", "--allow-lag")
 		if code != 0 || !strings.HasPrefix(out, "LAGGING") || !strings.Contains(squash(out), "verified: true") {
 			t.Errorf("perf --allow-lag on a lagging lab: code %d\n%s", code, out)
+		}
+		// loss-ramp's default on a back-to-back lab: its one link.
+		ramp := exec.Command("bash", filepath.Join("..", "..", "scripts", "loss-ramp.sh"))
+		ramp.Env = append(os.Environ(), "MRLAB_RUN_DIR="+dir, "MRLAB="+bin, "ALLOW_LAG=1", "LAB="+lname, "LOSSES=0%", "DURATION=100ms", "TRANSPORT=rocev2")
+		if out, err := ramp.CombinedOutput(); err != nil || !strings.Contains(string(out), "# lossy links: p0-h0-h1") {
+			t.Errorf("loss-ramp.sh on b2b: %v\n%s", err, out)
 		}
 		if code, out := sh("down", lname); code != 0 {
 			t.Errorf("down %s: %d\n%s", lname, code, out)

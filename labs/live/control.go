@@ -353,11 +353,16 @@ func waitGone(ctx context.Context, dir, lab string, st *State, ops Ops, limit ti
 }
 
 // HostNamespace returns the namespace of host in a running lab. It fails
-// for an unknown host, listing the lab's hosts.
+// for an unknown host, listing the lab's hosts, and for a lab whose process
+// is gone: its namespaces may still exist, but nothing moves packets for
+// them.
 func HostNamespace(dir, lab, host string) (string, error) {
 	st, err := ReadState(dir, lab)
 	if err != nil {
 		return "", err
+	}
+	if !(SystemOps{}).ProcessAlive(st.PID, st.StartTicks) {
+		return "", fmt.Errorf("lab %s: %w: its process %d is gone (`mrlab down %s` removes what it left)", lab, ErrNotRunning, st.PID, lab)
 	}
 	h, ok := st.Host(host)
 	if !ok {

@@ -261,8 +261,11 @@ func (e *labEngine) Fault(now sim.Time, f FaultRequest) error {
 	case "link":
 		if f.Action == "impair" {
 			spec := strings.TrimSpace(strings.Join(f.Impair, " "))
+			if spec == "" {
+				return fmt.Errorf("fault link %s impair: no netem parameters (e.g. loss 1%% delay 100us; \"none\" clears the link's impairment)", f.Name)
+			}
 			var imp fabric.Impairment
-			if spec != "none" && spec != "" {
+			if spec != "none" {
 				var err error
 				if imp, err = fabric.ParseImpairment(spec); err != nil {
 					return fmt.Errorf("fault link %s impair: %w", f.Name, err)

@@ -333,6 +333,7 @@ func TestLiveLab(t *testing.T) {
 			{Target: "switch", Name: "nope", Action: "down"},
 			{Target: "plane", Name: "7", Action: "down"},
 			{Target: "link", Name: "h0-p0", Action: "impair", Impair: []string{"loss", "banana"}},
+			{Target: "link", Name: "h0-p0", Action: "impair", Impair: []string{""}},
 			{Target: "link", Name: "h0-p0", Action: "explode"},
 		} {
 			c := NewClient(l.Name(), l.State().Socket)

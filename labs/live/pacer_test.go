@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"os"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -234,4 +235,25 @@ func BenchmarkKernelHandoff(b *testing.B) {
 		b.StopTimer()
 		close(dev.done)
 	})
+}
+
+// TestWarnOnlyWhenFiguresAreOff: a window in which a few events ran a few
+// milliseconds late (a busy machine preempting an idle lab) warns nobody;
+// one in which the lab fell behind by more than 1% of the window does.
+func TestWarnOnlyWhenFiguresAreOff(t *testing.T) {
+	var warned []string
+	p, err := NewPacer(sim.NewLoop(), packet.NewPool(), PacerConfig{WarnEvery: time.Second, Warn: func(m string) { warned = append(warned, m) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.winLate, p.winRun, p.winMax = 3, 3, 3*time.Millisecond // idle: every event late, by 3ms
+	p.checkWarn(sim.Second)
+	if len(warned) != 0 || p.lag.Warnings != 0 {
+		t.Errorf("idle lab 3ms late warned: %q", warned)
+	}
+	p.winLate, p.winRun, p.winMax = 5, 100000, 25*time.Millisecond
+	p.checkWarn(2 * sim.Second)
+	if len(warned) != 1 || p.lag.Warnings != 1 || !strings.Contains(warned[0], "25ms behind") {
+		t.Errorf("lab 25ms behind in a second: warnings %q", warned)
+	}
 }

@@ -173,7 +173,9 @@ func (SystemOps) NamespaceExists(name string) bool { return hostns.Exists(name) 
 // DeleteNamespace deletes the named namespace.
 func (SystemOps) DeleteNamespace(name string) error { return hostns.Delete(name) }
 
-// ProcessAlive checks the pid and, when known, its start time.
+// ProcessAlive checks the pid and, when known, its start time. A process
+// that has exited but not been reaped yet (a zombie, as a lab killed with
+// SIGKILL is until its parent waits) is not alive.
 func (SystemOps) ProcessAlive(pid int, startTicks uint64) bool {
 	if pid <= 0 {
 		return false
@@ -181,31 +183,48 @@ func (SystemOps) ProcessAlive(pid int, startTicks uint64) bool {
 	if err := syscall.Kill(pid, 0); err != nil && !errors.Is(err, syscall.EPERM) {
 		return false
 	}
+	f, err := procStat(pid)
+	if err != nil {
+		return false
+	}
+	if f[0] == "Z" || f[0] == "X" {
+		return false
+	}
 	if startTicks == 0 {
 		return true
 	}
-	t, err := processStartTicks(pid)
+	t, err := strconv.ParseUint(f[19], 10, 64)
 	return err == nil && t == startTicks
 }
 
 // processStartTicks reads field 22 (starttime) of /proc/PID/stat.
 func processStartTicks(pid int) (uint64, error) {
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	f, err := procStat(pid)
 	if err != nil {
 		return 0, err
+	}
+	return strconv.ParseUint(f[19], 10, 64)
+}
+
+// procStat returns the fields of /proc/PID/stat from the third (state)
+// on: f[0] is the state, f[19] the start time.
+func procStat(pid int) ([]string, error) {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return nil, err
 	}
 	// The command name (field 2) is in parentheses and may hold spaces.
 	s := string(data)
 	i := strings.LastIndexByte(s, ')')
 	if i < 0 {
-		return 0, fmt.Errorf("parsing /proc/%d/stat", pid)
+		return nil, fmt.Errorf("parsing /proc/%d/stat", pid)
 	}
 	f := strings.Fields(s[i+1:])
 	// f[0] is field 3; starttime is field 22.
 	if len(f) < 20 {
-		return 0, fmt.Errorf("parsing /proc/%d/stat: %d fields", pid, len(f))
+		return nil, fmt.Errorf("parsing /proc/%d/stat: %d fields", pid, len(f))
 	}
-	return strconv.ParseUint(f[19], 10, 64)
+	return f, nil
 }
 
 // claim creates lab's state file exclusively. If one exists and its
