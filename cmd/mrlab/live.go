@@ -339,10 +339,20 @@ func statusReport(s live.Status, allLinks bool) *Report {
 	if s.Lag.Warnings > 0 {
 		r.Fact("lag_warnings", "WARNING", fmt.Sprintf("could not keep real time in %d periods: delays and rates are distorted", s.Lag.Warnings))
 	}
-	ht := r.Table("hosts", "Hosts", Col("name", "host", ""), Col("addr", "address", ""), Col("namespace", "namespace", ""),
-		Col("from_kernel", "from kernel", ""), Col("to_kernel", "to kernel", ""), Col("to_kernel_drops", "drops", ""))
+	if s.Lag.Priority != "" {
+		r.Fact("loop_priority", "loop priority", s.Lag.Priority)
+	}
+	// mr0's own counters are the host kernel's: its tx is towards the lab,
+	// and tx drops are packets the lab did not read in time.
+	ht := r.Table("hosts", "Hosts (mr0: the host kernel's counters of its interface)", Col("name", "host", ""), Col("addr", "address", ""), Col("namespace", "namespace", ""),
+		Col("from_kernel", "from kernel", ""), Col("to_kernel", "to kernel", ""), Col("to_kernel_drops", "drops", ""),
+		Col("mr0_tx_dropped", "mr0 tx drop", ""), Col("mr0_rx_dropped", "mr0 rx drop", ""), Col("mr0_errors", "mr0 errors", ""))
 	for _, h := range s.Hosts {
-		ht.Add(h.Name, h.Addr, h.Namespace, h.FromKernel, h.ToKernel, h.ToKernelDrops)
+		var txd, rxd, errs any = "-", "-", "-"
+		if k := h.Kernel; k != nil {
+			txd, rxd, errs = k.TxDropped, k.RxDropped, k.TxErrors+k.RxErrors
+		}
+		ht.Add(h.Name, h.Addr, h.Namespace, h.FromKernel, h.ToKernel, h.ToKernelDrops, txd, rxd, errs)
 	}
 	lt := r.Table("links", "Links (idle links hidden; --all-links lists them)", Col("name", "link", ""), Col("up", "state", ""),
 		Col("rate", "rate", ""), Col("packets", "packets", ""), Col("bytes", "bytes", ""), Col("drops", "drops", ""), Col("marks", "ce marks", ""), Col("impair", "impair", ""))
@@ -368,7 +378,7 @@ func statusReport(s live.Status, allLinks bool) *Report {
 			names = append(names, n)
 		}
 		slices.Sort(names)
-		nt := r.Table("nics", "NIC counters (non-zero)", Col("host", "host", ""), Col("counter", "counter", ""), Col("value", "value", ""))
+		nt := r.Table("nics", "NIC counters (non-zero; drops_<reason> by reason)", Col("host", "host", ""), Col("counter", "counter", ""), Col("value", "value", ""))
 		for _, n := range names {
 			keys := make([]string, 0, len(s.Engine.NICs[n]))
 			for k, v := range s.Engine.NICs[n] {

@@ -310,6 +310,19 @@ func TestLiveLab(t *testing.T) {
 		if delta(h1.Name, "drops_spoofed") == 0 {
 			t.Errorf("spoofed packet not dropped at %s's NIC: %v", h1.Name, after.Engine.NICs[h1.Name])
 		}
+		// The same counters in Prometheus, with the kernel's own of mr0.
+		m := scrape(t, l.State().Metrics)
+		for _, series := range []string{
+			fmt.Sprintf(`mrlab_nic_drops_total{host="%s",reason="spoofed"}`, h1.Name),
+			fmt.Sprintf(`mrlab_nic_refused_total{host="%s"}`, h4.Name),
+		} {
+			if metricValue(m, series) < 1 {
+				t.Errorf("/metrics: %s = %v, want >= 1", series, metricValue(m, series))
+			}
+		}
+		if v := metricValue(m, `mrlab_host_mr0_tx_packets_total{host="h0"}`); v <= 0 {
+			t.Errorf("/metrics: h0's mr0 tx packets %v", v)
+		}
 	})
 
 	t.Run("observability", func(t *testing.T) {
