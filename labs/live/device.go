@@ -26,12 +26,12 @@ type Device interface {
 
 var _ Device = (*hostns.TUN)(nil)
 
-// Input is a source of packets from outside the loop (a TUN reader). Its
+// kernelInput is a source of packets from outside the loop (a TUN reader). Its
 // goroutine reads a batch at a time into fixed buffers, stamps it with the
 // loop time of the read and queues it for the loop, which copies each
 // packet into its own pool and returns the batch. Reading allocates
 // nothing.
-type Input struct {
+type kernelInput struct {
 	p      *Pacer
 	free   chan *inBatch
 	sink   func(now sim.Time, b *packet.Buffer)
@@ -40,7 +40,7 @@ type Input struct {
 
 // inBatch is one read's packets, waiting for the loop.
 type inBatch struct {
-	in    *Input
+	in    *kernelInput
 	at    sim.Time // loop time of the read
 	n     int
 	bufs  [][]byte
@@ -51,11 +51,11 @@ type inBatch struct {
 // others wait for the loop.
 const inputBatches = 4
 
-// NewInput returns an input whose reads take batch packets of up to size
+// newInput returns an input whose reads take batch packets of up to size
 // bytes (after offset bytes of headroom). sink runs on the loop goroutine
 // for every packet and takes ownership of it.
-func (p *Pacer) NewInput(batch, offset, size int, sink func(now sim.Time, b *packet.Buffer)) *Input {
-	in := &Input{p: p, free: make(chan *inBatch, inputBatches), sink: sink, offset: offset}
+func (p *Pacer) newInput(batch, offset, size int, sink func(now sim.Time, b *packet.Buffer)) *kernelInput {
+	in := &kernelInput{p: p, free: make(chan *inBatch, inputBatches), sink: sink, offset: offset}
 	for range inputBatches {
 		b := &inBatch{in: in, bufs: make([][]byte, batch), sizes: make([]int, batch)}
 		for i := range b.bufs {
@@ -66,10 +66,10 @@ func (p *Pacer) NewInput(batch, offset, size int, sink func(now sim.Time, b *pac
 	return in
 }
 
-// ReadFrom reads batches from dev and queues them for the loop until a
+// readFrom reads batches from dev and queues them for the loop until a
 // read fails or the pacer stops; it returns the read's error (nil when the
 // pacer stopped). Run it on its own goroutine.
-func (in *Input) ReadFrom(dev Device) error {
+func (in *kernelInput) readFrom(dev Device) error {
 	select {
 	case <-in.p.started:
 	case <-in.p.done:
@@ -101,14 +101,14 @@ func (in *Input) ReadFrom(dev Device) error {
 	}
 }
 
-// Output carries packets from the loop goroutine to a writer goroutine (a
+// kernelOutput carries packets from the loop goroutine to a writer goroutine (a
 // TUN write is a system call; keeping it off the loop goroutine keeps the
 // loop on time). Packets are copied into fixed slots, so sending allocates
 // nothing; when every slot is in flight the packet is dropped and counted,
 // like a full device transmit queue. The writer hands the device
 // everything queued at once, up to its batch size, in buffers with room
 // for the device to coalesce a flow's segments (a TUN's GRO).
-type Output struct {
+type kernelOutput struct {
 	slots [][]byte
 	lens  []int
 	free  chan int32
@@ -123,10 +123,10 @@ type Output struct {
 // may coalesce into one packet it hands the kernel.
 const groBytes = 16 << 10
 
-// NewOutput returns an output with n slots of size bytes. It stops when the
+// newOutput returns an output with n slots of size bytes. It stops when the
 // pacer does.
-func (p *Pacer) NewOutput(n, size int) *Output {
-	o := &Output{slots: make([][]byte, n), lens: make([]int, n), free: make(chan int32, n), queue: make(chan int32, n), done: p.done}
+func (p *Pacer) newOutput(n, size int) *kernelOutput {
+	o := &kernelOutput{slots: make([][]byte, n), lens: make([]int, n), free: make(chan int32, n), queue: make(chan int32, n), done: p.done}
 	for i := range o.slots {
 		o.slots[i] = make([]byte, size)
 		o.free <- int32(i)
@@ -136,7 +136,7 @@ func (p *Pacer) NewOutput(n, size int) *Output {
 
 // Send queues a copy of pkt. It never blocks: it returns false (and counts
 // a drop) when the queue is full or pkt is larger than a slot.
-func (o *Output) Send(pkt []byte) bool {
+func (o *kernelOutput) Send(pkt []byte) bool {
 	var slot int32
 	select {
 	case slot = <-o.free:
@@ -155,17 +155,17 @@ func (o *Output) Send(pkt []byte) bool {
 }
 
 // Drops returns how many packets Send dropped.
-func (o *Output) Drops() uint64 { return o.drops.Load() }
+func (o *kernelOutput) Drops() uint64 { return o.drops.Load() }
 
 // Sent returns how many packets the writer wrote.
-func (o *Output) Sent() uint64 { return o.sent.Load() }
+func (o *kernelOutput) Sent() uint64 { return o.sent.Load() }
 
 // WriteTo writes queued packets to dev, a batch at a time, until the pacer
 // stops or a write fails with the device closed. Other write errors (the
 // kernel refusing a packet) count as one drop each. Run it on its own
 // goroutine; its buffers are allocated when the first packet comes, so an
 // idle host costs none.
-func (o *Output) WriteTo(dev Device) error {
+func (o *kernelOutput) WriteTo(dev Device) error {
 	var bufs [][]byte
 	batch := max(dev.BatchSize(), 1)
 	for {

@@ -42,20 +42,20 @@ type Engine interface {
 	Status(now sim.Time) EngineStatus
 }
 
-// Router is an Engine with control endpoints of its own (packet capture).
+// router is an Engine with control endpoints of its own (packet capture).
 // Routes runs once, before the loop starts; the returned function runs
 // when the lab stops, before the control server shuts down (it ends
 // streaming responses).
-type Router interface {
+type router interface {
 	Routes(p *Pacer, mux *http.ServeMux) (closer func())
 }
 
-// MetricsExporter is an Engine that exports telemetry over HTTP. Up serves
+// metricsExporter is an Engine that exports telemetry over HTTP. Up serves
 // MetricsHandler (GET /metrics in Prometheus text format, GET /telemetry)
 // on the lab's loopback metrics address (Options.Metrics), after Start.
 // The handler runs on HTTP goroutines: it reads a snapshot the loop
 // publishes, never the engine itself.
-type MetricsExporter interface {
+type metricsExporter interface {
 	MetricsHandler() http.Handler
 }
 

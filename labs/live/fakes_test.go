@@ -150,7 +150,7 @@ func (e *wireEngine) Perf(now sim.Time, req PerfRequest, done func(PerfResult)) 
 		return nil, fmt.Errorf("the wire engine runs only timed perf runs")
 	}
 	if e.perfOn {
-		return nil, ErrPerfBusy
+		return nil, errPerfBusy
 	}
 	e.perfOn = true
 	finish := func(status string) {

@@ -56,9 +56,9 @@ type EngineConfig struct {
 	Logf func(format string, args ...any)
 }
 
-// CapRates lowers every link rate in topo above max to max. It returns how
+// capRates lowers every link rate in topo above max to max. It returns how
 // many links it changed.
-func CapRates(topo *fabric.Topology, max float64) int {
+func capRates(topo *fabric.Topology, max float64) int {
 	if max <= 0 {
 		return 0
 	}
@@ -113,7 +113,7 @@ type labEngine struct {
 // capped for real time. The fabric and NICs are built on the loop at Start.
 func NewLabEngine(lab *labs.Lab, cfg EngineConfig) (Engine, error) {
 	topo := lab.Topology()
-	CapRates(topo, cfg.MaxRate)
+	capRates(topo, cfg.MaxRate)
 	if cfg.TelemetryInterval == 0 {
 		cfg.TelemetryInterval = DefaultTelemetryInterval
 	}
@@ -364,14 +364,14 @@ func nicStat(st softnic.Stats) NICStat {
 		"access_errors": st.AccessErrors, "protection_errors": st.ProtectionErrors,
 	}
 	for _, r := range softnic.DropReasons() {
-		m[NICDropPrefix+r.String()] = st.Drops[r]
+		m[nicDropPrefix+r.String()] = st.Drops[r]
 	}
 	return m
 }
 
-// NICDropPrefix starts the name of a NIC's per-reason drop counter in
+// nicDropPrefix starts the name of a NIC's per-reason drop counter in
 // NICStat ("drops_spoofed", "drops_host-queue-full", ...).
-const NICDropPrefix = "drops_"
+const nicDropPrefix = "drops_"
 
 // Routes mounts the engine's own endpoints on the control server, before
 // the loop starts:

@@ -368,7 +368,7 @@ func TestLiveLab(t *testing.T) {
 
 	t.Run("exec", func(t *testing.T) {
 		testenv.RequireCommand(t, "ip")
-		cmd := exec.Command("ip", "-o", "-4", "addr", "show", "dev", IfaceName)
+		cmd := exec.Command("ip", "-o", "-4", "addr", "show", "dev", ifaceName)
 		var out strings.Builder
 		cmd.Stdout = &out
 		if err := Exec(dir, l.Name(), h4.Name, cmd); err != nil {

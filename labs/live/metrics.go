@@ -20,20 +20,20 @@ import (
 // address is in the state file and in `mrlab status`.
 const DefaultMetricsAddr = "127.0.0.1:0"
 
-// MetricsOff, as Options.Metrics, serves no Prometheus endpoint.
-const MetricsOff = "off"
+// metricsOff, as Options.Metrics, serves no Prometheus endpoint.
+const metricsOff = "off"
 
 // ValidMetricsAddr checks a metrics address before anything is brought up:
-// MetricsOff, or host:port with a loopback IP host (127.0.0.1, ::1) and a
+// metricsOff, or host:port with a loopback IP host (127.0.0.1, ::1) and a
 // port 0..65535. A lab's telemetry is not for the network, so "localhost"
 // and wildcard addresses are refused (prom.ErrNotLoopback).
 func ValidMetricsAddr(addr string) error {
-	if addr == MetricsOff {
+	if addr == metricsOff {
 		return nil
 	}
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
-		return fmt.Errorf("metrics address %q: want 127.0.0.1:PORT or %q: %w", addr, MetricsOff, err)
+		return fmt.Errorf("metrics address %q: want 127.0.0.1:PORT or %q: %w", addr, metricsOff, err)
 	}
 	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
 		return fmt.Errorf("metrics address %q: host %q: %w", addr, host, prom.ErrNotLoopback)
@@ -48,8 +48,8 @@ func ValidMetricsAddr(addr string) error {
 // telemetry and Options.Metrics does not turn it off, and records its
 // address in the state. The server starts with the control server.
 func (l *Lab) listenMetrics() (net.Listener, error) {
-	ex, ok := l.eng.(MetricsExporter)
-	if !ok || l.opts.Metrics == MetricsOff {
+	ex, ok := l.eng.(metricsExporter)
+	if !ok || l.opts.Metrics == metricsOff {
 		return nil, nil
 	}
 	if err := ValidMetricsAddr(l.opts.Metrics); err != nil {
@@ -142,7 +142,7 @@ func (c *labCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for host, st := range s.Engine.NICs {
 		for k, v := range st {
-			if reason, ok := strings.CutPrefix(k, NICDropPrefix); ok {
+			if reason, ok := strings.CutPrefix(k, nicDropPrefix); ok {
 				counter(c.nicDrop, v, host, reason)
 			} else if d := c.nicCtr[k]; d != nil {
 				counter(d, v, host)

@@ -181,12 +181,12 @@ func (p *Pacer) Lag() LagStats {
 	return p.published
 }
 
-// CurrentLag returns how late the running event is. Call it only on the loop
+// currentLag returns how late the running event is. Call it only on the loop
 // goroutine (host delivery uses it to count late packets).
-func (p *Pacer) CurrentLag() time.Duration { return p.curLag }
+func (p *Pacer) currentLag() time.Duration { return p.curLag }
 
-// CountLatePacket records a packet delivered late. Loop goroutine only.
-func (p *Pacer) CountLatePacket() { p.lag.PacketsLate++ }
+// countLatePacket records a packet delivered late. Loop goroutine only.
+func (p *Pacer) countLatePacket() { p.lag.PacketsLate++ }
 
 // LagThreshold returns the configured threshold.
 func (p *Pacer) LagThreshold() time.Duration { return p.cfg.LagThreshold }

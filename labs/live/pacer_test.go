@@ -132,8 +132,8 @@ func TestKernelPathAllocs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := p.NewOutput(64, packet.MaxSize)
-	in := p.NewInput(8, 0, packet.MaxSize, func(_ sim.Time, b *packet.Buffer) {
+	out := p.newOutput(64, packet.MaxSize)
+	in := p.newInput(8, 0, packet.MaxSize, func(_ sim.Time, b *packet.Buffer) {
 		out.Send(b.Data())
 		b.Free()
 	})
@@ -203,9 +203,9 @@ func BenchmarkKernelHandoff(b *testing.B) {
 		go p.Run(ctx)
 		defer func() { cancel(); <-p.Done() }()
 		dev := &countDevice{done: make(chan struct{})}
-		out := p.NewOutput(1024, 1500)
+		out := p.newOutput(1024, 1500)
 		go out.WriteTo(dev)
-		in := p.NewInput(dev.BatchSize(), 0, 1500, func(_ sim.Time, pk *packet.Buffer) {
+		in := p.newInput(dev.BatchSize(), 0, 1500, func(_ sim.Time, pk *packet.Buffer) {
 			for !out.Send(pk.Data()) {
 				runtime.Gosched() // the benchmark wants every packet through
 			}
@@ -228,7 +228,7 @@ func BenchmarkKernelHandoff(b *testing.B) {
 			left -= k
 			return k, nil
 		}
-		go in.ReadFrom(dev)
+		go in.readFrom(dev)
 		for dev.n.Load() < int64(b.N) {
 			runtime.Gosched()
 		}

@@ -11,9 +11,9 @@ import (
 	"github.com/mrlab/mrlab/workload"
 )
 
-// ErrPerfBusy is returned when a perf run is asked for while one runs: the
+// errPerfBusy is returned when a perf run is asked for while one runs: the
 // workload package listens on every NIC it uses, so runs do not overlap.
-var ErrPerfBusy = errors.New("a perf run is already in progress on this lab")
+var errPerfBusy = errors.New("a perf run is already in progress on this lab")
 
 // perfSlack is how long past its planned duration a live perf run may take
 // before it fails (connection set-up, retransmissions after faults).
@@ -24,7 +24,7 @@ const perfSlack = 30 * time.Second
 // runs; Verify only makes a failed check fail the run.
 func (e *labEngine) Perf(now sim.Time, req PerfRequest, done func(PerfResult)) (func(error), error) {
 	if e.perfOn {
-		return nil, ErrPerfBusy
+		return nil, errPerfBusy
 	}
 	spec, err := e.perfSpec(req)
 	if err != nil {

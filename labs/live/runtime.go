@@ -16,17 +16,17 @@ import (
 	"github.com/mrlab/mrlab/labs/hostns"
 )
 
-// DefaultSubnet is the lab subnet routed through every host's mr0 (RFC 2544
+// defaultSubnet is the lab subnet routed through every host's mr0 (RFC 2544
 // benchmarking space); hosts get no default route.
-var DefaultSubnet = netip.MustParsePrefix("198.18.0.0/15")
+var defaultSubnet = netip.MustParsePrefix("198.18.0.0/15")
 
 // DefaultMTU is the MTU of a host's mr0: kernel traffic uses Ethernet-sized
 // packets. MetaRoCE traffic never crosses the TUN and uses the NIC's own
 // path MTU.
 const DefaultMTU = 1500
 
-// IfaceName is the name of a host's TUN device inside its namespace.
-const IfaceName = "mr0"
+// ifaceName is the name of a host's TUN device inside its namespace.
+const ifaceName = "mr0"
 
 // Options configure Up. The zero value brings a lab up in real namespaces
 // under DefaultRunDir.
@@ -35,7 +35,7 @@ type Options struct {
 	RunDir string
 	// MTU of each host's mr0 (DefaultMTU).
 	MTU int
-	// Routes routed through mr0 in each host (DefaultSubnet). A default
+	// Routes routed through mr0 in each host (defaultSubnet). A default
 	// route is refused.
 	Routes []netip.Prefix
 	// Pacer tunes the real-time loop.
@@ -50,7 +50,7 @@ type Options struct {
 	Ops Ops
 	// Metrics is the loopback address of the Prometheus endpoint served
 	// for an engine that exports telemetry (DefaultMetricsAddr when
-	// empty; MetricsOff serves none). The address chosen is recorded in
+	// empty; metricsOff serves none). The address chosen is recorded in
 	// the state file and the status.
 	Metrics string
 	// Extend, if set, adds handlers to the control server before it
@@ -88,8 +88,8 @@ type hostIO struct {
 	spec  HostSpec
 	ns    string
 	dev   Device
-	in    *Input
-	out   *Output
+	in    *kernelInput
+	out   *kernelOutput
 	label string
 
 	// Loop-goroutine counters.
@@ -115,7 +115,7 @@ func Up(ctx context.Context, name string, eng Engine, opts Options) (_ *Lab, err
 		return nil, fmt.Errorf("lab %s: MTU %d: want 576..%d", name, opts.MTU, packet.MaxSize)
 	}
 	if opts.Routes == nil {
-		opts.Routes = []netip.Prefix{DefaultSubnet}
+		opts.Routes = []netip.Prefix{defaultSubnet}
 	}
 	if opts.Logf == nil {
 		opts.Logf = func(string, ...any) {}
@@ -136,7 +136,7 @@ func Up(ctx context.Context, name string, eng Engine, opts Options) (_ *Lab, err
 	if opts.Devices != nil && len(opts.Devices) != len(specs) {
 		return nil, fmt.Errorf("lab %s: %d devices for %d hosts", name, len(opts.Devices), len(specs))
 	}
-	st := &State{Lab: name, PID: os.Getpid(), Started: time.Now().UTC(), Socket: SocketPath(opts.RunDir, name)}
+	st := &State{Lab: name, PID: os.Getpid(), Started: time.Now().UTC(), Socket: socketPath(opts.RunDir, name)}
 	st.StartTicks, _ = processStartTicks(st.PID)
 	seen := map[string]bool{}
 	for _, h := range specs {
@@ -148,7 +148,7 @@ func Up(ctx context.Context, name string, eng Engine, opts Options) (_ *Lab, err
 		if err := hostns.ValidName(nsName); err != nil {
 			return nil, fmt.Errorf("lab %s host %s: %w", name, h.Name, err)
 		}
-		st.Hosts = append(st.Hosts, StateHost{Name: h.Name, Namespace: nsName, Iface: IfaceName, Addr: h.Addr.String()})
+		st.Hosts = append(st.Hosts, StateHost{Name: h.Name, Namespace: nsName, Iface: ifaceName, Addr: h.Addr.String()})
 	}
 	if opts.Devices != nil {
 		for i := range st.Hosts {
@@ -190,13 +190,13 @@ func Up(ctx context.Context, name string, eng Engine, opts Options) (_ *Lab, err
 	}
 	for i, h := range l.hosts {
 		i := i
-		h.in = l.pacer.NewInput(max(h.dev.BatchSize(), 1), 0, opts.MTU, func(now sim.Time, b *packet.Buffer) {
+		h.in = l.pacer.newInput(max(h.dev.BatchSize(), 1), 0, opts.MTU, func(now sim.Time, b *packet.Buffer) {
 			l.hosts[i].fromKernel++
 			eng.FromKernel(i, now, b)
 		})
 		// Packets for a kernel came from another kernel's MTU-sized
 		// packets; a larger one is dropped and counted.
-		h.out = l.pacer.NewOutput(1024, opts.MTU)
+		h.out = l.pacer.newOutput(1024, opts.MTU)
 	}
 	if err = l.serve(); err != nil {
 		return nil, err
@@ -204,7 +204,7 @@ func Up(ctx context.Context, name string, eng Engine, opts Options) (_ *Lab, err
 	runCtx, cancel := context.WithCancel(ctx)
 	l.cancel = cancel
 	for _, h := range l.hosts {
-		go h.in.ReadFrom(h.dev)
+		go h.in.readFrom(h.dev)
 		go h.out.WriteTo(h.dev)
 	}
 	go l.run(runCtx)
@@ -237,7 +237,7 @@ func (l *Lab) createHosts(specs []HostSpec) ([]Device, error) {
 		if err := ns.DisableIPv6(); err != nil {
 			return nil, err
 		}
-		tun, err := ns.OpenTUN(IfaceName)
+		tun, err := ns.OpenTUN(ifaceName)
 		if err != nil {
 			return nil, err
 		}
@@ -275,8 +275,8 @@ func kernelQueueLen(rate float64, mtu int) int {
 // loop goroutine.
 func (l *Lab) deliver(host int, _ sim.Time, ip []byte) {
 	h := l.hosts[host]
-	if l.pacer.CurrentLag() > l.pacer.LagThreshold() {
-		l.pacer.CountLatePacket()
+	if l.pacer.currentLag() > l.pacer.LagThreshold() {
+		l.pacer.countLatePacket()
 	}
 	if h.out.Send(ip) {
 		h.toKernel++
@@ -358,7 +358,7 @@ func (l *Lab) teardown() error {
 	for _, ns := range l.nss {
 		ns.Close()
 	}
-	if err := Cleanup(l.opts.RunDir, l.state, l.opts.Ops); err != nil {
+	if err := cleanup(l.opts.RunDir, l.state, l.opts.Ops); err != nil {
 		errs = append(errs, err)
 	}
 	if len(errs) == 0 {
@@ -418,7 +418,7 @@ func (l *Lab) Status(ctx context.Context) (Status, error) {
 	// The kernel's counters come from netlink, off the loop.
 	for i, ns := range l.nss {
 		if i < len(s.Hosts) {
-			if c, err := ns.Counters(IfaceName); err == nil {
+			if c, err := ns.Counters(ifaceName); err == nil {
 				s.Hosts[i].Kernel = &c
 			}
 		}

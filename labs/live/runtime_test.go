@@ -76,7 +76,7 @@ func TestSecondUpIsAnError(t *testing.T) {
 		t.Fatalf("second Up: err = %v, want ErrRunning", err)
 	}
 	// The running lab still answers.
-	if _, err := NewClient("twice", SocketPath(dir, "twice")).Status(context.Background()); err != nil {
+	if _, err := NewClient("twice", socketPath(dir, "twice")).Status(context.Background()); err != nil {
 		t.Fatalf("running lab after a refused second up: %v", err)
 	}
 }
@@ -88,7 +88,7 @@ func TestControlSocket(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fi, err := os.Stat(SocketPath(dir, "ctl"))
+	fi, err := os.Stat(socketPath(dir, "ctl"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +111,7 @@ func TestControlSocket(t *testing.T) {
 
 	// Bad fault: a clear error, status 400, lab untouched.
 	err = c.Fault(ctx, FaultRequest{Target: "link", Name: "nope", Action: "down"})
-	var ce *ClientError
+	var ce *clientError
 	if !errors.As(err, &ce) || ce.Status != http.StatusBadRequest || !strings.Contains(err.Error(), `no link "nope"`) {
 		t.Errorf("fault on unknown link: %v", err)
 	}
@@ -142,7 +142,7 @@ func TestControlSocket(t *testing.T) {
 	if err := lab.Wait(); err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range []string{StatePath(dir, "ctl"), SocketPath(dir, "ctl")} {
+	for _, p := range []string{StatePath(dir, "ctl"), socketPath(dir, "ctl")} {
 		if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("%s left behind after down (%v)", p, err)
 		}
@@ -172,7 +172,7 @@ func TestNoGoroutineLeak(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := NewClient("leak", SocketPath(dir, "leak")).Status(context.Background()); err != nil {
+		if _, err := NewClient("leak", socketPath(dir, "leak")).Status(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 		if err := l.Close(); err != nil {

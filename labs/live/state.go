@@ -64,8 +64,8 @@ func (s *State) Host(name string) (StateHost, bool) {
 	return StateHost{}, false
 }
 
-// HostNames returns the lab's host names, in lab order.
-func (s *State) HostNames() []string {
+// hostNames returns the lab's host names, in lab order.
+func (s *State) hostNames() []string {
 	names := make([]string, len(s.Hosts))
 	for i, h := range s.Hosts {
 		names[i] = h.Name
@@ -93,8 +93,8 @@ func NamespaceName(lab, host string) string { return "mrl-" + lab + "-" + host }
 // StatePath returns the state file of lab under dir.
 func StatePath(dir, lab string) string { return filepath.Join(dir, lab+".json") }
 
-// SocketPath returns the control socket of lab under dir.
-func SocketPath(dir, lab string) string { return filepath.Join(dir, lab+".sock") }
+// socketPath returns the control socket of lab under dir.
+func socketPath(dir, lab string) string { return filepath.Join(dir, lab+".sock") }
 
 // LogPath returns where a background lab writes its log.
 func LogPath(dir, lab string) string { return filepath.Join(dir, lab+".log") }
@@ -253,18 +253,18 @@ func claim(dir string, s *State, ops Ops, logf func(string, ...any)) error {
 			return fmt.Errorf("lab %s: %w (pid %d, socket %s)", s.Lab, ErrRunning, old.PID, old.Socket)
 		}
 		logf("lab %s: cleaning up after a previous run (pid %d is gone)", s.Lab, old.PID)
-		if err := Cleanup(dir, old, ops); err != nil {
+		if err := cleanup(dir, old, ops); err != nil {
 			return err
 		}
 	}
 	return fmt.Errorf("lab %s: %w (state file reappeared)", s.Lab, ErrRunning)
 }
 
-// Cleanup removes what the state records — namespaces, then the socket,
+// cleanup removes what the state records — namespaces, then the socket,
 // then the state file itself — skipping what is already gone. It is what
 // `mrlab down` does for a lab whose process died, and what a lab does on
 // its way out. Only names listed in the state are touched.
-func Cleanup(dir string, s *State, ops Ops) error {
+func cleanup(dir string, s *State, ops Ops) error {
 	var errs []error
 	for _, ns := range s.Namespaces {
 		if !ops.NamespaceExists(ns) {

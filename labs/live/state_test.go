@@ -41,7 +41,7 @@ func writeState(t *testing.T, dir string, s *State) {
 
 func TestStateRoundTrip(t *testing.T) {
 	dir := t.TempDir()
-	s := &State{Lab: "x", PID: 42, Socket: SocketPath(dir, "x"), Namespaces: []string{"mrl-x-a"},
+	s := &State{Lab: "x", PID: 42, Socket: socketPath(dir, "x"), Namespaces: []string{"mrl-x-a"},
 		Hosts: []StateHost{{Name: "a", Namespace: "mrl-x-a", Iface: "mr0", Addr: "198.18.0.1"}}}
 	writeState(t, dir, s)
 	got, err := ReadState(dir, "x")
@@ -95,7 +95,7 @@ func TestClaimRefusesRunningLab(t *testing.T) {
 
 func TestClaimCleansStaleLab(t *testing.T) {
 	dir := t.TempDir()
-	sock := SocketPath(dir, "x")
+	sock := socketPath(dir, "x")
 	os.WriteFile(sock, nil, 0o600) // stands in for the dead lab's socket
 	writeState(t, dir, &State{Lab: "x", PID: 7, Socket: sock, Namespaces: []string{"mrl-x-a", "mrl-x-b", "mrl-x-c"}})
 	// b was already gone; "mrl-other" exists but is not the lab's.
@@ -142,14 +142,14 @@ func TestCleanupKeepsStateWhenDeleteFails(t *testing.T) {
 	s := &State{Lab: "x", PID: 7, Namespaces: []string{"mrl-x-a", "mrl-x-b"}}
 	writeState(t, dir, s)
 	ops := &fakeOps{exists: map[string]bool{"mrl-x-a": true, "mrl-x-b": true}, failOn: "mrl-x-a"}
-	if err := Cleanup(dir, s, ops); err == nil {
+	if err := cleanup(dir, s, ops); err == nil {
 		t.Fatal("cleanup reported success with a namespace left")
 	}
 	if _, err := ReadState(dir, "x"); err != nil {
 		t.Errorf("state file gone although mrl-x-a is left: %v", err)
 	}
 	ops.failOn = ""
-	if err := Cleanup(dir, s, ops); err != nil {
+	if err := cleanup(dir, s, ops); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := ReadState(dir, "x"); !errors.Is(err, ErrNotRunning) {

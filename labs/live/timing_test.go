@@ -54,8 +54,8 @@ func TestPerfOnALaggingLab(t *testing.T) {
 // ends: a closed connection, Ctrl-C) cancels the run in the lab, which is
 // then free for the next one.
 func TestPerfClientGone(t *testing.T) {
-	l, _, _, dir := upFake(t, "goneperf", 2, sim.Millisecond)
-	c := NewClient(l.Name(), SocketPath(dir, l.Name()))
+	l, eng, _, dir := upFake(t, "goneperf", 2, sim.Millisecond)
+	c := NewClient(l.Name(), socketPath(dir, l.Name()))
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() {
@@ -64,7 +64,11 @@ func TestPerfClientGone(t *testing.T) {
 	}()
 	// Wait (boundedly) until the lab has the hour-long run.
 	for i := 0; ; i++ {
-		if _, err := l.Perf(context.Background(), PerfRequest{From: "h0", To: "h1", Duration: time.Millisecond}); errors.Is(err, ErrPerfBusy) {
+		var on bool
+		if err := l.Pacer().Do(context.Background(), func(sim.Time) { on = eng.perfOn }); err != nil {
+			t.Fatal(err)
+		}
+		if on {
 			break
 		}
 		if i == 1000 {
@@ -86,7 +90,7 @@ func TestPerfClientGone(t *testing.T) {
 			}
 			break
 		}
-		if !errors.Is(err, ErrPerfBusy) || i == 1000 {
+		if !errors.Is(err, errPerfBusy) || i == 1000 {
 			t.Fatalf("next run after the client went away: %v", err)
 		}
 		time.Sleep(10 * time.Millisecond)
