@@ -68,6 +68,26 @@ func (t *TUN) Write(bufs [][]byte, offset int) (int, error) {
 	return t.dev.Write(bufs, offset)
 }
 
+// Readable reports whether the kernel has a packet waiting, without
+// blocking: a reader that got one batch can take what else is queued
+// before handing it on.
+func (t *TUN) Readable() (bool, error) {
+	rc, err := t.dev.File().SyscallConn()
+	if err != nil {
+		return false, err
+	}
+	var n int
+	var perr error
+	err = rc.Control(func(fd uintptr) {
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		n, perr = unix.Poll(fds, 0)
+	})
+	if err != nil {
+		return false, err
+	}
+	return n > 0, perr
+}
+
 // Close closes the device; the interface disappears with it (it is not
 // persistent).
 func (t *TUN) Close() error {

@@ -36,6 +36,7 @@ type kernelInput struct {
 	free   chan *inBatch
 	sink   func(now sim.Time, b *packet.Buffer)
 	offset int
+	room   int // buffers one Read may fill: a super-packet's segments
 }
 
 // inBatch is one read's packets, waiting for the loop.
@@ -47,6 +48,12 @@ type inBatch struct {
 	sizes []int
 }
 
+// queuedReader is a Device that can tell whether a Read would find a
+// packet at once (hostns.TUN).
+type queuedReader interface {
+	Readable() (bool, error)
+}
+
 // inputBatches is how many batches each input has: one being read while
 // others wait for the loop.
 const inputBatches = 4
@@ -55,7 +62,10 @@ const inputBatches = 4
 // bytes (after offset bytes of headroom). sink runs on the loop goroutine
 // for every packet and takes ownership of it.
 func (p *Pacer) newInput(batch, offset, size int, sink func(now sim.Time, b *packet.Buffer)) *kernelInput {
-	in := &kernelInput{p: p, free: make(chan *inBatch, inputBatches), sink: sink, offset: offset}
+	// A TCP super-packet of up to 64 KiB splits into segments of at least
+	// size-40 bytes of payload.
+	room := min(batch, 65535/max(size-40, 1)+1)
+	in := &kernelInput{p: p, free: make(chan *inBatch, inputBatches), sink: sink, offset: offset, room: room}
 	for range inputBatches {
 		b := &inBatch{in: in, bufs: make([][]byte, batch), sizes: make([]int, batch)}
 		for i := range b.bufs {
@@ -87,6 +97,21 @@ func (in *kernelInput) readFrom(dev Device) error {
 			in.free <- b
 			return err
 		}
+		// Take what else the kernel has queued into the same batch while
+		// a whole super-packet still fits: one hand-off to the loop per
+		// batch, not per packet (UDP arrives a packet per read).
+		if q, ok := dev.(queuedReader); ok {
+			for n > 0 && n+in.room <= len(b.bufs) {
+				if more, err := q.Readable(); err != nil || !more {
+					break
+				}
+				k, err := dev.Read(b.bufs[n:], b.sizes[n:], in.offset)
+				if err != nil || k <= 0 {
+					break // the next Read reports it
+				}
+				n += k
+			}
+		}
 		if n <= 0 {
 			in.free <- b
 			continue
@@ -114,6 +139,7 @@ type kernelOutput struct {
 	free  chan int32
 	queue chan int32
 	done  <-chan struct{}
+	size  int // each slot's size; slots are allocated when first used
 
 	drops atomic.Uint64
 	sent  atomic.Uint64
@@ -126,9 +152,8 @@ const groBytes = 16 << 10
 // newOutput returns an output with n slots of size bytes. It stops when the
 // pacer does.
 func (p *Pacer) newOutput(n, size int) *kernelOutput {
-	o := &kernelOutput{slots: make([][]byte, n), lens: make([]int, n), free: make(chan int32, n), queue: make(chan int32, n), done: p.done}
+	o := &kernelOutput{slots: make([][]byte, n), lens: make([]int, n), free: make(chan int32, n), queue: make(chan int32, n), done: p.done, size: size}
 	for i := range o.slots {
-		o.slots[i] = make([]byte, size)
 		o.free <- int32(i)
 	}
 	return o
@@ -144,10 +169,13 @@ func (o *kernelOutput) Send(pkt []byte) bool {
 		o.drops.Add(1)
 		return false
 	}
-	if len(pkt) > len(o.slots[slot]) {
+	if len(pkt) > o.size {
 		o.free <- slot
 		o.drops.Add(1)
 		return false
+	}
+	if o.slots[slot] == nil {
+		o.slots[slot] = make([]byte, o.size) // once per slot, while traffic grows
 	}
 	o.lens[slot] = copy(o.slots[slot], pkt)
 	o.queue <- slot // cannot block: queue has room for every slot
@@ -178,7 +206,7 @@ func (o *kernelOutput) WriteTo(dev Device) error {
 		if bufs == nil {
 			bufs = make([][]byte, batch)
 			for i := range bufs {
-				bufs[i] = make([]byte, 0, hostns.Headroom+max(groBytes, len(o.slots[0])))
+				bufs[i] = make([]byte, 0, hostns.Headroom+max(groBytes, o.size))
 			}
 		}
 		k := 0

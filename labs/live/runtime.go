@@ -196,7 +196,10 @@ func Up(ctx context.Context, name string, eng Engine, opts Options) (_ *Lab, err
 		})
 		// Packets for a kernel came from another kernel's MTU-sized
 		// packets; a larger one is dropped and counted.
-		h.out = l.pacer.newOutput(1024, opts.MTU)
+		// As many as the kernel's own queue towards the lab holds: a
+		// writer the machine starves for a while must not drop what a
+		// host's NIC would have handed its kernel.
+		h.out = l.pacer.newOutput(kernelQueueLen(h.spec.Rate, opts.MTU), opts.MTU)
 	}
 	if err = l.serve(); err != nil {
 		return nil, err
