@@ -120,6 +120,21 @@ func TestControlSocket(t *testing.T) {
 		t.Fatal(err)
 	}
 	pipes[0].Inject(ipPacket(eng.hosts[0].Addr, eng.hosts[1].Addr, 10))
+	// The packet and the next fault are concurrent inputs: wait until the
+	// lab has the packet (bounded: a hang guard).
+	for i := 0; ; i++ {
+		st, err := c.Status(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Hosts[0].FromKernel == 2 {
+			break
+		}
+		if i == 1000 {
+			t.Fatal("the packet sent while the link was down never reached the lab")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 	if err := c.Fault(ctx, FaultRequest{Target: "link", Name: "h0", Action: "up"}); err != nil {
 		t.Fatal(err)
 	}
