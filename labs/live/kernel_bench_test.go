@@ -196,24 +196,33 @@ func iperf3Run(t testing.TB, client, server *hostns.Namespace, addr netip.Addr, 
 		return iperf3Result{}, err
 	}
 	defer func() { srv.Process.Kill(); srv.Wait() }()
-	time.Sleep(300 * time.Millisecond) // server listening
-	cl := exec.Command(path, append([]string{"-c", addr.String(), "-p", "5301", "-J"}, args...)...)
 	var out strings.Builder
-	cl.Stdout, cl.Stderr = &out, &out
-	if err := client.Start(cl); err != nil {
-		return iperf3Result{}, err
-	}
-	done := make(chan error, 1)
-	go func() { done <- cl.Wait() }()
-	select {
-	case err := <-done:
-		if err != nil {
+	// The server listens some time after it starts (longer on a busy
+	// machine): a refused connection is retried, a few times.
+	for try := 0; ; try++ {
+		time.Sleep(300 * time.Millisecond)
+		out.Reset()
+		cl := exec.Command(path, append([]string{"-c", addr.String(), "-p", "5301", "-J"}, args...)...)
+		cl.Stdout, cl.Stderr = &out, &out
+		if err := client.Start(cl); err != nil {
+			return iperf3Result{}, err
+		}
+		done := make(chan error, 1)
+		go func() { done <- cl.Wait() }()
+		var err error
+		select {
+		case err = <-done:
+		case <-time.After(60 * time.Second):
+			cl.Process.Kill()
+			<-done
+			return iperf3Result{}, errors.New("iperf3 client timed out")
+		}
+		if err == nil {
+			break
+		}
+		if !strings.Contains(out.String(), "Connection refused") || try == 5 {
 			return iperf3Result{}, fmt.Errorf("iperf3: %v: %s", err, tailString(out.String(), 400))
 		}
-	case <-time.After(60 * time.Second):
-		cl.Process.Kill()
-		<-done
-		return iperf3Result{}, errors.New("iperf3 client timed out")
 	}
 	var r struct {
 		End struct {

@@ -7,7 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mrlab/mrlab/internal/packet"
 	"github.com/mrlab/mrlab/internal/sim"
+	"github.com/mrlab/mrlab/softnic"
+	"github.com/mrlab/mrlab/transport"
 )
 
 func TestTimingLagging(t *testing.T) {
@@ -94,5 +97,40 @@ func TestPerfClientGone(t *testing.T) {
 			t.Fatalf("next run after the client went away: %v", err)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestLiveKeysDifferPerLab: two live labs built from the same lab file
+// (same seed) hand out different rkeys, connection ids and region
+// addresses: a host cannot predict another lab's, or another run's.
+func TestLiveKeysDifferPerLab(t *testing.T) {
+	type ids struct {
+		rkey uint32
+		addr uint64
+		conn uint32
+	}
+	build := func() ids {
+		eng, err := NewLabEngine(loadTestLab(t, "b2b"), EngineConfig{MaxRate: DefaultMaxRate})
+		if err != nil {
+			t.Fatal(err)
+		}
+		loop := sim.NewLoop()
+		if err := eng.Start(loop, packet.NewPool(), func(int, sim.Time, []byte) {}); err != nil {
+			t.Fatal(err)
+		}
+		nic := eng.(*labEngine).nics[0]
+		mr, err := nic.AllocPD().Register(make([]byte, 4096), transport.AccessRemoteWrite)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := nic.Dial(eng.Hosts()[1].Addr, softnic.ConnOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ids{mr.RKey(), mr.Addr(), c.ID()}
+	}
+	a, b := build(), build()
+	if a.rkey == b.rkey || a.addr == b.addr || a.conn == b.conn {
+		t.Errorf("two live labs from one file: %+v and %+v; want every field different", a, b)
 	}
 }
