@@ -103,12 +103,12 @@ func (w *lagWatch) stop() Timing {
 			break
 		}
 	}
-	now := p.elapsed()
+	// The measurement ends with the event running now (or, stopped
+	// between events, now): it ran p.curLag late, so on the wall clock it
+	// began at loop.Now()+curLag. Whatever that event does after its
+	// measurement is over (a run's data check) is not the run's time.
 	w.t.LabTime = time.Duration(p.loop.Now() - w.labStart)
-	w.t.WallTime = time.Duration(now - w.wall)
-	// The lab's lateness at the end is also how far behind it is now.
-	if behind := time.Duration(now - p.loop.Now()); behind > w.t.MaxLateness {
-		w.t.MaxLateness = behind
-	}
+	w.t.WallTime = time.Duration(p.loop.Now() + sim.Time(p.curLag) - w.wall)
+	w.t.MaxLateness = max(w.t.MaxLateness, p.curLag)
 	return w.t
 }
