@@ -118,7 +118,7 @@ func (n *NIC) newConn(e *protoEntry, peer netip.Addr, opts ConnOptions) *Conn {
 	c := &Conn{
 		nic:     n,
 		proto:   e,
-		id:      uint32(len(n.conns)) + 1,
+		id:      n.connBase + uint32(len(n.conns)) + 1,
 		peer:    peer,
 		scq:     opts.SendCQ,
 		rcq:     opts.RecvCQ,
@@ -181,6 +181,15 @@ func (n *NIC) Conn(id uint32) *Conn {
 	return n.conns[id-1]
 }
 
+// Refuse closes a connection the application did not ask for (a
+// listener's OnConn seeing a request from an unexpected peer): the peer
+// is told on the wire, as by Close, and the NIC counts it in
+// Stats.Refused.
+func (c *Conn) Refuse() {
+	c.nic.stats.Refused++
+	c.Close()
+}
+
 // State returns the connection's state.
 func (c *Conn) State() transport.State { return c.tc.State() }
 
@@ -212,4 +221,17 @@ func (c *Conn) Stats() ConnStats {
 	s := c.stats
 	s.PortTxPackets = append([]uint64(nil), c.stats.PortTxPackets...)
 	return s
+}
+
+// maxConnBase bounds the random base of connection ids (KeySource): ids
+// stay below 2^24, the widest every transport carries (RoCEv2 QPNs).
+const maxConnBase = 1 << 23
+
+// connIndex returns the index in n.conns of connection id, or -1.
+func (n *NIC) connIndex(id uint32) int {
+	i := id - n.connBase - 1 // wraps to a huge value for ids below the base
+	if id == 0 || uint64(i) >= uint64(len(n.conns)) {
+		return -1
+	}
+	return int(i)
 }

@@ -34,6 +34,14 @@ type NICOptions struct {
 	// TraceFor, if set, gives each host's NIC its own tracer (so a trace
 	// line can say which host decided); it overrides Trace.
 	TraceFor func(host string) transport.Tracer
+	// SecureKeys draws every NIC's memory keys, connection ids and region
+	// addresses from crypto/rand (softnic.CryptoSource), as live labs do;
+	// otherwise they follow from the seed, as sim runs' traces need.
+	SecureKeys bool
+	// HostQueue, if set, sizes each NIC's per-port queue of host (kernel)
+	// packets from the port's rate in bits per second; otherwise softnic's
+	// default.
+	HostQueue func(rate float64) int
 }
 
 // NewCluster builds a NIC for every host of net, named and addressed as
@@ -52,10 +60,23 @@ func NewCluster(name string, loop *sim.Loop, pool *packet.Pool, net *fabric.Netw
 		if opts.TraceFor != nil {
 			trace = opts.TraceFor(h.Name)
 		}
-		nic, err := softnic.New(softnic.Config{
+		cfg := softnic.Config{
 			Name: h.Name, Addr: h.Addr, Ports: h.Ports, PathMTU: opts.PathMTU,
 			Sched: loop, Pool: pool, Seed: seed, Protocols: protos(), Trace: trace,
-		})
+		}
+		if opts.SecureKeys {
+			cfg.KeySource = softnic.CryptoSource()
+		}
+		if opts.HostQueue != nil {
+			var rate float64
+			for _, k := range net.Topology().Links {
+				if k.A.Node == h.Name || k.B.Node == h.Name {
+					rate = max(rate, k.Params.Rate)
+				}
+			}
+			cfg.HostQueue = opts.HostQueue(rate)
+		}
+		nic, err := softnic.New(cfg)
 		if err != nil {
 			return nil, fmt.Errorf("building cluster %q: %w", name, err)
 		}

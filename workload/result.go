@@ -74,6 +74,11 @@ type Result struct {
 	// describes the first.
 	Errors     int    `json:"errors"`
 	FirstError string `json:"first_error,omitempty"`
+	// Refused counts connection requests the run did not ask for (from a
+	// host it does not connect, or beyond the connections it opens): each
+	// was refused on the wire and the run went on. A dialer that repeats
+	// its request before hearing the refusal is counted per request.
+	Refused int `json:"refused,omitempty"`
 	// Check is the data check.
 	Check DataCheck `json:"data_check"`
 }

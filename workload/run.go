@@ -1,6 +1,7 @@
 package workload
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sort"
@@ -95,18 +96,38 @@ type pairQueue struct {
 // established, runs it; onDone runs on the loop when the workload has
 // finished (or failed). Start must run on the loop's goroutine.
 func Start(cl *Cluster, spec Spec, onDone func(*Result, error)) error {
+	_, err := Launch(cl, spec, onDone)
+	return err
+}
+
+// Running is a workload started with Launch.
+type Running struct{ r *runner }
+
+// ErrCancelled is the error a cancelled run ends with.
+var ErrCancelled = errors.New("workload cancelled")
+
+// Cancel ends the run now, as a failure wrapping ErrCancelled and why:
+// its connections are closed and onDone gets what was measured so far. It
+// does nothing once the run has ended. Call it on the loop's goroutine.
+func (h *Running) Cancel(why error) {
+	h.r.fail(fmt.Errorf("%s: %w: %w", h.r.spec.Name, ErrCancelled, why))
+}
+
+// Launch is Start returning a handle that can cancel the run (a live
+// lab's perf run whose client went away).
+func Launch(cl *Cluster, spec Spec, onDone func(*Result, error)) (*Running, error) {
 	if err := cl.check(); err != nil {
-		return err
+		return nil, err
 	}
 	spec, err := spec.withDefaults(cl, cl.Hosts)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	r := &runner{cl: cl, spec: spec, onDone: onDone, pending: map[[2]int]*pairQueue{},
 		rails: sim.NewRand(spec.Seed, "workload/rails")}
 	r.eng, err = newEngine(spec)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	n := len(cl.NICs)
 	r.pd = make([]*softnic.PD, n)
@@ -114,7 +135,7 @@ func Start(cl *Cluster, spec Spec, onDone func(*Result, error)) error {
 	r.source = make([]bool, n)
 	r.poll = make([]softnic.Completion, 64)
 	if err := r.eng.setup(r); err != nil {
-		return err
+		return nil, err
 	}
 	for i, nic := range cl.NICs {
 		if r.pd[i] == nil {
@@ -124,7 +145,7 @@ func Start(cl *Cluster, spec Spec, onDone func(*Result, error)) error {
 			ConnOptions: softnic.ConnOptions{PD: r.pd[i], SendCQ: r.cq[i], RecvCQ: r.cq[i], OnState: r.onState},
 			OnConn:      r.accepted,
 		}); err != nil {
-			return fmt.Errorf("starting %s: %w", spec.Name, err)
+			return nil, fmt.Errorf("starting %s: %w", spec.Name, err)
 		}
 	}
 	now := cl.Loop.Now()
@@ -137,13 +158,13 @@ func Start(cl *Cluster, spec Spec, onDone func(*Result, error)) error {
 	}
 	for _, q := range r.queues {
 		if err := r.dial(q.reqs[0]); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if r.waiting == 0 {
-		return fmt.Errorf("%w: %s needs at least one connection", ErrBadSpec, spec.Name)
+		return nil, fmt.Errorf("%w: %s needs at least one connection", ErrBadSpec, spec.Name)
 	}
-	return nil
+	return &Running{r}, nil
 }
 
 // Run runs spec on the cluster's loop until it finishes and returns its
@@ -230,12 +251,15 @@ func (r *runner) dial(req *connReq) error {
 }
 
 // accepted pairs an incoming connection with the request its peer is
-// dialing.
+// dialing. A connection the run did not ask for (another host's program
+// sending a connection request to the NIC's port, in a live lab) is
+// refused and counted; it does not disturb the run.
 func (r *runner) accepted(c *softnic.Conn) {
 	from, to := r.cl.byAddr(c.Peer()), r.cl.byAddr(c.NIC().Addr())
 	q := r.pending[[2]int{from, to}]
-	if q == nil || q.next >= len(q.reqs) || q.reqs[q.next].acc != nil {
-		r.fail(fmt.Errorf("%s: unexpected connection from %v to %s", r.spec.Name, c.Peer(), c.NIC().Name()))
+	if r.finished || q == nil || q.next >= len(q.reqs) || q.reqs[q.next].acc != nil {
+		r.res.Refused++
+		c.Refuse()
 		return
 	}
 	req := q.reqs[q.next]

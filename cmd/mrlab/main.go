@@ -17,6 +17,7 @@ import (
 	"io"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -132,7 +133,9 @@ func cmdArgs(c *cli.Context) ([]string, error) {
 			pos = append(pos, args[i+1:]...)
 			break
 		}
-		if len(a) < 2 || a[0] != '-' {
+		if len(a) < 2 || a[0] != '-' || isNumeral(a) {
+			// A negative number ("fault plane -1") is an argument: no
+			// flag is named by digits.
 			pos = append(pos, a)
 			continue
 		}
@@ -173,4 +176,10 @@ func findFlag(flags []cli.Flag, name string) cli.Flag {
 		}
 	}
 	return nil
+}
+
+// isNumeral reports whether s parses as a number ("-1", "-0.5").
+func isNumeral(s string) bool {
+	_, err := strconv.ParseFloat(s, 64)
+	return err == nil
 }

@@ -95,6 +95,11 @@ func New() *Exporter {
 	return e
 }
 
+// Register adds a collector of the caller's own to the exporter's registry,
+// so /metrics serves its series too (the live runtime's NIC drops and
+// host interface counters). The collector is called on scrape goroutines.
+func (e *Exporter) Register(c prometheus.Collector) error { return e.reg.Register(c) }
+
 // Write implements telemetry.Sink (loop goroutine).
 func (e *Exporter) Write(s *telemetry.Sample) error {
 	e.pending = append(e.pending, *s)
