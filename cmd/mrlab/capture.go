@@ -317,7 +317,7 @@ func observeFlags() []cli.Flag {
 		&cli.StringFlag{Name: "capture-dir", Value: "captures", Usage: "directory for --capture files, one POINT.pcapng per point"},
 		&cli.StringFlag{Name: "capture-filter", Usage: "keep only matching packets in captures (host=, conn=, path=, port=)"},
 		&cli.StringFlag{Name: "telemetry", Usage: "write per-connection, per-path and per-link time series to `FILE` (.csv for CSV, else JSON lines)"},
-		&cli.StringFlag{Name: "telemetry-interval", Value: "10us", Usage: "telemetry sampling period (lab time)"},
+		&cli.StringFlag{Name: "telemetry-interval", Value: "10us", Usage: "telemetry and --record sampling period (lab time)"},
 		&cli.BoolFlag{Name: "telemetry-all-links", Usage: "sample idle link directions too"},
 		&cli.StringFlag{Name: "plot-dir", Usage: "draw telemetry plots (cwnd and rate per path, queue depth per link) into `DIR`"},
 		&cli.StringFlag{Name: "plot-format", Value: "png", Usage: "plot format: png or svg"},
@@ -343,6 +343,8 @@ type simObserver struct {
 	trace   *prototrace.Log
 	traceF  *os.File
 	traceTo string
+	// recording is --record's (web.go), nil without one.
+	recording *simRecording
 }
 
 // openSimObserver sets up captures, telemetry and the trace the flags ask for
@@ -428,19 +430,9 @@ func openSimObserver(c *cli.Context, loop *sim.Loop, net *fabric.Network, extra 
 		if err != nil {
 			return fail(usageError{fmt.Errorf("--trace-filter: %w", err)})
 		}
-		var events prototrace.FabricEvents
-		for _, e := range splitList(c.String("trace-fabric")) {
-			switch e {
-			case "none":
-			case "drops":
-				events |= prototrace.TraceDrops
-			case "marks":
-				events |= prototrace.TraceMarks
-			case "corrupt":
-				events |= prototrace.TraceCorrupt
-			default:
-				return fail(usagef("--trace-fabric %q: want none, drops, marks or corrupt", e))
-			}
+		events, err := traceFabricEvents(c)
+		if err != nil {
+			return fail(err)
 		}
 		w := c.App.Writer
 		if dest != "-" {
@@ -461,6 +453,25 @@ func openSimObserver(c *cli.Context, loop *sim.Loop, net *fabric.Network, extra 
 	return o, nil
 }
 
+// traceFabricEvents reads --trace-fabric.
+func traceFabricEvents(c *cli.Context) (prototrace.FabricEvents, error) {
+	var events prototrace.FabricEvents
+	for _, e := range splitList(c.String("trace-fabric")) {
+		switch e {
+		case "none":
+		case "drops":
+			events |= prototrace.TraceDrops
+		case "marks":
+			events |= prototrace.TraceMarks
+		case "corrupt":
+			events |= prototrace.TraceCorrupt
+		default:
+			return 0, usagef("--trace-fabric %q: want none, drops, marks or corrupt", e)
+		}
+	}
+	return events, nil
+}
+
 func splitList(s string) []string {
 	var out []string
 	for _, f := range strings.Split(s, ",") {
@@ -477,10 +488,13 @@ func (o *simObserver) name(a netip.Addr) string { return o.names[a] }
 // off (so transports format nothing). Lines name the peer of a connection
 // once the host's NIC has been added with AddNIC.
 func (o *simObserver) Tracer(host string) transport.Tracer {
-	if o == nil || o.trace == nil {
+	if o == nil {
 		return nil
 	}
-	return o.trace.Host(host, func(id uint32) string {
+	if o.trace == nil {
+		return o.recording.tracer(host)
+	}
+	return joinTracers(o.recording.tracer(host), o.trace.Host(host, func(id uint32) string {
 		nic := o.nics[host]
 		if nic == nil {
 			return ""
@@ -491,7 +505,7 @@ func (o *simObserver) Tracer(host string) transport.Tracer {
 			}
 		}
 		return ""
-	})
+	}))
 }
 
 // AddNIC registers a host's NIC: its connections are sampled in the
@@ -501,6 +515,7 @@ func (o *simObserver) AddNIC(host string, nic *softnic.NIC) {
 		return
 	}
 	o.nics[host] = nic
+	o.recording.addNIC(host, nic)
 	if o.sampler != nil {
 		o.sampler.AddNIC(host, nic, o.name)
 	}
@@ -525,6 +540,7 @@ func (o *simObserver) Close(now sim.Time, r *Report) error {
 			first = err
 		}
 	}
+	keep(o.recording.close(now, r))
 	if o.capture != nil {
 		keep(o.capture.Close(now))
 		if r != nil {

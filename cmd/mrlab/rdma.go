@@ -10,6 +10,7 @@ import (
 	"github.com/mrlab/mrlab/internal/packet"
 	"github.com/mrlab/mrlab/internal/sim"
 	"github.com/mrlab/mrlab/labs"
+	"github.com/mrlab/mrlab/observe/capture"
 	"github.com/mrlab/mrlab/transport"
 	"github.com/mrlab/mrlab/workload"
 )
@@ -121,7 +122,7 @@ func rdmaAction(c *cli.Context, lab *labs.Lab, name string) error {
 		kinds = []transport.Kind{k}
 	}
 	if name == compareWorkload && len(kinds) > 1 && observing(c) {
-		return usagef("sim: captures, telemetry and traces follow one run: add --transport or --workload NAME")
+		return usagef("sim: captures, telemetry, traces and recordings follow one run: add --transport or --workload NAME")
 	}
 	// obs and loop belong to the last cluster built; with observation on
 	// there is exactly one.
@@ -141,11 +142,20 @@ func rdmaAction(c *cli.Context, lab *labs.Lab, name string) error {
 			hashes = append(hashes, h)
 			extra = h
 		}
-		if obs, err = openSimObserver(c, loop, net, extra); err != nil {
+		kind := lab.Transport
+		if len(kinds) == 1 {
+			kind = kinds[0]
+		}
+		rec, err := openRecording(c, loop, net, lab, name, kind, true)
+		if err != nil {
 			return nil, err
 		}
+		if obs, err = openSimObserver(c, loop, net, capture.Tee(extra, rec.FabricObserver())); err != nil {
+			return nil, err
+		}
+		obs.recording = rec
 		if !c.Bool("no-faults") && len(lab.Faults) > 0 {
-			if err := lab.ScheduleFaults(loop, net, nil); err != nil {
+			if err := lab.ScheduleFaults(loop, net, rec.faultReport(nil)); err != nil {
 				return nil, err
 			}
 		}
@@ -228,7 +238,7 @@ func rdmaAction(c *cli.Context, lab *labs.Lab, name string) error {
 
 // observing reports whether any flag asks to see inside the run.
 func observing(c *cli.Context) bool {
-	for _, f := range []string{"capture", "telemetry", "plot-dir", "trace"} {
+	for _, f := range []string{"capture", "telemetry", "plot-dir", "trace", "record", "web"} {
 		if c.IsSet(f) {
 			return true
 		}

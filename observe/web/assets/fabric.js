@@ -1,0 +1,222 @@
+// The fabric drawing: plane boxes, switches, host ports and one SVG line
+// per link direction. Each direction line carries
+//   data-link="<link>:AtoB|BtoA"  and  data-state="up|down|impaired"
+// so tests and scripts can find it. update() applies a frame: colour by
+// utilisation, width by queue depth, a flash for drops and ECN marks, the
+// netem string on impaired links. highlight() marks the links a
+// connection's paths use.
+
+import { svg, clear, utilColor, fmtRate, fmtBytes } from "./util.js";
+
+const OFFSET = 1.8; // half the gap between a link's two direction lines
+const GAP = 14; // between plane boxes
+const STATES = { u: "up", d: "down", i: "impaired" };
+
+export class Fabric {
+  // root is the <svg>; info is /api/info; onPick(kind, name) is called
+  // when a link direction, switch, host port or plane is clicked.
+  constructor(root, info, onPick) {
+    this.root = root;
+    this.info = info;
+    this.onPick = onPick;
+    this.arrange();
+    clear(root);
+    this.gPlanes = svg(root, "g", { class: "planes" });
+    this.gHalo = svg(root, "g", { class: "halos" });
+    this.gLinks = svg(root, "g", { class: "links" });
+    this.gLabels = svg(root, "g", { class: "impair-labels" });
+    this.gNodes = svg(root, "g", { class: "nodes" });
+    this.dirs = []; // direction index -> line element
+    this.last = []; // direction index -> last applied values, to skip no-ops
+    this.geom = []; // direction index -> [x1, y1, x2, y2]
+    this.labels = new Map(); // link index -> impairment label
+    this.drawPlanes();
+    this.drawLinks();
+    this.drawNodes();
+  }
+
+  // arrange puts the plane boxes in the grid that shows them largest in
+  // the panel's current shape, and sets each node's absolute position.
+  arrange() {
+    const v = this.info.view;
+    const W = this.root.clientWidth || 1200, H = this.root.clientHeight || 700;
+    let best = null;
+    for (let cols = 1; cols <= v.planes; cols++) {
+      const rows = Math.ceil(v.planes / cols);
+      const gw = cols * v.box_w + (cols - 1) * GAP, gh = rows * v.box_h + (rows - 1) * GAP;
+      const scale = Math.min(W / gw, H / gh);
+      if (!best || scale > best.scale) best = { cols, gw, gh, scale };
+    }
+    this.cols = best.cols;
+    this.boxes = [];
+    for (let p = 0; p < v.planes; p++) {
+      this.boxes.push({ plane: p, x: (p % best.cols) * (v.box_w + GAP), y: Math.floor(p / best.cols) * (v.box_h + GAP) });
+    }
+    this.pos = v.nodes.map((n) => ({ x: this.boxes[n.plane].x + n.x, y: this.boxes[n.plane].y + n.y }));
+    this.root.setAttribute("viewBox", `-6 -6 ${best.gw + 12} ${best.gh + 12}`);
+    this.root.setAttribute("preserveAspectRatio", "xMidYMid meet");
+  }
+
+  drawPlanes() {
+    const v = this.info.view;
+    for (const b of this.boxes) {
+      const g = svg(this.gPlanes, "g", { class: "plane", "data-plane": b.plane });
+      svg(g, "rect", { x: b.x, y: b.y, width: v.box_w, height: v.box_h, rx: 6 });
+      const t = svg(g, "text", { x: b.x + 8, y: b.y + 14, class: "plane-title" });
+      t.textContent = `plane ${b.plane}`;
+      t.addEventListener("click", () => this.onPick("plane", String(b.plane)));
+    }
+  }
+
+  drawLinks() {
+    const { view, topology } = this.info;
+    view.links.forEach((l, i) => {
+      const a = this.pos[l.a], b = this.pos[l.b];
+      const dx = b.x - a.x, dy = b.y - a.y;
+      const len = Math.hypot(dx, dy) || 1;
+      // Perpendicular offset: AtoB on one side, BtoA on the other.
+      const ox = (-dy / len) * OFFSET, oy = (dx / len) * OFFSET;
+      const name = topology.links[i].name;
+      [[a, b, 1, "AtoB"], [b, a, -1, "BtoA"]].forEach(([from, to, side, dir], j) => {
+        const d = 2 * i + j;
+        const x1 = from.x + side * ox, y1 = from.y + side * oy;
+        const x2 = to.x + side * ox, y2 = to.y + side * oy;
+        const el = svg(this.gLinks, "line", {
+          x1, y1, x2, y2, class: "dir", "data-link": `${name}:${dir}`, "data-state": "up",
+        });
+        el.addEventListener("click", () => this.onPick("link", name, d));
+        el.appendChild(svg(null, "title"));
+        this.dirs[d] = el;
+        this.geom[d] = [x1, y1, x2, y2];
+        this.last[d] = {};
+      });
+    });
+  }
+
+  drawNodes() {
+    const { view } = this.info;
+    // Host labels only where they do not overlap.
+    const hostGap = minHostGap(view);
+    view.nodes.forEach((n, i) => {
+      const { x, y } = this.pos[i];
+      const g = svg(this.gNodes, "g", { class: n.host ? "node host" : "node switch", "data-node": n.name });
+      if (n.host) {
+        svg(g, "circle", { cx: x, cy: y, r: 4.5 });
+        if (hostGap >= 13) {
+          const t = svg(g, "text", { x, y: y + 15, class: "host-label" });
+          t.textContent = n.label;
+        }
+        g.addEventListener("click", () => this.onPick("host", n.name));
+      } else {
+        svg(g, "rect", { x: x - 27, y: y - 10, width: 54, height: 20, rx: 4 });
+        const t = svg(g, "text", { x, y: y + 4, class: "switch-label" });
+        t.textContent = n.label;
+        g.addEventListener("click", () => this.onPick("switch", n.name));
+      }
+      svg(g, "title").textContent = n.host ? `${n.name} port ${n.port}` : `${n.name} (plane ${n.plane})`;
+    });
+    this.switchEls = new Map();
+    for (const g of this.gNodes.querySelectorAll(".switch")) this.switchEls.set(g.dataset.node, g);
+  }
+
+  // update applies one frame.
+  update(f) {
+    const links = this.info.topology.links;
+    for (let d = 0; d < this.dirs.length; d++) {
+      const el = this.dirs[d], last = this.last[d];
+      const util = f.util[d] / 1000;
+      const state = STATES[f.state[d]] || "up";
+      const flash = f.drops[d] > 0 ? "drop" : f.marks[d] > 0 ? "mark" : "";
+      const cap = links[d >> 1].queue_bytes || 1;
+      const width = 1.3 + 4.5 * Math.sqrt(Math.min(f.queue[d] / cap, 1));
+      const color = state === "down" ? "" : utilColor(util);
+      if (last.state !== state) el.setAttribute("data-state", state);
+      if (last.flash !== flash) el.setAttribute("data-flash", flash);
+      if (last.color !== color) el.style.stroke = color;
+      if (last.width !== width) el.style.strokeWidth = width.toFixed(2);
+      const tip = `${el.dataset.link}: ${state}, ${(util * 100).toFixed(1)}% (${fmtRate(util * links[d >> 1].rate_bps)}),` +
+        ` queue ${fmtBytes(f.queue[d])}, drops ${f.drops[d]}, ECN marks ${f.marks[d]}` +
+        (f.impair && f.impair[d] ? `, impaired: ${f.impair[d]}` : "");
+      if (last.tip !== tip) el.firstChild.textContent = tip;
+      Object.assign(last, { state, flash, color, width, tip });
+    }
+    this.updateImpairLabels(f);
+    const down = new Set(f.switch_down || []);
+    for (const [name, g] of this.switchEls) g.classList.toggle("down", down.has(name));
+  }
+
+  // updateImpairLabels writes each impaired link's netem string beside it
+  // (once per link; "ab:"/"ba:" when only one direction is impaired).
+  updateImpairLabels(f) {
+    const want = new Map();
+    const imp = f.impair || {};
+    for (let i = 0; i < this.info.topology.links.length; i++) {
+      const a = imp[2 * i], b = imp[2 * i + 1];
+      if (!a && !b) continue;
+      want.set(i, a === b ? a : [a && `ab: ${a}`, b && `ba: ${b}`].filter(Boolean).join(" · "));
+    }
+    for (const [i, el] of this.labels) {
+      if (!want.has(i)) {
+        el.remove();
+        this.labels.delete(i);
+      }
+    }
+    for (const [i, text] of want) {
+      let el = this.labels.get(i);
+      if (!el) {
+        const [x1, y1, x2, y2] = this.geom[2 * i];
+        // Along the link, a little past its middle, so labels of
+        // neighbouring links stagger.
+        const t = 0.35 + 0.3 * ((i * 7) % 5) / 4;
+        el = svg(this.gLabels, "text", { x: x1 + t * (x2 - x1), y: y1 + t * (y2 - y1) - 3, class: "impair-label" });
+        this.labels.set(i, el);
+      }
+      if (el.textContent !== text) el.textContent = text;
+    }
+  }
+
+  // highlight marks the directions a selected connection's paths use:
+  // routes is a list of direction-index lists; emphasis, if set, is one
+  // path's route drawn stronger.
+  highlight(routes, emphasis) {
+    clear(this.gHalo);
+    const count = new Map();
+    for (const r of routes) for (const d of r) count.set(d, (count.get(d) || 0) + 1);
+    const strong = new Set(emphasis || []);
+    for (const [d, n] of count) {
+      const [x1, y1, x2, y2] = this.geom[d];
+      svg(this.gHalo, "line", {
+        x1, y1, x2, y2, class: strong.has(d) ? "halo strong" : "halo",
+        "stroke-width": (4 + 2 * Math.log2(1 + n)).toFixed(1),
+      });
+    }
+    for (const d of strong) {
+      if (count.has(d)) continue;
+      const [x1, y1, x2, y2] = this.geom[d];
+      svg(this.gHalo, "line", { x1, y1, x2, y2, class: "halo strong", "stroke-width": 6 });
+    }
+  }
+
+  // mark outlines one picked element (a link's directions or a node).
+  mark(kind, name) {
+    for (const el of this.root.querySelectorAll(".picked")) el.classList.remove("picked");
+    if (kind === "link") {
+      const i = this.info.topology.links.findIndex((l) => l.name === name);
+      if (i >= 0) for (const d of [2 * i, 2 * i + 1]) this.dirs[d].classList.add("picked");
+    } else if (kind === "switch" || kind === "host") {
+      for (const g of this.gNodes.children) if (g.dataset.node === name) g.classList.add("picked");
+    }
+  }
+}
+
+// minHostGap is the smallest horizontal gap between host ports in a plane.
+function minHostGap(view) {
+  const xs = new Map();
+  for (const n of view.nodes) if (n.host) (xs.get(n.plane) || xs.set(n.plane, []).get(n.plane)).push(n.x);
+  let gap = Infinity;
+  for (const arr of xs.values()) {
+    arr.sort((a, b) => a - b);
+    for (let i = 1; i < arr.length; i++) gap = Math.min(gap, arr[i] - arr[i - 1]);
+  }
+  return gap;
+}
