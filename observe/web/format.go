@@ -1,6 +1,7 @@
 package web
 
 import (
+	"math"
 	"slices"
 
 	"github.com/mrlab/mrlab/internal/sim"
@@ -128,7 +129,7 @@ type record struct {
 // string columns (states) hold ids of "str" records.
 
 func dirRow(i int, d *DirState) []int64 {
-	return []int64{int64(i), b2i(d.Up), int64(d.Queue), int64(d.TxBytes), int64(d.Drops), int64(d.Marks), int64(d.Rate)}
+	return []int64{int64(i), b2i(d.Up), int64(d.Queue), int64(d.TxBytes), int64(d.Drops), int64(d.Marks), int64(math.Round(d.Rate))}
 }
 
 func hostRow(i int, h *HostState) []int64 {
@@ -138,7 +139,7 @@ func hostRow(i int, h *HostState) []int64 {
 
 func connValsRow(n int, state int, c *ConnState) []int64 {
 	return []int64{int64(n), int64(state), c.Cwnd, c.InFlight, int64(c.SRTT), int64(c.TxBytes), int64(c.Acked),
-		int64(c.Retransmits), int64(c.Timeouts), int64(c.EntropyChanges), int64(c.RateHint), int64(c.PeerID)}
+		int64(c.Retransmits), int64(c.Timeouts), int64(c.EntropyChanges), int64(math.Round(c.RateHint)), int64(c.PeerID)}
 }
 
 func pathRow(n, i, state int, p *PathState) []int64 {

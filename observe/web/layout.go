@@ -19,8 +19,13 @@ type View struct {
 	Planes int `json:"planes"`
 	// BoxW and BoxH are a plane box's size; node coordinates are within
 	// their plane's box.
-	BoxW  float64    `json:"box_w"`
-	BoxH  float64    `json:"box_h"`
+	BoxW float64 `json:"box_w"`
+	BoxH float64 `json:"box_h"`
+	// Top is the y of the highest tier's row in a box, Span the distance
+	// from it down to the host row: the page may stretch that span to
+	// fill its height.
+	Top   float64    `json:"top"`
+	Span  float64    `json:"span"`
 	Nodes []ViewNode `json:"nodes"`
 	// Links are in topology order: Links[i] draws topology link i, whose
 	// directions are 2i and 2i+1.
@@ -128,6 +133,7 @@ func Layout(t *Topology) View {
 	v.Planes = planes
 	v.BoxW = slices.Max(widths) + 2*pad
 	v.BoxH = float64(maxTier)*rowGap + 2*pad + titleH
+	v.Top, v.Span = titleH+pad, float64(maxTier)*rowGap
 	for i := range v.Nodes {
 		n := &v.Nodes[i]
 		// Center each plane's own width in the common box.

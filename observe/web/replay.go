@@ -28,7 +28,8 @@ type Replay struct {
 	dirs  []series[DirState]
 	down  series[[]string]
 	hosts []series[HostState]
-	conns []*replayConn
+	conns []*replayConn // in declaration order
+	order []*replayConn // by host, then id
 	byKey map[ConnKey]*replayConn
 
 	events  []TraceEvent
@@ -176,6 +177,15 @@ func ReadReplay(r io.Reader, name string) (*Replay, error) {
 		}
 	}
 	slices.SortStableFunc(rp.faults, func(a, b FaultEvent) int { return cmp.Compare(a.T, b.T) })
+	// Snapshots list connections as a lab does: by host, then id.
+	host := map[string]int{}
+	for i, h := range rp.Header.Topology.Hosts {
+		host[h.Name] = i
+	}
+	rp.order = slices.Clone(rp.conns)
+	slices.SortStableFunc(rp.order, func(a, b *replayConn) int {
+		return cmp.Or(cmp.Compare(host[a.key.Host], host[b.key.Host]), cmp.Compare(a.key.ID, b.key.ID))
+	})
 	return rp, nil
 }
 
@@ -441,7 +451,7 @@ func (rp *Replay) Snapshot(k int, sel func(ConnKey) bool) *Snapshot {
 	for i := range rp.hosts {
 		s.Hosts[i], _ = rp.hosts[i].get(k)
 	}
-	for _, c := range rp.conns {
+	for _, c := range rp.order {
 		if cs, ok := rp.connState(c, k, sel != nil && sel(c.key)); ok {
 			s.Conns = append(s.Conns, cs)
 		}

@@ -56,8 +56,8 @@ type Info struct {
 	FPS      int      `json:"fps"`
 	// Replay: frame count, times and the planned fault timeline.
 	Frames   int      `json:"frames,omitempty"`
-	Start    sim.Time `json:"start,omitempty"`
-	End      sim.Time `json:"end,omitempty"`
+	Start    sim.Time `json:"start"`
+	End      sim.Time `json:"end"`
 	Interval sim.Time `json:"interval,omitempty"`
 	Times    []int64  `json:"times,omitempty"`
 	Planned  []string `json:"planned,omitempty"`

@@ -6,11 +6,8 @@ import (
 	"github.com/mrlab/mrlab/fabric"
 	"github.com/mrlab/mrlab/internal/header"
 	"github.com/mrlab/mrlab/internal/sim"
-	"github.com/mrlab/mrlab/observe/telemetry"
 	"github.com/mrlab/mrlab/softnic"
-	"github.com/mrlab/mrlab/transport/metaroce"
-	"github.com/mrlab/mrlab/transport/metaroce/wire"
-	"github.com/mrlab/mrlab/transport/rocev2"
+	"github.com/mrlab/mrlab/transport"
 )
 
 // Snapshot is a lab's state at one instant of lab time: cumulative
@@ -114,6 +111,7 @@ type Probe struct {
 	hosts    []probeHost
 	names    map[netip.Addr]string
 	switches []string
+	st       transport.Stats // one connection's report, storage reused
 }
 
 type probeHost struct {
@@ -188,51 +186,48 @@ func (p *Probe) Snapshot(now sim.Time, paths func(ConnKey) bool) *Snapshot {
 			if c == nil {
 				continue
 			}
-			cs, ok := p.conn(h.name, h.nic, c, paths)
-			if ok {
-				s.Conns = append(s.Conns, cs)
-			}
+			s.Conns = append(s.Conns, p.conn(h.name, h.nic, c, paths))
 		}
 	}
 	return s
 }
 
-// conn reads one connection through the telemetry adapters.
-func (p *Probe) conn(host string, nic *softnic.NIC, c *softnic.Conn, paths func(ConnKey) bool) (ConnState, bool) {
+// peerIDer is a transport connection that knows its peer's id for it
+// (MetaRoCE's connection ids; the RoCEv2 baseline's trace names QPs by
+// their local id only).
+type peerIDer interface{ PeerID() uint32 }
+
+// conn reads one connection's transport figures (transport.Stats).
+func (p *Probe) conn(host string, nic *softnic.NIC, c *softnic.Conn, paths func(ConnKey) bool) ConnState {
 	tc := c.Transport()
-	src := telemetry.ConnSourceOf(tc)
-	if src == nil {
-		return ConnState{}, false
-	}
-	st := src.TelemetryConn()
-	cs := ConnState{ConnKey: ConnKey{host, c.ID()}, Peer: p.names[c.Peer()], Transport: st.Transport, State: c.State().String(),
-		Cwnd: st.Cwnd, InFlight: st.InFlight, SRTT: st.SRTT, TxBytes: st.TxBytes, Acked: st.BytesAcked,
+	tc.ReportStats(&p.st)
+	st := &p.st
+	cs := ConnState{ConnKey: ConnKey{host, c.ID()}, Peer: p.names[c.Peer()], Transport: c.Kind().String(), State: c.State().String(),
+		Cwnd: int64(st.Cwnd), InFlight: int64(st.InFlight), SRTT: st.SRTT, TxBytes: st.TxBytes, Acked: st.BytesPlaced,
 		Retransmits: st.Retransmits, Timeouts: st.Timeouts, EntropyChanges: st.EntropyChanges, RateHint: st.RateHint,
-		NumPaths: src.NumPaths()}
+		NumPaths: len(st.Paths)}
 	if cs.Peer == "" {
 		cs.Peer = c.Peer().String()
 	}
-	dport := uint16(0)
-	switch t := tc.(type) {
-	case *metaroce.Conn:
-		cs.PeerID, dport = t.PeerID(), wire.UDPPort
-	case *rocev2.Conn:
-		// The baseline's trace names connections by local id only; its
-		// peer's is not known here.
-		dport = rocev2.UDPPort
+	if pi, ok := tc.(peerIDer); ok {
+		cs.PeerID = pi.PeerID()
 	}
 	if paths == nil || !paths(cs.ConnKey) {
-		return cs, true
+		return cs
 	}
-	cs.Paths = make([]PathState, cs.NumPaths)
+	var dport uint16
+	if proto := nic.Protocol(c.Kind()); proto != nil {
+		dport = proto.UDPPort()
+	}
+	cs.Paths = make([]PathState, len(st.Paths))
 	for i := range cs.Paths {
-		ps := src.TelemetryPath(i)
+		ps := &st.Paths[i]
 		path := &cs.Paths[i]
-		*path = PathState{Plane: ps.Plane, Entropy: ps.Entropy, State: ps.State, Cwnd: ps.Cwnd, InFlight: ps.InFlight,
+		*path = PathState{Plane: ps.Port, Entropy: ps.Entropy, State: ps.State, Cwnd: int64(ps.Cwnd), InFlight: int64(ps.InFlight),
 			SRTT: ps.SRTT, RTO: ps.RTO, TxBytes: ps.TxBytes, Acked: ps.PacketsAcked, CEAcked: ps.CEAcked,
 			Retransmits: ps.Retransmits, Timeouts: ps.Timeouts}
 		ft := fabric.FlowTuple{Src: nic.Addr(), Dst: c.Peer(), Proto: header.IPv4ProtoUDP, SrcPort: ps.Entropy, DstPort: dport}
-		path.Route, path.Reached, _ = p.net.FlowPath(host, ps.Plane, ft, nil)
+		path.Route, path.Reached, _ = p.net.FlowPath(host, ps.Port, ft, nil)
 	}
-	return cs, true
+	return cs
 }

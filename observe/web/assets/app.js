@@ -104,7 +104,7 @@ async function loadFrame(k) {
 
 function setPlaying(on, from) {
   state.playing = on;
-  $("play").textContent = on ? "⏸" : "▶";
+  $("play").textContent = on ? "❚❚" : "▶";
   if (state.info.mode !== "replay") return;
   if (on) openStream(from);
   else closeStream();

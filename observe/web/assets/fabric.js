@@ -35,24 +35,35 @@ export class Fabric {
     this.drawNodes();
   }
 
-  // arrange puts the plane boxes in the grid that shows them largest in
-  // the panel's current shape, and sets each node's absolute position.
+  // arrange puts the plane boxes in the grid that shows them largest and
+  // fills the panel's current shape best, stretching the rows apart (up to 2.5x) when
+  // the panel is taller than the grid, and sets each node's position.
   arrange() {
     const v = this.info.view;
     const W = this.root.clientWidth || 1200, H = this.root.clientHeight || 700;
     let best = null;
     for (let cols = 1; cols <= v.planes; cols++) {
       const rows = Math.ceil(v.planes / cols);
-      const gw = cols * v.box_w + (cols - 1) * GAP, gh = rows * v.box_h + (rows - 1) * GAP;
+      const gw = cols * v.box_w + (cols - 1) * GAP;
+      const fixed = rows * v.box_h + (rows - 1) * GAP;
+      const k = v.span > 0 ? Math.min(2.5, Math.max(1, 1 + ((gw * H) / W - fixed) / (rows * v.span))) : 1;
+      const bh = v.box_h + (k - 1) * v.span;
+      const gh = rows * bh + (rows - 1) * GAP;
       const scale = Math.min(W / gw, H / gh);
-      if (!best || scale > best.scale) best = { cols, gw, gh, scale };
+      // Large, and filling the panel: of two grids about as large, the
+      // one that leaves less of the panel empty.
+      const fill = (gw * gh * scale * scale) / (W * H);
+      const score = scale * (0.5 + 0.5 * fill);
+      if (!best || score > best.score) best = { cols, gw, gh, bh, k, score };
     }
-    this.cols = best.cols;
     this.boxes = [];
     for (let p = 0; p < v.planes; p++) {
-      this.boxes.push({ plane: p, x: (p % best.cols) * (v.box_w + GAP), y: Math.floor(p / best.cols) * (v.box_h + GAP) });
+      this.boxes.push({ plane: p, x: (p % best.cols) * (v.box_w + GAP), y: Math.floor(p / best.cols) * (best.bh + GAP), h: best.bh });
     }
-    this.pos = v.nodes.map((n) => ({ x: this.boxes[n.plane].x + n.x, y: this.boxes[n.plane].y + n.y }));
+    this.pos = v.nodes.map((n) => {
+      const b = this.boxes[n.plane];
+      return { x: b.x + n.x, y: b.y + v.top + (n.y - v.top) * best.k };
+    });
     this.root.setAttribute("viewBox", `-6 -6 ${best.gw + 12} ${best.gh + 12}`);
     this.root.setAttribute("preserveAspectRatio", "xMidYMid meet");
   }
@@ -61,7 +72,7 @@ export class Fabric {
     const v = this.info.view;
     for (const b of this.boxes) {
       const g = svg(this.gPlanes, "g", { class: "plane", "data-plane": b.plane });
-      svg(g, "rect", { x: b.x, y: b.y, width: v.box_w, height: v.box_h, rx: 6 });
+      svg(g, "rect", { x: b.x, y: b.y, width: v.box_w, height: b.h, rx: 6 });
       const t = svg(g, "text", { x: b.x + 8, y: b.y + 14, class: "plane-title" });
       t.textContent = `plane ${b.plane}`;
       t.addEventListener("click", () => this.onPick("plane", String(b.plane)));

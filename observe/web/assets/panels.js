@@ -36,7 +36,8 @@ export class Panels {
   buildHosts() {
     clear(this.hosts);
     const head = html(this.hosts, "tr");
-    for (const h of ["host", "tx", "rx", "retx", "RTO", "CE", "drops"]) html(head, "th", {}, h);
+    html(head, "th", {}, "host");
+    for (const h of ["tx", "rx", "retx", "RTO", "CE", "drops"]) html(head, "th", { class: "num" }, h);
     this.hostRows = this.info.topology.hosts.map((h) => {
       const tr = html(this.hosts, "tr", { "data-host": h.name, class: "clickable" });
       html(tr, "td", { title: h.addr }, h.name);
@@ -220,7 +221,7 @@ export class Panels {
 // spark draws a small line chart of values with the current value beside.
 function spark(td, values, label, kind) {
   td.className = "spark";
-  const w = 40, h = 13;
+  const w = 34, h = 13;
   const s = svg(td, "svg", { width: w, height: h, class: `sparkline ${kind}` });
   if (values && values.length > 1) {
     const max = Math.max(...values) || 1;
