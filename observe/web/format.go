@@ -126,34 +126,34 @@ type record struct {
 }
 
 // Row encodings. A snapshot's values map to integer rows and back; the
-// string columns (states) hold ids of "str" records.
+// string columns (states) hold ids of "str" records. Each appends to dst
+// (the recorder's scratch row) and returns it.
 
-func dirRow(i int, d *DirState) []int64 {
-	return []int64{int64(i), b2i(d.Up), int64(d.Queue), int64(d.TxBytes), int64(d.Drops), int64(d.Marks), int64(math.Round(d.Rate))}
+func dirRow(dst []int64, i int, d *DirState) []int64 {
+	return append(dst, int64(i), b2i(d.Up), int64(d.Queue), int64(d.TxBytes), int64(d.Drops), int64(d.Marks), int64(math.Round(d.Rate)))
 }
 
-func hostRow(i int, h *HostState) []int64 {
-	return []int64{int64(i), int64(h.TxBytes), int64(h.RxBytes), int64(h.TxPackets), int64(h.RxPackets),
-		int64(h.CEReceived), int64(h.Drops), int64(h.Retransmits), int64(h.Timeouts)}
+func hostRow(dst []int64, i int, h *HostState) []int64 {
+	return append(dst, int64(i), int64(h.TxBytes), int64(h.RxBytes), int64(h.TxPackets), int64(h.RxPackets),
+		int64(h.CEReceived), int64(h.Drops), int64(h.Retransmits), int64(h.Timeouts))
 }
 
-func connValsRow(n int, state int, c *ConnState) []int64 {
-	return []int64{int64(n), int64(state), c.Cwnd, c.InFlight, int64(c.SRTT), int64(c.TxBytes), int64(c.Acked),
-		int64(c.Retransmits), int64(c.Timeouts), int64(c.EntropyChanges), int64(math.Round(c.RateHint)), int64(c.PeerID)}
+func connValsRow(dst []int64, n int, state int, c *ConnState) []int64 {
+	return append(dst, int64(n), int64(state), c.Cwnd, c.InFlight, int64(c.SRTT), int64(c.TxBytes), int64(c.Acked),
+		int64(c.Retransmits), int64(c.Timeouts), int64(c.EntropyChanges), int64(math.Round(c.RateHint)), int64(c.PeerID))
 }
 
-func pathRow(n, i, state int, p *PathState) []int64 {
-	return []int64{int64(n), int64(i), int64(p.Entropy), int64(state), p.Cwnd, p.InFlight, int64(p.SRTT), int64(p.RTO),
-		int64(p.TxBytes), int64(p.Acked), int64(p.CEAcked), int64(p.Retransmits), int64(p.Timeouts)}
+func pathRow(dst []int64, n, i, state int, p *PathState) []int64 {
+	return append(dst, int64(n), int64(i), int64(p.Entropy), int64(state), p.Cwnd, p.InFlight, int64(p.SRTT), int64(p.RTO),
+		int64(p.TxBytes), int64(p.Acked), int64(p.CEAcked), int64(p.Retransmits), int64(p.Timeouts))
 }
 
-func routeRow(n, i int, p *PathState) []int64 {
-	r := make([]int64, 0, 3+len(p.Route))
-	r = append(r, int64(n), int64(i), b2i(p.Reached))
+func routeRow(dst []int64, n, i int, p *PathState) []int64 {
+	dst = append(dst, int64(n), int64(i), b2i(p.Reached))
 	for _, d := range p.Route {
-		r = append(r, int64(d))
+		dst = append(dst, int64(d))
 	}
-	return r
+	return dst
 }
 
 func b2i(b bool) int64 {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/netip"
 	"slices"
+	"strconv"
 
 	"github.com/mrlab/mrlab/fabric"
 	"github.com/mrlab/mrlab/internal/sim"
@@ -47,14 +48,17 @@ type Recorder struct {
 	nics  map[string]*softnic.NIC
 
 	// What was last written, so a frame holds only changes.
-	strs   map[string]int
-	conns  map[ConnKey]*recConn
-	order  []*recConn
-	dirs   [][]int64
-	impair []string
-	hosts  [][]int64
-	down   []string
-	frames int
+	strs    map[string]int
+	conns   map[ConnKey]*recConn
+	order   []*recConn
+	dirs    [][]int64
+	impair  []string
+	hosts   [][]int64
+	down    []string
+	frames  int
+	frame   frameBuf
+	scratch []int64
+	buf     []byte
 }
 
 type recConn struct {
@@ -201,55 +205,82 @@ func (r *Recorder) Sample(now sim.Time) {
 	r.flushTrace()
 	r.last = now
 	snap := r.probe.Snapshot(now, func(ConnKey) bool { return true })
-	f := record{Type: "frame", T: now}
+	f := &r.frame
+	f.reset()
 	if r.dirs == nil {
 		r.dirs, r.impair = make([][]int64, len(snap.Dirs)), make([]string, len(snap.Dirs))
 		r.hosts = make([][]int64, len(snap.Hosts))
 	}
+	var impair map[int]string
 	for i := range snap.Dirs {
 		d := &snap.Dirs[i]
-		if row := dirRow(i, d); !slices.Equal(row, r.dirs[i]) {
-			f.Dirs = append(f.Dirs, row)
-			r.dirs[i] = row
-		}
+		r.row(&f.dirs, &r.dirs[i], dirRow(r.scratch[:0], i, d))
 		if d.Impair != r.impair[i] || (r.frames == 0 && d.Impair != "") {
-			if f.Impair == nil {
-				f.Impair = map[int]string{}
+			if impair == nil {
+				impair = map[int]string{}
 			}
-			f.Impair[i] = d.Impair
+			impair[i] = d.Impair
 			r.impair[i] = d.Impair
 		}
 	}
-	if r.frames == 0 || !slices.Equal(snap.SwitchDown, r.down) {
-		down := append([]string{}, snap.SwitchDown...)
-		f.SwitchDown = &down
-		r.down = down
-	}
 	for i := range snap.Hosts {
-		if row := hostRow(i, &snap.Hosts[i]); !slices.Equal(row, r.hosts[i]) {
-			f.Hosts = append(f.Hosts, row)
-			r.hosts[i] = row
-		}
+		r.row(&f.hosts, &r.hosts[i], hostRow(r.scratch[:0], i, &snap.Hosts[i]))
 	}
 	for _, rc := range r.order {
 		rc.live = false
 	}
 	for i := range snap.Conns {
-		r.conn(&f, &snap.Conns[i])
+		r.conn(&snap.Conns[i])
 	}
+	var gone []int
 	for _, rc := range r.order {
 		if !rc.live && rc.vals != nil {
-			f.Gone = append(f.Gone, rc.n)
+			gone = append(gone, rc.n)
 			rc.vals, rc.paths, rc.routes = nil, nil, nil
 		}
 	}
-	r.write(f)
+	// The frame line, its sections in the order the format lists them.
+	b := append(r.buf[:0], `{"type":"frame","t":`...)
+	b = strconv.AppendInt(b, int64(now), 10)
+	b = f.dirs.close(b, "dirs")
+	if impair != nil {
+		b = appendJSONField(b, "impair", impair)
+	}
+	if r.frames == 0 || !slices.Equal(snap.SwitchDown, r.down) {
+		r.down = append([]string{}, snap.SwitchDown...)
+		b = appendJSONField(b, "switch_down", r.down)
+	}
+	b = f.hosts.close(b, "hosts")
+	b = f.conns.close(b, "conns")
+	if gone != nil {
+		b = appendJSONField(b, "gone", gone)
+	}
+	b = f.paths.close(b, "paths")
+	b = f.routes.close(b, "routes")
+	b = append(b, "}\n"...)
+	r.buf = b
+	if r.err == nil {
+		if _, err := r.w.Write(b); err != nil {
+			r.err = fmt.Errorf("writing replay: %w", err)
+		}
+	}
 	r.frames++
 }
 
-// conn adds one connection's changed rows to frame f, declaring it (again)
-// first if it is new or its paths changed.
-func (r *Recorder) conn(f *record, c *ConnState) {
+// row adds row to section sec when it differs from the last written one,
+// which it then replaces (the stored row's storage is reused).
+func (r *Recorder) row(sec *section, last *[]int64, row []int64) {
+	r.scratch = row
+	if slices.Equal(row, *last) {
+		return
+	}
+	*last = append((*last)[:0], row...)
+	sec.add(row)
+}
+
+// conn adds one connection's changed rows to the frame, declaring it
+// (again) first if it is new or its paths changed.
+func (r *Recorder) conn(c *ConnState) {
 	rc := r.conns[c.ConnKey]
 	if rc == nil {
 		rc = &recConn{n: len(r.order)}
@@ -257,32 +288,80 @@ func (r *Recorder) conn(f *record, c *ConnState) {
 		r.order = append(r.order, rc)
 	}
 	rc.live = true
-	decl := record{Type: "conn", N: rc.n, Host: c.Host, ConnID: c.ID, Peer: c.Peer, Transport: c.Transport}
-	for _, p := range c.Paths {
-		decl.Planes = append(decl.Planes, p.Plane)
+	planesChanged := len(rc.decl.Planes) != len(c.Paths)
+	for i := 0; !planesChanged && i < len(c.Paths); i++ {
+		planesChanged = rc.decl.Planes[i] != c.Paths[i].Plane
 	}
-	if rc.decl.Type == "" || rc.decl.Peer != decl.Peer || rc.decl.Transport != decl.Transport || !slices.Equal(rc.decl.Planes, decl.Planes) {
+	if rc.decl.Type == "" || rc.decl.Peer != c.Peer || rc.decl.Transport != c.Transport || planesChanged {
+		decl := record{Type: "conn", N: rc.n, Host: c.Host, ConnID: c.ID, Peer: c.Peer, Transport: c.Transport}
+		for _, p := range c.Paths {
+			decl.Planes = append(decl.Planes, p.Plane)
+		}
 		r.write(decl)
 		rc.decl = decl
 	}
-	if row := connValsRow(rc.n, r.str(c.State), c); !slices.Equal(row, rc.vals) {
-		f.Conns = append(f.Conns, row)
-		rc.vals = row
-	}
+	f := &r.frame
+	r.row(&f.conns, &rc.vals, connValsRow(r.scratch[:0], rc.n, r.str(c.State), c))
 	if len(rc.paths) != len(c.Paths) {
 		rc.paths, rc.routes = make([][]int64, len(c.Paths)), make([][]int64, len(c.Paths))
 	}
 	for i := range c.Paths {
 		p := &c.Paths[i]
-		if row := pathRow(rc.n, i, r.str(p.State), p); !slices.Equal(row, rc.paths[i]) {
-			f.Paths = append(f.Paths, row)
-			rc.paths[i] = row
-		}
-		if row := routeRow(rc.n, i, p); !slices.Equal(row, rc.routes[i]) {
-			f.Routes = append(f.Routes, row)
-			rc.routes[i] = row
-		}
+		r.row(&f.paths, &rc.paths[i], pathRow(r.scratch[:0], rc.n, i, r.str(p.State), p))
+		r.row(&f.routes, &rc.routes[i], routeRow(r.scratch[:0], rc.n, i, p))
 	}
+}
+
+// frameBuf holds one frame's sections as they are filled.
+type frameBuf struct {
+	dirs, hosts, conns, paths, routes section
+}
+
+func (f *frameBuf) reset() {
+	for _, s := range []*section{&f.dirs, &f.hosts, &f.conns, &f.paths, &f.routes} {
+		s.b = s.b[:0]
+	}
+}
+
+// section is a JSON array of integer rows being written: "[1,2],[3,4]".
+type section struct{ b []byte }
+
+func (s *section) add(row []int64) {
+	if len(s.b) > 0 {
+		s.b = append(s.b, ',')
+	}
+	s.b = append(s.b, '[')
+	for i, v := range row {
+		if i > 0 {
+			s.b = append(s.b, ',')
+		}
+		s.b = strconv.AppendInt(s.b, v, 10)
+	}
+	s.b = append(s.b, ']')
+}
+
+// close appends the section to b as a field, if it has rows.
+func (s *section) close(b []byte, name string) []byte {
+	if len(s.b) == 0 {
+		return b
+	}
+	b = append(b, `,"`...)
+	b = append(b, name...)
+	b = append(b, `":[`...)
+	b = append(b, s.b...)
+	return append(b, ']')
+}
+
+// appendJSONField appends ,"name":v (the rare fields with strings).
+func appendJSONField(b []byte, name string, v any) []byte {
+	j, err := json.Marshal(v)
+	if err != nil {
+		return b // maps of int to string and string lists always marshal
+	}
+	b = append(b, `,"`...)
+	b = append(b, name...)
+	b = append(b, `":`...)
+	return append(b, j...)
 }
 
 // lineSplitter receives the trace log's output and writes each line as a

@@ -547,18 +547,34 @@ func (rp *Replay) Frame(k, prev int, sel *ConnKey) *Frame {
 	if prev < 0 {
 		prev = k - 1
 	}
-	selects := func(key ConnKey) bool { return sel != nil && key == *sel }
-	in := &frameInput{cur: rp.Snapshot(k, selects), index: k, sel: sel, faults: rp.faultsUpTo(rp.times[k])}
+	var ps *Snapshot
 	if prev >= 0 && prev < k {
-		in.prev = rp.Snapshot(prev, selects)
+		ps = rp.Snapshot(prev, selects(sel))
 	}
+	f, _ := rp.frameAfter(k, ps, sel)
+	return f
+}
+
+// frameAfter builds frame k with rates against the snapshot prev (which
+// must have sel's paths; nil: no rates) and returns frame k's snapshot
+// for the next call.
+func (rp *Replay) frameAfter(k int, prev *Snapshot, sel *ConnKey) (*Frame, *Snapshot) {
+	in := &frameInput{cur: rp.Snapshot(k, selects(sel)), prev: prev, index: k, sel: sel, faults: rp.faultsUpTo(rp.times[k])}
 	if sel != nil {
 		in.hist, in.histT = rp.connHistory(*sel, k, histLen)
 		if c := findConn(in.cur, *sel); c != nil {
 			in.ladder = rp.ladder(c, in.cur.T, ladderLen)
 		}
 	}
-	return buildFrame(in)
+	return buildFrame(in), in.cur
+}
+
+// selects is the path selection for a selected connection.
+func selects(sel *ConnKey) func(ConnKey) bool {
+	if sel == nil {
+		return nil
+	}
+	return func(k ConnKey) bool { return k == *sel }
 }
 
 // ConnRows lists host's connections at frame k with their send rates.

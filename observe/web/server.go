@@ -246,11 +246,17 @@ func (s *Server) streamReplay(ctx context.Context, sel *ConnKey, start, speed si
 	k := rp.FrameAt(start)
 	head := max(start, rp.times[k])
 	last := -1
+	var shown *Snapshot // frame last's state: the next frame's rates are against it
+	if k > 0 {
+		shown = rp.Snapshot(k-1, selects(sel))
+	}
 	t := time.NewTicker(tick)
 	defer t.Stop()
 	for {
 		if k != last {
-			if send("frame", rp.Frame(k, last, sel)) != nil {
+			var f *Frame
+			f, shown = rp.frameAfter(k, shown, sel)
+			if send("frame", f) != nil {
 				return
 			}
 			last = k

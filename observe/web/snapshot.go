@@ -112,6 +112,9 @@ type Probe struct {
 	names    map[netip.Addr]string
 	switches []string
 	st       transport.Stats // one connection's report, storage reused
+	// The current snapshot's path and route storage (see conn).
+	paths  []PathState
+	routes []int
 }
 
 type probeHost struct {
@@ -151,6 +154,8 @@ func (p *Probe) Topology() Topology { return TopologyOf(p.topo) }
 // includes none.
 func (p *Probe) Snapshot(now sim.Time, paths func(ConnKey) bool) *Snapshot {
 	s := &Snapshot{T: now, Dirs: make([]DirState, p.net.NumPorts()), Hosts: make([]HostState, len(p.hosts))}
+	// Fresh storage: the previous snapshot keeps its own.
+	p.paths, p.routes = nil, make([]int, 0, 4096)
 	snap := p.net.Counters()
 	for i := range s.Dirs {
 		port := p.net.PortAt(i)
@@ -219,7 +224,16 @@ func (p *Probe) conn(host string, nic *softnic.NIC, c *softnic.Conn, paths func(
 	if proto := nic.Protocol(c.Kind()); proto != nil {
 		dport = proto.UDPPort()
 	}
-	cs.Paths = make([]PathState, len(st.Paths))
+	// Paths and routes of all connections share a few large arrays: a
+	// snapshot of every path of a big lab is then a few allocations, not
+	// one per path. (A slice keeps the array it was cut from alive when
+	// append moves on to a new one.)
+	n := len(st.Paths)
+	if cap(p.paths)-len(p.paths) < n {
+		p.paths = make([]PathState, 0, max(1024, 2*n))
+	}
+	cs.Paths = p.paths[len(p.paths) : len(p.paths)+n : len(p.paths)+n]
+	p.paths = p.paths[:len(p.paths)+n]
 	for i := range cs.Paths {
 		ps := &st.Paths[i]
 		path := &cs.Paths[i]
@@ -227,7 +241,9 @@ func (p *Probe) conn(host string, nic *softnic.NIC, c *softnic.Conn, paths func(
 			SRTT: ps.SRTT, RTO: ps.RTO, TxBytes: ps.TxBytes, Acked: ps.PacketsAcked, CEAcked: ps.CEAcked,
 			Retransmits: ps.Retransmits, Timeouts: ps.Timeouts}
 		ft := fabric.FlowTuple{Src: nic.Addr(), Dst: c.Peer(), Proto: header.IPv4ProtoUDP, SrcPort: ps.Entropy, DstPort: dport}
-		path.Route, path.Reached, _ = p.net.FlowPath(host, ps.Port, ft, nil)
+		start := len(p.routes)
+		p.routes, path.Reached, _ = p.net.FlowPath(host, ps.Port, ft, p.routes)
+		path.Route = p.routes[start:len(p.routes):len(p.routes)]
 	}
 	return cs
 }

@@ -54,8 +54,9 @@ export class Fabric {
       // one that leaves less of the panel empty.
       const fill = (gw * gh * scale * scale) / (W * H);
       const score = scale * (0.5 + 0.5 * fill);
-      if (!best || score > best.score) best = { cols, gw, gh, bh, k, score };
+      if (!best || score > best.score) best = { cols, gw, gh, bh, k, score, scale };
     }
+    this.scale = best.scale; // screen pixels per view unit
     this.boxes = [];
     for (let p = 0; p < v.planes; p++) {
       this.boxes.push({ plane: p, x: (p % best.cols) * (v.box_w + GAP), y: Math.floor(p / best.cols) * (best.bh + GAP), h: best.bh });
@@ -96,6 +97,9 @@ export class Fabric {
           x1, y1, x2, y2, class: "dir", "data-link": `${name}:${dir}`, "data-state": "up",
         });
         el.addEventListener("click", () => this.onPick("link", name, d));
+        // The tooltip is written when the pointer arrives, from the
+        // frame shown then: not for every direction on every frame.
+        el.addEventListener("mouseenter", () => this.tip(d));
         el.appendChild(svg(null, "title"));
         this.dirs[d] = el;
         this.geom[d] = [x1, y1, x2, y2];
@@ -106,15 +110,18 @@ export class Fabric {
 
   drawNodes() {
     const { view } = this.info;
-    // Host labels only where they do not overlap.
-    const hostGap = minHostGap(view);
+    // Host labels 10 pixels high, where they fit: every host's, or every
+    // few hosts'.
+    const every = Math.max(1, Math.ceil(22 / (minHostGap(view) * this.scale)));
+    const font = Math.min(10 / this.scale, 14).toFixed(1);
+    const rank = hostRanks(view);
     view.nodes.forEach((n, i) => {
       const { x, y } = this.pos[i];
       const g = svg(this.gNodes, "g", { class: n.host ? "node host" : "node switch", "data-node": n.name });
       if (n.host) {
         svg(g, "circle", { cx: x, cy: y, r: 4.5 });
-        if (hostGap >= 13) {
-          const t = svg(g, "text", { x, y: y + 15, class: "host-label" });
+        if (rank[i] % every === 0) {
+          const t = svg(g, "text", { x, y: y + 6 + Number(font), class: "host-label", "font-size": font });
           t.textContent = n.label;
         }
         g.addEventListener("click", () => this.onPick("host", n.name));
@@ -130,30 +137,41 @@ export class Fabric {
     for (const g of this.gNodes.querySelectorAll(".switch")) this.switchEls.set(g.dataset.node, g);
   }
 
-  // update applies one frame.
+  // update applies one frame, touching only attributes that changed.
   update(f) {
+    this.frame = f;
     const links = this.info.topology.links;
     for (let d = 0; d < this.dirs.length; d++) {
       const el = this.dirs[d], last = this.last[d];
-      const util = f.util[d] / 1000;
       const state = STATES[f.state[d]] || "up";
       const flash = f.drops[d] > 0 ? "drop" : f.marks[d] > 0 ? "mark" : "";
       const cap = links[d >> 1].queue_bytes || 1;
-      const width = 1.3 + 4.5 * Math.sqrt(Math.min(f.queue[d] / cap, 1));
-      const color = state === "down" ? "" : utilColor(util);
+      // Widths and colours in steps, so small changes touch nothing.
+      const width = Math.round(10 * (1.3 + 4.5 * Math.sqrt(Math.min(f.queue[d] / cap, 1)))) / 10;
+      const util = Math.round(f.util[d] / 20) * 20; // 2% steps
       if (last.state !== state) el.setAttribute("data-state", state);
       if (last.flash !== flash) el.setAttribute("data-flash", flash);
-      if (last.color !== color) el.style.stroke = color;
-      if (last.width !== width) el.style.strokeWidth = width.toFixed(2);
-      const tip = `${el.dataset.link}: ${state}, ${(util * 100).toFixed(1)}% (${fmtRate(util * links[d >> 1].rate_bps)}),` +
-        ` queue ${fmtBytes(f.queue[d])}, drops ${f.drops[d]}, ECN marks ${f.marks[d]}` +
-        (f.impair && f.impair[d] ? `, impaired: ${f.impair[d]}` : "");
-      if (last.tip !== tip) el.firstChild.textContent = tip;
-      Object.assign(last, { state, flash, color, width, tip });
+      if (last.util !== util || last.state !== state) el.style.stroke = state === "down" ? "" : utilColor(util / 1000);
+      if (last.width !== width) el.style.strokeWidth = width;
+      last.state = state;
+      last.flash = flash;
+      last.util = util;
+      last.width = width;
     }
     this.updateImpairLabels(f);
     const down = new Set(f.switch_down || []);
     for (const [name, g] of this.switchEls) g.classList.toggle("down", down.has(name));
+  }
+
+  // tip writes direction d's tooltip from the frame shown.
+  tip(d) {
+    const f = this.frame, el = this.dirs[d];
+    if (!f) return;
+    const l = this.info.topology.links[d >> 1];
+    const util = f.util[d] / 1000;
+    el.firstChild.textContent = `${el.dataset.link}: ${STATES[f.state[d]]}, ${(util * 100).toFixed(1)}% (${fmtRate(util * l.rate_bps)}),` +
+      ` queue ${fmtBytes(f.queue[d])}, drops ${f.drops[d]}, ECN marks ${f.marks[d]}` +
+      (f.impair && f.impair[d] ? `, impaired: ${f.impair[d]}` : "");
   }
 
   // updateImpairLabels writes each impaired link's netem string beside it
@@ -190,6 +208,9 @@ export class Fabric {
   // routes is a list of direction-index lists; emphasis, if set, is one
   // path's route drawn stronger.
   highlight(routes, emphasis) {
+    const key = JSON.stringify([routes, emphasis]);
+    if (key === this.haloKey) return;
+    this.haloKey = key;
     clear(this.gHalo);
     const count = new Map();
     for (const r of routes) for (const d of r) count.set(d, (count.get(d) || 0) + 1);
@@ -218,6 +239,21 @@ export class Fabric {
       for (const g of this.gNodes.children) if (g.dataset.node === name) g.classList.add("picked");
     }
   }
+}
+
+// hostRanks numbers each plane's host ports from left to right (other
+// nodes get -1).
+function hostRanks(view) {
+  const rank = view.nodes.map(() => -1);
+  const byPlane = new Map();
+  view.nodes.forEach((n, i) => {
+    if (n.host) (byPlane.get(n.plane) || byPlane.set(n.plane, []).get(n.plane)).push(i);
+  });
+  for (const ids of byPlane.values()) {
+    ids.sort((a, b) => view.nodes[a].x - view.nodes[b].x);
+    ids.forEach((id, r) => (rank[id] = r));
+  }
+  return rank;
 }
 
 // minHostGap is the smallest horizontal gap between host ports in a plane.

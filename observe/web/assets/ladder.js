@@ -22,11 +22,12 @@ export class Ladder {
     this.key = "";
   }
 
-  // update draws sel's ladder at frame time now (ns).
-  update(sel, now) {
+  // update draws sel's ladder at frame time now (ns) in a panel of size
+  // {w, h} pixels.
+  update(sel, now, size) {
     const evs = (sel && sel.ladder) || [];
     // Drawn in pixels of the panel's current size, so text keeps its shape.
-    const W = this.root.clientWidth || 1000, H = this.root.clientHeight || 170;
+    const W = size.w || 1000, H = size.h || 170;
     const BOTTOM = H - 48;
     const key = sel ? `${sel.host}/${sel.id}/${now}/${evs.length}/${evs.length && evs[evs.length - 1].t}/${W}x${H}` : `${W}x${H}`;
     if (key === this.key) return;
@@ -39,8 +40,10 @@ export class Ladder {
       return;
     }
     const a = sel.host, b = sel.peer || "peer";
-    const t1 = now;
-    const t0 = evs.length ? Math.min(evs[0].t, t1 - 1000) : t1 - 10000;
+    const t0 = evs.length ? Math.min(evs[0].t, now - 1000) : now - 10000;
+    // Room on the right for the last packets to arrive.
+    const owd = oneWay(sel, now - t0);
+    const t1 = now + owd;
     const span = Math.max(t1 - t0, 1);
     const x = (t) => LEFT + ((t - t0) / span) * (W - LEFT - RIGHT);
     // Lanes and time axis.
@@ -49,15 +52,15 @@ export class Ladder {
       svg(root, "text", { x: 6, y: y + 4, class: "lane-label" }).textContent = name;
     }
     svg(root, "text", { x: LEFT, y: H - 4, class: "axis" }).textContent = fmtTime(t0);
-    svg(root, "text", { x: W - RIGHT, y: H - 4, class: "axis end" }).textContent = fmtTime(t1);
+    svg(root, "text", { x: x(now), y: H - 4, class: "axis end" }).textContent = fmtTime(now);
     svg(root, "text", { x: W / 2, y: H - 4, class: "axis mid" }).textContent =
       `${evs.length} trace events of ${a}→${b} conn ${sel.id}`;
     if (!evs.length) return;
-    const owd = oneWay(sel, span);
     // Labels go in rows beside the lanes; one that would overlap the
     // last in every row is left out (its tooltip still tells).
     const rows = new Map();
     const label = (g, zone, x0, y0, dir, s, color) => {
+      x0 = Math.min(x0, W - RIGHT - s.length * 5.6);
       const r = rows.get(zone) || rows.set(zone, [-1e9, -1e9, -1e9]).get(zone);
       const i = r.findIndex((end) => end < x0);
       if (i < 0) return;

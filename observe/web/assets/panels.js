@@ -182,9 +182,36 @@ export class Panels {
     }
   }
 
-  // renderConn shows the selected connection and its paths.
+  // renderConn shows the selected connection and its paths. The table is
+  // built when the selection changes and updated in place after.
   renderConn(sel) {
+    const key = sel ? `${sel.host}/${sel.id}/${sel.found}/${sel.path_rows.length}` : "";
+    if (key !== this.connKey) {
+      this.connKey = key;
+      this.buildConn(sel);
+    }
+    if (!sel || !sel.found) return;
+    this.connSummary.textContent =
+      `${sel.transport} · ${sel.state} · ${fmtRate(sel.rate_bps)} · cwnd ${fmtBytes(sel.cwnd)} · in flight ${fmtBytes(sel.inflight)}` +
+      ` · srtt ${fmtTime(sel.srtt_ns)} · retx ${sel.retx} · RTO ${sel.timeouts}` +
+      (sel.rate_hint_bps ? ` · hint ${fmtRate(sel.rate_hint_bps)}` : "");
+    const hist = sel.hist;
+    sel.path_rows.forEach((p, i) => {
+      const r = this.pathRows[i];
+      r.tr.className = `path ${p.state}`;
+      setText(r.entropy, String(p.entropy));
+      setText(r.state, p.state);
+      r.cwnd.set(hist && hist.cwnd[i], fmtBytes(p.cwnd));
+      r.rate.set(hist && hist.rate[i], fmtRate(p.rate_bps));
+      r.rtt.set(hist && hist.rtt[i], fmtTime(p.srtt_ns));
+      setText(r.hops, p.reached ? String(p.route.length) : `${p.route.length}✕`);
+      r.hops.className = p.reached ? "num" : "num error";
+    });
+  }
+
+  buildConn(sel) {
     clear(this.conn);
+    this.pathRows = [];
     if (!sel) return;
     const box = html(this.conn, "div", { class: "box" });
     const close = html(box, "button", { class: "close", title: "unselect" }, "×");
@@ -194,41 +221,47 @@ export class Panels {
       html(box, "div", { class: "muted" }, "not open at this time");
       return;
     }
-    html(box, "div", { class: "muted" },
-      `${sel.transport} · ${sel.state} · ${fmtRate(sel.rate_bps)} · cwnd ${fmtBytes(sel.cwnd)} · in flight ${fmtBytes(sel.inflight)}` +
-      ` · srtt ${fmtTime(sel.srtt_ns)} · retx ${sel.retx} · RTO ${sel.timeouts}` +
-      (sel.rate_hint_bps ? ` · hint ${fmtRate(sel.rate_hint_bps)}` : ""));
+    this.connSummary = html(box, "div", { class: "muted" });
     const t = html(box, "table", { class: "rows paths" });
     const head = html(t, "tr");
     for (const [h, tip] of [["path", "path / plane"], ["entropy", "UDP source port"], ["state"], ["cwnd"], ["rate", "send rate"],
       ["RTT", "smoothed RTT"], ["hops", "links on its route now (✕: no route to the peer)"]]) html(head, "th", tip ? { title: tip } : {}, h);
-    const hist = sel.hist;
     sel.path_rows.forEach((p, i) => {
-      const tr = html(t, "tr", { class: `path ${p.state}` });
+      const tr = html(t, "tr", { class: "path" });
       html(tr, "td", {}, `${p.path}/${p.plane}`);
-      html(tr, "td", { class: "num" }, String(p.entropy));
-      html(tr, "td", {}, p.state);
-      spark(html(tr, "td"), hist && hist.cwnd[i], fmtBytes(p.cwnd), "cwnd");
-      spark(html(tr, "td"), hist && hist.rate[i], fmtRate(p.rate_bps), "rate");
-      spark(html(tr, "td"), hist && hist.rtt[i], fmtTime(p.srtt_ns), "rtt");
-      html(tr, "td", { class: p.reached ? "num" : "num error" }, p.reached ? String(p.route.length) : `${p.route.length}✕`);
+      const row = { tr, entropy: html(tr, "td", { class: "num" }), state: html(tr, "td") };
+      row.cwnd = new Spark(html(tr, "td"), "cwnd");
+      row.rate = new Spark(html(tr, "td"), "rate");
+      row.rtt = new Spark(html(tr, "td"), "rtt");
+      row.hops = html(tr, "td", { class: "num" });
       tr.addEventListener("mouseenter", () => this.actions.hoverPath(i));
       tr.addEventListener("mouseleave", () => this.actions.hoverPath(null));
+      this.pathRows.push(row);
     });
   }
 }
 
-// spark draws a small line chart of values with the current value beside.
-function spark(td, values, label, kind) {
-  td.className = "spark";
-  const w = 34, h = 13;
-  const s = svg(td, "svg", { width: w, height: h, class: `sparkline ${kind}` });
-  if (values && values.length > 1) {
-    const max = Math.max(...values) || 1;
-    const pts = values.map((v, i) => `${((i / (values.length - 1)) * w).toFixed(1)},${(h - 1 - (v / max) * (h - 2)).toFixed(1)}`);
-    svg(s, "polyline", { points: pts.join(" ") });
+// Spark is a small line chart of a series with its current value beside.
+class Spark {
+  constructor(td, kind) {
+    td.className = "spark";
+    this.w = 34;
+    this.h = 13;
+    const s = svg(td, "svg", { width: this.w, height: this.h, class: `sparkline ${kind}` });
+    this.line = svg(s, "polyline", { points: "" });
+    this.label = html(td, "span");
   }
-  html(td, "span", {}, label);
+
+  set(values, label) {
+    setText(this.label, label);
+    let pts = "";
+    if (values && values.length > 1) {
+      const max = Math.max(...values) || 1;
+      const { w, h } = this;
+      pts = values.map((v, i) => `${((i / (values.length - 1)) * w).toFixed(1)},${(h - 1 - (v / max) * (h - 2)).toFixed(1)}`).join(" ");
+    }
+    if (this.line.getAttribute("points") !== pts) this.line.setAttribute("points", pts);
+  }
 }
 
 function setText(el, s) {

@@ -12,12 +12,13 @@ export class Timeline {
     this.t0 = info.mode === "replay" ? info.start : null;
   }
 
-  // update draws the faults known at frame f.
-  update(f) {
+  // update draws the faults known at frame f in a strip of size {w, h}
+  // pixels.
+  update(f, size) {
     const live = this.info.mode === "live";
     if (live && this.t0 === null) this.t0 = f.t;
     const t0 = this.t0, t1 = live ? Math.max(f.t, t0 + 1) : Math.max(this.info.end, t0 + 1);
-    const W = this.root.clientWidth || 800, H = this.root.clientHeight || 36;
+    const W = size.w || 800, H = size.h || 36;
     const fired = f.faults || [];
     const key = `${W}x${H}/${fired.length}/${live ? f.t : ""}/${f.t}`;
     if (key === this.key) return;
