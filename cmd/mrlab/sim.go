@@ -120,11 +120,6 @@ func newSimCommand() *cli.Command {
 }
 
 func simAction(c *cli.Context) error {
-	done, err := prepareWeb(c)
-	if err != nil {
-		return err
-	}
-	defer done()
 	return serveAfterSim(c, simRun(c))
 }
 

@@ -133,27 +133,16 @@ func webSimFlags() []cli.Flag {
 	}
 }
 
-// prepareWeb makes --web record to a temporary file when --record is not
-// given; the returned function removes it.
-func prepareWeb(c *cli.Context) (func(), error) {
-	if !c.Bool("web") || c.String("record") != "" {
-		return func() {}, nil
-	}
-	f, err := os.CreateTemp("", "mrlab-*.replay")
-	if err != nil {
-		return nil, fmt.Errorf("sim --web: %w", err)
-	}
-	f.Close()
-	if err := c.Set("record", f.Name()); err != nil {
-		os.Remove(f.Name())
-		return nil, err
-	}
-	return func() { os.Remove(f.Name()) }, nil
-}
+// webTempKey names, in the app's metadata, the temporary replay file a
+// --web run without --record records to.
+const webTempKey = "web-temp-replay"
 
 // serveAfterSim shows the recorded run when --web asked for it; runErr is
 // the run's own outcome, returned afterwards.
 func serveAfterSim(c *cli.Context, runErr error) error {
+	if tmp, ok := c.App.Metadata[webTempKey].(string); ok {
+		defer os.Remove(tmp)
+	}
 	var ue usageError
 	if !c.Bool("web") || errors.As(runErr, &ue) {
 		return runErr
@@ -181,7 +170,23 @@ type simRecording struct {
 func openRecording(c *cli.Context, loop *sim.Loop, net *fabric.Network, lab *labs.Lab, workloadName string, kind transport.Kind, usesTransport bool) (*simRecording, error) {
 	file := c.String("record")
 	if file == "" {
-		return nil, nil
+		if !c.Bool("web") {
+			return nil, nil
+		}
+		// --web alone records to a temporary file, removed after serving.
+		f, err := os.CreateTemp("", "mrlab-*.replay")
+		if err != nil {
+			return nil, fmt.Errorf("sim --web: %w", err)
+		}
+		f.Close()
+		file = f.Name()
+		if c.App.Metadata == nil {
+			c.App.Metadata = map[string]any{}
+		}
+		c.App.Metadata[webTempKey] = file
+		if err := c.Set("record", file); err != nil {
+			return nil, err
+		}
 	}
 	every, err := sim.ParseTime(c.String("telemetry-interval"))
 	if err != nil || every <= 0 {
