@@ -1,7 +1,6 @@
 package web
 
 import (
-	"bytes"
 	"flag"
 	"fmt"
 	"net/http/httptest"
@@ -11,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mrlab/mrlab/internal/packet"
 	"github.com/mrlab/mrlab/internal/sim"
 	"github.com/mrlab/mrlab/labs"
 	"github.com/mrlab/mrlab/observe/prototrace"
@@ -25,41 +23,14 @@ var updateDocs = flag.Bool("update-docs", false, "regenerate the web view's scre
 // returns the replay.
 func recordLab(t testing.TB, lab *labs.Lab, spec workload.Spec, every sim.Time) *Replay {
 	t.Helper()
-	loop, pool := sim.NewLoop(), packet.NewPool()
-	net, err := lab.Build(loop, pool)
-	if err != nil {
+	r := startRecording(t, lab, string(spec.Name), every, prototrace.TraceDrops)
+	if _, err := workload.Run(r.cl, spec); err != nil {
 		t.Fatal(err)
 	}
-	var buf bytes.Buffer
-	meta := ReplayMeta{Lab: lab.Name, Seed: lab.Seed, Workload: string(spec.Name), Transport: "metaroce"}
-	for i := range lab.Faults {
-		meta.Faults = append(meta.Faults, lab.Faults[i].String())
-	}
-	rec, err := NewRecorder(&buf, loop, net, meta, every, prototrace.TraceDrops)
-	if err != nil {
+	if err := r.rec.Close(r.loop.Now()); err != nil {
 		t.Fatal(err)
 	}
-	net.SetObserver(rec.FabricObserver())
-	if err := lab.ScheduleFaults(loop, net, func(now sim.Time, f *labs.Fault, err error) {
-		rec.Fault(now, strings.TrimPrefix(f.String(), f.At.String()+" "), err)
-	}); err != nil {
-		t.Fatal(err)
-	}
-	cl, err := workload.NewCluster(lab.Name, loop, pool, net, lab.Seed, workload.NICOptions{TraceFor: rec.Tracer})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, nic := range cl.NICs {
-		rec.AddNIC(cl.Hosts[i], nic)
-	}
-	rec.Start(loop.Now())
-	if _, err := workload.Run(cl, spec); err != nil {
-		t.Fatal(err)
-	}
-	if err := rec.Close(loop.Now()); err != nil {
-		t.Fatal(err)
-	}
-	rp, err := ReadReplay(&buf, lab.Name)
+	rp, err := ReadReplay(&r.buf, lab.Name)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -44,6 +44,49 @@ type run struct {
 	mid, end *Snapshot
 }
 
+// recording is a lab built for a sim run with a recorder attached the way
+// mrlab sim --record attaches one: trace, fabric events, faults, NICs.
+type recording struct {
+	lab  *labs.Lab
+	loop *sim.Loop
+	cl   *workload.Cluster
+	rec  *Recorder
+	buf  bytes.Buffer
+}
+
+// startRecording builds lab and its NICs with a recorder sampling every
+// interval, and starts it.
+func startRecording(t testing.TB, lab *labs.Lab, workloadName string, every sim.Time, events prototrace.FabricEvents) *recording {
+	t.Helper()
+	r := &recording{lab: lab, loop: sim.NewLoop()}
+	pool := packet.NewPool()
+	net, err := lab.Build(r.loop, pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta := ReplayMeta{Lab: lab.Name, Seed: lab.Seed, Workload: workloadName, Transport: "metaroce"}
+	for i := range lab.Faults {
+		meta.Faults = append(meta.Faults, lab.Faults[i].String())
+	}
+	if r.rec, err = NewRecorder(&r.buf, r.loop, net, meta, every, events); err != nil {
+		t.Fatal(err)
+	}
+	net.SetObserver(r.rec.FabricObserver())
+	if err := lab.ScheduleFaults(r.loop, net, func(now sim.Time, f *labs.Fault, err error) {
+		r.rec.Fault(now, strings.TrimPrefix(f.String(), f.At.String()+" "), err)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if r.cl, err = workload.NewCluster(lab.Name, r.loop, pool, net, lab.Seed, workload.NICOptions{TraceFor: r.rec.Tracer}); err != nil {
+		t.Fatal(err)
+	}
+	for i, nic := range r.cl.NICs {
+		r.rec.AddNIC(r.cl.Hosts[i], nic)
+	}
+	r.rec.Start(r.loop.Now())
+	return r
+}
+
 // recordRun runs a permutation on faultLab with a recorder, the way mrlab
 // sim --record does.
 func recordRun(t testing.TB, events prototrace.FabricEvents) *run {
@@ -52,40 +95,14 @@ func recordRun(t testing.TB, events prototrace.FabricEvents) *run {
 	if err != nil {
 		t.Fatal(err)
 	}
-	loop, pool := sim.NewLoop(), packet.NewPool()
-	net, err := lab.Build(loop, pool)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	meta := ReplayMeta{Lab: lab.Name, Seed: lab.Seed, Workload: "permutation", Transport: "metaroce"}
-	for i := range lab.Faults {
-		meta.Faults = append(meta.Faults, lab.Faults[i].String())
-	}
-	rec, err := NewRecorder(&buf, loop, net, meta, 5*sim.Microsecond, events)
-	if err != nil {
-		t.Fatal(err)
-	}
-	net.SetObserver(rec.FabricObserver())
-	if err := lab.ScheduleFaults(loop, net, func(now sim.Time, f *labs.Fault, err error) {
-		rec.Fault(now, strings.TrimPrefix(f.String(), f.At.String()+" "), err)
-	}); err != nil {
-		t.Fatal(err)
-	}
-	cl, err := workload.NewCluster(lab.Name, loop, pool, net, lab.Seed, workload.NICOptions{TraceFor: rec.Tracer})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, nic := range cl.NICs {
-		rec.AddNIC(cl.Hosts[i], nic)
-	}
-	probe := NewProbe(net)
-	for i, nic := range cl.NICs {
-		probe.AddNIC(cl.Hosts[i], nic)
+	rr := startRecording(t, lab, "permutation", 5*sim.Microsecond, events)
+	loop, rec := rr.loop, rr.rec
+	probe := NewProbe(rec.probe.net)
+	for i, nic := range rr.cl.NICs {
+		probe.AddNIC(rr.cl.Hosts[i], nic)
 	}
 	all := func(ConnKey) bool { return true }
 	r := &run{rec: rec}
-	rec.Start(loop.Now())
 	// A frame in the middle of the run, next to a direct snapshot.
 	const midT = 123456
 	mark := new(sim.Timer)
@@ -94,7 +111,7 @@ func recordRun(t testing.TB, events prototrace.FabricEvents) *run {
 		r.mid = probe.Snapshot(now, all)
 	}, nil)
 	loop.Arm(mark, midT)
-	res, err := workload.Run(cl, workload.Spec{Name: workload.Permutation, Size: 64 << 10, Iterations: 30, QueueDepth: 4, Seed: lab.Seed})
+	res, err := workload.Run(rr.cl, workload.Spec{Name: workload.Permutation, Size: 64 << 10, Iterations: 30, QueueDepth: 4, Seed: lab.Seed})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +125,7 @@ func recordRun(t testing.TB, events prototrace.FabricEvents) *run {
 	if err := rec.Close(loop.Now()); err != nil {
 		t.Fatal(err)
 	}
-	r.file = buf.Bytes()
+	r.file = rr.buf.Bytes()
 	return r
 }
 
