@@ -279,9 +279,10 @@ func (n *NIC) Conns() []*Conn {
 // has had, retired ones included.
 func (n *NIC) TransportTotals() TransportTotals {
 	t := n.retired
+	var s transport.Stats // one report's storage for every connection
 	for _, c := range n.conns {
 		if c != nil {
-			s := c.TransportStats()
+			c.tc.ReportStats(&s)
 			t.add(&s)
 		}
 	}

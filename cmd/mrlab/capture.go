@@ -331,7 +331,7 @@ func observeFlags() []cli.Flag {
 		&cli.StringFlag{Name: "capture-dir", Value: "captures", Usage: "directory for --capture files, one POINT.pcapng per point"},
 		&cli.StringFlag{Name: "capture-filter", Usage: "keep only matching packets in captures (host=, conn=, path=, port=)"},
 		&cli.StringFlag{Name: "telemetry", Usage: "write per-connection, per-path and per-link time series to `FILE` (.csv for CSV, else JSON lines)"},
-		&cli.StringFlag{Name: "telemetry-interval", Value: "10us", Usage: "telemetry sampling period (lab time)"},
+		&cli.StringFlag{Name: "telemetry-interval", Value: "10us", Usage: "telemetry and --record sampling period (lab time)"},
 		&cli.BoolFlag{Name: "telemetry-all-links", Usage: "sample idle link directions too"},
 		&cli.StringFlag{Name: "plot-dir", Usage: "draw telemetry plots (cwnd and rate per path, queue depth per link) into `DIR`"},
 		&cli.StringFlag{Name: "plot-format", Value: "png", Usage: "plot format: png or svg"},
@@ -357,6 +357,8 @@ type simObserver struct {
 	trace   *prototrace.Log
 	traceF  *os.File
 	traceTo string
+	// recording is --record's (web.go), nil without one.
+	recording *simRecording
 }
 
 // openSimObserver sets up captures, telemetry and the trace the flags ask for
@@ -471,17 +473,20 @@ func (o *simObserver) name(a netip.Addr) string { return o.names[a] }
 // off (so transports format nothing). Lines name the peer of a connection
 // once the host's NIC has been added with AddNIC.
 func (o *simObserver) Tracer(host string) transport.Tracer {
-	if o == nil || o.trace == nil {
+	if o == nil {
 		return nil
 	}
-	return o.trace.Host(host, func(id uint32) string {
+	if o.trace == nil {
+		return o.recording.tracer(host)
+	}
+	return joinTracers(o.recording.tracer(host), o.trace.Host(host, func(id uint32) string {
 		if nic := o.nics[host]; nic != nil {
 			if c := nic.Conn(id); c != nil {
 				return o.names[c.Peer()]
 			}
 		}
 		return ""
-	})
+	}))
 }
 
 // AddNIC registers a host's NIC: its connections are sampled in the
@@ -491,6 +496,7 @@ func (o *simObserver) AddNIC(host string, nic *softnic.NIC) {
 		return
 	}
 	o.nics[host] = nic
+	o.recording.addNIC(host, nic)
 	if o.sampler != nil {
 		o.sampler.AddNIC(host, nic, o.name)
 	}
@@ -515,6 +521,7 @@ func (o *simObserver) Close(now sim.Time, r *Report) error {
 			first = err
 		}
 	}
+	keep(o.recording.close(now, r))
 	if o.capture != nil {
 		keep(o.capture.Close(now))
 		if r != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/mrlab/mrlab/internal/packet"
 	"github.com/mrlab/mrlab/internal/sim"
 	"github.com/mrlab/mrlab/labs"
+	"github.com/mrlab/mrlab/observe/capture"
 	"github.com/mrlab/mrlab/transport"
 	"github.com/mrlab/mrlab/workload"
 )
@@ -117,7 +118,7 @@ func rdmaAction(c *cli.Context, lab *labs.Lab, name string) error {
 		kinds = []transport.Kind{k}
 	}
 	if name == compareWorkload && len(kinds) > 1 && observing(c) {
-		return usagef("sim: captures, telemetry and traces follow one run: add --transport or --workload NAME")
+		return usagef("sim: captures, telemetry, traces and recordings follow one run: add --transport or --workload NAME")
 	}
 	// obs and loop belong to the last cluster built; with observation on
 	// there is exactly one.
@@ -134,11 +135,26 @@ func rdmaAction(c *cli.Context, lab *labs.Lab, name string) error {
 					hashes = append(hashes, h)
 					extra = h
 				}
-				var err error
-				obs, err = openSimObserver(c, loop, net, extra)
-				return err
+				kind := lab.Transport
+				if len(kinds) == 1 {
+					kind = kinds[0]
+				}
+				rec, err := openRecording(c, loop, net, lab, name, kind, true)
+				if err != nil {
+					return err
+				}
+				if obs, err = openSimObserver(c, loop, net, capture.Tee(extra, rec.FabricObserver())); err != nil {
+					return err
+				}
+				obs.recording = rec
+				// The fault timeline is armed here rather than by
+				// NewLabCluster so the recording hears of each fault.
+				if !c.Bool("no-faults") && len(lab.Faults) > 0 {
+					return lab.ScheduleFaults(loop, net, rec.faultReport(nil))
+				}
+				return nil
 			},
-			NoFaults: c.Bool("no-faults"),
+			NoFaults: true,
 			NIC: func(o *workload.NICOptions) {
 				o.PathMTU = c.Int("mtu")
 				if c.IsSet("paths") {
@@ -223,7 +239,7 @@ func rdmaAction(c *cli.Context, lab *labs.Lab, name string) error {
 
 // observing reports whether any flag asks to see inside the run.
 func observing(c *cli.Context) bool {
-	for _, f := range []string{"capture", "telemetry", "plot-dir", "trace"} {
+	for _, f := range []string{"capture", "telemetry", "plot-dir", "trace", "record", "web"} {
 		if c.IsSet(f) {
 			return true
 		}

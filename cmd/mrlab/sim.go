@@ -15,6 +15,7 @@ import (
 	"github.com/mrlab/mrlab/internal/packet"
 	"github.com/mrlab/mrlab/internal/sim"
 	"github.com/mrlab/mrlab/labs"
+	"github.com/mrlab/mrlab/observe/capture"
 	"github.com/mrlab/mrlab/transport"
 	"github.com/mrlab/mrlab/workload"
 )
@@ -100,6 +101,7 @@ func newSimCommand() *cli.Command {
 	}
 	flags = append(flags, rdmaFlags()...)
 	flags = append(flags, observeFlags()...)
+	flags = append(flags, webSimFlags()...)
 	usage = append(usage, rdmaWorkloadUsage()...)
 	for _, name := range workloadNames() {
 		w := workloads[name]
@@ -118,6 +120,11 @@ func newSimCommand() *cli.Command {
 }
 
 func simAction(c *cli.Context) error {
+	return serveAfterSim(c, simRun(c))
+}
+
+// simRun runs the workload and prints its report.
+func simRun(c *cli.Context) error {
 	lab, err := oneLab(c)
 	if err != nil {
 		return err
@@ -184,10 +191,15 @@ func runSim(c *cli.Context, lab *labs.Lab, dur sim.Time, wdef workloadDef, kind 
 		hash = fabric.NewTraceHash()
 		extra = hash
 	}
-	obs, err := openSimObserver(c, loop, net, extra)
+	rec, err := openRecording(c, loop, net, lab, wdef.Name, kind, wdef.UsesTransport)
 	if err != nil {
 		return nil, err
 	}
+	obs, err := openSimObserver(c, loop, net, capture.Tee(extra, rec.FabricObserver()))
+	if err != nil {
+		return nil, err
+	}
+	obs.recording = rec
 	env := &simEnv{Lab: lab, Loop: loop, Pool: pool, Net: net, Seed: lab.Seed, Duration: dur, Transport: kind, Ctx: c}
 	w, err := wdef.New(env)
 	if err != nil {
@@ -196,7 +208,7 @@ func runSim(c *cli.Context, lab *labs.Lab, dur sim.Time, wdef workloadDef, kind 
 	var log faultLog
 	armed := !c.Bool("no-faults") && len(lab.Faults) > 0
 	if armed {
-		if err := lab.ScheduleFaults(loop, net, log.record); err != nil {
+		if err := lab.ScheduleFaults(loop, net, rec.faultReport(log.record)); err != nil {
 			return nil, err
 		}
 	}

@@ -25,6 +25,8 @@ var packages = map[string]string{
 	"tshark": "tshark",
 	"ip":     "iproute2",
 	"ping":   "iputils-ping",
+	// The web view's browser tests (observe/web/webtest).
+	"chromium": "chromium",
 }
 
 // missing ends the test for an absent prerequisite: it fails in CI and

@@ -400,6 +400,7 @@ func (e *labEngine) routes(run capture.Runner, mux *http.ServeMux) (closer func(
 	mux.Handle("GET /capture", lv)
 	mux.Handle("GET /trace", e.hub)
 	mux.HandleFunc("GET /telemetry", e.exp.ServeSnapshot)
+	e.webRoutes(run, mux)
 	return func() {
 		lv.Close()
 		e.hub.Close()
