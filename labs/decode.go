@@ -38,6 +38,15 @@ func (d *decoder) errorf(n *yaml.Node, field, format string, args ...any) {
 	d.add(line, col, field, format, args...)
 }
 
+// warnf records a warning at node n.
+func (d *decoder) warnf(n *yaml.Node, field, format string, args ...any) {
+	line, col := 0, 0
+	if n != nil {
+		line, col = n.Line, n.Column
+	}
+	d.errorList.warnf(line, col, field, format, args...)
+}
+
 // deref follows aliases and charges the node budget. It returns nil when
 // the budget is spent (and says so once).
 func (d *decoder) deref(n *yaml.Node) *yaml.Node {

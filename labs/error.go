@@ -78,8 +78,14 @@ const maxErrors = 20
 
 // errorList collects a file's problems.
 type errorList struct {
-	file string
-	errs []*Error
+	file  string
+	errs  []*Error
+	warns []*Error
+}
+
+// warnf records something that is valid but probably not what was meant.
+func (l *errorList) warnf(line, col int, field, format string, args ...any) {
+	l.warns = append(l.warns, &Error{File: l.file, Line: line, Col: col, Field: field, Msg: fmt.Sprintf(format, args...)})
 }
 
 func (l *errorList) add(line, col int, field, format string, args ...any) {

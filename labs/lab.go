@@ -52,6 +52,10 @@ type Lab struct {
 	Builder string
 	// Faults is the timeline, in file order.
 	Faults []Fault
+	// Warnings are things the file says that are valid but probably not
+	// meant (a rate in tc's bytes-per-second spelling), with their
+	// positions, for commands to print.
+	Warnings []*Error
 
 	topo *fabric.Topology
 }
@@ -108,6 +112,7 @@ func Parse(file string, data []byte) (*Lab, error) {
 		return nil, err
 	}
 	lab.File = file
+	lab.Warnings = d.warns
 	return lab, nil
 }
 

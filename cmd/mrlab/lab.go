@@ -70,6 +70,7 @@ func labValidate(c *cli.Context) error {
 			}
 			continue
 		}
+		printWarnings(c, lab)
 		s := lab.Summary()
 		fmt.Fprintf(c.App.Writer, "%s: ok: %s, %d hosts, %d switches, %d links, %d planes, %d faults\n",
 			lab.File, lab.Name, s.Hosts, s.Switches, s.Links, s.Planes, s.Faults)
@@ -93,7 +94,19 @@ func oneLab(c *cli.Context) (*labs.Lab, error) {
 	if len(args) == 1 {
 		arg = args[0]
 	}
-	return labs.Resolve(arg)
+	lab, err := labs.Resolve(arg)
+	if err == nil {
+		printWarnings(c, lab)
+	}
+	return lab, err
+}
+
+// printWarnings prints a lab's warnings (valid but probably unmeant
+// settings) on stderr.
+func printWarnings(c *cli.Context, lab *labs.Lab) {
+	for _, w := range lab.Warnings {
+		fmt.Fprintf(c.App.ErrWriter, "mrlab: warning: %v\n", w)
+	}
 }
 
 func labShow(c *cli.Context) error {
