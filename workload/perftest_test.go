@@ -43,7 +43,6 @@ func TestPerftestDefaults(t *testing.T) {
 		}
 	}
 	for _, bad := range []Spec{
-		{Name: WriteBW, Iterations: 4},
 		{Name: WriteLat, QueueDepth: 2},
 		{Name: ReadLat, Conns: 2},
 		{Name: WriteBW, Duration: 10, Margin: 5},
