@@ -23,6 +23,9 @@ const nodeBudget = 200_000
 type decoder struct {
 	errorList
 	budget int
+	// flags are the command-line overrides whose nodes carry line -(i+1)
+	// (see Override): their problems name the flag, not a position.
+	flags []string
 }
 
 func newDecoder(file string) *decoder {
@@ -35,7 +38,11 @@ func (d *decoder) errorf(n *yaml.Node, field, format string, args ...any) {
 	if n != nil {
 		line, col = n.Line, n.Column
 	}
+	before := len(d.errs)
 	d.add(line, col, field, format, args...)
+	if len(d.errs) > before {
+		d.flagged(d.errs, line)
+	}
 }
 
 // warnf records a warning at node n.
@@ -45,6 +52,16 @@ func (d *decoder) warnf(n *yaml.Node, field, format string, args ...any) {
 		line, col = n.Line, n.Column
 	}
 	d.errorList.warnf(line, col, field, format, args...)
+	d.flagged(d.warns, line)
+}
+
+// flagged attributes the last of es to an override's flag when line says
+// the node came from one.
+func (d *decoder) flagged(es []*Error, line int) {
+	if i := -line - 1; line < 0 && i < len(d.flags) && len(es) > 0 {
+		e := es[len(es)-1]
+		e.Flag, e.Line, e.Col = d.flags[i], 0, 0
+	}
 }
 
 // deref follows aliases and charges the node budget. It returns nil when

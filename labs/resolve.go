@@ -311,7 +311,7 @@ func (s *spec) checkFaults(d *decoder, topo *fabric.Topology) []Fault {
 				continue
 			}
 		}
-		fault := Fault{At: f.at, Target: f.target, Name: f.name, Plane: f.plane, Action: f.action, Dir: f.dir, Line: f.node.Line}
+		fault := Fault{At: f.at, Target: f.target, Name: f.name, Plane: f.plane, Action: f.action, Dir: f.dir, Line: max(f.node.Line, 0)}
 		if f.impair != nil {
 			fault.Impair, fault.ImpairText = f.impair.imp, f.impair.text
 		}

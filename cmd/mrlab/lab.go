@@ -31,11 +31,11 @@ func newLabCommand() *cli.Command {
 				Name:      "show",
 				Usage:     "summarize a lab: hosts, switches, links, planes, faults",
 				ArgsUsage: "[FILE|NAME]",
-				Flags: []cli.Flag{
+				Flags: append([]cli.Flag{
 					&cli.BoolFlag{Name: "dot", Usage: "print a Graphviz graph instead (render with dot -Tsvg)"},
 					&cli.BoolFlag{Name: "links", Usage: "list every link, not just groups of alike links"},
 					&cli.BoolFlag{Name: "json", Usage: "print one JSON object"},
-				},
+				}, whatIfFlags()...), // the lab as sim --set/--impair/--fault would run it
 				Action: labShow,
 			},
 			{
@@ -94,7 +94,7 @@ func oneLab(c *cli.Context) (*labs.Lab, error) {
 	if len(args) == 1 {
 		arg = args[0]
 	}
-	lab, err := labs.Resolve(arg)
+	lab, err := resolveWithOverrides(c, arg)
 	if err == nil {
 		printWarnings(c, lab)
 	}
@@ -237,7 +237,11 @@ func showReport(lab *labs.Lab, allLinks bool) *Report {
 				imp += " (" + f.Dir.String() + " only)"
 			}
 		}
-		ft.Add(f.At, f.Subject(), f.Action.String(), imp, f.Line)
+		var line any = f.Line
+		if f.Line == 0 {
+			line = "-" // from a --fault or --impair flag
+		}
+		ft.Add(f.At, f.Subject(), f.Action.String(), imp, line)
 	}
 	return r
 }

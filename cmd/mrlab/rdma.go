@@ -164,7 +164,7 @@ func rdmaAction(c *cli.Context, lab *labs.Lab, name string) error {
 		if obs, err = openSimObserver(c, loop, net, extra); err != nil {
 			return nil, err
 		}
-		if !c.Bool("no-faults") && len(lab.Faults) > 0 {
+		if len(lab.Faults) > 0 { // --no-faults: oneLab kept only the flags' faults
 			if err := lab.ScheduleFaults(loop, net, nil); err != nil {
 				return nil, err
 			}

@@ -94,6 +94,7 @@ func newSimCommand() *cli.Command {
 		&cli.BoolFlag{Name: "no-faults", Usage: "do not arm the lab's fault timeline"},
 		&cli.BoolFlag{Name: "json", Usage: "print one JSON object"},
 	}
+	flags = append(flags, whatIfFlags()...)
 	flags = append(flags, perftestFlags()...)
 	flags = append(flags, rdmaFlags()...)
 	flags = append(flags, ignoredFlags()...)
@@ -188,7 +189,7 @@ func runSim(c *cli.Context, lab *labs.Lab, dur sim.Time, wdef workloadDef, kind 
 		return nil, fmt.Errorf("workload %s: %w", wdef.Name, err)
 	}
 	var log faultLog
-	armed := !c.Bool("no-faults") && len(lab.Faults) > 0
+	armed := len(lab.Faults) > 0 // --no-faults: oneLab kept only the flags' faults
 	if armed {
 		if err := lab.ScheduleFaults(loop, net, log.record); err != nil {
 			return nil, err
@@ -219,6 +220,9 @@ func runSim(c *cli.Context, lab *labs.Lab, dur sim.Time, wdef workloadDef, kind 
 	r.Fact("workload", "workload", wdef.Name)
 	if wdef.UsesTransport {
 		r.Fact("transport", "transport", kind.String())
+	}
+	if w := describeOverrides(c); w != "" {
+		r.Fact("what_if", "what-if", w)
 	}
 	r.Fact("events", "events", loop.Fired())
 	if hash != nil {
