@@ -22,16 +22,23 @@ func WriteText(w io.Writer, r *Result, f Format) error {
 	return WritePerftest(w, []*Result{r}, f, true)
 }
 
-// writeDetails writes mrlab's figures for rs, one column per result
-// headed by its message size when there are several (perftest's -a).
+// writeDetails writes mrlab's figures for rs: label and value for one
+// result; for a sweep (perftest's -a), one row per message size with the
+// figures that change with it.
 func writeDetails(b *bytes.Buffer, rs []*Result) {
 	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', 0)
 	if len(rs) > 1 {
-		head := []string{" #bytes"}
+		fmt.Fprintln(tw, " #bytes\tgoodput [Gb/s]\tmsg time p50/p99 [us]\tretransmissions\ttimeouts\tdrops\tdata check")
 		for _, r := range rs {
-			head = append(head, fmt.Sprint(r.Size))
+			check := "ok"
+			if !r.Check.OK {
+				check = "FAILED: " + r.Check.FirstBad
+			}
+			fmt.Fprintf(tw, " %d\t%.2f\t%s / %s\t%d\t%d\t%s\t%s\n", r.Size, r.GoodputGbps,
+				usec(r.MessageTime.P50), usec(r.MessageTime.P99), r.Retransmits, r.Timeouts, formatDrops(r.Drops), check)
 		}
-		fmt.Fprintln(tw, strings.Join(head, "\t"))
+		tw.Flush()
+		return
 	}
 	for _, row := range detailRows(rs) {
 		fmt.Fprintln(tw, " "+strings.Join(row, "\t"))

@@ -147,6 +147,7 @@ func rdmaAction(c *cli.Context, lab *labs.Lab, name string) error {
 	// there is exactly one.
 	var obs *simObserver
 	var loop *sim.Loop
+	var faults *faultLog           // the last run's (every run fires the same timeline)
 	var hashes []*fabric.TraceHash // one per run, in the order of the runs
 	build := func() (*workload.Cluster, error) {
 		loop = sim.NewLoop()
@@ -165,7 +166,8 @@ func rdmaAction(c *cli.Context, lab *labs.Lab, name string) error {
 			return nil, err
 		}
 		if len(lab.Faults) > 0 { // --no-faults: oneLab kept only the flags' faults
-			if err := lab.ScheduleFaults(loop, net, nil); err != nil {
+			faults = &faultLog{}
+			if err := lab.ScheduleFaults(loop, net, faults.record); err != nil {
 				return nil, err
 			}
 		}
@@ -226,6 +228,15 @@ func rdmaAction(c *cli.Context, lab *labs.Lab, name string) error {
 	if obs != nil {
 		if err := obs.Close(loop.Now(), &extra); err != nil && runErr == nil {
 			runErr = err
+		}
+	}
+	if faults != nil && !p.Sweep {
+		faults.report(&extra)
+		t := extra.tables[len(extra.tables)-1]
+		for _, f := range lab.Faults {
+			if f.At > loop.Now() {
+				t.Add(f.At, strings.TrimPrefix(f.String(), f.At.String()+" "), "not reached: after the run's end at "+loop.Now().String())
+			}
 		}
 	}
 	// Trace hashes per run: a run's hash is its packet trace's fingerprint.
