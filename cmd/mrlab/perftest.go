@@ -1,16 +1,19 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/mrlab/mrlab/internal/sim"
 	"github.com/mrlab/mrlab/labs"
+	"github.com/mrlab/mrlab/labs/live"
 	"github.com/mrlab/mrlab/workload"
 )
 
@@ -28,7 +31,7 @@ func perftestFlags() []cli.Flag {
 		&cli.StringFlag{Name: "size", Aliases: []string{"s"}, Category: c,
 			Usage:       "message size: bytes or a unit (64KiB, 1MB; perftest's 64K and 1M are KiB and MiB); the udp workload's packet size",
 			DefaultText: "65536; 2 for *_lat; 4096 for udp"},
-		&cli.StringFlag{Name: "iters", Aliases: []string{"n", "iterations"}, Category: c,
+		&cli.StringFlag{Name: "iters", Aliases: []string{"n", "iterations", "count"}, Category: c,
 			Usage:       "messages per connection (collectives: operations; at least 5 for perftest's tests)",
 			DefaultText: "5000 for write_bw, 1000 for the other perftest tests; 20 for collectives; 500 for compare"},
 		&cli.StringFlag{Name: "duration", Aliases: []string{"D"}, Category: c,
@@ -36,7 +39,7 @@ func perftestFlags() []cli.Flag {
 			DefaultText: "iterations; 10ms for udp"},
 		&cli.StringFlag{Name: "margin", Aliases: []string{"f"}, Category: c,
 			Usage: "warm-up and cool-down left out of a --duration run's figures", DefaultText: "a quarter of --duration"},
-		&cli.StringFlag{Name: "tx-depth", Aliases: []string{"t", "qd"}, Category: c,
+		&cli.StringFlag{Name: "tx-depth", Aliases: []string{"t", "qd", "depth"}, Category: c,
 			Usage: "messages in flight per connection (send queue depth, 1..4096)", DefaultText: "128 (capped at --iters); 1 for *_lat; 16 for the other workloads"},
 		&cli.StringFlag{Name: "qp", Aliases: []string{"q", "conns"}, Category: c,
 			Usage: "connections (queue pairs) per host pair, 1..256", DefaultText: "1"},
@@ -264,4 +267,70 @@ func writeOutJSON(p perftestRun, r *workload.Result) error {
 		return fmt.Errorf("--out_json: %w", err)
 	}
 	return nil
+}
+
+// perfFlags are live perf's flags: the same perftest flags as sim's, and
+// sim's names for the rest.
+func perfFlags() []cli.Flag {
+	fs := []cli.Flag{
+		&cli.StringFlag{Name: "from", Required: true, Usage: "client host"},
+		&cli.StringFlag{Name: "to", Required: true, Usage: "server host"},
+		&cli.StringFlag{Name: "workload", Aliases: []string{"op"}, Value: string(workload.WriteBW),
+			Usage: "write_bw, send_bw or read_bw (also write, send, read)"},
+		&cli.StringFlag{Name: "transport", Usage: "metaroce or rocev2 (default: the lab's)"},
+		&cli.BoolFlag{Name: "verify", Value: true, Usage: "check every byte at the receiver"},
+		&cli.BoolFlag{Name: "json", Usage: "print one JSON object"},
+	}
+	fs = append(fs, perftestFlags()...)
+	return append(fs, ignoredFlags()...)
+}
+
+// perfRequest reads live perf's flags into a request: the perftest flags
+// as sim reads them, limited to what the live engine runs today (one
+// connection between two hosts, a bandwidth test); the others are refused
+// by name rather than ignored.
+func perfRequest(c *cli.Context) (live.PerfRequest, error) {
+	name := c.String("workload")
+	switch name {
+	case "write", "send", "read": // perf's older spelling
+		name += "_bw"
+	}
+	switch workload.Name(name) {
+	case workload.WriteBW, workload.SendBW, workload.ReadBW:
+	default:
+		return live.PerfRequest{}, usagef("perf: --workload %q: want write_bw, send_bw or read_bw (the others run in mrlab sim)", c.String("workload"))
+	}
+	p, err := readPerftest(c, "perf", workload.Name(name))
+	if err != nil {
+		return live.PerfRequest{}, err
+	}
+	for _, f := range []struct {
+		flag string
+		set  bool
+	}{
+		{"all", p.Sweep}, {"run_infinitely", p.Infinite}, {"qp", c.IsSet("qp")}, {"cq-mod", c.IsSet("cq-mod")},
+		{"margin", c.IsSet("margin")}, {"mtu", c.IsSet("mtu")}, {"out_json", p.OutJSON != ""}, {"noPeak", p.NoPeak},
+	} {
+		if f.set {
+			return live.PerfRequest{}, usagef("perf: --%s is not supported in a live lab yet (mrlab sim takes it)", f.flag)
+		}
+	}
+	noteIgnored(c, c.App.ErrWriter)
+	s := p.Spec
+	req := live.PerfRequest{From: c.String("from"), To: c.String("to"), Op: strings.TrimSuffix(name, "_bw"),
+		Transport: c.String("transport"), Size: cmp.Or(s.Size, workload.PerftestBWSize), Verify: c.Bool("verify")}
+	if s.Duration > 0 {
+		req.Duration = time.Duration(s.Duration)
+		req.Depth = cmp.Or(s.QueueDepth, workload.PerftestTxDepth)
+		return req, nil
+	}
+	// perftest's defaults: 5000 iterations for write_bw, 1000 for the
+	// others; tx depth 128, no more than the iterations.
+	iters := workload.PerftestIters
+	if workload.Name(name) == workload.WriteBW {
+		iters = workload.PerftestWriteBWIters
+	}
+	req.Count = cmp.Or(s.Iterations, iters)
+	req.Depth = cmp.Or(s.QueueDepth, min(workload.PerftestTxDepth, req.Count))
+	return req, nil
 }

@@ -2,10 +2,17 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/mrlab/mrlab/labs/live"
 )
 
 // rdmaJSON runs an RDMA sim and decodes its one JSON object.
@@ -212,6 +219,67 @@ func TestPerftestFlagErrors(t *testing.T) {
 		code, _, errs := runCLI(t, append([]string{"sim", "b2b", "--workload", "write_bw"}, tc.args...)...)
 		if code != 2 || !strings.Contains(errs, tc.msg) {
 			t.Errorf("%v: exit %d, stderr %q; want exit 2 and %q", tc.args, code, errs, tc.msg)
+		}
+	}
+}
+
+// TestPerfSpelling: live perf takes sim's perftest flags (one spelling),
+// keeps its older ones as aliases, and refuses by name what a live lab
+// cannot do yet.
+func TestPerfSpelling(t *testing.T) {
+	read := func(args ...string) (live.PerfRequest, int, string) {
+		var req live.PerfRequest
+		app := newApp(io.Discard, io.Discard)
+		var errb strings.Builder
+		app.ErrWriter = &errb
+		app.Commands = []*cli.Command{{Name: "perf", Flags: perfFlags(), Action: func(c *cli.Context) (err error) {
+			req, err = perfRequest(c)
+			return err
+		}}}
+		for _, c := range app.Commands {
+			markUsage(c, "mrlab")
+		}
+		err := app.Run(append([]string{"mrlab", "perf", "--from", "h0", "--to", "h1"}, args...))
+		code := 0
+		if err != nil {
+			code = 1
+			var u usageError
+			if errors.As(err, &u) {
+				code = 2
+			}
+			errb.WriteString(err.Error())
+		}
+		return req, code, errb.String()
+	}
+	for _, tc := range []struct {
+		args []string
+		want live.PerfRequest
+	}{
+		{nil, live.PerfRequest{Op: "write", Size: 65536, Count: 5000, Depth: 128}},
+		{[]string{"--workload", "send_bw"}, live.PerfRequest{Op: "send", Size: 65536, Count: 1000, Depth: 128}},
+		{[]string{"-s", "8K", "-n", "20", "-t", "8"}, live.PerfRequest{Op: "write", Size: 8192, Count: 20, Depth: 8}},
+		{[]string{"--op", "read", "--size", "4KiB", "--count", "50", "--depth", "4"}, live.PerfRequest{Op: "read", Size: 4096, Count: 50, Depth: 4}},
+		{[]string{"-D", "3"}, live.PerfRequest{Op: "write", Size: 65536, Duration: 3 * time.Second, Depth: 128}},
+		{[]string{"--duration", "1500ms"}, live.PerfRequest{Op: "write", Size: 65536, Duration: 1500 * time.Millisecond, Depth: 128}},
+	} {
+		got, code, errs := read(tc.args...)
+		tc.want.From, tc.want.To, tc.want.Verify = "h0", "h1", true
+		if code != 0 || got != tc.want {
+			t.Errorf("%v: exit %d %s\n got %+v\nwant %+v", tc.args, code, errs, got, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--workload", "write_lat"}, "want write_bw, send_bw or read_bw"},
+		{[]string{"-q", "2"}, "--qp is not supported in a live lab yet"},
+		{[]string{"-a"}, "--all is not supported in a live lab yet"},
+		{[]string{"-s", "0"}, `--size "0"`},
+		{[]string{"-t", "0"}, `--tx-depth "0"`},
+	} {
+		if _, code, errs := read(tc.args...); code != 2 || !strings.Contains(errs, tc.want) {
+			t.Errorf("%v: exit %d, %q; want exit 2 and %q", tc.args, code, errs, tc.want)
 		}
 	}
 }
