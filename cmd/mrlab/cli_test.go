@@ -110,6 +110,8 @@ func TestExitStatus(t *testing.T) {
 		{[]string{"version", "extra"}, 2},
 		{[]string{"help", "lab", "nosuch"}, 2},
 		{[]string{"sim", "/nonexistent.yaml"}, 1},
+		{[]string{"up", "--run-dir", "/nonexistent/run", "--mtu", "0", "b2b"}, 2},
+		{[]string{"up", "--run-dir", "/nonexistent/run", "--timeout", "0s", "b2b"}, 2},
 		{[]string{"sim", "b2b", "--workload", "write_bw", "-n", "1000", "--timeout", "10us"}, 1},
 	} {
 		if code, _, errs := runCLI(t, tc.args...); code != tc.code {
