@@ -24,6 +24,9 @@ const nodeBudget = 200_000
 type decoder struct {
 	errorList
 	budget int
+	// flags are the command-line overrides whose nodes carry line -(i+1)
+	// (see Override): their problems name the flag, not a position.
+	flags []string
 }
 
 func newDecoder(file string) *decoder {
@@ -36,7 +39,30 @@ func (d *decoder) errorf(n *yaml.Node, field, format string, args ...any) {
 	if n != nil {
 		line, col = n.Line, n.Column
 	}
+	before := len(d.errs)
 	d.add(line, col, field, format, args...)
+	if len(d.errs) > before {
+		d.flagged(d.errs, line)
+	}
+}
+
+// warnf records a warning at node n.
+func (d *decoder) warnf(n *yaml.Node, field, format string, args ...any) {
+	line, col := 0, 0
+	if n != nil {
+		line, col = n.Line, n.Column
+	}
+	d.errorList.warnf(line, col, field, format, args...)
+	d.flagged(d.warns, line)
+}
+
+// flagged attributes the last of es to an override's flag when line says
+// the node came from one.
+func (d *decoder) flagged(es []*Error, line int) {
+	if i := -line - 1; line < 0 && i < len(d.flags) && len(es) > 0 {
+		e := es[len(es)-1]
+		e.Flag, e.Line, e.Col = d.flags[i], 0, 0
+	}
 }
 
 // deref follows aliases and charges the node budget. It returns nil when
@@ -303,6 +329,9 @@ func (d *decoder) rate(n *yaml.Node, path string, dst *float64) bool {
 	if err != nil || r <= 0 {
 		d.errorf(s, path, "%q is not a rate (want e.g. 100gbit, 25gbit, 400mbit)", s.Value)
 		return false
+	}
+	if msg, ok := BytesRateNote(s.Value, r); ok {
+		d.warnf(s, path, "%s", msg)
 	}
 	*dst = r
 	return true

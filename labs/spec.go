@@ -166,8 +166,8 @@ func (s *spec) decode(d *decoder, root *yaml.Node) {
 	has := d.mapping(root, "", map[string]fieldFunc{
 		"name": func(v *yaml.Node, p string) {
 			if d.str(v, p, &s.name) {
-				if strings.TrimSpace(s.name) == "" {
-					d.errorf(v, p, "must not be empty")
+				if err := ValidName(s.name); err != nil {
+					d.errorf(v, p, "%v", err)
 				}
 			}
 		},
@@ -353,6 +353,18 @@ func decodeImpair(d *decoder, v *yaml.Node, path string) *impairSpec {
 		// The parser's message quotes the string and names the bad word.
 		d.errorf(n, path, "%v", err)
 		return nil
+	}
+	if f := strings.Fields(text); len(f) > 1 {
+		for i, w := range f[:len(f)-1] {
+			if w != "rate" {
+				continue
+			}
+			if r, err := fabric.ParseRate(f[i+1]); err == nil {
+				if msg, ok := BytesRateNote(f[i+1], r); ok {
+					d.warnf(n, path, "%s", msg)
+				}
+			}
+		}
 	}
 	return &impairSpec{text: text, imp: imp}
 }

@@ -89,3 +89,29 @@ func (cl *Cluster) byAddr(a netip.Addr) int {
 	}
 	return -1
 }
+
+// qpInfo describes a connection's two ends as perftest prints them; lmr
+// and rmr are the buffers the test exposes on each side (nil for SEND
+// tests, which print none).
+func qpInfo(req *connReq, lmr, rmr *softnic.MR) QPInfo {
+	end := func(c *softnic.Conn, mr *softnic.MR) Endpoint {
+		if c == nil {
+			return Endpoint{}
+		}
+		tc := c.Transport()
+		e := Endpoint{Host: c.NIC().Name(), QPN: tc.LocalID(), Addr: c.NIC().Addr()}
+		if q, ok := tc.(interface{ QPN() uint32 }); ok {
+			e.QPN = q.QPN()
+		}
+		// A transport that does not say starts at PSN 0 (MetaRoCE: every
+		// path's PSNs start at 0).
+		if p, ok := tc.(interface{ StartPSN() uint32 }); ok {
+			e.PSN = p.StartPSN()
+		}
+		if mr != nil {
+			e.RKey, e.VAddr = mr.RKey(), mr.Addr()
+		}
+		return e
+	}
+	return QPInfo{Local: end(req.dial, lmr), Remote: end(req.acc, rmr)}
+}

@@ -472,7 +472,7 @@ func newEngine(spec Spec) (engine, error) {
 	switch spec.Name {
 	case WriteBW, SendBW, ReadBW, Permutation, Incast:
 		return newStream(spec), nil
-	case WriteLat:
+	case WriteLat, SendLat, ReadLat:
 		return newLat(spec), nil
 	case AllToAll:
 		return newA2A(spec), nil

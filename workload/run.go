@@ -60,8 +60,15 @@ type runner struct {
 	res      Result
 	msgTimes []sim.Time
 	flowTime []sim.Time
-	dones    []done
+	posts    []sim.Time // every post of a measured message, in time order
+	doneAt   []sim.Time // every completed message, in time order
 	base     counters
+
+	// Duration runs: what completed in the measured window, and in the
+	// current reporting interval.
+	winMsgs, winBytes int64
+	iv                Interval
+	ivTimer           sim.Timer
 }
 
 // endpoint is a connection end's Context: its setup request and handler.
@@ -154,8 +161,10 @@ func Launch(cl *Cluster, spec Spec, onDone func(*Result, error)) (*Running, erro
 	r.res = Result{
 		Workload: spec.Name, Transport: spec.Transport.String(), Lab: cl.Name, Seed: spec.Seed,
 		Size: spec.Size, Iterations: spec.Iterations, QueueDepth: spec.QueueDepth,
-		Conns: spec.Conns, Streams: spec.Streams,
+		Conns: spec.Conns, Streams: spec.Streams, CQMod: spec.CQMod, Duration: spec.Duration,
+		MTU: cl.NICs[0].PathMTU(),
 	}
+	r.ivTimer.Init(func(now sim.Time, _ any) { r.interval(now) }, nil)
 	for _, q := range r.queues {
 		if err := r.dial(q.reqs[0]); err != nil {
 			return nil, err
@@ -304,7 +313,27 @@ func (r *runner) begin(now sim.Time) {
 	r.started = true
 	r.t0 = now
 	r.base = r.snapshot()
+	if r.spec.Duration > 0 && r.spec.Interval > 0 && r.spec.OnInterval != nil {
+		r.iv = Interval{Start: now, Size: r.spec.Size}
+		r.cl.Loop.Arm(&r.ivTimer, now+r.spec.Interval)
+	}
 	r.eng.start(now)
+	if r.spec.OnBegin != nil && !r.finished {
+		head := r.res
+		head.Hosts = len(r.hosts)
+		r.spec.OnBegin(&head)
+	}
+}
+
+// interval reports one interval of a duration run and starts the next.
+func (r *runner) interval(now sim.Time) {
+	r.iv.End = now
+	iv := r.iv
+	r.iv = Interval{Start: now, Size: r.spec.Size}
+	if next := now + r.spec.Interval; !r.finished && next <= r.t0+r.spec.Duration {
+		r.cl.Loop.Arm(&r.ivTimer, next)
+	}
+	r.spec.OnInterval(iv)
 }
 
 // drain polls a completion queue and hands each completion to its end.
@@ -362,14 +391,25 @@ func (r *runner) bad(wc *softnic.Completion, what string) {
 	}
 }
 
+// recordPost records the post of a measured message (for the BW peak).
+func (r *runner) recordPost(now sim.Time) { r.posts = append(r.posts, now) }
+
 // message records one completed message.
 func (r *runner) message(now, posted sim.Time, bytes int) {
 	r.res.Messages++
 	r.res.Bytes += int64(bytes)
 	r.msgTimes = append(r.msgTimes, now-posted)
-	r.dones = append(r.dones, done{at: now, bytes: int64(bytes)})
 	if r.spec.OnMessage != nil {
 		r.spec.OnMessage(now, bytes)
+	}
+	r.doneAt = append(r.doneAt, now)
+	if d := r.spec.Duration; d > 0 {
+		if m := r.spec.Margin; now >= r.t0+m && now <= r.t0+d-m {
+			r.winMsgs++
+			r.winBytes += int64(bytes)
+		}
+		r.iv.Messages++
+		r.iv.Bytes += int64(bytes)
 	}
 }
 
@@ -389,6 +429,7 @@ func (r *runner) fail(err error) {
 	}
 	r.finished = true
 	r.cl.Loop.Disarm(&r.timer)
+	r.cl.Loop.Disarm(&r.ivTimer)
 	if !r.started {
 		r.close()
 		r.onDone(nil, err)
@@ -411,6 +452,7 @@ func (r *runner) finish(now sim.Time) {
 	r.finished = true
 	r.tEnd = now
 	r.cl.Loop.Disarm(&r.timer)
+	r.cl.Loop.Disarm(&r.ivTimer)
 	res := &r.res
 	res.Hosts = len(r.hosts)
 	if testBeforeVerify != nil {

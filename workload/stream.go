@@ -293,6 +293,18 @@ func (f *flow) streamTarget(st int) int64 {
 func (e *streamEngine) start(now sim.Time) {
 	e.t0 = now
 	e.active = len(e.flows)
+	if e.spec.Name.IsPerftest() {
+		for _, f := range e.flows {
+			var lmr, rmr *softnic.MR
+			switch e.op {
+			case transport.OpWrite:
+				lmr, rmr = f.src, f.dst
+			case transport.OpRead:
+				lmr, rmr = f.dst, f.remote
+			}
+			e.r.res.QPs = append(e.r.res.QPs, qpInfo(f.req, lmr, rmr))
+		}
+	}
 	if e.spec.Duration > 0 {
 		e.r.cl.Loop.At(now+e.spec.Duration, func(now sim.Time) {
 			for _, f := range e.flows {
@@ -329,6 +341,7 @@ func (f *flow) post(now sim.Time) bool {
 	f.free = f.free[:len(f.free)-1]
 	msg := f.posted
 	f.posted++
+	f.e.r.recordPost(now)
 	wr := transport.WorkRequest{ID: uint64(slot), Op: f.e.op, Stream: uint16(msg % int64(s.Streams)), NumSGE: 1}
 	inf := inflight{msg: msg, dst: -1, posted: now}
 	switch f.e.op {

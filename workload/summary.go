@@ -46,14 +46,22 @@ func (r *runner) summarise(res *Result) {
 	b := r.base
 	res.Elapsed = r.tEnd - r.t0
 	res.GoodputGbps = gbps(res.Bytes, res.Elapsed)
-	res.BWPeakGbps = peakGbps(r.dones, res.Elapsed)
+	res.BWAverageGbps = res.GoodputGbps
 	if res.Elapsed > 0 {
 		res.MsgRateMpps = float64(res.Messages) / res.Elapsed.Seconds() / 1e6
+	}
+	if d := r.spec.Duration; d > 0 {
+		// perftest measures duration runs inside the margins, and no peak.
+		res.Window = d - 2*r.spec.Margin
+		res.WindowMessages = r.winMsgs
+		res.BWAverageGbps = gbps(r.winBytes, res.Window)
+		res.MsgRateMpps = float64(r.winMsgs) / res.Window.Seconds() / 1e6
+	} else if !r.spec.Name.IsLatency() {
+		res.BWPeakGbps = peakGbps(r.posts, r.doneAt, r.spec.Size, r.spec.CQMod)
 	}
 	res.MessageTime = summarize(r.msgTimes)
 	res.FlowTime = summarize(r.flowTime)
 	res.Flows = res.FlowTime.N
-	res.BWAverageGbps = res.GoodputGbps
 	res.Retransmits = end.retx - b.retx
 	res.Timeouts = end.timeouts - b.timeouts
 	res.PacketsSent = end.pktsSent - b.pktsSent

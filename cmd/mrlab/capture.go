@@ -334,7 +334,7 @@ func observeFlags() []cli.Flag {
 		&cli.StringFlag{Name: "telemetry-interval", Value: "10us", Usage: "telemetry and --record sampling period (lab time)"},
 		&cli.BoolFlag{Name: "telemetry-all-links", Usage: "sample idle link directions too"},
 		&cli.StringFlag{Name: "plot-dir", Usage: "draw telemetry plots (cwnd and rate per path, queue depth per link) into `DIR`"},
-		&cli.StringFlag{Name: "plot-format", Value: "png", Usage: "plot format: png or svg"},
+		&cli.StringFlag{Name: "plot-format", Value: "png,svg", Usage: "plot formats: png, svg or both (png,svg); PNGs are 1200x750"},
 		&cli.StringFlag{Name: "trace", Usage: "write the protocol trace (the transports' decisions) to `FILE` (- for stdout)"},
 		&cli.StringFlag{Name: "trace-filter", Usage: "keep trace lines matching host=, conn=, path=, grep=, re= (re= last)"},
 		&cli.StringFlag{Name: "trace-fabric", Value: "drops", Usage: "fabric events in the trace: none, drops, marks, corrupt (comma-separated)"},
@@ -353,7 +353,7 @@ type simObserver struct {
 	rec     *telemetry.Recorder
 	telFile string
 	plotDir string
-	plotFmt string
+	plotFmt []string
 	trace   *prototrace.Log
 	traceF  *os.File
 	traceTo string
@@ -426,11 +426,14 @@ func openSimObserver(c *cli.Context, loop *sim.Loop, net *fabric.Network, extra 
 			sinks = append(sinks, o.sink)
 		}
 		if d := c.String("plot-dir"); d != "" {
-			pf := c.String("plot-format")
-			if pf != "png" && pf != "svg" {
-				return fail(usagef("--plot-format %q: want png or svg", pf))
+			var formats []string
+			for _, pf := range strings.Split(c.String("plot-format"), ",") {
+				if pf = strings.TrimSpace(pf); pf != "png" && pf != "svg" {
+					return fail(usagef("--plot-format %q: want png, svg or png,svg", c.String("plot-format")))
+				}
+				formats = append(formats, pf)
 			}
-			o.plotDir, o.plotFmt = d, pf
+			o.plotDir, o.plotFmt = d, formats
 			o.rec = &telemetry.Recorder{}
 			sinks = append(sinks, o.rec)
 		}
@@ -541,7 +544,7 @@ func (o *simObserver) Close(now sim.Time, r *Report) error {
 		if o.rec != nil {
 			if err := os.MkdirAll(o.plotDir, 0o755); err != nil {
 				keep(fmt.Errorf("--plot-dir: %w", err))
-			} else if files, err := telemetry.PlotAll(o.plotDir, o.rec.Samples, o.plotFmt); err != nil {
+			} else if files, err := telemetry.PlotAll(o.plotDir, o.rec.Samples, o.plotFmt...); err != nil {
 				keep(err)
 			} else if r != nil {
 				r.Fact("plots", "plots", fmt.Sprintf("%d in %s", len(files), filepath.Clean(o.plotDir)))

@@ -31,11 +31,11 @@ func newLabCommand() *cli.Command {
 				Name:      "show",
 				Usage:     "summarize a lab: hosts, switches, links, planes, faults",
 				ArgsUsage: "[FILE|NAME]",
-				Flags: []cli.Flag{
+				Flags: append([]cli.Flag{
 					&cli.BoolFlag{Name: "dot", Usage: "print a Graphviz graph instead (render with dot -Tsvg)"},
 					&cli.BoolFlag{Name: "links", Usage: "list every link, not just groups of alike links"},
 					&cli.BoolFlag{Name: "json", Usage: "print one JSON object"},
-				},
+				}, whatIfFlags()...), // the lab as sim --set/--impair/--fault would run it
 				Action: labShow,
 			},
 			{
@@ -70,6 +70,7 @@ func labValidate(c *cli.Context) error {
 			}
 			continue
 		}
+		printWarnings(c, lab)
 		s := lab.Summary()
 		fmt.Fprintf(c.App.Writer, "%s: ok: %s, %d hosts, %d switches, %d links, %d planes, %d faults\n",
 			lab.File, lab.Name, s.Hosts, s.Switches, s.Links, s.Planes, s.Faults)
@@ -93,7 +94,19 @@ func oneLab(c *cli.Context) (*labs.Lab, error) {
 	if len(args) == 1 {
 		arg = args[0]
 	}
-	return labs.Resolve(arg)
+	lab, err := resolveWithOverrides(c, arg)
+	if err == nil {
+		printWarnings(c, lab)
+	}
+	return lab, err
+}
+
+// printWarnings prints a lab's warnings (valid but probably unmeant
+// settings) on stderr.
+func printWarnings(c *cli.Context, lab *labs.Lab) {
+	for _, w := range lab.Warnings {
+		fmt.Fprintf(c.App.ErrWriter, "mrlab: warning: %v\n", w)
+	}
 }
 
 func labShow(c *cli.Context) error {
@@ -225,7 +238,11 @@ func showReport(lab *labs.Lab, allLinks bool) *Report {
 				imp += " (" + f.Dir.String() + " only)"
 			}
 		}
-		ft.Add(f.At, f.Subject(), f.Action.String(), imp, f.Line)
+		var line any = f.Line
+		if f.Line == 0 {
+			line = "-" // from a --fault or --impair flag
+		}
+		ft.Add(f.At, f.Subject(), f.Action.String(), imp, line)
 	}
 	return r
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/mrlab/mrlab/fabric"
+	"github.com/mrlab/mrlab/internal/packet"
 	"github.com/mrlab/mrlab/labs"
 	"github.com/mrlab/mrlab/labs/live"
 )
@@ -89,6 +90,15 @@ func liveUp(c *cli.Context) error {
 	}
 	if d := c.Duration("telemetry-interval"); d < live.MinTelemetryInterval {
 		return usagef("up: --telemetry-interval %v: want at least %v", d, live.MinTelemetryInterval)
+	}
+	// Zero is not "the default" here: a flag given is a flag meant.
+	if m := c.Int("mtu"); m < 576 || m > packet.MaxSize {
+		return usagef("up: --mtu %d: want 576..%d", m, packet.MaxSize)
+	}
+	for _, f := range []string{"lag-threshold", "timeout"} {
+		if d := c.Duration(f); d <= 0 {
+			return usagef("up: --%s %v: want a positive duration", f, d)
+		}
 	}
 	if os.Geteuid() != 0 {
 		return errors.New("up: needs root (network namespaces and TUN devices): run it with sudo")

@@ -235,7 +235,7 @@ func TestUsageErrors(t *testing.T) {
 		msg  string
 	}{
 		{[]string{"nosuch"}, 2, `unknown command "nosuch"`},
-		{[]string{"lab", "nosuch"}, 2, `unknown command "nosuch" for lab`},
+		{[]string{"lab", "nosuch"}, 2, `unknown command "nosuch" for mrlab lab`},
 		{[]string{"sim", "--bogus"}, 2, "flag provided but not defined"},
 		{[]string{"sim", "b2b", "--bogus"}, 2, "flag provided but not defined: --bogus"},
 		{[]string{"sim", "--duration", "ten"}, 2, `--duration "ten"`},

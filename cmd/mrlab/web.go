@@ -201,10 +201,8 @@ func openRecording(c *cli.Context, loop *sim.Loop, net *fabric.Network, lab *lab
 	if usesTransport {
 		meta.Transport = kind.String()
 	}
-	if !c.Bool("no-faults") {
-		for i := range lab.Faults {
-			meta.Faults = append(meta.Faults, lab.Faults[i].String())
-		}
+	for i := range lab.Faults { // --no-faults: oneLab kept only the flags' faults
+		meta.Faults = append(meta.Faults, lab.Faults[i].String())
 	}
 	w, err := createReplayFile(file)
 	if err != nil {

@@ -528,7 +528,7 @@ func checkObservability(t *testing.T, l *Lab, src, dst string) {
 	}
 	t.Logf("telemetry: %s->%s conn %d sending at %.3g bit/s, cwnd %d, srtt %v, %d retransmits; %s placed %d bytes",
 		sender.Host, sender.Peer, sender.Conn, sender.SendRate, sender.Cwnd, sender.SRTT, sender.Retransmits, dst, receiver.BytesAcked)
-	want := fmt.Sprintf(`mrlab_conn_bytes_acked_total{conn="%d",host="%s",peer="%s",transport="metaroce"}`, receiver.Conn, dst, src)
+	want := fmt.Sprintf(`mrlab_conn_acked_bytes_total{conn="%d",host="%s",peer="%s",transport="metaroce"}`, receiver.Conn, dst, src)
 	if v := metricValue(during, want); v <= 0 {
 		t.Errorf("/metrics during the run: %s = %v, want > 0", want, v)
 	}
@@ -560,18 +560,19 @@ func checkObservability(t *testing.T, l *Lab, src, dst string) {
 			t.Fatalf("/metrics: lab time %v s, not past the run's end at %v", metricValue(after, "mrlab_lab_time_seconds"), s.VirtualTime)
 		}
 	}
-	for _, want := range []string{"# TYPE mrlab_link_tx_bytes_total counter", "# TYPE mrlab_lab_time_seconds gauge", "mrlab_link_drops_total{"} {
+	for _, want := range []string{"# TYPE mrlab_link_transmit_bytes_total counter", "# TYPE mrlab_lab_time_seconds gauge", "mrlab_link_drops_total{"} {
 		if !strings.Contains(after, want) {
 			t.Errorf("/metrics lacks %q", want)
 		}
 	}
 	delta := func(series string) float64 { return metricValue(after, series) - metricValue(before, series) }
-	sent := delta(fmt.Sprintf(`mrlab_link_tx_bytes_total{link="%s-p0:AtoB"}`, src)) + delta(fmt.Sprintf(`mrlab_link_tx_bytes_total{link="%s-p1:AtoB"}`, src))
+	sent := delta(fmt.Sprintf(`mrlab_link_transmit_bytes_total{direction="AtoB",link="%s-p0"}`, src)) +
+		delta(fmt.Sprintf(`mrlab_link_transmit_bytes_total{direction="AtoB",link="%s-p1"}`, src))
 	if sent < float64(r.Bytes) {
 		t.Errorf("/metrics: %s's uplinks sent %v bytes during the run, which moved %d", src, sent, r.Bytes)
 	}
-	if d := delta(fmt.Sprintf(`mrlab_link_drops_total{link="%s:AtoB"}`, uplink)); d <= 0 {
-		t.Errorf("/metrics: %v drops on %s:AtoB during the run under 2%% loss", d, uplink)
+	if d := delta(fmt.Sprintf(`mrlab_link_drops_total{direction="AtoB",link="%s",reason="impairment"}`, uplink)); d <= 0 {
+		t.Errorf("/metrics: %v impairment drops on %s:AtoB during the run under 2%% loss", d, uplink)
 	}
 
 	trStop()

@@ -112,8 +112,17 @@ type Capture struct {
 	// pending holds marks and corruptions seen on a direction until the
 	// packet is recorded; entries leave at delivery or drop.
 	pending map[pendKey]uint8
-	sinks   []*sink
-	scratch []byte
+	// damaged remembers where recently corrupted packets had a bit
+	// flipped (by packet id; a ring of the last maxDamaged bounds it), so
+	// a capture further along says so: such a packet often shows in
+	// Wireshark as malformed or with a bad checksum.
+	damaged    map[uint64]int // packet id -> Layout.Dirs index
+	damagedIDs []uint64
+	damagedAt  int
+	sinks      []*sink
+	scratch    []byte
+	// scratch2 holds a comment with an upstream-damage note added.
+	scratch2 []byte
 	// err is the first packet record that could not be written; Close
 	// returns it.
 	err error
@@ -123,7 +132,8 @@ var _ fabric.Observer = (*Capture)(nil)
 
 // newCapture returns a Capture for a network with the given layout and no sinks.
 func newCapture(l Layout) *Capture {
-	c := &Capture{layout: l, byNode: map[string][]tap{}, pending: map[pendKey]uint8{}, scratch: make([]byte, 0, 256)}
+	c := &Capture{layout: l, byNode: map[string][]tap{}, pending: map[pendKey]uint8{}, scratch: make([]byte, 0, 256),
+		damaged: map[uint64]int{}}
 	maxIdx := -1
 	for _, d := range l.Dirs {
 		maxIdx = max(maxIdx, d.Index)
@@ -201,8 +211,15 @@ func Open(dir string, specs []Spec, l Layout, m Matcher) (*Capture, error) {
 	return c, nil
 }
 
+// maxDamaged bounds how many corrupted packets a Capture follows at once
+// (a corrupted packet crosses the fabric in far fewer events).
+const maxDamaged = 4096
+
 // Observe implements fabric.Observer.
 func (c *Capture) Observe(now sim.Time, ev fabric.Event, pt fabric.Point, p *packet.Buffer, reason fabric.DropReason) {
+	if ev == fabric.EvCorrupt && pt.Link >= 0 && pt.Link < len(c.dirOf) && c.dirOf[pt.Link] >= 0 {
+		c.noteDamage(p.ID, c.dirOf[pt.Link])
+	}
 	if pt.Link >= 0 {
 		if pt.Link >= len(c.byLink) || len(c.byLink[pt.Link]) == 0 {
 			return
@@ -272,6 +289,18 @@ func (c *Capture) observeDir(now sim.Time, ev fabric.Event, link int, p *packet.
 	}
 }
 
+// noteDamage remembers that packet id was corrupted on direction dir.
+func (c *Capture) noteDamage(id uint64, dir int) {
+	if len(c.damagedIDs) < maxDamaged {
+		c.damagedIDs = append(c.damagedIDs, id)
+	} else {
+		delete(c.damaged, c.damagedIDs[c.damagedAt])
+		c.damagedIDs[c.damagedAt] = id
+		c.damagedAt = (c.damagedAt + 1) % maxDamaged
+	}
+	c.damaged[id] = dir
+}
+
 func (c *Capture) observeNode(now sim.Time, ev fabric.Event, node string, taps []tap, p *packet.Buffer, reason fabric.DropReason) {
 	var com []byte
 	drop := ev == fabric.EvDrop
@@ -316,12 +345,29 @@ func (c *Capture) record(now sim.Time, t tap, p *packet.Buffer, comment []byte, 
 	if s.limit > 0 && s.Packets() >= s.limit {
 		s.done = true
 	}
+	if dir, ok := c.damaged[p.ID]; ok && si.dir != dir {
+		// Corrupted before it got here, on another link direction.
+		b := append(c.scratch2[:0], comment...)
+		if len(b) > 0 {
+			b = append(b, "; "...)
+		}
+		b = c.appendUpstreamDamage(b, dir)
+		c.scratch2, comment = b, b
+	}
 	r := Record{Iface: si.id, Time: now, Data: data, Flags: si.flags, PacketID: p.ID, Comment: comment}
 	if err := s.w.WritePacket(&r); err != nil {
 		if c.err == nil {
 			c.err = fmt.Errorf("capture %s: %w", s.spec, err)
 		}
 	}
+}
+
+// appendUpstreamDamage appends the note for a packet corrupted on another
+// link direction: where, and what Wireshark will make of it.
+func (c *Capture) appendUpstreamDamage(b []byte, dir int) []byte {
+	b = append(b, "corrupted upstream at "...)
+	b = append(b, c.labels[dir]...)
+	return append(b, " (one bit flipped by a netem corrupt impairment; Wireshark may call it malformed)"...)
 }
 
 // comment builds a packet's annotation in the capture's scratch buffer

@@ -11,6 +11,7 @@ package telemetry
 import (
 	"fmt"
 
+	"github.com/mrlab/mrlab/fabric"
 	"github.com/mrlab/mrlab/internal/sim"
 )
 
@@ -101,13 +102,17 @@ type Sample struct {
 	EntropyChanges uint64 `json:"entropy_changes"`
 
 	// Link direction identity and state.
-	Link       string  `json:"link"`
-	QueueBytes int64   `json:"queue_bytes"`
-	TxBytes    uint64  `json:"tx_bytes"`
-	TxPackets  uint64  `json:"tx_packets"`
-	Drops      uint64  `json:"drops"`
-	Marks      uint64  `json:"marks"`
-	Util       float64 `json:"util"` // fraction of the link rate used in the interval
+	Link       string `json:"link"`
+	QueueBytes int64  `json:"queue_bytes"`
+	TxBytes    uint64 `json:"tx_bytes"`
+	TxPackets  uint64 `json:"tx_packets"`
+	Drops      uint64 `json:"drops"`
+	// DropsBy splits Drops by reason (fabric links; zero when the source
+	// gives only the total). Not a file column: the Prometheus exporter
+	// reads it for its reason label.
+	DropsBy fabric.DropCounts `json:"-"`
+	Marks   uint64            `json:"marks"`
+	Util    float64           `json:"util"` // fraction of the link rate used in the interval
 }
 
 // Series identifies the series a sample belongs to: "path h3 conn 4 path 9".

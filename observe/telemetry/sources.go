@@ -55,6 +55,7 @@ func (s *Sampler) sampleNetwork(now sim.Time, ns *networkSource) {
 		idle := lp.sent && lc.TxBytes == lp.prev.txBytes && lc.QueueBytes == 0 && drops == lp.drops && lc.ECNMarks == lp.marks
 		smp := s.linkSample(now, lp.name, &lp.prev, linkStats{QueueBytes: int64(lc.QueueBytes), TxBytes: lc.TxBytes,
 			TxPackets: lc.TxPackets, Drops: drops, Marks: lc.ECNMarks, Rate: lc.Rate})
+		smp.DropsBy = lc.Drops
 		lp.drops, lp.marks = drops, lc.ECNMarks
 		if idle && !ns.all {
 			continue

@@ -161,6 +161,9 @@ func (c *Conn) LocalID() uint32 { return c.localID }
 // QPN returns the queue pair number on the wire.
 func (c *Conn) QPN() uint32 { return c.qpn }
 
+// StartPSN returns the first PSN this QP sends (perftest prints it).
+func (c *Conn) StartPSN() uint32 { return uint32(c.req.startPSN) }
+
 // PeerQPN returns the peer's QPN, or 0 before the CM exchange told it.
 func (c *Conn) PeerQPN() uint32 { return c.peerQPN }
 
