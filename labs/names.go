@@ -11,16 +11,19 @@ import (
 // namespaces' and state files' names (mrl-LAB-HOST, LAB.json).
 const MaxNameLen = 32
 
-// ValidName checks a lab name: 1 to MaxNameLen letters, digits, '-' or
-// '_'. Every lab file is held to it, so a lab that validates can also be
+// ValidName checks a lab name: 1 to MaxNameLen letters, digits, '-', '_'
+// or '.', not starting with '.'. Every lab file is held to it, so a lab that validates can also be
 // brought up live.
 func ValidName(name string) error {
 	if name == "" || len(name) > MaxNameLen {
 		return fmt.Errorf("lab name %q: want 1..%d characters (it becomes part of namespace and file names)", name, MaxNameLen)
 	}
+	if name[0] == '.' {
+		return fmt.Errorf("lab name %q: starts with '.' (it becomes part of namespace and file names)", name)
+	}
 	for _, c := range name {
-		if !(c == '-' || c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) {
-			return fmt.Errorf("lab name %q: character %q (want letters, digits, '-', '_': it becomes part of namespace and file names)", name, c)
+		if !(c == '-' || c == '_' || c == '.' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) {
+			return fmt.Errorf("lab name %q: character %q (want letters, digits, '-', '_', '.': it becomes part of namespace and file names)", name, c)
 		}
 	}
 	return nil

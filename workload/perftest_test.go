@@ -33,7 +33,7 @@ func TestPerftestDefaults(t *testing.T) {
 		{Spec{Name: ReadLat}, 2, 1000, 1, 1},
 		{Spec{Name: Permutation}, 65536, 1000, 16, 1},
 	} {
-		s, err := tc.spec.withDefaults([]string{"h0", "h1"})
+		s, err := tc.spec.withDefaults(nil, []string{"h0", "h1"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -47,7 +47,7 @@ func TestPerftestDefaults(t *testing.T) {
 		{Name: ReadLat, Conns: 2},
 		{Name: WriteBW, Duration: 10, Margin: 5},
 	} {
-		if _, err := bad.withDefaults([]string{"h0", "h1"}); err == nil {
+		if _, err := bad.withDefaults(nil, []string{"h0", "h1"}); err == nil {
 			t.Errorf("%+v accepted", bad)
 		}
 	}

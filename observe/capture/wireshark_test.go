@@ -51,7 +51,7 @@ func corruptLab(t *testing.T) (*sim.Loop, *packet.Pool, *fabric.Network) {
 // Wireshark will often call it malformed.
 func TestUpstreamCorruptionNoted(t *testing.T) {
 	loop, _, n := corruptLab(t)
-	c := New(NetworkLayout(n))
+	c := newCapture(NetworkLayout(n))
 	outs := map[string]*closeBuffer{}
 	for _, s := range []string{"h2", "p0-leaf1-spine0:BtoA", "h0"} {
 		sp, err := ParseSpec(s)
@@ -59,7 +59,7 @@ func TestUpstreamCorruptionNoted(t *testing.T) {
 			t.Fatal(err)
 		}
 		outs[s] = &closeBuffer{}
-		if _, err := c.Add(sp, outs[s], nil); err != nil {
+		if _, err := c.add(sp, outs[s], nil); err != nil {
 			t.Fatal(err)
 		}
 	}
