@@ -1,8 +1,11 @@
 package softnic
 
 import (
+	crand "crypto/rand"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 
 	"github.com/mrlab/mrlab/internal/packet"
 	"github.com/mrlab/mrlab/transport"
@@ -54,6 +57,30 @@ const maxMRs = 1<<24 - 1
 // and a guard gap follows it, so off-by-one addresses hit no region.
 const mrAlign = 1 << 16
 
+// With a KeySource, the first region starts at a random aligned address in
+// [vaFloor, vaFloor+vaSpan) and each later one after a random number (below
+// maxVAGap) of extra guard gaps, so one region's address does not give
+// away the next one's.
+const (
+	vaFloor   = 0x1000_0000_0000
+	vaSpan    = 0x4000_0000_0000
+	maxVAGap  = 1 << 12
+	keyMask   = 1<<24 - 1
+	keyTagMax = 255
+)
+
+// CryptoSource returns a rand.Source that reads crypto/rand: a NIC's
+// KeySource in live labs.
+func CryptoSource() rand.Source { return cryptoSource{} }
+
+type cryptoSource struct{}
+
+func (cryptoSource) Uint64() uint64 {
+	var b [8]byte
+	crand.Read(b[:]) // never fails (Go 1.24+: it crashes the program instead)
+	return binary.LittleEndian.Uint64(b[:])
+}
+
 // AllocPD returns a new protection domain.
 func (n *NIC) AllocPD() *PD {
 	n.nextPD++
@@ -88,9 +115,12 @@ func (pd *PD) register(mr *MR) (*MR, error) {
 	idx := uint32(len(n.mrs)) + 1
 	// The low byte is a tag drawn from the NIC's stream, as hardware mixes
 	// a key byte into each key, so a peer cannot guess a valid key from an
-	// index alone.
-	tag := uint32(n.keyRand.Uint32N(255) + 1)
-	mr.pd, mr.addr, mr.key, mr.valid = pd, n.nextVA, idx<<8|tag, true
+	// index alone; with a KeySource the index is offset by a random base.
+	tag := uint32(n.keyRand.Uint32N(keyTagMax) + 1)
+	if n.secure {
+		n.nextVA += n.keyRand.Uint64N(maxVAGap) * mrAlign
+	}
+	mr.pd, mr.addr, mr.key, mr.valid = pd, n.nextVA, (idx+n.keyBase)&keyMask<<8|tag, true
 	n.nextVA += (uint64(mr.size) + 2*mrAlign - 1) &^ (mrAlign - 1)
 	n.mrs = append(n.mrs, mr)
 	return mr, nil
@@ -192,7 +222,7 @@ func (m *MR) Deregister() error {
 
 // lookup returns the valid region a key names, or nil.
 func (n *NIC) lookup(key uint32) *MR {
-	idx := key >> 8
+	idx := (key>>8 - n.keyBase) & keyMask
 	if idx == 0 || int(idx) > len(n.mrs) {
 		return nil
 	}

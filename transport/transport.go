@@ -12,7 +12,9 @@ package transport
 
 import (
 	"errors"
+	"fmt"
 	"math/rand/v2"
+	"net"
 
 	"github.com/mrlab/mrlab/internal/sim"
 )
@@ -26,6 +28,7 @@ const (
 	RoCEv2
 )
 
+// String returns "metaroce" or "rocev2".
 func (k Kind) String() string {
 	switch k {
 	case MetaRoCE:
@@ -105,6 +108,7 @@ const (
 var statusNames = [...]string{"ok", "local protection error", "remote access error",
 	"remote invalid request", "RNR retry exceeded", "retry exceeded", "flushed", "local length error"}
 
+// String describes the status as ibv_wc_status_str would.
 func (s Status) String() string {
 	if int(s) < len(statusNames) {
 		return statusNames[s]
@@ -128,6 +132,7 @@ const (
 
 var opNames = [...]string{"", "WRITE", "WRITE_IMM", "SEND", "SEND_IMM", "READ", "RECV", "RECV_IMM"}
 
+// String returns the operation's verbs name, e.g. "WRITE_IMM".
 func (o Op) String() string {
 	if int(o) < len(opNames) && o != 0 {
 		return opNames[o]
@@ -244,6 +249,7 @@ const (
 	StateError
 )
 
+// String returns the state's name.
 func (s State) String() string {
 	return [...]string{"connecting", "established", "closed", "error"}[s]
 }
@@ -270,6 +276,12 @@ type Config struct {
 	// Trace, if non-nil, receives the transport's decisions for the protocol
 	// trace. Implementations must not format anything when it is nil.
 	Trace Tracer
+	// PinPort binds a single-path connection (a RoCEv2 QP) to NIC port
+	// Port, as ibv_modify_qp's port_num binds a QP to a port of a
+	// multi-port HCA; without it the transport picks the port. Multipath
+	// transports ignore both.
+	PinPort bool
+	Port    int
 }
 
 // HeaderRoom is the most header and trailer bytes any transport adds to a
@@ -282,10 +294,11 @@ type Tracer interface {
 	Tracef(now sim.Time, conn uint32, format string, args ...any)
 }
 
-// Errors returned by Post*.
+// Errors returned by Post*. ErrClosed wraps net.ErrClosed, as every
+// closed resource's error does.
 var (
 	ErrQueueFull    = errors.New("transport: send queue full")
-	ErrClosed       = errors.New("transport: connection closed")
+	ErrClosed       = fmt.Errorf("transport: connection closed: %w", net.ErrClosed)
 	ErrBadRequest   = errors.New("transport: bad work request")
 	ErrNotConnected = errors.New("transport: connection not established")
 )

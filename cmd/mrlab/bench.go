@@ -35,14 +35,14 @@ func newBenchCommand() *cli.Command {
 		Usage:     "measure simulation speed: permutations of 2 MiB WRITEs, data packets per wall second, events per packet, memory",
 		ArgsUsage: "[LAB ...]",
 		Description: "Runs a permutation (every host WRITEs --size bytes to another host over one MetaRoCE\n" +
-			"connection with --paths paths) on each lab (default: " + strings.Join(benchLabs, ", ") + "),\n" +
+			"connection with the lab's paths, or --paths) on each lab (default: " + strings.Join(benchLabs, ", ") + "),\n" +
 			"each in its own process so its peak RSS is its own, and prints per lab: simulated data\n" +
 			"packets per wall second, events per data packet, peak RSS, and bytes of state per host\n" +
 			"and per connection. The figures are whole-process: compare them with another simulator\n" +
 			"run under /usr/bin/time -v on the same machine.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "size", Value: "2MiB", Usage: "bytes each host WRITEs"},
-			&cli.IntFlag{Name: "paths", Value: 128, Usage: "MetaRoCE paths per connection"},
+			&cli.IntFlag{Name: "paths", Usage: "MetaRoCE paths per connection (1..256)", DefaultText: "the lab's"},
 			&cli.StringFlag{Name: "payload", Usage: "payload mode: synthetic or bytes", DefaultText: "synthetic"},
 			&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "seed of the lab and the permutation"},
 			&cli.StringFlag{Name: "cpuprofile", Usage: "write a CPU profile of the run to this file (one lab only)"},
@@ -84,6 +84,9 @@ func benchAction(c *cli.Context) error {
 	if _, err := labs.ParseSize(c.String("size")); err != nil {
 		return usagef("bench: --size %q: %v", c.String("size"), err)
 	}
+	if n := c.Int("paths"); c.IsSet("paths") && (n < 1 || n > 256) {
+		return usagef("bench: --paths %d: want a whole number from 1 to 256", n)
+	}
 	if len(names) == 1 || c.Bool("in-process") {
 		for _, n := range names {
 			r, err := benchOne(c, n)
@@ -100,8 +103,10 @@ func benchAction(c *cli.Context) error {
 		return fmt.Errorf("bench: finding own executable: %w", err)
 	}
 	for _, n := range names {
-		args := []string{"bench", "--json", "--size", c.String("size"), "--paths", fmt.Sprint(c.Int("paths")),
-			"--seed", fmt.Sprint(c.Uint64("seed"))}
+		args := []string{"bench", "--json", "--size", c.String("size"), "--seed", fmt.Sprint(c.Uint64("seed"))}
+		if c.IsSet("paths") {
+			args = append(args, "--paths", fmt.Sprint(c.Int("paths")))
+		}
 		if c.IsSet("payload") {
 			args = append(args, "--payload", c.String("payload"))
 		}
@@ -150,18 +155,16 @@ func benchOne(c *cli.Context, name string) (*benchResult, error) {
 			return nil, usageError{fmt.Errorf("bench: --payload: %w", err)}
 		}
 	}
-	opts := workload.NICOptions{}
-	opts.MetaRoCE.Paths = c.Int("paths")
-
 	runtime.GC()
 	heap0 := heapInUse()
 	loop := sim.NewLoop()
-	pool := packet.NewPool()
-	net, err := lab.Build(loop, pool)
-	if err != nil {
-		return nil, err
-	}
-	cl, err := workload.NewCluster(lab.Name, loop, pool, net, lab.Seed, opts)
+	// The lab as `mrlab sim` builds it (its transports section, its
+	// fault timeline), --paths overriding the lab's paths.
+	cl, _, err := workload.NewLabCluster(lab, loop, packet.NewPool(), workload.LabSetup{NIC: func(o *workload.NICOptions) {
+		if c.IsSet("paths") {
+			o.MetaRoCE.Paths = c.Int("paths")
+		}
+	}})
 	if err != nil {
 		return nil, err
 	}

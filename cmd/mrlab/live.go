@@ -17,6 +17,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/mrlab/mrlab/fabric"
+	"github.com/mrlab/mrlab/internal/packet"
 	"github.com/mrlab/mrlab/labs"
 	"github.com/mrlab/mrlab/labs/live"
 )
@@ -57,6 +58,7 @@ func newUpCommand() *cli.Command {
 			&cli.StringFlag{Name: "max-rate", Value: fabric.FormatRate(live.DefaultMaxRate), Usage: "cap every link's rate to this (tc spelling; \"0\" keeps the lab's rates)"},
 			&cli.IntFlag{Name: "mtu", Value: live.DefaultMTU, Usage: "MTU of each host's mr0"},
 			&cli.DurationFlag{Name: "lag-threshold", Value: time.Millisecond, Usage: "events later than this count as late"},
+			&cli.BoolFlag{Name: "no-realtime", Usage: "keep the lab's event loop at normal scheduling priority (by default it asks for SCHED_FIFO, so a busy machine does not make it late)"},
 			&cli.DurationFlag{Name: "timeout", Value: 30 * time.Second, Usage: "how long to wait for a background lab to come up"},
 			&cli.StringFlag{Name: "metrics", Value: live.DefaultMetricsAddr, Usage: "serve Prometheus metrics on this loopback `ADDR` (port 0 picks one; \"off\" serves none)"},
 			&cli.DurationFlag{Name: "telemetry-interval", Value: live.DefaultTelemetryInterval, Usage: "how often telemetry (metrics, mrlab top) is sampled"},
@@ -89,6 +91,15 @@ func liveUp(c *cli.Context) error {
 	if d := c.Duration("telemetry-interval"); d < live.MinTelemetryInterval {
 		return usagef("up: --telemetry-interval %v: want at least %v", d, live.MinTelemetryInterval)
 	}
+	// Zero is not "the default" here: a flag given is a flag meant.
+	if m := c.Int("mtu"); m < 576 || m > packet.MaxSize {
+		return usagef("up: --mtu %d: want 576..%d", m, packet.MaxSize)
+	}
+	for _, f := range []string{"lag-threshold", "timeout"} {
+		if d := c.Duration(f); d <= 0 {
+			return usagef("up: --%s %v: want a positive duration", f, d)
+		}
+	}
 	if os.Geteuid() != 0 {
 		return errors.New("up: needs root (network namespaces and TUN devices): run it with sudo")
 	}
@@ -113,7 +124,7 @@ func liveUp(c *cli.Context) error {
 	l, err := live.Up(ctx, lab.Name, eng, live.Options{
 		RunDir:  dir,
 		MTU:     c.Int("mtu"),
-		Pacer:   live.PacerConfig{LagThreshold: c.Duration("lag-threshold")},
+		Pacer:   live.PacerConfig{LagThreshold: c.Duration("lag-threshold"), NoRealtime: c.Bool("no-realtime")},
 		Logf:    logf,
 		Metrics: c.String("metrics"),
 	})
@@ -163,6 +174,9 @@ func upBackground(c *cli.Context, lab *labs.Lab) error {
 	args := []string{"up", "--foreground", "--run-dir", dir, "--max-rate", c.String("max-rate"),
 		"--mtu", strconv.Itoa(c.Int("mtu")), "--lag-threshold", c.Duration("lag-threshold").String(),
 		"--metrics", c.String("metrics"), "--telemetry-interval", c.Duration("telemetry-interval").String()}
+	if c.Bool("no-realtime") {
+		args = append(args, "--no-realtime")
+	}
 	if arg != "" {
 		args = append(args, arg)
 	}
@@ -181,7 +195,7 @@ func upBackground(c *cli.Context, lab *labs.Lab) error {
 	for {
 		select {
 		case err := <-exited:
-			return fmt.Errorf("lab %s failed to come up (%v):\n%s", lab.Name, err, tail(logPath, 20))
+			return fmt.Errorf("lab %s failed to come up (%w):\n%s", lab.Name, err, tail(logPath, 20))
 		case <-deadline:
 			cmd.Process.Signal(syscall.SIGTERM)
 			return fmt.Errorf("lab %s: not up after %v (log %s):\n%s", lab.Name, c.Duration("timeout"), logPath, tail(logPath, 20))
@@ -339,10 +353,20 @@ func statusReport(s live.Status, allLinks bool) *Report {
 	if s.Lag.Warnings > 0 {
 		r.Fact("lag_warnings", "WARNING", fmt.Sprintf("could not keep real time in %d periods: delays and rates are distorted", s.Lag.Warnings))
 	}
-	ht := r.Table("hosts", "Hosts", Col("name", "host", ""), Col("addr", "address", ""), Col("namespace", "namespace", ""),
-		Col("from_kernel", "from kernel", ""), Col("to_kernel", "to kernel", ""), Col("to_kernel_drops", "drops", ""))
+	if s.Lag.Priority != "" {
+		r.Fact("loop_priority", "loop priority", s.Lag.Priority)
+	}
+	// mr0's own counters are the host kernel's: its tx is towards the lab,
+	// and tx drops are packets the lab did not read in time.
+	ht := r.Table("hosts", "Hosts (mr0: the host kernel's counters of its interface)", Col("name", "host", ""), Col("addr", "address", ""), Col("namespace", "namespace", ""),
+		Col("from_kernel", "from kernel", ""), Col("to_kernel", "to kernel", ""), Col("to_kernel_drops", "drops", ""),
+		Col("mr0_tx_dropped", "mr0 tx drop", ""), Col("mr0_rx_dropped", "mr0 rx drop", ""), Col("mr0_errors", "mr0 errors", ""))
 	for _, h := range s.Hosts {
-		ht.Add(h.Name, h.Addr, h.Namespace, h.FromKernel, h.ToKernel, h.ToKernelDrops)
+		var txd, rxd, errs any = "-", "-", "-"
+		if k := h.Kernel; k != nil {
+			txd, rxd, errs = k.TxDropped, k.RxDropped, k.TxErrors+k.RxErrors
+		}
+		ht.Add(h.Name, h.Addr, h.Namespace, h.FromKernel, h.ToKernel, h.ToKernelDrops, txd, rxd, errs)
 	}
 	lt := r.Table("links", "Links (idle links hidden; --all-links lists them)", Col("name", "link", ""), Col("up", "state", ""),
 		Col("rate", "rate", ""), Col("packets", "packets", ""), Col("bytes", "bytes", ""), Col("drops", "drops", ""), Col("marks", "ce marks", ""), Col("impair", "impair", ""))
@@ -368,7 +392,7 @@ func statusReport(s live.Status, allLinks bool) *Report {
 			names = append(names, n)
 		}
 		slices.Sort(names)
-		nt := r.Table("nics", "NIC counters (non-zero)", Col("host", "host", ""), Col("counter", "counter", ""), Col("value", "value", ""))
+		nt := r.Table("nics", "NIC counters (non-zero; drops_<reason> by reason)", Col("host", "host", ""), Col("counter", "counter", ""), Col("value", "value", ""))
 		for _, n := range names {
 			keys := make([]string, 0, len(s.Engine.NICs[n]))
 			for k, v := range s.Engine.NICs[n] {
@@ -441,10 +465,16 @@ func newExecCommand() *cli.Command {
 func newFaultCommand() *cli.Command {
 	send := func(target string, actions ...string) cli.ActionFunc {
 		return func(c *cli.Context) error {
-			if c.NArg() < 2 {
+			// Flags are parsed here, not by urfave/cli, so that a
+			// negative plane number is an argument, not a flag.
+			args, err := cmdArgs(c)
+			if err != nil {
+				return err
+			}
+			if len(args) < 2 {
 				return usagef("fault %s: want NAME %s", target, strings.Join(actions, "|"))
 			}
-			f := live.FaultRequest{Target: target, Name: c.Args().Get(0), Action: c.Args().Get(1)}
+			f := live.FaultRequest{Target: target, Name: args[0], Action: args[1]}
 			ok := false
 			for _, a := range actions {
 				ok = ok || a == f.Action
@@ -452,9 +482,9 @@ func newFaultCommand() *cli.Command {
 			if !ok {
 				return usagef("fault %s %s: unknown action %q (want %s)", target, f.Name, f.Action, strings.Join(actions, ", "))
 			}
-			rest := c.Args().Slice()[2:]
+			rest := args[2:]
 			if f.Action == "impair" {
-				if len(rest) == 0 {
+				if strings.TrimSpace(strings.Join(rest, "")) == "" {
 					return usagef("fault link %s impair: want netem parameters, e.g. loss 1%% delay 100us (or \"none\")", f.Name)
 				}
 				f.Impair = rest
@@ -462,8 +492,8 @@ func newFaultCommand() *cli.Command {
 				return usagef("fault %s %s %s: unexpected %q", target, f.Name, f.Action, strings.Join(rest, " "))
 			}
 			if target == "plane" {
-				if _, err := strconv.Atoi(f.Name); err != nil {
-					return usagef("fault plane %q: want a plane number", f.Name)
+				if n, err := strconv.Atoi(f.Name); err != nil || n < 0 {
+					return usagef("fault plane %q: want a plane number (0, 1, ...)", f.Name)
 				}
 			}
 			cl, name, err := client(c)
@@ -483,88 +513,11 @@ func newFaultCommand() *cli.Command {
 		Usage: "fail, restore or impair links, switches and planes of a live lab",
 		Subcommands: []*cli.Command{
 			{Name: "link", Usage: "take a link down or up, or impair it (netem spelling)", ArgsUsage: "NAME down|up|impair NETEM...",
-				Flags: flags, Action: send("link", "down", "up", "impair")},
+				Flags: flags, Action: send("link", "down", "up", "impair"), SkipFlagParsing: true},
 			{Name: "switch", Usage: "take a switch (all its links) down or up", ArgsUsage: "NAME down|up",
-				Flags: flags, Action: send("switch", "down", "up")},
+				Flags: flags, Action: send("switch", "down", "up"), SkipFlagParsing: true},
 			{Name: "plane", Usage: "take a whole plane down or up", ArgsUsage: "N down|up",
-				Flags: flags, Action: send("plane", "down", "up")},
-		},
-	}
-}
-
-func newPerfCommand() *cli.Command {
-	return &cli.Command{
-		Name:  "perf",
-		Usage: "run an RDMA workload (write_bw, send_bw, read_bw) between two live lab hosts' NICs",
-		Flags: []cli.Flag{runDirFlag(), labFlag(),
-			&cli.StringFlag{Name: "from", Required: true, Usage: "client host"},
-			&cli.StringFlag{Name: "to", Required: true, Usage: "server host"},
-			&cli.StringFlag{Name: "op", Value: "write", Usage: "write, send or read"},
-			&cli.StringFlag{Name: "transport", Usage: "metaroce or rocev2 (default: the lab's)"},
-			&cli.StringFlag{Name: "size", Value: "64KiB", Usage: "message size"},
-			&cli.IntFlag{Name: "count", Usage: "messages to move (0: run for --duration)"},
-			&cli.DurationFlag{Name: "duration", Value: 2 * time.Second, Usage: "how long to run when --count is 0"},
-			&cli.IntFlag{Name: "depth", Value: 16, Usage: "messages in flight"},
-			&cli.BoolFlag{Name: "verify", Value: true, Usage: "check every byte at the receiver"},
-			&cli.BoolFlag{Name: "json", Usage: "print one JSON object"},
-		},
-		Action: func(c *cli.Context) error {
-			if c.NArg() > 0 {
-				return usagef("perf: unexpected argument %q", c.Args().First())
-			}
-			switch c.String("op") {
-			case "write", "send", "read":
-			default:
-				return usagef("perf: --op %q: want write, send or read", c.String("op"))
-			}
-			size, err := labs.ParseSize(c.String("size"))
-			if err != nil || size <= 0 {
-				return usagef("perf: --size %q: want a size such as 4KiB or 1MiB", c.String("size"))
-			}
-			cl, _, err := client(c)
-			if err != nil {
-				return err
-			}
-			req := live.PerfRequest{From: c.String("from"), To: c.String("to"), Op: c.String("op"), Transport: c.String("transport"),
-				Size: size, Count: c.Int("count"), Duration: c.Duration("duration"), Depth: c.Int("depth"), Verify: c.Bool("verify")}
-			res, err := cl.Perf(c.Context, req)
-			if err != nil {
-				return err
-			}
-			r := &Report{}
-			r.Fact("from", "from", req.From)
-			r.Fact("to", "to", req.To)
-			r.Fact("op", "op", req.Op)
-			r.Fact("messages", "messages", res.Messages)
-			r.Fact("bytes", "bytes", res.Bytes)
-			r.Fact("elapsed", "elapsed", res.Elapsed.String())
-			r.Fact("goodput_gbps", "goodput (Gbit/s)", fmt.Sprintf("%.3f", res.Goodput/1e9))
-			r.Fact("verified", "verified", res.Verified)
-			r.Fact("errors", "errors", res.Errors)
-			r.Fact("status", "status", res.Status)
-			if len(res.Counters) > 0 {
-				keys := make([]string, 0, len(res.Counters))
-				for k := range res.Counters {
-					keys = append(keys, k)
-				}
-				slices.Sort(keys)
-				t := r.Table("counters", "Transport counters", Col("name", "counter", ""), Col("value", "value", ""))
-				for _, k := range keys {
-					t.Add(k, res.Counters[k])
-				}
-			}
-			if c.Bool("json") {
-				err = r.WriteJSON(c.App.Writer)
-			} else {
-				err = r.WriteText(c.App.Writer)
-			}
-			if err != nil {
-				return err
-			}
-			if res.Errors > 0 || res.Status != "ok" || (req.Verify && !res.Verified) {
-				return fmt.Errorf("perf %s->%s: %s, %d errors, verified=%v", req.From, req.To, res.Status, res.Errors, res.Verified)
-			}
-			return nil
+				Flags: flags, Action: send("plane", "down", "up"), SkipFlagParsing: true},
 		},
 	}
 }
