@@ -284,3 +284,23 @@ func TestPerfSpelling(t *testing.T) {
 		}
 	}
 }
+
+// TestSimPayload: a small lab runs on real bytes unless --payload says
+// otherwise, both modes give the same figures, and a bad mode is a usage
+// error naming the flag.
+func TestSimPayload(t *testing.T) {
+	args := []string{"leafspine", "--workload", "write_bw", "--transport", "metaroce", "-n", "50"}
+	def := rdmaJSON(t, args...).Results[0]
+	syn := rdmaJSON(t, append(args, "--payload", "synthetic")...).Results[0]
+	if def.Payload != "bytes" || syn.Payload != "synthetic" {
+		t.Errorf("payload %q by default, %q with --payload synthetic", def.Payload, syn.Payload)
+	}
+	if !syn.Check.OK || syn.Elapsed != def.Elapsed || syn.Messages != def.Messages || syn.PacketsSent != def.PacketsSent {
+		t.Errorf("synthetic run differs: check %+v, %v/%v elapsed, %d/%d messages, %d/%d packets",
+			syn.Check, syn.Elapsed, def.Elapsed, syn.Messages, def.Messages, syn.PacketsSent, def.PacketsSent)
+	}
+	code, _, errs := runCLI(t, append([]string{"sim"}, append(args, "--payload", "paper")...)...)
+	if code != 2 || !strings.Contains(errs, "--payload") {
+		t.Errorf("bad --payload: exit %d, %q", code, errs)
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"github.com/mrlab/mrlab/fabric"
 	"github.com/mrlab/mrlab/internal/sim"
 	"github.com/mrlab/mrlab/labs"
+	"github.com/mrlab/mrlab/softnic"
 	"github.com/mrlab/mrlab/transport"
 	"github.com/mrlab/mrlab/workload"
 )
@@ -195,17 +196,18 @@ func TestHostsByLeaf(t *testing.T) {
 }
 
 // TestDeterministic runs an experiment twice with the same seeds, one and
-// two simulations at a time, and wants the same rows.
+// two simulations at a time, with synthetic payload and with real bytes,
+// and wants the same rows.
 func TestDeterministic(t *testing.T) {
 	e, err := Lookup("loss-sweep")
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := e.Run(Config{Seed: 7, Seeds: 2, Scale: Tiny, Jobs: 1})
+	a, err := e.Run(Config{Seed: 7, Seeds: 2, Scale: Tiny, Jobs: 1, Payload: softnic.PayloadSynthetic})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := e.Run(Config{Seed: 7, Seeds: 2, Scale: Tiny, Jobs: 2})
+	b, err := e.Run(Config{Seed: 7, Seeds: 2, Scale: Tiny, Jobs: 2, Payload: softnic.PayloadBytes})
 	if err != nil {
 		t.Fatal(err)
 	}
