@@ -416,7 +416,7 @@ func TestLiveCLI(t *testing.T) {
 		}
 		// Until the lab has the run (a second perf is refused as busy).
 		for i := 0; ; i++ {
-			code, out := sh("perf", "--from", "h1", "--to", "h3", "--count", "1", "--allow-lag")
+			code, out := sh("perf", "--from", "h1", "--to", "h3", "--count", "5", "--allow-lag")
 			if code != 0 && strings.Contains(out, "already in progress") {
 				break
 			}
@@ -433,7 +433,7 @@ func TestLiveCLI(t *testing.T) {
 		var out string
 		for {
 			var code int
-			code, out = sh("perf", "--from", "h1", "--to", "h3", "--count", "1", "--allow-lag")
+			code, out = sh("perf", "--from", "h1", "--to", "h3", "--count", "5", "--allow-lag")
 			if code == 0 {
 				t.Logf("next perf accepted %v after Ctrl-C", time.Since(freed))
 				break

@@ -8,54 +8,35 @@ import (
 	"os/signal"
 	"slices"
 	"syscall"
-	"time"
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/mrlab/mrlab/labs"
 	"github.com/mrlab/mrlab/labs/live"
 )
 
 func newPerfCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "perf",
-		Usage: "run an RDMA workload (write_bw, send_bw, read_bw) between two live lab hosts' NICs",
+		Usage: "run an RDMA workload (write_bw, send_bw, read_bw) between two live lab hosts' NICs, with perftest's flags",
 		Description: "The result gives the run's lab time next to its wall time and the lab's worst\n" +
 			"lateness. If the lab fell behind the wall clock by more than 1% of the run, its\n" +
 			"figures are not true in wall time: the first line says LAGGING and perf exits\n" +
 			"non-zero, unless --allow-lag. Ctrl-C ends the run in the lab too.",
-		Flags: []cli.Flag{runDirFlag(), labFlag(),
-			&cli.StringFlag{Name: "from", Required: true, Usage: "client host"},
-			&cli.StringFlag{Name: "to", Required: true, Usage: "server host"},
-			&cli.StringFlag{Name: "op", Value: "write", Usage: "write, send or read"},
-			&cli.StringFlag{Name: "transport", Usage: "metaroce or rocev2 (default: the lab's)"},
-			&cli.StringFlag{Name: "size", Value: "64KiB", Usage: "message size"},
-			&cli.IntFlag{Name: "count", Usage: "messages to move (0: run for --duration)"},
-			&cli.DurationFlag{Name: "duration", Value: 2 * time.Second, Usage: "how long to run when --count is 0"},
-			&cli.IntFlag{Name: "depth", Value: 16, Usage: "messages in flight"},
-			&cli.BoolFlag{Name: "verify", Value: true, Usage: "check every byte at the receiver"},
-			&cli.BoolFlag{Name: "allow-lag", Usage: "exit 0 even if the lab could not keep real time during the run (the result still says so)"},
-			&cli.BoolFlag{Name: "json", Usage: "print one JSON object"},
-		},
+		// perftest's flags, as sim's (perfFlags), and live's own.
+		Flags: append(append([]cli.Flag{runDirFlag(), labFlag()}, perfFlags()...),
+			&cli.BoolFlag{Name: "allow-lag", Usage: "exit 0 even if the lab could not keep real time during the run (the result still says so)"}),
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
 				return usagef("perf: unexpected argument %q", c.Args().First())
 			}
-			switch c.String("op") {
-			case "write", "send", "read":
-			default:
-				return usagef("perf: --op %q: want write, send or read", c.String("op"))
-			}
-			size, err := labs.ParseSize(c.String("size"))
-			if err != nil || size <= 0 {
-				return usagef("perf: --size %q: want a size such as 4KiB or 1MiB", c.String("size"))
+			req, err := perfRequest(c)
+			if err != nil {
+				return err
 			}
 			cl, _, err := client(c)
 			if err != nil {
 				return err
 			}
-			req := live.PerfRequest{From: c.String("from"), To: c.String("to"), Op: c.String("op"), Transport: c.String("transport"),
-				Size: size, Count: c.Int("count"), Duration: c.Duration("duration"), Depth: c.Int("depth"), Verify: c.Bool("verify")}
 			// Ctrl-C closes the request, and the lab cancels the run.
 			ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 			defer stop()
