@@ -68,11 +68,12 @@ type Pacer struct {
 	pool  *packet.Pool
 	start time.Time
 
-	posts chan func(now sim.Time)
-	input chan inbound
-	wake  chan struct{}
-	tfd   int
-	tfile *os.File
+	posts  chan func(now sim.Time)
+	input  chan inbound
+	poller Poller
+	wake   chan struct{}
+	tfd    int
+	tfile  *os.File
 
 	stopped atomic.Bool
 	done    chan struct{}
@@ -129,6 +130,28 @@ func NewPacer(loop *sim.Loop, pool *packet.Pool, cfg PacerConfig) (*Pacer, error
 	}
 	return p, nil
 }
+
+// Poller is work the pacer looks for between events: shared-memory queues
+// of programs outside the lab (the verbs endpoint's clients), served
+// without a system call per request. All methods run on the loop
+// goroutine.
+type Poller interface {
+	// Poll serves what is waiting; it reports whether there was any.
+	Poll(now sim.Time) bool
+	// Busy reports whether the pacer should keep polling (spinning)
+	// rather than sleep until its next event.
+	Busy(now sim.Time) bool
+	// Sleeping runs before the pacer blocks: the poller asks its clients
+	// to wake the pacer (through Post) from now on and looks once more;
+	// true means work arrived and the pacer does not block.
+	Sleeping() bool
+}
+
+// SetPoller sets the pacer's poller. Call it before Run.
+func (p *Pacer) SetPoller(pl Poller) { p.poller = pl }
+
+// Now returns the loop's time. Call it only on the loop goroutine.
+func (p *Pacer) Now() sim.Time { return p.loop.Now() }
 
 // Loop returns the loop the pacer drives. Touch it only from closures run
 // by the pacer (Post, Do) or before Run starts.
@@ -230,6 +253,9 @@ func (p *Pacer) Run(ctx context.Context) error {
 		}
 		now := p.runDue()
 		p.drain()
+		if p.poller != nil {
+			p.poller.Poll(p.loop.Now())
+		}
 		if now-lastPublish > sim.Millisecond*10 {
 			p.checkWarn(now)
 			p.publish()
@@ -241,8 +267,11 @@ func (p *Pacer) Run(ctx context.Context) error {
 			continue
 		}
 		wait := time.Duration(next - now)
-		if p.cfg.Spin > 0 && wait < p.cfg.Spin {
+		if p.cfg.Spin > 0 && (wait < p.cfg.Spin || p.poller != nil && p.poller.Busy(now)) {
 			runtime.Gosched()
+			continue
+		}
+		if p.poller != nil && p.poller.Sleeping() {
 			continue
 		}
 		if next != armed {
