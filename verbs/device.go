@@ -49,6 +49,7 @@ type Device struct {
 	maps      sync.Map // object -> itself (an unmapper), unmapped by Close
 
 	doorbells, waits, posted, polled atomic.Uint64
+	rang                             atomic.Uint32 // the sleep number last rung for
 }
 
 // unmapper is an object holding shared memory, unmapped when the device
@@ -212,9 +213,10 @@ func (d *Device) forget(seq uint32) {
 }
 
 // ring tells the endpoint about new work if it is not polling: the only
-// system call on the posting path, made only while the lab's loop sleeps.
+// system call on the posting path, made at most once per sleep of the
+// lab's loop.
 func (d *Device) ring() {
-	if atomic.LoadUint32(verbsabi.Word(d.dbPage, verbsabi.NeedWakeupOff)) != 0 {
+	if w := atomic.LoadUint32(verbsabi.Word(d.dbPage, verbsabi.NeedWakeupOff)); w != 0 && d.rang.Swap(w) != w {
 		verbsabi.Signal(d.dbFD)
 		d.doorbells.Add(1)
 	}

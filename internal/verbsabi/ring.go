@@ -42,9 +42,11 @@ const (
 //
 //	0   u32 magic        DoorbellMagic
 //	4   u32 version      Version
-//	64  u32 need_wakeup  1 while the endpoint is not polling this client's
-//	                     queues: a client that posts must then write 1 to the
-//	                     doorbell eventfd (HELLO's second descriptor)
+//	64  u32 need_wakeup  0 while the endpoint polls this client's queues;
+//	                     otherwise the number of the endpoint's current
+//	                     sleep (never 0). A client that posts while it is
+//	                     nonzero writes 1 to the doorbell eventfd (HELLO's
+//	                     second descriptor), once per sleep number.
 const (
 	DoorbellPageSize = PageSize
 	DoorbellMagic    = 0x4256524d // "MRVB"

@@ -30,7 +30,7 @@ type client struct {
 	closed   bool
 	db       *os.File // doorbell eventfd (the client writes, doorbellLoop reads)
 	dbPage   []byte
-	flagged  bool // need_wakeup is 1 in dbPage
+	flagged  bool // need_wakeup is nonzero in dbPage
 	nextH    uint32
 	pds      map[uint32]*pd
 	mrs      map[uint32]*mr // by lkey
@@ -299,14 +299,11 @@ func (c *client) doHello(now sim.Time, r *verbsabi.Request) {
 	e.tracef(now, 0, "pid %d (%s) opened the endpoint (client %d)", c.pid, c.name, c.id)
 }
 
-// setNeedWakeup writes the doorbell page's need_wakeup word.
-func (c *client) setNeedWakeup(on bool) {
-	v := uint32(0)
-	if on {
-		v = 1
-	}
+// setNeedWakeup writes the doorbell page's need_wakeup word: 0 while the
+// loop polls, else the number of the loop's current sleep.
+func (c *client) setNeedWakeup(v uint32) {
 	atomicStore(verbsabi.Word(c.dbPage, verbsabi.NeedWakeupOff), v)
-	c.flagged = on
+	c.flagged = v != 0
 }
 
 // handle allocates the next object handle (never 0).

@@ -30,6 +30,7 @@ type Set struct {
 	// Loop-goroutine state.
 	polled     []*client // clients past HELLO
 	lastActive sim.Time
+	sleeps     uint32 // the loop's sleeps so far: the need_wakeup value
 }
 
 // NewSet returns an empty set whose endpoints run on loop. pollIdle is
@@ -72,7 +73,7 @@ func (s *Set) Poll(now sim.Time) bool {
 	found := false
 	for _, c := range s.polled {
 		if c.flagged {
-			c.setNeedWakeup(false)
+			c.setNeedWakeup(0)
 		}
 		if c.poll(now) {
 			found = true
@@ -95,10 +96,12 @@ func (s *Set) Busy(now sim.Time) bool {
 // that raced the flag is not left waiting. It reports whether work
 // arrived (the loop then does not sleep).
 func (s *Set) Sleeping() bool {
+	s.sleeps++
+	if s.sleeps == 0 {
+		s.sleeps++
+	}
 	for _, c := range s.polled {
-		if !c.flagged {
-			c.setNeedWakeup(true)
-		}
+		c.setNeedWakeup(s.sleeps)
 	}
 	for _, c := range s.polled {
 		if c.posted() {

@@ -43,6 +43,12 @@ type Options struct {
 	Limits verbsabi.Limits
 	// Trace receives the endpoints' and transports' trace lines.
 	Trace func(host, line string)
+	// Netns, if set, is the namespace the endpoints admit (default: the
+	// test's own).
+	Netns *uverbs.NetnsID
+	// Quiet drops the endpoints' log lines (a fuzz target's t cannot take
+	// them from the lab's goroutines).
+	Quiet bool
 }
 
 // Start brings the lab up; t.Cleanup stops it and checks that every
@@ -80,6 +86,9 @@ func Start(t testing.TB, o Options) *Lab {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if o.Netns != nil {
+		ns = *o.Netns
+	}
 	l := &Lab{Pacer: p, Set: set, NICs: cl.NICs, Hosts: cl.Hosts}
 	n := seq.Add(1)
 	for i, nic := range cl.NICs {
@@ -89,6 +98,9 @@ func Start(t testing.TB, o Options) *Lab {
 			t.Fatal(err)
 		}
 		cfg := uverbs.Config{Host: cl.Hosts[i], NIC: nic, Netns: ns, Limits: o.Limits, Logf: t.Logf}
+		if o.Quiet {
+			cfg.Logf = nil
+		}
 		if o.Trace != nil {
 			cfg.Trace = tracer{cl.Hosts[i], o.Trace}
 		}
