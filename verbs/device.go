@@ -62,9 +62,20 @@ type result struct {
 	err error
 }
 
+// EndpointEnv names the environment variable that, when set, names the
+// endpoint Open opens instead of DefaultEndpoint (tests run endpoints under
+// their own names).
+const EndpointEnv = "MRLAB_VERBS_ENDPOINT"
+
 // Open opens the verbs endpoint of the lab host this process runs in
 // (run it there with `mrlab exec HOST -- PROGRAM`).
-func Open(ctx context.Context) (*Device, error) { return OpenEndpoint(ctx, DefaultEndpoint) }
+func Open(ctx context.Context) (*Device, error) {
+	name := os.Getenv(EndpointEnv)
+	if name == "" {
+		name = DefaultEndpoint
+	}
+	return OpenEndpoint(ctx, name)
+}
 
 // OpenEndpoint opens the endpoint listening on the abstract socket name
 // (tests run endpoints under their own names).

@@ -205,3 +205,28 @@ func TestIsolation(t *testing.T) {
 		t.Error("a request crossed into another process's memory")
 	}
 }
+
+// TestZeroLengthSendImm: a SEND_IMM with no data carries its immediate
+// (the examples return credits that way).
+func TestZeroLengthSendImm(t *testing.T) {
+	for _, tr := range []verbs.Transport{verbs.MetaRoCE, verbs.RoCEv2} {
+		t.Run(tr.String(), func(t *testing.T) {
+			lab := uverbstest.Start(t, uverbstest.Options{})
+			a := open(t, lab, 0, 4096, verbs.AccessLocalWrite, tr)
+			b := open(t, lab, 1, 4096, verbs.AccessLocalWrite, verbs.TransportDefault)
+			if err := b.qp.PostRecv(verbs.RecvWR{ID: 5}); err != nil {
+				t.Fatal(err)
+			}
+			connectPair(t, lab, a, b)
+			if err := a.qp.PostSend(verbs.SendWR{ID: 1, Op: verbs.OpSendImm, Imm: 0xabc}); err != nil {
+				t.Fatal(err)
+			}
+			if wc := poll(t, a.cq, 5*time.Second); wc.Status != verbs.StatusSuccess {
+				t.Fatalf("send %+v", wc)
+			}
+			if wc := poll(t, b.cq, 5*time.Second); wc.Status != verbs.StatusSuccess || wc.ID != 5 || !wc.HasImm || wc.Imm != 0xabc || wc.Bytes != 0 {
+				t.Fatalf("receive %+v", wc)
+			}
+		})
+	}
+}

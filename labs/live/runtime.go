@@ -14,6 +14,7 @@ import (
 	"github.com/mrlab/mrlab/internal/packet"
 	"github.com/mrlab/mrlab/internal/sim"
 	"github.com/mrlab/mrlab/labs/hostns"
+	"github.com/mrlab/mrlab/labs/uverbs"
 )
 
 // DefaultSubnet is the lab subnet routed through every host's mr0 (RFC 2544
@@ -53,6 +54,10 @@ type Options struct {
 	// empty; MetricsOff serves none). The address chosen is recorded in
 	// the state file and the status.
 	Metrics string
+	// VerbsPollIdle is how long the loop polls the verbs endpoints'
+	// rings after their last work before it sleeps (uverbs.DefaultPollIdle
+	// when 0).
+	VerbsPollIdle time.Duration
 	// Extend, if set, adds handlers to the control server before it
 	// serves (packet capture, telemetry). Handlers run on the server's
 	// goroutines: reach the engine through l.Pacer().Do.
@@ -68,6 +73,7 @@ type Lab struct {
 	pacer *Pacer
 	hosts []*hostIO
 	nss   []*hostns.Namespace
+	verbs *uverbs.Set // the hosts' verbs endpoints; nil on fake devices
 
 	ln      net.Listener
 	srv     *http.Server
@@ -197,6 +203,9 @@ func Up(ctx context.Context, name string, eng Engine, opts Options) (_ *Lab, err
 		// Packets for a kernel came from another kernel's MTU-sized
 		// packets; a larger one is dropped and counted.
 		h.out = l.pacer.NewOutput(1024, opts.MTU)
+	}
+	if err = l.startVerbs(); err != nil {
+		return nil, err
 	}
 	if err = l.serve(); err != nil {
 		return nil, err
@@ -334,6 +343,11 @@ func (l *Lab) teardown() error {
 			cancel()
 		}
 	}
+	if l.verbs != nil {
+		// The loop has stopped (or never ran): clients are disconnected
+		// and what they held is released before the namespaces go.
+		l.verbs.Close()
+	}
 	for _, h := range l.hosts {
 		if err := h.dev.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("closing %s's device: %w", h.label, err))
@@ -376,6 +390,8 @@ type HostStatus struct {
 	// ToKernelDrops counts packets for the kernel dropped because the TUN
 	// writer fell behind (or the kernel refused them).
 	ToKernelDrops uint64 `json:"to_kernel_drops"`
+	// Verbs lists the programs using the host's verbs endpoint.
+	Verbs []uverbs.ClientStatus `json:"verbs,omitempty"`
 }
 
 // Status collects a status report through the loop goroutine.
@@ -385,10 +401,14 @@ func (l *Lab) Status(ctx context.Context) (Status, error) {
 		s.VirtualTime = time.Duration(now)
 		s.Lag = l.pacer.lag // on the loop goroutine: current, not the last published copy
 		s.Engine = l.eng.Status(now)
+		var vs map[string][]uverbs.ClientStatus
+		if l.verbs != nil {
+			vs = l.verbs.Status()
+		}
 		for i, h := range l.hosts {
 			sh := l.state.Hosts[i]
 			s.Hosts = append(s.Hosts, HostStatus{Name: sh.Name, Addr: sh.Addr, Namespace: sh.Namespace, Iface: sh.Iface,
-				FromKernel: h.fromKernel, ToKernel: h.toKernel, ToKernelDrops: h.out.Drops()})
+				FromKernel: h.fromKernel, ToKernel: h.toKernel, ToKernelDrops: h.out.Drops(), Verbs: vs[sh.Name]})
 		}
 	})
 	return s, err

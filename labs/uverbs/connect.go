@@ -48,7 +48,7 @@ func (c *client) connect(now sim.Time, r *verbsabi.Request) {
 		return
 	}
 	q.pend = pending{seq: r.Seq, op: r.Op, port: r.Port}
-	e.tracef(now, conn.ID(), "pid %d (%s) QP %d connecting to %v over %v", c.pid, c.name, q.h, netip.AddrPortFrom(peer, r.Port), q.kind)
+	e.tracef(now, conn.ID(), "pid %d (%s) QP %d connecting to %v over %v", c.pid, c.name, q.h, netip.AddrPortFrom(peer, r.Port), conn.Kind())
 	c.bind(now, q, conn)
 }
 

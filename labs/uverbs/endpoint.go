@@ -197,14 +197,7 @@ func (e *Endpoint) admit(conn *net.UnixConn) {
 		c.pid = pid
 		c.comm = readComm(pid)
 		if e.cfg.Netns != (NetnsID{}) {
-			ns, err := NetnsOf(fmt.Sprintf("/proc/%d/ns/net", pid))
-			switch {
-			case err != nil:
-				c.refused = fmt.Sprintf("cannot read the network namespace of pid %d: %v", pid, err)
-			case ns != e.cfg.Netns:
-				c.refused = fmt.Sprintf("pid %d (%s) is not in host %s's network namespace: a host's NIC serves only programs running in that host (mrlab exec %s -- PROGRAM)",
-					pid, c.comm, e.cfg.Host, e.cfg.Host)
-			}
+			c.refused = e.checkNetns(pid, c.comm)
 		}
 	}
 	if c.refused != "" {
@@ -226,6 +219,31 @@ func (e *Endpoint) admit(conn *net.UnixConn) {
 	e.wwg.Add(1)
 	go c.readLoop()
 	go c.writeLoop()
+}
+
+// checkNetns returns why the process pid may not use this endpoint: a
+// thread of it is in another network namespace than the host's (a
+// process that moved one thread into this host to reach its socket is
+// still in another host). "" means it may.
+func (e *Endpoint) checkNetns(pid int, comm string) string {
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil || len(tasks) == 0 {
+		return fmt.Sprintf("cannot list the threads of pid %d: %v", pid, err)
+	}
+	for _, task := range tasks {
+		ns, err := NetnsOf(fmt.Sprintf("/proc/%d/task/%s/ns/net", pid, task.Name()))
+		if err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				continue // the thread exited meanwhile
+			}
+			return fmt.Sprintf("cannot read the network namespace of pid %d: %v", pid, err)
+		}
+		if ns != e.cfg.Netns {
+			return fmt.Sprintf("pid %d (%s) is not in host %s's network namespace (thread %s is elsewhere): a host's NIC serves only programs running in that host (mrlab exec %s -- PROGRAM)",
+				pid, comm, e.cfg.Host, task.Name(), e.cfg.Host)
+		}
+	}
+	return ""
 }
 
 func readComm(pid int) string {
