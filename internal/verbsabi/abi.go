@@ -107,7 +107,8 @@ const (
 	// CodeBadMemory: the memory passed to REG_MR is unusable (not a memfd
 	// sealed against shrinking, shorter than asked, or not mappable).
 	CodeBadMemory
-	// CodeShutdown: the lab is stopping.
+	// CodeShutdown is reserved: a stopping lab closes its clients'
+	// sockets instead.
 	CodeShutdown
 	// CodeNoTransport: the lab's NICs do not speak that transport.
 	CodeNoTransport
