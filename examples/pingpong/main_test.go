@@ -5,11 +5,13 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/mrlab/mrlab/internal/testenv"
 	"github.com/mrlab/mrlab/labs/uverbs/uverbstest"
 	"github.com/mrlab/mrlab/verbs"
 )
@@ -69,6 +71,40 @@ func TestPingPong(t *testing.T) {
 				t.Error("server did not exit")
 			}
 		})
+	}
+	lab.WaitNoClients(t, 5*time.Second)
+}
+
+// TestCClient builds examples/c/pingpong.c with cc and bounces messages
+// off this program's server with it: the ABI as a C program speaks it.
+func TestCClient(t *testing.T) {
+	ccPath := testenv.RequireCommand(t, "cc")
+	bin := filepath.Join(t.TempDir(), "pingpong-c")
+	if out, err := exec.Command(ccPath, "-O2", "-Wall", "-Werror", "-std=c11", "-o", bin, "../c/pingpong.c").CombinedOutput(); err != nil {
+		t.Fatalf("cc: %v\n%s", err, out)
+	}
+	lab := uverbstest.Start(t, uverbstest.Options{})
+	srv := exec.Command(os.Args[0], "--listen", "--port", "20100")
+	srv.Env = append(os.Environ(), "PINGPONG_MAIN=1", verbs.EndpointEnv+"="+lab.Endpoints[1])
+	out, _ := srv.StdoutPipe()
+	srv.Stderr = os.Stderr
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Process.Kill()
+	sc := bufio.NewScanner(out)
+	if !sc.Scan() || !strings.Contains(sc.Text(), "listening") {
+		t.Fatalf("server said %q", sc.Text())
+	}
+	cli := exec.Command(bin, lab.NICs[1].Addr().String(), "20100", "100", "50")
+	cli.Env = append(os.Environ(), verbs.EndpointEnv+"="+lab.Endpoints[0])
+	got, err := cli.CombinedOutput()
+	t.Logf("C client:\n%s", got)
+	if err != nil || !strings.Contains(string(got), "data verified: 50 round trips") {
+		t.Fatalf("C client: %v", err)
+	}
+	if err := srv.Wait(); err != nil {
+		t.Errorf("server: %v", err)
 	}
 	lab.WaitNoClients(t, 5*time.Second)
 }

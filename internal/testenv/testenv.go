@@ -25,6 +25,7 @@ var packages = map[string]string{
 	"tshark": "tshark",
 	"ip":     "iproute2",
 	"ping":   "iputils-ping",
+	"cc":     "gcc",
 }
 
 // missing ends the test for an absent prerequisite: it fails in CI and
