@@ -138,13 +138,11 @@ func NewPacer(loop *sim.Loop, pool *packet.Pool, cfg PacerConfig) (*Pacer, error
 type Poller interface {
 	// Poll serves what is waiting; it reports whether there was any.
 	Poll(now sim.Time) bool
-	// Busy reports whether the pacer should keep polling (spinning)
-	// rather than sleep until its next event.
-	Busy(now sim.Time) bool
-	// Sleeping runs before the pacer blocks: the poller asks its clients
-	// to wake the pacer (through Post) from now on and looks once more;
-	// true means work arrived and the pacer does not block.
-	Sleeping() bool
+	// Sleeping runs before the pacer blocks until its next event at
+	// until (sim.Never: none): the poller may ask its clients to wake the
+	// pacer (through Post) and looks once more; true means work arrived
+	// and the pacer does not block.
+	Sleeping(now, until sim.Time) bool
 }
 
 // SetPoller sets the pacer's poller. Call it before Run.
@@ -267,11 +265,11 @@ func (p *Pacer) Run(ctx context.Context) error {
 			continue
 		}
 		wait := time.Duration(next - now)
-		if p.cfg.Spin > 0 && (wait < p.cfg.Spin || p.poller != nil && p.poller.Busy(now)) {
+		if p.cfg.Spin > 0 && wait < p.cfg.Spin {
 			runtime.Gosched()
 			continue
 		}
-		if p.poller != nil && p.poller.Sleeping() {
+		if p.poller != nil && p.poller.Sleeping(now, next) {
 			continue
 		}
 		if next != armed {

@@ -54,10 +54,6 @@ type Options struct {
 	// empty; MetricsOff serves none). The address chosen is recorded in
 	// the state file and the status.
 	Metrics string
-	// VerbsPollIdle is how long the loop polls the verbs endpoints'
-	// rings after their last work before it sleeps (uverbs.DefaultPollIdle
-	// when 0).
-	VerbsPollIdle time.Duration
 	// Extend, if set, adds handlers to the control server before it
 	// serves (packet capture, telemetry). Handlers run on the server's
 	// goroutines: reach the engine through l.Pacer().Do.

@@ -19,7 +19,7 @@ func (l *Lab) startVerbs() error {
 	if !ok || len(l.nss) != len(l.hosts) {
 		return nil
 	}
-	set := uverbs.NewSet(l.pacer, l.opts.VerbsPollIdle)
+	set := uverbs.NewSet(l.pacer)
 	l.verbs = set
 	for i, h := range l.hosts {
 		ns := l.nss[i]

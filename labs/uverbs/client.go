@@ -153,7 +153,6 @@ func (c *client) doorbell(now sim.Time) {
 		return
 	}
 	c.bells++
-	c.ep.set.active(now)
 	c.poll(now)
 }
 

@@ -11,36 +11,29 @@ import (
 	"github.com/mrlab/mrlab/transport"
 )
 
-// DefaultPollIdle is how long the loop keeps polling clients' rings after
-// the last work it found there before it sleeps and asks clients to ring
-// their doorbells instead, as io_uring's SQPOLL thread idles. While it
-// polls, a client posts without a system call; the lab's loop spins
-// (yielding) meanwhile, as it does anyway when events are close.
-const DefaultPollIdle = time.Millisecond
+// DoorbellHorizon is how soon the loop must be due to wake by itself for
+// clients not to be asked to ring their doorbells while it sleeps: a post
+// made meanwhile is found when the loop wakes, no later than a doorbell's
+// wake-up (tens of microseconds on a busy machine) would have got it
+// there. So a busy lab, whose loop sleeps only between closely spaced
+// events, is never rung; an idle one is rung once per sleep.
+const DoorbellHorizon = 50 * time.Microsecond
 
 // Set is every endpoint of a lab, polled by the lab's loop: it implements
 // the live pacer's Poller.
 type Set struct {
 	loop Loop
-	idle sim.Time
 
 	mu  sync.Mutex // guards eps
 	eps []*Endpoint
 
 	// Loop-goroutine state.
-	polled     []*client // clients past HELLO
-	lastActive sim.Time
-	sleeps     uint32 // the loop's sleeps so far: the need_wakeup value
+	polled []*client // clients past HELLO
+	sleeps uint32    // the loop's sleeps so far: the need_wakeup value
 }
 
-// NewSet returns an empty set whose endpoints run on loop. pollIdle is
-// the polling window (DefaultPollIdle when 0).
-func NewSet(loop Loop, pollIdle time.Duration) *Set {
-	if pollIdle <= 0 {
-		pollIdle = DefaultPollIdle
-	}
-	return &Set{loop: loop, idle: sim.Time(pollIdle), lastActive: -sim.Time(pollIdle)}
-}
+// NewSet returns an empty set whose endpoints run on loop.
+func NewSet(loop Loop) *Set { return &Set{loop: loop} }
 
 // Add starts serving a host's endpoint on ln (from Listen). Call it before
 // the loop runs: it reads the NIC.
@@ -79,23 +72,23 @@ func (s *Set) Poll(now sim.Time) bool {
 			found = true
 		}
 	}
-	if found {
-		s.lastActive = now
-	}
 	return found
 }
 
-// Busy reports whether clients were active within the polling window:
-// the loop should keep polling instead of sleeping.
-func (s *Set) Busy(now sim.Time) bool {
-	return len(s.polled) > 0 && now-s.lastActive < s.idle
-}
-
-// Sleeping runs before the loop blocks: every client is told to ring its
-// doorbell from now on, then the rings are looked at once more, so a post
-// that raced the flag is not left waiting. It reports whether work
-// arrived (the loop then does not sleep).
-func (s *Set) Sleeping() bool {
+// Sleeping runs before the loop blocks until until. Unless it is due
+// within DoorbellHorizon, every client is told to ring its doorbell from
+// now on; then the rings are looked at once more, so a post that raced the
+// flag is not left waiting. It reports whether work arrived (the loop then
+// does not sleep).
+func (s *Set) Sleeping(now, until sim.Time) bool {
+	if until-now <= sim.Time(DoorbellHorizon) {
+		for _, c := range s.polled {
+			if c.posted() {
+				return true
+			}
+		}
+		return false
+	}
 	s.sleeps++
 	if s.sleeps == 0 {
 		s.sleeps++
@@ -112,9 +105,6 @@ func (s *Set) Sleeping() bool {
 }
 
 func (s *Set) now() sim.Time { return s.loop.Now() }
-
-// active marks the set active (a doorbell rang, a client posted).
-func (s *Set) active(now sim.Time) { s.lastActive = max(s.lastActive, now) }
 
 func (s *Set) addPolled(c *client) { s.polled = append(s.polled, c) }
 

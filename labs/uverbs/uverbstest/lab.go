@@ -80,7 +80,7 @@ func Start(t testing.TB, o Options) *Lab {
 	if err != nil {
 		t.Fatal(err)
 	}
-	set := uverbs.NewSet(p, 0)
+	set := uverbs.NewSet(p)
 	p.SetPoller(set)
 	ns, err := uverbs.NetnsOf("/proc/self/ns/net")
 	if err != nil {
