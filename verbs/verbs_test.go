@@ -230,3 +230,63 @@ func TestZeroLengthSendImm(t *testing.T) {
 		})
 	}
 }
+
+// TestReadAndScatterGather: a WRITE gathers from two SGEs, a READ
+// scatters the peer's bytes into three, a SEND lands across two receive
+// SGEs.
+func TestReadAndScatterGather(t *testing.T) {
+	for _, tr := range []verbs.Transport{verbs.MetaRoCE, verbs.RoCEv2} {
+		t.Run(tr.String(), func(t *testing.T) {
+			lab := uverbstest.Start(t, uverbstest.Options{})
+			a := open(t, lab, 0, 64<<10, verbs.AccessLocalWrite, tr)
+			b := open(t, lab, 1, 64<<10, verbs.AccessLocalWrite|verbs.AccessRemoteWrite|verbs.AccessRemoteRead, verbs.TransportDefault)
+			if err := b.qp.PostRecv(verbs.RecvWR{ID: 9, SGL: []verbs.SGE{b.mr.SGE(40000, 100), b.mr.SGE(50000, 100)}}); err != nil {
+				t.Fatal(err)
+			}
+			connectPair(t, lab, a, b)
+			src := a.mr.Bytes()
+			for i := range src {
+				src[i] = byte(i % 251)
+			}
+			// WRITE: 1000 bytes at 0 and 500 at 8000 land back to back.
+			if err := a.qp.PostSend(verbs.SendWR{ID: 1, Op: verbs.OpWrite, SGL: []verbs.SGE{a.mr.SGE(0, 1000), a.mr.SGE(8000, 500)},
+				RemoteAddr: b.mr.Addr() + 100, RKey: b.mr.RKey()}); err != nil {
+				t.Fatal(err)
+			}
+			if wc := poll(t, a.cq, 5*time.Second); wc.Status != verbs.StatusSuccess || wc.Bytes != 1500 {
+				t.Fatalf("WRITE %+v", wc)
+			}
+			want := append(append([]byte(nil), src[:1000]...), src[8000:8500]...)
+			if !bytes.Equal(b.mr.Bytes()[100:1600], want) {
+				t.Fatal("gathered WRITE placed the wrong bytes")
+			}
+			// READ 1500 bytes back into three places.
+			peer := b.mr.Bytes()
+			for i := 20000; i < 21500; i++ {
+				peer[i] = byte(i * 3)
+			}
+			if err := a.qp.PostSend(verbs.SendWR{ID: 2, Op: verbs.OpRead, SGL: []verbs.SGE{a.mr.SGE(30000, 700), a.mr.SGE(32000, 300), a.mr.SGE(34000, 500)},
+				RemoteAddr: b.mr.Addr() + 20000, RKey: b.mr.RKey()}); err != nil {
+				t.Fatal(err)
+			}
+			if wc := poll(t, a.cq, 5*time.Second); wc.Status != verbs.StatusSuccess || wc.Op != verbs.OpRead {
+				t.Fatalf("READ %+v", wc)
+			}
+			got := append(append(append([]byte(nil), src[30000:30700]...), src[32000:32300]...), src[34000:34500]...)
+			if !bytes.Equal(got, peer[20000:21500]) {
+				t.Fatal("READ scattered the wrong bytes")
+			}
+			// SEND of 150 bytes fills the first receive SGE and half the second.
+			if err := a.qp.PostSend(verbs.SendWR{ID: 3, Op: verbs.OpSend, SGL: []verbs.SGE{a.mr.SGE(60000, 150)}}); err != nil {
+				t.Fatal(err)
+			}
+			poll(t, a.cq, 5*time.Second)
+			if wc := poll(t, b.cq, 5*time.Second); wc.Status != verbs.StatusSuccess || wc.ID != 9 || wc.Bytes != 150 {
+				t.Fatalf("receive %+v", wc)
+			}
+			if !bytes.Equal(peer[40000:40100], src[60000:60100]) || !bytes.Equal(peer[50000:50050], src[60100:60150]) {
+				t.Fatal("SEND scattered the wrong bytes")
+			}
+		})
+	}
+}

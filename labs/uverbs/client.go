@@ -138,11 +138,12 @@ func (c *client) writeLoop() {
 func (c *client) doorbellLoop(db *os.File) {
 	defer c.ep.wwg.Done()
 	var b [8]byte
+	look := func(now sim.Time) { c.doorbell(now) } // one closure, not one per ring
 	for {
 		if _, err := db.Read(b[:]); err != nil {
 			return
 		}
-		if c.post(func(now sim.Time) { c.doorbell(now) }) != nil {
+		if c.post(look) != nil {
 			return
 		}
 	}
