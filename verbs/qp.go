@@ -138,6 +138,7 @@ type QP struct {
 	recvOut      atomic.Int64
 	remote       netip.AddrPort
 	connID       uint32
+	transport    Transport
 	closed       bool
 	wqe          verbsabi.WQE
 	sendN, recvN int64
@@ -207,6 +208,17 @@ func (q *QP) Remote() netip.AddrPort {
 	return q.remote
 }
 
+// Transport returns the connection's transport once connected (an
+// accepted QP speaks its dialer's), else the one configured.
+func (q *QP) Transport() Transport {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.transport != TransportDefault {
+		return q.transport
+	}
+	return q.cfg.Transport
+}
+
 // State returns the QP's state, as the lab last wrote it. Reading it is a
 // load from shared memory.
 func (q *QP) State() QPState {
@@ -230,7 +242,7 @@ func (q *QP) Connect(ctx context.Context, to netip.AddrPort) error {
 		return fmt.Errorf("verbs: connecting QP %d to %v: %w", q.h, to, err)
 	}
 	q.mu.Lock()
-	q.remote, q.connID = to, r.ConnID
+	q.remote, q.connID, q.transport = to, r.ConnID, Transport(r.Trans)
 	q.mu.Unlock()
 	return nil
 }
@@ -388,7 +400,7 @@ func (l *Listener) Accept(ctx context.Context, q *QP) error {
 		return fmt.Errorf("verbs: accepting on port %d: %w", l.port, err)
 	}
 	q.mu.Lock()
-	q.remote, q.connID = netip.AddrPortFrom(netip.AddrFrom4(r.Peer), 0), r.ConnID
+	q.remote, q.connID, q.transport = netip.AddrPortFrom(netip.AddrFrom4(r.Peer), 0), r.ConnID, Transport(r.Trans)
 	q.mu.Unlock()
 	return nil
 }

@@ -72,7 +72,7 @@ struct mv_create_cq_reply { uint32_t cq, entries; uint64_t size; };
 struct mv_create_qp { uint32_t pd, send_cq, recv_cq; uint8_t transport, reserved[3]; uint32_t max_send, max_recv; };
 struct mv_create_qp_reply { uint32_t qp, sq_entries, rq_entries, reserved; uint64_t sq_offset, rq_offset, size; };
 struct mv_connect { uint32_t qp; uint8_t addr[4]; uint16_t port; uint8_t reserved[6]; };
-struct mv_connect_reply { uint32_t conn_id; uint8_t peer[4]; uint16_t port; uint8_t reserved[6]; };
+struct mv_connect_reply { uint32_t conn_id; uint8_t peer[4]; uint16_t port; uint8_t transport, reserved[5]; };
 struct mv_listen { uint32_t pd; uint16_t port, backlog; };
 struct mv_accept { uint32_t listener, qp; };
 

@@ -68,6 +68,7 @@ func FuzzDecodeReply(f *testing.F) {
 	f.Add(AppendReply(nil, &Reply{Op: OpHello, Seq: 1, Version: Version, Host: "h0", Limits: Limits{MaxQPs: 4}}), uint8(2))
 	f.Add(AppendReply(nil, &Reply{Op: OpCreateQP, Seq: 2, Handle: 3, SQEntries: 64, RQEntries: 64, RQOffset: 12288, Size: 24576}), uint8(1))
 	f.Add(AppendReply(nil, &Reply{Op: OpConnect, Seq: 3, Code: CodeConnFailed, Text: "nothing there"}), uint8(0))
+	f.Add(AppendReply(nil, &Reply{Op: OpAccept, Seq: 4, ConnID: 7, Peer: [4]byte{198, 18, 0, 1}, Trans: TransportRoCEv2}), uint8(0))
 	f.Fuzz(func(t *testing.T, msg []byte, nfds uint8) {
 		r, err := DecodeReply(msg, int(nfds))
 		if err != nil || r.Code != CodeOK {

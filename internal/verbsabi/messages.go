@@ -252,6 +252,7 @@ type Reply struct {
 	ConnID uint32  // CONNECT, ACCEPT: the connection's local id (QPN)
 	Peer   [4]byte // CONNECT, ACCEPT: the peer's address
 	Port   uint16  // CONNECT: the port dialed; ACCEPT: the listener's
+	Trans  uint8   // CONNECT, ACCEPT: the connection's transport
 }
 
 // replyLayout is each reply's body size and descriptor count.
@@ -329,6 +330,7 @@ func AppendReply(b []byte, r *Reply) []byte {
 		le.PutUint32(p[0:], r.ConnID)
 		copy(p[4:8], r.Peer[:])
 		le.PutUint16(p[8:], r.Port)
+		p[10] = r.Trans
 	}
 	return b
 }
@@ -388,6 +390,7 @@ func DecodeReply(msg []byte, nfds int) (Reply, error) {
 		r.ConnID = le.Uint32(b[0:])
 		copy(r.Peer[:], b[4:8])
 		r.Port = le.Uint16(b[8:])
+		r.Trans = b[10]
 	}
 	return r, nil
 }

@@ -88,7 +88,8 @@ func (c *client) settle(now sim.Time, q *qp) {
 		if q.ln != nil {
 			q.ln = nil
 		}
-		c.reply(now, &verbsabi.Reply{Op: p.op, Seq: p.seq, ConnID: q.conn.ID(), Peer: q.conn.Peer().As4(), Port: p.port})
+		c.reply(now, &verbsabi.Reply{Op: p.op, Seq: p.seq, ConnID: q.conn.ID(), Peer: q.conn.Peer().As4(), Port: p.port,
+			Trans: transportOf(q.conn.Kind())})
 		c.ep.tracef(now, q.conn.ID(), "pid %d (%s) QP %d established with %v", c.pid, c.name, q.h, q.conn.Peer())
 	case verbsabi.QPClosed, verbsabi.QPError:
 		q.pend = pending{}
@@ -100,6 +101,13 @@ func (c *client) settle(now sim.Time, q *qp) {
 		}
 		c.fail(now, p.op, p.seq, verbsabi.CodeConnFailed, "%s", what)
 	}
+}
+
+func transportOf(k transport.Kind) uint8 {
+	if k == transport.RoCEv2 {
+		return verbsabi.TransportRoCEv2
+	}
+	return verbsabi.TransportMetaRoCE
 }
 
 // onState follows the client's connections: a QP's state goes to its
