@@ -99,7 +99,11 @@ func (c *client) readLoop() {
 			verbsabi.CloseFDs(fds)
 			return
 		}
-		<-done
+		select {
+		case <-done:
+		case <-c.ep.set.loop.Done():
+			return // the lab stopped; Set.Close cleans up
+		}
 	}
 	if why != "" {
 		c.post(func(now sim.Time) { c.close(now, why) })

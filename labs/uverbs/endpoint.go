@@ -37,9 +37,11 @@ import (
 
 // Loop is the lab's event loop as the endpoint sees it: Post runs a
 // closure on the loop goroutine (the live pacer's Post) and fails once
-// the loop has stopped; Now is the loop's time (loop goroutine only).
+// the loop has stopped; Done is closed when it has (a closure posted just
+// before may never run); Now is the loop's time (loop goroutine only).
 type Loop interface {
 	Post(fn func(now sim.Time)) error
+	Done() <-chan struct{}
 	Now() sim.Time
 }
 

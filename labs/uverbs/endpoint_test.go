@@ -220,3 +220,35 @@ func TestLimits(t *testing.T) {
 		t.Errorf("second listener on a port: %v", err)
 	}
 }
+
+// TestLabStopsUnderClients: a lab that stops with clients connected and
+// data moving tears down at once; the clients' next calls fail with
+// ErrClosed.
+func TestLabStopsUnderClients(t *testing.T) {
+	lab := uverbstest.Start(t, uverbstest.Options{Quiet: true})
+	var devs []*verbs.Device
+	for i := 0; i < 3; i++ {
+		d, err := verbs.OpenEndpoint(context.Background(), lab.Endpoints[i%2])
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer d.Close()
+		devs = append(devs, d)
+	}
+	pd, _ := devs[0].AllocPD()
+	if _, err := pd.AllocMR(1<<20, verbs.AccessLocalWrite); err != nil {
+		t.Fatal(err)
+	}
+	stopped := make(chan struct{})
+	go func() { lab.Stop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(15 * time.Second):
+		t.Fatal("the lab did not stop with clients connected")
+	}
+	for i, d := range devs {
+		if _, err := d.AllocPD(); !errors.Is(err, verbs.ErrClosed) {
+			t.Errorf("client %d after the lab stopped: %v", i, err)
+		}
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -31,6 +32,9 @@ type Lab struct {
 	// Endpoints are the hosts' endpoint names (verbs.OpenEndpoint).
 	Endpoints []string
 	Hosts     []string
+
+	once sync.Once
+	stop func()
 }
 
 var seq atomic.Int64
@@ -115,7 +119,7 @@ func Start(t testing.TB, o Options) *Lab {
 		p.Run(ctx)
 		close(done)
 	}()
-	t.Cleanup(func() {
+	l.stop = func() {
 		cancel()
 		select {
 		case <-done:
@@ -123,9 +127,14 @@ func Start(t testing.TB, o Options) *Lab {
 			t.Error("pacer did not stop")
 		}
 		set.Close()
-	})
+	}
+	t.Cleanup(l.Stop)
 	return l
 }
+
+// Stop stops the lab as a live lab stops: the loop first, then the
+// endpoints, which disconnect their clients and release what they held.
+func (l *Lab) Stop() { l.once.Do(l.stop) }
 
 // Status returns the endpoints' clients, read on the loop.
 func (l *Lab) Status(t testing.TB) map[string][]uverbs.ClientStatus {
