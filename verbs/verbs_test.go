@@ -290,3 +290,30 @@ func TestReadAndScatterGather(t *testing.T) {
 		})
 	}
 }
+
+// TestTiming: a stopwatch over an interval reports the lab's clock and
+// the wall clock, which agree when the lab keeps real time.
+func TestTiming(t *testing.T) {
+	lab := uverbstest.Start(t, uverbstest.Options{})
+	dev, err := verbs.OpenEndpoint(context.Background(), lab.Endpoints[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Close()
+	sw, err := dev.StartTiming()
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	tm, err := sw.Stop()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log(tm)
+	if tm.WallTime < 50*time.Millisecond || tm.LabTime <= 0 || tm.Limit != 0.01 || tm.String() == "" {
+		t.Errorf("timing %+v", tm)
+	}
+	if _, err := sw.Stop(); !errors.Is(err, verbs.ErrNotFound) {
+		t.Errorf("stopping twice: %v", err)
+	}
+}

@@ -22,6 +22,7 @@
 enum mv_op {
 	MV_HELLO = 0x01, MV_ALLOC_PD, MV_DEALLOC_PD, MV_REG_MR, MV_DEREG_MR, MV_CREATE_CQ, MV_DESTROY_CQ,
 	MV_CREATE_QP, MV_DESTROY_QP, MV_CONNECT, MV_LISTEN, MV_ACCEPT, MV_STOP_LISTEN, MV_CANCEL,
+	MV_WATCH, MV_UNWATCH,
 };
 
 enum mv_code {
@@ -75,6 +76,11 @@ struct mv_connect { uint32_t qp; uint8_t addr[4]; uint16_t port; uint8_t reserve
 struct mv_connect_reply { uint32_t conn_id; uint8_t peer[4]; uint16_t port; uint8_t transport, reserved[5]; };
 struct mv_listen { uint32_t pd; uint16_t port, backlog; };
 struct mv_accept { uint32_t listener, qp; };
+struct mv_unwatch_reply {
+	uint64_t lab_ns, wall_ns, max_late_ns, events, events_late;
+	uint8_t lagging, reserved[3];
+	uint32_t limit_ppm;
+};
 
 /* Shared memory. */
 #define MV_RING_HDR 256
@@ -113,6 +119,7 @@ _Static_assert(sizeof(struct mv_reg_mr) == 24, "REG_MR");
 _Static_assert(sizeof(struct mv_create_qp) == 24, "CREATE_QP");
 _Static_assert(sizeof(struct mv_create_qp_reply) == 40, "CREATE_QP reply");
 _Static_assert(sizeof(struct mv_connect) == 16, "CONNECT");
+_Static_assert(sizeof(struct mv_unwatch_reply) == 48, "UNWATCH reply");
 _Static_assert(sizeof(struct mv_wqe) == 128, "WQE");
 _Static_assert(sizeof(struct mv_cqe) == 32, "CQE");
 

@@ -278,6 +278,10 @@ func ping(ctx context.Context, to netip.AddrPort, tr verbs.Transport, write bool
 	h := s.ctl.Bytes()[64:]
 	raddr, rkey := binary.LittleEndian.Uint64(h[24:]), binary.LittleEndian.Uint32(h[32:])
 	lat := make([]time.Duration, 0, n)
+	sw, err := s.dev.StartTiming() // did the lab keep real time while we measured?
+	if err != nil {
+		return err
+	}
 	for i := 0; i < n; i++ {
 		pattern(s.src.Bytes(), i)
 		t0 := time.Now()
@@ -299,7 +303,11 @@ func ping(ctx context.Context, to netip.AddrPort, tr verbs.Transport, write bool
 			return fmt.Errorf("round trip %d: the echo differs from what was sent", i)
 		}
 	}
-	report(s, to, tr, write, size, lat)
+	timing, err := sw.Stop()
+	if err != nil {
+		return err
+	}
+	report(s, to, tr, write, size, lat, timing)
 	return nil
 }
 
@@ -318,7 +326,7 @@ func checkPattern(b []byte, i int) bool {
 	return true
 }
 
-func report(s *side, to netip.AddrPort, tr verbs.Transport, write bool, size int, lat []time.Duration) {
+func report(s *side, to netip.AddrPort, tr verbs.Transport, write bool, size int, lat []time.Duration, timing verbs.Timing) {
 	const rule = "---------------------------------------------------------------------------------------"
 	sorted := slices.Clone(lat)
 	slices.Sort(sorted)
@@ -349,5 +357,6 @@ func report(s *side, to netip.AddrPort, tr verbs.Transport, write bool, size int
 	fmt.Printf(" %-6d %-13d %-14.2f %-12.2f %-18.2f %-16.2f %-15.2f %-23.2f %.2f\n", size, len(lat), us(sorted[0]), us(sorted[len(sorted)-1]),
 		us(pct(0.5)), mean, math.Sqrt(sq/float64(len(lat))), us(pct(0.99)), us(pct(0.999)))
 	fmt.Println(rule)
+	fmt.Println(timing)
 	fmt.Printf("data verified: %d round trips, every echoed byte checked\n", len(lat))
 }

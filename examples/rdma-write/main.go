@@ -309,6 +309,12 @@ func write(ctx context.Context, cfg *config) error {
 	n := uint64(cfg.n)
 	var posted, written, credited uint64
 	done := make([]time.Time, 0, n)
+	// The lab paces an emulated network to the wall clock; the stopwatch
+	// says whether it kept up while we measured.
+	sw, err := e.dev.StartTiming()
+	if err != nil {
+		return err
+	}
 	start := time.Now()
 	for credited < n {
 		// Post while a slot is free: its previous message was checked.
@@ -346,12 +352,16 @@ func write(ctx context.Context, cfg *config) error {
 			}
 		}
 	}
-	report(e, cfg, start, done)
+	timing, err := sw.Stop()
+	if err != nil {
+		return err
+	}
+	report(e, cfg, start, done, timing)
 	return nil
 }
 
 // report prints the perftest-style result.
-func report(e *endpoint, cfg *config, start time.Time, done []time.Time) {
+func report(e *endpoint, cfg *config, start time.Time, done []time.Time, timing verbs.Timing) {
 	const rule = "---------------------------------------------------------------------------------------"
 	elapsed := done[len(done)-1].Sub(start)
 	bits := float64(cfg.size) * 8
@@ -375,6 +385,7 @@ func report(e *endpoint, cfg *config, start time.Time, done []time.Time) {
 	fmt.Println(" #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]")
 	fmt.Printf(" %-10d %-14d %-18.2f %-20.2f %.6f\n", cfg.size, len(done), peak, avg, float64(len(done))/elapsed.Seconds()/1e6)
 	fmt.Println(rule)
+	fmt.Println(timing)
 	fmt.Printf("data verified: %d messages, %d bytes, every byte checked by the server\n", len(done), len(done)*cfg.size)
 }
 

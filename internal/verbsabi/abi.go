@@ -60,11 +60,13 @@ const (
 	OpAccept     Op = 0x0C
 	OpStopListen Op = 0x0D
 	OpCancel     Op = 0x0E
-	opMax        Op = 0x0E
+	OpWatch      Op = 0x0F
+	OpUnwatch    Op = 0x10
+	opMax        Op = 0x10
 )
 
 var opNames = [...]string{"", "HELLO", "ALLOC_PD", "DEALLOC_PD", "REG_MR", "DEREG_MR", "CREATE_CQ", "DESTROY_CQ",
-	"CREATE_QP", "DESTROY_QP", "CONNECT", "LISTEN", "ACCEPT", "STOP_LISTEN", "CANCEL"}
+	"CREATE_QP", "DESTROY_QP", "CONNECT", "LISTEN", "ACCEPT", "STOP_LISTEN", "CANCEL", "WATCH", "UNWATCH"}
 
 func (o Op) String() string {
 	r := ""

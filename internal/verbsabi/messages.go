@@ -38,6 +38,7 @@ type Request struct {
 	Backlog  uint16 // LISTEN
 	Listener uint32 // ACCEPT, STOP_LISTEN
 	Target   uint32 // CANCEL: the seq of the request to cancel
+	Watch    uint32 // UNWATCH
 }
 
 // reqLayout is each request's body size and descriptor count.
@@ -45,7 +46,7 @@ var reqLayout = [opMax + 1]struct{ size, fds int }{
 	OpHello: {8 + NameSize, 0}, OpAllocPD: {0, 0}, OpDeallocPD: {8, 0}, OpRegMR: {24, 1},
 	OpDeregMR: {8, 0}, OpCreateCQ: {8, 0}, OpDestroyCQ: {8, 0}, OpCreateQP: {24, 0},
 	OpDestroyQP: {8, 0}, OpConnect: {16, 0}, OpListen: {8, 0}, OpAccept: {8, 0},
-	OpStopListen: {8, 0}, OpCancel: {8, 0},
+	OpStopListen: {8, 0}, OpCancel: {8, 0}, OpWatch: {0, 0}, OpUnwatch: {8, 0},
 }
 
 // RequestFDs returns how many descriptors a request of op carries.
@@ -132,6 +133,8 @@ func DecodeRequest(msg []byte, nfds int) (Request, error) {
 		r.Listener, ok = u32(0), zero(4, 8)
 	case OpCancel:
 		r.Target, ok = u32(0), zero(4, 8)
+	case OpUnwatch:
+		r.Watch, ok = u32(0), zero(4, 8)
 	}
 	if !ok {
 		return r, fmt.Errorf("%v: %w", r.Op, ErrFlags)
@@ -192,6 +195,8 @@ func AppendRequest(b []byte, r *Request) []byte {
 		le.PutUint32(p, r.Listener)
 	case OpCancel:
 		le.PutUint32(p, r.Target)
+	case OpUnwatch:
+		le.PutUint32(p, r.Watch)
 	}
 	return b
 }
@@ -249,6 +254,12 @@ type Reply struct {
 	SQEntries, RQEntries uint32 // CREATE_QP
 	SQOffset, RQOffset   uint64 // CREATE_QP: ring offsets in the mapping
 
+	// UNWATCH: how the lab kept time since the WATCH.
+	LabNs, WallNs, MaxLateNs uint64
+	Events, EventsLate       uint64
+	Lagging                  bool
+	LimitPPM                 uint32 // the lateness allowed, in millionths of LabNs
+
 	ConnID uint32  // CONNECT, ACCEPT: the connection's local id (QPN)
 	Peer   [4]byte // CONNECT, ACCEPT: the peer's address
 	Port   uint16  // CONNECT: the port dialed; ACCEPT: the listener's
@@ -260,7 +271,7 @@ var replyLayout = [opMax + 1]struct{ size, fds int }{
 	OpHello: {112, 2}, OpAllocPD: {8, 0}, OpDeallocPD: {0, 0}, OpRegMR: {16, 0},
 	OpDeregMR: {0, 0}, OpCreateCQ: {16, 2}, OpDestroyCQ: {0, 0}, OpCreateQP: {40, 1},
 	OpDestroyQP: {0, 0}, OpConnect: {16, 0}, OpListen: {8, 0}, OpAccept: {16, 0},
-	OpStopListen: {0, 0}, OpCancel: {0, 0},
+	OpStopListen: {0, 0}, OpCancel: {0, 0}, OpWatch: {8, 0}, OpUnwatch: {48, 0},
 }
 
 // ReplyFDs returns how many descriptors a successful reply to op carries
@@ -309,8 +320,16 @@ func AppendReply(b []byte, r *Reply) []byte {
 		le.PutUint64(p[96:], l.MaxMRBytes)
 		le.PutUint32(p[104:], r.Transports)
 		le.PutUint32(p[108:], l.MaxPDs)
-	case OpAllocPD, OpListen:
+	case OpAllocPD, OpListen, OpWatch:
 		le.PutUint32(p, r.Handle)
+	case OpUnwatch:
+		for i, v := range []uint64{r.LabNs, r.WallNs, r.MaxLateNs, r.Events, r.EventsLate} {
+			le.PutUint64(p[8*i:], v)
+		}
+		if r.Lagging {
+			p[40] = 1
+		}
+		le.PutUint32(p[44:], r.LimitPPM)
 	case OpRegMR:
 		le.PutUint32(p[0:], r.LKey)
 		le.PutUint32(p[4:], r.RKey)
@@ -377,8 +396,13 @@ func DecodeReply(msg []byte, nfds int) (Reply, error) {
 		l.MaxMRBytes = le.Uint64(b[96:])
 		r.Transports = le.Uint32(b[104:])
 		l.MaxPDs = le.Uint32(b[108:])
-	case OpAllocPD, OpListen:
+	case OpAllocPD, OpListen, OpWatch:
 		r.Handle = le.Uint32(b)
+	case OpUnwatch:
+		for i, v := range []*uint64{&r.LabNs, &r.WallNs, &r.MaxLateNs, &r.Events, &r.EventsLate} {
+			*v = le.Uint64(b[8*i:])
+		}
+		r.Lagging, r.LimitPPM = b[40] == 1, le.Uint32(b[44:])
 	case OpRegMR:
 		r.LKey, r.RKey, r.MRAddr = le.Uint32(b[0:]), le.Uint32(b[4:]), le.Uint64(b[8:])
 	case OpCreateCQ:

@@ -38,6 +38,7 @@ type client struct {
 	qps      map[uint32]*qp
 	bound    []*qp // QPs with a connection, polled
 	lns      map[uint32]*listener
+	watches  map[uint32]func() Timing
 	mrBytes  uint64
 	nicCQ    *softnic.CQ // every connection of this client completes here
 	wcs      []softnic.Completion
@@ -245,6 +246,10 @@ func (c *client) handle(now sim.Time, r *verbsabi.Request, fds []int) {
 		c.stopListen(now, r)
 	case verbsabi.OpCancel:
 		c.cancel(now, r)
+	case verbsabi.OpWatch:
+		c.watch(now, r)
+	case verbsabi.OpUnwatch:
+		c.unwatch(now, r)
 	}
 }
 
@@ -289,6 +294,7 @@ func (c *client) doHello(now sim.Time, r *verbsabi.Request) {
 		c.name = c.comm
 	}
 	c.pds, c.mrs, c.cqs, c.qps, c.lns = map[uint32]*pd{}, map[uint32]*mr{}, map[uint32]*cq{}, map[uint32]*qp{}, map[uint32]*listener{}
+	c.watches = map[uint32]func() Timing{}
 	c.nicCQ = e.cfg.NIC.CreateCQ(int(4 * e.cfg.Limits.MaxWR))
 	c.nicCQ.OnCompletion(c.drainNIC)
 	c.wcs = make([]softnic.Completion, 64)
@@ -346,6 +352,9 @@ func (c *client) close(now sim.Time, why string) {
 		for _, q := range c.cqs {
 			c.dropCQ(q)
 		}
+		for _, stop := range c.watches {
+			stop()
+		}
 		c.nicCQ.OnCompletion(nil)
 		e.set.removePolled(c)
 		delete(e.clients, c.id)
@@ -357,6 +366,34 @@ func (c *client) close(now sim.Time, why string) {
 		}
 	}
 	close(c.out)
+}
+
+// watch starts a lateness watch for the client.
+func (c *client) watch(now sim.Time, r *verbsabi.Request) {
+	switch {
+	case c.ep.cfg.Watch == nil:
+		c.fail(now, r.Op, r.Seq, verbsabi.CodeInvalid, "this lab does not report its timing")
+		return
+	case len(c.watches) >= MaxWatches:
+		c.fail(now, r.Op, r.Seq, verbsabi.CodeLimit, "watch limit: %d open per process", MaxWatches)
+		return
+	}
+	h := c.handleID()
+	c.watches[h] = c.ep.cfg.Watch()
+	c.reply(now, &verbsabi.Reply{Op: r.Op, Seq: r.Seq, Handle: h})
+}
+
+func (c *client) unwatch(now sim.Time, r *verbsabi.Request) {
+	stop := c.watches[r.Watch]
+	if stop == nil {
+		c.fail(now, r.Op, r.Seq, verbsabi.CodeNoObject, "no watch %d", r.Watch)
+		return
+	}
+	delete(c.watches, r.Watch)
+	t := stop()
+	c.reply(now, &verbsabi.Reply{Op: r.Op, Seq: r.Seq, LabNs: uint64(t.LabTime), WallNs: uint64(t.WallTime),
+		MaxLateNs: uint64(t.MaxLateness), Events: t.Events, EventsLate: t.EventsLate, Lagging: t.Lagging,
+		LimitPPM: uint32(t.Limit * 1e6)})
 }
 
 // status reports the client. Loop goroutine.

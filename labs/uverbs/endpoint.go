@@ -80,7 +80,28 @@ type Config struct {
 	Trace transport.Tracer
 	// Logf, if set, hears about refused clients and I/O errors.
 	Logf func(format string, args ...any)
+	// Watch, if set, starts following how the lab keeps real time (on
+	// the loop) and returns the function that stops and reports it: a
+	// client's WATCH and UNWATCH, so a program's figures can say whether
+	// the lab kept real time while it measured them. Without it WATCH
+	// fails with CodeInvalid.
+	Watch func() (stop func() Timing)
 }
+
+// Timing is how the lab kept real time over an interval (the live
+// runtime's figures): its lab time against the wall clock, its worst
+// lateness, and whether that distorts what was measured.
+type Timing struct {
+	LabTime, WallTime, MaxLateness time.Duration
+	Events, EventsLate             uint64
+	// Lagging is the runtime's verdict; Limit the fraction of LabTime
+	// the lab may fall behind before it is lagging.
+	Lagging bool
+	Limit   float64
+}
+
+// MaxWatches bounds a client's open WATCHes.
+const MaxWatches = 16
 
 func (c *Config) fill() {
 	l, d := &c.Limits, DefaultLimits

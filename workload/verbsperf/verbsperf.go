@@ -83,6 +83,9 @@ type Result struct {
 	Posted    uint64 `json:"posted"`
 	Doorbells uint64 `json:"doorbells"`
 	Waits     uint64 `json:"waits"`
+	// Timing says whether the lab kept real time during the measurement
+	// (the client's; nil at the server).
+	Timing *verbs.Timing `json:"timing,omitempty"`
 }
 
 // Latency is write_lat's one-way latency (half the round trip).
@@ -442,6 +445,10 @@ func Run(ctx context.Context, dev *verbs.Device, to netip.AddrPort, spec Spec) (
 	var posted, done, credited uint64
 	var lat []time.Duration
 	var t0 time.Time
+	sw, err := dev.StartTiming()
+	if err != nil {
+		return nil, err
+	}
 	start := time.Now()
 	last := start
 	more := func() bool {
@@ -536,6 +543,11 @@ func Run(ctx context.Context, dev *verbs.Device, to netip.AddrPort, spec Spec) (
 			last = time.Now()
 		}
 	}
+	timing, err := sw.Stop()
+	if err != nil {
+		return res, err
+	}
+	res.Timing = &timing
 	res.Messages = int64(done)
 	res.Bytes = int64(done) * int64(size)
 	res.Elapsed = last.Sub(start)

@@ -101,7 +101,7 @@ func Start(t testing.TB, o Options) *Lab {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cfg := uverbs.Config{Host: cl.Hosts[i], NIC: nic, Netns: ns, Limits: o.Limits, Logf: t.Logf}
+		cfg := uverbs.Config{Host: cl.Hosts[i], NIC: nic, Netns: ns, Limits: o.Limits, Logf: t.Logf, Watch: l.watch}
 		if o.Quiet {
 			cfg.Logf = nil
 		}
@@ -135,6 +135,19 @@ func Start(t testing.TB, o Options) *Lab {
 // Stop stops the lab as a live lab stops: the loop first, then the
 // endpoints, which disconnect their clients and release what they held.
 func (l *Lab) Stop() { l.once.Do(l.stop) }
+
+// watch is a WATCH from the pacer's published figures: enough for tests.
+func (l *Lab) watch() func() uverbs.Timing {
+	lab0, wall0, lag0 := l.Pacer.Now(), time.Now(), l.Pacer.Lag()
+	return func() uverbs.Timing {
+		lag := l.Pacer.Lag()
+		t := uverbs.Timing{LabTime: time.Duration(l.Pacer.Now() - lab0), WallTime: time.Since(wall0), MaxLateness: lag.Behind,
+			Events: lag.Events - lag0.Events, EventsLate: lag.EventsLate - lag0.EventsLate, Limit: 0.01}
+		lim := time.Duration(t.Limit * float64(t.LabTime))
+		t.Lagging = t.MaxLateness > lim || t.WallTime-t.LabTime > lim
+		return t
+	}
+}
 
 // Status returns the endpoints' clients, read on the loop.
 func (l *Lab) Status(t testing.TB) map[string][]uverbs.ClientStatus {
