@@ -219,6 +219,27 @@ func (q *QP) Transport() Transport {
 	return q.cfg.Transport
 }
 
+// QPStats are a QP's connection's counters, as the lab's NIC and
+// transport count them.
+type QPStats struct {
+	TxPackets, RxPackets uint64
+	// Retransmits counts data packets sent again, Timeouts retransmission
+	// timeouts, ECNEchoes congestion notifications the sender acted on;
+	// CEReceived packets that arrived ECN-marked.
+	Retransmits, Timeouts, ECNEchoes, CEReceived uint64
+}
+
+// Query returns the QP's connection's counters (ibv_query_qp and the
+// port counters, in one).
+func (q *QP) Query() (QPStats, error) {
+	r, _, err := q.d.call(context.Background(), &verbsabi.Request{Op: verbsabi.OpQueryQP, QP: q.h})
+	if err != nil {
+		return QPStats{}, err
+	}
+	return QPStats{TxPackets: r.TxPackets, RxPackets: r.RxPackets, Retransmits: r.Retransmits, Timeouts: r.Timeouts,
+		ECNEchoes: r.ECNEchoes, CEReceived: r.CEReceived}, nil
+}
+
 // State returns the QP's state, as the lab last wrote it. Reading it is a
 // load from shared memory.
 func (q *QP) State() QPState {

@@ -22,7 +22,7 @@
 enum mv_op {
 	MV_HELLO = 0x01, MV_ALLOC_PD, MV_DEALLOC_PD, MV_REG_MR, MV_DEREG_MR, MV_CREATE_CQ, MV_DESTROY_CQ,
 	MV_CREATE_QP, MV_DESTROY_QP, MV_CONNECT, MV_LISTEN, MV_ACCEPT, MV_STOP_LISTEN, MV_CANCEL,
-	MV_WATCH, MV_UNWATCH,
+	MV_WATCH, MV_UNWATCH, MV_QUERY_QP,
 };
 
 enum mv_code {
@@ -119,7 +119,13 @@ _Static_assert(sizeof(struct mv_reg_mr) == 24, "REG_MR");
 _Static_assert(sizeof(struct mv_create_qp) == 24, "CREATE_QP");
 _Static_assert(sizeof(struct mv_create_qp_reply) == 40, "CREATE_QP reply");
 _Static_assert(sizeof(struct mv_connect) == 16, "CONNECT");
+struct mv_query_qp_reply {
+	uint32_t state, conn_id;
+	uint8_t transport, reserved[7];
+	uint64_t tx_packets, rx_packets, retransmits, timeouts, ecn_echoes, ce_received;
+};
 _Static_assert(sizeof(struct mv_unwatch_reply) == 48, "UNWATCH reply");
+_Static_assert(sizeof(struct mv_query_qp_reply) == 64, "QUERY_QP reply");
 _Static_assert(sizeof(struct mv_wqe) == 128, "WQE");
 _Static_assert(sizeof(struct mv_cqe) == 32, "CQE");
 

@@ -62,11 +62,12 @@ const (
 	OpCancel     Op = 0x0E
 	OpWatch      Op = 0x0F
 	OpUnwatch    Op = 0x10
-	opMax        Op = 0x10
+	OpQueryQP    Op = 0x11
+	opMax        Op = 0x11
 )
 
 var opNames = [...]string{"", "HELLO", "ALLOC_PD", "DEALLOC_PD", "REG_MR", "DEREG_MR", "CREATE_CQ", "DESTROY_CQ",
-	"CREATE_QP", "DESTROY_QP", "CONNECT", "LISTEN", "ACCEPT", "STOP_LISTEN", "CANCEL", "WATCH", "UNWATCH"}
+	"CREATE_QP", "DESTROY_QP", "CONNECT", "LISTEN", "ACCEPT", "STOP_LISTEN", "CANCEL", "WATCH", "UNWATCH", "QUERY_QP"}
 
 func (o Op) String() string {
 	r := ""

@@ -24,6 +24,7 @@ func seedRequests() []Request {
 		{Op: OpCancel, Seq: 14, Target: 10},
 		{Op: OpWatch, Seq: 15},
 		{Op: OpUnwatch, Seq: 16, Watch: 5},
+		{Op: OpQueryQP, Seq: 17, QP: 3},
 	}
 }
 

@@ -46,7 +46,7 @@ var reqLayout = [opMax + 1]struct{ size, fds int }{
 	OpHello: {8 + NameSize, 0}, OpAllocPD: {0, 0}, OpDeallocPD: {8, 0}, OpRegMR: {24, 1},
 	OpDeregMR: {8, 0}, OpCreateCQ: {8, 0}, OpDestroyCQ: {8, 0}, OpCreateQP: {24, 0},
 	OpDestroyQP: {8, 0}, OpConnect: {16, 0}, OpListen: {8, 0}, OpAccept: {8, 0},
-	OpStopListen: {8, 0}, OpCancel: {8, 0}, OpWatch: {0, 0}, OpUnwatch: {8, 0},
+	OpStopListen: {8, 0}, OpCancel: {8, 0}, OpWatch: {0, 0}, OpUnwatch: {8, 0}, OpQueryQP: {8, 0},
 }
 
 // RequestFDs returns how many descriptors a request of op carries.
@@ -118,7 +118,7 @@ func DecodeRequest(msg []byte, nfds int) (Request, error) {
 		r.PD, r.SendCQ, r.RecvCQ, r.Trans = u32(0), u32(4), u32(8), b[12]
 		r.MaxSend, r.MaxRecv = u32(16), u32(20)
 		ok = zero(13, 16)
-	case OpDestroyQP:
+	case OpDestroyQP, OpQueryQP:
 		r.QP, ok = u32(0), zero(4, 8)
 	case OpConnect:
 		r.QP = u32(0)
@@ -178,7 +178,7 @@ func AppendRequest(b []byte, r *Request) []byte {
 		p[12] = r.Trans
 		le.PutUint32(p[16:], r.MaxSend)
 		le.PutUint32(p[20:], r.MaxRecv)
-	case OpDestroyQP:
+	case OpDestroyQP, OpQueryQP:
 		le.PutUint32(p, r.QP)
 	case OpConnect:
 		le.PutUint32(p[0:], r.QP)
@@ -260,10 +260,15 @@ type Reply struct {
 	Lagging                  bool
 	LimitPPM                 uint32 // the lateness allowed, in millionths of LabNs
 
-	ConnID uint32  // CONNECT, ACCEPT: the connection's local id (QPN)
+	// QUERY_QP: the QP's state and its connection's counters.
+	QPState                                     uint32
+	TxPackets, RxPackets, Retransmits, Timeouts uint64
+	ECNEchoes, CEReceived                       uint64
+
+	ConnID uint32  // CONNECT, ACCEPT, QUERY_QP: the connection's local id (QPN)
 	Peer   [4]byte // CONNECT, ACCEPT: the peer's address
 	Port   uint16  // CONNECT: the port dialed; ACCEPT: the listener's
-	Trans  uint8   // CONNECT, ACCEPT: the connection's transport
+	Trans  uint8   // CONNECT, ACCEPT, QUERY_QP: the connection's transport
 }
 
 // replyLayout is each reply's body size and descriptor count.
@@ -271,7 +276,7 @@ var replyLayout = [opMax + 1]struct{ size, fds int }{
 	OpHello: {112, 2}, OpAllocPD: {8, 0}, OpDeallocPD: {0, 0}, OpRegMR: {16, 0},
 	OpDeregMR: {0, 0}, OpCreateCQ: {16, 2}, OpDestroyCQ: {0, 0}, OpCreateQP: {40, 1},
 	OpDestroyQP: {0, 0}, OpConnect: {16, 0}, OpListen: {8, 0}, OpAccept: {16, 0},
-	OpStopListen: {0, 0}, OpCancel: {0, 0}, OpWatch: {8, 0}, OpUnwatch: {48, 0},
+	OpStopListen: {0, 0}, OpCancel: {0, 0}, OpWatch: {8, 0}, OpUnwatch: {48, 0}, OpQueryQP: {64, 0},
 }
 
 // ReplyFDs returns how many descriptors a successful reply to op carries
@@ -330,6 +335,13 @@ func AppendReply(b []byte, r *Reply) []byte {
 			p[40] = 1
 		}
 		le.PutUint32(p[44:], r.LimitPPM)
+	case OpQueryQP:
+		le.PutUint32(p[0:], r.QPState)
+		le.PutUint32(p[4:], r.ConnID)
+		p[8] = r.Trans
+		for i, v := range []uint64{r.TxPackets, r.RxPackets, r.Retransmits, r.Timeouts, r.ECNEchoes, r.CEReceived} {
+			le.PutUint64(p[16+8*i:], v)
+		}
 	case OpRegMR:
 		le.PutUint32(p[0:], r.LKey)
 		le.PutUint32(p[4:], r.RKey)
@@ -403,6 +415,11 @@ func DecodeReply(msg []byte, nfds int) (Reply, error) {
 			*v = le.Uint64(b[8*i:])
 		}
 		r.Lagging, r.LimitPPM = b[40] == 1, le.Uint32(b[44:])
+	case OpQueryQP:
+		r.QPState, r.ConnID, r.Trans = le.Uint32(b[0:]), le.Uint32(b[4:]), b[8]
+		for i, v := range []*uint64{&r.TxPackets, &r.RxPackets, &r.Retransmits, &r.Timeouts, &r.ECNEchoes, &r.CEReceived} {
+			*v = le.Uint64(b[16+8*i:])
+		}
 	case OpRegMR:
 		r.LKey, r.RKey, r.MRAddr = le.Uint32(b[0:]), le.Uint32(b[4:]), le.Uint64(b[8:])
 	case OpCreateCQ:

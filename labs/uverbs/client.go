@@ -250,6 +250,8 @@ func (c *client) handle(now sim.Time, r *verbsabi.Request, fds []int) {
 		c.watch(now, r)
 	case verbsabi.OpUnwatch:
 		c.unwatch(now, r)
+	case verbsabi.OpQueryQP:
+		c.queryQP(now, r)
 	}
 }
 

@@ -245,3 +245,21 @@ func stateOf(s transport.State) uint32 {
 	}
 	return verbsabi.QPError
 }
+
+// queryQP reports a QP's state and its connection's counters (zero before
+// it is connected).
+func (c *client) queryQP(now sim.Time, r *verbsabi.Request) {
+	q := c.qps[r.QP]
+	if q == nil {
+		c.fail(now, r.Op, r.Seq, verbsabi.CodeNoObject, "no QP %d", r.QP)
+		return
+	}
+	rep := verbsabi.Reply{Op: r.Op, Seq: r.Seq, QPState: q.state}
+	if q.conn != nil {
+		cs, ts := q.conn.Stats(), q.conn.TransportStats()
+		rep.ConnID, rep.Trans = q.conn.ID(), transportOf(q.conn.Kind())
+		rep.TxPackets, rep.RxPackets, rep.CEReceived = cs.TxPackets, cs.RxPackets, cs.CEReceived
+		rep.Retransmits, rep.Timeouts, rep.ECNEchoes = ts.Retransmits, ts.Timeouts, ts.ECNEchoes
+	}
+	c.reply(now, &rep)
+}

@@ -86,6 +86,8 @@ type Result struct {
 	// Timing says whether the lab kept real time during the measurement
 	// (the client's; nil at the server).
 	Timing *verbs.Timing `json:"timing,omitempty"`
+	// QP is the client connection's counters (retransmissions, ECN).
+	QP verbs.QPStats `json:"qp"`
 }
 
 // Latency is write_lat's one-way latency (half the round trip).
@@ -580,6 +582,9 @@ func Run(ctx context.Context, dev *verbs.Device, to netip.AddrPort, spec Spec) (
 	}
 	st := dev.Stats()
 	res.Posted, res.Doorbells, res.Waits = st.Posted, st.Doorbells, st.Waits
+	if res.QP, err = s.qp.Query(); err != nil {
+		return res, err
+	}
 	return res, nil
 }
 

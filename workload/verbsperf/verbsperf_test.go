@@ -58,6 +58,9 @@ func TestTests(t *testing.T) {
 			if c.Verify != r.Verified || c.Verify && r.Checked != r.Messages {
 				t.Errorf("verified %v, checked %d of %d", r.Verified, r.Checked, r.Messages)
 			}
+			if r.QP.TxPackets == 0 || r.QP.RxPackets == 0 {
+				t.Errorf("connection counters %+v", r.QP)
+			}
 			if s == nil || s.Messages != r.Messages {
 				t.Errorf("server counted %+v", s)
 			}
