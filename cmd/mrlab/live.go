@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -19,6 +20,8 @@ import (
 	"github.com/mrlab/mrlab/fabric"
 	"github.com/mrlab/mrlab/labs"
 	"github.com/mrlab/mrlab/labs/live"
+	"github.com/mrlab/mrlab/verbs"
+	"github.com/mrlab/mrlab/workload/verbsperf"
 )
 
 // The live commands: `up` brings a lab up in real network namespaces and
@@ -508,76 +511,129 @@ func newFaultCommand() *cli.Command {
 func newPerfCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "perf",
-		Usage: "run an RDMA workload (write_bw, send_bw, read_bw) between two live lab hosts' NICs",
+		Usage: "run an RDMA test (write, send, read bandwidth; write_lat) between two live lab hosts through their verbs endpoints",
+		Description: "perf runs itself in the two hosts, the server in --to and the client in --from, each a\n" +
+			"program driving its host's NIC through the verbs endpoint as yours would (package verbs).\n" +
+			"Every byte is checked unless --verify=false. The result gives the run's lab time next to\n" +
+			"its wall time and the lab's worst lateness: if the lab fell behind the wall clock by more\n" +
+			"than 1% of the run, its figures are not true in wall time, the first line says LAGGING\n" +
+			"and perf exits non-zero, unless --allow-lag. Ctrl-C ends both sides.",
 		Flags: []cli.Flag{runDirFlag(), labFlag(),
 			&cli.StringFlag{Name: "from", Required: true, Usage: "client host"},
 			&cli.StringFlag{Name: "to", Required: true, Usage: "server host"},
-			&cli.StringFlag{Name: "op", Value: "write", Usage: "write, send or read"},
+			&cli.StringFlag{Name: "op", Value: "write", Usage: "write, send, read (bandwidth) or write_lat (ping-pong latency)"},
 			&cli.StringFlag{Name: "transport", Usage: "metaroce or rocev2 (default: the lab's)"},
-			&cli.StringFlag{Name: "size", Value: "64KiB", Usage: "message size"},
+			&cli.StringFlag{Name: "size", Value: "64KiB", Usage: "message size (write_lat: default 2 bytes)"},
 			&cli.IntFlag{Name: "count", Usage: "messages to move (0: run for --duration)"},
 			&cli.DurationFlag{Name: "duration", Value: 2 * time.Second, Usage: "how long to run when --count is 0"},
 			&cli.IntFlag{Name: "depth", Value: 16, Usage: "messages in flight"},
-			&cli.BoolFlag{Name: "verify", Value: true, Usage: "check every byte at the receiver"},
+			&cli.BoolFlag{Name: "verify", Value: true, Usage: "check every byte"},
+			&cli.BoolFlag{Name: "use-event", Usage: "wait for completions in the kernel instead of polling"},
+			&cli.BoolFlag{Name: "allow-lag", Usage: "exit 0 even if the lab could not keep real time during the run (the result still says so)"},
 			&cli.BoolFlag{Name: "json", Usage: "print one JSON object"},
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
 				return usagef("perf: unexpected argument %q", c.Args().First())
 			}
-			switch c.String("op") {
-			case "write", "send", "read":
+			op := c.String("op")
+			switch op {
+			case "write", "send", "read", "write_lat":
 			default:
-				return usagef("perf: --op %q: want write, send or read", c.String("op"))
+				return usagef("perf: --op %q: want write, send, read or write_lat", op)
 			}
-			size, err := labs.ParseSize(c.String("size"))
+			sizeFlag := c.String("size")
+			if op == "write_lat" && !c.IsSet("size") {
+				sizeFlag = "2"
+			}
+			size, err := labs.ParseSize(sizeFlag)
 			if err != nil || size <= 0 {
-				return usagef("perf: --size %q: want a size such as 4KiB or 1MiB", c.String("size"))
+				return usagef("perf: --size %q: want a size such as 4KiB or 1MiB", sizeFlag)
 			}
-			cl, _, err := client(c)
+			name, err := runningLab(c, c.String("lab"))
 			if err != nil {
 				return err
 			}
-			req := live.PerfRequest{From: c.String("from"), To: c.String("to"), Op: c.String("op"), Transport: c.String("transport"),
+			req := live.PerfRequest{From: c.String("from"), To: c.String("to"), Op: op, Transport: c.String("transport"),
 				Size: size, Count: c.Int("count"), Duration: c.Duration("duration"), Depth: c.Int("depth"), Verify: c.Bool("verify")}
-			res, err := cl.Perf(c.Context, req)
+			if op == "write_lat" && req.Count == 0 && !c.IsSet("duration") {
+				req.Count = 1000
+			}
+			ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			res, _, err := verbsPerf(ctx, c.String("run-dir"), name, req, c.Bool("use-event"), c.App.ErrWriter)
 			if err != nil {
+				if ctx.Err() != nil {
+					return errors.New("perf: interrupted; both sides stopped and the lab released what they held")
+				}
 				return err
 			}
-			r := &Report{}
-			r.Fact("from", "from", req.From)
-			r.Fact("to", "to", req.To)
-			r.Fact("op", "op", req.Op)
-			r.Fact("messages", "messages", res.Messages)
-			r.Fact("bytes", "bytes", res.Bytes)
-			r.Fact("elapsed", "elapsed", res.Elapsed.String())
-			r.Fact("goodput_gbps", "goodput (Gbit/s)", fmt.Sprintf("%.3f", res.Goodput/1e9))
-			r.Fact("verified", "verified", res.Verified)
-			r.Fact("errors", "errors", res.Errors)
-			r.Fact("status", "status", res.Status)
-			if len(res.Counters) > 0 {
-				keys := make([]string, 0, len(res.Counters))
-				for k := range res.Counters {
-					keys = append(keys, k)
-				}
-				slices.Sort(keys)
-				t := r.Table("counters", "Transport counters", Col("name", "counter", ""), Col("value", "value", ""))
-				for _, k := range keys {
-					t.Add(k, res.Counters[k])
-				}
-			}
-			if c.Bool("json") {
-				err = r.WriteJSON(c.App.Writer)
-			} else {
-				err = r.WriteText(c.App.Writer)
-			}
-			if err != nil {
-				return err
-			}
-			if res.Errors > 0 || res.Status != "ok" || (req.Verify && !res.Verified) {
-				return fmt.Errorf("perf %s->%s: %s, %d errors, verified=%v", req.From, req.To, res.Status, res.Errors, res.Verified)
-			}
-			return nil
+			return writePerf(c.App.Writer, req, res, c.Bool("json"), c.Bool("allow-lag"))
 		},
 	}
+}
+
+// writePerf prints a perf result, the lab's timing verdict first when it
+// lagged, and returns the error that makes perf exit non-zero: a failed
+// run, unverified data, or a lagging lab without allowLag.
+func writePerf(w io.Writer, req live.PerfRequest, res *verbsperf.Result, asJSON, allowLag bool) error {
+	var t verbs.Timing
+	if res.Timing != nil {
+		t = *res.Timing
+	}
+	if t.Lagging && !asJSON {
+		if _, err := fmt.Fprintln(w, t); err != nil {
+			return err
+		}
+	}
+	r := &Report{}
+	r.Fact("lagging", "lagging", t.Lagging)
+	r.Fact("from", "from", req.From)
+	r.Fact("to", "to", req.To)
+	r.Fact("op", "op", req.Op)
+	r.Fact("transport", "transport", res.Transport)
+	r.Fact("messages", "messages", res.Messages)
+	r.Fact("bytes", "bytes", res.Bytes)
+	if l := res.Latency; l != nil {
+		us := func(d time.Duration) string { return fmt.Sprintf("%.2f", float64(d)/1e3) }
+		r.Fact("lat_typical_us", "one-way latency, typical (us)", us(l.P50))
+		r.Fact("lat_min_us", "one-way latency, min (us)", us(l.Min))
+		r.Fact("lat_p99_us", "one-way latency, 99% (us)", us(l.P99))
+	} else {
+		r.Fact("elapsed", "elapsed (wall time)", res.Elapsed.String())
+		r.Fact("goodput_gbps", "goodput (Gbit/s)", fmt.Sprintf("%.3f", res.Goodput/1e9))
+	}
+	r.Fact("run_lab_time", "run: lab time", t.LabTime.String())
+	r.Fact("run_wall_time", "run: wall time", t.WallTime.String())
+	r.Fact("max_lateness", "lab's worst lateness", t.MaxLateness.String())
+	r.Fact("verified", "verified", res.Verified)
+	r.Fact("errors", "errors", res.Errors)
+	r.Fact("status", "status", res.Status)
+	counters := perfCounters(res)
+	keys := make([]string, 0, len(counters))
+	for k := range counters {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	tb := r.Table("counters", "Connection counters (client side)", Col("name", "counter", ""), Col("value", "value", ""))
+	for _, k := range keys {
+		tb.Add(k, counters[k])
+	}
+	var err error
+	if asJSON {
+		err = r.WriteJSON(w)
+	} else {
+		err = r.WriteText(w)
+	}
+	if err != nil {
+		return err
+	}
+	switch {
+	case res.Errors > 0 || res.Status != "ok" || (req.Verify && !res.Verified):
+		return fmt.Errorf("perf %s->%s: %s, %d errors, verified=%v", req.From, req.To, res.Status, res.Errors, res.Verified)
+	case t.Lagging && !allowLag:
+		return fmt.Errorf("perf %s->%s: the lab could not keep real time during the run (worst lateness %v over %v of lab time); its figures are not true in wall time (--allow-lag accepts them)",
+			req.From, req.To, t.MaxLateness, t.LabTime)
+	}
+	return nil
 }

@@ -245,8 +245,14 @@ func putHello(b []byte, spec *Spec, addr uint64, rkey uint32) {
 // ErrProtocol is a peer that does not speak this package's protocol.
 var ErrProtocol = errors.New("verbsperf: peer broke the protocol")
 
-// Serve accepts one client on port and serves its test until the client
-// says it is done. It returns what the server checked.
+// DefaultPort is the first port Serve tries when asked for any (port 0):
+// perftest's.
+const DefaultPort = 18515
+
+// Serve accepts one client on port (0: the first free one from
+// DefaultPort up) and serves its test until the client says it is done.
+// listening, if set, learns the port once it listens. It returns what the
+// server checked.
 func Serve(ctx context.Context, dev *verbs.Device, port uint16, listening func(port uint16)) (*Result, error) {
 	// The server does not know the depth before the hello: it sizes its
 	// queues for the most a client may ask.
@@ -258,7 +264,16 @@ func Serve(ctx context.Context, dev *verbs.Device, port uint16, listening func(p
 	if err := s.recvCtl(helloOff); err != nil {
 		return nil, err
 	}
-	ln, err := dev.Listen(s.pd, port, 1)
+	var ln *verbs.Listener
+	if port != 0 {
+		ln, err = dev.Listen(s.pd, port, 1)
+	} else {
+		for port = DefaultPort; port < DefaultPort+1000; port++ {
+			if ln, err = dev.Listen(s.pd, port, 1); !errors.Is(err, verbs.ErrBusy) {
+				break
+			}
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
