@@ -189,8 +189,15 @@ func (d *Device) call(ctx context.Context, req *verbsabi.Request, fds ...int) (v
 	_, _, err := d.conn.WriteMsgUnix(msg, oob, nil)
 	d.wmu.Unlock()
 	if err != nil {
+		// The endpoint is gone (it closed the session, or the lab
+		// stopped): the reader sees it too and says why.
 		d.forget(req.Seq)
-		return verbsabi.Reply{}, nil, fmt.Errorf("verbs: %v: %w", req.Op, err)
+		d.conn.Close()
+		<-d.done
+		d.mu.Lock()
+		why := d.closeErr
+		d.mu.Unlock()
+		return verbsabi.Reply{}, nil, fmt.Errorf("verbs: %v: %w (%v)", req.Op, why, err)
 	}
 	var res result
 	select {

@@ -29,15 +29,17 @@ import (
 //	sudo go test ./cmd/mrlab -run '^$' -bench VerbsEndpoint -benchtime 1x -count 5
 //
 // goodput-ratio: examples/rdma-write (1 MiB WRITEs, 64, 16 in flight)
-// h0 -> h4 of the default lab over the in-lab write_bw with the same
-// size, count and depth; lat-ratio: examples/pingpong --op write (2-byte
-// WRITE_IMM ping-pong, median one-way) over the in-lab write_lat (the
-// same ping-pong) on b2b.
+// h0 -> h4 of the default lab over mrlab perf's write with the same size,
+// count and depth (itself a verbs client); inlab-ratio: the example over
+// the same write_bw run inside the lab's loop (what the NICs do with no
+// program outside the lab). lat-ratio: examples/pingpong --op write
+// (2-byte WRITE_IMM ping-pong, median one-way) over mrlab perf --op
+// write_lat on b2b; inlab-lat-ratio: over the in-lab write_lat.
 func BenchmarkVerbsEndpoint(b *testing.B) {
 	testenv.RequireNamespaces(b)
 	bin := b.TempDir()
-	if out, err := exec.Command("go", "build", "-o", bin+"/", "../../examples/rdma-write", "../../examples/pingpong").CombinedOutput(); err != nil {
-		b.Fatalf("building the examples: %v\n%s", err, out)
+	if out, err := exec.Command("go", "build", "-o", bin+"/", ".", "../../examples/rdma-write", "../../examples/pingpong").CombinedOutput(); err != nil {
+		b.Fatalf("building mrlab and the examples: %v\n%s", err, out)
 	}
 	for i := 0; i < b.N; i++ {
 		bw := upBench(b, "leafspine", "vbw")
@@ -46,6 +48,7 @@ func BenchmarkVerbsEndpoint(b *testing.B) {
 		out := bw.pair(b, bin, "h4", "h0", "rdma-write", "--size", "1MiB", "-n", "64", "--depth", "16")
 		exGbps := column(b, out, "BW average[Gb/sec]", 3)
 		bwLag := lagged(out)
+		perfGbps := bw.perf(b, bin, "goodput (Gbit/s)", "--from", "h0", "--to", "h4", "--size", "1MiB", "--count", "64", "--depth", "16")
 		bw.down()
 
 		lat := upBench(b, "b2b", "vlat")
@@ -54,16 +57,21 @@ func BenchmarkVerbsEndpoint(b *testing.B) {
 		out = lat.pair(b, bin, "h1", "h0", "pingpong", "--op", "write", "--size", "2", "-n", "1000")
 		exLat := column(b, out, "t_typical[usec]", 4)
 		latLag := lagged(out)
+		perfLat := lat.perf(b, bin, "one-way latency, typical (us)", "--from", "h0", "--to", "h1", "--op", "write_lat", "--size", "2", "--count", "1000")
 		lat.down()
 
 		// The examples' own verdicts on the lab's timing: a lagging
 		// run measures the machine's load, not the endpoint.
 		b.ReportMetric(bwLag+latLag, "runs-lagging")
-		b.ReportMetric(exGbps/inGbps, "goodput-ratio")
+		b.ReportMetric(exGbps/perfGbps, "goodput-ratio")
+		b.ReportMetric(exGbps/inGbps, "inlab-ratio")
 		b.ReportMetric(exGbps, "example-Gb/s")
+		b.ReportMetric(perfGbps, "perf-Gb/s")
 		b.ReportMetric(inGbps, "inlab-Gb/s")
-		b.ReportMetric(exLat/inLat.Micros(), "lat-ratio")
+		b.ReportMetric(exLat/perfLat, "lat-ratio")
+		b.ReportMetric(exLat/inLat.Micros(), "inlab-lat-ratio")
 		b.ReportMetric(exLat, "example-us")
+		b.ReportMetric(perfLat, "perf-us")
 		b.ReportMetric(inLat.Micros(), "inlab-us")
 	}
 }
@@ -74,7 +82,7 @@ type benchLab struct {
 	name string
 }
 
-func upBench(b *testing.B, builtin, tag string) *benchLab {
+func upBench(b testing.TB, builtin, tag string) *benchLab {
 	b.Helper()
 	src, err := os.ReadFile(filepath.Join("../../labs/examples", builtin+".yaml"))
 	if err != nil {
@@ -109,7 +117,7 @@ func (bl *benchLab) down() {
 }
 
 // inLab runs spec on the lab's NICs inside its loop and waits for it.
-func (bl *benchLab) inLab(b *testing.B, spec workload.Spec) *workload.Result {
+func (bl *benchLab) inLab(b testing.TB, spec workload.Spec) *workload.Result {
 	b.Helper()
 	vh := bl.l.Engine().(live.VerbsHost)
 	st := bl.l.State()
@@ -142,7 +150,7 @@ func (bl *benchLab) inLab(b *testing.B, spec workload.Spec) *workload.Result {
 
 // pair runs prog --listen on srv and prog --to SRV args on cli; it
 // returns the client's output.
-func (bl *benchLab) pair(b *testing.B, bin, srv, cli, prog string, args ...string) string {
+func (bl *benchLab) pair(b testing.TB, bin, srv, cli, prog string, args ...string) string {
 	b.Helper()
 	st := bl.l.State()
 	h, _ := st.Host(srv)
@@ -173,6 +181,25 @@ func lagged(out string) float64 {
 	if strings.Contains(out, "LAGGING") {
 		return 1
 	}
+	return 0
+}
+
+// perf runs mrlab perf on the lab and returns the figure it labels fact.
+func (bl *benchLab) perf(b *testing.B, bin, fact string, args ...string) float64 {
+	b.Helper()
+	cmd := exec.Command(filepath.Join(bin, "mrlab"), append([]string{"perf", "--run-dir", bl.dir, "--lab", bl.name, "--allow-lag"}, args...)...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		b.Fatalf("mrlab perf: %v\n%s", err, out)
+	}
+	for _, l := range strings.Split(string(out), "\n") {
+		if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == fact {
+			if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil {
+				return f
+			}
+		}
+	}
+	b.Fatalf("mrlab perf printed no %q:\n%s", fact, out)
 	return 0
 }
 

@@ -336,8 +336,12 @@ func (p *Pacer) runDue() sim.Time {
 		// stale clock would hide exactly that.
 		now = p.elapsed()
 		if ran&63 == 0 {
-			// A long run of events does not starve inputs and posts.
+			// A long run of events does not starve inputs, posts and
+			// the poller's clients.
 			p.drain()
+			if p.poller != nil {
+				p.poller.Poll(p.loop.Now())
+			}
 		}
 	}
 	p.curLag = 0

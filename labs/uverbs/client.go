@@ -3,6 +3,7 @@ package uverbs
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 
@@ -68,7 +69,7 @@ func (c *client) readLoop() {
 	for {
 		n, oobn, flags, _, err := c.conn.ReadMsgUnix(buf, oob)
 		if err != nil || n == 0 {
-			if err != nil && !errors.Is(err, net.ErrClosed) {
+			if err != nil && !errors.Is(err, net.ErrClosed) && !errors.Is(err, io.EOF) {
 				why = "socket error: " + err.Error()
 			}
 			break

@@ -59,8 +59,9 @@ func (c *client) bind(now sim.Time, q *qp, conn *softnic.Conn) {
 	conn.SetContext(q)
 	c.bound = append(c.bound, q)
 	q.setState(stateOf(conn.State()))
-	c.drainRQ(q)
-	c.drainSQ(q)
+	sp, rp := q.sq.Producer(), q.rq.Producer()
+	c.drainRQ(q, rp)
+	c.drainSQ(q, sp)
 	c.publish()
 	c.settle(now, q)
 }

@@ -23,12 +23,19 @@ func (c *client) poll(now sim.Time) bool {
 	found := false
 	for i := 0; i < len(c.bound); i++ {
 		q := c.bound[i]
-		if !q.rqFull && q.rq.Producer() != q.rqHead {
-			c.drainRQ(q)
+		// The send ring first: a client that posts a receive and then a
+		// send (a credit for the peer's next message) has published the
+		// receive by the time its send is visible, so reading in this
+		// order and posting receives first never sends the credit ahead
+		// of the receive it announces.
+		sp := q.sq.Producer()
+		rp := q.rq.Producer()
+		if !q.rqFull && rp != q.rqHead {
+			c.drainRQ(q, rp)
 			found = true
 		}
-		if !q.sqFull && q.sq.Producer() != q.sqHead {
-			c.drainSQ(q)
+		if !q.sqFull && sp != q.sqHead {
+			c.drainSQ(q, sp)
 			found = true
 		}
 	}
@@ -48,13 +55,12 @@ func (c *client) posted() bool {
 	return false
 }
 
-// drainSQ posts the send ring's new entries to the connection, until the
-// transport's queue is full (the rest waits for a completion).
-func (c *client) drainSQ(q *qp) {
+// drainSQ posts the send ring's entries up to prod to the connection,
+// until the transport's queue is full (the rest waits for a completion).
+func (c *client) drainSQ(q *qp, prod uint32) {
 	if q.broken || q.conn == nil {
 		return
 	}
-	prod := q.sq.Producer()
 	if prod-q.sqHead > uint32(q.sq.Entries()) {
 		c.breakQP(q, "its send ring's producer index is out of range")
 		return
@@ -81,12 +87,11 @@ func (c *client) drainSQ(q *qp) {
 	q.sq.SetConsumer(head)
 }
 
-// drainRQ posts the receive ring's new entries.
-func (c *client) drainRQ(q *qp) {
+// drainRQ posts the receive ring's entries up to prod.
+func (c *client) drainRQ(q *qp, prod uint32) {
 	if q.broken || q.conn == nil {
 		return
 	}
-	prod := q.rq.Producer()
 	if prod-q.rqHead > uint32(q.rq.Entries()) {
 		c.breakQP(q, "its receive ring's producer index is out of range")
 		return
@@ -186,13 +191,14 @@ func (c *client) drainNIC() {
 	// Completions free room in the transports' queues.
 	for i := 0; i < len(c.bound); i++ {
 		q := c.bound[i]
-		if q.sqFull {
-			q.sqFull = false
-			c.drainSQ(q)
-		}
+		sp, rp := q.sq.Producer(), q.rq.Producer()
 		if q.rqFull {
 			q.rqFull = false
-			c.drainRQ(q)
+			c.drainRQ(q, rp)
+		}
+		if q.sqFull {
+			q.sqFull = false
+			c.drainSQ(q, sp)
 		}
 	}
 	c.publish()

@@ -348,6 +348,13 @@ func Serve(ctx context.Context, dev *verbs.Device, port uint16, listening func(p
 		ok := true
 		k := wc.ID // the slot the receive was posted for
 		data := slot(k)
+		// Repost first: write_lat's echo makes the client send its next
+		// message at once, and a credit lets it reuse a slot; either must
+		// find a receive posted. The slot's bytes are not overwritten
+		// before its credit (or echo) goes out.
+		if err := s.postSlotRecv(&spec, k); err != nil {
+			return res, err
+		}
 		switch spec.Test {
 		case WriteBW:
 			ok = wc.Op == verbs.OpRecvImm && uint64(wc.Imm) == i && int(wc.Bytes) == size && (!spec.Verify || check(data, i))
@@ -367,9 +374,6 @@ func Serve(ctx context.Context, dev *verbs.Device, port uint16, listening func(p
 		if !ok {
 			bad++
 			res.Errors++
-		}
-		if err := s.postSlotRecv(&spec, k); err != nil {
-			return res, err
 		}
 		if credits {
 			credit := uint32(i) &^ badBit
