@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 
@@ -23,6 +24,8 @@ type client struct {
 	pid     int
 	comm    string
 	refused string // why HELLO will be refused ("" if it will not)
+	// lookPending is set while a doorbell's look waits for the loop.
+	lookPending atomic.Bool
 
 	// Loop-goroutine state.
 	id       uint32
@@ -140,14 +143,22 @@ func (c *client) writeLoop() {
 	}
 }
 
-// doorbellLoop turns doorbell rings into a look at the client's rings.
+// doorbellLoop turns doorbell rings into a look at the client's rings:
+// at most one look waits for the loop at a time, so a client that rings
+// in a loop costs the lab one look per loop iteration, not one per ring.
 func (c *client) doorbellLoop(db *os.File) {
 	defer c.ep.wwg.Done()
 	var b [8]byte
-	look := func(now sim.Time) { c.doorbell(now) } // one closure, not one per ring
+	look := func(now sim.Time) { // one closure, not one per ring
+		c.lookPending.Store(false)
+		c.doorbell(now)
+	}
 	for {
 		if _, err := db.Read(b[:]); err != nil {
 			return
+		}
+		if !c.lookPending.CompareAndSwap(false, true) {
+			continue
 		}
 		if c.post(look) != nil {
 			return
