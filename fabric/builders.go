@@ -16,6 +16,53 @@ const labBase = 198<<24 | 18<<16
 // maxSubnets is how many /24s fit in 198.18.0.0/15.
 const maxSubnets = 512
 
+// maxPlanes is the most planes a builder makes.
+const maxPlanes = 64
+
+// commonParams applies the defaults every builder shares (name kind, one
+// plane) and checks the number of planes. kind prefixes its errors.
+func commonParams(kind string, name *string, planes *int) error {
+	if *name == "" {
+		*name = kind
+	}
+	if *planes == 0 {
+		*planes = 1
+	}
+	if *planes < 1 || *planes > maxPlanes {
+		return fmt.Errorf("%s: planes %d: want 1..%d", kind, *planes, maxPlanes)
+	}
+	return nil
+}
+
+// tierLinks returns the host and fabric links' parameters with their
+// default rates: DefaultRate for host links, the host rate for fabric
+// links.
+func tierLinks(host, fab LinkParams) (LinkParams, LinkParams) {
+	if host.Rate == 0 {
+		host.Rate = DefaultRate
+	}
+	if fab.Rate == 0 {
+		fab.Rate = host.Rate
+	}
+	return host, fab
+}
+
+// addSwitch adds switch name to plane pl.
+func (t *Topology) addSwitch(name string, pl int, role string) {
+	t.Switches = append(t.Switches, Switch{Name: name, Plane: pl, Role: role})
+}
+
+// addLink adds link name from a to b.
+func (t *Topology) addLink(name string, a, b Endpoint, lp LinkParams) {
+	t.Links = append(t.Links, Link{Name: name, A: a, B: b, Params: lp})
+}
+
+// addHostLink wires host's plane-pl port to port port of switch sw, as
+// link "<host>-p<pl>".
+func (t *Topology) addHostLink(host string, pl int, sw string, port int, lp LinkParams) {
+	t.addLink(fmt.Sprintf("%s-p%d", host, pl), Endpoint{host, pl}, Endpoint{sw, port}, lp)
+}
+
 // subnetHost returns the address of host h (0-based) in the lab's /24
 // number sub: 198.18.0.0 + sub<<8 + h+1 (sub 256.. spill into 198.19.x).
 func subnetHost(sub, h int) netip.Addr {
@@ -54,15 +101,10 @@ type LeafSpineParams struct {
 // "p<p>-leaf<l>-spine<j>" to "p<p>-spine<j>" port l. Links' A ends are the
 // lower tier (host, then leaf).
 func LeafSpine(p LeafSpineParams) (*Topology, error) {
-	if p.Planes == 0 {
-		p.Planes = 1
-	}
-	if p.Name == "" {
-		p.Name = "leafspine"
+	if err := commonParams("leafspine", &p.Name, &p.Planes); err != nil {
+		return nil, err
 	}
 	switch {
-	case p.Planes < 1 || p.Planes > 64:
-		return nil, fmt.Errorf("leafspine: planes %d: want 1..64", p.Planes)
 	case p.Leaves < 1 || p.Leaves > maxSubnets:
 		return nil, fmt.Errorf("leafspine: leaves %d: want 1..%d (one /24 of 198.18.0.0/15 each)", p.Leaves, maxSubnets)
 	case p.Spines < 0:
@@ -74,14 +116,7 @@ func LeafSpine(p LeafSpineParams) (*Topology, error) {
 	case p.Oversubscription < 0:
 		return nil, fmt.Errorf("leafspine: oversubscription %v: want > 0 (or 0 to use FabricLink.Rate)", p.Oversubscription)
 	}
-	host := p.HostLink
-	if host.Rate == 0 {
-		host.Rate = DefaultRate
-	}
-	fab := p.FabricLink
-	if fab.Rate == 0 {
-		fab.Rate = host.Rate
-	}
+	host, fab := tierLinks(p.HostLink, p.FabricLink)
 	if p.Oversubscription > 0 && p.Spines > 0 {
 		fab.Rate = float64(p.HostsPerLeaf) * host.Rate / (float64(p.Spines) * p.Oversubscription)
 	}
@@ -93,28 +128,24 @@ func LeafSpine(p LeafSpineParams) (*Topology, error) {
 	}
 	for pl := 0; pl < p.Planes; pl++ {
 		for l := 0; l < p.Leaves; l++ {
-			t.Switches = append(t.Switches, Switch{Name: fmt.Sprintf("p%d-leaf%d", pl, l), Plane: pl, Role: "leaf"})
+			t.addSwitch(fmt.Sprintf("p%d-leaf%d", pl, l), pl, "leaf")
 		}
 		for s := 0; s < p.Spines; s++ {
-			t.Switches = append(t.Switches, Switch{Name: fmt.Sprintf("p%d-spine%d", pl, s), Plane: pl, Role: "spine"})
+			t.addSwitch(fmt.Sprintf("p%d-spine%d", pl, s), pl, "spine")
 		}
 	}
 	for pl := 0; pl < p.Planes; pl++ {
 		for l := 0; l < p.Leaves; l++ {
 			leaf := fmt.Sprintf("p%d-leaf%d", pl, l)
 			for h := 0; h < p.HostsPerLeaf; h++ {
-				hn := fmt.Sprintf("h%d", l*p.HostsPerLeaf+h)
-				t.Links = append(t.Links, Link{Name: fmt.Sprintf("%s-p%d", hn, pl), A: Endpoint{hn, pl}, B: Endpoint{leaf, h}, Params: host})
+				t.addHostLink(fmt.Sprintf("h%d", l*p.HostsPerLeaf+h), pl, leaf, h, host)
 			}
 		}
 		for l := 0; l < p.Leaves; l++ {
 			for s := 0; s < p.Spines; s++ {
-				t.Links = append(t.Links, Link{
-					Name:   fmt.Sprintf("p%d-leaf%d-spine%d", pl, l, s),
-					A:      Endpoint{fmt.Sprintf("p%d-leaf%d", pl, l), p.HostsPerLeaf + s},
-					B:      Endpoint{fmt.Sprintf("p%d-spine%d", pl, s), l},
-					Params: fab,
-				})
+				t.addLink(fmt.Sprintf("p%d-leaf%d-spine%d", pl, l, s),
+					Endpoint{fmt.Sprintf("p%d-leaf%d", pl, l), p.HostsPerLeaf + s},
+					Endpoint{fmt.Sprintf("p%d-spine%d", pl, s), l}, fab)
 			}
 		}
 	}
@@ -134,25 +165,16 @@ type BackToBackParams struct {
 // BackToBack builds two hosts, h0 (198.18.0.1) and h1 (198.18.0.2), with
 // one direct link per plane: "p<p>-h0-h1" from h0 port p (A) to h1 port p.
 func BackToBack(p BackToBackParams) (*Topology, error) {
-	if p.Planes == 0 {
-		p.Planes = 1
+	if err := commonParams("b2b", &p.Name, &p.Planes); err != nil {
+		return nil, err
 	}
-	if p.Name == "" {
-		p.Name = "b2b"
-	}
-	if p.Planes < 1 || p.Planes > 64 {
-		return nil, fmt.Errorf("b2b: planes %d: want 1..64", p.Planes)
-	}
-	lp := p.Link
-	if lp.Rate == 0 {
-		lp.Rate = DefaultRate
-	}
+	lp, _ := tierLinks(p.Link, LinkParams{})
 	t := &Topology{Name: p.Name, Planes: p.Planes, Hosts: []Host{
 		{Name: "h0", Addr: subnetHost(0, 0), Ports: p.Planes},
 		{Name: "h1", Addr: subnetHost(0, 1), Ports: p.Planes},
 	}}
 	for pl := 0; pl < p.Planes; pl++ {
-		t.Links = append(t.Links, Link{Name: fmt.Sprintf("p%d-h0-h1", pl), A: Endpoint{"h0", pl}, B: Endpoint{"h1", pl}, Params: lp})
+		t.addLink(fmt.Sprintf("p%d-h0-h1", pl), Endpoint{"h0", pl}, Endpoint{"h1", pl}, lp)
 	}
 	return t, nil
 }
@@ -183,26 +205,13 @@ type FatTreeParams struct {
 // ports 0..k/2-1 go to the edges, ports k/2+c to core a*(k/2)+c (link
 // "p<p>-pod<i>-agg<a>-core<n>"); core ports are pod numbers.
 func FatTree(p FatTreeParams) (*Topology, error) {
-	if p.Planes == 0 {
-		p.Planes = 1
-	}
-	if p.Name == "" {
-		p.Name = "fattree"
-	}
 	if p.K < 2 || p.K%2 != 0 || p.K > 32 {
 		return nil, fmt.Errorf("fattree: k %d: want an even number in 2..32", p.K)
 	}
-	if p.Planes < 1 || p.Planes > 64 {
-		return nil, fmt.Errorf("fattree: planes %d: want 1..64", p.Planes)
+	if err := commonParams("fattree", &p.Name, &p.Planes); err != nil {
+		return nil, err
 	}
-	host := p.HostLink
-	if host.Rate == 0 {
-		host.Rate = DefaultRate
-	}
-	fab := p.FabricLink
-	if fab.Rate == 0 {
-		fab.Rate = host.Rate
-	}
+	host, fab := tierLinks(p.HostLink, p.FabricLink)
 	k, half := p.K, p.K/2
 	t := &Topology{Name: p.Name, Planes: p.Planes}
 	for pod := 0; pod < k; pod++ {
@@ -216,44 +225,37 @@ func FatTree(p FatTreeParams) (*Topology, error) {
 	for pl := 0; pl < p.Planes; pl++ {
 		for pod := 0; pod < k; pod++ {
 			for e := 0; e < half; e++ {
-				t.Switches = append(t.Switches, Switch{Name: fmt.Sprintf("p%d-pod%d-edge%d", pl, pod, e), Plane: pl, Role: "edge"})
+				t.addSwitch(fmt.Sprintf("p%d-pod%d-edge%d", pl, pod, e), pl, "edge")
 			}
 			for a := 0; a < half; a++ {
-				t.Switches = append(t.Switches, Switch{Name: fmt.Sprintf("p%d-pod%d-agg%d", pl, pod, a), Plane: pl, Role: "agg"})
+				t.addSwitch(fmt.Sprintf("p%d-pod%d-agg%d", pl, pod, a), pl, "agg")
 			}
 		}
 		for c := 0; c < half*half; c++ {
-			t.Switches = append(t.Switches, Switch{Name: fmt.Sprintf("p%d-core%d", pl, c), Plane: pl, Role: "core"})
+			t.addSwitch(fmt.Sprintf("p%d-core%d", pl, c), pl, "core")
 		}
 		for pod := 0; pod < k; pod++ {
 			for e := 0; e < half; e++ {
 				edge := fmt.Sprintf("p%d-pod%d-edge%d", pl, pod, e)
 				for i := 0; i < half; i++ {
-					hn := fmt.Sprintf("h%d", (pod*half+e)*half+i)
-					t.Links = append(t.Links, Link{Name: fmt.Sprintf("%s-p%d", hn, pl), A: Endpoint{hn, pl}, B: Endpoint{edge, i}, Params: host})
+					t.addHostLink(fmt.Sprintf("h%d", (pod*half+e)*half+i), pl, edge, i, host)
 				}
 			}
 		}
 		for pod := 0; pod < k; pod++ {
 			for e := 0; e < half; e++ {
 				for a := 0; a < half; a++ {
-					t.Links = append(t.Links, Link{
-						Name:   fmt.Sprintf("p%d-pod%d-edge%d-agg%d", pl, pod, e, a),
-						A:      Endpoint{fmt.Sprintf("p%d-pod%d-edge%d", pl, pod, e), half + a},
-						B:      Endpoint{fmt.Sprintf("p%d-pod%d-agg%d", pl, pod, a), e},
-						Params: fab,
-					})
+					t.addLink(fmt.Sprintf("p%d-pod%d-edge%d-agg%d", pl, pod, e, a),
+						Endpoint{fmt.Sprintf("p%d-pod%d-edge%d", pl, pod, e), half + a},
+						Endpoint{fmt.Sprintf("p%d-pod%d-agg%d", pl, pod, a), e}, fab)
 				}
 			}
 			for a := 0; a < half; a++ {
 				for c := 0; c < half; c++ {
 					core := a*half + c
-					t.Links = append(t.Links, Link{
-						Name:   fmt.Sprintf("p%d-pod%d-agg%d-core%d", pl, pod, a, core),
-						A:      Endpoint{fmt.Sprintf("p%d-pod%d-agg%d", pl, pod, a), half + c},
-						B:      Endpoint{fmt.Sprintf("p%d-core%d", pl, core), pod},
-						Params: fab,
-					})
+					t.addLink(fmt.Sprintf("p%d-pod%d-agg%d-core%d", pl, pod, a, core),
+						Endpoint{fmt.Sprintf("p%d-pod%d-agg%d", pl, pod, a), half + c},
+						Endpoint{fmt.Sprintf("p%d-core%d", pl, core), pod}, fab)
 				}
 			}
 		}

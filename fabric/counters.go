@@ -40,6 +40,13 @@ type LinkCounters struct {
 	QueueBytes    int
 	QueueMaxBytes int
 	QueueAvgBytes float64
+	// PFCPauses counts how often PFC paused this direction's sender and
+	// PFCPausedTime how long it was paused in all; PFCMaxIngressBytes is
+	// the most bytes that arrived through this direction and waited in the
+	// far switch at once. All zero on a network without PFC.
+	PFCPauses          uint64
+	PFCPausedTime      sim.Time
+	PFCMaxIngressBytes int
 }
 
 // PortCounters are a node's view of one of its ports, as a switch's
@@ -107,12 +114,23 @@ func (p *Port) linkCounters(now, start sim.Time) LinkCounters {
 	if now > start {
 		avg = area / float64(now-start)
 	}
-	return LinkCounters{
+	lc := LinkCounters{
 		Link: p.link.name, Dir: p.dir, From: p.from, To: p.to, Up: p.link.up, Rate: p.rate,
 		TxPackets: p.c.txPkts, TxBytes: p.c.txBytes, RxPackets: p.c.rxPkts, RxBytes: p.c.rxBytes,
 		Drops: p.c.drops, ECNMarks: p.c.marks, Duplicated: p.c.dups, Corrupted: p.c.corrupts,
 		QueueBytes: p.qBytes, QueueMaxBytes: p.qMax, QueueAvgBytes: avg,
 	}
+	p.pfcCounters(now, &lc)
+	return lc
+}
+
+// PFCPauses sums the PFC pauses of every link direction.
+func (s Snapshot) PFCPauses() uint64 {
+	var n uint64
+	for i := range s.Links {
+		n += s.Links[i].PFCPauses
+	}
+	return n
 }
 
 // Link returns the counters of one link direction.

@@ -14,17 +14,26 @@ type lossState struct {
 	// reception in a gap, 2 = good reception in a burst, 3 = loss in a
 	// burst, 4 = isolated loss).
 	state uint8
+	// cr correlates random loss (LossModel.Corr).
+	cr crandom
 }
 
-func (s *lossState) reset(m LossModel) {
+func (s *lossState) reset(m LossModel, r *rand.Rand) {
 	s.m = m
 	s.state = 0
 	if m.Kind == LossState {
 		s.state = 1
 	}
+	s.cr = crandom{}
+	if m.Kind == LossRandom {
+		s.cr = newCrandom(m.Corr, r)
+	}
 }
 
 // lose draws the fate of the next packet.
+//
+// Random loss with a correlation draws as netem does (see crandom); without
+// one, a plain uniform draw (the same distribution).
 //
 // gemodel follows netem's loss_gilb_ell: the packet is lost with the
 // current state's loss probability (1-k in good, 1-h in bad), and the state
@@ -37,6 +46,9 @@ func (s *lossState) lose(r *rand.Rand) bool {
 	m := &s.m
 	switch m.Kind {
 	case LossRandom:
+		if m.Corr > 0 {
+			return s.cr.hit(m.P, r) // netem's correlated draw
+		}
 		return m.P > 0 && r.Float64() < m.P
 	case LossGemodel:
 		var lost bool
@@ -104,6 +116,9 @@ func (m LossModel) SteadyState() (LossStats, error) {
 	case LossNone:
 		return LossStats{}, nil
 	case LossRandom:
+		if m.Corr > 0 {
+			return LossStats{}, fmt.Errorf("correlated random loss has no closed-form steady state (netem's correlation is an approximation)")
+		}
 		if m.P >= 1 {
 			return LossStats{Rate: 1}, nil
 		}

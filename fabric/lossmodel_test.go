@@ -47,8 +47,8 @@ func TestSteadyStateClosedForms(t *testing.T) {
 // mean run of consecutive losses.
 func runLoss(m LossModel, seed uint64, n int) (rate, meanBurst float64) {
 	var s lossState
-	s.reset(m)
 	r := sim.NewRand(seed, "loss test")
+	s.reset(m, r)
 	lost, bursts := 0, 0
 	prev := false
 	for i := 0; i < n; i++ {

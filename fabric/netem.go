@@ -39,6 +39,13 @@ func (k LossKind) String() string {
 	return "loss(" + strconv.Itoa(int(k)) + ")"
 }
 
+// maxOverhead bounds netem's rate overheads and cell size, in bytes;
+// maxSlotCount a slot's packets and bytes.
+const (
+	maxOverhead  = 1 << 16
+	maxSlotCount = 1 << 30
+)
+
 // MaxDelay bounds link and impairment delays (and a jitter draw): an hour
 // is far beyond any fabric, and keeps picosecond arithmetic in range.
 const MaxDelay = sim.Second * 3600
@@ -89,6 +96,44 @@ func (i Impairment) Validate() error {
 	prob("duplicate", i.Duplicate)
 	prob("corrupt", i.Corrupt)
 	prob("reorder", i.Reorder)
+	prob("loss correlation", i.Loss.Corr)
+	prob("delay correlation", i.DelayCorr)
+	prob("duplicate correlation", i.DupCorr)
+	prob("corrupt correlation", i.CorruptCorr)
+	prob("reorder correlation", i.ReorderCorr)
+	if i.Loss.Corr != 0 && i.Loss.Kind != LossRandom {
+		errs = append(errs, errors.New("only random loss takes a correlation"))
+	}
+	if i.ECN && i.Loss.Kind == LossNone {
+		errs = append(errs, errors.New("ecn marks what a loss model would drop: give a loss model"))
+	}
+	if (i.RateOverhead != 0 || i.CellSize != 0 || i.CellOverhead != 0) && i.Rate == 0 {
+		errs = append(errs, errors.New("packet and cell overheads belong to a rate"))
+	}
+	if abs(float64(i.RateOverhead)) > maxOverhead || i.CellSize < 0 || i.CellSize > maxOverhead || abs(float64(i.CellOverhead)) > maxOverhead {
+		errs = append(errs, fmt.Errorf("rate overheads and cell size: want at most %d bytes (cell size not negative)", maxOverhead))
+	}
+	if i.CellSize > 0 && i.CellSize+i.CellOverhead <= 0 {
+		errs = append(errs, errors.New("a cell with its overhead must be at least one byte"))
+	}
+	sl := i.Slot
+	switch {
+	case sl.Min < 0 || sl.Max < 0 || sl.Delay < 0 || sl.Jitter < 0 || sl.Max > MaxDelay || sl.Delay > MaxDelay || sl.Jitter > MaxDelay:
+		errs = append(errs, fmt.Errorf("slot times: want 0..%v", MaxDelay))
+	case sl.Max < sl.Min:
+		errs = append(errs, fmt.Errorf("slot max delay %v below min %v", sl.Max, sl.Min))
+	case sl.Packets < 0 || sl.Bytes < 0 || sl.Packets > maxSlotCount || sl.Bytes > maxSlotCount:
+		errs = append(errs, fmt.Errorf("slot packets and bytes: want 0..%d", maxSlotCount))
+	case sl.UseDist && sl.Jitter <= 0:
+		errs = append(errs, errors.New("slot distribution needs a positive jitter"))
+	case !sl.UseDist && (sl.Dist != DistUniform || sl.Delay != 0 || sl.Jitter != 0):
+		errs = append(errs, errors.New("slot delay and jitter go with slot distribution"))
+	case !sl.IsZero() && !sl.UseDist && sl.Max == 0:
+		errs = append(errs, errors.New("slot needs a delay (slot MIN [MAX])"))
+	}
+	if int(sl.Dist) >= len(distNames) {
+		errs = append(errs, fmt.Errorf("unknown slot distribution %d", sl.Dist))
+	}
 	if i.Reorder > 0 && i.Delay == 0 {
 		// tc refuses it too: reordered packets are the ones that skip
 		// the delay.
@@ -101,8 +146,10 @@ func (i Impairment) Validate() error {
 }
 
 // String writes the impairment in netem's spelling, in a fixed order:
-// delay (with jitter and distribution), loss, duplicate, corrupt, reorder,
-// rate. The zero Impairment is "". ParseImpairment(i.String()) == i.
+// delay (with jitter, correlation and distribution), loss (with its
+// correlation, then ecn), duplicate, corrupt, reorder, rate (with its
+// overheads), slot. The zero Impairment is "".
+// ParseImpairment(i.String()) == i.
 func (i Impairment) String() string {
 	var b strings.Builder
 	word := func(ws ...string) {
@@ -113,10 +160,13 @@ func (i Impairment) String() string {
 			b.WriteString(w)
 		}
 	}
-	if i.Delay != 0 || i.Jitter != 0 {
+	if i.Delay != 0 || i.Jitter != 0 || i.DelayCorr != 0 {
 		word("delay", formatTime(i.Delay))
-		if i.Jitter != 0 {
+		if i.Jitter != 0 || i.DelayCorr != 0 {
 			word(formatTime(i.Jitter))
+		}
+		if i.DelayCorr != 0 {
+			word(formatPercent(i.DelayCorr))
 		}
 	}
 	if i.DelayDist != DistUniform {
@@ -126,22 +176,55 @@ func (i Impairment) String() string {
 	switch l.Kind {
 	case LossRandom:
 		word("loss", "random", formatPercent(l.P))
+		if l.Corr != 0 {
+			word(formatPercent(l.Corr))
+		}
 	case LossGemodel:
 		word("loss", "gemodel", formatPercent(l.GEp), formatPercent(l.GEr), formatPercent(l.GE1h), formatPercent(l.GE1k))
 	case LossState:
 		word("loss", "state", formatPercent(l.P13), formatPercent(l.P31), formatPercent(l.P32), formatPercent(l.P23), formatPercent(l.P14))
 	}
-	if i.Duplicate != 0 {
-		word("duplicate", formatPercent(i.Duplicate))
+	if i.ECN {
+		word("ecn")
 	}
-	if i.Corrupt != 0 {
-		word("corrupt", formatPercent(i.Corrupt))
+	withCorr := func(name string, p, c float64) {
+		if p != 0 || c != 0 {
+			word(name, formatPercent(p))
+			if c != 0 {
+				word(formatPercent(c))
+			}
+		}
 	}
-	if i.Reorder != 0 {
-		word("reorder", formatPercent(i.Reorder))
-	}
+	withCorr("duplicate", i.Duplicate, i.DupCorr)
+	withCorr("corrupt", i.Corrupt, i.CorruptCorr)
+	withCorr("reorder", i.Reorder, i.ReorderCorr)
 	if i.Rate != 0 {
 		word("rate", FormatRate(i.Rate))
+		if i.RateOverhead != 0 || i.CellSize != 0 || i.CellOverhead != 0 {
+			word(strconv.Itoa(i.RateOverhead))
+		}
+		if i.CellSize != 0 || i.CellOverhead != 0 {
+			word(strconv.Itoa(i.CellSize))
+		}
+		if i.CellOverhead != 0 {
+			word(strconv.Itoa(i.CellOverhead))
+		}
+	}
+	if sl := i.Slot; !sl.IsZero() {
+		if sl.UseDist {
+			word("slot", "distribution", sl.Dist.String(), formatTime(sl.Delay), formatTime(sl.Jitter))
+		} else {
+			word("slot", formatTime(sl.Min))
+			if sl.Max != sl.Min {
+				word(formatTime(sl.Max))
+			}
+		}
+		if sl.Packets != 0 {
+			word("packets", strconv.Itoa(sl.Packets))
+		}
+		if sl.Bytes != 0 {
+			word("bytes", strconv.Itoa(sl.Bytes))
+		}
 	}
 	return b.String()
 }
@@ -149,19 +232,23 @@ func (i Impairment) String() string {
 // ParseImpairment reads netem's spelling (tc-netem(8)), several clauses in
 // one string as netem takes them:
 //
-//	delay TIME [JITTER] [distribution uniform|normal|pareto|paretonormal]
-//	loss [random] PERCENT
+//	delay TIME [JITTER [CORRELATION]] [distribution uniform|normal|pareto|paretonormal]
+//	loss [random] PERCENT [CORRELATION]
 //	loss gemodel p [r [1-h [1-k]]]      (defaults r=1-p, 1-h=100%, 1-k=0%)
 //	loss state p13 [p31 [p32 [p23 [p14]]]] (defaults p31=1-p13, p32=0%, p23=100%, p14=0%)
-//	duplicate PERCENT
-//	corrupt PERCENT
-//	reorder PERCENT
-//	rate RATE
+//	ecn                                 (mark instead of drop what the loss model picks)
+//	duplicate PERCENT [CORRELATION]
+//	corrupt PERCENT [CORRELATION]
+//	reorder PERCENT [CORRELATION]
+//	rate RATE [PACKETOVERHEAD [CELLSIZE [CELLOVERHEAD]]]
+//	slot MIN_DELAY [MAX_DELAY] [packets N] [bytes N]
+//	slot distribution uniform|normal|pareto|paretonormal DELAY JITTER [packets N] [bytes N]
 //
 // Times take ns, us, ms or s (and tc's usec, msec, sec); a percentage may omit
-// its "%" (tc reads a bare number as a percentage too). netem's correlation
-// arguments, "gap", "limit", "slot" and "ecn" are not supported and are
-// reported as errors. Errors name the offending word and its position.
+// its "%" (tc reads a bare number as a percentage too). netem's "gap",
+// "limit" and "seed" are not supported (randomness comes from the lab's
+// seed) and are reported as errors, as are custom distribution files.
+// Errors name the offending word and its position.
 func ParseImpairment(s string) (Impairment, error) {
 	p := netemParser{src: s, words: strings.Fields(s)}
 	imp, err := p.parse()
@@ -242,7 +329,7 @@ func (p *netemParser) parse() (Impairment, error) {
 		seen[kw] = true
 		var err error
 		switch kw {
-		case "delay":
+		case "delay", "latency":
 			if imp.Delay, err = p.time("delay"); err != nil {
 				return imp, err
 			}
@@ -250,55 +337,56 @@ func (p *netemParser) parse() (Impairment, error) {
 				if imp.Jitter, err = p.time("jitter"); err != nil {
 					return imp, err
 				}
-			}
-			if p.nextIsNumber() {
-				return imp, p.errf(p.i, "delay correlation is not supported")
-			}
-		case "distribution":
-			at := p.i
-			if at >= len(p.words) {
-				return imp, p.errf(at, "missing distribution name")
-			}
-			p.i++
-			found := false
-			for d, name := range distNames {
-				if strings.EqualFold(p.words[at], name) {
-					imp.DelayDist, found = Distribution(d), true
+				if imp.DelayCorr, err = p.correlation(); err != nil {
+					return imp, err
 				}
 			}
-			if !found {
-				return imp, p.errf(at, "unknown distribution (want uniform, normal, pareto or paretonormal)")
+		case "distribution":
+			if imp.DelayDist, err = p.distribution(); err != nil {
+				return imp, err
 			}
 		case "loss", "drop":
 			if err = p.loss(&imp.Loss); err != nil {
 				return imp, err
 			}
+		case "ecn":
+			imp.ECN = true
 		case "duplicate":
 			if imp.Duplicate, err = p.percent("duplicate probability"); err != nil {
+				return imp, err
+			}
+			if imp.DupCorr, err = p.correlation(); err != nil {
 				return imp, err
 			}
 		case "corrupt":
 			if imp.Corrupt, err = p.percent("corrupt probability"); err != nil {
 				return imp, err
 			}
+			if imp.CorruptCorr, err = p.correlation(); err != nil {
+				return imp, err
+			}
 		case "reorder":
 			if imp.Reorder, err = p.percent("reorder probability"); err != nil {
 				return imp, err
 			}
+			if imp.ReorderCorr, err = p.correlation(); err != nil {
+				return imp, err
+			}
 		case "rate":
-			at := p.i
-			if at >= len(p.words) {
-				return imp, p.errf(at, "missing rate (such as 10gbit)")
+			if err = p.rate(&imp); err != nil {
+				return imp, err
 			}
-			p.i++
-			if imp.Rate, err = ParseRate(p.words[at]); err != nil {
-				return imp, p.errf(at, "%v", err)
+		case "slot":
+			if err = p.slot(&imp.Slot); err != nil {
+				return imp, err
 			}
+		case "gap", "limit", "seed":
+			return imp, p.errf(at, "netem's %s is not supported (queues are the link's; randomness comes from the lab's seed)", kw)
 		default:
-			return imp, p.errf(at, "unknown or unsupported netem keyword (want delay, distribution, loss, duplicate, corrupt, reorder or rate)")
+			return imp, p.errf(at, "unknown or unsupported netem keyword (want delay, distribution, loss, ecn, duplicate, corrupt, reorder, rate or slot)")
 		}
 		if p.nextIsNumber() {
-			return imp, p.errf(p.i, "unexpected extra argument to %s (netem correlations are not supported)", kw)
+			return imp, p.errf(p.i, "unexpected extra argument to %s", kw)
 		}
 	}
 	return imp, nil
@@ -315,7 +403,10 @@ func (p *netemParser) loss(l *LossModel) error {
 			return p.errf(p.i, "unknown loss model (want random, gemodel or state, or a percentage)")
 		}
 		l.Kind = LossRandom
-		l.P, err = p.percent("loss probability")
+		if l.P, err = p.percent("loss probability"); err != nil {
+			return err
+		}
+		l.Corr, err = p.correlation()
 		return err
 	case "gemodel":
 		p.i++
@@ -357,8 +448,142 @@ func (p *netemParser) loss(l *LossModel) error {
 	return nil
 }
 
+// correlation reads netem's optional CORRELATION percentage, 0 if absent.
+func (p *netemParser) correlation() (float64, error) {
+	if !p.nextIsNumber() {
+		return 0, nil
+	}
+	return p.percent("correlation")
+}
+
+// distribution reads a distribution name.
+func (p *netemParser) distribution() (Distribution, error) {
+	at := p.i
+	if at >= len(p.words) {
+		return 0, p.errf(at, "missing distribution name")
+	}
+	p.i++
+	for d, name := range distNames {
+		if strings.EqualFold(p.words[at], name) {
+			return Distribution(d), nil
+		}
+	}
+	return 0, p.errf(at, "unknown distribution (want uniform, normal, pareto or paretonormal; custom tables are not supported)")
+}
+
+// integer reads a whole number for what, signed if signed, of magnitude
+// at most limit.
+func (p *netemParser) integer(what string, signed bool, limit int) (int, error) {
+	at := p.i
+	if at >= len(p.words) {
+		return 0, p.errf(at, "missing %s", what)
+	}
+	p.i++
+	n, err := strconv.Atoi(p.words[at])
+	if err != nil || (!signed && n < 0) || n > limit || n < -limit {
+		return 0, p.errf(at, "%s: want a whole number (magnitude at most %d)", what, limit)
+	}
+	return n, nil
+}
+
+// nextIsSigned reports whether the next word starts like a number that may
+// be negative (the rate's overheads).
+func (p *netemParser) nextIsSigned() bool {
+	w := p.peek()
+	return p.nextIsNumber() || len(w) > 1 && w[0] == '-' && w[1] >= '0' && w[1] <= '9'
+}
+
+// rate reads RATE [PACKETOVERHEAD [CELLSIZE [CELLOVERHEAD]]].
+func (p *netemParser) rate(imp *Impairment) error {
+	at := p.i
+	if at >= len(p.words) {
+		return p.errf(at, "missing rate (such as 10gbit)")
+	}
+	p.i++
+	var err error
+	if imp.Rate, err = ParseRate(p.words[at]); err != nil {
+		return p.errf(at, "%v", err)
+	}
+	if !p.nextIsSigned() {
+		return nil
+	}
+	// As tc reads them: a signed overhead, an unsigned cell size, a signed
+	// cell overhead, each optional after the one before.
+	if imp.RateOverhead, err = p.integer("rate packet overhead", true, maxOverhead); err != nil {
+		return err
+	}
+	if p.nextIsNumber() {
+		if imp.CellSize, err = p.integer("rate cell size", false, maxOverhead); err != nil {
+			return err
+		}
+	}
+	if p.nextIsSigned() {
+		imp.CellOverhead, err = p.integer("rate cell overhead", true, maxOverhead)
+	}
+	return err
+}
+
+// slot reads MIN [MAX] or distribution DIST DELAY JITTER, then optional
+// packets N and bytes N.
+func (p *netemParser) slot(sl *Slot) error {
+	var err error
+	if p.nextIsNumber() {
+		if sl.Min, err = p.time("slot min delay"); err != nil {
+			return err
+		}
+		sl.Max = sl.Min
+		if p.nextIsNumber() {
+			at := p.i
+			if sl.Max, err = p.time("slot max delay"); err != nil {
+				return err
+			}
+			if sl.Max < sl.Min {
+				return p.errf(at, "slot max delay below the min delay")
+			}
+		}
+	} else {
+		if !strings.EqualFold(p.peek(), "distribution") {
+			return p.errf(p.i, "want slot MIN_DELAY [MAX_DELAY] or slot distribution DIST DELAY JITTER")
+		}
+		p.i++
+		sl.UseDist = true
+		if sl.Dist, err = p.distribution(); err != nil {
+			return err
+		}
+		if sl.Delay, err = p.time("slot delay"); err != nil {
+			return err
+		}
+		at := p.i
+		if sl.Jitter, err = p.time("slot jitter"); err != nil {
+			return err
+		}
+		if sl.Jitter <= 0 {
+			return p.errf(at, "slot jitter must be positive")
+		}
+	}
+	for _, opt := range []struct {
+		name string
+		v    *int
+	}{{"packets", &sl.Packets}, {"bytes", &sl.Bytes}} {
+		if !strings.EqualFold(p.peek(), opt.name) {
+			continue
+		}
+		p.i++
+		at := p.i
+		if *opt.v, err = p.integer("slot "+opt.name, false, maxSlotCount); err != nil {
+			return err
+		}
+		if *opt.v == 0 {
+			return p.errf(at, "slot %s must be at least 1", opt.name)
+		}
+	}
+	return nil
+}
+
 // parsePercent reads "1%", "0.1%" or a bare "1" (also a percentage, as tc
-// reads it) and returns a probability.
+// reads it) and returns a probability: the float64 nearest the decimal
+// value divided by 100 (parsed as "1e-2", so formatPercent's digits come
+// back exactly).
 func parsePercent(w string) (float64, error) {
 	num := strings.TrimSuffix(w, "%")
 	v, err := strconv.ParseFloat(num, 64)
@@ -368,27 +593,26 @@ func parsePercent(w string) (float64, error) {
 	if !(v >= 0 && v <= 100) {
 		return 0, fmt.Errorf("percentage %q outside 0%%..100%%", w)
 	}
-	return v / 100, nil
+	if strings.ContainsAny(num, "eE") {
+		return v / 100, nil
+	}
+	return strconv.ParseFloat(num+"e-2", 64)
 }
 
-// formatPercent writes p as a percentage with the fewest digits that parse
-// back to exactly p.
+// formatPercent writes p as a percentage that parsePercent reads back as
+// exactly p: p's shortest decimal digits with the point moved two places.
 func formatPercent(p float64) string {
-	for prec := -1; prec <= 17; prec++ {
-		if prec == 0 {
-			continue
-		}
-		s := strconv.FormatFloat(p*100, 'g', prec, 64)
-		if strings.ContainsAny(s, "e") {
-			s = strconv.FormatFloat(p*100, 'f', -1, 64)
-		}
-		if back, err := parsePercent(s + "%"); err == nil && back == p {
-			return s + "%"
-		}
+	s := strconv.FormatFloat(p, 'f', -1, 64)
+	intPart, frac, _ := strings.Cut(s, ".")
+	frac += "00"
+	intPart = strings.TrimLeft(intPart+frac[:2], "0")
+	if intPart == "" {
+		intPart = "0"
 	}
-	// p*100 rounding cannot always be undone exactly; fall back to the
-	// closest value (off by at most one ulp).
-	return strconv.FormatFloat(p*100, 'f', -1, 64) + "%"
+	if frac = strings.TrimRight(frac[2:], "0"); frac != "" {
+		return intPart + "." + frac + "%"
+	}
+	return intPart + "%"
 }
 
 // parseNetemTime reads a time in sim's spelling or tc's (usec, msec, sec,

@@ -22,10 +22,6 @@ type BuildOptions struct {
 	// draws from sim.NewRand(Seed, "<link>:<AtoB|BtoA>") and each switch's
 	// ECMP hash is seeded with sim.StreamSeed(Seed, "ecmp:<switch>").
 	Seed uint64
-	// PFC, if set, makes every link direction lossless with priority flow
-	// control (see pfc.go); nil leaves the fabric lossy, as it is by
-	// default.
-	PFC *PFCConfig
 	// DetectionDelay is how long routing takes to notice a link's state
 	// change. A failed link stays in the routes (and ECMP groups) that
 	// long, and packets sent into it are black-holed (DropBlackHole); a
@@ -142,6 +138,7 @@ type TopologyError struct {
 	Err   error
 }
 
+// Error implements error: the element, its field and what is wrong.
 func (e *TopologyError) Error() string {
 	s := e.Kind
 	if e.Index >= 0 {
@@ -156,6 +153,7 @@ func (e *TopologyError) Error() string {
 	return "fabric: " + s + ": " + e.Err.Error()
 }
 
+// Unwrap returns the underlying error.
 func (e *TopologyError) Unwrap() error { return e.Err }
 
 // Validate checks the topology: unique non-empty names, valid unique host
@@ -275,6 +273,9 @@ func (lp LinkParams) validate() error {
 	if err := lp.Impair.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("impairment: %w", err))
 	}
+	if err := lp.PFC.Validate(); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
 }
 
@@ -366,11 +367,7 @@ func Build(s sim.Scheduler, pool *packet.Pool, topo *Topology, opts BuildOptions
 	}
 	n.buildAddrTable()
 	n.recomputeRoutes()
-	if opts.PFC != nil {
-		if err := n.EnablePFC(*opts.PFC); err != nil {
-			return nil, err
-		}
-	}
+	n.initPFC()
 	return n, nil
 }
 
@@ -506,18 +503,22 @@ func (n *Network) link(name string) (*netLink, error) {
 	return n.links[i], nil
 }
 
-func (n *Network) dirs(link string, dir Direction) ([]*Port, error) {
+// eachDir calls set for the port of each direction of link that dir names.
+func (n *Network) eachDir(link string, dir Direction, set func(*Port)) error {
 	l, err := n.link(link)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	switch dir {
 	case AtoB, BtoA:
-		return []*Port{l.ends[dir]}, nil
+		set(l.ends[dir])
 	case Both:
-		return l.ends[:], nil
+		set(l.ends[AtoB])
+		set(l.ends[BtoA])
+	default:
+		return fmt.Errorf("fabric: link %q: bad direction %d", link, dir)
 	}
-	return nil, fmt.Errorf("fabric: link %q: bad direction %d", link, dir)
+	return nil
 }
 
 // SetImpairment replaces the impairment of one or both directions of a
@@ -526,14 +527,7 @@ func (n *Network) SetImpairment(link string, dir Direction, imp Impairment) erro
 	if err := imp.Validate(); err != nil {
 		return fmt.Errorf("fabric: link %q impairment: %w", link, err)
 	}
-	ps, err := n.dirs(link, dir)
-	if err != nil {
-		return err
-	}
-	for _, p := range ps {
-		p.setImpairment(imp)
-	}
-	return nil
+	return n.eachDir(link, dir, func(p *Port) { p.setImpairment(imp) })
 }
 
 // SetRate changes a link direction's own rate in bit/s (degrade or
@@ -543,14 +537,7 @@ func (n *Network) SetRate(link string, dir Direction, rate float64) error {
 	if !(rate >= 1 && rate <= MaxRate) {
 		return fmt.Errorf("fabric: link %q: rate %v bit/s: want 1bit..100tbit", link, rate)
 	}
-	ps, err := n.dirs(link, dir)
-	if err != nil {
-		return err
-	}
-	for _, p := range ps {
-		p.setRate(rate)
-	}
-	return nil
+	return n.eachDir(link, dir, func(p *Port) { p.setRate(rate) })
 }
 
 // SetECN replaces the ECN marking configuration of one or both directions.
@@ -558,14 +545,7 @@ func (n *Network) SetECN(link string, dir Direction, c ECNConfig) error {
 	if err := c.Validate(); err != nil {
 		return fmt.Errorf("fabric: link %q: %w", link, err)
 	}
-	ps, err := n.dirs(link, dir)
-	if err != nil {
-		return err
-	}
-	for _, p := range ps {
-		p.setECN(c)
-	}
-	return nil
+	return n.eachDir(link, dir, func(p *Port) { p.setECN(c) })
 }
 
 // SetLinkUp takes a link down (both directions: queued and propagating

@@ -6,7 +6,6 @@ import (
 	"math/rand/v2"
 	"strings"
 
-	"github.com/mrlab/mrlab/internal/header"
 	"github.com/mrlab/mrlab/internal/packet"
 	"github.com/mrlab/mrlab/internal/sim"
 )
@@ -95,10 +94,15 @@ type Port struct {
 	rng     *rand.Rand
 
 	// Impairment state; the flags let an unimpaired link skip it all.
-	imp                               Impairment
-	lossOn, delayOn, dupOn, corruptOn bool
-	deliverImpaired                   bool
-	loss                              lossState
+	imp                                       Impairment
+	lossOn, delayOn, dupOn, corruptOn, slotOn bool
+	deliverImpaired                           bool
+	loss                                      lossState
+	// netem's correlated draws, per clause (zero: uncorrelated).
+	delayCr, dupCr, corruptCr, reorderCr crandom
+	// overheadOn: the impairment's rate has netem's packet/cell overhead.
+	overheadOn bool
+	slot       slotState
 
 	// ECN: RED's averaged queue and when the queue last went idle.
 	ecnOn     bool
@@ -249,7 +253,7 @@ func (p *Port) enqueue(now sim.Time, b *packet.Buffer, atPs int64) {
 		p.drop(now, b, DropLinkDown)
 		return
 	}
-	if p.lossOn && p.loss.lose(p.rng) {
+	if p.lossOn && p.loss.lose(p.rng) && !(p.imp.ECN && p.markLost(now, b)) {
 		p.drop(now, b, DropImpairment)
 		return
 	}
@@ -273,7 +277,7 @@ func (p *Port) enqueue(now sim.Time, b *packet.Buffer, atPs int64) {
 	if p.ecnOn && p.params.ECN.Weight > 0 {
 		p.updateREDAvg(now, n, idle)
 	}
-	if !idle && p.qBytes+n > p.params.QueueBytes && p.pfc == nil {
+	if !idle && p.qBytes+n > p.params.QueueBytes && !p.pfcLossless(b) {
 		p.drop(now, b, DropQueueFull)
 		return
 	}
@@ -283,9 +287,7 @@ func (p *Port) enqueue(now sim.Time, b *packet.Buffer, atPs int64) {
 	if o := p.net.obs; o != nil {
 		o.Observe(now, EvEnqueue, Point{Link: p.idx}, b, DropNone)
 	}
-	if p.pfc != nil {
-		p.pfcAdmit(now, b)
-	}
+	p.pfcAdmit(now, b)
 	if idle && !p.pfcHeld() {
 		start := atPs
 		if start <= p.busyPs {
@@ -338,6 +340,9 @@ func (p *Port) addQueue(now sim.Time, delta int) {
 // txPs returns the serialization time of n bytes in picoseconds, carrying
 // the sub-picosecond remainder into the next packet.
 func (p *Port) txPs(n int) int64 {
+	if p.overheadOn {
+		n = p.imp.wireLen(n)
+	}
 	num := uint64(n)*8*1e12 + p.remNum
 	p.remNum = num % p.rateBps
 	return int64(num / p.rateBps)
@@ -402,80 +407,6 @@ func (p *Port) schedule(b *packet.Buffer, atPs int64, corrupt bool) {
 	p.net.s.Arm(&b.Timer, sim.Time((atPs+999)/1000))
 }
 
-func (p *Port) impairDelivery(now sim.Time, b *packet.Buffer, atPs int64) {
-	if p.dupOn && p.rng.Float64() < p.imp.Duplicate {
-		c := p.net.pool.Copy(b)
-		p.c.dups++
-		if o := p.net.obs; o != nil {
-			o.Observe(now, EvDuplicate, Point{Link: p.idx}, c, DropNone)
-		}
-		p.schedule(c, atPs+int64(p.extraDelay())*1000, false)
-	}
-	// The bit flips on the wire: decided now, done when the packet
-	// arrives (so a capture of the sending side shows it intact).
-	corrupt := p.corruptOn && p.rng.Float64() < p.imp.Corrupt
-	p.schedule(b, atPs+int64(p.extraDelay())*1000, corrupt)
-}
-
-// flipBit flips one random bit after the IPv4 header (anywhere if the
-// packet has nothing after a header).
-func flipBit(d []byte, r *rand.Rand) {
-	if len(d) == 0 {
-		return
-	}
-	lo := 0
-	if len(d) >= header.IPv4MinSize && d[0]>>4 == 4 {
-		if hl := header.IPv4(d).HeaderLength(); hl < len(d) {
-			lo = hl
-		}
-	}
-	i := lo + r.IntN(len(d)-lo)
-	d[i] ^= 1 << r.IntN(8)
-}
-
-// extraDelay draws the impairment's delay for one packet: Delay plus
-// Jitter scaled by a draw from DelayDist (uniform in [-1, 1]; normal
-// N(0,1); pareto: Pareto(alpha 3) shifted to mean 0; paretonormal: netem's
-// 3:1 mix of normal and pareto), clamped at 0. Reorder sends that fraction
-// of packets without it, as netem does. A draw is capped at MaxDelay.
-func (p *Port) extraDelay() sim.Time {
-	if !p.delayOn {
-		return 0
-	}
-	imp := &p.imp
-	if imp.Reorder > 0 && p.rng.Float64() < imp.Reorder {
-		return 0
-	}
-	d := float64(imp.Delay)
-	if imp.Jitter > 0 {
-		j := float64(imp.Jitter)
-		switch imp.DelayDist {
-		case DistNormal:
-			d += j * p.rng.NormFloat64()
-		case DistPareto:
-			d += j * pareto(p.rng)
-		case DistParetoNormal:
-			d += j * (0.75*p.rng.NormFloat64() + 0.25*pareto(p.rng))
-		default:
-			d += j * (2*p.rng.Float64() - 1)
-		}
-	}
-	if d <= 0 {
-		return 0
-	}
-	if d > float64(MaxDelay) { // a far pareto tail
-		return MaxDelay
-	}
-	return sim.Time(d + 0.5)
-}
-
-// pareto draws Pareto(xm=1, alpha=3) minus its mean 1.5, as netem's
-// pareto table does.
-func pareto(r *rand.Rand) float64 {
-	u := 1 - r.Float64() // (0, 1]
-	return math.Pow(u, -1.0/3) - 1.5
-}
-
 func (p *Port) arrive(now sim.Time, b *packet.Buffer) {
 	if p.net.obs != nil && p.pfc == nil {
 		// Report every serialization that started by now (this packet's
@@ -532,6 +463,7 @@ func (p *Port) goDown(now sim.Time) bool {
 		return p.goDownFast(now)
 	}
 	busy := p.inService != nil
+	p.pfcReset(now)
 	p.epoch++
 	if b := p.inService; b != nil {
 		p.inService = nil
@@ -553,18 +485,6 @@ func (p *Port) goDown(now sim.Time) bool {
 	p.idleSince = now
 	p.redAvg = 0
 	return busy
-}
-
-// setImpairment installs imp (already validated).
-func (p *Port) setImpairment(imp Impairment) {
-	p.imp = imp
-	p.loss.reset(imp.Loss)
-	p.lossOn = imp.Loss.Kind != LossNone
-	p.delayOn = imp.Delay > 0 || imp.Jitter > 0
-	p.dupOn = imp.Duplicate > 0
-	p.corruptOn = imp.Corrupt > 0
-	p.deliverImpaired = p.delayOn || p.dupOn || p.corruptOn
-	p.setRate(p.params.Rate)
 }
 
 // setRate sets the link's own rate; an impairment rate overrides it. It

@@ -30,6 +30,8 @@ type switchNode struct {
 	groups [][]*Port
 }
 
+var _ Node = (*switchNode)(nil)
+
 // Receive implements Node.
 func (s *switchNode) Receive(now sim.Time, port int, b *packet.Buffer) {
 	s.forward(now, port, b, int64(now)*1000)

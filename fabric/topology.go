@@ -75,6 +75,9 @@ type LinkParams struct {
 	ECN ECNConfig
 	// Impair is the netem-style impairment applied to this direction.
 	Impair Impairment
+	// PFC makes the link lossless with priority flow control (see
+	// pfc.go); the zero value leaves it lossy.
+	PFC PFCConfig
 }
 
 // ECNMode selects how a queue marks ECN-capable packets.

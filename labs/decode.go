@@ -9,6 +9,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/mrlab/mrlab/fabric"
 	"github.com/mrlab/mrlab/internal/sim"
 )
 
@@ -23,6 +24,9 @@ const nodeBudget = 200_000
 type decoder struct {
 	errorList
 	budget int
+	// flags are the command-line overrides whose nodes carry line -(i+1)
+	// (see Override): their problems name the flag, not a position.
+	flags []string
 }
 
 func newDecoder(file string) *decoder {
@@ -35,7 +39,30 @@ func (d *decoder) errorf(n *yaml.Node, field, format string, args ...any) {
 	if n != nil {
 		line, col = n.Line, n.Column
 	}
+	before := len(d.errs)
 	d.add(line, col, field, format, args...)
+	if len(d.errs) > before {
+		d.flagged(d.errs, line)
+	}
+}
+
+// warnf records a warning at node n.
+func (d *decoder) warnf(n *yaml.Node, field, format string, args ...any) {
+	line, col := 0, 0
+	if n != nil {
+		line, col = n.Line, n.Column
+	}
+	d.errorList.warnf(line, col, field, format, args...)
+	d.flagged(d.warns, line)
+}
+
+// flagged attributes the last of es to an override's flag when line says
+// the node came from one.
+func (d *decoder) flagged(es []*Error, line int) {
+	if i := -line - 1; line < 0 && i < len(d.flags) && len(es) > 0 {
+		e := es[len(es)-1]
+		e.Flag, e.Line, e.Col = d.flags[i], 0, 0
+	}
 }
 
 // deref follows aliases and charges the node budget. It returns nil when
@@ -284,43 +311,52 @@ func (d *decoder) float(n *yaml.Node, path string, lo, hi float64, dst *float64)
 
 // fraction decodes a probability written as 0.1 or "10%".
 func (d *decoder) fraction(n *yaml.Node, path string, dst *float64) bool {
-	s, ok := d.scalar(n, path)
-	if !ok {
-		return false
-	}
-	v, err := parseFraction(s.Value)
-	if err != nil {
-		d.errorf(s, path, "%v", err)
-		return false
-	}
-	*dst = v
-	return true
+	return decodeScalar(d, n, path, dst, parseFraction, "")
 }
 
 // duration decodes a sim.Time ("2ms", "150us", "0").
 func (d *decoder) duration(n *yaml.Node, path string, dst *sim.Time) bool {
+	return decodeScalar(d, n, path, dst, sim.ParseTime, "a duration (want e.g. 2ms, 150us, 1.5s)")
+}
+
+// rate decodes a positive rate in tc's spelling ("100gbit", "5mbit").
+func (d *decoder) rate(n *yaml.Node, path string, dst *float64) bool {
 	s, ok := d.scalar(n, path)
 	if !ok {
 		return false
 	}
-	v, err := sim.ParseTime(s.Value)
-	if err != nil {
-		d.errorf(s, path, "%q is not a duration (want e.g. 2ms, 150us, 1.5s)", s.Value)
+	r, err := fabric.ParseRate(s.Value)
+	if err != nil || r <= 0 {
+		d.errorf(s, path, "%q is not a rate (want e.g. 100gbit, 25gbit, 400mbit)", s.Value)
 		return false
 	}
-	*dst = v
+	if msg, ok := BytesRateNote(s.Value, r); ok {
+		d.warnf(s, path, "%s", msg)
+	}
+	*dst = r
 	return true
 }
 
 // size decodes a byte count ("512KiB", "1MB", "9000").
 func (d *decoder) size(n *yaml.Node, path string, dst *int) bool {
+	return decodeScalar(d, n, path, dst, ParseSize, "a size (want e.g. 512KiB, 1MB or plain bytes)")
+}
+
+// decodeScalar decodes a scalar with parse into dst. A value parse refuses
+// is reported as "<value> is not <what>", or with parse's own message
+// when what is empty.
+func decodeScalar[T any](d *decoder, n *yaml.Node, path string, dst *T, parse func(string) (T, error), what string) bool {
 	s, ok := d.scalar(n, path)
 	if !ok {
 		return false
 	}
-	v, err := ParseSize(s.Value)
+	v, err := parse(s.Value)
 	if err != nil {
-		d.errorf(s, path, "%q is not a size (want e.g. 512KiB, 1MB or plain bytes)", s.Value)
+		if what == "" {
+			d.errorf(s, path, "%v", err)
+		} else {
+			d.errorf(s, path, "%q is not %s", s.Value, what)
+		}
 		return false
 	}
 	*dst = v

@@ -24,12 +24,22 @@ type Error struct {
 	// "links.overrides[0].rate", "faults[2].link". Empty for syntax errors.
 	Field string
 	Msg   string
+	// Flag, if set, is the command-line override that wrote the value at
+	// fault (--set KEY=VALUE ...); it replaces the file position.
+	Flag string
 	// Err is the underlying error (a parser's), if any.
 	Err error
 }
 
-// Error formats the problem as file:line:col: field: message.
+// Error formats the problem as file:line:col: field: message, or as
+// flag: field: message for a value an override wrote.
 func (e *Error) Error() string {
+	if e.Flag != "" {
+		if e.Field == "" {
+			return e.Flag + ": " + e.Msg
+		}
+		return e.Flag + ": " + e.Field + ": " + e.Msg
+	}
 	loc := e.File
 	if e.Line > 0 {
 		loc += ":" + strconv.Itoa(e.Line)
@@ -78,8 +88,14 @@ const maxErrors = 20
 
 // errorList collects a file's problems.
 type errorList struct {
-	file string
-	errs []*Error
+	file  string
+	errs  []*Error
+	warns []*Error
+}
+
+// warnf records something that is valid but probably not what was meant.
+func (l *errorList) warnf(line, col int, field, format string, args ...any) {
+	l.warns = append(l.warns, &Error{File: l.file, Line: line, Col: col, Field: field, Msg: fmt.Sprintf(format, args...)})
 }
 
 func (l *errorList) add(line, col int, field, format string, args ...any) {

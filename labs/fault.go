@@ -130,7 +130,8 @@ type Fault struct {
 	ImpairText string
 	// Dir limits an impairment of a link to one direction.
 	Dir Dir
-	// Line is the fault's line in the lab file (0 if not from a file).
+	// Line is the fault's line in the lab file (0 if not from a file: built
+	// in code, or added by a command-line override).
 	Line int
 }
 

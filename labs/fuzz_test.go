@@ -30,6 +30,7 @@ func FuzzParse(f *testing.F) {
 	for _, tc := range badLabs {
 		f.Add([]byte(tc.src))
 	}
+	f.Add([]byte("name: t\ntopology: {backtoback: {}}\nlinks: {default: {pfc: {xoff: 64KiB}}}\ntransports:\n  metaroce: {paths: 4, rto_min: 40us}\n  rocev2: {ack_timeout: 131us, qps_per_peer: per-plane, dcqcn: {g: 1%, ai: 40mbit}}\n"))
 	f.Fuzz(func(t *testing.T, src []byte) {
 		// YAML breaks lines at \n, \r and \r\n; counting both bytes
 		// over-counts \r\n, which is fine for a bound.
@@ -55,6 +56,12 @@ func FuzzParse(f *testing.F) {
 		topo := lab.Topology()
 		if err := topo.Validate(); err != nil {
 			t.Fatalf("accepted a lab the fabric rejects: %v", err)
+		}
+		if err := lab.Transports.MetaRoCE.Validate(); err != nil {
+			t.Fatalf("accepted MetaRoCE options the transport rejects: %v", err)
+		}
+		if err := lab.Transports.RoCEv2.Validate(); err != nil {
+			t.Fatalf("accepted RoCEv2 options the transport rejects: %v", err)
 		}
 		_ = lab.Summary()
 		if err := lab.WriteDot(io.Discard); err != nil {

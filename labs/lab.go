@@ -52,6 +52,13 @@ type Lab struct {
 	Builder string
 	// Faults is the timeline, in file order.
 	Faults []Fault
+	// Transports holds the transports section: every NIC's MetaRoCE and
+	// RoCEv2 options and RoCEv2's queue pairs per host pair.
+	Transports Transports
+	// Warnings are things the file says that are valid but probably not
+	// meant (a rate in tc's bytes-per-second spelling), with their
+	// positions, for commands to print.
+	Warnings []*Error
 
 	topo *fabric.Topology
 }
@@ -79,7 +86,15 @@ func Load(path string) (*Lab, error) {
 // Parse parses and checks a lab file's contents; file names it in errors.
 // The error is a *Error, or a join of several (see Errors).
 func Parse(file string, data []byte) (*Lab, error) {
-	d := newDecoder(file)
+	root, err := parseTree(file, data)
+	if err != nil {
+		return nil, err
+	}
+	return decodeTree(newDecoder(file), file, root)
+}
+
+// parseTree reads a lab file's one YAML document and returns its top node.
+func parseTree(file string, data []byte) (*yaml.Node, error) {
 	var doc yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&doc); err != nil {
@@ -98,6 +113,11 @@ func Parse(file string, data []byte) (*Lab, error) {
 	if root.Kind == yaml.DocumentNode && len(root.Content) == 1 {
 		root = root.Content[0]
 	}
+	return root, nil
+}
+
+// decodeTree decodes and checks a lab file's tree.
+func decodeTree(d *decoder, file string, root *yaml.Node) (*Lab, error) {
 	s := &spec{}
 	s.decode(d, root)
 	if err := d.err(); err != nil {
@@ -108,6 +128,7 @@ func Parse(file string, data []byte) (*Lab, error) {
 		return nil, err
 	}
 	lab.File = file
+	lab.Warnings = d.warns
 	return lab, nil
 }
 

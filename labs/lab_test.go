@@ -11,6 +11,8 @@ import (
 	"github.com/mrlab/mrlab/fabric"
 	"github.com/mrlab/mrlab/internal/sim"
 	"github.com/mrlab/mrlab/transport"
+	"github.com/mrlab/mrlab/transport/metaroce"
+	"github.com/mrlab/mrlab/transport/rocev2"
 )
 
 // TestExplicitLab checks that every part of an explicit lab file lands
@@ -262,6 +264,81 @@ var badLabs = []struct {
 		line: 3, col: 63, field: "topology.leafspine.oversubscription", msg: "keep one",
 	},
 	{
+		name: "pfc xon above xoff",
+		src:  "name: x\ntopology: {hosts: [{name: a}]}\nlinks:\n  default:\n    pfc: {xoff: 8KiB, xon: 16KiB}\n",
+		line: 5, col: 10, field: "links.default.pfc", msg: "xon (16384 bytes) must be below xoff (8192 bytes)",
+	},
+	{
+		name: "pfc bad word",
+		src:  "name: x\ntopology: {hosts: [{name: a}]}\nlinks:\n  default:\n    pfc: lossless\n",
+		line: 5, col: 10, field: "links.default.pfc", msg: `"lossless" is not on or off`,
+	},
+	{
+		name: "pfc without xoff",
+		src:  "name: x\ntopology: {hosts: [{name: a}]}\nlinks:\n  host:\n    pfc: {xon: 8KiB}\n",
+		line: 5, col: 10, field: "links.host.pfc.xoff", msg: "missing",
+	},
+	{
+		name: "unknown transport section",
+		src:  "name: x\ntopology: {hosts: [{name: a}]}\ntransports:\n  tcp: {cwnd: 10}\n",
+		line: 4, col: 3, field: "transports.tcp", msg: "unknown field (want one of metaroce, rocev2)",
+	},
+	{
+		name: "unknown metaroce option",
+		src:  "name: x\ntopology: {hosts: [{name: a}]}\ntransports:\n  metaroce: {pathz: 4}\n",
+		line: 4, col: 14, field: "transports.metaroce.pathz", msg: "unknown field",
+	},
+	{
+		name: "metaroce paths out of range",
+		src:  "name: x\ntopology: {hosts: [{name: a}]}\ntransports:\n  metaroce: {paths: 0}\n",
+		line: 4, col: 21, field: "transports.metaroce.paths", msg: "0 is out of range (want 1 to 256)",
+	},
+	{
+		name: "hint utilization above 1",
+		src:  "name: x\ntopology: {hosts: [{name: a}]}\ntransports:\n  metaroce: {hint_utilization: 1.5}\n",
+		line: 4, col: 32, field: "transports.metaroce.hint_utilization", msg: "out of range",
+	},
+	{
+		name: "metaroce rto floor above ceiling",
+		src:  "name: x\ntopology: {hosts: [{name: a}]}\ntransports:\n  metaroce: {rto_min: 10ms, rto_max: 1ms}\n",
+		line: 4, col: 13, field: "transports.metaroce", msg: "RTOMin 10ms above RTOMax 1ms",
+	},
+	{
+		name: "rocev2 ack timeout exponent",
+		src:  "name: x\ntopology: {hosts: [{name: a}]}\ntransports:\n  rocev2: {ack_timeout: 40}\n",
+		line: 4, col: 25, field: "transports.rocev2.ack_timeout", msg: "40 is out of range (want 1 to 31)",
+	},
+	{
+		name: "rocev2 ack timeout word",
+		src:  "name: x\ntopology: {hosts: [{name: a}]}\ntransports:\n  rocev2: {ack_timeout: soon}\n",
+		line: 4, col: 25, field: "transports.rocev2.ack_timeout", msg: `"soon" is not a duration`,
+	},
+	{
+		name: "rocev2 retry count",
+		src:  "name: x\ntopology: {hosts: [{name: a}]}\ntransports:\n  rocev2: {retry_cnt: 9}\n",
+		line: 4, col: 23, field: "transports.rocev2.retry_cnt", msg: "9 is out of range (want 0 to 7)",
+	},
+	{
+		name: "rocev2 qps per peer",
+		src:  "name: x\ntopology: {hosts: [{name: a}]}\ntransports:\n  rocev2: {qps_per_peer: per-rail}\n",
+		line: 4, col: 26, field: "transports.rocev2.qps_per_peer", msg: `"per-rail" is not a QP count (want a number such as 4, or per-plane)`,
+	},
+	{
+		name: "rocev2 dcqcn word",
+		src:  "name: x\ntopology: {hosts: [{name: a}]}\ntransports:\n  rocev2: {dcqcn: maybe}\n",
+		line: 4, col: 19, field: "transports.rocev2.dcqcn", msg: `"maybe" is not on or off`,
+	},
+	{
+		name: "rocev2 dcqcn constant",
+		src:  "name: x\ntopology: {hosts: [{name: a}]}\ntransports:\n  rocev2:\n    dcqcn: {g: 1/16}\n",
+		line: 5, col: 16, field: "transports.rocev2.dcqcn.g", msg: "is not a probability",
+	},
+	{
+		name: "rocev2 dcqcn rate",
+		src:  "name: x\ntopology: {hosts: [{name: a}]}\ntransports:\n  rocev2:\n    dcqcn: {ai: fast}\n",
+		line: 5, col: 17, field: "transports.rocev2.dcqcn.ai", msg: `"fast" is not a rate`,
+	},
+	{
 		name: "syntax error",
 		src:  "name: x\ntopology:\n\thosts: []\n",
 		line: 3, col: 0, field: "", msg: "YAML syntax: found character that cannot start any token",
@@ -416,5 +493,72 @@ func TestExplicitPlanes(t *testing.T) {
 		if got := lab.Topology().Planes; got != tc.want {
 			t.Errorf("planes = %d, want %d for\n%s", got, tc.want, tc.src)
 		}
+	}
+}
+
+// TestTransportsSection checks that the transports section and the pfc
+// link key land in the lab's options and link parameters.
+func TestTransportsSection(t *testing.T) {
+	src := `name: t
+topology:
+  leafspine: {planes: 4, leaves: 2, hosts_per_leaf: 2}
+links:
+  default: {pfc: {xoff: 64KiB, xon: 56KiB}}
+  host: {pfc: {xoff: 32KiB}}
+  overrides:
+    - {link: p0-leaf0-spine0, pfc: off}
+transports:
+  metaroce: {paths: 8, hint_utilization: 1.0, rto_min: 50us, initial_window: 64KiB, rate_hint: on, ecn_gain: 6.25%}
+  rocev2:
+    ack_timeout: 131us
+    retry_cnt: 0
+    rnr_retry: 7
+    qps_per_peer: per-plane
+    dcqcn: {g: 0.00390625, increase_interval: 55us, byte_counter: off, ai: 40mbit, clamp_target: on}
+    max_rd_atomic: 8
+`
+	lab, err := Parse("t.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := lab.Transports
+	wantMR := metaroce.Options{Paths: 8, HintUtilization: 1, RTOMin: 50 * sim.Microsecond, InitialWindow: 64 << 10, ECNGain: 0.0625}
+	if diff := cmp.Diff(wantMR, tr.MetaRoCE); diff != "" {
+		t.Errorf("metaroce options (-want +got):\n%s", diff)
+	}
+	dc := rocev2.DefaultDCQCN
+	dc.G, dc.IncreaseInterval, dc.ByteCounter, dc.AI, dc.ClampTarget = 1.0/256, 55*sim.Microsecond, 0, 40e6, true
+	wantRo := rocev2.Options{AckTimeout: 131 * sim.Microsecond, RetryCount: rocev2.NoRetry, RNRRetry: 7, DCQCN: dc, MaxReads: 8}
+	if diff := cmp.Diff(wantRo, tr.RoCEv2); diff != "" {
+		t.Errorf("rocev2 options (-want +got):\n%s", diff)
+	}
+	if tr.RoCEv2QPs != PerPlane || tr.ConnsPerPeer(transport.RoCEv2, 4) != 4 || tr.ConnsPerPeer(transport.MetaRoCE, 4) != 1 {
+		t.Errorf("qps_per_peer: %d, conns %d/%d", tr.RoCEv2QPs, tr.ConnsPerPeer(transport.RoCEv2, 4), tr.ConnsPerPeer(transport.MetaRoCE, 4))
+	}
+	for _, k := range lab.Topology().Links {
+		want := fabric.PFCConfig{XOff: 64 << 10, XOn: 56 << 10}
+		switch {
+		case k.Name == "p0-leaf0-spine0":
+			want = fabric.PFCConfig{}
+		case k.Name[0] == 'h':
+			want = fabric.PFCConfig{XOff: 32 << 10, XOn: 24 << 10}
+		}
+		if k.Params.PFC != want {
+			t.Errorf("%s: pfc %+v, want %+v", k.Name, k.Params.PFC, want)
+		}
+	}
+	// An exponent sets the verbs timeout; dcqcn off and a QP count.
+	if _, err := Parse("t.yaml", []byte("name: t\ntopology: {backtoback: {}}\ntransports:\n  rocev2: {ack_timeout: 14, dcqcn: off, qps_per_peer: 3, pfc: on}\n")); err == nil {
+		t.Fatalf("rocev2.pfc accepted (pfc is a link key)")
+	}
+	lab, err = Parse("t.yaml", []byte("name: t\ntopology: {backtoback: {}}\nlinks: {default: {pfc: on}}\ntransports:\n  rocev2: {ack_timeout: 14, dcqcn: off, qps_per_peer: 3}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := lab.Transports.RoCEv2; r.Timeout != 14 || r.AckTimeout != 0 || !r.NoDCQCN || lab.Transports.ConnsPerPeer(transport.RoCEv2, 8) != 3 {
+		t.Errorf("rocev2 %+v, qps %d", r, lab.Transports.RoCEv2QPs)
+	}
+	if p := lab.Topology().Links[0].Params.PFC; p != fabric.DefaultPFC {
+		t.Errorf("pfc: on gave %+v, want %+v", p, fabric.DefaultPFC)
 	}
 }

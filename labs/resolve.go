@@ -47,6 +47,7 @@ func (s *spec) resolve(d *decoder) (*Lab, error) {
 		DetectionDelay: s.detection,
 		Builder:        builder,
 		Faults:         faults,
+		Transports:     s.transports,
 		topo:           topo,
 	}, nil
 }
@@ -311,7 +312,7 @@ func (s *spec) checkFaults(d *decoder, topo *fabric.Topology) []Fault {
 				continue
 			}
 		}
-		fault := Fault{At: f.at, Target: f.target, Name: f.name, Plane: f.plane, Action: f.action, Dir: f.dir, Line: f.node.Line}
+		fault := Fault{At: f.at, Target: f.target, Name: f.name, Plane: f.plane, Action: f.action, Dir: f.dir, Line: max(f.node.Line, 0)}
 		if f.impair != nil {
 			fault.Impair, fault.ImpairText = f.impair.imp, f.impair.text
 		}
@@ -340,16 +341,24 @@ func sortedKeys[V any](m map[string]V) []string {
 // suggest returns ` (did you mean "x"?)` for the closest name within a
 // small edit distance, or "" if none is close.
 func suggest(name string, names []string) string {
-	best, bestD := "", len(name)/3+2
+	best, ok := Closest(name, names)
+	if !ok {
+		return ""
+	}
+	return fmt.Sprintf(" (did you mean %q?)", best)
+}
+
+// Closest returns the name in names closest to name within a small edit
+// distance (a third of its length, plus one), for "did you mean"
+// suggestions; ok is false when none is that close.
+func Closest(name string, names []string) (best string, ok bool) {
+	bestD := len(name)/3 + 2
 	for _, n := range names {
 		if dist := editDistance(name, n, bestD); dist < bestD {
 			best, bestD = n, dist
 		}
 	}
-	if best == "" {
-		return ""
-	}
-	return fmt.Sprintf(" (did you mean %q?)", best)
+	return best, best != ""
 }
 
 // editDistance is the Levenshtein distance of a and b, or limit if it is

@@ -28,6 +28,8 @@ type spec struct {
 	linkFab   linkSpec    // links.fabric
 	overrides []overrideSpec
 	faults    []faultSpec
+	// transports is the transports section (zero: every default).
+	transports Transports
 }
 
 // topoSpec is the topology section: one builder, or explicit lists.
@@ -107,6 +109,7 @@ type linkSpec struct {
 	queue  *int
 	ecn    *fabric.ECNConfig
 	impair *impairSpec
+	pfc    *fabric.PFCConfig
 }
 
 // apply overwrites the parameters s sets.
@@ -125,6 +128,9 @@ func (s *linkSpec) apply(p *fabric.LinkParams) {
 	}
 	if s.impair != nil {
 		p.Impair = s.impair.imp
+	}
+	if s.pfc != nil {
+		p.PFC = *s.pfc
 	}
 }
 
@@ -160,8 +166,8 @@ func (s *spec) decode(d *decoder, root *yaml.Node) {
 	has := d.mapping(root, "", map[string]fieldFunc{
 		"name": func(v *yaml.Node, p string) {
 			if d.str(v, p, &s.name) {
-				if strings.TrimSpace(s.name) == "" {
-					d.errorf(v, p, "must not be empty")
+				if err := ValidName(s.name); err != nil {
+					d.errorf(v, p, "%v", err)
 				}
 			}
 		},
@@ -194,6 +200,7 @@ func (s *spec) decode(d *decoder, root *yaml.Node) {
 				s.faults = append(s.faults, decodeFault(d, v, p))
 			})
 		},
+		"transports": func(v *yaml.Node, p string) { s.decodeTransports(d, v, p) },
 	})
 	if has == nil {
 		return
@@ -235,16 +242,10 @@ func (s *spec) decodeLinks(d *decoder, v *yaml.Node, p string) {
 func (s *linkSpec) decode(d *decoder, v *yaml.Node, path string, extra map[string]fieldFunc) map[string]bool {
 	fields := map[string]fieldFunc{
 		"rate": func(v *yaml.Node, p string) {
-			n, ok := d.scalar(v, p)
-			if !ok {
-				return
+			var r float64
+			if d.rate(v, p, &r) {
+				s.rate = &r
 			}
-			r, err := fabric.ParseRate(n.Value)
-			if err != nil || r <= 0 {
-				d.errorf(n, p, "%q is not a rate (want e.g. 100gbit, 25gbit, 400mbit)", n.Value)
-				return
-			}
-			s.rate = &r
 		},
 		"delay": func(v *yaml.Node, p string) {
 			var t sim.Time
@@ -270,6 +271,11 @@ func (s *linkSpec) decode(d *decoder, v *yaml.Node, path string, extra map[strin
 		"impair": func(v *yaml.Node, p string) {
 			if i := decodeImpair(d, v, p); i != nil {
 				s.impair = i
+			}
+		},
+		"pfc": func(v *yaml.Node, p string) {
+			if c, ok := decodePFC(d, v, p); ok {
+				s.pfc = &c
 			}
 		},
 	}
@@ -347,6 +353,18 @@ func decodeImpair(d *decoder, v *yaml.Node, path string) *impairSpec {
 		// The parser's message quotes the string and names the bad word.
 		d.errorf(n, path, "%v", err)
 		return nil
+	}
+	if f := strings.Fields(text); len(f) > 1 {
+		for i, w := range f[:len(f)-1] {
+			if w != "rate" {
+				continue
+			}
+			if r, err := fabric.ParseRate(f[i+1]); err == nil {
+				if msg, ok := BytesRateNote(f[i+1], r); ok {
+					d.warnf(n, path, "%s", msg)
+				}
+			}
+		}
 	}
 	return &impairSpec{text: text, imp: imp}
 }

@@ -15,7 +15,11 @@
 #   DURATION  length of the perf run (a Go duration: 5s, 1500ms)
 #   PERIOD    seconds the link stays down, then up, per flap
 #   TRANSPORT metaroce or rocev2 (default: the lab's)
+#   ALLOW_LAG 1: accept a run measured while the lab could not keep real time
 #   MRLAB     the mrlab binary
+#
+# It reports the flap period it achieved (each fault is a command, so a
+# short PERIOD is stretched by their run time), next to the one asked.
 set -euo pipefail
 
 LAB=${LAB:-}
@@ -27,11 +31,13 @@ DURATION=${DURATION:-5s}
 PERIOD=${PERIOD:-0.2}
 MRLAB=${MRLAB:-mrlab}
 TRANSPORT=${TRANSPORT:-}
+ALLOW_LAG=${ALLOW_LAG:-}
 
 lab=()
 [[ -n $LAB ]] && lab=(--lab "$LAB")
 tr=()
 [[ -n $TRANSPORT ]] && tr=(--transport "$TRANSPORT")
+[[ -n $ALLOW_LAG ]] && tr+=(--allow-lag)
 
 flapper=
 cleanup() {
@@ -49,6 +55,7 @@ perf=$!
 
 (
 	flaps=0
+	start=$(date +%s.%N)
 	while kill -0 "$perf" 2>/dev/null; do
 		"$MRLAB" fault link "${lab[@]}" "$LINK" down >/dev/null
 		sleep "$PERIOD"
@@ -56,7 +63,13 @@ perf=$!
 		sleep "$PERIOD"
 		flaps=$((flaps + 1))
 	done
-	echo "flap-spine: flapped $LINK $flaps times" >&2
+	end=$(date +%s.%N)
+	# Achieved: the wall time of the flapping over twice the flaps (down
+	# and up each took that long on average).
+	awk -v n="$flaps" -v s="$start" -v e="$end" -v p="$PERIOD" -v l="$LINK" 'BEGIN {
+		if (n == 0) { printf "flap-spine: %s never flapped (the run ended first)\n", l; exit }
+		printf "flap-spine: flapped %s %d times: down and up every %.3fs on average (asked %ss)\n", l, n, (e - s) / (2 * n), p
+	}' >&2
 ) &
 flapper=$!
 

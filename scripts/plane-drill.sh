@@ -10,7 +10,8 @@
 #
 # Knobs (environment): LAB, PLANE, FROM, TO, OP, TRANSPORT, DURATION (of the perf run),
 # BEFORE (seconds of healthy traffic before the failure), HOLD (seconds the
-# plane stays down), MRLAB.
+# plane stays down), ALLOW_LAG (1: accept a run measured while the lab
+# could not keep real time), MRLAB.
 set -euo pipefail
 
 LAB=${LAB:-}
@@ -23,12 +24,17 @@ BEFORE=${BEFORE:-1}
 HOLD=${HOLD:-2}
 MRLAB=${MRLAB:-mrlab}
 TRANSPORT=${TRANSPORT:-}
+ALLOW_LAG=${ALLOW_LAG:-}
 
 lab=()
 [[ -n $LAB ]] && lab=(--lab "$LAB")
 tr=()
 [[ -n $TRANSPORT ]] && tr=(--transport "$TRANSPORT")
+[[ -n $ALLOW_LAG ]] && tr+=(--allow-lag)
 trap '"$MRLAB" fault plane "${lab[@]}" "$PLANE" up >/dev/null 2>&1 || true' EXIT
+
+echo "plane-drill: status before the drill"
+"$MRLAB" status "${lab[@]}"
 
 "$MRLAB" perf "${lab[@]}" "${tr[@]}" --from "$FROM" --to "$TO" --op "$OP" --duration "$DURATION" &
 perf=$!
@@ -42,6 +48,7 @@ echo "plane-drill: plane $PLANE up"
 
 status=0
 wait "$perf" || status=$?
+echo "plane-drill: status after the drill"
 "$MRLAB" status "${lab[@]}"
 if ((status == 0)); then
 	echo "plane-drill: passed: $OP $FROM -> $TO survived plane $PLANE failing for ${HOLD}s"

@@ -30,6 +30,11 @@ type ConnOptions struct {
 	// the in-lab workloads' service. Accepted connections get the
 	// listener's.
 	Service uint16
+	// PinPort binds a dialed single-path connection (a RoCEv2 QP) to NIC
+	// port Port (see transport.Config.PinPort); an accepted one follows its
+	// peer.
+	PinPort bool
+	Port    int
 }
 
 // ListenOptions configure how a NIC accepts connection requests for one
@@ -104,8 +109,13 @@ func (n *NIC) Dial(peer netip.Addr, opts ConnOptions) (*Conn, error) {
 		return nil, fmt.Errorf("dialing %v from %q with %v: %w", peer, n.name, opts.Transport, ErrNoProtocol)
 	}
 	now := n.sched.Now()
+	if opts.PinPort && (opts.Port < 0 || opts.Port >= len(n.ports)) {
+		return nil, fmt.Errorf("dialing %v from %q: port %d, but the NIC has ports 0 to %d", peer, n.name, opts.Port, len(n.ports)-1)
+	}
 	c := n.newConn(e, peer, opts)
-	tc, err := e.p.Dial(now, n.connConfig(c))
+	cfg := n.connConfig(c)
+	cfg.PinPort, cfg.Port = opts.PinPort, opts.Port
+	tc, err := e.p.Dial(now, cfg)
 	if err != nil {
 		n.conns = n.conns[:len(n.conns)-1]
 		return nil, fmt.Errorf("dialing %v from %q with %v: %w", peer, n.name, e.kind, err)
@@ -122,7 +132,7 @@ func (n *NIC) newConn(e *protoEntry, peer netip.Addr, opts ConnOptions) *Conn {
 	c := &Conn{
 		nic:     n,
 		proto:   e,
-		id:      uint32(len(n.conns)) + 1,
+		id:      n.connBase + uint32(len(n.conns)) + 1,
 		peer:    peer,
 		scq:     opts.SendCQ,
 		rcq:     opts.RecvCQ,
@@ -177,6 +187,24 @@ func (c *Conn) Close() {
 	c.nic.afterIO(now, c)
 }
 
+// Conn returns the NIC's connection with local id id, or nil if it has
+// none (never had, or retired it).
+func (n *NIC) Conn(id uint32) *Conn {
+	if id == 0 || int(id) > len(n.conns) {
+		return nil
+	}
+	return n.conns[id-1]
+}
+
+// Refuse closes a connection the application did not ask for (a
+// listener's OnConn seeing a request from an unexpected peer): the peer
+// is told on the wire, as by Close, and the NIC counts it in
+// Stats.Refused.
+func (c *Conn) Refuse() {
+	c.nic.stats.Refused++
+	c.Close()
+}
+
 // State returns the connection's state.
 func (c *Conn) State() transport.State { return c.tc.State() }
 
@@ -211,4 +239,17 @@ func (c *Conn) Stats() ConnStats {
 	s := c.stats
 	s.PortTxPackets = append([]uint64(nil), c.stats.PortTxPackets...)
 	return s
+}
+
+// maxConnBase bounds the random base of connection ids (KeySource): ids
+// stay below 2^24, the widest every transport carries (RoCEv2 QPNs).
+const maxConnBase = 1 << 23
+
+// connIndex returns the index in n.conns of connection id, or -1.
+func (n *NIC) connIndex(id uint32) int {
+	i := id - n.connBase - 1 // wraps to a huge value for ids below the base
+	if id == 0 || uint64(i) >= uint64(len(n.conns)) {
+		return -1
+	}
+	return int(i)
 }

@@ -1,8 +1,11 @@
 package softnic
 
 import (
+	crand "crypto/rand"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 
 	"github.com/mrlab/mrlab/transport"
 )
@@ -44,6 +47,30 @@ const maxMRs = 1<<24 - 1
 // and a guard gap follows it, so off-by-one addresses hit no region.
 const mrAlign = 1 << 16
 
+// With a KeySource, the first region starts at a random aligned address in
+// [vaFloor, vaFloor+vaSpan) and each later one after a random number (below
+// maxVAGap) of extra guard gaps, so one region's address does not give
+// away the next one's.
+const (
+	vaFloor   = 0x1000_0000_0000
+	vaSpan    = 0x4000_0000_0000
+	maxVAGap  = 1 << 12
+	keyMask   = 1<<24 - 1
+	keyTagMax = 255
+)
+
+// CryptoSource returns a rand.Source that reads crypto/rand: a NIC's
+// KeySource in live labs.
+func CryptoSource() rand.Source { return cryptoSource{} }
+
+type cryptoSource struct{}
+
+func (cryptoSource) Uint64() uint64 {
+	var b [8]byte
+	crand.Read(b[:]) // never fails (Go 1.24+: it crashes the program instead)
+	return binary.LittleEndian.Uint64(b[:])
+}
+
 // AllocPD returns a new protection domain.
 func (n *NIC) AllocPD() *PD {
 	n.nextPD++
@@ -75,14 +102,18 @@ func (pd *PD) Register(buf []byte, access transport.Access) (*MR, error) {
 	}
 	// The low byte is a tag drawn from the NIC's stream, as hardware mixes
 	// a key byte into each key, so a peer cannot guess a valid key from an
-	// index alone.
-	tag := uint32(n.keyRand.Uint32N(255) + 1)
+	// index alone; with a KeySource the index is offset by a random base.
+	tag := uint32(n.keyRand.Uint32N(keyTagMax) + 1)
 	if old := n.mrs[idx-1]; old != nil {
 		// A reused slot steps its tag, as hardware steps a key's variant
 		// byte: a stale key names nothing for the next 254 reuses.
-		tag = old.key&0xff%255 + 1
+		tag = old.key&0xff%keyTagMax + 1
 	}
-	mr := &MR{pd: pd, buf: buf, addr: n.nextVA, access: access, key: idx<<8 | tag, valid: true}
+	if n.secure {
+		n.nextVA += n.keyRand.Uint64N(maxVAGap) * mrAlign
+	}
+	key := (idx+n.keyBase)&keyMask<<8 | tag
+	mr := &MR{pd: pd, buf: buf, addr: n.nextVA, access: access, key: key, valid: true}
 	n.nextVA += (uint64(len(buf)) + 2*mrAlign - 1) &^ (mrAlign - 1)
 	n.mrs[idx-1] = mr
 	return mr, nil
@@ -124,13 +155,13 @@ func (m *MR) Deregister() error {
 	m.valid = false
 	m.buf = nil
 	n := m.pd.nic
-	n.freeMRs = append(n.freeMRs, m.key>>8)
+	n.freeMRs = append(n.freeMRs, (m.key>>8-n.keyBase)&keyMask)
 	return nil
 }
 
 // lookup returns the valid region a key names, or nil.
 func (n *NIC) lookup(key uint32) *MR {
-	idx := key >> 8
+	idx := (key>>8 - n.keyBase) & keyMask
 	if idx == 0 || int(idx) > len(n.mrs) {
 		return nil
 	}
@@ -148,6 +179,8 @@ type memView struct {
 	pd   *PD
 	conn *Conn // counts refusals; nil in unit tests of the view
 }
+
+var _ transport.Memory = (*memView)(nil)
 
 const remoteAccess = transport.AccessRemoteWrite | transport.AccessRemoteRead
 

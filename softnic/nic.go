@@ -56,8 +56,15 @@ type Config struct {
 	Sched sim.Scheduler
 	// Pool supplies packet buffers.
 	Pool *packet.Pool
-	// Seed seeds the NIC's random streams (keys, connections' streams).
+	// Seed seeds the NIC's random streams (key tags, connections'
+	// streams).
 	Seed uint64
+	// KeySource, if set, draws memory keys, connection ids and region
+	// addresses, so that they differ in every run and no host can predict
+	// another's: live labs pass CryptoSource. nil draws key tags from Seed
+	// and numbers connections and regions from fixed bases, as sim mode's
+	// reproducible traces need.
+	KeySource rand.Source
 	// Protocols are the transports this NIC speaks, one instance per NIC
 	// (a Protocol holds NIC-wide state). Dial picks one by kind; incoming
 	// packets pick one by UDP destination port.
@@ -79,11 +86,9 @@ type Sealer interface {
 
 // Errors from NIC set-up and connection calls.
 var (
-	ErrNoProtocol  = errors.New("softnic: no such transport on this NIC")
-	ErrWires       = errors.New("softnic: wrong number of wires")
-	ErrNotAttached = errors.New("softnic: NIC has no wires")
-	ErrBadPD       = errors.New("softnic: protection domain of another NIC")
-	ErrClosed      = errors.New("softnic: connection closed")
+	ErrNoProtocol = errors.New("softnic: no such transport on this NIC")
+	ErrWires      = errors.New("softnic: wrong number of wires")
+	ErrBadPD      = errors.New("softnic: protection domain of another NIC")
 )
 
 type protoEntry struct {
@@ -131,11 +136,14 @@ type NIC struct {
 	ipID    uint16
 	hostQ   int
 	keyRand *rand.Rand
+	secure  bool // keyRand is a KeySource: bases and gaps are random too
 
-	nextPD  uint32
-	nextVA  uint64
-	mrs     []*MR
-	freeMRs []uint32 // indexes of deregistered regions' slots
+	nextPD   uint32
+	nextVA   uint64
+	mrs      []*MR
+	freeMRs  []uint32 // indexes of deregistered regions' slots
+	keyBase  uint32   // added to a region's index in its key (mod 2^24)
+	connBase uint32   // added to a connection's index in its id
 
 	stats Stats
 }
@@ -183,6 +191,12 @@ func New(cfg Config) (*NIC, error) {
 		hostQ:   cfg.HostQueue,
 		keyRand: sim.NewRand(cfg.Seed, cfg.Name+"/nic/keys"),
 		nextVA:  0x7f00_0000_0000,
+	}
+	if cfg.KeySource != nil {
+		n.keyRand, n.secure = rand.New(cfg.KeySource), true
+		n.keyBase = n.keyRand.Uint32N(maxMRs + 1)
+		n.connBase = n.keyRand.Uint32N(maxConnBase)
+		n.nextVA = vaFloor + n.keyRand.Uint64N(vaSpan)&^(mrAlign-1)
 	}
 	for _, p := range cfg.Protocols {
 		e := protoEntry{p: p, kind: p.Kind(), port: p.UDPPort()}
@@ -266,9 +280,10 @@ func (n *NIC) Conns() []*Conn {
 // has had, retired ones included.
 func (n *NIC) TransportTotals() TransportTotals {
 	t := n.retired
+	var s transport.Stats // one report's storage for every connection
 	for _, c := range n.conns {
 		if c != nil {
-			s := c.TransportStats()
+			c.tc.ReportStats(&s)
 			t.add(&s)
 		}
 	}
@@ -293,7 +308,7 @@ func (n *NIC) retire(c *Conn) {
 	n.retired.add(&s)
 	c.retired = true
 	n.sched.Disarm(&c.timer)
-	n.conns[c.id-1] = nil
+	n.conns[n.connIndex(c.id)] = nil
 	if c.setup != nil {
 		delete(n.setups, *c.setup)
 	}
@@ -393,11 +408,12 @@ func (n *NIC) receiveTransport(now sim.Time, port int, p *packet.Buffer, ip head
 		p.Free()
 		return
 	}
-	if id == 0 || int(id) > len(n.conns) || n.conns[id-1] == nil || n.conns[id-1].proto != e {
+	i := n.connIndex(id)
+	if i < 0 || n.conns[i] == nil || n.conns[i].proto != e {
 		n.drop(DropUnknownConn, p)
 		return
 	}
-	c := n.conns[id-1]
+	c := n.conns[i]
 	if ip.SrcU32() != c.peerU32 {
 		n.drop(DropWrongPeer, p)
 		return
@@ -632,11 +648,16 @@ func (n *NIC) sendHost(now sim.Time, pt *nicPort) {
 // device): a complete IPv4 packet. The NIC takes ownership of b, picks the
 // plane by a hash of the flow's 5-tuple (so one flow stays on one plane and
 // in order) among ports that are up, and queues it behind the port's other
-// host packets. Bad packets and full queues are counted drops.
+// host packets. Bad packets, packets whose source address is not the
+// NIC's (spoofed) and full queues are counted drops.
 func (n *NIC) SendIP(now sim.Time, b *packet.Buffer) {
 	ip := header.IPv4(b.Data())
 	if ip.Validate() != nil {
 		n.drop(DropMalformed, b)
+		return
+	}
+	if ip.SrcU32() != n.addrU32 {
+		n.drop(DropSpoofed, b)
 		return
 	}
 	src, dst, proto, sp, dp := header.FiveTuple(ip)

@@ -28,12 +28,16 @@ const (
 	DropHostQueue
 	// DropPortDown: a host packet to send found every port down.
 	DropPortDown
+	// DropSpoofed: a host packet to send whose IPv4 source is not the
+	// NIC's address (a raw socket posing as another host).
+	DropSpoofed
 	numDropReasons
 )
 
 var dropNames = [numDropReasons]string{"malformed", "not-mine", "unknown-conn", "wrong-peer", "no-listener",
-	"no-host-port", "icrc", "host-queue-full", "port-down"}
+	"no-host-port", "icrc", "host-queue-full", "port-down", "spoofed"}
 
+// String names the drop reason in statistics and metrics.
 func (r DropReason) String() string {
 	if r < numDropReasons {
 		return dropNames[r]
@@ -61,8 +65,10 @@ type Stats struct {
 	CEReceived uint64
 	// ECTSent counts transport packets sent with ECT(0).
 	ECTSent uint64
-	// Accepted counts connections opened by the passive side.
-	Accepted uint64
+	// Accepted counts connections opened by the passive side; Refused
+	// those of them the application refused (Conn.Refuse): connection
+	// requests it did not ask for.
+	Accepted, Refused uint64
 	// CQOverruns counts completions lost because a completion queue was
 	// full.
 	CQOverruns uint64

@@ -2,6 +2,8 @@ package softnic
 
 import (
 	"bytes"
+	"errors"
+	"net"
 	"testing"
 
 	"github.com/mrlab/mrlab/internal/sim"
@@ -111,8 +113,8 @@ func TestClosedConnsRetire(t *testing.T) {
 			if after := p.a.TransportTotals(); after.Retransmits < before.Retransmits || after.Timeouts < before.Timeouts {
 				t.Errorf("totals went down: %+v -> %+v", before, after)
 			}
-			if err := src.c.PostSend(&wr); err == nil {
-				t.Error("post on a closed connection accepted")
+			if err := src.c.PostSend(&wr); !errors.Is(err, transport.ErrClosed) || !errors.Is(err, net.ErrClosed) {
+				t.Errorf("post on a closed connection: %v, want transport.ErrClosed (a net.ErrClosed)", err)
 			}
 			if p.pool.Outstanding() != 0 {
 				t.Errorf("%d buffers outstanding", p.pool.Outstanding())

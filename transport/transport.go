@@ -12,7 +12,9 @@ package transport
 
 import (
 	"errors"
+	"fmt"
 	"math/rand/v2"
+	"net"
 
 	"github.com/mrlab/mrlab/internal/sim"
 )
@@ -26,6 +28,7 @@ const (
 	RoCEv2
 )
 
+// String returns "metaroce" or "rocev2".
 func (k Kind) String() string {
 	switch k {
 	case MetaRoCE:
@@ -91,6 +94,7 @@ const (
 var statusNames = [...]string{"ok", "local protection error", "remote access error",
 	"remote invalid request", "RNR retry exceeded", "retry exceeded", "flushed", "local length error"}
 
+// String describes the status as ibv_wc_status_str would.
 func (s Status) String() string {
 	if int(s) < len(statusNames) {
 		return statusNames[s]
@@ -114,6 +118,7 @@ const (
 
 var opNames = [...]string{"", "WRITE", "WRITE_IMM", "SEND", "SEND_IMM", "READ", "RECV", "RECV_IMM"}
 
+// String returns the operation's verbs name, e.g. "WRITE_IMM".
 func (o Op) String() string {
 	if int(o) < len(opNames) && o != 0 {
 		return opNames[o]
@@ -230,6 +235,7 @@ const (
 	StateError
 )
 
+// String returns the state's name.
 func (s State) String() string {
 	return [...]string{"connecting", "established", "closed", "error"}[s]
 }
@@ -261,6 +267,12 @@ type Config struct {
 	// of that service. 0 is the service the in-lab workloads use.
 	// Acceptors ignore it.
 	Service uint16
+	// PinPort binds a single-path connection (a RoCEv2 QP) to NIC port
+	// Port, as ibv_modify_qp's port_num binds a QP to a port of a
+	// multi-port HCA; without it the transport picks the port. Multipath
+	// transports ignore both.
+	PinPort bool
+	Port    int
 }
 
 // HeaderRoom is the most header and trailer bytes any transport adds to a
@@ -273,10 +285,11 @@ type Tracer interface {
 	Tracef(now sim.Time, conn uint32, format string, args ...any)
 }
 
-// Errors returned by Post*.
+// Errors returned by Post*. ErrClosed wraps net.ErrClosed, as every
+// closed resource's error does.
 var (
 	ErrQueueFull    = errors.New("transport: send queue full")
-	ErrClosed       = errors.New("transport: connection closed")
+	ErrClosed       = fmt.Errorf("transport: connection closed: %w", net.ErrClosed)
 	ErrBadRequest   = errors.New("transport: bad work request")
 	ErrNotConnected = errors.New("transport: connection not established")
 )

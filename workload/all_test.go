@@ -138,3 +138,93 @@ func TestRunsBackToBack(t *testing.T) {
 		}
 	}
 }
+
+// TestMultiRail: with one RoCEv2 queue pair per plane (the cluster's
+// per-plane default or Conns = planes), every host pair's QPs sit on
+// distinct planes, point-to-point messages and collective chunks are
+// striped over them, every plane carries data and the data arrives
+// intact.
+func TestMultiRail(t *testing.T) {
+	const planes = 4
+	for _, s := range []Spec{
+		{Name: WriteBW, Size: 16384, Iterations: 64},
+		{Name: Permutation, Size: 16384, Iterations: 32, Conns: planes},
+		{Name: AllToAll, Size: 64 << 10, Iterations: 2},
+		{Name: AllReduce, Size: 64 << 10, Iterations: 2},
+	} {
+		t.Run(string(s.Name), func(t *testing.T) {
+			cl, _ := lab{hosts: 4, leaves: 2, planes: planes, seed: 5}.build(t)
+			cl.roceQPs = -1 // labs.PerPlane
+			s.Transport = transport.RoCEv2
+			var ports map[[2]string]map[int]bool
+			testBeforeVerify = func(r *runner) {
+				ports = map[[2]string]map[int]bool{}
+				for _, q := range r.queues {
+					for _, req := range q.reqs {
+						k := [2]string{r.cl.Hosts[req.from], r.cl.Hosts[req.to]}
+						if ports[k] == nil {
+							ports[k] = map[int]bool{}
+						}
+						ports[k][req.dial.Transport().(interface{ Port() int }).Port()] = true
+					}
+				}
+			}
+			defer func() { testBeforeVerify = nil }()
+			res, err := Run(cl, s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Conns != planes || !res.Check.OK || res.Errors != 0 {
+				t.Fatalf("conns %d, check %+v, errors %d", res.Conns, res.Check, res.Errors)
+			}
+			for k, p := range ports {
+				if len(p) != planes {
+					t.Errorf("%s->%s: QPs on planes %v, want one on each of %d", k[0], k[1], p, planes)
+				}
+			}
+			for p, u := range res.PlaneUtil {
+				if u <= 0 {
+					t.Errorf("plane %d carried nothing (%v)", p, res.PlaneUtil)
+				}
+			}
+			if s.Iterations > 0 && (s.Name == WriteBW || s.Name == Permutation) && res.Messages != int64(s.Iterations*res.Flows/planes) {
+				t.Errorf("%d messages over %d flows, want %d per host pair in all", res.Messages, res.Flows, s.Iterations)
+			}
+		})
+	}
+	// MetaRoCE keeps one connection per pair: it spans every plane.
+	cl, _ := lab{hosts: 4, leaves: 2, planes: planes, seed: 5}.build(t)
+	cl.roceQPs = -1
+	if n := cl.ConnsPerPeer(transport.MetaRoCE); n != 1 {
+		t.Errorf("MetaRoCE conns per peer %d, want 1", n)
+	}
+	if n := cl.ConnsPerPeer(transport.RoCEv2); n != planes {
+		t.Errorf("RoCEv2 conns per peer %d, want %d", n, planes)
+	}
+}
+
+// TestManyConnsFewMessages: a pair's messages are striped over its
+// connections, so a connection registers destination slots for its share
+// only — 4,000 connections of a message each fit in memory.
+func TestManyConnsFewMessages(t *testing.T) {
+	cl, _ := lab{hosts: 4, leaves: 2, seed: 2}.build(t)
+	var registered int
+	testBeforeVerify = func(r *runner) {
+		for _, mr := range r.regions {
+			registered += len(mr.Bytes())
+		}
+	}
+	defer func() { testBeforeVerify = nil }()
+	res, err := Run(cl, Spec{Name: Permutation, Transport: transport.MetaRoCE, Size: 16 << 10, QueueDepth: 2, Conns: 64, Iterations: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Messages != 4*64 || res.Flows != 4*64 {
+		t.Errorf("%d messages over %d flows, want 256 and 256", res.Messages, res.Flows)
+	}
+	// Source slots (qd per connection) and one destination slot per
+	// connection: about 12 MiB; a slot ring per connection would be 270.
+	if registered > 16<<20 {
+		t.Errorf("registered %d MiB for 256 messages of 16 KiB", registered>>20)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"github.com/mrlab/mrlab/fabric"
 	"github.com/mrlab/mrlab/internal/packet"
 	"github.com/mrlab/mrlab/internal/sim"
+	"github.com/mrlab/mrlab/labs"
 	"github.com/mrlab/mrlab/softnic"
 	"github.com/mrlab/mrlab/transport"
 	"github.com/mrlab/mrlab/transport/metaroce"
@@ -24,11 +25,23 @@ type NICOptions struct {
 	// instances for one NIC (a Protocol holds NIC-wide state, so NICs must
 	// not share them).
 	Protocols func() []transport.Protocol
+	// RoCEv2QPs is how many RoCEv2 queue pairs a workload opens between
+	// two hosts when its spec does not say (Spec.Conns 0): 0 means one,
+	// labs.PerPlane one per plane (NIC port).
+	RoCEv2QPs int
 	// Trace, if set, receives the transports' protocol decisions.
 	Trace transport.Tracer
 	// TraceFor, if set, gives each host's NIC its own tracer (so a trace
 	// line can say which host decided); it overrides Trace.
 	TraceFor func(host string) transport.Tracer
+	// SecureKeys draws every NIC's memory keys, connection ids and region
+	// addresses from crypto/rand (softnic.CryptoSource), as live labs do;
+	// otherwise they follow from the seed, as sim runs' traces need.
+	SecureKeys bool
+	// HostQueue, if set, sizes each NIC's per-port queue of host (kernel)
+	// packets from the port's rate in bits per second; otherwise softnic's
+	// default.
+	HostQueue func(rate float64) int
 }
 
 // NewCluster builds a NIC for every host of net, named and addressed as
@@ -41,16 +54,29 @@ func NewCluster(name string, loop *sim.Loop, pool *packet.Pool, net *fabric.Netw
 			return []transport.Protocol{metaroce.NewProtocol(opts.MetaRoCE), rocev2.NewProtocol(opts.RoCEv2)}
 		}
 	}
-	cl := &Cluster{Name: name, Loop: loop, Fabric: netCounters{net}}
+	cl := &Cluster{Name: name, Loop: loop, Fabric: netCounters{net}, roceQPs: opts.RoCEv2QPs}
 	for _, h := range net.Topology().Hosts {
 		trace := opts.Trace
 		if opts.TraceFor != nil {
 			trace = opts.TraceFor(h.Name)
 		}
-		nic, err := softnic.New(softnic.Config{
+		cfg := softnic.Config{
 			Name: h.Name, Addr: h.Addr, Ports: h.Ports, PathMTU: opts.PathMTU,
 			Sched: loop, Pool: pool, Seed: seed, Protocols: protos(), Trace: trace,
-		})
+		}
+		if opts.SecureKeys {
+			cfg.KeySource = softnic.CryptoSource()
+		}
+		if opts.HostQueue != nil {
+			var rate float64
+			for _, k := range net.Topology().Links {
+				if k.A.Node == h.Name || k.B.Node == h.Name {
+					rate = max(rate, k.Params.Rate)
+				}
+			}
+			cfg.HostQueue = opts.HostQueue(rate)
+		}
+		nic, err := softnic.New(cfg)
 		if err != nil {
 			return nil, fmt.Errorf("building cluster %q: %w", name, err)
 		}
@@ -89,10 +115,62 @@ func AttachNIC(net *fabric.Network, nic *softnic.NIC) error {
 	return nic.SetWires(wires...)
 }
 
+// ForLab returns the NIC options a lab's transports section sets: every
+// NIC's MetaRoCE and RoCEv2 options and RoCEv2's queue pairs per host
+// pair. `mrlab sim`, `mrlab experiment` and live labs all build their NICs
+// from it, so one lab file means one configuration.
+func ForLab(lab *labs.Lab) NICOptions {
+	t := lab.Transports
+	return NICOptions{MetaRoCE: t.MetaRoCE, RoCEv2: t.RoCEv2, RoCEv2QPs: t.RoCEv2QPs}
+}
+
+// LabSetup configures NewLabCluster.
+type LabSetup struct {
+	// Observe, if set, sees the built fabric before anything is armed on
+	// the loop (captures, trace hashes, an experiment's probes).
+	Observe func(net *fabric.Network) error
+	// NoFaults leaves the lab's fault timeline unarmed.
+	NoFaults bool
+	// NIC, if set, adjusts the lab's NIC options (command-line overrides,
+	// tracers).
+	NIC func(*NICOptions)
+}
+
+// NewLabCluster builds a lab on loop the way `mrlab sim` runs a workload
+// on it, so `mrlab experiment` and `mrlab sim` run the same simulation for
+// the same lab and seed: the fabric (lab.Build), Observe, the fault
+// timeline from the loop's now, then a NIC for every host with the lab's
+// transports section (ForLab, then NIC).
+func NewLabCluster(lab *labs.Lab, loop *sim.Loop, pool *packet.Pool, setup LabSetup) (*Cluster, *fabric.Network, error) {
+	net, err := lab.Build(loop, pool)
+	if err != nil {
+		return nil, nil, err
+	}
+	if setup.Observe != nil {
+		if err := setup.Observe(net); err != nil {
+			return nil, nil, err
+		}
+	}
+	if !setup.NoFaults && len(lab.Faults) > 0 {
+		if err := lab.ScheduleFaults(loop, net, nil); err != nil {
+			return nil, nil, err
+		}
+	}
+	opts := ForLab(lab)
+	if setup.NIC != nil {
+		setup.NIC(&opts)
+	}
+	cl, err := NewCluster(lab.Name, loop, pool, net, lab.Seed, opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	return cl, net, nil
+}
+
 // netCounters reads a fabric.Network's counters.
 type netCounters struct{ net *fabric.Network }
 
-func (c netCounters) Counters() (map[string]uint64, uint64) {
+func (c netCounters) Counters() FabricSnapshot {
 	s := c.net.Counters()
 	d := s.Drops()
 	drops := map[string]uint64{}
@@ -105,5 +183,5 @@ func (c netCounters) Counters() (map[string]uint64, uint64) {
 	for _, l := range s.Links {
 		marks += l.ECNMarks
 	}
-	return drops, marks
+	return FabricSnapshot{Drops: drops, Marks: marks, PFCPauses: s.PFCPauses()}
 }

@@ -64,7 +64,8 @@ func (c *collective) opDone(now sim.Time) bool {
 
 // a2aEngine is all-to-all: in each operation every rank WRITEs size/N
 // bytes to every other rank, into a per-sender region of the receiver's
-// buffer.
+// buffer. With C connections per pair the chunk is striped: connection k
+// carries its k-th slice.
 type a2aEngine struct {
 	collective
 	chunk  int
@@ -97,7 +98,7 @@ func (e *a2aEngine) setup(r *runner) error {
 	if int64(n)*int64(n)*int64(e.stride)*2 > memoryLimit {
 		return fmt.Errorf("%w: alltoall would register more than %d MiB", ErrBadSpec, memoryLimit>>20)
 	}
-	e.posted = make([]sim.Time, n*n)
+	e.posted = make([]sim.Time, n*n*e.spec.Conns)
 	for i, h := range e.ranks {
 		var err error
 		s, err := r.register(h, n*e.chunk, transport.AccessLocalWrite)
@@ -132,12 +133,15 @@ func (e *a2aEngine) seed(src, dst, op int) uint64 {
 
 func (e *a2aEngine) start(now sim.Time) { e.op(now) }
 
-// op starts operation e.iter: every rank writes to every other.
+// slice returns the byte range of a chunk that connection k of C carries.
+func slice(chunk, k, c int) (lo, hi int) { return chunk * k / c, chunk * (k + 1) / c }
+
+// op starts operation e.iter: every rank writes to every other, each
+// chunk striped over the pair's connections.
 func (e *a2aEngine) op(now sim.Time) {
-	n := len(e.ranks)
+	n, conns := len(e.ranks), e.spec.Conns
 	e.opStart = now
-	e.busy = n * (n - 1)
-	k := e.iter % e.spec.Conns
+	e.busy = 0
 	for i := range e.ranks {
 		for j := range e.ranks {
 			if i == j {
@@ -145,13 +149,20 @@ func (e *a2aEngine) op(now sim.Time) {
 			}
 			src := e.send[i].Bytes()[j*e.chunk : (j+1)*e.chunk]
 			fill(src, e.seed(i, j, e.iter))
-			wr := transport.WorkRequest{ID: uint64(j), Op: transport.OpWrite, NumSGE: 1,
-				RemoteAddr: e.recv[j].Addr() + uint64(i*e.stride), RKey: e.recv[j].RKey()}
-			wr.SGL[0] = e.send[i].SGE(j*e.chunk, e.chunk)
-			e.posted[i*n+j] = now
-			if err := e.conns[i][j*e.spec.Conns+k].dial.PostSend(&wr); err != nil {
-				e.r.fail(fmt.Errorf("alltoall: posting WRITE: %w", err))
-				return
+			for k := 0; k < conns; k++ {
+				lo, hi := slice(e.chunk, k, conns)
+				if lo == hi {
+					continue
+				}
+				wr := transport.WorkRequest{ID: uint64(j*conns + k), Op: transport.OpWrite, NumSGE: 1,
+					RemoteAddr: e.recv[j].Addr() + uint64(i*e.stride+lo), RKey: e.recv[j].RKey()}
+				wr.SGL[0] = e.send[i].SGE(j*e.chunk+lo, hi-lo)
+				e.posted[(i*n+j)*conns+k] = now
+				e.busy++
+				if err := e.conns[i][j*conns+k].dial.PostSend(&wr); err != nil {
+					e.r.fail(fmt.Errorf("alltoall: posting WRITE: %w", err))
+					return
+				}
 			}
 		}
 	}
@@ -159,12 +170,13 @@ func (e *a2aEngine) op(now sim.Time) {
 
 func (a *a2aRank) complete(now sim.Time, wc *softnic.Completion) {
 	e := a.e
-	n := len(e.ranks)
-	j := int(wc.ID)
+	n, conns := len(e.ranks), e.spec.Conns
+	id := int(wc.ID)
 	if wc.Status != transport.StatusOK {
 		e.r.bad(wc, "failed")
-	} else if j < n {
-		e.r.message(now, e.posted[a.rank*n+j], e.chunk)
+	} else if id < n*conns {
+		lo, hi := slice(e.chunk, id%conns, conns)
+		e.r.message(now, e.posted[a.rank*n*conns+id], hi-lo)
 	}
 	e.busy--
 	if e.busy > 0 {
@@ -220,24 +232,29 @@ func (e *a2aEngine) outstanding() string {
 // with an immediate naming the step; rank i+1 adds it into its own vector
 // (reduce-scatter, from a staging slot per step) or keeps it (all-gather,
 // written in place), then sends its next step. Elements are uint32 added
-// with wrap-around, so the expected result is exact.
+// with wrap-around, so the expected result is exact. With C connections
+// per pair there are C rings (NCCL's channels), ring k over the k-th slice
+// of every chunk on the k-th connection, each stepping on its own.
 type ringEngine struct {
 	collective
 	chunk int           // bytes, a multiple of 4
 	data  []*softnic.MR // by rank: the vector
 	stage []*softnic.MR // by rank: N-1 staging slots
 	init  [][]byte      // by rank: the initial vector
-	conns [][]*connReq  // by rank: to the next rank, Conns of them
-	ends  []*ringRank
+	conns [][]*connReq  // by rank: to the next rank, one per channel
+	ends  [][]*ringRank // by rank, channel
 }
 
+// ringRank is one rank's end of one channel's ring.
 type ringRank struct {
-	e      *ringEngine
-	rank   int
-	step   int // next step to send
-	recvd  int // steps received this operation
-	sent   int // sends completed this operation
-	posted []sim.Time
+	e       *ringEngine
+	rank    int
+	channel int
+	lo, hi  int // the channel's slice of every chunk
+	step    int // next step to send
+	recvd   int // steps received this operation
+	sent    int // sends completed this operation
+	posted  []sim.Time
 }
 
 func newRingEngine(spec Spec) *ringEngine { return &ringEngine{collective: collective{spec: spec}} }
@@ -246,10 +263,10 @@ func (e *ringEngine) setup(r *runner) error {
 	if err := e.setupRanks(r); err != nil {
 		return err
 	}
-	n := len(e.ranks)
+	n, conns := len(e.ranks), e.spec.Conns
 	e.chunk = e.spec.Size / (4 * n) * 4
-	if e.chunk == 0 {
-		return fmt.Errorf("%w: allreduce size %d is smaller than 4 bytes per host (%d hosts)", ErrBadSpec, e.spec.Size, n)
+	if e.chunk < 4*conns {
+		return fmt.Errorf("%w: allreduce size %d is smaller than 4 bytes per host and channel (%d hosts, %d channels)", ErrBadSpec, e.spec.Size, n, conns)
 	}
 	if int64(n)*int64(e.chunk)*int64(n)*3 > memoryLimit {
 		return fmt.Errorf("%w: allreduce would register more than %d MiB", ErrBadSpec, memoryLimit>>20)
@@ -257,6 +274,7 @@ func (e *ringEngine) setup(r *runner) error {
 	e.spec.Size = e.chunk * n // the vector actually reduced
 	r.res.Size = e.spec.Size
 	rw := transport.AccessLocalWrite | transport.AccessRemoteWrite
+	words := e.chunk / 4
 	for i, h := range e.ranks {
 		d, err := r.register(h, n*e.chunk, rw)
 		if err != nil {
@@ -269,13 +287,18 @@ func (e *ringEngine) setup(r *runner) error {
 		fill(d.Bytes(), msgSeed(e.spec.Seed, i, 0))
 		e.data, e.stage = append(e.data, d), append(e.stage, s)
 		e.init = append(e.init, append([]byte(nil), d.Bytes()...))
-		e.ends = append(e.ends, &ringRank{e: e, rank: i, posted: make([]sim.Time, 2*(n-1))})
+		var ends []*ringRank
+		for c := 0; c < conns; c++ {
+			lo, hi := slice(words, c, conns)
+			ends = append(ends, &ringRank{e: e, rank: i, channel: c, lo: 4 * lo, hi: 4 * hi, posted: make([]sim.Time, 2*(n-1))})
+		}
+		e.ends = append(e.ends, ends)
 	}
 	e.conns = make([][]*connReq, n)
 	for i := range e.ranks {
 		next := (i + 1) % n
-		for k := 0; k < e.spec.Conns; k++ {
-			e.conns[i] = append(e.conns[i], r.connect(e.ranks[i], e.ranks[next], e.ends[i], e.ends[next]))
+		for c := 0; c < conns; c++ {
+			e.conns[i] = append(e.conns[i], r.connect(e.ranks[i], e.ranks[next], e.ends[i][c], e.ends[next][c]))
 		}
 	}
 	return nil
@@ -287,31 +310,32 @@ func (e *ringEngine) start(now sim.Time) {
 	e.op(now)
 }
 
-func (e *ringEngine) conn(rank int) *connReq { return e.conns[rank][e.iter%e.spec.Conns] }
-
-// op starts operation e.iter: receives first, then every rank's step 0.
+// op starts operation e.iter: receives first, then every ring's step 0.
 func (e *ringEngine) op(now sim.Time) {
 	n := len(e.ranks)
 	e.opStart = now
-	e.busy = n
+	e.busy = n * e.spec.Conns
 	for i := range e.ranks {
-		in := e.conn((i - 1 + n) % n).acc
-		for s := 0; s < 2*(n-1); s++ {
-			wr := transport.WorkRequest{ID: uint64(s), Op: transport.OpRecv}
-			if err := in.PostRecv(&wr); err != nil {
-				e.r.fail(fmt.Errorf("allreduce: posting RECV: %w", err))
-				return
+		for c, rk := range e.ends[i] {
+			in := e.conns[(i-1+n)%n][c].acc
+			for s := 0; s < 2*(n-1); s++ {
+				wr := transport.WorkRequest{ID: uint64(s), Op: transport.OpRecv}
+				if err := in.PostRecv(&wr); err != nil {
+					e.r.fail(fmt.Errorf("allreduce: posting RECV: %w", err))
+					return
+				}
 			}
+			rk.step, rk.recvd, rk.sent = 0, 0, 0
 		}
-		rk := e.ends[i]
-		rk.step, rk.recvd, rk.sent = 0, 0, 0
 	}
-	for _, rk := range e.ends {
-		rk.send(now)
+	for _, ends := range e.ends {
+		for _, rk := range ends {
+			rk.send(now)
+		}
 	}
 }
 
-// send posts this rank's next step.
+// send posts this rank's next step on its channel.
 func (rk *ringRank) send(now sim.Time) {
 	e := rk.e
 	n := len(e.ranks)
@@ -323,16 +347,16 @@ func (rk *ringRank) send(now sim.Time) {
 	var rkey uint32
 	if k < n-1 { // reduce-scatter: into the next rank's staging slot k
 		c = ((rk.rank-k)%n + n) % n
-		raddr, rkey = e.stage[next].Addr()+uint64(k*e.chunk), e.stage[next].RKey()
+		raddr, rkey = e.stage[next].Addr()+uint64(k*e.chunk+rk.lo), e.stage[next].RKey()
 	} else { // all-gather: in place
 		c = ((rk.rank+1-(k-(n-1)))%n + n) % n
-		raddr, rkey = e.data[next].Addr()+uint64(c*e.chunk), e.data[next].RKey()
+		raddr, rkey = e.data[next].Addr()+uint64(c*e.chunk+rk.lo), e.data[next].RKey()
 	}
 	wr := transport.WorkRequest{ID: uint64(k), Op: transport.OpWriteImm, NumSGE: 1,
 		RemoteAddr: raddr, RKey: rkey, Imm: uint32(k)}
-	wr.SGL[0] = e.data[rk.rank].SGE(c*e.chunk, e.chunk)
+	wr.SGL[0] = e.data[rk.rank].SGE(c*e.chunk+rk.lo, rk.hi-rk.lo)
 	rk.posted[k] = now
-	if err := e.conn(rk.rank).dial.PostSend(&wr); err != nil {
+	if err := e.conns[rk.rank][rk.channel].dial.PostSend(&wr); err != nil {
 		e.r.fail(fmt.Errorf("allreduce: posting WRITE_IMM: %w", err))
 	}
 }
@@ -349,7 +373,7 @@ func (rk *ringRank) complete(now sim.Time, wc *softnic.Completion) {
 	switch wc.Op {
 	case transport.OpWriteImm:
 		if k := int(wc.ID); k < steps {
-			e.r.message(now, rk.posted[k], e.chunk)
+			e.r.message(now, rk.posted[k], rk.hi-rk.lo)
 		}
 		rk.sent++
 	case transport.OpRecvImm:
@@ -363,7 +387,7 @@ func (rk *ringRank) complete(now sim.Time, wc *softnic.Completion) {
 		if k < n-1 {
 			prev := (rk.rank - 1 + n) % n
 			c := ((prev-k)%n + n) % n
-			add(e.data[rk.rank].Bytes()[c*e.chunk:(c+1)*e.chunk], e.stage[rk.rank].Bytes()[k*e.chunk:(k+1)*e.chunk])
+			add(e.data[rk.rank].Bytes()[c*e.chunk+rk.lo:c*e.chunk+rk.hi], e.stage[rk.rank].Bytes()[k*e.chunk+rk.lo:k*e.chunk+rk.hi])
 		}
 		if rk.step < steps {
 			rk.send(now)
@@ -434,9 +458,11 @@ func (e *ringEngine) verify() DataCheck {
 
 func (e *ringEngine) outstanding() string {
 	s := fmt.Sprintf("operation %d of %d", e.iter+1, e.spec.Iterations)
-	for _, rk := range e.ends {
-		if rk.sent >= 0 {
-			s += fmt.Sprintf("; %s sent %d received %d", e.r.cl.Hosts[e.ranks[rk.rank]], rk.sent, rk.recvd)
+	for _, ends := range e.ends {
+		for _, rk := range ends {
+			if rk.sent >= 0 {
+				s += fmt.Sprintf("; %s channel %d sent %d received %d", e.r.cl.Hosts[e.ranks[rk.rank]], rk.channel, rk.sent, rk.recvd)
+			}
 		}
 	}
 	return s
@@ -446,7 +472,7 @@ func newEngine(spec Spec) (engine, error) {
 	switch spec.Name {
 	case WriteBW, SendBW, ReadBW, Permutation, Incast:
 		return newStream(spec), nil
-	case WriteLat:
+	case WriteLat, SendLat, ReadLat:
 		return newLat(spec), nil
 	case AllToAll:
 		return newA2A(spec), nil

@@ -14,6 +14,12 @@ import (
 // holding only the error if it never started; the error joins every run's
 // error.
 func Compare(build func() (*Cluster, error), spec Spec, kinds ...transport.Kind) ([]*Result, error) {
+	return CompareWith(build, spec, Run, kinds...)
+}
+
+// CompareWith is Compare running each spec with run instead of Run (a
+// caller driving the loop itself, to show progress, say).
+func CompareWith(build func() (*Cluster, error), spec Spec, run func(*Cluster, Spec) (*Result, error), kinds ...transport.Kind) ([]*Result, error) {
 	if len(kinds) == 0 {
 		kinds = []transport.Kind{transport.MetaRoCE, transport.RoCEv2}
 	}
@@ -26,7 +32,7 @@ func Compare(build func() (*Cluster, error), spec Spec, kinds ...transport.Kind)
 		}
 		s := spec
 		s.Transport = k
-		results[i], err = Run(cl, s)
+		results[i], err = run(cl, s)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%v: %w", k, err))
 		}

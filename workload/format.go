@@ -1,6 +1,7 @@
 package workload
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -11,60 +12,38 @@ import (
 	"github.com/mrlab/mrlab/internal/sim"
 )
 
-const rule = "---------------------------------------------------------------------------------------"
-
-var titles = map[Name]string{
-	WriteBW:     "RDMA_Write BW Test",
-	SendBW:      "Send BW Test",
-	ReadBW:      "RDMA_Read BW Test",
-	WriteLat:    "RDMA_Write Latency Test",
-	Permutation: "Permutation (RDMA_Write) BW Test",
-	Incast:      "Incast (RDMA_Write) BW Test",
-	AllToAll:    "All-to-all (RDMA_Write) Test",
-	AllReduce:   "Ring all-reduce (RDMA_Write_Imm) Test",
-}
-
 // usec formats a time in microseconds, perftest style.
 func usec(t sim.Time) string { return fmt.Sprintf("%.2f", t.Micros()) }
 
-// WriteText writes r as ib_write_bw (or ib_write_lat) would print it,
-// followed by mrlab's figures: completion times, retransmissions, ECN,
-// drops, plane utilisation and the data check.
-func WriteText(w io.Writer, r *Result) error {
-	var b strings.Builder
-	fmt.Fprintln(&b, rule)
-	fmt.Fprintf(&b, "                    %s\n", titles[r.Workload])
-	fmt.Fprintf(&b, " Transport       : %-12s Lab            : %s\n", r.Transport, r.Lab)
-	fmt.Fprintf(&b, " Number of qps   : %-12d Hosts          : %d\n", r.Flows, r.Hosts)
-	fmt.Fprintf(&b, " TX depth        : %-12d Streams        : %d\n", r.QueueDepth, r.Streams)
-	fmt.Fprintf(&b, " Seed            : %-12d Virtual time   : %v\n", r.Seed, r.Elapsed)
-	fmt.Fprintln(&b, rule)
-	switch {
-	case r.Latency != nil:
-		l := r.Latency
-		fmt.Fprintln(&b, " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec]")
-		fmt.Fprintf(&b, " %-6d %-13d %-14s %-12s %-18s %-16s %-15s %-23s %s\n", r.Size, l.N,
-			usec(l.Min), usec(l.Max), usec(l.P50), usec(l.Mean), usec(l.Stdev), usec(l.P99), usec(l.P999))
-	case r.AlgBWGbps > 0:
-		fmt.Fprintln(&b, " #bytes     #iterations    algbw[Gb/sec]    busbw[Gb/sec]    time/op[usec]")
-		var per sim.Time
-		if r.Iterations > 0 {
-			per = r.Elapsed / sim.Time(r.Iterations)
+// WriteText writes r as perftest would print it (ib_write_bw,
+// ib_read_lat...), followed by mrlab's figures: completion times,
+// retransmissions, ECN, drops, plane utilisation and the data check.
+func WriteText(w io.Writer, r *Result, f Format) error {
+	return WritePerftest(w, []*Result{r}, f, true)
+}
+
+// writeDetails writes mrlab's figures for rs: label and value for one
+// result; for a sweep (perftest's -a), one row per message size with the
+// figures that change with it.
+func writeDetails(b *bytes.Buffer, rs []*Result) {
+	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', 0)
+	if len(rs) > 1 {
+		fmt.Fprintln(tw, " #bytes\tgoodput [Gb/s]\tmsg time p50/p99 [us]\tretransmissions\ttimeouts\tdrops\tdata check")
+		for _, r := range rs {
+			check := "ok"
+			if !r.Check.OK {
+				check = "FAILED: " + r.Check.FirstBad
+			}
+			fmt.Fprintf(tw, " %d\t%.2f\t%s / %s\t%d\t%d\t%s\t%s\n", r.Size, r.GoodputGbps,
+				usec(r.MessageTime.P50), usec(r.MessageTime.P99), r.Retransmits, r.Timeouts, formatDrops(r.Drops), check)
 		}
-		fmt.Fprintf(&b, " %-10d %-14d %-16.2f %-16.2f %s\n", r.Size, r.Iterations, r.AlgBWGbps, r.BusBWGbps, usec(per))
-	default:
-		fmt.Fprintln(&b, " #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]")
-		fmt.Fprintf(&b, " %-10d %-14d %-18.2f %-20.2f %.6f\n", r.Size, r.Messages, r.BWPeakGbps, r.BWAverageGbps, r.MsgRateMpps)
+		tw.Flush()
+		return
 	}
-	fmt.Fprintln(&b, rule)
-	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-	for _, row := range detailRows([]*Result{r}) {
-		fmt.Fprintf(tw, " %s\t%s\n", row[0], row[1])
+	for _, row := range detailRows(rs) {
+		fmt.Fprintln(tw, " "+strings.Join(row, "\t"))
 	}
 	tw.Flush()
-	fmt.Fprintln(&b, rule)
-	_, err := io.WriteString(w, b.String())
-	return err
 }
 
 // detailRows returns (label, value per result) rows of mrlab's figures.
@@ -89,6 +68,8 @@ func detailRows(rs []*Result) [][]string {
 		label string
 		vals  []string
 	}{
+		{"lab / seed / transport", col(func(r *Result) string { return fmt.Sprintf("%s / %d / %s", r.Lab, r.Seed, r.Transport) })},
+		{"virtual time", col(func(r *Result) string { return r.Elapsed.String() })},
 		{"goodput [Gb/s]", col(func(r *Result) string { return fmt.Sprintf("%.2f", r.GoodputGbps) })},
 		{"messages", col(func(r *Result) string { return fmt.Sprint(r.Messages) })},
 		{"msg time p50/p99/max [us]", col(dist(func(r *Result) Dist { return r.MessageTime }))},
@@ -97,6 +78,7 @@ func detailRows(rs []*Result) [][]string {
 		{"timeouts", col(func(r *Result) string { return fmt.Sprint(r.Timeouts) })},
 		{"ECN marks (fabric / rcvd)", col(func(r *Result) string { return fmt.Sprintf("%d / %d", r.ECNMarks, r.CEReceived) })},
 		{"drops", col(func(r *Result) string { return formatDrops(r.Drops) })},
+		{"PFC pauses", col(func(r *Result) string { return fmt.Sprint(r.PFCPauses) })},
 		{"plane utilisation", col(func(r *Result) string { return formatUtil(r.PlaneUtil) })},
 		{"packets sent", col(func(r *Result) string { return fmt.Sprint(r.PacketsSent) })},
 		{"completion errors", col(func(r *Result) string {
@@ -185,7 +167,6 @@ func WriteComparison(w io.Writer, rs []*Result) error {
 		row("BW peak / average [Gb/s]", func(r *Result) string { return fmt.Sprintf("%.2f / %.2f", r.BWPeakGbps, r.BWAverageGbps) })
 		row("MsgRate [Mpps]", func(r *Result) string { return fmt.Sprintf("%.6f", r.MsgRateMpps) })
 	}
-	row("virtual time", func(r *Result) string { return r.Elapsed.String() })
 	for _, cells := range detailRows(rs) {
 		fmt.Fprintln(tw, strings.Join(cells, "\t"))
 	}

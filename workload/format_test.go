@@ -3,10 +3,12 @@ package workload
 import (
 	"bytes"
 	"encoding/json"
+	"net/netip"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/mrlab/mrlab/internal/sim"
 	"github.com/mrlab/mrlab/transport"
 )
@@ -30,7 +32,7 @@ func TestTextAndJSON(t *testing.T) {
 		{lat, []string{"RDMA_Write Latency Test", "t_min[usec]", "t_typical[usec]", "99% percentile[usec]", "99.9% percentile[usec]", " 2 "}},
 	} {
 		var b bytes.Buffer
-		if err := WriteText(&b, tt.r); err != nil {
+		if err := WriteText(&b, tt.r, Format{Gbits: true}); err != nil {
 			t.Fatal(err)
 		}
 		for _, w := range tt.want {
@@ -46,7 +48,7 @@ func TestTextAndJSON(t *testing.T) {
 		if err := json.Unmarshal(j.Bytes(), &back); err != nil {
 			t.Fatal(err)
 		}
-		if d := cmp.Diff(*tt.r, back); d != "" {
+		if d := cmp.Diff(*tt.r, back, cmpopts.EquateComparable(netip.Addr{})); d != "" {
 			t.Errorf("JSON round trip (-want +got):\n%s", d)
 		}
 	}
@@ -68,15 +70,6 @@ func TestSummarize(t *testing.T) {
 	}
 	if (summarize(nil) != Dist{}) {
 		t.Error("empty")
-	}
-	// A steady stream of 1000-byte completions every 80 ns is 100 Gb/s
-	// in any window.
-	var ds []done
-	for i := 1; i <= 1000; i++ {
-		ds = append(ds, done{at: sim.Time(80 * i), bytes: 1000})
-	}
-	if g := peakGbps(ds, 80*1000); g < 99 || g > 101 {
-		t.Errorf("peak %.2f Gb/s, want 100", g)
 	}
 }
 

@@ -2,6 +2,7 @@ package workload
 
 import (
 	"math"
+	"net/netip"
 	"sort"
 
 	"github.com/mrlab/mrlab/internal/sim"
@@ -20,6 +21,8 @@ type Result struct {
 	QueueDepth int    `json:"queue_depth"`
 	Conns      int    `json:"conns_per_pair"`
 	Streams    int    `json:"streams"`
+	// MTU is the path MTU: RDMA payload bytes per packet.
+	MTU int `json:"mtu"`
 
 	// Messages and Bytes count completed application messages and their
 	// payload bytes (for collectives: bytes each host contributed).
@@ -29,14 +32,28 @@ type Result struct {
 	Elapsed sim.Time `json:"elapsed_ns"`
 
 	// GoodputGbps is application bytes delivered per second, all flows
-	// together; BWAverageGbps is the same figure under perftest's name
-	// ("BW average", aggregated over QPs). BWPeakGbps is the best goodput
-	// over a sliding window of 1/20 of the run (see peakWindow).
+	// together, first post to last completion. BWAverageGbps is perftest's
+	// "BW average": the same figure, or in a duration run the bytes
+	// completed in the measured window (Window, excluding the margins)
+	// over that window. BWPeakGbps is perftest's "BW peak" (see
+	// peakGbps); 0 in duration runs, where perftest does not measure it.
 	GoodputGbps   float64 `json:"goodput_gbps"`
 	BWPeakGbps    float64 `json:"bw_peak_gbps"`
 	BWAverageGbps float64 `json:"bw_average_gbps"`
-	// MsgRateMpps is completed messages per second, in millions.
+	// MsgRateMpps is completed messages per second, in millions (in a
+	// duration run, over the measured window).
 	MsgRateMpps float64 `json:"msg_rate_mpps"`
+	// CQMod is the CQ moderation the BW peak was computed with.
+	CQMod int `json:"cq_mod,omitempty"`
+	// Duration and Window are a duration run's planned length and the
+	// measured window within it; WindowMessages completed in the window
+	// (perftest's "#iterations" for such runs).
+	Duration       sim.Time `json:"duration_ns,omitempty"`
+	Window         sim.Time `json:"window_ns,omitempty"`
+	WindowMessages int64    `json:"window_messages,omitempty"`
+	// QPs describes the connections of the perftest tests as perftest
+	// prints them (its "local address" and "remote address" lines).
+	QPs []QPInfo `json:"qps,omitempty"`
 	// AlgBWGbps and BusBWGbps are the collective's algorithm bandwidth
 	// (size / time per operation) and NCCL's bus bandwidth (algbw x
 	// 2(N-1)/N for allreduce, x (N-1)/N for alltoall).
@@ -46,10 +63,14 @@ type Result struct {
 	// MessageTime is post-to-completion per message (for collectives:
 	// per chunk WRITE); FlowTime is first post to last completion per flow
 	// (for collectives: per operation).
-	// Latency is write_lat's one-way latency (half a ping-pong round trip).
-	MessageTime Dist  `json:"message_time"`
-	FlowTime    Dist  `json:"flow_time"`
-	Latency     *Dist `json:"latency,omitempty"`
+	// Latency is the latency tests' figure computed as perftest computes
+	// it (see latencyDist): one-way (half the round trip) for write_lat
+	// and send_lat, the round trip for read_lat. In a duration run only
+	// its Mean is set, and TPS holds the round trips per second.
+	MessageTime Dist    `json:"message_time"`
+	FlowTime    Dist    `json:"flow_time"`
+	Latency     *Dist   `json:"latency,omitempty"`
+	TPS         float64 `json:"tps,omitempty"`
 
 	Retransmits uint64 `json:"retransmits"`
 	// Timeouts counts transport retransmission timeouts.
@@ -60,6 +81,9 @@ type Result struct {
 	CEReceived uint64 `json:"ce_received"`
 	// Drops counts dropped packets by cause, fabric and NICs together.
 	Drops map[string]uint64 `json:"drops"`
+	// PFCPauses counts how often PFC paused a sender (a NIC or a switch
+	// port) during the run; 0 on a fabric without PFC.
+	PFCPauses uint64 `json:"pfc_pauses"`
 	// PlaneUtil is, per plane, the bytes the sending hosts put on that
 	// plane's NIC ports over the run, as a fraction of those ports'
 	// capacity.
@@ -71,6 +95,11 @@ type Result struct {
 	// describes the first.
 	Errors     int    `json:"errors"`
 	FirstError string `json:"first_error,omitempty"`
+	// Refused counts connection requests the run did not ask for (from a
+	// host it does not connect, or beyond the connections it opens): each
+	// was refused on the wire and the run went on. A dialer that repeats
+	// its request before hearing the refusal is counted per request.
+	Refused int `json:"refused,omitempty"`
 	// Check is the data check.
 	Check DataCheck `json:"data_check"`
 }
@@ -87,6 +116,31 @@ type DataCheck struct {
 	Regions    int    `json:"regions"`
 	BadRegions int    `json:"bad_regions"`
 	FirstBad   string `json:"first_bad,omitempty"`
+}
+
+// checkSlot compares one receive slot: its first size bytes must hold the
+// pattern of the message seeded by seed, or zeros when no message landed
+// there (landed false), and the rest of the slot, the guard, must be
+// zero. where names the slot in FirstBad; it runs only for the first bad
+// slot.
+func (dc *DataCheck) checkSlot(slot []byte, size int, landed bool, seed uint64, where func() string) {
+	dc.Regions++
+	dc.Bytes += int64(len(slot))
+	region, gap := slot[:size], slot[size:]
+	ok := zero(gap)
+	if landed {
+		ok = ok && matches(region, seed)
+	} else {
+		ok = ok && zero(region)
+	}
+	if ok {
+		return
+	}
+	dc.OK = false
+	dc.BadRegions++
+	if dc.FirstBad == "" {
+		dc.FirstBad = where()
+	}
 }
 
 // Dist summarises a set of durations.
@@ -129,45 +183,39 @@ func summarize(ts []sim.Time) Dist {
 	}
 }
 
-// done is one completion's time and bytes, for the peak bandwidth.
-type done struct {
-	at    sim.Time
-	bytes int64
+// QPInfo is one connection as perftest prints it.
+type QPInfo struct {
+	Local, Remote Endpoint
 }
 
-// The peak bandwidth is measured over a window of 1/peakWindow of the run,
-// widened to hold peakMessages messages on average: completions come in
-// bursts (one ACK completes several messages), and a window holding few
-// messages would report a burst as a rate above the line rate.
-const (
-	peakWindow   = 20
-	peakMessages = 32
-)
-
-// peakGbps returns the best goodput over any window (see peakWindow) that
-// ends at a completion. ds must be in time order.
-func peakGbps(ds []done, elapsed sim.Time) float64 {
-	if elapsed <= 0 || len(ds) == 0 {
-		return 0
-	}
-	w := max(elapsed/peakWindow, elapsed*peakMessages/sim.Time(len(ds)))
-	w = min(w, elapsed)
-	var best, in int64
-	j := 0
-	for i := range ds {
-		in += ds[i].bytes
-		for ds[j].at <= ds[i].at-w {
-			in -= ds[j].bytes
-			j++
-		}
-		best = max(best, in)
-	}
-	return gbps(best, w)
+// Endpoint is one end of a connection: its queue pair (connection) number
+// and starting PSN, the buffer it exposes (RKey and VAddr, for WRITE and
+// READ tests) and its address.
+type Endpoint struct {
+	Host  string     `json:"host"`
+	QPN   uint32     `json:"qpn"`
+	PSN   uint32     `json:"psn"`
+	RKey  uint32     `json:"rkey,omitempty"`
+	VAddr uint64     `json:"vaddr,omitempty"`
+	Addr  netip.Addr `json:"addr"`
 }
 
-func gbps(bytes int64, d sim.Time) float64 {
-	if d <= 0 {
+// Interval is what completed in one reporting interval of a duration run
+// (perftest's --run_infinitely lines).
+type Interval struct {
+	Start, End sim.Time
+	Size       int
+	Messages   int64
+	Bytes      int64
+}
+
+// Gbps returns the interval's goodput in Gbit/s.
+func (iv Interval) Gbps() float64 { return gbps(iv.Bytes, iv.End-iv.Start) }
+
+// MsgRateMpps returns the interval's message rate in millions per second.
+func (iv Interval) MsgRateMpps() float64 {
+	if iv.End <= iv.Start {
 		return 0
 	}
-	return float64(bytes) * 8 / d.Seconds() / 1e9
+	return float64(iv.Messages) / (iv.End - iv.Start).Seconds() / 1e6
 }

@@ -1,7 +1,9 @@
 package workload
 
 import (
+	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sort"
 
 	"github.com/mrlab/mrlab/internal/sim"
@@ -47,6 +49,8 @@ type runner struct {
 	queues  []*pairQueue
 	pending map[[2]int]*pairQueue // (dialer, acceptor) -> queue
 	waiting int
+	// rails draws each host pair's first plane for its RoCEv2 QPs.
+	rails *rand.Rand
 
 	timer    sim.Timer
 	t0, tEnd sim.Time
@@ -56,8 +60,15 @@ type runner struct {
 	res      Result
 	msgTimes []sim.Time
 	flowTime []sim.Time
-	dones    []done
+	posts    []sim.Time // every post of a measured message, in time order
+	doneAt   []sim.Time // every completed message, in time order
 	base     counters
+
+	// Duration runs: what completed in the measured window, and in the
+	// current reporting interval.
+	winMsgs, winBytes int64
+	iv                Interval
+	ivTimer           sim.Timer
 }
 
 // endpoint is a connection end's Context: its setup request and handler.
@@ -73,6 +84,8 @@ type connReq struct {
 	accH      handler
 	dial, acc *softnic.Conn
 	ready     bool
+	// port is the plane a RoCEv2 QP is bound to.
+	port int
 }
 
 // pairQueue holds the connections one host dials to another. They are
@@ -81,23 +94,47 @@ type connReq struct {
 type pairQueue struct {
 	reqs []*connReq
 	next int // index of the request being dialed
+	// rail is the plane of the pair's first RoCEv2 QP; the k-th goes on
+	// rail+k (mod the dialer's ports).
+	rail int
 }
 
 // Start sets up spec on the cluster and, once every connection is
 // established, runs it; onDone runs on the loop when the workload has
 // finished (or failed). Start must run on the loop's goroutine.
 func Start(cl *Cluster, spec Spec, onDone func(*Result, error)) error {
+	_, err := Launch(cl, spec, onDone)
+	return err
+}
+
+// Running is a workload started with Launch.
+type Running struct{ r *runner }
+
+// ErrCancelled is the error a cancelled run ends with.
+var ErrCancelled = errors.New("workload cancelled")
+
+// Cancel ends the run now, as a failure wrapping ErrCancelled and why:
+// its connections are closed and onDone gets what was measured so far. It
+// does nothing once the run has ended. Call it on the loop's goroutine.
+func (h *Running) Cancel(why error) {
+	h.r.fail(fmt.Errorf("%s: %w: %w", h.r.spec.Name, ErrCancelled, why))
+}
+
+// Launch is Start returning a handle that can cancel the run (a live
+// lab's perf run whose client went away).
+func Launch(cl *Cluster, spec Spec, onDone func(*Result, error)) (*Running, error) {
 	if err := cl.check(); err != nil {
-		return err
+		return nil, err
 	}
-	spec, err := spec.withDefaults(cl.Hosts)
+	spec, err := spec.withDefaults(cl, cl.Hosts)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	r := &runner{cl: cl, spec: spec, onDone: onDone, pending: map[[2]int]*pairQueue{}}
+	r := &runner{cl: cl, spec: spec, onDone: onDone, pending: map[[2]int]*pairQueue{},
+		rails: sim.NewRand(spec.Seed, "workload/rails")}
 	r.eng, err = newEngine(spec)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	n := len(cl.NICs)
 	r.pd = make([]*softnic.PD, n)
@@ -105,7 +142,7 @@ func Start(cl *Cluster, spec Spec, onDone func(*Result, error)) error {
 	r.source = make([]bool, n)
 	r.poll = make([]softnic.Completion, 64)
 	if err := r.eng.setup(r); err != nil {
-		return err
+		return nil, err
 	}
 	for i, nic := range cl.NICs {
 		if r.pd[i] == nil {
@@ -115,7 +152,7 @@ func Start(cl *Cluster, spec Spec, onDone func(*Result, error)) error {
 			ConnOptions: softnic.ConnOptions{PD: r.pd[i], SendCQ: r.cq[i], RecvCQ: r.cq[i], OnState: r.onState},
 			OnConn:      r.accepted,
 		}); err != nil {
-			return fmt.Errorf("starting %s: %w", spec.Name, err)
+			return nil, fmt.Errorf("starting %s: %w", spec.Name, err)
 		}
 	}
 	now := cl.Loop.Now()
@@ -124,17 +161,19 @@ func Start(cl *Cluster, spec Spec, onDone func(*Result, error)) error {
 	r.res = Result{
 		Workload: spec.Name, Transport: spec.Transport.String(), Lab: cl.Name, Seed: spec.Seed,
 		Size: spec.Size, Iterations: spec.Iterations, QueueDepth: spec.QueueDepth,
-		Conns: spec.Conns, Streams: spec.Streams,
+		Conns: spec.Conns, Streams: spec.Streams, CQMod: spec.CQMod, Duration: spec.Duration,
+		MTU: cl.NICs[0].PathMTU(),
 	}
+	r.ivTimer.Init(func(now sim.Time, _ any) { r.interval(now) }, nil)
 	for _, q := range r.queues {
 		if err := r.dial(q.reqs[0]); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if r.waiting == 0 {
-		return fmt.Errorf("%w: %s needs at least one connection", ErrBadSpec, spec.Name)
+		return nil, fmt.Errorf("%w: %s needs at least one connection", ErrBadSpec, spec.Name)
 	}
-	return nil
+	return &Running{r}, nil
 }
 
 // Run runs spec on the cluster's loop until it finishes and returns its
@@ -193,11 +232,13 @@ func (r *runner) connect(from, to int, dialH, accH handler) *connReq {
 	req := &connReq{from: from, to: to, dialH: dialH, accH: accH}
 	k := [2]int{from, to}
 	q := r.pending[k]
+	ports := r.cl.NICs[from].Ports()
 	if q == nil {
-		q = &pairQueue{}
+		q = &pairQueue{rail: r.rails.IntN(ports)}
 		r.pending[k] = q
 		r.queues = append(r.queues, q)
 	}
+	req.port = (q.rail + len(q.reqs)) % ports
 	q.reqs = append(q.reqs, req)
 	r.waiting++
 	return req
@@ -207,6 +248,9 @@ func (r *runner) dial(req *connReq) error {
 	c, err := r.cl.NICs[req.from].Dial(r.cl.NICs[req.to].Addr(), softnic.ConnOptions{
 		Transport: r.spec.Transport, PD: r.pd[req.from], SendCQ: r.cq[req.from], RecvCQ: r.cq[req.from],
 		OnState: r.onState, Context: &endpoint{req: req, h: req.dialH},
+		// A RoCEv2 QP lives on one plane: the pair's QPs take consecutive
+		// planes (multi-rail). MetaRoCE spans every plane.
+		PinPort: r.spec.Transport == transport.RoCEv2, Port: req.port,
 	})
 	if err != nil {
 		return fmt.Errorf("setting up %s: %w", r.spec.Name, err)
@@ -216,12 +260,15 @@ func (r *runner) dial(req *connReq) error {
 }
 
 // accepted pairs an incoming connection with the request its peer is
-// dialing.
+// dialing. A connection the run did not ask for (another host's program
+// sending a connection request to the NIC's port, in a live lab) is
+// refused and counted; it does not disturb the run.
 func (r *runner) accepted(c *softnic.Conn) {
 	from, to := r.cl.byAddr(c.Peer()), r.cl.byAddr(c.NIC().Addr())
 	q := r.pending[[2]int{from, to}]
-	if q == nil || q.next >= len(q.reqs) || q.reqs[q.next].acc != nil {
-		r.fail(fmt.Errorf("%s: unexpected connection from %v to %s", r.spec.Name, c.Peer(), c.NIC().Name()))
+	if r.finished || q == nil || q.next >= len(q.reqs) || q.reqs[q.next].acc != nil {
+		r.res.Refused++
+		c.Refuse()
 		return
 	}
 	req := q.reqs[q.next]
@@ -266,7 +313,27 @@ func (r *runner) begin(now sim.Time) {
 	r.started = true
 	r.t0 = now
 	r.base = r.snapshot()
+	if r.spec.Duration > 0 && r.spec.Interval > 0 && r.spec.OnInterval != nil {
+		r.iv = Interval{Start: now, Size: r.spec.Size}
+		r.cl.Loop.Arm(&r.ivTimer, now+r.spec.Interval)
+	}
 	r.eng.start(now)
+	if r.spec.OnBegin != nil && !r.finished {
+		head := r.res
+		head.Hosts = len(r.hosts)
+		r.spec.OnBegin(&head)
+	}
+}
+
+// interval reports one interval of a duration run and starts the next.
+func (r *runner) interval(now sim.Time) {
+	r.iv.End = now
+	iv := r.iv
+	r.iv = Interval{Start: now, Size: r.spec.Size}
+	if next := now + r.spec.Interval; !r.finished && next <= r.t0+r.spec.Duration {
+		r.cl.Loop.Arm(&r.ivTimer, next)
+	}
+	r.spec.OnInterval(iv)
 }
 
 // drain polls a completion queue and hands each completion to its end.
@@ -324,12 +391,26 @@ func (r *runner) bad(wc *softnic.Completion, what string) {
 	}
 }
 
+// recordPost records the post of a measured message (for the BW peak).
+func (r *runner) recordPost(now sim.Time) { r.posts = append(r.posts, now) }
+
 // message records one completed message.
 func (r *runner) message(now, posted sim.Time, bytes int) {
 	r.res.Messages++
 	r.res.Bytes += int64(bytes)
 	r.msgTimes = append(r.msgTimes, now-posted)
-	r.dones = append(r.dones, done{at: now, bytes: int64(bytes)})
+	if r.spec.OnMessage != nil {
+		r.spec.OnMessage(now, bytes)
+	}
+	r.doneAt = append(r.doneAt, now)
+	if d := r.spec.Duration; d > 0 {
+		if m := r.spec.Margin; now >= r.t0+m && now <= r.t0+d-m {
+			r.winMsgs++
+			r.winBytes += int64(bytes)
+		}
+		r.iv.Messages++
+		r.iv.Bytes += int64(bytes)
+	}
 }
 
 // flowDone records one finished flow.
@@ -348,6 +429,7 @@ func (r *runner) fail(err error) {
 	}
 	r.finished = true
 	r.cl.Loop.Disarm(&r.timer)
+	r.cl.Loop.Disarm(&r.ivTimer)
 	if !r.started {
 		r.close()
 		r.onDone(nil, err)
@@ -370,6 +452,7 @@ func (r *runner) finish(now sim.Time) {
 	r.finished = true
 	r.tEnd = now
 	r.cl.Loop.Disarm(&r.timer)
+	r.cl.Loop.Disarm(&r.ivTimer)
 	res := &r.res
 	res.Hosts = len(r.hosts)
 	if testBeforeVerify != nil {

@@ -1,6 +1,8 @@
 // Package workload runs perftest-style and collective RDMA workloads on a
 // lab's software NICs in virtual time: write_bw, send_bw, read_bw,
-// write_lat, permutation, N-to-1 incast, all-to-all and ring all-reduce.
+// write_lat, send_lat, read_lat (perftest's tests, with its defaults and
+// its way of computing BW peak and latency percentiles), permutation,
+// N-to-1 incast, all-to-all and ring all-reduce.
 // Every workload checks at the end that the destination memory holds
 // exactly the bytes that were sent, and reports goodput, message and flow
 // completion times, retransmissions, ECN marks, drops by cause and
@@ -30,13 +32,59 @@ const (
 	SendBW      Name = "send_bw"
 	ReadBW      Name = "read_bw"
 	WriteLat    Name = "write_lat"
+	SendLat     Name = "send_lat"
+	ReadLat     Name = "read_lat"
 	Permutation Name = "permutation"
 	Incast      Name = "incast"
 	AllToAll    Name = "alltoall"
 	AllReduce   Name = "allreduce"
 )
 
-var names = []Name{WriteBW, SendBW, ReadBW, WriteLat, Permutation, Incast, AllToAll, AllReduce}
+var names = []Name{WriteBW, SendBW, ReadBW, WriteLat, SendLat, ReadLat, Permutation, Incast, AllToAll, AllReduce}
+
+// IsLatency reports whether n is one of perftest's latency tests
+// (ping-pong, one message in flight).
+func (n Name) IsLatency() bool { return n == WriteLat || n == SendLat || n == ReadLat }
+
+// IsPerftest reports whether n is one of perftest's six tests, which take
+// perftest's defaults and print perftest's report.
+func (n Name) IsPerftest() bool {
+	return n == WriteBW || n == SendBW || n == ReadBW || n.IsLatency()
+}
+
+// Perftest's defaults (perftest_parameters.h), which the six perftest
+// tests take so that a number read off mrlab compares with one read off
+// ib_write_bw run the same way.
+const (
+	// PerftestBWSize and PerftestLatSize are the default message sizes.
+	PerftestBWSize  = 65536
+	PerftestLatSize = 2
+	// PerftestWriteBWIters is ib_write_bw's default iteration count;
+	// PerftestIters every other test's.
+	PerftestWriteBWIters = 5000
+	PerftestIters        = 1000
+	// PerftestTxDepth is the bandwidth tests' send queue depth.
+	PerftestTxDepth = 128
+	// PerftestMinIters is the fewest iterations perftest accepts (its
+	// command line's rule, which mrlab's command line keeps).
+	PerftestMinIters = 5
+	// PerftestMaxSize is the largest message -a sweeps to (8 MiB).
+	PerftestMaxSize = 8 << 20
+	// perftestCQModLimit: above this message size perftest signals every
+	// completion; at or below it, one in perftestCQMod.
+	perftestCQModLimit = 8192
+	perftestCQMod      = 100
+)
+
+// SweepSizes returns the message sizes perftest's -a runs: 2 B to 8 MiB,
+// doubling.
+func SweepSizes() []int {
+	var s []int
+	for n := 2; n <= PerftestMaxSize; n *= 2 {
+		s = append(s, n)
+	}
+	return s
+}
 
 // Names lists the workloads.
 func Names() []Name { return append([]Name(nil), names...) }
@@ -60,23 +108,54 @@ type Spec struct {
 	Name Name
 	// Transport is metaroce or rocev2; 0 means MetaRoCE.
 	Transport transport.Kind
-	// Size is the message size in bytes (default 65536). For alltoall it is
+	// Size is the message size in bytes (default 65536; 2 for the
+	// latency tests, as in perftest). For alltoall it is
 	// what each host sends in one exchange, split evenly over the others
 	// (perftest's and NCCL's convention: size/N to every peer); for
 	// allreduce it is the vector being reduced.
 	Size int
 	// Iterations is the number of messages per flow, or of collective
-	// operations (default 1000 for point-to-point, 1000 for write_lat, 20
-	// for collectives).
+	// operations (perftest's defaults: 5000 for write_bw, 1000 for the
+	// other perftest tests; 1000 for permutation and incast, 20 for
+	// collectives).
 	Iterations int
-	// Duration, if set, runs bandwidth tests for this long (virtual time)
-	// instead of a fixed number of iterations.
+	// Duration, if set, runs the test for this long (virtual time)
+	// instead of a fixed number of iterations. Bandwidth tests then report
+	// no BW peak (perftest's rule) and their BW average over the window
+	// Margin after the start to Margin before the end; latency tests
+	// report perftest's duration line (average latency, transactions per
+	// second).
 	Duration sim.Time
-	// QueueDepth is the messages in flight per connection (default 16; 1
-	// for write_lat).
+	// Margin is the warm-up and cool-down excluded from a duration run's
+	// figures (perftest's -f; its default is a quarter of the duration,
+	// which callers choose; 0 here means none).
+	Margin sim.Time
+	// Interval, if set with Duration, calls OnInterval every Interval
+	// with what completed in it (perftest's --run_infinitely reports).
+	Interval   sim.Time
+	OnInterval func(Interval)
+	// OnBegin, if set, is called once every connection is up and the
+	// first messages are posted, with the result as far as it is known
+	// (the test's settings and its connections), so a caller can print a
+	// header before the figures.
+	OnBegin func(*Result)
+	// QueueDepth is the messages in flight per connection (perftest's tx
+	// depth: 128 for its bandwidth tests, capped at Iterations as perftest
+	// does; 1 for the latency tests; 16 for permutation and incast).
 	QueueDepth int
-	// Conns is the number of connections per host pair (default 1);
-	// messages of a flow are spread round-robin over them.
+	// CQMod is perftest's CQ moderation (-Q): the BW peak considers only
+	// windows ending at every CQMod-th completion, as perftest, which
+	// sees only signalled completions, does. 0 means perftest's default:
+	// 100 for messages up to 8 KiB, else 1, and never above QueueDepth.
+	CQMod int
+	// Conns is the number of connections per host pair (perftest's -q;
+	// default: the cluster's, see Cluster.ConnsPerPeer). A pair's messages
+	// are striped over them: the k-th of C connections carries messages
+	// k, k+C, ... (point-to-point), the k-th slice of every chunk
+	// (alltoall) or its own ring over the k-th slice of the vector
+	// (allreduce), as NCCL channels do. RoCEv2 queue pairs of a pair sit
+	// on consecutive planes, starting from one drawn at random per pair,
+	// so C = planes puts one on each.
 	Conns int
 	// Streams is the number of ordered streams per connection that
 	// messages are spread over (default 1; MetaRoCE only).
@@ -93,6 +172,10 @@ type Spec struct {
 	// Timeout bounds the run in virtual time (default 10s): a workload that
 	// has not finished by then fails, naming what is outstanding.
 	Timeout sim.Time
+	// OnMessage, if set, hears every completed application message (its
+	// completion time and payload bytes) as it completes: an in-process
+	// probe for goodput over time. It changes nothing in the run.
+	OnMessage func(now sim.Time, bytes int) `json:"-"`
 }
 
 // Errors a run can return.
@@ -103,9 +186,9 @@ var (
 	ErrDataDiff = errors.New("data check failed")
 )
 
-// withDefaults fills in defaults and checks the spec against a cluster of
-// hosts.
-func (s Spec) withDefaults(hosts []string) (Spec, error) {
+// withDefaults fills in defaults (connections per pair from cl, if not
+// nil) and checks the spec against a cluster of hosts.
+func (s Spec) withDefaults(cl *Cluster, hosts []string) (Spec, error) {
 	if s.Name == "" {
 		s.Name = WriteBW
 	}
@@ -116,24 +199,46 @@ func (s Spec) withDefaults(hosts []string) (Spec, error) {
 		s.Transport = transport.MetaRoCE
 	}
 	if s.Size == 0 {
-		s.Size = 65536
+		s.Size = PerftestBWSize
+		if s.Name.IsLatency() {
+			s.Size = PerftestLatSize
+		}
 	}
 	if s.Iterations == 0 {
 		switch s.Name {
 		case AllToAll, AllReduce:
 			s.Iterations = 20
+		case WriteBW:
+			s.Iterations = PerftestWriteBWIters
 		default:
-			s.Iterations = 1000
+			s.Iterations = PerftestIters
 		}
 	}
 	if s.QueueDepth == 0 {
-		s.QueueDepth = 16
-		if s.Name == WriteLat {
+		switch {
+		case s.Name.IsLatency():
 			s.QueueDepth = 1
+		case s.Name.IsPerftest():
+			s.QueueDepth = PerftestTxDepth
+			if s.Duration == 0 {
+				s.QueueDepth = min(s.QueueDepth, s.Iterations) // perftest caps tx depth at iters
+			}
+		default:
+			s.QueueDepth = 16
 		}
 	}
+	if s.CQMod == 0 {
+		s.CQMod = 1
+		if s.Size <= perftestCQModLimit {
+			s.CQMod = perftestCQMod
+		}
+	}
+	s.CQMod = max(1, min(s.CQMod, s.QueueDepth))
 	if s.Conns == 0 {
 		s.Conns = 1
+		if cl != nil && !s.Name.IsLatency() { // ping-pong runs on one connection
+			s.Conns = cl.ConnsPerPeer(s.Transport)
+		}
 	}
 	if s.Streams == 0 {
 		s.Streams = 1
@@ -157,11 +262,16 @@ func (s Spec) withDefaults(hosts []string) (Spec, error) {
 		return s, fmt.Errorf("%w: streams %d outside 1..1024", ErrBadSpec, s.Streams)
 	case s.Streams > 1 && s.Transport == transport.RoCEv2:
 		return s, fmt.Errorf("%w: rocev2 has one stream per connection (got streams %d)", ErrBadSpec, s.Streams)
-	case s.Duration < 0:
-		return s, fmt.Errorf("%w: negative duration", ErrBadSpec)
+	case s.Duration < 0 || s.Margin < 0 || s.Interval < 0:
+		return s, fmt.Errorf("%w: negative duration, margin or interval", ErrBadSpec)
+	case s.Duration > 0 && 2*s.Margin >= s.Duration:
+		return s, fmt.Errorf("%w: duration %v must exceed twice the margin %v", ErrBadSpec, s.Duration, s.Margin)
 	}
-	if s.Name == WriteLat && s.QueueDepth != 1 {
-		return s, fmt.Errorf("%w: write_lat is ping-pong, queue depth must be 1", ErrBadSpec)
+	if s.Duration == 0 && s.Iterations < s.Conns && s.Name != AllToAll && s.Name != AllReduce {
+		return s, fmt.Errorf("%w: %d iterations over %d connections per pair: every connection needs a message", ErrBadSpec, s.Iterations, s.Conns)
+	}
+	if s.Name.IsLatency() && (s.QueueDepth != 1 || s.Conns != 1 || s.Streams != 1) {
+		return s, fmt.Errorf("%w: %s is ping-pong on one connection: queue depth, conns and streams must be 1", ErrBadSpec, s.Name)
 	}
 	idx := map[string]int{}
 	for i, h := range hosts {

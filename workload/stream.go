@@ -194,8 +194,10 @@ func (e *streamEngine) setup(r *runner) error {
 	target := int64(s.Iterations)
 	if s.Duration > 0 {
 		target = -1
-	} else if int64(slots) > target {
-		slots = int(target)
+	} else if perConn := (target + int64(s.Conns) - 1) / int64(s.Conns); int64(slots) > perConn {
+		// No connection carries more than its share of the pair's
+		// messages: it needs no more slots than that.
+		slots = int(perConn)
 	}
 	stride := s.Size + guard
 	var total int64
@@ -208,8 +210,15 @@ func (e *streamEngine) setup(r *runner) error {
 	}
 	for _, p := range pairs {
 		for k := 0; k < s.Conns; k++ {
+			// The pair's messages are striped over its connections:
+			// connection k carries messages k, k+Conns, ...
+			t, n := target, slots
+			if t >= 0 {
+				t = (target - int64(k) + int64(s.Conns) - 1) / int64(s.Conns)
+				n = min(n, int(t))
+			}
 			f := &flow{e: e, id: len(e.flows), from: p[0], to: p[1], size: s.Size, stride: stride,
-				slots: slots, target: target}
+				slots: n, target: t}
 			if err := f.setup(r); err != nil {
 				return err
 			}
@@ -284,6 +293,18 @@ func (f *flow) streamTarget(st int) int64 {
 func (e *streamEngine) start(now sim.Time) {
 	e.t0 = now
 	e.active = len(e.flows)
+	if e.spec.Name.IsPerftest() {
+		for _, f := range e.flows {
+			var lmr, rmr *softnic.MR
+			switch e.op {
+			case transport.OpWrite:
+				lmr, rmr = f.src, f.dst
+			case transport.OpRead:
+				lmr, rmr = f.dst, f.remote
+			}
+			e.r.res.QPs = append(e.r.res.QPs, qpInfo(f.req, lmr, rmr))
+		}
+	}
 	if e.spec.Duration > 0 {
 		e.r.cl.Loop.At(now+e.spec.Duration, func(now sim.Time) {
 			for _, f := range e.flows {
@@ -320,6 +341,7 @@ func (f *flow) post(now sim.Time) bool {
 	f.free = f.free[:len(f.free)-1]
 	msg := f.posted
 	f.posted++
+	f.e.r.recordPost(now)
 	wr := transport.WorkRequest{ID: uint64(slot), Op: f.e.op, Stream: uint16(msg % int64(s.Streams)), NumSGE: 1}
 	inf := inflight{msg: msg, dst: -1, posted: now}
 	switch f.e.op {
@@ -445,24 +467,11 @@ func (e *streamEngine) verify() DataCheck {
 	for _, f := range e.flows {
 		mem := f.dst.Bytes()
 		for d := 0; d < f.slots; d++ {
-			region := mem[d*f.stride : d*f.stride+f.size]
-			gap := mem[d*f.stride+f.size : (d+1)*f.stride]
-			dc.Regions++
-			dc.Bytes += int64(f.stride)
-			ok := zero(gap)
-			if m := f.last[d]; m >= 0 {
-				ok = ok && matches(region, f.seed(m))
-			} else {
-				ok = ok && zero(region)
-			}
-			if !ok {
-				dc.OK = false
-				dc.BadRegions++
-				if dc.FirstBad == "" {
-					dc.FirstBad = fmt.Sprintf("flow %d (%s->%s) slot %d holding message %d",
-						f.id, e.r.cl.Hosts[f.from], e.r.cl.Hosts[f.to], d, f.last[d])
-				}
-			}
+			m := f.last[d]
+			dc.checkSlot(mem[d*f.stride:(d+1)*f.stride], f.size, m >= 0, f.seed(m), func() string {
+				return fmt.Sprintf("flow %d (%s->%s) slot %d holding message %d",
+					f.id, e.r.cl.Hosts[f.from], e.r.cl.Hosts[f.to], d, m)
+			})
 		}
 	}
 	return dc

@@ -13,8 +13,7 @@ type counters struct {
 	portTx   [][]uint64 // bytes, by NIC and port
 	retx     uint64
 	timeouts uint64
-	fabDrops map[string]uint64
-	fabMarks uint64
+	fabric   FabricSnapshot
 	pktsSent uint64
 	ceRecv   uint64
 }
@@ -36,7 +35,7 @@ func (r *runner) snapshot() counters {
 		c.timeouts += ts.Timeouts
 	}
 	if r.cl.Fabric != nil {
-		c.fabDrops, c.fabMarks = r.cl.Fabric.Counters()
+		c.fabric = r.cl.Fabric.Counters()
 	}
 	return c
 }
@@ -47,19 +46,28 @@ func (r *runner) summarise(res *Result) {
 	b := r.base
 	res.Elapsed = r.tEnd - r.t0
 	res.GoodputGbps = gbps(res.Bytes, res.Elapsed)
-	res.BWPeakGbps = peakGbps(r.dones, res.Elapsed)
+	res.BWAverageGbps = res.GoodputGbps
 	if res.Elapsed > 0 {
 		res.MsgRateMpps = float64(res.Messages) / res.Elapsed.Seconds() / 1e6
+	}
+	if d := r.spec.Duration; d > 0 {
+		// perftest measures duration runs inside the margins, and no peak.
+		res.Window = d - 2*r.spec.Margin
+		res.WindowMessages = r.winMsgs
+		res.BWAverageGbps = gbps(r.winBytes, res.Window)
+		res.MsgRateMpps = float64(r.winMsgs) / res.Window.Seconds() / 1e6
+	} else if !r.spec.Name.IsLatency() {
+		res.BWPeakGbps = peakGbps(r.posts, r.doneAt, r.spec.Size, r.spec.CQMod)
 	}
 	res.MessageTime = summarize(r.msgTimes)
 	res.FlowTime = summarize(r.flowTime)
 	res.Flows = res.FlowTime.N
-	res.BWAverageGbps = res.GoodputGbps
 	res.Retransmits = end.retx - b.retx
 	res.Timeouts = end.timeouts - b.timeouts
 	res.PacketsSent = end.pktsSent - b.pktsSent
 	res.CEReceived = end.ceRecv - b.ceRecv
-	res.ECNMarks = end.fabMarks - b.fabMarks
+	res.ECNMarks = end.fabric.Marks - b.fabric.Marks
+	res.PFCPauses = end.fabric.PFCPauses - b.fabric.PFCPauses
 	for i := range end.nic {
 		if d := end.nic[i].CQOverruns - b.nic[i].CQOverruns; d > 0 {
 			res.Errors += int(d)
@@ -69,8 +77,8 @@ func (r *runner) summarise(res *Result) {
 		}
 	}
 	res.Drops = map[string]uint64{}
-	for k, v := range end.fabDrops {
-		if d := v - b.fabDrops[k]; d > 0 {
+	for k, v := range end.fabric.Drops {
+		if d := v - b.fabric.Drops[k]; d > 0 {
 			res.Drops["fabric "+k] = d
 		}
 	}

@@ -96,22 +96,6 @@ func captureAction(c *cli.Context) error {
 	if dest == "" {
 		return usagef("capture: say where to write the capture: -w FILE, or -w - for stdout")
 	}
-	name, err := runningLab(c, c.String("lab"))
-	if err != nil {
-		return err
-	}
-	st, err := live.ReadState(c.String("run-dir"), name)
-	if err != nil {
-		return err
-	}
-
-	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if d := c.Duration("duration"); d > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, d)
-		defer cancel()
-	}
 	q := url.Values{"point": {point}}
 	if f := c.String("filter"); f != "" {
 		q.Set("filter", f)
@@ -119,11 +103,11 @@ func captureAction(c *cli.Context) error {
 	if n := c.Int("count"); n > 0 {
 		q.Set("count", strconv.Itoa(n))
 	}
-	body, err := openCapture(ctx, name, st.Socket, q)
+	ls, err := openLabStream(c, "/capture", q)
 	if err != nil {
 		return err
 	}
-	defer body.Close()
+	defer ls.Close()
 
 	var out io.Writer = c.App.Writer
 	var file *os.File
@@ -133,18 +117,18 @@ func captureAction(c *cli.Context) error {
 		}
 		out = file
 	}
-	n, copyErr := copyBlocks(out, body)
+	n, copyErr := copyBlocks(out, ls.body)
 	if file != nil {
 		if err := file.Close(); err != nil && copyErr == nil {
 			copyErr = fmt.Errorf("capture: %w", err)
 		}
 	}
 	// The end of a capture the user asked to end is not an error.
-	if copyErr != nil && ctx.Err() == nil {
+	if copyErr != nil && ls.ctx.Err() == nil {
 		return copyErr
 	}
 	if dest != "-" {
-		fmt.Fprintf(c.App.ErrWriter, "capture %s of lab %s: %d packets to %s\n", point, name, n, dest)
+		fmt.Fprintf(c.App.ErrWriter, "capture %s of lab %s: %d packets to %s\n", point, ls.name, n, dest)
 	}
 	return nil
 }
@@ -174,41 +158,71 @@ func newTraceCommand() *cli.Command {
 			if _, err := prototrace.ParseFilter(c.String("filter")); err != nil {
 				return usageError{fmt.Errorf("trace: --filter: %w", err)}
 			}
-			name, err := runningLab(c, c.String("lab"))
-			if err != nil {
-				return err
-			}
-			st, err := live.ReadState(c.String("run-dir"), name)
-			if err != nil {
-				return err
-			}
-			ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			if d := c.Duration("duration"); d > 0 {
-				var cancel context.CancelFunc
-				ctx, cancel = context.WithTimeout(ctx, d)
-				defer cancel()
+			if _, err := prototrace.ParseFabricEvents(c.String("fabric")); err != nil {
+				return usageError{fmt.Errorf("trace: --fabric: %w", err)}
 			}
 			q := url.Values{"fabric": {c.String("fabric")}}
 			if f := c.String("filter"); f != "" {
 				q.Set("filter", f)
 			}
-			body, err := openStream(ctx, name, st.Socket, "/trace", q)
+			ls, err := openLabStream(c, "/trace", q)
 			if err != nil {
 				return err
 			}
-			defer body.Close()
-			if _, err := io.Copy(c.App.Writer, body); err != nil && ctx.Err() == nil {
-				return fmt.Errorf("lab %s: trace: %w", name, err)
+			defer ls.Close()
+			if _, err := io.Copy(c.App.Writer, ls.body); err != nil && ls.ctx.Err() == nil {
+				return fmt.Errorf("lab %s: trace: %w", ls.name, err)
 			}
 			return nil
 		},
 	}
 }
 
-// openCapture asks the lab for a capture stream.
-func openCapture(ctx context.Context, lab, socket string, q url.Values) (io.ReadCloser, error) {
-	return openStream(ctx, lab, socket, "/capture", q)
+// labStream is a streaming endpoint of a running lab, open for a command
+// that reads it until the user interrupts or --duration passes (then ctx
+// is done).
+type labStream struct {
+	name    string // the lab
+	ctx     context.Context
+	body    io.ReadCloser
+	release []func()
+}
+
+// openLabStream finds the running lab (--lab, --run-dir) and GETs path
+// with q on its control socket.
+func openLabStream(c *cli.Context, path string, q url.Values) (*labStream, error) {
+	name, err := runningLab(c, c.String("lab"))
+	if err != nil {
+		return nil, err
+	}
+	st, err := live.ReadState(c.String("run-dir"), name)
+	if err != nil {
+		return nil, err
+	}
+	ls := &labStream{name: name}
+	var stop context.CancelFunc
+	ls.ctx, stop = signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
+	ls.release = append(ls.release, stop)
+	if d := c.Duration("duration"); d > 0 {
+		var cancel context.CancelFunc
+		ls.ctx, cancel = context.WithTimeout(ls.ctx, d)
+		ls.release = append(ls.release, cancel)
+	}
+	if ls.body, err = openStream(ls.ctx, name, st.Socket, path, q); err != nil {
+		ls.Close()
+		return nil, err
+	}
+	return ls, nil
+}
+
+// Close closes the stream and stops watching for interrupts.
+func (ls *labStream) Close() {
+	if ls.body != nil {
+		ls.body.Close()
+	}
+	for _, f := range ls.release {
+		f()
+	}
 }
 
 // openStream GETs a streaming endpoint of a lab's control socket.
@@ -317,10 +331,10 @@ func observeFlags() []cli.Flag {
 		&cli.StringFlag{Name: "capture-dir", Value: "captures", Usage: "directory for --capture files, one POINT.pcapng per point"},
 		&cli.StringFlag{Name: "capture-filter", Usage: "keep only matching packets in captures (host=, conn=, path=, port=)"},
 		&cli.StringFlag{Name: "telemetry", Usage: "write per-connection, per-path and per-link time series to `FILE` (.csv for CSV, else JSON lines)"},
-		&cli.StringFlag{Name: "telemetry-interval", Value: "10us", Usage: "telemetry sampling period (lab time)"},
+		&cli.StringFlag{Name: "telemetry-interval", Value: "10us", Usage: "telemetry and --record sampling period (lab time)"},
 		&cli.BoolFlag{Name: "telemetry-all-links", Usage: "sample idle link directions too"},
 		&cli.StringFlag{Name: "plot-dir", Usage: "draw telemetry plots (cwnd and rate per path, queue depth per link) into `DIR`"},
-		&cli.StringFlag{Name: "plot-format", Value: "png", Usage: "plot format: png or svg"},
+		&cli.StringFlag{Name: "plot-format", Value: "png,svg", Usage: "plot formats: png, svg or both (png,svg); PNGs are 1200x750"},
 		&cli.StringFlag{Name: "trace", Usage: "write the protocol trace (the transports' decisions) to `FILE` (- for stdout)"},
 		&cli.StringFlag{Name: "trace-filter", Usage: "keep trace lines matching host=, conn=, path=, grep=, re= (re= last)"},
 		&cli.StringFlag{Name: "trace-fabric", Value: "drops", Usage: "fabric events in the trace: none, drops, marks, corrupt (comma-separated)"},
@@ -339,10 +353,12 @@ type simObserver struct {
 	rec     *telemetry.Recorder
 	telFile string
 	plotDir string
-	plotFmt string
+	plotFmt []string
 	trace   *prototrace.Log
 	traceF  *os.File
 	traceTo string
+	// recording is --record's (web.go), nil without one.
+	recording *simRecording
 }
 
 // openSimObserver sets up captures, telemetry and the trace the flags ask for
@@ -410,11 +426,14 @@ func openSimObserver(c *cli.Context, loop *sim.Loop, net *fabric.Network, extra 
 			sinks = append(sinks, o.sink)
 		}
 		if d := c.String("plot-dir"); d != "" {
-			pf := c.String("plot-format")
-			if pf != "png" && pf != "svg" {
-				return fail(usagef("--plot-format %q: want png or svg", pf))
+			var formats []string
+			for _, pf := range strings.Split(c.String("plot-format"), ",") {
+				if pf = strings.TrimSpace(pf); pf != "png" && pf != "svg" {
+					return fail(usagef("--plot-format %q: want png, svg or png,svg", c.String("plot-format")))
+				}
+				formats = append(formats, pf)
 			}
-			o.plotDir, o.plotFmt = d, pf
+			o.plotDir, o.plotFmt = d, formats
 			o.rec = &telemetry.Recorder{}
 			sinks = append(sinks, o.rec)
 		}
@@ -428,19 +447,9 @@ func openSimObserver(c *cli.Context, loop *sim.Loop, net *fabric.Network, extra 
 		if err != nil {
 			return fail(usageError{fmt.Errorf("--trace-filter: %w", err)})
 		}
-		var events prototrace.FabricEvents
-		for _, e := range splitList(c.String("trace-fabric")) {
-			switch e {
-			case "none":
-			case "drops":
-				events |= prototrace.TraceDrops
-			case "marks":
-				events |= prototrace.TraceMarks
-			case "corrupt":
-				events |= prototrace.TraceCorrupt
-			default:
-				return fail(usagef("--trace-fabric %q: want none, drops, marks or corrupt", e))
-			}
+		events, err := prototrace.ParseFabricEvents(c.String("trace-fabric"))
+		if err != nil {
+			return fail(usageError{fmt.Errorf("--trace-fabric: %w", err)})
 		}
 		w := c.App.Writer
 		if dest != "-" {
@@ -461,37 +470,26 @@ func openSimObserver(c *cli.Context, loop *sim.Loop, net *fabric.Network, extra 
 	return o, nil
 }
 
-func splitList(s string) []string {
-	var out []string
-	for _, f := range strings.Split(s, ",") {
-		if f = strings.TrimSpace(f); f != "" {
-			out = append(out, f)
-		}
-	}
-	return out
-}
-
 func (o *simObserver) name(a netip.Addr) string { return o.names[a] }
 
 // Tracer returns the protocol tracer for host's NIC, or nil when tracing is
 // off (so transports format nothing). Lines name the peer of a connection
 // once the host's NIC has been added with AddNIC.
 func (o *simObserver) Tracer(host string) transport.Tracer {
-	if o == nil || o.trace == nil {
+	if o == nil {
 		return nil
 	}
-	return o.trace.Host(host, func(id uint32) string {
-		nic := o.nics[host]
-		if nic == nil {
-			return ""
-		}
-		for _, c := range nic.Conns() {
-			if c != nil && c.ID() == id {
+	if o.trace == nil {
+		return o.recording.tracer(host)
+	}
+	return joinTracers(o.recording.tracer(host), o.trace.Host(host, func(id uint32) string {
+		if nic := o.nics[host]; nic != nil {
+			if c := nic.Conn(id); c != nil {
 				return o.names[c.Peer()]
 			}
 		}
 		return ""
-	})
+	}))
 }
 
 // AddNIC registers a host's NIC: its connections are sampled in the
@@ -501,6 +499,7 @@ func (o *simObserver) AddNIC(host string, nic *softnic.NIC) {
 		return
 	}
 	o.nics[host] = nic
+	o.recording.addNIC(host, nic)
 	if o.sampler != nil {
 		o.sampler.AddNIC(host, nic, o.name)
 	}
@@ -525,6 +524,7 @@ func (o *simObserver) Close(now sim.Time, r *Report) error {
 			first = err
 		}
 	}
+	keep(o.recording.close(now, r))
 	if o.capture != nil {
 		keep(o.capture.Close(now))
 		if r != nil {
@@ -544,7 +544,7 @@ func (o *simObserver) Close(now sim.Time, r *Report) error {
 		if o.rec != nil {
 			if err := os.MkdirAll(o.plotDir, 0o755); err != nil {
 				keep(fmt.Errorf("--plot-dir: %w", err))
-			} else if files, err := telemetry.PlotAll(o.plotDir, o.rec.Samples, o.plotFmt); err != nil {
+			} else if files, err := telemetry.PlotAll(o.plotDir, o.rec.Samples, o.plotFmt...); err != nil {
 				keep(err)
 			} else if r != nil {
 				r.Fact("plots", "plots", fmt.Sprintf("%d in %s", len(files), filepath.Clean(o.plotDir)))

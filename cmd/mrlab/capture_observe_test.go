@@ -58,7 +58,7 @@ func observeRun(t *testing.T, args ...string) (*Report, error) {
 			cl.NICs = append(cl.NICs, nic)
 		}
 		obs.AttachCluster(cl)
-		if _, err := workload.Run(cl, workload.Spec{Name: workload.WriteBW, Transport: transport.MetaRoCE, Size: 1 << 20, Iterations: 4}); err != nil {
+		if _, err := workload.Run(cl, workload.Spec{Name: workload.WriteBW, Transport: transport.MetaRoCE, Size: 1 << 20, Iterations: 5}); err != nil {
 			return err
 		}
 		if hash.Events() == 0 {

@@ -18,7 +18,9 @@ func newExperimentCommand() *cli.Command {
 	var desc strings.Builder
 	desc.WriteString("Reproduces one of the seeds' claims in virtual time, MetaRoCE side by side with\n" +
 		"RoCEv2, prints the table and the checks against the targets, and writes NAME.csv,\n" +
-		"NAME.json and PNG/SVG plots to --out. NAME is one of:\n\n")
+		"NAME.json and PNG/SVG plots to --out. Every case runs with --seeds seeds (median and\n" +
+		"min-max in the table); every row of NAME.json carries the mrlab sim command that\n" +
+		"reproduces it. The beds are built-in labs (mrlab lab list). NAME is one of:\n\n")
 	for _, e := range experiment.All() {
 		fmt.Fprintf(&desc, "  %-14s %s\n", e.Name, e.Title)
 	}
@@ -31,9 +33,10 @@ func newExperimentCommand() *cli.Command {
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "json", Usage: "print one JSON object with the rows instead of the table"},
 			&cli.StringFlag{Name: "out", Usage: "write CSV, JSON and plots into `DIR`", Value: "results"},
-			&cli.Uint64Flag{Name: "seed", Usage: "seed of the fabric, transports and workloads", Value: 1},
+			&cli.Uint64Flag{Name: "seed", Usage: "first seed of the fabric, transports and workloads", Value: 1},
+			&cli.IntFlag{Name: "seeds", Usage: "seeds per case (seed, seed+1, ...)", Value: experiment.DefaultSeeds},
 			&cli.StringFlag{Name: "scale", Usage: "full, quick or tiny (smaller runs for a first look)", Value: "full"},
-			&cli.IntFlag{Name: "jobs", Usage: "simulations to run at once (results do not depend on it)", Value: 1},
+			&cli.IntFlag{Name: "jobs", Usage: "simulations to run at once (results do not depend on it)", DefaultText: "one per CPU"},
 			&cli.StringFlag{Name: "doc", Usage: "also write a Markdown summary of the results to `FILE` (plots linked relative to it)"},
 		},
 		Action: experimentAction,
@@ -63,13 +66,16 @@ func experimentAction(c *cli.Context) error {
 	if err != nil {
 		return usageError{err}
 	}
-	if c.Int("jobs") < 1 {
+	if c.IsSet("jobs") && c.Int("jobs") < 1 {
 		return usagef("--jobs %d: want at least 1", c.Int("jobs"))
+	}
+	if c.Int("seeds") < 1 {
+		return usagef("--seeds %d: want at least 1", c.Int("seeds"))
 	}
 	if c.Bool("json") && len(exps) > 1 {
 		return usagef("--json prints one experiment's object: name one experiment, not all")
 	}
-	cfg := experiment.Config{Seed: c.Uint64("seed"), Scale: scale, Jobs: c.Int("jobs"), Progress: c.App.ErrWriter}
+	cfg := experiment.Config{Seed: c.Uint64("seed"), Seeds: c.Int("seeds"), Scale: scale, Jobs: c.Int("jobs"), Progress: c.App.ErrWriter}
 	out := c.String("out")
 	var reports []*experiment.Report
 	for _, e := range exps {

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/mrlab/mrlab/internal/experiment"
 )
 
 func TestExperimentUsage(t *testing.T) {
@@ -18,6 +20,7 @@ func TestExperimentUsage(t *testing.T) {
 		{[]string{"experiment", "incast", "--scale", "huge"}, `unknown scale "huge"`},
 		{[]string{"experiment", "all", "--json"}, "--json prints one experiment's object"},
 		{[]string{"experiment", "incast", "--jobs", "0"}, "--jobs 0"},
+		{[]string{"experiment", "incast", "--seeds", "0"}, "--seeds 0"},
 	} {
 		code, _, errs := runCLI(t, c.args...)
 		if code != 2 || !strings.Contains(errs, c.want) {
@@ -28,21 +31,21 @@ func TestExperimentUsage(t *testing.T) {
 
 func TestExperimentRun(t *testing.T) {
 	dir := t.TempDir()
-	code, out, errs := runCLI(t, "experiment", "loss-sweep", "--scale", "tiny", "--json", "--out", dir, "--seed", "3")
+	code, out, errs := runCLI(t, "experiment", "loss-sweep", "--scale", "tiny", "--json", "--out", dir, "--seed", "3", "--seeds", "2")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
 	var doc struct {
 		Experiment string           `json:"experiment"`
-		Seed       uint64           `json:"seed"`
+		Seeds      []uint64         `json:"seeds"`
 		Rows       []map[string]any `json:"rows"`
 		Setup      []string         `json:"setup"`
 	}
 	if err := json.Unmarshal([]byte(out), &doc); err != nil {
 		t.Fatalf("--json output is not one JSON object: %v\n%s", err, out)
 	}
-	if doc.Experiment != "loss-sweep" || doc.Seed != 3 || len(doc.Rows) == 0 || len(doc.Setup) == 0 {
-		t.Errorf("JSON: experiment %q seed %d, %d rows, %d setup lines", doc.Experiment, doc.Seed, len(doc.Rows), len(doc.Setup))
+	if doc.Experiment != "loss-sweep" || len(doc.Seeds) != 2 || doc.Seeds[0] != 3 || doc.Seeds[1] != 4 || len(doc.Rows) == 0 || len(doc.Setup) == 0 {
+		t.Errorf("JSON: experiment %q seeds %v, %d rows, %d setup lines", doc.Experiment, doc.Seeds, len(doc.Rows), len(doc.Setup))
 	}
 	if _, ok := doc.Rows[0]["goodput_gbps"]; !ok {
 		t.Errorf("row lacks goodput_gbps: %v", doc.Rows[0])
@@ -54,7 +57,7 @@ func TestExperimentRun(t *testing.T) {
 	}
 	// The table form, and the results document.
 	doc2 := filepath.Join(dir, "results.md")
-	code, out, errs = runCLI(t, "experiment", "loss-sweep", "--scale", "tiny", "--out", filepath.Join(dir, "r"), "--doc", doc2)
+	code, out, errs = runCLI(t, "experiment", "loss-sweep", "--scale", "tiny", "--seeds", "1", "--out", filepath.Join(dir, "r"), "--doc", doc2)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
@@ -69,5 +72,63 @@ func TestExperimentRun(t *testing.T) {
 	}
 	if !strings.Contains(string(md), "](r/loss-sweep.png)") {
 		t.Errorf("results document does not embed r/loss-sweep.png:\n%s", md)
+	}
+}
+
+// TestExperimentRowsReproduce runs every experiment (tiny, one seed) and,
+// for one row of each (the one with the most retransmissions, RoCEv2
+// where it ran), runs the row's command as a user would and wants the
+// same goodput, retransmissions and timeouts, exactly.
+func TestExperimentRowsReproduce(t *testing.T) {
+	for _, e := range experiment.All() {
+		t.Run(e.Name, func(t *testing.T) {
+			r, err := e.Run(experiment.Config{Seed: 2, Seeds: 1, Scale: experiment.Tiny})
+			if err != nil {
+				t.Fatal(err)
+			}
+			js, err := json.Marshal(r.Rows)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var rows []struct {
+				Command     string  `json:"command"`
+				Transport   string  `json:"transport"`
+				Goodput     float64 `json:"goodput_gbps"`
+				Retransmits uint64  `json:"retransmits"`
+				Timeouts    uint64  `json:"timeouts"`
+			}
+			if err := json.Unmarshal(js, &rows); err != nil {
+				t.Fatal(err)
+			}
+			best := -1
+			for i, row := range rows {
+				if !strings.HasPrefix(row.Command, "mrlab sim ") {
+					t.Fatalf("row %d: command %q", i, row.Command)
+				}
+				if best < 0 || row.Transport == "rocev2" && (rows[best].Transport != "rocev2" || row.Retransmits > rows[best].Retransmits) ||
+					row.Transport == rows[best].Transport && row.Retransmits > rows[best].Retransmits {
+					best = i
+				}
+			}
+			row := rows[best]
+			args := append(strings.Fields(strings.TrimPrefix(row.Command, "mrlab ")), "--json")
+			code, out, errs := runCLI(t, args...)
+			var res struct {
+				Results []struct {
+					Goodput     float64 `json:"goodput_gbps"`
+					Retransmits uint64  `json:"retransmits"`
+					Timeouts    uint64  `json:"timeouts"`
+				} `json:"results"`
+			}
+			if err := json.Unmarshal([]byte(out), &res); err != nil || len(res.Results) != 1 {
+				t.Fatalf("%s: exit %d, %v, %d results\n%s", row.Command, code, err, len(res.Results), errs)
+			}
+			got := res.Results[0]
+			t.Logf("%s: goodput %v, %d retransmits, %d timeouts", row.Command, got.Goodput, got.Retransmits, got.Timeouts)
+			if got.Goodput != row.Goodput || got.Retransmits != row.Retransmits || got.Timeouts != row.Timeouts {
+				t.Errorf("%s:\n  experiment: goodput %v, %d retransmits, %d timeouts\n  command:    goodput %v, %d retransmits, %d timeouts",
+					row.Command, row.Goodput, row.Retransmits, row.Timeouts, got.Goodput, got.Retransmits, got.Timeouts)
+			}
+		})
 	}
 }

@@ -31,11 +31,11 @@ func newLabCommand() *cli.Command {
 				Name:      "show",
 				Usage:     "summarize a lab: hosts, switches, links, planes, faults",
 				ArgsUsage: "[FILE|NAME]",
-				Flags: []cli.Flag{
+				Flags: append([]cli.Flag{
 					&cli.BoolFlag{Name: "dot", Usage: "print a Graphviz graph instead (render with dot -Tsvg)"},
 					&cli.BoolFlag{Name: "links", Usage: "list every link, not just groups of alike links"},
 					&cli.BoolFlag{Name: "json", Usage: "print one JSON object"},
-				},
+				}, whatIfFlags()...), // the lab as sim --set/--impair/--fault would run it
 				Action: labShow,
 			},
 			{
@@ -70,6 +70,7 @@ func labValidate(c *cli.Context) error {
 			}
 			continue
 		}
+		printWarnings(c, lab)
 		s := lab.Summary()
 		fmt.Fprintf(c.App.Writer, "%s: ok: %s, %d hosts, %d switches, %d links, %d planes, %d faults\n",
 			lab.File, lab.Name, s.Hosts, s.Switches, s.Links, s.Planes, s.Faults)
@@ -93,7 +94,19 @@ func oneLab(c *cli.Context) (*labs.Lab, error) {
 	if len(args) == 1 {
 		arg = args[0]
 	}
-	return labs.Resolve(arg)
+	lab, err := resolveWithOverrides(c, arg)
+	if err == nil {
+		printWarnings(c, lab)
+	}
+	return lab, err
+}
+
+// printWarnings prints a lab's warnings (valid but probably unmeant
+// settings) on stderr.
+func printWarnings(c *cli.Context, lab *labs.Lab) {
+	for _, w := range lab.Warnings {
+		fmt.Fprintf(c.App.ErrWriter, "mrlab: warning: %v\n", w)
+	}
 }
 
 func labShow(c *cli.Context) error {
@@ -145,6 +158,7 @@ func showReport(lab *labs.Lab, allLinks bool) *Report {
 		r.Fact("detection_delay", "failure detection", lab.DetectionDelay)
 	}
 
+	r.Fact("transports", "transports", formatTransports(lab.Transports))
 	ht := r.Table("host_list", "Hosts", Col("name", "host", ""), Col("addr", "address", ""), Col("ports", "ports", ""))
 	for _, h := range topo.Hosts {
 		ht.Add(h.Name, h.Addr.String(), h.Ports)
@@ -185,16 +199,16 @@ func showReport(lab *labs.Lab, allLinks bool) *Report {
 	}
 	if allLinks {
 		lt := r.Table("link_list", "Links", Col("name", "link", ""), Col("a", "a", ""), Col("b", "b", ""),
-			Col("rate", "rate", ""), Col("delay", "delay", ""), Col("queue", "queue", ""), Col("ecn", "ecn", ""), Col("impair", "impair", ""))
+			Col("rate", "rate", ""), Col("delay", "delay", ""), Col("queue", "queue", ""), Col("ecn", "ecn", ""), Col("pfc", "pfc", ""), Col("impair", "impair", ""))
 		for _, k := range topo.Links {
 			p := k.Params
-			lt.Add(k.Name, endpoint(k.A), endpoint(k.B), fabric.FormatRate(p.Rate), p.Delay, labs.FormatSize(p.QueueBytes), formatECN(p.ECN), formatImpair(p.Impair))
+			lt.Add(k.Name, endpoint(k.A), endpoint(k.B), fabric.FormatRate(p.Rate), p.Delay, labs.FormatSize(p.QueueBytes), formatECN(p.ECN), formatPFC(p.PFC), formatImpair(p.Impair))
 		}
 	} else {
 		// Alike links (same class and parameters) share a row, so a
 		// 64-host lab's summary stays short and overrides stand out.
 		lt := r.Table("link_groups", "Links (alike links grouped; --links lists each)", Col("class", "class", ""), Col("count", "count", ""),
-			Col("rate", "rate", ""), Col("delay", "delay", ""), Col("queue", "queue", ""), Col("ecn", "ecn", ""), Col("impair", "impair", ""), Col("names", "names", ""))
+			Col("rate", "rate", ""), Col("delay", "delay", ""), Col("queue", "queue", ""), Col("ecn", "ecn", ""), Col("pfc", "pfc", ""), Col("impair", "impair", ""), Col("names", "names", ""))
 		type lg struct {
 			class  string
 			params fabric.LinkParams
@@ -210,7 +224,7 @@ func showReport(lab *labs.Lab, allLinks bool) *Report {
 		}
 		for _, g := range order {
 			p := g.params
-			lt.Add(g.class, len(members[g]), fabric.FormatRate(p.Rate), p.Delay, labs.FormatSize(p.QueueBytes), formatECN(p.ECN), formatImpair(p.Impair), elide(members[g], 3))
+			lt.Add(g.class, len(members[g]), fabric.FormatRate(p.Rate), p.Delay, labs.FormatSize(p.QueueBytes), formatECN(p.ECN), formatPFC(p.PFC), formatImpair(p.Impair), elide(members[g], 3))
 		}
 	}
 	ft := r.Table("faults", "Faults", Col("at", "at", ""), Col("target", "target", ""), Col("action", "action", ""), Col("impair", "impair", ""), Col("line", "line", ""))
@@ -224,7 +238,11 @@ func showReport(lab *labs.Lab, allLinks bool) *Report {
 				imp += " (" + f.Dir.String() + " only)"
 			}
 		}
-		ft.Add(f.At, f.Subject(), f.Action.String(), imp, f.Line)
+		var line any = f.Line
+		if f.Line == 0 {
+			line = "-" // from a --fault or --impair flag
+		}
+		ft.Add(f.At, f.Subject(), f.Action.String(), imp, line)
 	}
 	return r
 }
@@ -243,6 +261,46 @@ func formatECN(e fabric.ECNConfig) string {
 		return s
 	}
 	return "off"
+}
+
+func formatPFC(c fabric.PFCConfig) string {
+	if !c.Enabled() {
+		return "off"
+	}
+	return fmt.Sprintf("xoff %s xon %s", labs.FormatSize(c.XOff), labs.FormatSize(c.XOn))
+}
+
+// formatTransports spells out what the lab's transports section sets
+// (the settings comparisons hinge on), "defaults" when nothing.
+func formatTransports(t labs.Transports) string {
+	var parts []string
+	if p := t.MetaRoCE.Paths; p > 0 {
+		parts = append(parts, fmt.Sprintf("metaroce paths %d", p))
+	}
+	if h := t.MetaRoCE.HintUtilization; h > 0 {
+		parts = append(parts, fmt.Sprintf("metaroce hint_utilization %g", h))
+	}
+	switch r := t.RoCEv2; {
+	case r.AckTimeout > 0:
+		parts = append(parts, "rocev2 ack_timeout "+r.AckTimeout.String())
+	case r.Timeout > 0:
+		parts = append(parts, fmt.Sprintf("rocev2 ack_timeout %d (4.096us x 2^%d)", r.Timeout, r.Timeout))
+	}
+	if t.RoCEv2.NoDCQCN {
+		parts = append(parts, "rocev2 dcqcn off")
+	} else if t.RoCEv2.DCQCN.G != 0 {
+		parts = append(parts, "rocev2 dcqcn (own constants)")
+	}
+	switch q := t.RoCEv2QPs; {
+	case q == labs.PerPlane:
+		parts = append(parts, "rocev2 qps_per_peer per-plane")
+	case q > 0:
+		parts = append(parts, fmt.Sprintf("rocev2 qps_per_peer %d", q))
+	}
+	if len(parts) == 0 {
+		return "defaults"
+	}
+	return strings.Join(parts, ", ")
 }
 
 func formatImpair(i fabric.Impairment) string {

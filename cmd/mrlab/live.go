@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -18,10 +17,9 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/mrlab/mrlab/fabric"
+	"github.com/mrlab/mrlab/internal/packet"
 	"github.com/mrlab/mrlab/labs"
 	"github.com/mrlab/mrlab/labs/live"
-	"github.com/mrlab/mrlab/verbs"
-	"github.com/mrlab/mrlab/workload/verbsperf"
 )
 
 // The live commands: `up` brings a lab up in real network namespaces and
@@ -60,6 +58,7 @@ func newUpCommand() *cli.Command {
 			&cli.StringFlag{Name: "max-rate", Value: fabric.FormatRate(live.DefaultMaxRate), Usage: "cap every link's rate to this (tc spelling; \"0\" keeps the lab's rates)"},
 			&cli.IntFlag{Name: "mtu", Value: live.DefaultMTU, Usage: "MTU of each host's mr0"},
 			&cli.DurationFlag{Name: "lag-threshold", Value: time.Millisecond, Usage: "events later than this count as late"},
+			&cli.BoolFlag{Name: "no-realtime", Usage: "keep the lab's event loop at normal scheduling priority (by default it asks for SCHED_FIFO, so a busy machine does not make it late)"},
 			&cli.DurationFlag{Name: "timeout", Value: 30 * time.Second, Usage: "how long to wait for a background lab to come up"},
 			&cli.StringFlag{Name: "metrics", Value: live.DefaultMetricsAddr, Usage: "serve Prometheus metrics on this loopback `ADDR` (port 0 picks one; \"off\" serves none)"},
 			&cli.DurationFlag{Name: "telemetry-interval", Value: live.DefaultTelemetryInterval, Usage: "how often telemetry (metrics, mrlab top) is sampled"},
@@ -92,6 +91,15 @@ func liveUp(c *cli.Context) error {
 	if d := c.Duration("telemetry-interval"); d < live.MinTelemetryInterval {
 		return usagef("up: --telemetry-interval %v: want at least %v", d, live.MinTelemetryInterval)
 	}
+	// Zero is not "the default" here: a flag given is a flag meant.
+	if m := c.Int("mtu"); m < 576 || m > packet.MaxSize {
+		return usagef("up: --mtu %d: want 576..%d", m, packet.MaxSize)
+	}
+	for _, f := range []string{"lag-threshold", "timeout"} {
+		if d := c.Duration(f); d <= 0 {
+			return usagef("up: --%s %v: want a positive duration", f, d)
+		}
+	}
 	if os.Geteuid() != 0 {
 		return errors.New("up: needs root (network namespaces and TUN devices): run it with sudo")
 	}
@@ -116,7 +124,7 @@ func liveUp(c *cli.Context) error {
 	l, err := live.Up(ctx, lab.Name, eng, live.Options{
 		RunDir:  dir,
 		MTU:     c.Int("mtu"),
-		Pacer:   live.PacerConfig{LagThreshold: c.Duration("lag-threshold")},
+		Pacer:   live.PacerConfig{LagThreshold: c.Duration("lag-threshold"), NoRealtime: c.Bool("no-realtime")},
 		Logf:    logf,
 		Metrics: c.String("metrics"),
 	})
@@ -166,6 +174,9 @@ func upBackground(c *cli.Context, lab *labs.Lab) error {
 	args := []string{"up", "--foreground", "--run-dir", dir, "--max-rate", c.String("max-rate"),
 		"--mtu", strconv.Itoa(c.Int("mtu")), "--lag-threshold", c.Duration("lag-threshold").String(),
 		"--metrics", c.String("metrics"), "--telemetry-interval", c.Duration("telemetry-interval").String()}
+	if c.Bool("no-realtime") {
+		args = append(args, "--no-realtime")
+	}
 	if arg != "" {
 		args = append(args, arg)
 	}
@@ -184,7 +195,7 @@ func upBackground(c *cli.Context, lab *labs.Lab) error {
 	for {
 		select {
 		case err := <-exited:
-			return fmt.Errorf("lab %s failed to come up (%v):\n%s", lab.Name, err, tail(logPath, 20))
+			return fmt.Errorf("lab %s failed to come up (%w):\n%s", lab.Name, err, tail(logPath, 20))
 		case <-deadline:
 			cmd.Process.Signal(syscall.SIGTERM)
 			return fmt.Errorf("lab %s: not up after %v (log %s):\n%s", lab.Name, c.Duration("timeout"), logPath, tail(logPath, 20))
@@ -342,10 +353,20 @@ func statusReport(s live.Status, allLinks bool) *Report {
 	if s.Lag.Warnings > 0 {
 		r.Fact("lag_warnings", "WARNING", fmt.Sprintf("could not keep real time in %d periods: delays and rates are distorted", s.Lag.Warnings))
 	}
-	ht := r.Table("hosts", "Hosts", Col("name", "host", ""), Col("addr", "address", ""), Col("namespace", "namespace", ""),
-		Col("from_kernel", "from kernel", ""), Col("to_kernel", "to kernel", ""), Col("to_kernel_drops", "drops", ""))
+	if s.Lag.Priority != "" {
+		r.Fact("loop_priority", "loop priority", s.Lag.Priority)
+	}
+	// mr0's own counters are the host kernel's: its tx is towards the lab,
+	// and tx drops are packets the lab did not read in time.
+	ht := r.Table("hosts", "Hosts (mr0: the host kernel's counters of its interface)", Col("name", "host", ""), Col("addr", "address", ""), Col("namespace", "namespace", ""),
+		Col("from_kernel", "from kernel", ""), Col("to_kernel", "to kernel", ""), Col("to_kernel_drops", "drops", ""),
+		Col("mr0_tx_dropped", "mr0 tx drop", ""), Col("mr0_rx_dropped", "mr0 rx drop", ""), Col("mr0_errors", "mr0 errors", ""))
 	for _, h := range s.Hosts {
-		ht.Add(h.Name, h.Addr, h.Namespace, h.FromKernel, h.ToKernel, h.ToKernelDrops)
+		var txd, rxd, errs any = "-", "-", "-"
+		if k := h.Kernel; k != nil {
+			txd, rxd, errs = k.TxDropped, k.RxDropped, k.TxErrors+k.RxErrors
+		}
+		ht.Add(h.Name, h.Addr, h.Namespace, h.FromKernel, h.ToKernel, h.ToKernelDrops, txd, rxd, errs)
 	}
 	vt := r.Table("verbs", "Verbs clients (programs on the hosts' NICs)", Col("host", "host", ""), Col("pid", "pid", ""),
 		Col("program", "program", ""), Col("qps", "QPs", ""), Col("connected", "connected", ""), Col("mrs", "MRs", ""),
@@ -384,7 +405,7 @@ func statusReport(s live.Status, allLinks bool) *Report {
 			names = append(names, n)
 		}
 		slices.Sort(names)
-		nt := r.Table("nics", "NIC counters (non-zero)", Col("host", "host", ""), Col("counter", "counter", ""), Col("value", "value", ""))
+		nt := r.Table("nics", "NIC counters (non-zero; drops_<reason> by reason)", Col("host", "host", ""), Col("counter", "counter", ""), Col("value", "value", ""))
 		for _, n := range names {
 			keys := make([]string, 0, len(s.Engine.NICs[n]))
 			for k, v := range s.Engine.NICs[n] {
@@ -457,10 +478,16 @@ func newExecCommand() *cli.Command {
 func newFaultCommand() *cli.Command {
 	send := func(target string, actions ...string) cli.ActionFunc {
 		return func(c *cli.Context) error {
-			if c.NArg() < 2 {
+			// Flags are parsed here, not by urfave/cli, so that a
+			// negative plane number is an argument, not a flag.
+			args, err := cmdArgs(c)
+			if err != nil {
+				return err
+			}
+			if len(args) < 2 {
 				return usagef("fault %s: want NAME %s", target, strings.Join(actions, "|"))
 			}
-			f := live.FaultRequest{Target: target, Name: c.Args().Get(0), Action: c.Args().Get(1)}
+			f := live.FaultRequest{Target: target, Name: args[0], Action: args[1]}
 			ok := false
 			for _, a := range actions {
 				ok = ok || a == f.Action
@@ -468,9 +495,9 @@ func newFaultCommand() *cli.Command {
 			if !ok {
 				return usagef("fault %s %s: unknown action %q (want %s)", target, f.Name, f.Action, strings.Join(actions, ", "))
 			}
-			rest := c.Args().Slice()[2:]
+			rest := args[2:]
 			if f.Action == "impair" {
-				if len(rest) == 0 {
+				if strings.TrimSpace(strings.Join(rest, "")) == "" {
 					return usagef("fault link %s impair: want netem parameters, e.g. loss 1%% delay 100us (or \"none\")", f.Name)
 				}
 				f.Impair = rest
@@ -478,8 +505,8 @@ func newFaultCommand() *cli.Command {
 				return usagef("fault %s %s %s: unexpected %q", target, f.Name, f.Action, strings.Join(rest, " "))
 			}
 			if target == "plane" {
-				if _, err := strconv.Atoi(f.Name); err != nil {
-					return usagef("fault plane %q: want a plane number", f.Name)
+				if n, err := strconv.Atoi(f.Name); err != nil || n < 0 {
+					return usagef("fault plane %q: want a plane number (0, 1, ...)", f.Name)
 				}
 			}
 			cl, name, err := client(c)
@@ -499,141 +526,11 @@ func newFaultCommand() *cli.Command {
 		Usage: "fail, restore or impair links, switches and planes of a live lab",
 		Subcommands: []*cli.Command{
 			{Name: "link", Usage: "take a link down or up, or impair it (netem spelling)", ArgsUsage: "NAME down|up|impair NETEM...",
-				Flags: flags, Action: send("link", "down", "up", "impair")},
+				Flags: flags, Action: send("link", "down", "up", "impair"), SkipFlagParsing: true},
 			{Name: "switch", Usage: "take a switch (all its links) down or up", ArgsUsage: "NAME down|up",
-				Flags: flags, Action: send("switch", "down", "up")},
+				Flags: flags, Action: send("switch", "down", "up"), SkipFlagParsing: true},
 			{Name: "plane", Usage: "take a whole plane down or up", ArgsUsage: "N down|up",
-				Flags: flags, Action: send("plane", "down", "up")},
+				Flags: flags, Action: send("plane", "down", "up"), SkipFlagParsing: true},
 		},
 	}
-}
-
-func newPerfCommand() *cli.Command {
-	return &cli.Command{
-		Name:  "perf",
-		Usage: "run an RDMA test (write, send, read bandwidth; write_lat) between two live lab hosts through their verbs endpoints",
-		Description: "perf runs itself in the two hosts, the server in --to and the client in --from, each a\n" +
-			"program driving its host's NIC through the verbs endpoint as yours would (package verbs).\n" +
-			"Every byte is checked unless --verify=false. The result gives the run's lab time next to\n" +
-			"its wall time and the lab's worst lateness: if the lab fell behind the wall clock by more\n" +
-			"than 1% of the run, its figures are not true in wall time, the first line says LAGGING\n" +
-			"and perf exits non-zero, unless --allow-lag. Ctrl-C ends both sides.",
-		Flags: []cli.Flag{runDirFlag(), labFlag(),
-			&cli.StringFlag{Name: "from", Required: true, Usage: "client host"},
-			&cli.StringFlag{Name: "to", Required: true, Usage: "server host"},
-			&cli.StringFlag{Name: "op", Value: "write", Usage: "write, send, read (bandwidth) or write_lat (ping-pong latency)"},
-			&cli.StringFlag{Name: "transport", Usage: "metaroce or rocev2 (default: the lab's)"},
-			&cli.StringFlag{Name: "size", Value: "64KiB", Usage: "message size (write_lat: default 2 bytes)"},
-			&cli.IntFlag{Name: "count", Usage: "messages to move (0: run for --duration)"},
-			&cli.DurationFlag{Name: "duration", Value: 2 * time.Second, Usage: "how long to run when --count is 0"},
-			&cli.IntFlag{Name: "depth", Value: 16, Usage: "messages in flight"},
-			&cli.BoolFlag{Name: "verify", Value: true, Usage: "check every byte"},
-			&cli.BoolFlag{Name: "use-event", Usage: "wait for completions in the kernel instead of polling"},
-			&cli.BoolFlag{Name: "allow-lag", Usage: "exit 0 even if the lab could not keep real time during the run (the result still says so)"},
-			&cli.BoolFlag{Name: "json", Usage: "print one JSON object"},
-		},
-		Action: func(c *cli.Context) error {
-			if c.NArg() > 0 {
-				return usagef("perf: unexpected argument %q", c.Args().First())
-			}
-			op := c.String("op")
-			switch op {
-			case "write", "send", "read", "write_lat":
-			default:
-				return usagef("perf: --op %q: want write, send, read or write_lat", op)
-			}
-			sizeFlag := c.String("size")
-			if op == "write_lat" && !c.IsSet("size") {
-				sizeFlag = "2"
-			}
-			size, err := labs.ParseSize(sizeFlag)
-			if err != nil || size <= 0 {
-				return usagef("perf: --size %q: want a size such as 4KiB or 1MiB", sizeFlag)
-			}
-			name, err := runningLab(c, c.String("lab"))
-			if err != nil {
-				return err
-			}
-			req := live.PerfRequest{From: c.String("from"), To: c.String("to"), Op: op, Transport: c.String("transport"),
-				Size: size, Count: c.Int("count"), Duration: c.Duration("duration"), Depth: c.Int("depth"), Verify: c.Bool("verify")}
-			if op == "write_lat" && req.Count == 0 && !c.IsSet("duration") {
-				req.Count = 1000
-			}
-			ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			res, _, err := verbsPerf(ctx, c.String("run-dir"), name, req, c.Bool("use-event"), c.App.ErrWriter)
-			if err != nil {
-				if ctx.Err() != nil {
-					return errors.New("perf: interrupted; both sides stopped and the lab released what they held")
-				}
-				return err
-			}
-			return writePerf(c.App.Writer, req, res, c.Bool("json"), c.Bool("allow-lag"))
-		},
-	}
-}
-
-// writePerf prints a perf result, the lab's timing verdict first when it
-// lagged, and returns the error that makes perf exit non-zero: a failed
-// run, unverified data, or a lagging lab without allowLag.
-func writePerf(w io.Writer, req live.PerfRequest, res *verbsperf.Result, asJSON, allowLag bool) error {
-	var t verbs.Timing
-	if res.Timing != nil {
-		t = *res.Timing
-	}
-	if t.Lagging && !asJSON {
-		if _, err := fmt.Fprintln(w, t); err != nil {
-			return err
-		}
-	}
-	r := &Report{}
-	r.Fact("lagging", "lagging", t.Lagging)
-	r.Fact("from", "from", req.From)
-	r.Fact("to", "to", req.To)
-	r.Fact("op", "op", req.Op)
-	r.Fact("transport", "transport", res.Transport)
-	r.Fact("messages", "messages", res.Messages)
-	r.Fact("bytes", "bytes", res.Bytes)
-	if l := res.Latency; l != nil {
-		us := func(d time.Duration) string { return fmt.Sprintf("%.2f", float64(d)/1e3) }
-		r.Fact("lat_typical_us", "one-way latency, typical (us)", us(l.P50))
-		r.Fact("lat_min_us", "one-way latency, min (us)", us(l.Min))
-		r.Fact("lat_p99_us", "one-way latency, 99% (us)", us(l.P99))
-	} else {
-		r.Fact("elapsed", "elapsed (wall time)", res.Elapsed.String())
-		r.Fact("goodput_gbps", "goodput (Gbit/s)", fmt.Sprintf("%.3f", res.Goodput/1e9))
-	}
-	r.Fact("run_lab_time", "run: lab time", t.LabTime.String())
-	r.Fact("run_wall_time", "run: wall time", t.WallTime.String())
-	r.Fact("max_lateness", "lab's worst lateness", t.MaxLateness.String())
-	r.Fact("verified", "verified", res.Verified)
-	r.Fact("errors", "errors", res.Errors)
-	r.Fact("status", "status", res.Status)
-	counters := perfCounters(res)
-	keys := make([]string, 0, len(counters))
-	for k := range counters {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	tb := r.Table("counters", "Connection counters (client side)", Col("name", "counter", ""), Col("value", "value", ""))
-	for _, k := range keys {
-		tb.Add(k, counters[k])
-	}
-	var err error
-	if asJSON {
-		err = r.WriteJSON(w)
-	} else {
-		err = r.WriteText(w)
-	}
-	if err != nil {
-		return err
-	}
-	switch {
-	case res.Errors > 0 || res.Status != "ok" || (req.Verify && !res.Verified):
-		return fmt.Errorf("perf %s->%s: %s, %d errors, verified=%v", req.From, req.To, res.Status, res.Errors, res.Verified)
-	case t.Lagging && !allowLag:
-		return fmt.Errorf("perf %s->%s: the lab could not keep real time during the run (worst lateness %v over %v of lab time); its figures are not true in wall time (--allow-lag accepts them)",
-			req.From, req.To, t.MaxLateness, t.LabTime)
-	}
-	return nil
 }

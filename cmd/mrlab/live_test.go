@@ -137,6 +137,11 @@ func TestClientCommandsAgainstARunningLab(t *testing.T) {
 		{[]string{"fault", "plane", "1", "down"}, 0, "plane 1 down"},
 		{[]string{"fault", "plane", "5", "down"}, 1, "plane"},
 		{[]string{"fault", "plane", "x", "down"}, 2, "plane number"},
+		{[]string{"fault", "plane", "-1", "down"}, 2, `fault plane "-1": want a plane number`},
+		{[]string{"fault", "link", "h0-p0", "impair", ""}, 2, "want netem parameters"},
+		{[]string{"fault", "link", "h0-p0", "impair"}, 2, "want netem parameters"},
+		{[]string{"fault", "plane", "1", "up"}, 0, "plane 1 up"},
+		{[]string{"fault", "plane", "1", "down", "--lab", name}, 0, "plane 1 down"},
 		{[]string{"fault", "plane", "1", "up"}, 0, "plane 1 up"},
 	} {
 		args := append(append([]string{tc.args[0], tc.args[1]}, rd...), tc.args[2:]...)
@@ -181,6 +186,10 @@ func TestClientCommandsAgainstARunningLab(t *testing.T) {
 // client commands: trace streams loss reactions, top --once shows the
 // connection, status names the metrics endpoint, which serves Prometheus
 // text with the lab's metrics.
+// topConn matches mrlab top's row of the h0->h2 MetaRoCE connection (live
+// labs number connections from a random base).
+var topConn = regexp.MustCompile(`h0 h2 \d+ metaroce`)
+
 func TestObservabilityCommands(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a perf run in real time")
@@ -237,11 +246,11 @@ func TestObservabilityCommands(t *testing.T) {
 			t.Fatalf("top --once: code %d: %s", code, errs)
 		}
 		top = squash(out)
-		if strings.Contains(top, "h0 h2 1 metaroce") || time.Now().After(deadline) {
+		if topConn.MatchString(top) || time.Now().After(deadline) {
 			break
 		}
 	}
-	if !strings.Contains(top, "h0 h2 1 metaroce") || !strings.Contains(top, "Busiest paths") || !strings.Contains(top, "h0-p0:AtoB") {
+	if !topConn.MatchString(top) || !strings.Contains(top, "Busiest paths") || !strings.Contains(top, "h0-p0:AtoB") {
 		t.Errorf("top --once during the run lacks the h0->h2 connection or h0's link:\n%s", top)
 	}
 	p := <-perf
@@ -271,7 +280,7 @@ func TestObservabilityCommands(t *testing.T) {
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != 200 || !strings.Contains(string(body), `mrlab_link_tx_bytes_total{link="h0-p0:AtoB"}`) {
+	if resp.StatusCode != 200 || !strings.Contains(string(body), `mrlab_link_transmit_bytes_total{direction="AtoB",link="h0-p0"}`) {
 		t.Errorf("GET %s: %s\n%.500s", metricsURL, resp.Status, body)
 	}
 	// A bad trace filter is a usage error, before the lab is asked.
@@ -401,11 +410,11 @@ func TestLiveCLI(t *testing.T) {
 		if code != 0 {
 			t.Fatalf("top --once: code %d\n%s", code, out)
 		}
-		if top = squash(out); strings.Contains(top, "h0 h2 1 metaroce") || time.Now().After(deadline) {
+		if top = squash(out); topConn.MatchString(top) || time.Now().After(deadline) {
 			break
 		}
 	}
-	if !strings.Contains(top, "h0 h2 1 metaroce") {
+	if !topConn.MatchString(top) {
 		t.Errorf("top --once during perf lacks the connection:\n%s", top)
 	}
 	if out := <-perfed; !strings.HasPrefix(out, "code 0") || !strings.Contains(squash(out), "verified: true") {
@@ -419,13 +428,95 @@ func TestLiveCLI(t *testing.T) {
 		!strings.Contains(out, "fabric: drop (impairment) at h0-p0") {
 		t.Errorf("trace of a lossy run lacks loss reactions or drops:\n%.2000s", out)
 	}
+	t.Run("ctrl-c frees the lab", func(t *testing.T) {
+		// Ctrl-C on a long perf run ends both its sides: within a second
+		// the lab lists no verbs client (it freed what they held), and the
+		// next perf between the same hosts runs.
+		verbsClients := func() int {
+			cl, err := live.Dial(dir, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			st, err := cl.Status(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			n := 0
+			for _, h := range st.Hosts {
+				n += len(h.Verbs)
+			}
+			return n
+		}
+		long := exec.Command(bin, "perf", "--from", "h0", "--to", "h2", "--duration", "60s")
+		long.Env = append(os.Environ(), "MRLAB_RUN_DIR="+dir)
+		var lout strings.Builder
+		long.Stdout, long.Stderr = &lout, &lout
+		if err := long.Start(); err != nil {
+			t.Fatal(err)
+		}
+		// Until both sides are the lab's verbs clients.
+		for i := 0; verbsClients() < 2; i++ {
+			if i == 100 {
+				long.Process.Kill()
+				long.Wait()
+				t.Fatalf("the long run never started:\n%s", lout.String())
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		long.Process.Signal(os.Interrupt)
+		long.Wait()
+		freed := time.Now()
+		for verbsClients() != 0 {
+			if time.Since(freed) > time.Second {
+				t.Fatalf("the lab still lists verbs clients a second after Ctrl-C on perf:\n(interrupted run: %s)", lout.String())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		t.Logf("lab free %v after Ctrl-C", time.Since(freed))
+		if !strings.Contains(lout.String(), "interrupted") {
+			t.Errorf("interrupted perf does not say so:\n%s", lout.String())
+		}
+		if code, out := sh("perf", "--from", "h0", "--to", "h2", "-n", "5", "--allow-lag"); code != 0 {
+			t.Errorf("perf after Ctrl-C: code %d\n%s", code, out)
+		}
+	})
+	t.Run("scripts", func(t *testing.T) {
+		// The fault scripts users copy, on this lab, briefly.
+		script := func(name string, env ...string) (int, string) {
+			cmd := exec.Command("bash", filepath.Join("..", "..", "scripts", name))
+			cmd.Env = append(append(os.Environ(), "MRLAB_RUN_DIR="+dir, "MRLAB="+bin, "ALLOW_LAG=1", "FROM=h0", "TO=h2"), env...)
+			out, err := cmd.CombinedOutput()
+			if ee, ok := err.(*exec.ExitError); ok {
+				return ee.ExitCode(), string(out)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			return 0, string(out)
+		}
+		// Every plane's host link by default: a single-path transport is
+		// lossy on whichever plane its connection uses.
+		code, out := script("loss-ramp.sh", "LOSSES=0% 1%", "DURATION=300ms")
+		if code != 0 || !strings.Contains(out, "# lossy links: h0-p0 h0-p1") || !regexp.MustCompile(`(?m)^1%\s+[0-9.]+`).MatchString(out) {
+			t.Errorf("loss-ramp.sh: code %d\n%s", code, out)
+		}
+		code, out = script("flap-spine.sh", "DURATION=1s", "PERIOD=0.1", "LINK=p0-leaf0-spine0")
+		if code != 0 || !regexp.MustCompile(`every [0-9.]+s on average \(asked 0.1s\)`).MatchString(out) {
+			t.Errorf("flap-spine.sh: code %d\n%s", code, out)
+		}
+		code, out = script("plane-drill.sh", "DURATION=1500ms", "BEFORE=0.3", "HOLD=0.5", "PLANE=1")
+		before, after, _ := strings.Cut(out, "status after the drill")
+		if code != 0 || !strings.Contains(before, "status before the drill") || strings.Count(before, "uptime:") != 1 || strings.Count(after, "uptime:") != 1 {
+			t.Errorf("plane-drill.sh: code %d, want a status before and one after\n%s", code, out)
+		}
+	})
 	resp, err := http.Get(st.Metrics)
 	if err != nil {
 		t.Fatal(err)
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if !strings.Contains(string(body), `mrlab_link_tx_bytes_total{link="h0-p0:AtoB"}`) {
+	if !strings.Contains(string(body), `mrlab_link_transmit_bytes_total{direction="AtoB",link="h0-p0"}`) {
 		t.Errorf("GET %s: %s\n%.500s", st.Metrics, resp.Status, body)
 	}
 	if code, out := sh("down"); code != 0 {
@@ -436,6 +527,42 @@ func TestLiveCLI(t *testing.T) {
 			t.Errorf("namespace of %s left after down", h)
 		}
 	}
+	t.Run("lagging lab", func(t *testing.T) {
+		// b2b at its file's 100 Gbit/s (--max-rate 0) cannot keep real
+		// time: perf says so on its first line and exits non-zero, and
+		// --allow-lag accepts the figures, still saying so.
+		src, err := labs.Source("b2b")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lname := fmt.Sprintf("lag%d", os.Getpid()%100000)
+		lfile := filepath.Join(t.TempDir(), "b2b.yaml")
+		if err := os.WriteFile(lfile, []byte(strings.Replace(string(src), "name: b2b", "name: "+lname, 1)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if code, out := sh("up", "--max-rate", "0", lfile); code != 0 {
+			t.Fatalf("up --max-rate 0: %d\n%s", code, out)
+		}
+		defer sh("down", lname)
+		code, out := sh("perf", "--lab", lname, "--from", "h0", "--to", "h1", "--duration", "300ms")
+		first, _, _ := strings.Cut(out, "\n")
+		if code == 0 || !strings.HasPrefix(first, "LAGGING: the lab fell up to ") {
+			t.Errorf("perf on a lagging lab: code %d, first line %q\n%s", code, first, out)
+		}
+		code, out = sh("perf", "--lab", lname, "--from", "h0", "--to", "h1", "--duration", "200ms", "--allow-lag")
+		if code != 0 || !strings.HasPrefix(out, "LAGGING") || !strings.Contains(squash(out), "verified: true") {
+			t.Errorf("perf --allow-lag on a lagging lab: code %d\n%s", code, out)
+		}
+		// loss-ramp's default on a back-to-back lab: its one link.
+		ramp := exec.Command("bash", filepath.Join("..", "..", "scripts", "loss-ramp.sh"))
+		ramp.Env = append(os.Environ(), "MRLAB_RUN_DIR="+dir, "MRLAB="+bin, "ALLOW_LAG=1", "LAB="+lname, "LOSSES=0%", "DURATION=100ms", "TRANSPORT=rocev2")
+		if out, err := ramp.CombinedOutput(); err != nil || !strings.Contains(string(out), "# lossy links: p0-h0-h1") {
+			t.Errorf("loss-ramp.sh on b2b: %v\n%s", err, out)
+		}
+		if code, out := sh("down", lname); code != 0 {
+			t.Errorf("down %s: %d\n%s", lname, code, out)
+		}
+	})
 	after, err := hostns.TakeSnapshot(nil)
 	if err != nil {
 		t.Fatal(err)

@@ -17,9 +17,12 @@ import (
 	"io"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/mrlab/mrlab/labs"
 )
 
 // commands are the registered command constructors.
@@ -51,11 +54,13 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 	}
 	sort.Slice(cmds, func(i, j int) bool { return cmds[i].Name < cmds[j].Name })
 	for _, c := range cmds {
-		markUsage(c)
+		markUsage(c, "mrlab")
 	}
+	cmds = append(cmds, newHelpCommand(nil, "mrlab"))
 	app := &cli.App{
 		Name:     "mrlab",
 		Usage:    "run a MetaRoCE cluster on one Linux box",
+		Version:  versionString(),
 		Commands: cmds,
 		Writer:   stdout,
 		// ErrWriter also decides whether progress bars are drawn: only
@@ -63,38 +68,142 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		ErrWriter: stderr,
 		// Errors are printed once, by run, with the right exit status.
 		ExitErrHandler: func(*cli.Context, error) {},
-		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
-			return usageError{err}
+		OnUsageError: func(c *cli.Context, err error, _ bool) error {
+			return usageError{withFlagSuggestion(err, c.App.Flags)}
 		},
 		Action: func(c *cli.Context) error {
 			if c.Args().Present() {
-				return usagef("unknown command %q (see mrlab help)", c.Args().First())
+				return unknownCommand(c.Args().First(), "mrlab", c.App.Commands)
 			}
 			return cli.ShowAppHelp(c)
 		},
-		HideVersion:          true,
+		HideHelpCommand:      true, // newHelpCommand instead
 		EnableBashCompletion: true,
 	}
 	return app
 }
 
-// markUsage makes flag-parsing errors of c and its subcommands usage
-// errors, and unknown subcommands of a command group an error too.
-func markUsage(c *cli.Command) {
-	if c.OnUsageError == nil {
-		c.OnUsageError = func(_ *cli.Context, err error, _ bool) error { return usageError{err} }
+// unknownCommand is the usage error for a command name that is not one of
+// cmds (the commands of group, "mrlab" or "mrlab lab"...).
+func unknownCommand(name, group string, cmds []*cli.Command) error {
+	var names []string
+	for _, c := range cmds {
+		names = append(names, c.Names()...)
 	}
-	if len(c.Subcommands) > 0 && c.Action == nil {
-		name := c.Name
-		c.Action = func(ctx *cli.Context) error {
-			if ctx.Args().Present() {
-				return usagef("unknown command %q for %s (see mrlab %s help)", ctx.Args().First(), name, name)
-			}
-			return cli.ShowSubcommandHelp(ctx)
+	hint := "see " + group + " help"
+	if best, ok := labs.Closest(name, names); ok {
+		hint = "did you mean " + group + " " + best + "?"
+	}
+	return usagef("unknown command %q for %s (%s)", name, group, hint)
+}
+
+// withFlagSuggestion adds "did you mean --x?" to a "flag provided but not
+// defined" error when one of flags is close to the name given.
+func withFlagSuggestion(err error, flags []cli.Flag) error {
+	const undefined = "flag provided but not defined: "
+	msg := err.Error()
+	i := strings.Index(msg, undefined)
+	if i < 0 {
+		return err
+	}
+	given := strings.TrimLeft(strings.Fields(msg[i+len(undefined):])[0], "-")
+	given, _, _ = strings.Cut(given, "=")
+	var names []string
+	for _, f := range flags {
+		names = append(names, f.Names()...)
+	}
+	best, ok := labs.Closest(given, names)
+	if !ok {
+		return err
+	}
+	dashes := "--"
+	if len(best) == 1 {
+		dashes = "-"
+	}
+	return fmt.Errorf("%w (did you mean %s%s?)", err, dashes, best)
+}
+
+// groupHelpTemplate is urfave/cli's subcommand help with the commands
+// listed from VisibleCommands: its own template lists them by category,
+// which stays empty until the group has run, so `mrlab help lab` showed
+// none.
+var groupHelpTemplate = strings.Replace(cli.SubcommandHelpTemplate,
+	`{{template "visibleCommandCategoryTemplate" .}}`, `{{template "visibleCommandTemplate" .}}`, 1)
+
+// markUsage makes flag-parsing errors of c and its subcommands usage
+// errors (with a suggestion for a mistyped flag), unknown subcommands of a
+// command group an error too, and gives groups a help that lists their
+// commands. parent is the command line above c ("mrlab").
+func markUsage(c *cli.Command, parent string) {
+	full := parent + " " + c.Name
+	if c.OnUsageError == nil {
+		flags := c.Flags
+		c.OnUsageError = func(_ *cli.Context, err error, _ bool) error {
+			return usageError{withFlagSuggestion(err, flags)}
 		}
 	}
-	for _, s := range c.Subcommands {
-		markUsage(s)
+	if len(c.Subcommands) > 0 {
+		c.CustomHelpTemplate = groupHelpTemplate
+		c.HideHelpCommand = true
+		for _, s := range c.Subcommands {
+			markUsage(s, full)
+		}
+		c.Subcommands = append(c.Subcommands, newHelpCommand(c, full))
+		if c.Action == nil {
+			subs := c.Subcommands
+			c.Action = func(ctx *cli.Context) error {
+				if ctx.Args().Present() {
+					return unknownCommand(ctx.Args().First(), full, subs)
+				}
+				return cli.ShowSubcommandHelp(ctx)
+			}
+		}
+	}
+}
+
+// newHelpCommand is `help [COMMAND...]` for the app (group nil) or a
+// command group: it lists the commands, or shows one command's help, a
+// group's with its subcommands. An unknown name is a usage error with a
+// suggestion.
+func newHelpCommand(group *cli.Command, prefix string) *cli.Command {
+	return &cli.Command{
+		Name: "help", Aliases: []string{"h"}, ArgsUsage: "[COMMAND [SUBCOMMAND]]",
+		Usage: "list the commands, or show one command's help",
+		Action: func(c *cli.Context) error {
+			cmds := c.App.Commands
+			if group != nil {
+				cmds = group.Subcommands
+			}
+			var cmd *cli.Command
+			path := prefix
+			for _, name := range c.Args().Slice() {
+				var found *cli.Command
+				for _, x := range cmds {
+					if x.HasName(name) {
+						found = x
+					}
+				}
+				if found == nil {
+					return unknownCommand(name, path, cmds)
+				}
+				cmd, cmds, path = found, found.Subcommands, path+" "+found.Name
+			}
+			switch {
+			case cmd == nil && group == nil:
+				return cli.ShowAppHelp(c.Lineage()[1])
+			case cmd == nil:
+				cmd = group
+			}
+			if cmd.HelpName == "" {
+				cmd.HelpName = path
+			}
+			tmpl := cmd.CustomHelpTemplate
+			if tmpl == "" {
+				tmpl = cli.CommandHelpTemplate
+			}
+			cli.HelpPrinter(c.App.Writer, tmpl, cmd)
+			return nil
+		},
 	}
 }
 
@@ -132,14 +241,16 @@ func cmdArgs(c *cli.Context) ([]string, error) {
 			pos = append(pos, args[i+1:]...)
 			break
 		}
-		if len(a) < 2 || a[0] != '-' {
+		if len(a) < 2 || a[0] != '-' || isNumeral(a) {
+			// A negative number ("fault plane -1") is an argument: no
+			// flag is named by digits.
 			pos = append(pos, a)
 			continue
 		}
 		name, value, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
 		f := findFlag(c.Command.Flags, name)
 		if f == nil {
-			return nil, usagef("%s: flag provided but not defined: %s", c.Command.Name, a)
+			return nil, usageError{withFlagSuggestion(fmt.Errorf("%s: flag provided but not defined: %s", c.Command.Name, a), c.Command.Flags)}
 		}
 		takesValue := true
 		if tv, ok := f.(interface{ TakesValue() bool }); ok {
@@ -173,4 +284,10 @@ func findFlag(flags []cli.Flag, name string) cli.Flag {
 		}
 	}
 	return nil
+}
+
+// isNumeral reports whether s parses as a number ("-1", "-0.5").
+func isNumeral(s string) bool {
+	_, err := strconv.ParseFloat(s, 64)
+	return err == nil
 }

@@ -87,7 +87,7 @@ func TestLabShow(t *testing.T) {
 	for _, want := range []string{
 		"planes: 2", "hosts: 8", "switches: 8 (4 leaf, 4 spine)", "links: 24 (16 host, 8 fabric)",
 		"h4 198.18.1.1 2", "1 spine 2 p1-spine0 p1-spine1",
-		"host 16 100gbit 1us 512KiB step 64KiB none", "fabric 8 200gbit 1us 512KiB step 64KiB loss random 0.1%",
+		"host 16 100gbit 1us 512KiB step 64KiB off none", "fabric 8 200gbit 1us 512KiB step 64KiB off loss random 0.1%",
 	} {
 		if !strings.Contains(squash(out), want) {
 			t.Errorf("lab show lacks %q:\n%s", want, out)
@@ -235,7 +235,7 @@ func TestUsageErrors(t *testing.T) {
 		msg  string
 	}{
 		{[]string{"nosuch"}, 2, `unknown command "nosuch"`},
-		{[]string{"lab", "nosuch"}, 2, `unknown command "nosuch" for lab`},
+		{[]string{"lab", "nosuch"}, 2, `unknown command "nosuch" for mrlab lab`},
 		{[]string{"sim", "--bogus"}, 2, "flag provided but not defined"},
 		{[]string{"sim", "b2b", "--bogus"}, 2, "flag provided but not defined: --bogus"},
 		{[]string{"sim", "--duration", "ten"}, 2, `--duration "ten"`},

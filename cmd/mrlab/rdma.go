@@ -1,8 +1,14 @@
 package main
 
 import (
+	"cmp"
+	"errors"
 	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/urfave/cli/v2"
 
@@ -10,6 +16,7 @@ import (
 	"github.com/mrlab/mrlab/internal/packet"
 	"github.com/mrlab/mrlab/internal/sim"
 	"github.com/mrlab/mrlab/labs"
+	"github.com/mrlab/mrlab/observe/capture"
 	"github.com/mrlab/mrlab/transport"
 	"github.com/mrlab/mrlab/workload"
 )
@@ -18,19 +25,16 @@ import (
 // with MetaRoCE and once with RoCEv2 on the same lab and seed.
 const compareWorkload = "compare"
 
-// rdmaFlags are the flags of the RDMA workloads (package workload). --size
-// is shared with the udp workload, where it is the packet size.
+// rdmaFlags are mrlab's own flags of the RDMA workloads (package
+// workload); perftest's are in perftest.go.
 func rdmaFlags() []cli.Flag {
+	c := "RDMA workloads"
 	return []cli.Flag{
-		&cli.IntFlag{Name: "iterations", Aliases: []string{"n"}, Usage: "rdma: messages per flow (collectives: operations)", DefaultText: "1000; 20 for collectives; 500 for compare"},
-		&cli.IntFlag{Name: "qd", Usage: "rdma: messages in flight per connection (queue depth)", DefaultText: "16; 1 for write_lat"},
-		&cli.IntFlag{Name: "conns", Usage: "rdma: connections per host pair", DefaultText: "1"},
-		&cli.IntFlag{Name: "streams", Usage: "rdma: ordered streams per connection (MetaRoCE)", DefaultText: "1"},
-		&cli.IntFlag{Name: "paths", Usage: "rdma: MetaRoCE paths per connection (1..256)", DefaultText: "16"},
-		&cli.IntFlag{Name: "mtu", Usage: "rdma: path MTU, RDMA payload bytes per packet (256..4096)", DefaultText: "4096"},
-		&cli.StringSliceFlag{Name: "from", Usage: "rdma: sending hosts (point-to-point, incast) or participants (collectives)"},
-		&cli.StringSliceFlag{Name: "to", Usage: "rdma: receiving host(s)"},
-		&cli.StringFlag{Name: "timeout", Value: "10s", Usage: "rdma: virtual-time limit of the run"},
+		&cli.StringFlag{Name: "streams", Category: c, Usage: "ordered streams per connection (MetaRoCE, 1..1024)", DefaultText: "1"},
+		&cli.StringFlag{Name: "paths", Category: c, Usage: "MetaRoCE paths per connection (1..256)", DefaultText: "16"},
+		&cli.StringSliceFlag{Name: "from", Category: c, Usage: "sending hosts (point-to-point, incast) or participants (collectives)"},
+		&cli.StringSliceFlag{Name: "to", Category: c, Usage: "receiving host(s)"},
+		&cli.StringFlag{Name: "timeout", Category: c, Value: "10s", Usage: "virtual-time limit of the run"},
 	}
 }
 
@@ -44,9 +48,9 @@ func isRDMAWorkload(name string) bool {
 }
 
 func rdmaWorkloadUsage() []string {
-	u := []string{fmt.Sprintf("  %-10s %s", compareWorkload, "(default) MetaRoCE and RoCEv2 side by side: a permutation of 64 KiB WRITEs on the same lab and seed")}
+	u := []string{fmt.Sprintf("  %-11s %s", compareWorkload, "(default) MetaRoCE and RoCEv2 side by side: a permutation of 64 KiB WRITEs on the same lab and seed")}
 	for _, n := range workload.Names() {
-		u = append(u, fmt.Sprintf("  %-10s %s", n, rdmaUsage[n]))
+		u = append(u, fmt.Sprintf("  %-11s %s", n, rdmaUsage[n]))
 	}
 	return u
 }
@@ -56,61 +60,75 @@ var rdmaUsage = map[workload.Name]string{
 	workload.SendBW:      "perftest ib_send_bw: SENDs matched to posted RECVs",
 	workload.ReadBW:      "perftest ib_read_bw: --from host READs from --to host",
 	workload.WriteLat:    "perftest ib_write_lat: ping-pong WRITEs, latency percentiles",
+	workload.SendLat:     "perftest ib_send_lat: ping-pong SENDs into posted RECVs",
+	workload.ReadLat:     "perftest ib_read_lat: one READ at a time, round-trip latency",
 	workload.Permutation: "every host WRITEs to another (a random permutation)",
 	workload.Incast:      "N-to-1: every --from host WRITEs to one --to host",
 	workload.AllToAll:    "each host sends --size/N to every other host",
 	workload.AllReduce:   "ring all-reduce (reduce-scatter + all-gather) of a --size vector",
 }
 
-// rdmaSpec reads the RDMA workload flags into a spec.
-func rdmaSpec(c *cli.Context, name workload.Name, seed uint64) (workload.Spec, error) {
-	s := workload.Spec{Name: name, Seed: seed}
+// rdmaSpec reads the RDMA workload flags: perftest's, then mrlab's.
+func rdmaSpec(c *cli.Context, name string, seed uint64) (perftestRun, error) {
+	p, err := readPerftest(c, "sim", workload.Name(name))
+	if err != nil {
+		return p, err
+	}
+	s := &p.Spec
 	if name == compareWorkload {
-		s = workload.DemoSpec()
-		s.Seed = seed
+		d := workload.DemoSpec()
+		s.Name = d.Name
+		s.Size = cmp.Or(s.Size, d.Size)
+		s.Iterations = cmp.Or(s.Iterations, d.Iterations)
+		s.QueueDepth = cmp.Or(s.QueueDepth, d.QueueDepth)
+		if p.Sweep || p.Infinite {
+			return p, usagef("sim: --all and --run_infinitely run one perftest test: add --workload write_bw (or another)")
+		}
+	} else if p.Sweep && !workload.Name(name).IsPerftest() {
+		return p, usagef("sim: --all sweeps the perftest tests' message size; %s takes --size", name)
 	}
-	if c.IsSet("size") {
-		s.Size = c.Int("size")
+	s.Seed = seed
+	if c.IsSet("streams") {
+		n, err := strconv.Atoi(c.String("streams"))
+		if err != nil || n < 1 || n > 1024 {
+			return p, usagef("sim: --streams %q: want a whole number from 1 to 1024", c.String("streams"))
+		}
+		s.Streams = n
 	}
-	if c.IsSet("iterations") {
-		s.Iterations = c.Int("iterations")
-	}
-	s.QueueDepth = intFlag(c, "qd", s.QueueDepth)
-	s.Conns = intFlag(c, "conns", s.Conns)
-	s.Streams = intFlag(c, "streams", s.Streams)
 	s.From = c.StringSlice("from")
 	s.To = c.StringSlice("to")
-	if c.IsSet("duration") {
-		d, err := sim.ParseTime(c.String("duration"))
-		if err != nil || d <= 0 {
-			return s, usagef("sim: --duration %q: want a positive duration such as 10ms", c.String("duration"))
-		}
-		s.Duration = d
-	}
 	t, err := sim.ParseTime(c.String("timeout"))
 	if err != nil || t <= 0 {
-		return s, usagef("sim: --timeout %q: want a positive duration such as 10s", c.String("timeout"))
+		return p, usagef("sim: --timeout %q: want a positive duration such as 10s", c.String("timeout"))
 	}
 	s.Timeout = t
-	return s, nil
-}
-
-func intFlag(c *cli.Context, name string, def int) int {
-	if c.IsSet(name) {
-		return c.Int(name)
+	if p.Infinite {
+		// Until interrupted, or until --timeout if given.
+		s.Duration = 1 << 62
+		if c.IsSet("timeout") {
+			s.Duration = t
+		}
+		s.Timeout = s.Duration + 10*sim.Second
+		s.Interval = p.Interval
 	}
-	return def
+	return p, nil
 }
 
 // rdmaAction runs an RDMA workload (or the comparison) on lab.
 func rdmaAction(c *cli.Context, lab *labs.Lab, name string) error {
-	spec, err := rdmaSpec(c, workload.Name(name), lab.Seed)
+	p, err := rdmaSpec(c, name, lab.Seed)
 	if err != nil {
 		return err
 	}
-	opts := workload.NICOptions{PathMTU: c.Int("mtu")}
+	noteIgnored(c, c.App.ErrWriter)
+	spec := p.Spec
+	paths := 0 // the lab's
 	if c.IsSet("paths") {
-		opts.MetaRoCE.Paths = c.Int("paths")
+		n, err := strconv.Atoi(c.String("paths"))
+		if err != nil || n < 1 || n > 256 {
+			return usagef("sim: --paths %q: want a whole number from 1 to 256", c.String("paths"))
+		}
+		paths = n
 	}
 	kinds := []transport.Kind{transport.MetaRoCE, transport.RoCEv2}
 	if c.IsSet("transport") {
@@ -121,37 +139,58 @@ func rdmaAction(c *cli.Context, lab *labs.Lab, name string) error {
 		kinds = []transport.Kind{k}
 	}
 	if name == compareWorkload && len(kinds) > 1 && observing(c) {
-		return usagef("sim: captures, telemetry and traces follow one run: add --transport or --workload NAME")
+		return usagef("sim: captures, telemetry, traces and recordings follow one run: add --transport or --workload NAME")
+	}
+	if p.Sweep && observing(c) {
+		return usagef("sim: captures, telemetry and traces follow one run: drop --all")
 	}
 	// obs and loop belong to the last cluster built; with observation on
 	// there is exactly one.
 	var obs *simObserver
 	var loop *sim.Loop
+	var faults *faultLog           // the last run's (every run fires the same timeline)
 	var hashes []*fabric.TraceHash // one per run, in the order of the runs
 	build := func() (*workload.Cluster, error) {
 		loop = sim.NewLoop()
-		pool := packet.NewPool()
-		net, err := lab.Build(loop, pool)
-		if err != nil {
-			return nil, err
-		}
-		var extra fabric.Observer
-		if c.Bool("trace-hash") {
-			h := fabric.NewTraceHash()
-			hashes = append(hashes, h)
-			extra = h
-		}
-		if obs, err = openSimObserver(c, loop, net, extra); err != nil {
-			return nil, err
-		}
-		if !c.Bool("no-faults") && len(lab.Faults) > 0 {
-			if err := lab.ScheduleFaults(loop, net, nil); err != nil {
-				return nil, err
-			}
-		}
-		o := opts
-		o.TraceFor = obs.Tracer
-		cl, err := workload.NewCluster(lab.Name, loop, pool, net, lab.Seed, o)
+		cl, _, err := workload.NewLabCluster(lab, loop, packet.NewPool(), workload.LabSetup{
+			Observe: func(net *fabric.Network) error {
+				var extra fabric.Observer
+				if c.Bool("trace-hash") {
+					h := fabric.NewTraceHash()
+					hashes = append(hashes, h)
+					extra = h
+				}
+				kind := lab.Transport
+				if len(kinds) == 1 {
+					kind = kinds[0]
+				}
+				rec, err := openRecording(c, loop, net, lab, name, kind, true)
+				if err != nil {
+					return err
+				}
+				if obs, err = openSimObserver(c, loop, net, capture.Tee(extra, rec.FabricObserver())); err != nil {
+					return err
+				}
+				obs.recording = rec
+				// The fault timeline is armed here rather than by
+				// NewLabCluster so the recording and the fault log hear of
+				// each fault. With --no-faults oneLab kept only the flags'
+				// faults.
+				if len(lab.Faults) > 0 {
+					faults = &faultLog{}
+					return lab.ScheduleFaults(loop, net, rec.faultReport(faults.record))
+				}
+				return nil
+			},
+			NoFaults: true,
+			NIC: func(o *workload.NICOptions) {
+				o.PathMTU = p.MTU
+				if paths > 0 {
+					o.MetaRoCE.Paths = paths
+				}
+				o.TraceFor = obs.Tracer
+			},
+		})
 		if err != nil {
 			return nil, err
 		}
@@ -161,21 +200,45 @@ func rdmaAction(c *cli.Context, lab *labs.Lab, name string) error {
 
 	var results []*workload.Result
 	var runErr error
-	if name == compareWorkload {
-		results, runErr = workload.Compare(build, spec, kinds...)
-	} else {
+	switch {
+	case name == compareWorkload:
+		results, runErr = workload.CompareWith(build, spec, runner(c, "sim compare on "+lab.Name), kinds...)
+	case p.Infinite:
 		spec.Transport = lab.Transport
 		if c.IsSet("transport") {
 			spec.Transport = kinds[0]
 		}
-		cl, err := build()
-		if err != nil {
-			return err
+		return runInfinitely(c, build, spec, p)
+	default:
+		spec.Transport = lab.Transport
+		if c.IsSet("transport") {
+			spec.Transport = kinds[0]
 		}
-		var r *workload.Result
-		r, runErr = workload.Run(cl, spec)
-		if r != nil {
-			results = []*workload.Result{r}
+		sizes := []int{spec.Size}
+		if p.Sweep {
+			sizes = workload.SweepSizes()
+		}
+		for _, size := range sizes {
+			s := spec
+			s.Size = size
+			cl, err := build()
+			if err != nil {
+				return err
+			}
+			r, err := runner(c, fmt.Sprintf("sim %s %s on %s", name, labs.FormatSize(size), lab.Name))(cl, s)
+			if r != nil {
+				if p.NoPeak {
+					r.BWPeakGbps = 0
+				}
+				results = append(results, r)
+			}
+			if err != nil {
+				if p.Sweep {
+					err = fmt.Errorf("size %d: %w", size, err)
+				}
+				runErr = err
+				break
+			}
 		}
 	}
 	var extra Report
@@ -184,10 +247,19 @@ func rdmaAction(c *cli.Context, lab *labs.Lab, name string) error {
 			runErr = err
 		}
 	}
+	if faults != nil && !p.Sweep {
+		faults.report(&extra)
+		t := extra.tables[len(extra.tables)-1]
+		for _, f := range lab.Faults {
+			if f.At > loop.Now() {
+				t.Add(f.At, strings.TrimPrefix(f.String(), f.At.String()+" "), "not reached: after the run's end at "+loop.Now().String())
+			}
+		}
+	}
 	// Trace hashes per run: a run's hash is its packet trace's fingerprint.
 	traceHashes := map[string]string{}
-	for i, h := range hashes {
-		if i < len(results) {
+	if len(results) == len(hashes) && !p.Sweep {
+		for i, h := range hashes {
 			traceHashes[results[i].Transport] = fmt.Sprintf("%016x", h.Sum())
 			extra.Fact("trace_hash_"+results[i].Transport, "trace hash "+results[i].Transport,
 				fmt.Sprintf("%016x (%d events)", h.Sum(), h.Events()))
@@ -200,10 +272,10 @@ func rdmaAction(c *cli.Context, lab *labs.Lab, name string) error {
 			// One JSON object, whatever the number of runs.
 			werr = workload.WriteJSON(c.App.Writer, simResults{Workload: name, Lab: lab.Name, Seed: lab.Seed,
 				Results: results, TraceHashes: traceHashes})
-		case len(results) == 1:
-			werr = workload.WriteText(c.App.Writer, results[0])
-		default:
+		case name == compareWorkload:
 			werr = workload.WriteComparison(c.App.Writer, results)
+		default:
+			werr = workload.WritePerftest(c.App.Writer, results, p.Format, true)
 		}
 		if werr != nil {
 			return werr
@@ -214,8 +286,17 @@ func rdmaAction(c *cli.Context, lab *labs.Lab, name string) error {
 				return err
 			}
 		}
+		if name != compareWorkload {
+			if err := writeOutJSON(p, results[len(results)-1]); err != nil && runErr == nil {
+				runErr = err
+			}
+		}
 	}
 	if runErr != nil {
+		if errors.Is(runErr, workload.ErrBadSpec) {
+			// --from h9 and the like: a mistake in the command line.
+			return usageError{fmt.Errorf("sim %s: %w", name, runErr)}
+		}
 		return fmt.Errorf("sim %s: %w", name, runErr)
 	}
 	for _, r := range results {
@@ -226,9 +307,77 @@ func rdmaAction(c *cli.Context, lab *labs.Lab, name string) error {
 	return nil
 }
 
+// runner returns workload.Run with progress on stderr (see progress) and
+// an end on SIGINT or SIGTERM (the run then fails as interrupted).
+func runner(c *cli.Context, label string) func(*workload.Cluster, workload.Spec) (*workload.Result, error) {
+	return func(cl *workload.Cluster, spec workload.Spec) (*workload.Result, error) {
+		var (
+			res  *workload.Result
+			rerr error
+			fin  bool
+		)
+		if err := workload.Start(cl, spec, func(r *workload.Result, err error) { res, rerr, fin = r, err, true }); err != nil {
+			return nil, err
+		}
+		ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		prog := newProgress(c.App.ErrWriter, label+" ("+spec.Transport.String()+")", 0)
+		defer prog.finish()
+		for steps := 1; !fin; steps++ {
+			if !cl.Loop.Step() {
+				return res, fmt.Errorf("%s at %v: %w", spec.Name, cl.Loop.Now(), workload.ErrStalled)
+			}
+			if steps%(1<<14) == 0 {
+				prog.update(cl.Loop.Now())
+				if ctx.Err() != nil {
+					return res, fmt.Errorf("%s: interrupted at %v virtual", spec.Name, cl.Loop.Now())
+				}
+			}
+		}
+		return res, rerr
+	}
+}
+
+// runInfinitely runs a bandwidth test until interrupted (or until its
+// virtual-time --timeout), printing perftest's line every interval.
+func runInfinitely(c *cli.Context, build func() (*workload.Cluster, error), spec workload.Spec, p perftestRun) error {
+	cl, err := build()
+	if err != nil {
+		return err
+	}
+	w := c.App.Writer
+	fmt.Fprintln(w, " WARNING: BW peak won't be measured in this run.")
+	spec.OnBegin = func(r *workload.Result) {
+		_ = workload.WritePerftestHeader(w, r, p.Format)
+	}
+	spec.OnInterval = func(iv workload.Interval) { fmt.Fprintln(w, p.Format.IntervalLine(iv)) }
+	var (
+		fin  bool
+		rerr error
+	)
+	if err := workload.Start(cl, spec, func(_ *workload.Result, err error) { fin, rerr = true, err }); err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	for steps := 0; !fin; steps++ {
+		if steps%4096 == 0 && ctx.Err() != nil {
+			break
+		}
+		if !cl.Loop.Step() {
+			return fmt.Errorf("sim %s: %w", spec.Name, workload.ErrStalled)
+		}
+	}
+	fmt.Fprintln(w, "---------------------------------------------------------------------------------------")
+	if rerr != nil && !errors.Is(rerr, workload.ErrDataDiff) {
+		return fmt.Errorf("sim %s: %w", spec.Name, rerr)
+	}
+	return rerr
+}
+
 // observing reports whether any flag asks to see inside the run.
 func observing(c *cli.Context) bool {
-	for _, f := range []string{"capture", "telemetry", "plot-dir", "trace"} {
+	for _, f := range []string{"capture", "telemetry", "plot-dir", "trace", "record", "web"} {
 		if c.IsSet(f) {
 			return true
 		}
@@ -237,7 +386,7 @@ func observing(c *cli.Context) bool {
 }
 
 // simResults is `mrlab sim --json` for the RDMA workloads: one object with
-// a result per transport run.
+// a result per transport run (per message size with --all).
 type simResults struct {
 	Workload    string             `json:"workload"`
 	Lab         string             `json:"lab"`

@@ -3,18 +3,16 @@ package main
 import (
 	"fmt"
 	"io"
-	"os"
 	"sort"
 	"strings"
 
-	"github.com/schollz/progressbar/v3"
 	"github.com/urfave/cli/v2"
-	"golang.org/x/term"
 
 	"github.com/mrlab/mrlab/fabric"
 	"github.com/mrlab/mrlab/internal/packet"
 	"github.com/mrlab/mrlab/internal/sim"
 	"github.com/mrlab/mrlab/labs"
+	"github.com/mrlab/mrlab/observe/capture"
 	"github.com/mrlab/mrlab/transport"
 	"github.com/mrlab/mrlab/workload"
 )
@@ -91,20 +89,23 @@ func newSimCommand() *cli.Command {
 	var usage []string
 	flags := []cli.Flag{
 		&cli.Uint64Flag{Name: "seed", Usage: "seed of every random stream", DefaultText: "the lab's seed"},
-		&cli.StringFlag{Name: "duration", Value: "10ms", Usage: "virtual time to run the workload for (e.g. 500us, 10ms, 1s)"},
 		&cli.StringFlag{Name: "workload", Value: defaultWorkload, Usage: "traffic to run: " + strings.Join(allWorkloadNames(), ", ")},
 		&cli.StringFlag{Name: "transport", Usage: "transport for workloads that use one: metaroce or rocev2", DefaultText: "the lab's transport"},
 		&cli.BoolFlag{Name: "trace-hash", Usage: "hash every packet event into a trace hash (same lab and seed => same hash); slows the run"},
 		&cli.BoolFlag{Name: "no-faults", Usage: "do not arm the lab's fault timeline"},
 		&cli.BoolFlag{Name: "json", Usage: "print one JSON object"},
 	}
+	flags = append(flags, whatIfFlags()...)
+	flags = append(flags, perftestFlags()...)
 	flags = append(flags, rdmaFlags()...)
+	flags = append(flags, ignoredFlags()...)
 	flags = append(flags, observeFlags()...)
+	flags = append(flags, webSimFlags()...)
 	usage = append(usage, rdmaWorkloadUsage()...)
 	for _, name := range workloadNames() {
 		w := workloads[name]
 		flags = append(flags, w.Flags...)
-		usage = append(usage, fmt.Sprintf("  %-10s %s", w.Name, w.Usage))
+		usage = append(usage, fmt.Sprintf("  %-11s %s", w.Name, w.Usage))
 	}
 	return &cli.Command{
 		Name:      "sim",
@@ -118,19 +119,30 @@ func newSimCommand() *cli.Command {
 }
 
 func simAction(c *cli.Context) error {
+	return serveAfterSim(c, simRun(c))
+}
+
+// simRun runs the workload and prints its report.
+func simRun(c *cli.Context) error {
 	lab, err := oneLab(c)
 	if err != nil {
 		return err
 	}
 	if c.IsSet("seed") {
+		if c.Uint64("seed") == 0 {
+			return usagef("sim: --seed 0: want a seed from 1 up (0 would silently mean the default)")
+		}
 		lab.Seed = c.Uint64("seed")
 	}
 	if name := c.String("workload"); isRDMAWorkload(name) {
 		return rdmaAction(c, lab, name)
 	}
-	dur, err := sim.ParseTime(c.String("duration"))
-	if err != nil || dur <= 0 {
-		return usagef("sim: --duration %q: want a positive duration such as 10ms", c.String("duration"))
+	dur := 10 * sim.Millisecond
+	if c.IsSet("duration") {
+		dur, err = parseSeconds(c.String("duration"))
+		if err != nil || dur <= 0 {
+			return usagef("sim: --duration %q: want a positive duration such as 10ms", c.String("duration"))
+		}
 	}
 	wdef, ok := workloads[c.String("workload")]
 	if !ok {
@@ -145,7 +157,7 @@ func simAction(c *cli.Context) error {
 			return usagef("sim: workload %s sends plain UDP; --transport needs a transport workload", wdef.Name)
 		}
 	}
-	res, err := runSim(c, lab, dur, wdef, kind, progressWriter(c.App.ErrWriter))
+	res, err := runSim(c, lab, dur, wdef, kind, c.App.ErrWriter)
 	if err != nil {
 		return err
 	}
@@ -155,23 +167,13 @@ func simAction(c *cli.Context) error {
 	return res.WriteText(c.App.Writer)
 }
 
-// progressWriter returns w if it is a terminal (progress bars only make
-// sense there), else nil.
-func progressWriter(w io.Writer) io.Writer {
-	f, ok := w.(*os.File)
-	if !ok || !term.IsTerminal(int(f.Fd())) {
-		return nil
-	}
-	return f
-}
-
 // drainLimit bounds how long after the workload stops a run waits for
 // packets in flight, in virtual time.
 const drainLimit = 100 * sim.Millisecond
 
 // runSim builds the lab, runs the workload for dur, drains the fabric and
-// reports. progress, if not nil, gets a progress bar.
-func runSim(c *cli.Context, lab *labs.Lab, dur sim.Time, wdef workloadDef, kind transport.Kind, progress io.Writer) (*Report, error) {
+// reports. Progress goes to stderr (see progress).
+func runSim(c *cli.Context, lab *labs.Lab, dur sim.Time, wdef workloadDef, kind transport.Kind, stderr io.Writer) (*Report, error) {
 	loop := sim.NewLoop()
 	pool := packet.NewPool()
 	net, err := lab.Build(loop, pool)
@@ -184,19 +186,24 @@ func runSim(c *cli.Context, lab *labs.Lab, dur sim.Time, wdef workloadDef, kind 
 		hash = fabric.NewTraceHash()
 		extra = hash
 	}
-	obs, err := openSimObserver(c, loop, net, extra)
+	rec, err := openRecording(c, loop, net, lab, wdef.Name, kind, wdef.UsesTransport)
 	if err != nil {
 		return nil, err
 	}
+	obs, err := openSimObserver(c, loop, net, capture.Tee(extra, rec.FabricObserver()))
+	if err != nil {
+		return nil, err
+	}
+	obs.recording = rec
 	env := &simEnv{Lab: lab, Loop: loop, Pool: pool, Net: net, Seed: lab.Seed, Duration: dur, Transport: kind, Ctx: c}
 	w, err := wdef.New(env)
 	if err != nil {
 		return nil, fmt.Errorf("workload %s: %w", wdef.Name, err)
 	}
 	var log faultLog
-	armed := !c.Bool("no-faults") && len(lab.Faults) > 0
+	armed := len(lab.Faults) > 0 // --no-faults: oneLab kept only the flags' faults
 	if armed {
-		if err := lab.ScheduleFaults(loop, net, log.record); err != nil {
+		if err := lab.ScheduleFaults(loop, net, rec.faultReport(log.record)); err != nil {
 			return nil, err
 		}
 	}
@@ -204,27 +211,14 @@ func runSim(c *cli.Context, lab *labs.Lab, dur sim.Time, wdef workloadDef, kind 
 		return nil, fmt.Errorf("workload %s: %w", wdef.Name, err)
 	}
 
-	// Run in slices so a progress bar can follow virtual time.
+	// Run in slices so progress can follow virtual time.
 	const slices = 200
-	var bar *progressbar.ProgressBar
-	if progress != nil {
-		bar = progressbar.NewOptions64(int64(slices),
-			progressbar.OptionSetWriter(progress),
-			progressbar.OptionSetDescription(fmt.Sprintf("sim %s (%v virtual)", lab.Name, dur)),
-			progressbar.OptionClearOnFinish(),
-			progressbar.OptionSetPredictTime(true),
-			progressbar.OptionThrottle(100_000_000), // 100 ms
-		)
-	}
+	prog := newProgress(stderr, fmt.Sprintf("sim %s %s", wdef.Name, lab.Name), dur)
 	for i := int64(1); i <= slices; i++ {
 		loop.RunUntil(sim.Time(int64(dur) * i / slices))
-		if bar != nil {
-			_ = bar.Set64(i)
-		}
+		prog.update(loop.Now())
 	}
-	if bar != nil {
-		_ = bar.Finish()
-	}
+	prog.finish()
 	w.Stop()
 	// Drain: let packets in flight arrive or drop, so "lost" means lost.
 	// Faults armed after the workload's end stay unfired.
@@ -238,6 +232,9 @@ func runSim(c *cli.Context, lab *labs.Lab, dur sim.Time, wdef workloadDef, kind 
 	r.Fact("workload", "workload", wdef.Name)
 	if wdef.UsesTransport {
 		r.Fact("transport", "transport", kind.String())
+	}
+	if w := describeOverrides(c); w != "" {
+		r.Fact("what_if", "what-if", w)
 	}
 	r.Fact("events", "events", loop.Fired())
 	if hash != nil {

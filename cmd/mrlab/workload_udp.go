@@ -20,7 +20,6 @@ func init() {
 		Usage: "paced UDP: host i sends to host (i + N/2) mod N on every plane (crossing leaves in the builders' labs), each flow at --load of its link rate",
 		Flags: []cli.Flag{
 			&cli.Float64Flag{Name: "load", Value: 0.5, Usage: "udp: each flow's rate as a fraction of its host link's rate (0 < load <= 1)"},
-			&cli.IntFlag{Name: "size", Value: 4096, Usage: fmt.Sprintf("udp: IPv4 packet size in bytes (%d..9216)", udpgen.MinSize)},
 		},
 		New: newUDPWorkload,
 	})
@@ -49,12 +48,16 @@ type udpWorkload struct {
 }
 
 func newUDPWorkload(env *simEnv) (simWorkload, error) {
-	load, size := env.Ctx.Float64("load"), env.Ctx.Int("size")
+	load, size := env.Ctx.Float64("load"), 4096
 	if !(load > 0 && load <= 1) {
 		return nil, usagef("--load %v: want a fraction in (0, 1]", load)
 	}
-	if size < udpgen.MinSize || size > 9216 {
-		return nil, usagef("--size %d: want %d..9216", size, udpgen.MinSize)
+	if env.Ctx.IsSet("size") {
+		n, err := parseMsgSize(env.Ctx.String("size"))
+		if err != nil || n < udpgen.MinSize || n > 9216 {
+			return nil, usagef("--size %q: the udp workload's IPv4 packet size, %d..9216 bytes", env.Ctx.String("size"), udpgen.MinSize)
+		}
+		size = n
 	}
 	hosts, err := udpgen.AttachAll(env.Net, env.Pool, env.Loop)
 	if err != nil {

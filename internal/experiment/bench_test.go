@@ -10,21 +10,26 @@ import (
 	"github.com/mrlab/mrlab/internal/header"
 	"github.com/mrlab/mrlab/internal/packet"
 	"github.com/mrlab/mrlab/internal/sim"
+	"github.com/mrlab/mrlab/labs"
 	"github.com/mrlab/mrlab/transport"
 	"github.com/mrlab/mrlab/workload"
 )
 
-// permBed is the benchmark's cluster: 128 hosts, 8 leaves of 16, 8
-// spines (non-blocking), one plane, 100 Gbit/s.
-func permBed() bed {
-	b := defaultBed("perm128", 1)
-	b.leaves, b.hpl, b.spines = 8, 16, 8
-	return b
+// permLab is the benchmark's cluster (testdata/perm128.yaml): 128 hosts,
+// 8 leaves of 16, 8 spines (non-blocking), one plane, 100 Gbit/s,
+// MetaRoCE over 128 paths.
+func permLab(b *testing.B) *labs.Lab {
+	lab, err := labs.Load("testdata/perm128.yaml")
+	if err != nil {
+		b.Fatal(err)
+	}
+	return lab
 }
 
 const (
 	permFlow  = 2 << 20 // bytes per host
 	permPaths = 128
+	permMTU   = 4096
 )
 
 // BenchmarkPermutation128 measures simulation speed: a 128-host
@@ -35,21 +40,17 @@ const (
 // second of the bare fabric moving the same bytes between paced UDP test
 // hosts (fabrictest), and the ratio of the two.
 func BenchmarkPermutation128(b *testing.B) {
-	protos := metaroceWithPaths(permPaths)
-	if protos == nil {
-		b.Skip("the MetaRoCE engine is not in the tree yet")
-	}
 	var simPkts, basePkts uint64
 	var simWall, baseWall time.Duration
 	var peak uint64
 	for i := 0; i < b.N; i++ {
-		pk, wall, pe, err := permMetaRoCE(b)
+		pk, wall, pe, err := permMetaRoCE(permLab(b))
 		if err != nil {
 			b.Fatal(err)
 		}
 		simPkts, simWall, peak = simPkts+pk, simWall+wall, max(peak, pe)
 		b.StopTimer()
-		pk, wall, err = permFabric()
+		pk, wall, err = permFabric(permLab(b))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -71,23 +72,22 @@ var lastEvents uint64
 
 // permMetaRoCE runs the MetaRoCE permutation once and returns the data
 // packets delivered, the wall time of the run and the peak heap.
-func permMetaRoCE(b *testing.B) (uint64, time.Duration, uint64, error) {
-	pb := permBed()
-	pb.protocols = func() []transport.Protocol { return metaroceWithPaths(permPaths) }
+func permMetaRoCE(lab *labs.Lab) (uint64, time.Duration, uint64, error) {
 	runtime.GC()
-	tb, err := pb.build()
+	loop := sim.NewLoop()
+	cl, _, err := workload.NewLabCluster(lab, loop, packet.NewPool(), workload.LabSetup{})
 	if err != nil {
 		return 0, 0, 0, err
 	}
 	var peak uint64
 	var ms runtime.MemStats
-	s := startSampler(tb.loop, 0, 20*sim.Microsecond, sim.Never, func(sim.Time) {
+	s := startSampler(loop, 0, 20*sim.Microsecond, sim.Never, func(sim.Time) {
 		runtime.ReadMemStats(&ms)
 		peak = max(peak, ms.HeapAlloc)
 	})
-	fired0 := tb.loop.Fired()
+	fired0 := loop.Fired()
 	start := time.Now()
-	res, err := workload.Run(tb.cl, workload.Spec{
+	res, err := workload.Run(cl, workload.Spec{
 		Name: workload.Permutation, Transport: transport.MetaRoCE, Size: permFlow, Iterations: 1, QueueDepth: 1,
 		Seed: 1, Timeout: 100 * sim.Millisecond,
 	})
@@ -100,7 +100,7 @@ func permMetaRoCE(b *testing.B) (uint64, time.Duration, uint64, error) {
 		return 0, 0, 0, fmt.Errorf("permutation: data check %v, %d errors", res.Check.OK, res.Errors)
 	}
 	var pkts uint64
-	for _, nic := range tb.cl.NICs {
+	for _, nic := range cl.NICs {
 		for _, c := range nic.Conns() {
 			if st := c.Stats(); st.RxBytes > st.TxBytes {
 				pkts += st.RxPackets
@@ -108,7 +108,7 @@ func permMetaRoCE(b *testing.B) (uint64, time.Duration, uint64, error) {
 		}
 	}
 	runtime.ReadMemStats(&ms)
-	lastEvents = tb.loop.Fired() - fired0
+	lastEvents = loop.Fired() - fired0
 	return pkts, wall, max(peak, ms.HeapAlloc), nil
 }
 
@@ -117,12 +117,8 @@ func permMetaRoCE(b *testing.B) (uint64, time.Duration, uint64, error) {
 // packets (a copied header, 128 source ports in turn) to its permutation
 // partner whenever its port goes idle, and each receiver counts and frees
 // what arrives. What it measures is the fabric and the event loop alone.
-func permFabric() (uint64, time.Duration, error) {
-	pb := permBed()
-	topo, err := pb.topology()
-	if err != nil {
-		return 0, 0, err
-	}
+func permFabric(lab *labs.Lab) (uint64, time.Duration, error) {
+	topo := lab.Topology()
 	loop := sim.NewLoop()
 	pool := packet.NewPool()
 	net, err := fabric.Build(loop, pool, topo, fabric.BuildOptions{Seed: 1})
@@ -131,8 +127,8 @@ func permFabric() (uint64, time.Duration, error) {
 	}
 	n := len(topo.Hosts)
 	perm := permutation(n)
-	size := pb.mtu + 28
-	per := permFlow / pb.mtu
+	size := permMTU + 28
+	per := permFlow / permMTU
 	hosts := make([]*blaster, n)
 	for i, th := range topo.Hosts {
 		hosts[i] = &blaster{pool: pool, left: per, size: size}

@@ -1,20 +1,28 @@
 // Package experiment reproduces the MetaRoCE seeds' claims in virtual time,
 // side by side with the RoCEv2 baseline: goodput under random loss, scaling
-// over planes, a plane failure, incast and collectives. Each experiment
-// builds its own fabric and NICs on a sim.Loop, drives the workload runner,
-// samples counters on the loop, and returns typed rows plus checks of the
-// measured figures against the seeds' claims and mrlab's targets. A Report
-// prints as a table and writes CSV, JSON and PNG/SVG plots.
+// over planes, a plane failure, incast, collectives, and RoCEv2 as deployed
+// (PFC, DCQCN) under congestion.
+//
+// An experiment is lab files plus workloads. Its beds are built-in labs
+// (labs/examples/<experiment>/...) that set every fabric and transport
+// setting; the experiment only picks which lab, workload, transport and
+// seed each simulation runs — a Point — and measures. Every point is one
+// `mrlab sim` command away (Point.Command), and that command runs the same
+// simulation: both build the lab with workload.NewLabCluster. Each case
+// runs with several seeds (in parallel on the local cores); tables show
+// the median and the min-max over the seeds, and a target is met only if
+// the median meets it and no seed falls below the seeds' own figure.
 //
 // Everything measured comes from the run: nothing here knows what a
 // transport "should" achieve. Runs are deterministic: the same experiment,
-// scale and seed give the same rows.
+// scale and seeds give the same rows.
 package experiment
 
 import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
 	"sort"
 	"strings"
 	"time"
@@ -31,8 +39,8 @@ const (
 	// Quick is a smaller run for a first look: the same shape, fewer bytes
 	// and hosts, in seconds to tens of seconds.
 	Quick
-	// Tiny runs in about a second, for unit tests: the figures mean little,
-	// the structure of the rows is the same.
+	// Tiny runs in seconds, for tests: small beds or short runs, enough
+	// for the claim tests' margins, fewer cases.
 	Tiny
 )
 
@@ -56,14 +64,22 @@ func ParseScale(s string) (Scale, error) {
 	return 0, fmt.Errorf("unknown scale %q (want full, quick or tiny)", s)
 }
 
+// DefaultSeeds is how many seeds every case runs with unless Config says.
+const DefaultSeeds = 5
+
 // Config configures one experiment run.
 type Config struct {
-	// Seed seeds the fabric, the transports and the workloads (0 means 1).
+	// Seed is the first seed (0 means 1); a case runs with seeds Seed,
+	// Seed+1, ..., each seeding the fabric, the transports and the
+	// workload (as `mrlab sim --seed`).
 	Seed uint64
+	// Seeds is how many seeds each case runs with (0 means DefaultSeeds).
+	Seeds int
 	// Scale selects the size of the run.
 	Scale Scale
 	// Jobs is how many independent simulations run at once, each on its
-	// own goroutine and loop (0 means 1). Results do not depend on it.
+	// own goroutine and loop (0 means one per CPU). Results do not depend
+	// on it.
 	Jobs int
 	// Progress, if set, gets one line per finished simulation.
 	Progress io.Writer
@@ -73,10 +89,22 @@ func (c Config) withDefaults() Config {
 	if c.Seed == 0 {
 		c.Seed = 1
 	}
+	if c.Seeds < 1 {
+		c.Seeds = DefaultSeeds
+	}
 	if c.Jobs < 1 {
-		c.Jobs = 1
+		c.Jobs = runtime.NumCPU()
 	}
 	return c
+}
+
+// seeds returns the seeds every case runs with.
+func (c Config) seeds() []uint64 {
+	out := make([]uint64, c.Seeds)
+	for i := range out {
+		out[i] = c.Seed + uint64(i)
+	}
+	return out
 }
 
 // Experiment is one reproducible claim.
@@ -101,7 +129,7 @@ func (e Experiment) Run(cfg Config) (*Report, error) {
 		return nil, fmt.Errorf("experiment %s: %w", e.Name, err)
 	}
 	r.Experiment, r.Title, r.Claim, r.Target = e.Name, e.Title, e.Claim, e.Target
-	r.Seed, r.Scale = cfg.Seed, cfg.Scale.String()
+	r.Seeds, r.Scale = cfg.seeds(), cfg.Scale.String()
 	r.Wall = time.Since(start)
 	return r, nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"math"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,270 +12,159 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/mrlab/mrlab/fabric"
 	"github.com/mrlab/mrlab/internal/sim"
+	"github.com/mrlab/mrlab/labs"
 	"github.com/mrlab/mrlab/transport"
+	"github.com/mrlab/mrlab/workload"
 )
 
-// runTiny runs an experiment at the tiny scale.
-func runTiny(t *testing.T, name string, seed uint64) *Report {
-	t.Helper()
-	e, err := Lookup(name)
-	if err != nil {
-		t.Fatal(err)
+func TestLookup(t *testing.T) {
+	want := []string{"collectives", "congestion", "incast", "loss-sweep", "plane-failure", "plane-scaling"}
+	if d := cmp.Diff(want, Names()); d != "" {
+		t.Errorf("names (-want +got):\n%s", d)
 	}
-	r, err := e.Run(Config{Seed: seed, Scale: Tiny})
-	if err != nil {
-		t.Fatalf("%s: %v", name, err)
+	if _, err := Lookup("nope"); err == nil || !strings.Contains(err.Error(), "loss-sweep") {
+		t.Errorf("Lookup(nope) = %v, want an error listing the experiments", err)
 	}
-	if len(r.table.Rows) == 0 || len(r.Checks) == 0 || len(r.Setup) == 0 || len(r.plots) == 0 {
-		t.Fatalf("%s: empty report: %d rows, %d checks, %d setup lines, %d plots", name, len(r.table.Rows), len(r.Checks), len(r.Setup), len(r.plots))
+	for _, s := range []string{"full", "quick", "tiny"} {
+		sc, err := ParseScale(s)
+		if err != nil || sc.String() != s {
+			t.Errorf("ParseScale(%q) = %v, %v", s, sc, err)
+		}
 	}
-	return r
-}
-
-func inRange(t *testing.T, what string, v, lo, hi float64) {
-	t.Helper()
-	if math.IsNaN(v) || v < lo || v > hi {
-		t.Errorf("%s = %v, want within [%v, %v]", what, v, lo, hi)
+	if _, err := ParseScale("huge"); err == nil {
+		t.Errorf("ParseScale(huge) accepted")
 	}
 }
 
-func TestLossSweepRows(t *testing.T) {
-	r := runTiny(t, "loss-sweep", 1)
-	rows := r.Rows.([]LossRow)
-	p := lossSweepParams(Config{Seed: 1, Scale: Tiny})
-	want := 2*len(p.rates) + 1 // and RoCEv2 over PFC
-	if len(rows) != want {
-		t.Fatalf("%d rows, want %d", len(rows), want)
+// TestPointCommand pins the command a point spells, and that every bed an
+// experiment names at every scale is a built-in lab.
+func TestPointCommand(t *testing.T) {
+	p := Point{Lab: "incast/pfc", Seed: 7, Spec: workload.Spec{Name: workload.Incast, Transport: transport.RoCEv2,
+		Size: 65536, QueueDepth: 16, Duration: 1500 * sim.Microsecond, From: []string{"h1", "h2"}, To: []string{"h0"}, Conns: 2}}
+	want := "mrlab sim incast/pfc --workload incast --transport rocev2 --seed 7 --size 65536 --duration 1.5ms --qd 16 --conns 2 --from h1,h2 --to h0 --timeout 10s"
+	if got := p.Command(); got != want {
+		t.Errorf("command\n got %s\nwant %s", got, want)
 	}
-	for _, row := range rows {
-		if row.Fabric == FabricLossy && row.LossPct == 0 && row.Fraction != 1 {
-			t.Errorf("%s loss-free row: fraction %v, want exactly 1", row.Transport, row.Fraction)
+	if got := timeArg(1234567); got != "1.234567ms" && got != "1234567ns" {
+		t.Errorf("timeArg(1234567) = %q", got)
+	} else if back, _ := sim.ParseTime(got); back != 1234567 {
+		t.Errorf("timeArg(1234567) = %q reads back as %v", got, back)
+	}
+	for _, s := range []Scale{Full, Quick, Tiny} {
+		labsUsed := lossSweepParamsCases(s)
+		for _, c := range incastParamsFor(s).cases {
+			labsUsed = append(labsUsed, c.lab)
 		}
-		// Loss can only cost goodput; a few percent of noise either way.
-		inRange(t, row.Transport+" fraction", row.Fraction, 0, 1.05)
-		if row.GoodputGbps <= 0 && row.LossPct < 10 {
-			t.Errorf("%s at %g%%: no goodput", row.Transport, row.LossPct)
+		for _, c := range congestionParamsFor(s).cases {
+			labsUsed = append(labsUsed, c.lab)
 		}
-		if row.LossPct > 0 && row.LossDrops == 0 {
-			t.Errorf("%s at %g%%: random loss dropped nothing", row.Transport, row.LossPct)
+		fp := planeFailureParams(s)
+		cp := collectivesParams(s)
+		labsUsed = append(labsUsed, fp.lossy, fp.lossless, cp.prefix+"lossy", cp.prefix+"pfc", cp.prefix+"lossy-1pct", cp.prefix+"pfc-1pct")
+		for _, pl := range planeScalingParams(s).planes {
+			labsUsed = append(labsUsed, planeScalingParams(s).point(planeCase{pl, 1}, 1).Lab)
 		}
-		if row.LossPct == 0 && row.LossDrops != 0 {
-			t.Errorf("%s at 0%%: %d loss drops", row.Transport, row.LossDrops)
-		}
-		if row.Transport == transport.MetaRoCE.String() && (!row.DataOK || row.Errors != 0 || row.Error != "") {
-			t.Errorf("MetaRoCE at %g%%: data ok %v, %d errors, %q", row.LossPct, row.DataOK, row.Errors, row.Error)
-		}
-	}
-	if len(r.Checks) != 3 {
-		t.Errorf("%d checks, want 3 (MetaRoCE at 1%% and 10%%, RoCEv2 at 1%%)", len(r.Checks))
-	}
-}
-
-func TestPlaneScalingRows(t *testing.T) {
-	r := runTiny(t, "plane-scaling", 1)
-	rows := r.Rows.([]PlaneRow)
-	p := planeScalingParams(Config{Seed: 1, Scale: Tiny})
-	if len(rows) != len(p.planes)*len(p.conns) {
-		t.Fatalf("%d rows, want %d", len(rows), len(p.planes)*len(p.conns))
-	}
-	for _, row := range rows {
-		if row.Planes == 1 && row.Linear != 1 {
-			t.Errorf("1-plane row with %d conns: ratio to linear %v, want exactly 1", row.Conns, row.Linear)
-		}
-		inRange(t, "utilization", row.Utilization, 0.01, 1.0)
-		inRange(t, "plane spread", row.PlaneSpread, 0, 1)
-		if !row.DataOK || row.Errors != 0 || row.Error != "" {
-			t.Errorf("%d planes %d conns: data ok %v, %d errors, %q", row.Planes, row.Conns, row.DataOK, row.Errors, row.Error)
-		}
-	}
-}
-
-func TestPlaneFailureRows(t *testing.T) {
-	r := runTiny(t, "plane-failure", 1)
-	rows := r.Rows.([]FailureRow)
-	if len(rows) != 2 || rows[0].Transport != transport.MetaRoCE.String() {
-		t.Fatalf("rows %+v, want MetaRoCE then RoCEv2", rows)
-	}
-	mr := rows[0]
-	// The claim itself: no application error when a plane fails.
-	if mr.Errors != 0 || mr.Error != "" || !mr.DataOK {
-		t.Errorf("MetaRoCE: %d application errors, run error %q, data ok %v; want none, none, true", mr.Errors, mr.Error, mr.DataOK)
-	}
-	for _, row := range rows {
-		inRange(t, row.Transport+" after/surviving", row.AfterFraction, 0, 1.01)
-		if row.BeforeGbps <= 0 {
-			t.Errorf("%s: no throughput before the failure", row.Transport)
-		}
-	}
-	if len(r.Series) == 0 || len(r.Series[0].X) < 10 {
-		t.Errorf("no throughput series")
-	}
-}
-
-func TestIncastRows(t *testing.T) {
-	r := runTiny(t, "incast", 1)
-	rows := r.Rows.([]IncastRow)
-	p := incastParamsFor(Config{Seed: 1, Scale: Tiny})
-	if len(rows) != 2*len(p.senders) {
-		t.Fatalf("%d rows, want %d", len(rows), 2*len(p.senders))
-	}
-	for _, row := range rows {
-		inRange(t, "jain", row.Jain, 1/float64(row.Senders), 1)
-		inRange(t, "utilization", row.Utilization, 0.05, 1.01)
-		if row.PeakQueue <= 0 {
-			t.Errorf("%s %d-to-1: no queue at the bottleneck", row.Transport, row.Senders)
-		}
-		if row.SettleRTTs < 0 && row.SettleRTTs != -1 {
-			t.Errorf("settle %v: want >= 0 or -1", row.SettleRTTs)
-		}
-		if row.Transport == transport.MetaRoCE.String() && (!row.DataOK || row.Errors != 0) {
-			t.Errorf("MetaRoCE %d-to-1: data ok %v, %d errors", row.Senders, row.DataOK, row.Errors)
-		}
-	}
-}
-
-func TestCollectivesRows(t *testing.T) {
-	r := runTiny(t, "collectives", 1)
-	rows := r.Rows.([]CollectiveRow)
-	if len(rows) != 8 {
-		t.Fatalf("%d rows, want 8", len(rows))
-	}
-	for _, row := range rows {
-		if row.AlgBWGbps <= 0 || row.OpTimeP50 <= 0 {
-			t.Errorf("%s %s %g%%: algbw %v, op time %v", row.Collective, row.Transport, row.LossPct, row.AlgBWGbps, row.OpTimeP50)
-		}
-		if row.Transport == transport.MetaRoCE.String() && (!row.DataOK || row.Errors != 0) {
-			t.Errorf("MetaRoCE %s at %g%%: data ok %v, %d errors", row.Collective, row.LossPct, row.DataOK, row.Errors)
-		}
-	}
-}
-
-// TestDeterministic runs every experiment twice with one seed (and once
-// with two jobs at a time) and wants the same rows; another seed must
-// change the lossy rows.
-func TestDeterministic(t *testing.T) {
-	for _, e := range All() {
-		t.Run(e.Name, func(t *testing.T) {
-			a, err := e.Run(Config{Seed: 7, Scale: Tiny})
-			if err != nil {
-				t.Fatal(err)
-			}
-			b, err := e.Run(Config{Seed: 7, Scale: Tiny, Jobs: 2})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if d := cmp.Diff(a.Rows, b.Rows); d != "" {
-				t.Errorf("same seed, different rows (-first +second):\n%s", d)
-			}
-			if d := cmp.Diff(a.Series, b.Series); d != "" {
-				t.Errorf("same seed, different series (-first +second):\n%s", d)
-			}
-		})
-	}
-	a := runTiny(t, "loss-sweep", 7)
-	b := runTiny(t, "loss-sweep", 8)
-	if cmp.Equal(a.Rows, b.Rows) {
-		t.Errorf("seeds 7 and 8 gave the same loss-sweep rows")
-	}
-}
-
-func TestReportOutputs(t *testing.T) {
-	r := runTiny(t, "loss-sweep", 1)
-	dir := t.TempDir()
-	paths, err := r.WriteFiles(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := []string{"loss-sweep.csv", "loss-sweep.json", "loss-sweep.png", "loss-sweep.svg", "loss-sweep-gbps.png", "loss-sweep-gbps.svg"}
-	var got []string
-	for _, p := range paths {
-		got = append(got, filepath.Base(p))
-	}
-	if d := cmp.Diff(want, got); d != "" {
-		t.Errorf("files (-want +got):\n%s", d)
-	}
-	png, _ := os.ReadFile(filepath.Join(dir, "loss-sweep.png"))
-	if !bytes.HasPrefix(png, []byte("\x89PNG")) {
-		t.Errorf("loss-sweep.png is not a PNG")
-	}
-	svg, _ := os.ReadFile(filepath.Join(dir, "loss-sweep.svg"))
-	if !bytes.Contains(svg, []byte("<svg")) {
-		t.Errorf("loss-sweep.svg is not an SVG")
-	}
-	csv, _ := os.ReadFile(filepath.Join(dir, "loss-sweep.csv"))
-	if lines := strings.Count(string(csv), "\n"); lines != len(r.table.Rows)+1 {
-		t.Errorf("CSV has %d lines, want %d", lines, len(r.table.Rows)+1)
-	}
-	var doc struct {
-		Experiment string            `json:"experiment"`
-		Rows       []json.RawMessage `json:"rows"`
-		Checks     []Check           `json:"checks"`
-	}
-	js, _ := os.ReadFile(filepath.Join(dir, "loss-sweep.json"))
-	if err := json.Unmarshal(js, &doc); err != nil {
-		t.Fatalf("JSON: %v", err)
-	}
-	if doc.Experiment != "loss-sweep" || len(doc.Rows) != len(r.table.Rows) || len(doc.Checks) != len(r.Checks) {
-		t.Errorf("JSON: %q, %d rows, %d checks", doc.Experiment, len(doc.Rows), len(doc.Checks))
-	}
-	var text bytes.Buffer
-	if err := r.WriteText(&text); err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range []string{"loss-sweep:", "setup:", "goodput Gb/s", "MetaRoCE goodput at 1% loss"} {
-		if !strings.Contains(text.String(), s) {
-			t.Errorf("table output lacks %q:\n%s", s, text.String())
-		}
-	}
-	var md bytes.Buffer
-	if err := WriteMarkdown(&md, []*Report{r}, "results"); err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range []string{"## loss-sweep", "![loss-sweep](results/loss-sweep.png)", "| loss | transport |"} {
-		if !strings.Contains(md.String(), s) {
-			t.Errorf("markdown lacks %q", s)
-		}
-	}
-}
-
-// TestSettleIndex checks the fair-share settling rule on made-up curves.
-func TestSettleIndex(t *testing.T) {
-	ts := make([]sim.Time, 40)
-	for i := range ts {
-		ts[i] = sim.Time(i) * 1000
-	}
-	// Two senders at exactly 1 byte/ns from the start: settled at 0.
-	even := func(rate float64, from int) []uint64 {
-		c := make([]uint64, len(ts))
-		for i := range c {
-			if i > from {
-				c[i] = uint64(rate * float64(ts[i]-ts[from]))
+		for _, name := range labsUsed {
+			if !labs.IsBuiltin(name) {
+				t.Errorf("%s scale: bed %q is not a built-in lab", s, name)
 			}
 		}
-		return c
 	}
-	if k := settleIndex(ts, [][]uint64{even(1, 0), even(1, 0)}, 1, 100, 0.1); k != 0 {
-		t.Errorf("even senders settle at %d, want 0", k)
-	}
-	// One sender silent for 5 samples, then double rate until it caught
-	// up... it settles once it runs at the fair rate.
-	late := make([]uint64, len(ts))
-	for i := range late {
-		switch {
-		case i <= 5:
-		case i <= 10:
-			late[i] = uint64(2000 * (i - 5))
-		default:
-			late[i] = late[10] + uint64(1000*(i-10))
+}
+
+func lossSweepParamsCases(s Scale) []string {
+	p := lossSweepParams(s)
+	var out []string
+	for _, sd := range p.sides {
+		for _, l := range p.rates {
+			out = append(out, p.point(lossCase{l, sd}, 1).Lab)
 		}
 	}
-	if k := settleIndex(ts, [][]uint64{even(1, 0), late}, 1, 100, 0.1); k != 10 {
-		t.Errorf("late sender settles at %d, want 10", k)
+	return out
+}
+
+func TestStats(t *testing.T) {
+	s := statOf([]float64{3, 1, math.NaN(), 2, 10})
+	if s.Median != 2.5 || s.Min != 1 || s.Max != 10 || s.N != 4 {
+		t.Errorf("statOf = %+v", s)
 	}
-	// A sender at half the fair rate never settles.
-	if k := settleIndex(ts, [][]uint64{even(1, 0), even(0.5, 0)}, 1, 100, 0.1); k != -1 {
-		t.Errorf("slow sender settles at %d, want -1", k)
+	if c := s.cell(f1); c != "2.5 (1.0–10.0)" {
+		t.Errorf("cell = %q", c)
+	}
+	if c := statOf([]float64{2, 2}).cell(f1); c != "2.0" {
+		t.Errorf("cell of equal seeds = %q", c)
+	}
+	if c := statOf([]float64{2, math.Inf(1), math.Inf(1)}).cell(f1); c != "never (2.0–never)" {
+		t.Errorf("cell with seeds that never settled = %q", c)
+	}
+	g := goal{median: 0.9, floor: 0.86, atLeast: true}
+	for _, c := range []struct {
+		xs   []float64
+		want bool
+	}{
+		{[]float64{0.95, 0.91, 0.87}, true},
+		{[]float64{0.95, 0.91, 0.85}, false}, // a seed below the seeds' figure
+		{[]float64{0.89, 0.95, 0.88}, false}, // the median short
+		{nil, false},
+	} {
+		if got := statCheck("x", "y", statOf(c.xs), g, pct).Met; got != c.want {
+			t.Errorf("%v: met %v, want %v", c.xs, got, c.want)
+		}
+	}
+	if !statCheck("x", "y", statOf([]float64{0, 0}), goal{}, n0).Met || statCheck("x", "y", statOf([]float64{0, 1}), goal{}, n0).Met {
+		t.Errorf("an at-most-0 goal")
+	}
+}
+
+// TestArrivalsSettle checks the strict fair-share test on made-up
+// arrivals: two senders alternating packets at line rate are within 10%
+// from the start; a sender that starts late settles when it catches up
+// with its share; a sender at half its share never settles.
+func TestArrivalsSettle(t *testing.T) {
+	const rate = 100e9
+	const n = 1000 // bytes per packet
+	const pkt = 80 // ns per packet at 100 Gbit/s
+	a := &arrivals{at: make([][]int64, 2), n: make([][]int, 2)}
+	add := func(i int, endNs int64) {
+		a.at[i] = append(a.at[i], endNs*1000)
+		a.n[i] = append(a.n[i], n)
+	}
+	for k := int64(0); k < 200; k++ {
+		add(int(k%2), (k+1)*pkt)
+	}
+	// Fair share of a 1600 ns window: 10 packets each.
+	if s := a.settle(0, 16000, 1600, 400, rate, 10*n, 0.1); s != 0 {
+		t.Errorf("alternating senders settle at %v, want 0", s)
+	}
+	b := &arrivals{at: make([][]int64, 2), n: make([][]int, 2)}
+	a = b
+	// Sender 1 silent until 4000 ns (sender 0 alone at line rate), then
+	// the two alternate.
+	t0 := int64(0)
+	for t0 < 4000 {
+		t0 += pkt
+		add(0, t0)
+	}
+	for k := int64(0); k < 200; k++ {
+		t0 += pkt
+		add(int(k%2), t0)
+	}
+	if s := a.settle(0, 16000, 1600, 400, rate, 10*n, 0.1); s != 4000 {
+		t.Errorf("late sender: settled at %v, want 4000ns", s)
+	}
+	c := &arrivals{at: make([][]int64, 2), n: make([][]int, 2)}
+	a = c
+	for k := int64(0); k < 300; k++ {
+		i := 0
+		if k%3 == 2 {
+			i = 1
+		}
+		add(i, (k+1)*pkt)
+	}
+	if s := a.settle(0, 16000, 1600, 400, rate, 10*n, 0.1); s != -1 {
+		t.Errorf("unfair senders settle at %v, want never", s)
 	}
 }
 
@@ -293,21 +183,142 @@ func TestJain(t *testing.T) {
 	}
 }
 
-func TestLookup(t *testing.T) {
-	want := []string{"collectives", "incast", "loss-sweep", "plane-failure", "plane-scaling"}
-	if d := cmp.Diff(want, Names()); d != "" {
-		t.Errorf("names (-want +got):\n%s", d)
+func TestHostsByLeaf(t *testing.T) {
+	got := hostsByLeaf(4, 16, 6, "h0")
+	want := []string{"h16", "h32", "h48", "h17", "h33", "h49"}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("(-want +got):\n%s", d)
 	}
-	if _, err := Lookup("nope"); err == nil || !strings.Contains(err.Error(), "loss-sweep") {
-		t.Errorf("Lookup(nope) = %v, want an error listing the experiments", err)
+	if n := len(hostsByLeaf(4, 16, 63, "h0")); n != 63 {
+		t.Errorf("63 senders: got %d", n)
 	}
-	for _, s := range []string{"full", "quick", "tiny"} {
-		sc, err := ParseScale(s)
-		if err != nil || sc.String() != s {
-			t.Errorf("ParseScale(%q) = %v, %v", s, sc, err)
+}
+
+// TestDeterministic runs an experiment twice with the same seeds, one and
+// two simulations at a time, and wants the same rows.
+func TestDeterministic(t *testing.T) {
+	e, err := Lookup("loss-sweep")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := e.Run(Config{Seed: 7, Seeds: 2, Scale: Tiny, Jobs: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := e.Run(Config{Seed: 7, Seeds: 2, Scale: Tiny, Jobs: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(a.Rows, b.Rows, cmp.Comparer(func(x, y float64) bool { return x == y || math.IsNaN(x) && math.IsNaN(y) })); d != "" {
+		t.Errorf("same seeds, different rows (-first +second):\n%s", d)
+	}
+	rows := a.Rows.([]LossRow)
+	seen := map[uint64]bool{}
+	for _, r := range rows {
+		seen[r.Seed] = true
+	}
+	if !seen[7] || !seen[8] || len(seen) != 2 {
+		t.Errorf("seeds run: %v, want 7 and 8", seen)
+	}
+}
+
+func TestReportOutputs(t *testing.T) {
+	e, _ := Lookup("plane-failure")
+	r, err := e.Run(Config{Seeds: 2, Scale: Tiny})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	paths, err := r.WriteFiles(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, p := range paths {
+		got = append(got, filepath.Base(p))
+	}
+	want := []string{"plane-failure.csv", "plane-failure.json", "plane-failure.png", "plane-failure.svg", "plane-failure-rocev2.png", "plane-failure-rocev2.svg"}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("files (-want +got):\n%s", d)
+	}
+	png, _ := os.ReadFile(filepath.Join(dir, "plane-failure.png"))
+	if !bytes.HasPrefix(png, []byte("\x89PNG")) {
+		t.Errorf("plane-failure.png is not a PNG")
+	}
+	csv, _ := os.ReadFile(filepath.Join(dir, "plane-failure.csv"))
+	if lines := strings.Count(string(csv), "\n"); lines != len(r.table.Rows)+1 {
+		t.Errorf("CSV has %d lines, want %d", lines, len(r.table.Rows)+1)
+	}
+	var doc struct {
+		Seeds []uint64 `json:"seeds"`
+		Rows  []struct {
+			Seed    uint64 `json:"seed"`
+			Command string `json:"command"`
+		} `json:"rows"`
+		Checks []Check `json:"checks"`
+	}
+	js, _ := os.ReadFile(filepath.Join(dir, "plane-failure.json"))
+	if err := json.Unmarshal(js, &doc); err != nil {
+		t.Fatalf("JSON: %v", err)
+	}
+	if len(doc.Seeds) != 2 || len(doc.Rows) != 4 || len(doc.Checks) != len(r.Checks) {
+		t.Errorf("JSON: seeds %v, %d rows, %d checks", doc.Seeds, len(doc.Rows), len(doc.Checks))
+	}
+	for _, row := range doc.Rows {
+		if !strings.HasPrefix(row.Command, "mrlab sim plane-failure/") || !strings.Contains(row.Command, "--seed ") {
+			t.Errorf("row command %q", row.Command)
 		}
 	}
-	if _, err := ParseScale("huge"); err == nil {
-		t.Errorf("ParseScale(huge) accepted")
+	var text bytes.Buffer
+	if err := r.WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"plane-failure:", "seeds 1-2", "after/surviving", "MetaRoCE application errors", "over 2 seeds"} {
+		if !strings.Contains(text.String(), s) {
+			t.Errorf("text output lacks %q:\n%s", s, text.String())
+		}
+	}
+	var md bytes.Buffer
+	if err := WriteMarkdown(&md, []*Report{r}, "results"); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"## plane-failure", "![plane-failure](results/plane-failure.png)", "| transport | fabric |", "--seeds 2"} {
+		if !strings.Contains(md.String(), s) {
+			t.Errorf("markdown lacks %q", s)
+		}
+	}
+}
+
+// TestArrivalsObserve: the probe keeps only deliveries at its link
+// direction, by sender.
+func TestArrivalsObserve(t *testing.T) {
+	lab, err := labs.Builtin("congestion/oversub-lossy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := Point{Lab: "congestion/oversub-lossy", Seed: 1, Spec: workload.Spec{Name: workload.WriteBW, Transport: transport.MetaRoCE,
+		Size: 16 << 10, Iterations: 20, From: []string{"h1"}, To: []string{"h0"}}}
+	var arr *arrivals
+	run, err := p.run(probe{observe: func(net *fabric.Network) error {
+		port, err := net.LinkPort("h0-p0", fabric.BtoA)
+		if err != nil {
+			return err
+		}
+		var h1 netip.Addr
+		for a, n := range hostAddrs(net) {
+			if n == "h1" {
+				h1 = a
+			}
+		}
+		arr = newArrivals(port, []netip.Addr{h1})
+		net.SetObserver(arr)
+		return nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = lab
+	if got := arr.bytesBetween(0, 0, run.end+1); got < 20*16<<10 || len(arr.at[0]) < 20*4 {
+		t.Errorf("h1 delivered %d bytes in %d packets at h0's downlink, want at least 20 x 16 KiB", got, len(arr.at[0]))
 	}
 }

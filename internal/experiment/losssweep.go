@@ -3,6 +3,7 @@ package experiment
 import (
 	"fmt"
 	"math"
+	"strconv"
 
 	"github.com/mrlab/mrlab/fabric"
 	"github.com/mrlab/mrlab/internal/sim"
@@ -13,10 +14,10 @@ import (
 func init() {
 	register(Experiment{
 		Name:  "loss-sweep",
-		Title: "goodput under random loss on every link, MetaRoCE vs RoCEv2 (go-back-N), with RoCEv2 on a lossless PFC fabric for reference",
+		Title: "goodput under random loss on every link: MetaRoCE, RoCEv2 (go-back-N) lossy, and RoCEv2 on a lossless PFC fabric",
 		Claim: "MetaRoCE keeps ~86% of its loss-free throughput at 1% loss and useful bandwidth up to 10%; RoCEv2 collapses under the same loss",
-		Target: "MetaRoCE >= 90% of loss-free goodput at 1% loss and > 50% at 10%; " +
-			"RoCEv2 go-back-N visibly collapsing at 1% (below 50% of loss-free)",
+		Target: "MetaRoCE: median >= 90% of loss-free goodput at 1% loss with no seed below the seeds' 86%, and > 50% at 10%; " +
+			"RoCEv2 (lossy, and lossless with PFC) below 50% of loss-free at 1%",
 		run: runLossSweep,
 	})
 }
@@ -24,296 +25,228 @@ func init() {
 // LossRates are the random loss probabilities of the sweep, in percent.
 var LossRates = []float64{0, 0.1, 0.5, 1, 2, 5, 10}
 
-// Fabric kinds in LossRow.Fabric.
-const (
-	FabricLossy    = "lossy"
-	FabricLossless = "lossless+pfc"
-)
-
-// LossRow is one (loss rate, transport, fabric) run of the loss sweep.
+// LossRow is one (loss rate, transport, fabric, seed) run of the sweep.
 type LossRow struct {
 	// LossPct is the random loss on every link direction, in percent.
 	LossPct   float64 `json:"loss_pct"`
 	Transport string  `json:"transport"`
-	// Fabric is "lossy" (drop-tail, random loss) or "lossless+pfc" (no
-	// random loss, PFC pause instead of queue-full drops).
-	Fabric string `json:"fabric"`
+	// Fabric is FabricLossy or FabricLossless (PFC on every link; the
+	// random loss applies all the same).
+	Fabric  string `json:"fabric"`
+	Seed    uint64 `json:"seed"`
+	Command string `json:"command"`
 	// GoodputGbps is application bytes completed per second over the run,
-	// all flows together.
+	// all flows together (as `mrlab sim` reports it).
 	GoodputGbps float64 `json:"goodput_gbps"`
 	// Fraction is GoodputGbps over the same transport's loss-free goodput
-	// on the lossy fabric (the 0% row), measured in the same sweep.
-	Fraction float64 `json:"fraction_of_loss_free"`
-	// Bytes and Elapsed are what the goodput divides.
-	Bytes   int64    `json:"bytes"`
-	Elapsed sim.Time `json:"elapsed_ns"`
+	// on the same kind of fabric with the same seed.
+	Fraction Float    `json:"fraction_of_loss_free"`
+	Bytes    int64    `json:"bytes"`
+	Elapsed  sim.Time `json:"elapsed_ns"`
 	// Retransmits and Timeouts are the transports' counters.
 	Retransmits uint64 `json:"retransmits"`
 	Timeouts    uint64 `json:"timeouts"`
 	// LossDrops are packets the random loss dropped; QueueDrops packets
-	// dropped by full queues.
+	// dropped by full queues; PFCPauses the pauses on a lossless fabric.
 	LossDrops  uint64 `json:"loss_drops"`
 	QueueDrops uint64 `json:"queue_drops"`
-	// Errors counts failed completions (application errors); Error is
-	// the run's error, if it failed (e.g. a QP out of retries).
+	PFCPauses  uint64 `json:"pfc_pauses"`
+	// Errors counts failed completions; Error is the run's error, if it
+	// failed (a QP out of retries, a timeout).
 	Errors int    `json:"app_errors"`
 	Error  string `json:"error,omitempty"`
-	// DataOK is the workload's end-to-end data check.
-	DataOK bool `json:"data_ok"`
-	// PFCPauses counts pause events on the lossless fabric.
-	PFCPauses uint64 `json:"pfc_pauses,omitempty"`
+	DataOK bool   `json:"data_ok"`
 }
 
-// lossParams are the loss sweep's sizes at one scale.
 type lossParams struct {
-	bed      bed
 	duration sim.Time
-	size     int
-	qd       int
 	rates    []float64
+	sides    []side
 }
 
-func lossSweepParams(cfg Config) lossParams {
-	b := defaultBed("loss-sweep", cfg.Seed)
-	p := lossParams{bed: b, duration: 2 * sim.Millisecond, size: 64 << 10, qd: 16, rates: LossRates}
-	switch cfg.Scale {
+func lossSweepParams(s Scale) lossParams {
+	p := lossParams{duration: 2 * sim.Millisecond, rates: LossRates, sides: []side{metaroceLossy, rocev2Lossy, rocev2Lossless}}
+	switch s {
 	case Quick:
 		p.duration = 500 * sim.Microsecond
 	case Tiny:
-		p.bed.leaves, p.bed.hpl, p.bed.spines = 2, 1, 2
-		p.duration = 100 * sim.Microsecond
-		p.size = 16 << 10
-		p.qd = 8
+		p.duration = 300 * sim.Microsecond
 		p.rates = []float64{0, 1, 10}
 	}
 	return p
 }
 
 type lossCase struct {
-	loss float64 // percent
-	kind transport.Kind
-	pfc  bool
+	loss float64
+	side side
 }
 
-func (c lossCase) name() string {
-	fab := FabricLossy
-	if c.pfc {
-		fab = FabricLossless
+// lossLab names the bed for a loss rate.
+func lossLab(loss float64, pfc bool) string {
+	kind := "lossy"
+	if pfc {
+		kind = "pfc"
 	}
-	return fmt.Sprintf("%v %s loss %g%%", c.kind, fab, c.loss)
+	return "loss-sweep/" + kind + "-" + strconv.FormatFloat(loss, 'f', -1, 64)
+}
+
+func (p lossParams) point(c lossCase, seed uint64) Point {
+	return Point{Lab: lossLab(c.loss, c.side.pfc), Seed: seed, Spec: workload.Spec{
+		Name: workload.Permutation, Transport: c.side.kind, Size: 64 << 10, QueueDepth: 16,
+		Duration: p.duration, Timeout: sim.Second,
+	}}
 }
 
 func runLossSweep(cfg Config) (*Report, error) {
-	p := lossSweepParams(cfg)
+	p := lossSweepParams(cfg.Scale)
 	var cases []lossCase
-	for _, k := range []transport.Kind{transport.MetaRoCE, transport.RoCEv2} {
+	for _, sd := range p.sides {
 		for _, l := range p.rates {
-			cases = append(cases, lossCase{loss: l, kind: k})
+			cases = append(cases, lossCase{l, sd})
 		}
 	}
-	cases = append(cases, lossCase{loss: 0, kind: transport.RoCEv2, pfc: true})
-	jobs := make([]job[LossRow], len(cases))
-	for i, c := range cases {
-		c := c
-		jobs[i] = job[LossRow]{name: c.name(), run: func() (LossRow, error) { return lossRun(p, c) }}
-	}
-	rows, err := runJobs(cfg, "loss-sweep", jobs)
+	rows, err := runCases(cfg, "loss-sweep", cases, p.point, lossRun)
 	if err != nil {
 		return nil, err
 	}
-	base := map[transport.Kind]float64{}
-	for i, c := range cases {
-		if c.loss == 0 && !c.pfc {
-			base[c.kind] = rows[i].GoodputGbps
+	base := map[string]float64{}
+	for _, r := range rows {
+		if r.LossPct == 0 {
+			base[r.Transport+r.Fabric+strconv.FormatUint(r.Seed, 10)] = r.GoodputGbps
 		}
 	}
-	for i, c := range cases {
-		if b := base[c.kind]; b > 0 {
-			rows[i].Fraction = rows[i].GoodputGbps / b
+	for i := range rows {
+		r := &rows[i]
+		r.Fraction = Float(math.NaN())
+		if b := base[r.Transport+r.Fabric+strconv.FormatUint(r.Seed, 10)]; b > 0 {
+			r.Fraction = Float(r.GoodputGbps / b)
 		}
 	}
 	r := &Report{Rows: rows}
 	r.Setup = []string{
-		p.bed.describe(),
-		fmt.Sprintf("workload: permutation, every host WRITEs %s messages (%d in flight) to one other host for %v of virtual time; goodput = application bytes completed / time from first post to last completion",
-			sizeString(p.size), p.qd, p.duration),
-		"loss: netem-style random loss with probability p on every link direction, so data packets and ACKs both see it; a packet between leaves crosses 4 links (end-to-end loss 1-(1-p)^4, 3.9% at p=1%)",
-		"fraction: goodput over the same transport's goodput at 0% loss on the same fabric, measured in the same run (same seed)",
-		rocev2Timeout,
+		"beds: built-in labs loss-sweep/lossy-P and loss-sweep/pfc-P: 8 hosts on one plane of 2 leaves x 4 hosts and 2 spines (non-blocking), 100 Gbit/s links, 1 us per link, 512 KiB queues, ECN step marking above 64 KiB on the lossy beds (the lossless ones: see below); random loss of P% on every link direction (data and ACKs alike, end-to-end 1-(1-p)^4 between leaves)",
+		"capacity: the same for every transport (one 100 Gbit/s port per host)",
+		"RoCEv2 lossy: DCQCN on, local ACK timeout 131 us (verbs exponent 5, far shorter than the HCA default, the best case for go-back-N), retry_cnt 7; RoCEv2 lossless: PFC on every link (xoff 64 KiB, xon 56 KiB), ECN marking as the DCQCN paper recommends (RED 5-200 KiB, at most 1%), DCQCN on, the HCA default ACK timeout (exponent 14, ~67 ms) — PFC stops congestion drops, not random loss, and a deployed RoCE fabric's timers are set for a lossless fabric",
+		fmt.Sprintf("workload: permutation, every host WRITEs 64 KiB messages (16 in flight) to one other host for %v; goodput = application bytes completed / time from first post to last completion", p.duration),
+		"fraction: goodput over the same transport's goodput at 0% loss on the same kind of fabric with the same seed",
 	}
-	r.Setup = append(r.Setup, "reference: RoCEv2 on a lossless fabric — no random loss, PFC pause instead of queue-full drops — its fraction is over RoCEv2's 0% row on the lossy fabric")
 	if cfg.Scale != Full {
-		r.Setup = append(r.Setup, fmt.Sprintf("scaled down (%s scale): fewer hosts, shorter runs; figures are indicative only", cfg.Scale))
+		r.Setup = append(r.Setup, fmt.Sprintf("scaled down (%s scale): shorter runs, fewer loss rates", cfg.Scale))
 	}
-	r.table = Table{Columns: []string{"loss", "transport", "fabric", "goodput Gb/s", "fraction", "retx", "timeouts", "loss drops", "queue drops", "app errors", "data"}}
-	for _, row := range rows {
-		data := "ok"
-		if !row.DataOK {
-			data = "FAIL"
-			if row.Error != "" {
-				data = "not checked"
-			}
-		}
-		loss := fmt.Sprintf("%g%%", row.LossPct)
-		if row.Fabric == FabricLossless {
-			loss = "none"
-		}
-		r.table.add(loss, row.Transport, row.Fabric, f2(row.GoodputGbps), f3(row.Fraction),
-			fmt.Sprint(row.Retransmits), fmt.Sprint(row.Timeouts), fmt.Sprint(row.LossDrops),
-			fmt.Sprint(row.QueueDrops), errCell(row.Errors, row.Error), data)
+	g := groupBy(rows, func(r LossRow) string { return fmt.Sprint(r.Transport, r.Fabric, r.LossPct) })
+	r.table = Table{Columns: []string{"loss", "transport", "fabric", "goodput Gb/s", "fraction", "retx", "timeouts", "loss drops", "queue drops", "PFC pauses", "app errors", "data"}}
+	for _, k := range g.keys {
+		rs := g.rows[k]
+		r.table.add(fmt.Sprintf("%g%%", rs[0].LossPct), rs[0].Transport, rs[0].Fabric,
+			statRows(rs, func(r LossRow) float64 { return r.GoodputGbps }).cell(f2),
+			statRows(rs, func(r LossRow) float64 { return float64(r.Fraction) }).cell(f3),
+			statRows(rs, func(r LossRow) float64 { return float64(r.Retransmits) }).cell(n0),
+			statRows(rs, func(r LossRow) float64 { return float64(r.Timeouts) }).cell(n0),
+			statRows(rs, func(r LossRow) float64 { return float64(r.LossDrops) }).cell(n0),
+			statRows(rs, func(r LossRow) float64 { return float64(r.QueueDrops) }).cell(n0),
+			statRows(rs, func(r LossRow) float64 { return float64(r.PFCPauses) }).cell(n0),
+			errorsCell(rs, func(r LossRow) (int, string) { return r.Errors, r.Error }),
+			dataCellRows(rs, func(r LossRow) (bool, string) { return r.DataOK, r.Error }))
 	}
-	lossChecks(r, rows)
-	lossPlots(r, rows, p.rates)
+	lossChecks(r, g)
+	lossPlots(r, g, p.rates)
 	return r, nil
 }
 
-// lossRun runs one case.
-func lossRun(p lossParams, c lossCase) (LossRow, error) {
-	b := p.bed
-	b.loss = c.loss / 100
-	b.pfc = c.pfc
-	tb, err := b.build()
+// lossRun runs one point.
+func lossRun(c lossCase, p Point) (LossRow, error) {
+	run, err := p.run(probe{})
 	if err != nil {
 		return LossRow{}, err
 	}
-	res, runErr := workload.Run(tb.cl, workload.Spec{
-		Name: workload.Permutation, Transport: c.kind, Size: p.size, QueueDepth: p.qd,
-		Duration: p.duration, Seed: b.seed, Timeout: 200 * p.duration,
-	})
-	row := LossRow{LossPct: c.loss, Transport: c.kind.String(), Fabric: FabricLossy}
-	if c.pfc {
-		row.Fabric = FabricLossless
-	}
-	if res == nil {
-		return row, runErr
-	}
-	if runErr != nil {
-		row.Error = runErr.Error()
-	}
-	row.GoodputGbps = res.GoodputGbps
-	row.Bytes, row.Elapsed = res.Bytes, res.Elapsed
-	row.Retransmits, row.Timeouts = res.Retransmits, res.Timeouts
-	row.Errors = res.Errors
-	row.DataOK = res.Check.OK
-	d := tb.net.Counters().Drops()
-	row.LossDrops, row.QueueDrops = d[fabric.DropImpairment], d[fabric.DropQueueFull]
-	for _, pc := range tb.net.PFCCounters() {
-		row.PFCPauses += pc.Pauses
-	}
-	return row, nil
+	res := run.res
+	snap := run.net.Counters()
+	d := snap.Drops()
+	return LossRow{
+		LossPct: c.loss, Transport: c.side.kind.String(), Fabric: c.side.fabric(), Seed: p.Seed, Command: p.Command(),
+		GoodputGbps: res.GoodputGbps, Bytes: res.Bytes, Elapsed: res.Elapsed,
+		Retransmits: res.Retransmits, Timeouts: res.Timeouts,
+		LossDrops: d[fabric.DropImpairment], QueueDrops: d[fabric.DropQueueFull], PFCPauses: snap.PFCPauses(),
+		Errors: res.Errors, Error: errText(run.err), DataOK: res.Check.OK,
+	}, nil
 }
 
-// lossFraction returns the fraction of the lossy-fabric row of kind at
-// loss l, or NaN.
-func lossFraction(rows []LossRow, kind string, l float64) float64 {
-	for _, r := range rows {
-		if r.Transport == kind && r.Fabric == FabricLossy && r.LossPct == l {
-			return r.Fraction
+func lossChecks(r *Report, g group[LossRow]) {
+	frac := func(kind transport.Kind, fab string, loss float64) (Stat, bool) {
+		rs, ok := g.rows[fmt.Sprint(kind.String(), fab, loss)]
+		if !ok {
+			return Stat{}, false
+		}
+		return statRows(rs, func(r LossRow) float64 { return float64(r.Fraction) }), true
+	}
+	if s, ok := frac(transport.MetaRoCE, FabricLossy, 1); ok {
+		r.Checks = append(r.Checks, statCheck("MetaRoCE goodput at 1% loss", "median >= 90% of loss-free, every seed >= 86% (the seeds' figure)",
+			s, goal{median: 0.9, floor: 0.86, atLeast: true}, pct))
+	}
+	if s, ok := frac(transport.MetaRoCE, FabricLossy, 10); ok {
+		r.Checks = append(r.Checks, statCheck("MetaRoCE goodput at 10% loss", "> 50% of loss-free, every seed (seeds: useful bandwidth)",
+			s, goal{median: 0.5, floor: 0.5, atLeast: true}, pct))
+	}
+	for _, fab := range []string{FabricLossy, FabricLossless} {
+		if s, ok := frac(transport.RoCEv2, fab, 1); ok {
+			r.Checks = append(r.Checks, statCheck("RoCEv2 ("+fab+") goodput at 1% loss", "< 50% of loss-free, every seed (collapse)",
+				s, goal{median: 0.5, floor: 0.5}, pct))
 		}
 	}
-	return math.NaN()
-}
-
-func lossChecks(r *Report, rows []LossRow) {
-	mr, ro := transport.MetaRoCE.String(), transport.RoCEv2.String()
-	if f := lossFraction(rows, mr, 1); !math.IsNaN(f) {
-		c := check("MetaRoCE goodput at 1% loss", ">= 90% of loss-free (seeds: ~86%)", f, 0.9, true, pct(f))
-		if !c.Met {
-			c.Note = fmt.Sprintf("missed by %.1f points", 100*(0.9-f))
+	for _, k := range g.keys {
+		rs := g.rows[k]
+		row := rs[0]
+		if row.LossPct != 1 && row.LossPct != 10 {
+			continue
 		}
-		r.Checks = append(r.Checks, c)
-	}
-	if f := lossFraction(rows, mr, 10); !math.IsNaN(f) {
-		c := check("MetaRoCE goodput at 10% loss", "> 50% of loss-free (seeds: useful bandwidth)", f, 0.5, true, pct(f))
-		if !c.Met {
-			c.Note = fmt.Sprintf("missed by %.1f points", 100*(0.5-f))
-		}
-		r.Checks = append(r.Checks, c)
-	}
-	if f := lossFraction(rows, ro, 1); !math.IsNaN(f) {
-		c := check("RoCEv2 (go-back-N) goodput at 1% loss", "< 50% of loss-free (collapse)", f, 0.5, false, pct(f))
-		if !c.Met {
-			c.Note = "go-back-N did not collapse at this scale"
-		}
-		r.Checks = append(r.Checks, c)
-	}
-	for _, row := range rows {
-		if row.Transport == mr && row.Errors > 0 {
-			r.Notes = append(r.Notes, fmt.Sprintf("MetaRoCE had %d application errors at %g%% loss", row.Errors, row.LossPct))
-		}
-		if row.Transport == mr && row.Error != "" {
-			r.Notes = append(r.Notes, fmt.Sprintf("MetaRoCE run at %g%% loss failed: %s", row.LossPct, row.Error))
+		lost := statRows(rs, func(r LossRow) float64 { return float64(r.LossDrops) })
+		retx := statRows(rs, func(r LossRow) float64 { return float64(r.Retransmits) })
+		if lost.Median > 0 {
+			r.Notes = append(r.Notes, fmt.Sprintf("%g%% loss, %s %s: %.0f packets lost (data and ACKs), %.0f data packets retransmitted (%.1f per loss; medians)",
+				row.LossPct, row.Transport, row.Fabric, lost.Median, retx.Median, retx.Median/lost.Median))
 		}
 	}
-	// What each transport paid per lost packet: selective retransmission
-	// resends about one packet per loss; go-back-N resends everything
-	// sent after it.
-	for _, l := range []float64{1, 10} {
-		for _, row := range rows {
-			if row.Fabric != FabricLossy || row.LossPct != l || row.LossDrops == 0 {
-				continue
+	for _, k := range g.keys {
+		for _, row := range g.rows[k] {
+			if row.Error != "" {
+				r.Notes = append(r.Notes, fmt.Sprintf("%s %s at %g%% loss, seed %d: %s", row.Transport, row.Fabric, row.LossPct, row.Seed, row.Error))
 			}
-			r.Notes = append(r.Notes, fmt.Sprintf("%g%% loss, %s: %d packets lost (data and ACKs), %d data packets retransmitted (%.1f per loss), %d retransmission timeouts",
-				l, row.Transport, row.LossDrops, row.Retransmits, float64(row.Retransmits)/float64(row.LossDrops), row.Timeouts))
-		}
-	}
-	for _, row := range rows {
-		if row.Fabric == FabricLossless {
-			r.Notes = append(r.Notes, fmt.Sprintf("lossless fabric: %d PFC pauses during the RoCEv2 run (%d queue drops)", row.PFCPauses, row.QueueDrops))
-		}
-		if row.Transport == ro && row.Error != "" {
-			r.Notes = append(r.Notes, fmt.Sprintf("RoCEv2 at %g%% loss (%s): %s", row.LossPct, row.Fabric, row.Error))
 		}
 	}
 }
 
-func lossPlots(r *Report, rows []LossRow, rates []float64) {
+func lossPlots(r *Report, g group[LossRow], rates []float64) {
 	ticks := make([]string, len(rates))
 	for i, l := range rates {
 		ticks[i] = fmt.Sprintf("%g%%", l)
 	}
-	frac := figure{file: "loss-sweep", title: "Goodput under random loss on every link",
+	frac := figure{file: "loss-sweep", title: "Goodput under random loss on every link (median of seeds)",
 		xlabel: "random loss per link direction", ylabel: "goodput / loss-free goodput", xticks: ticks, ymin: 0, ymax: 1.1}
-	abs := figure{file: "loss-sweep-gbps", title: "Goodput under random loss on every link",
+	abs := figure{file: "loss-sweep-gbps", title: "Goodput under random loss on every link (median of seeds)",
 		xlabel: "random loss per link direction", ylabel: "goodput (Gb/s)", xticks: ticks, legendBottom: true}
-	for ci, kind := range []string{transport.MetaRoCE.String(), transport.RoCEv2.String() + " (go-back-N)"} {
-		var xs, fs, gs []float64
+	for ci, sd := range []side{metaroceLossy, rocev2Lossy, rocev2Lossless} {
+		var xs, fs, gs, ls []float64
 		for i, l := range rates {
-			for _, row := range rows {
-				if row.Fabric == FabricLossy && row.LossPct == l && (row.Transport == kind || row.Transport+" (go-back-N)" == kind) {
-					xs, fs, gs = append(xs, float64(i)), append(fs, row.Fraction), append(gs, row.GoodputGbps)
-				}
+			rs, ok := g.rows[fmt.Sprint(sd.kind.String(), sd.fabric(), l)]
+			if !ok {
+				continue
 			}
+			xs, ls = append(xs, float64(i)), append(ls, l)
+			fs = append(fs, statRows(rs, func(r LossRow) float64 { return float64(r.Fraction) }).Median)
+			gs = append(gs, statRows(rs, func(r LossRow) float64 { return r.GoodputGbps }).Median)
 		}
-		frac.lines = append(frac.lines, figLine{name: kind, x: xs, y: fs, points: true, color: ci + 1})
-		abs.lines = append(abs.lines, figLine{name: kind, x: xs, y: gs, points: true, color: ci + 1})
-		r.Series = append(r.Series, Series{Plot: "loss-sweep", Name: kind, X: ratesAt(rates, xs), Y: fs})
-	}
-	for _, row := range rows {
-		if row.Fabric != FabricLossless {
+		if len(xs) == 0 {
 			continue
 		}
-		x := []float64{0, float64(len(rates) - 1)}
-		frac.lines = append(frac.lines, figLine{name: "rocev2, lossless fabric + PFC (no loss)", x: x, y: []float64{row.Fraction, row.Fraction}, dashed: true, color: 3})
-		abs.lines = append(abs.lines, figLine{name: "rocev2, lossless fabric + PFC (no loss)", x: x, y: []float64{row.GoodputGbps, row.GoodputGbps}, dashed: true, color: 3})
+		name := sd.String()
+		frac.lines = append(frac.lines, figLine{name: name, x: xs, y: fs, points: true, color: ci + 1, dashed: sd.pfc})
+		abs.lines = append(abs.lines, figLine{name: name, x: xs, y: gs, points: true, color: ci + 1, dashed: sd.pfc})
+		r.Series = append(r.Series, Series{Plot: "loss-sweep", Name: name, X: ls, Y: fs})
 	}
-	frac.lines = append(frac.lines, figLine{name: "seeds: MetaRoCE 86% at 1%", x: []float64{indexOf(rates, 1)}, y: []float64{0.86}, points: true, color: -1})
-	r.plots = append(r.plots, frac, abs)
-}
-
-func ratesAt(rates, idx []float64) []float64 {
-	out := make([]float64, len(idx))
-	for i, x := range idx {
-		out[i] = rates[int(x)]
-	}
-	return out
-}
-
-func indexOf(rates []float64, v float64) float64 {
-	for i, r := range rates {
-		if r == v {
-			return float64(i)
+	for i, l := range rates {
+		if l == 1 {
+			frac.lines = append(frac.lines, figLine{name: "seeds: MetaRoCE 86% at 1%", x: []float64{float64(i)}, y: []float64{0.86}, points: true, color: -1})
 		}
 	}
-	return 0
+	r.plots = append(r.plots, frac, abs)
 }

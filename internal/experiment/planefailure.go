@@ -4,307 +4,320 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/mrlab/mrlab/fabric"
 	"github.com/mrlab/mrlab/internal/sim"
-	"github.com/mrlab/mrlab/transport"
+	"github.com/mrlab/mrlab/labs"
 	"github.com/mrlab/mrlab/workload"
 )
 
 func init() {
 	register(Experiment{
 		Name:  "plane-failure",
-		Title: "one of 4 planes fails mid-run: throughput over time, time to recover, application errors",
+		Title: "one of 4 planes fails mid-run: goodput over time, time to recover, application errors",
 		Claim: "after a simulated plane failure traffic redistributes to the other planes with no application involvement and no operator action",
-		Target: "MetaRoCE: zero application errors, and throughput back to >= 90% of the surviving planes' capacity within a few RTTs " +
-			"(after the fabric's failure-detection delay)",
+		Target: "MetaRoCE: zero application errors, and goodput back to >= 90% of the surviving planes' capacity within a few RTTs " +
+			"after the fabric's failure-detection delay (median and every seed)",
 		run: runPlaneFailure,
 	})
 }
 
-// FailureRow is one transport's plane-failure run.
+// FailureRow is one (transport, seed) plane-failure run.
 type FailureRow struct {
 	Transport string `json:"transport"`
+	Fabric    string `json:"fabric"`
+	Seed      uint64 `json:"seed"`
+	Command   string `json:"command"`
 	Planes    int    `json:"planes"`
-	// FailedPlane fails at FailAt (virtual time since the workload
-	// started).
+	// FailedPlane fails at FailAt (the lab's fault timeline, from the
+	// start of the run).
 	FailedPlane int      `json:"failed_plane"`
 	FailAt      sim.Time `json:"fail_at_ns"`
-	// BeforeGbps and AfterGbps are the receivers' data throughput (IPv4
-	// bytes of data packets) before the failure and over the last third
-	// of the run.
-	BeforeGbps float64 `json:"before_gbps"`
-	AfterGbps  float64 `json:"after_gbps"`
-	// SurvivingGbps is the capacity of the planes left: hosts x
-	// (planes-1) x rate. AfterFraction = AfterGbps / SurvivingGbps.
+	// BeforeGbps and AfterGbps are goodput (application bytes completed
+	// per second) before the failure and over the last third of the run.
+	BeforeGbps float64 `json:"before_goodput_gbps"`
+	AfterGbps  float64 `json:"after_goodput_gbps"`
+	// GoodputGbps is the whole run's goodput, as `mrlab sim` reports it.
+	GoodputGbps float64 `json:"goodput_gbps"`
+	// SurvivingGbps is the capacity of the planes left: the hosts' links
+	// outside the failed plane. AfterFraction = AfterGbps / SurvivingGbps.
 	SurvivingGbps float64 `json:"surviving_capacity_gbps"`
 	AfterFraction float64 `json:"after_fraction_of_surviving"`
-	// Recover is the time from the failure until throughput, averaged
-	// over a sliding window of three samples, reaches 90% of the surviving
-	// capacity and stays there to the end of the run; -1 if it never
-	// does. RecoverRTTs is the same in base RTTs.
+	// Recover is the time from the failure until goodput, averaged over
+	// three samples, reaches 90% of the surviving capacity and stays there
+	// to the end of the run; -1 if it never does. RecoverRTTs is the same
+	// in base RTTs.
 	Recover     sim.Time `json:"recover_ns"`
 	RecoverRTTs float64  `json:"recover_rtts"`
 	// Detection is the fabric's failure-detection delay: until it passes,
 	// switches keep hashing onto the dead plane's links.
 	Detection sim.Time `json:"detection_ns"`
-	// Errors counts failed completions; Error is the run's error, if any.
-	Errors      int    `json:"app_errors"`
-	Error       string `json:"error,omitempty"`
-	Retransmits uint64 `json:"retransmits"`
-	Timeouts    uint64 `json:"timeouts"`
-	DataOK      bool   `json:"data_ok"`
+	// BaseRTT is the bed's unloaded round trip between leaves.
+	BaseRTT     sim.Time `json:"base_rtt_ns"`
+	Errors      int      `json:"app_errors"`
+	Error       string   `json:"error,omitempty"`
+	Retransmits uint64   `json:"retransmits"`
+	Timeouts    uint64   `json:"timeouts"`
+	DataOK      bool     `json:"data_ok"`
+
+	times, goodput []float64 // the series, for the plot
 }
 
 type failureParams struct {
-	bed            bed
-	duration, fail sim.Time
-	size, qd       int
-	sample         sim.Time
-	plane          int
-	conns          int
+	lossy, lossless string // beds
+	duration        sim.Time
+	size            int
+	sample          sim.Time
 }
 
-func planeFailureParams(cfg Config) failureParams {
-	b := defaultBed("plane-failure", cfg.Seed)
-	b.planes, b.leaves, b.hpl, b.spines = 4, 2, 8, 2
-	b.detect = 100 * sim.Microsecond
-	p := failureParams{bed: b, duration: 3 * sim.Millisecond, fail: sim.Millisecond, size: 64 << 10, qd: 16,
-		sample: 10 * sim.Microsecond, plane: 1, conns: 1}
-	switch cfg.Scale {
+func planeFailureParams(s Scale) failureParams {
+	p := failureParams{lossy: "plane-failure/lossy", lossless: "plane-failure/pfc", duration: 3 * sim.Millisecond,
+		size: 64 << 10, sample: 10 * sim.Microsecond}
+	switch s {
 	case Quick:
-		p.duration, p.fail = 1500*sim.Microsecond, 500*sim.Microsecond
+		p.duration = 1500 * sim.Microsecond
 	case Tiny:
-		p.bed.leaves, p.bed.hpl = 2, 2
-		p.duration, p.fail = 600*sim.Microsecond, 200*sim.Microsecond
-		p.bed.detect = 20 * sim.Microsecond
-		p.size = 16 << 10
-		p.sample = 5 * sim.Microsecond
+		p.lossy, p.lossless = "plane-failure/tiny-lossy", "plane-failure/tiny-pfc"
+		p.duration, p.sample = 600*sim.Microsecond, 5*sim.Microsecond
 	}
 	return p
 }
 
-// failureRun is one transport's run with its time series.
-type failureRun struct {
-	row   FailureRow
-	times []float64   // us since the workload started
-	total []float64   // data Gb/s
-	plane [][]float64 // [plane] Gb/s received (data and ACKs)
+func (p failureParams) point(sd side, seed uint64) Point {
+	lab := p.lossy
+	if sd.pfc {
+		lab = p.lossless
+	}
+	return Point{Lab: lab, Seed: seed, Spec: workload.Spec{
+		Name: workload.Permutation, Transport: sd.kind, Size: p.size, QueueDepth: 16,
+		Duration: p.duration, Timeout: sim.Second,
+	}}
 }
 
 func runPlaneFailure(cfg Config) (*Report, error) {
-	p := planeFailureParams(cfg)
-	kinds := []transport.Kind{transport.MetaRoCE, transport.RoCEv2}
-	jobs := make([]job[failureRun], len(kinds))
-	for i, k := range kinds {
-		k := k
-		jobs[i] = job[failureRun]{name: k.String(), run: func() (failureRun, error) { return failureOne(p, k) }}
-	}
-	runs, err := runJobs(cfg, "plane-failure", jobs)
+	p := planeFailureParams(cfg.Scale)
+	sides := []side{metaroceLossy, rocev2Lossless}
+	rows, err := runCases(cfg, "plane-failure", sides, p.point, func(sd side, pt Point) (FailureRow, error) { return failureRun(p, sd, pt) })
 	if err != nil {
 		return nil, err
 	}
-	rows := make([]FailureRow, len(runs))
-	for i, fr := range runs {
-		rows[i] = fr.row
-	}
 	r := &Report{Rows: rows}
-	rtt := p.bed.baseRTT()
+	first := rows[0]
 	r.Setup = []string{
-		p.bed.describe(),
-		fmt.Sprintf("workload: permutation, every host WRITEs %s messages (%d in flight) to one other host for %v; plane %d (every link in it) fails %v after the workload starts; the fabric notices after %v (switches black-hole until then)",
-			sizeString(p.size), p.qd, p.duration, p.plane, p.fail, p.bed.detect),
-		fmt.Sprintf("throughput: IPv4 bytes of data packets arriving at the receivers, sampled every %v (%.1f base RTTs)", p.sample, float64(p.sample)/float64(rtt)),
-		"RoCEv2 runs for comparison: a queue pair uses one plane (chosen at random per queue pair); " + rocev2Timeout,
+		fmt.Sprintf("beds: built-in labs %s (MetaRoCE) and %s (RoCEv2, PFC on every link, as deployed): the same fabric, 4 planes, 100 Gbit/s links; plane %d fails (every link in it) %v into the run and the fabric notices after %v (switches black-hole until then)",
+			p.lossy, p.lossless, first.FailedPlane, first.FailAt, first.Detection),
+		"capacity: the same for both: every host has one port per plane; MetaRoCE sprays one connection per host pair over all planes, RoCEv2 opens one queue pair per plane per host pair and stripes messages over them (multi-rail)",
+		fmt.Sprintf("workload: permutation, every host WRITEs %s messages (16 in flight per connection) to one other host for %v", sizeString(p.size), p.duration),
+		fmt.Sprintf("goodput: application bytes completed, in %v buckets (%.1f base RTTs of %v); recovery: the 3-bucket average stays >= 90%% of the surviving planes' capacity", p.sample, float64(p.sample)/float64(first.BaseRTT), first.BaseRTT),
 	}
 	if cfg.Scale != Full {
-		r.Setup = append(r.Setup, fmt.Sprintf("scaled down (%s scale): fewer hosts, shorter run", cfg.Scale))
+		r.Setup = append(r.Setup, fmt.Sprintf("scaled down (%s scale): shorter run (tiny: a 4-host bed)", cfg.Scale))
 	}
-	r.table = Table{Columns: []string{"transport", "before Gb/s", "after Gb/s", "surviving cap Gb/s", "after/surviving", "recover", "recover RTTs", "app errors", "retx", "timeouts", "data"}}
-	for _, row := range rows {
-		rec, rtts := "never", "-"
-		if row.Recover >= 0 {
-			rec, rtts = row.Recover.String(), fmt.Sprintf("%.1f", row.RecoverRTTs)
-		}
-		data := "ok"
-		if !row.DataOK {
-			data = "FAIL"
-			if row.Error != "" {
-				data = "not checked"
-			}
-		}
-		r.table.add(row.Transport, f2(row.BeforeGbps), f2(row.AfterGbps), f2(row.SurvivingGbps), pct(row.AfterFraction),
-			rec, rtts, errCell(row.Errors, row.Error), fmt.Sprint(row.Retransmits), fmt.Sprint(row.Timeouts), data)
+	g := groupBy(rows, func(r FailureRow) string { return r.Transport + r.Fabric })
+	r.table = Table{Columns: []string{"transport", "fabric", "before Gb/s", "after Gb/s", "surviving cap Gb/s", "after/surviving", "recover", "app errors", "retx", "timeouts", "data"}}
+	for _, k := range g.keys {
+		rs := g.rows[k]
+		r.table.add(rs[0].Transport, rs[0].Fabric,
+			statRows(rs, func(r FailureRow) float64 { return r.BeforeGbps }).cell(f2),
+			statRows(rs, func(r FailureRow) float64 { return r.AfterGbps }).cell(f2), f2(rs[0].SurvivingGbps),
+			statRows(rs, func(r FailureRow) float64 { return r.AfterFraction }).cell(pct),
+			recoverCell(rs),
+			errorsCell(rs, func(r FailureRow) (int, string) { return r.Errors, r.Error }),
+			statRows(rs, func(r FailureRow) float64 { return float64(r.Retransmits) }).cell(n0),
+			statRows(rs, func(r FailureRow) float64 { return float64(r.Timeouts) }).cell(n0),
+			dataCellRows(rs, func(r FailureRow) (bool, string) { return r.DataOK, r.Error }))
 	}
-	for _, row := range rows {
-		if row.Transport != transport.MetaRoCE.String() {
-			if row.Errors > 0 || row.Error != "" {
-				r.Notes = append(r.Notes, fmt.Sprintf("%s: %d application errors; %s", row.Transport, row.Errors, row.Error))
+	if rs, ok := g.rows[metaroceLossy.kind.String()+metaroceLossy.fabric()]; ok {
+		errs := statRows(rs, func(r FailureRow) float64 {
+			if r.Error != "" {
+				return float64(max(r.Errors, 1))
 			}
-			continue
-		}
-		errs := float64(row.Errors)
-		if row.Error != "" {
-			errs = math.Max(errs, 1)
-		}
-		c := check("MetaRoCE application errors", "0", errs, 0, false, fmt.Sprint(row.Errors))
-		if row.Error != "" {
-			c.Note = row.Error
-		}
-		r.Checks = append(r.Checks, c)
-		c = check("MetaRoCE throughput after the failure", ">= 90% of the surviving planes' capacity", row.AfterFraction, 0.9, true, pct(row.AfterFraction))
-		if !c.Met {
-			c.Note = fmt.Sprintf("missed by %.1f points", 100*(0.9-row.AfterFraction))
-		}
-		r.Checks = append(r.Checks, c)
+			return float64(r.Errors)
+		})
+		r.Checks = append(r.Checks, statCheck("MetaRoCE application errors", "0 in every seed", errs, goal{}, n0))
+		r.Checks = append(r.Checks, statCheck("MetaRoCE goodput after the failure", ">= 90% of the surviving planes' capacity, median and every seed",
+			statRows(rs, func(r FailureRow) float64 { return r.AfterFraction }), goal{median: 0.9, floor: 0.9, atLeast: true}, pct))
 		// "A few RTTs" after the fabric stops black-holing: the detection
 		// delay is the fabric's, not the transport's.
-		limit := float64(p.bed.detect)/float64(rtt) + 10
-		v := row.RecoverRTTs
-		if row.Recover < 0 {
-			v = math.Inf(1)
-		}
-		c = check("MetaRoCE time to recover", fmt.Sprintf("<= detection delay + 10 RTTs (%.0f RTTs)", limit), v, limit, false,
-			fmt.Sprintf("%v (%.1f RTTs)", row.Recover, row.RecoverRTTs))
-		if row.Recover < 0 {
-			c.Measured, c.Value = "never", -1
-			c.Note = "throughput never held 90% of the surviving capacity"
-		} else if !c.Met {
-			c.Note = fmt.Sprintf("missed by %.1f RTTs", v-limit)
-		}
-		r.Checks = append(r.Checks, c)
+		limit := float64(first.Detection)/float64(first.BaseRTT) + 10
+		rec := statRows(rs, func(r FailureRow) float64 {
+			if r.Recover < 0 {
+				return math.Inf(1)
+			}
+			return r.RecoverRTTs
+		})
+		r.Checks = append(r.Checks, statCheck("MetaRoCE time to recover",
+			fmt.Sprintf("<= detection delay + 10 base RTTs (%.0f RTTs), median and every seed", limit), rec, goal{median: limit, floor: limit}, f1))
 	}
-	for i, fr := range runs {
-		name := fr.row.Transport
-		fig := figure{file: "plane-failure-" + name, title: fmt.Sprintf("Plane %d of %d fails (%s)", p.plane, p.bed.planes, name),
-			xlabel: "time since start (us)", ylabel: "received (Gb/s)", legendBottom: true, legendLeft: true}
-		fig.lines = append(fig.lines, figLine{name: "data, all planes", x: fr.times, y: fr.total, color: 1})
-		for pl := range fr.plane {
-			fig.lines = append(fig.lines, figLine{name: fmt.Sprintf("plane %d (data+ACKs)", pl), x: fr.times, y: fr.plane[pl], color: pl + 2})
+	for _, row := range rows {
+		if row.Error != "" || row.Errors > 0 {
+			r.Notes = append(r.Notes, fmt.Sprintf("%s %s, seed %d: %d application errors %s", row.Transport, row.Fabric, row.Seed, row.Errors, row.Error))
 		}
-		surv := fr.row.SurvivingGbps
-		fig.lines = append(fig.lines, figLine{name: "90% of surviving capacity", x: []float64{0, fr.times[len(fr.times)-1]}, y: []float64{0.9 * surv, 0.9 * surv}, dashed: true, color: -1})
-		fig.vlines = append(fig.vlines, figMark{x: p.fail.Micros(), label: "plane fails"})
+	}
+	for i, k := range g.keys {
+		fr := g.rows[k][0] // the first seed's series
+		fig := figure{file: "plane-failure-" + fr.Transport, title: fmt.Sprintf("Plane %d of %d fails (%s, %s, seed %d)", fr.FailedPlane, fr.Planes, fr.Transport, fr.Fabric, fr.Seed),
+			xlabel: "time since start (us)", ylabel: "goodput (Gb/s)", legendBottom: true, legendLeft: true}
 		if i == 0 {
 			fig.file = "plane-failure"
 		}
+		fig.lines = append(fig.lines, figLine{name: "goodput", x: fr.times, y: fr.goodput, color: 1})
+		if n := len(fr.times); n > 0 {
+			surv := 0.9 * fr.SurvivingGbps
+			fig.lines = append(fig.lines, figLine{name: "90% of surviving capacity", x: []float64{0, fr.times[n-1]}, y: []float64{surv, surv}, dashed: true, color: -1})
+		}
+		fig.vlines = append(fig.vlines, figMark{x: fr.FailAt.Micros(), label: "plane fails"})
 		r.plots = append(r.plots, fig)
-		r.Series = append(r.Series, Series{Plot: fig.file, Name: name + " data", X: fr.times, Y: fr.total})
+		r.Series = append(r.Series, Series{Plot: fig.file, Name: fr.Transport + " goodput", X: fr.times, Y: fr.goodput})
 	}
 	return r, nil
 }
 
-func failureOne(p failureParams, kind transport.Kind) (failureRun, error) {
-	b := p.bed
-	tb, err := b.build()
+func recoverCell(rs []FailureRow) string {
+	never := 0
+	var xs []float64
+	for _, r := range rs {
+		if r.Recover < 0 {
+			never++
+			continue
+		}
+		xs = append(xs, r.RecoverRTTs)
+	}
+	s := statOf(xs)
+	switch {
+	case never == len(rs):
+		return "never"
+	case never > 0:
+		return fmt.Sprintf("%s RTTs; never in %d of %d", s.cell(f1), never, len(rs))
+	}
+	return s.cell(f1) + " RTTs"
+}
+
+// failedPlane returns the plane the lab's timeline takes down, and when.
+func failedPlane(lab *labs.Lab) (int, sim.Time, bool) {
+	for _, f := range lab.Faults {
+		if f.Target == labs.TargetPlane && f.Action == labs.ActionDown {
+			return f.Plane, f.At, true
+		}
+	}
+	return 0, 0, false
+}
+
+func failureRun(p failureParams, sd side, pt Point) (FailureRow, error) {
+	var buckets []int64 // application bytes completed per sample, from time 0
+	add := func(now sim.Time, bytes int) {
+		i := int(now / p.sample)
+		for len(buckets) <= i {
+			buckets = append(buckets, 0)
+		}
+		buckets[i] += int64(bytes)
+	}
+	run, err := pt.run(probe{onMessage: add})
 	if err != nil {
-		return failureRun{}, err
+		return FailureRow{}, err
 	}
-	fr := failureRun{row: FailureRow{Transport: kind.String(), Planes: b.planes, FailedPlane: p.plane, FailAt: p.fail,
-		SurvivingGbps: float64(b.hosts()*(b.planes-1)) * b.rate / 1e9, Detection: b.detect}}
-	tr := newTraffic(tb.cl.NICs)
-	var t0 sim.Time = -1
-	var s *sampler
-	var failErr error
-	done := false
-	var res *workload.Result
-	var runErr error
-	err = workload.Start(tb.cl, workload.Spec{
-		Name: workload.Permutation, Transport: kind, Size: p.size, QueueDepth: p.qd, Conns: p.conns,
-		Duration: p.duration, Seed: b.seed, Timeout: 20 * p.duration,
-	}, func(r *workload.Result, e error) { res, runErr, done = r, e, true })
-	if err != nil {
-		return fr, err
+	plane, at, ok := failedPlane(run.lab)
+	if !ok {
+		return FailureRow{}, fmt.Errorf("%s: the lab fails no plane", pt.Lab)
 	}
-	// The runner posts its first work the moment the last connection is
-	// established: anchor the failure and the samples to that moment.
-	want := 2 * p.conns * b.hosts()
-	var poll sim.Timer
-	poll.Init(func(now sim.Time, _ any) {
-		if done {
-			return
-		}
-		if established(tb) == want {
-			t0 = now
-			tb.loop.At(t0+p.fail, func(now sim.Time) { failErr = tb.net.SetPlaneUp(now, p.plane, false) })
-			s = startSampler(tb.loop, t0, p.sample, t0+p.duration, tr.sample)
-			return
-		}
-		tb.loop.Arm(&poll, now+100)
-	}, nil)
-	tb.loop.Arm(&poll, 0)
-	for !done && tb.loop.Step() {
+	topo := run.lab.Topology()
+	linkPlane := run.lab.LinkPlanes()
+	hosts := map[string]bool{}
+	for _, h := range topo.Hosts {
+		hosts[h.Name] = true
 	}
-	if s != nil {
-		s.stop()
-	}
-	if !done {
-		return fr, fmt.Errorf("%v: %w", kind, workload.ErrStalled)
-	}
-	if failErr != nil {
-		return fr, failErr
-	}
-	if res == nil {
-		return fr, runErr
-	}
-	row := &fr.row
-	if runErr != nil {
-		row.Error = runErr.Error()
-	}
-	row.Errors, row.Retransmits, row.Timeouts, row.DataOK = res.Errors, res.Retransmits, res.Timeouts, res.Check.OK
-	if t0 < 0 || len(tr.times) < 4 {
-		return fr, fmt.Errorf("%v: the workload never started sampling", kind)
-	}
-	recv := tr.receivers()
-	tot := total(recv, len(tr.times))
-	n := len(tr.times)
-	for i := 1; i < n; i++ {
-		fr.times = append(fr.times, (tr.times[i] - t0).Micros())
-		fr.total = append(fr.total, gbpsBetween(tr.times, tot, i-1, i))
-	}
-	fr.plane = make([][]float64, b.planes)
-	for pl := range fr.plane {
-		cum := make([]uint64, n)
-		for i := range cum {
-			cum[i] = tr.planeRx[i][pl]
-		}
-		for i := 1; i < n; i++ {
-			fr.plane[pl] = append(fr.plane[pl], gbpsBetween(tr.times, cum, i-1, i))
+	var surviving float64
+	for _, k := range topo.Links {
+		if (hosts[k.A.Node] || hosts[k.B.Node]) && linkPlane[k.Name] != plane {
+			surviving += k.Params.Rate
 		}
 	}
-	fail := tr.index(t0 + p.fail)
-	// Before: from a fifth of the way to the failure up to it (skip the
-	// ramp).
-	row.BeforeGbps = gbpsBetween(tr.times, tot, tr.index(t0+p.fail/5), fail)
-	row.AfterGbps = gbpsBetween(tr.times, tot, tr.index(t0+p.duration-(p.duration-p.fail)/3), n-1)
+	res := run.res
+	row := FailureRow{Transport: sd.kind.String(), Fabric: sd.fabric(), Seed: pt.Seed, Command: pt.Command(),
+		Planes: topo.Planes, FailedPlane: plane, FailAt: at, SurvivingGbps: surviving / 1e9,
+		Detection: run.lab.DetectionDelay, GoodputGbps: res.GoodputGbps, Errors: res.Errors, Error: errText(run.err),
+		Retransmits: res.Retransmits, Timeouts: res.Timeouts, DataOK: res.Check.OK, Recover: -1}
+	switch {
+	case row.Detection == 0:
+		row.Detection = fabric.DefaultDetectionDelay
+	case row.Detection < 0:
+		row.Detection = 0
+	}
+	row.BaseRTT = labBaseRTT(run.lab)
+	end := run.t0 + p.duration
+	n := int(end / p.sample)
+	for len(buckets) < n {
+		buckets = append(buckets, 0)
+	}
+	buckets = buckets[:n]
+	gb := func(i int) float64 { return float64(buckets[i]) * 8 / float64(p.sample) }
+	mean := func(from, to int) float64 {
+		if to <= from {
+			return 0
+		}
+		var s float64
+		for i := from; i < to; i++ {
+			s += gb(i)
+		}
+		return s / float64(to-from)
+	}
+	fail := int(at / p.sample)
+	row.BeforeGbps = mean(int((run.t0+at/5)/p.sample), fail)
+	row.AfterGbps = mean(n-(n-fail)/3, n)
 	row.AfterFraction = row.AfterGbps / row.SurvivingGbps
-	// Recovery: fr.total[j] is the rate over samples j..j+1; smooth over
-	// three intervals and find the first interval after the failure from
-	// which the smoothed rate stays at or above 90% of the surviving
-	// capacity to the end of the run.
+	for i := 0; i < n; i++ {
+		row.times = append(row.times, (sim.Time(i) * p.sample).Micros())
+		row.goodput = append(row.goodput, gb(i))
+	}
+	// Recovery: the first bucket after the failure from which the 3-bucket
+	// average stays at or above 90% of the surviving capacity.
 	thr := 0.9 * row.SurvivingGbps
-	row.Recover = -1
 	rec := -1
-	for j := len(fr.total) - 3; j >= fail; j-- {
-		if (fr.total[j]+fr.total[j+1]+fr.total[j+2])/3 < thr {
+	for j := n - 3; j >= fail; j-- {
+		if (gb(j)+gb(j+1)+gb(j+2))/3 < thr {
 			break
 		}
 		rec = j
 	}
 	if rec >= 0 {
-		row.Recover = tr.times[rec] - (t0 + p.fail)
-		row.RecoverRTTs = float64(row.Recover) / float64(b.baseRTT())
+		row.Recover = sim.Time(rec)*p.sample - at
+		row.RecoverRTTs = float64(row.Recover) / float64(row.BaseRTT)
 	}
-	return fr, nil
+	return row, nil
 }
 
-// established counts the cluster's established connection ends.
-func established(tb *testbed) int {
-	n := 0
-	for _, nic := range tb.cl.NICs {
-		for _, c := range nic.Conns() {
-			if c.State() == transport.StateEstablished {
-				n++
+// labBaseRTT is the round trip of an unloaded path between hosts on
+// different leaves of a leaf/spine lab (two host links and two fabric
+// links each way; one switch and two host links without fabric links): a
+// full data packet (4096-byte payload) out and a small ACK back, each
+// serialized once per hop.
+func labBaseRTT(lab *labs.Lab) sim.Time {
+	topo := lab.Topology()
+	hosts := map[string]bool{}
+	for _, h := range topo.Hosts {
+		hosts[h.Name] = true
+	}
+	var host, fab *fabric.LinkParams
+	for i := range topo.Links {
+		k := &topo.Links[i]
+		switch {
+		case hosts[k.A.Node] || hosts[k.B.Node]:
+			if host == nil {
+				host = &k.Params
 			}
+		case fab == nil:
+			fab = &k.Params
 		}
 	}
-	return n
+	if host == nil {
+		return 0
+	}
+	const data, ack = 4096 + 64 + 28, 128 // payload, transport headers (approx.), IPv4/UDP
+	hop := func(p *fabric.LinkParams) float64 {
+		return float64(2*p.Delay) + serialize(data, p.Rate) + serialize(ack, p.Rate)
+	}
+	rtt := 2 * hop(host)
+	if fab != nil {
+		rtt += 2 * hop(fab)
+	}
+	return sim.Time(rtt)
 }

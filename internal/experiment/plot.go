@@ -4,12 +4,15 @@ import (
 	"fmt"
 	"image/color"
 	"io"
+	"math"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
+
+	"github.com/mrlab/mrlab/observe/chart"
 )
 
 // figure is one plot a report draws: lines over a numeric or nominal x
@@ -27,7 +30,8 @@ type figure struct {
 	vlines []figMark
 	// ymin/ymax fix the y range when set (ymax > ymin).
 	ymin, ymax float64
-	// legendLeft moves the legend to the left side.
+	// legendLeft and legendBottom placed the legend over the data; the
+	// legend now always sits beside it, and they are ignored.
 	legendLeft, legendBottom bool
 }
 
@@ -36,8 +40,8 @@ type figLine struct {
 	x, y   []float64
 	dashed bool
 	points bool
-	// color: 0 picks by position, k > 0 is plotutil's palette color k-1,
-	// -1 is gray.
+	// color: 0 picks by position, k > 0 is the palette's color k-1
+	// (observe/chart), -1 is gray.
 	color int
 }
 
@@ -51,32 +55,27 @@ type figMark struct {
 	label string
 }
 
-// plotSize is every figure's size.
-var plotW, plotH = 16 * vg.Centimeter, 10 * vg.Centimeter
-
-// render draws the figure as "png" or "svg" to w.
+// render draws the figure as "png" or "svg" to w in the house style
+// (observe/chart): 1200x750, legend beside the data, padded axes.
 func (f *figure) render(w io.Writer, format string) error {
-	p := plot.New()
-	p.Title.Text = f.title
-	p.X.Label.Text = f.xlabel
-	p.Y.Label.Text = f.ylabel
-	p.Add(plotter.NewGrid())
-	p.Legend.Top = !f.legendBottom
-	p.Legend.Left = f.legendLeft
+	c := chart.New(f.title, f.xlabel, f.ylabel)
+	p := c.Plot
+	dataMax, dataMin := math.Inf(-1), math.Inf(1)
 	for i, l := range f.lines {
 		xys := make(plotter.XYs, len(l.x))
 		for k := range l.x {
 			xys[k].X, xys[k].Y = l.x[k], l.y[k]
+			dataMax, dataMin = max(dataMax, l.y[k]), min(dataMin, l.y[k])
 		}
 		line, err := plotter.NewLine(xys)
 		if err != nil {
 			return fmt.Errorf("plotting %s: line %q: %w", f.file, l.name, err)
 		}
-		c := lineColor(l.color, i)
-		line.LineStyle.Color = c
-		line.LineStyle.Width = vg.Points(1.5)
+		col := lineColor(l.color, i)
+		line.LineStyle.Color = col
+		line.LineStyle.Width = vg.Points(2)
 		if l.dashed {
-			line.LineStyle.Dashes = []vg.Length{vg.Points(5), vg.Points(3)}
+			line.LineStyle.Dashes = []vg.Length{vg.Points(6), vg.Points(3)}
 		}
 		p.Add(line)
 		thumbs := []plot.Thumbnailer{line}
@@ -85,14 +84,14 @@ func (f *figure) render(w io.Writer, format string) error {
 			if err != nil {
 				return fmt.Errorf("plotting %s: points %q: %w", f.file, l.name, err)
 			}
-			sc.GlyphStyle.Color = c
+			sc.GlyphStyle.Color = col
 			sc.GlyphStyle.Shape = plotutil.Shape(i)
-			sc.GlyphStyle.Radius = vg.Points(3)
+			sc.GlyphStyle.Radius = vg.Points(3.5)
 			p.Add(sc)
 			thumbs = append(thumbs, sc)
 		}
 		if l.name != "" {
-			p.Legend.Add(l.name, thumbs...)
+			c.AddLegend(l.name, thumbs...)
 		}
 	}
 	if len(f.bars) > 0 {
@@ -102,27 +101,28 @@ func (f *figure) render(w io.Writer, format string) error {
 				top = max(top, v)
 			}
 		}
-		if f.ymax <= f.ymin && top > 0 {
-			f.ymin, f.ymax = 0, 1.25*top
-		}
-		w := vg.Points(80 / float64(len(f.bars)))
+		dataMax, dataMin = max(dataMax, top), min(dataMin, 0)
+		w := vg.Points(120 / float64(len(f.bars)))
 		for i, b := range f.bars {
 			bc, err := plotter.NewBarChart(plotter.Values(b.values), w)
 			if err != nil {
 				return fmt.Errorf("plotting %s: bars %q: %w", f.file, b.name, err)
 			}
-			bc.Color = plotutil.Color(i)
+			bc.Color = chart.Color(i)
 			bc.LineStyle.Width = 0
 			bc.Offset = vg.Length(float64(i)-float64(len(f.bars)-1)/2) * w
 			p.Add(bc)
-			p.Legend.Add(b.name, bc)
+			c.AddLegend(b.name, bc)
 		}
 	}
 	if len(f.xticks) > 0 {
 		p.NominalX(f.xticks...)
 	}
+	c.Pad(0)
 	if f.ymax > f.ymin {
-		p.Y.Min, p.Y.Max = f.ymin, f.ymax
+		// A fixed range still shows every point (an axis that cut the
+		// data off once clipped the incast curves).
+		p.Y.Min, p.Y.Max = min(f.ymin, dataMin), max(f.ymax, dataMax+0.03*(f.ymax-f.ymin))
 	}
 	for _, m := range f.vlines {
 		ymin, ymax := p.Y.Min, p.Y.Max
@@ -130,34 +130,37 @@ func (f *figure) render(w io.Writer, format string) error {
 		if err != nil {
 			return fmt.Errorf("plotting %s: marker: %w", f.file, err)
 		}
-		line.LineStyle.Color = color.RGBA{R: 200, A: 255}
-		line.LineStyle.Dashes = []vg.Length{vg.Points(2), vg.Points(2)}
+		line.LineStyle.Color = markColor
+		line.LineStyle.Dashes = []vg.Length{vg.Points(3), vg.Points(3)}
 		p.Add(line)
 		if m.label != "" {
 			lb, err := plotter.NewLabels(plotter.XYLabels{XYs: plotter.XYs{{X: m.x, Y: ymax}}, Labels: []string{" " + m.label}})
 			if err == nil {
-				lb.TextStyle[0].Color = color.RGBA{R: 200, A: 255}
+				lb.TextStyle[0].Color = markColor
 				lb.TextStyle[0].YAlign = draw.YTop
+				lb.TextStyle[0].Font.Size = vg.Points(11)
 				p.Add(lb)
 			}
 		}
 	}
-	wt, err := p.WriterTo(plotW, plotH, format)
-	if err != nil {
-		return fmt.Errorf("plotting %s as %s: %w", f.file, format, err)
-	}
-	if _, err := wt.WriteTo(w); err != nil {
-		return fmt.Errorf("plotting %s as %s: %w", f.file, format, err)
+	if err := c.Write(w, format, 0, 0); err != nil {
+		return fmt.Errorf("plotting %s: %w", f.file, err)
 	}
 	return nil
 }
 
+// markColor draws event markers (a failure), apart from the series'
+// colors.
+var markColor = color.RGBA{R: 200, A: 255}
+
+// lineColor picks a line's color: idx 0 by position, k > 0 the palette's
+// color k-1, -1 gray (a reference line).
 func lineColor(idx, i int) color.Color {
 	switch {
 	case idx < 0:
 		return color.Gray{Y: 120}
 	case idx > 0:
-		return plotutil.Color(idx - 1)
+		return chart.Color(idx - 1)
 	}
-	return plotutil.Color(i)
+	return chart.Color(i)
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -21,12 +22,15 @@ type Report struct {
 	Title      string `json:"title"`
 	Claim      string `json:"claim"`
 	Target     string `json:"target"`
-	Seed       uint64 `json:"seed"`
-	Scale      string `json:"scale"`
-	// Setup lists what ran: topology, link rates, sizes, what was scaled
-	// down and why, what the loss applies to.
+	// Seeds are the seeds every case ran with.
+	Seeds []uint64 `json:"seeds"`
+	Scale string   `json:"scale"`
+	// Setup lists what ran: the beds (built-in labs), what each side had,
+	// the workloads, what was scaled down and why.
 	Setup []string `json:"setup"`
-	// Rows is the experiment's typed rows (e.g. []LossRow).
+	// Rows is the experiment's typed rows (e.g. []LossRow), one per
+	// simulation: a case with one seed, with the `mrlab sim` command that
+	// reproduces it.
 	Rows any `json:"rows"`
 	// Series are the time series or curves the plots draw.
 	Series []Series `json:"series,omitempty"`
@@ -43,21 +47,43 @@ type Report struct {
 	plots []figure
 }
 
-// Check is one target checked against a measured figure.
+// Check is one target checked against a figure measured over seeds: it is
+// met only if the median meets the target and no seed falls below the
+// seeds' own figure.
 type Check struct {
 	// What names the figure, e.g. "metaroce goodput at 1% loss".
 	What string `json:"what"`
-	// Target is the target in words, e.g. ">= 90% of loss-free".
+	// Target is the target in words, e.g. "median >= 90%, every seed >=
+	// 86% of loss-free".
 	Target string `json:"target"`
-	// Measured is the figure as text; Value the number compared.
-	Measured string  `json:"measured"`
-	Value    float64 `json:"value"`
+	// Measured is the figure as text: median (min-max) over the seeds.
+	Measured string `json:"measured"`
+	// Median, Min and Max are the figure over Seeds seeds.
+	Median Float `json:"median"`
+	Min    Float `json:"min"`
+	Max    Float `json:"max"`
+	Seeds  int   `json:"seeds"`
 	// Met says whether the target was reached.
 	Met bool `json:"met"`
 	// Note says by how much a missed target was missed, or qualifies a
 	// met one.
 	Note string `json:"note,omitempty"`
 }
+
+// Float is a figure that may be undefined: NaN (no seed measured it) and
+// ±Inf (never, as in a sender that never settled) are written to JSON as
+// null.
+type Float float64
+
+// MarshalJSON writes f, or null when it is not finite.
+func (f Float) MarshalJSON() ([]byte, error) {
+	if math.IsNaN(float64(f)) || math.IsInf(float64(f), 0) {
+		return []byte("null"), nil
+	}
+	return json.Marshal(float64(f))
+}
+
+func finite(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }
 
 // Series is one curve: points (X[i], Y[i]).
 type Series struct {
@@ -98,7 +124,7 @@ func (r *Report) AllMet() bool {
 // WriteText prints the report for people: setup, table, checks, notes.
 func (r *Report) WriteText(w io.Writer) error {
 	var b bytes.Buffer
-	fmt.Fprintf(&b, "%s: %s (scale %s, seed %d)\n", r.Experiment, r.Title, r.Scale, r.Seed)
+	fmt.Fprintf(&b, "%s: %s (scale %s, seeds %s)\n", r.Experiment, r.Title, r.Scale, seedList(r.Seeds))
 	fmt.Fprintf(&b, "claim:  %s\n", r.Claim)
 	fmt.Fprintf(&b, "target: %s\n", r.Target)
 	for _, s := range r.Setup {
@@ -189,11 +215,23 @@ func (r *Report) WriteCSV(w io.Writer) error {
 	return nil
 }
 
-// WriteJSON writes the report as one indented JSON object.
+// WriteJSON writes the report as one indented JSON object. Series points
+// that are not finite (a median no seed gave) are left out.
 func (r *Report) WriteJSON(w io.Writer) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	if err := enc.Encode(r); err != nil {
+	c := *r
+	c.Series = nil
+	for _, s := range r.Series {
+		f := Series{Plot: s.Plot, Name: s.Name}
+		for i := range s.X {
+			if i < len(s.Y) && finite(s.X[i]) && finite(s.Y[i]) {
+				f.X, f.Y = append(f.X, s.X[i]), append(f.Y, s.Y[i])
+			}
+		}
+		c.Series = append(c.Series, f)
+	}
+	if err := enc.Encode(&c); err != nil {
 		return fmt.Errorf("writing %s JSON: %w", r.Experiment, err)
 	}
 	return nil
@@ -245,29 +283,21 @@ func (r *Report) PlotFiles() []string {
 	return out
 }
 
-// check builds a Check of value against a threshold: at least (atLeast)
-// or at most.
-func check(what, target string, value, threshold float64, atLeast bool, measured string) Check {
-	met := value >= threshold
-	if !atLeast {
-		met = value <= threshold
+// seedList spells seeds as "1-5" when consecutive, else "1, 3, 7".
+func seedList(seeds []uint64) string {
+	if len(seeds) == 0 {
+		return "none"
 	}
-	return Check{What: what, Target: target, Measured: measured, Value: value, Met: met}
-}
-
-// pct formats a fraction as a percentage.
-func pct(f float64) string { return fmt.Sprintf("%.1f%%", 100*f) }
-
-// f2 formats a float with two decimals; f3 with three.
-func f2(f float64) string { return fmt.Sprintf("%.2f", f) }
-func f3(f float64) string { return fmt.Sprintf("%.3f", f) }
-
-// errCell shows a row's application errors: failed completions, and
-// whether the run itself failed (a connection went to error, or the
-// workload timed out), which the application sees too.
-func errCell(errors int, runErr string) string {
-	if runErr != "" {
-		return fmt.Sprintf("%d, run failed", errors)
+	consecutive := true
+	for i := 1; i < len(seeds); i++ {
+		consecutive = consecutive && seeds[i] == seeds[i-1]+1
 	}
-	return fmt.Sprint(errors)
+	if consecutive && len(seeds) > 1 {
+		return fmt.Sprintf("%d-%d", seeds[0], seeds[len(seeds)-1])
+	}
+	parts := make([]string, len(seeds))
+	for i, s := range seeds {
+		parts[i] = fmt.Sprint(s)
+	}
+	return strings.Join(parts, ", ")
 }

@@ -21,11 +21,14 @@ func InCI() bool { return os.Getenv(CIVar) == "1" }
 
 // packages names the Debian package scripts/test installs for a command.
 var packages = map[string]string{
-	"iperf3": "iperf3",
-	"tshark": "tshark",
-	"ip":     "iproute2",
-	"ping":   "iputils-ping",
-	"cc":     "gcc",
+	"iperf3":   "iperf3",
+	"tshark":   "tshark",
+	"ip":       "iproute2",
+	"ping":     "iputils-ping",
+	"promtool": "prometheus",
+	"cc":       "gcc",
+	// The web view's browser tests (observe/web/webtest).
+	"chromium": "chromium",
 }
 
 // missing ends the test for an absent prerequisite: it fails in CI and
@@ -68,7 +71,8 @@ func RequireNamespaces(t testing.TB) {
 }
 
 // RequireCommand ends the test unless the command is on PATH, and returns
-// its path. The commands scripts/test installs (iperf3, tshark, ip, ping)
+// its path. The commands scripts/test installs (iperf3, tshark, ip, ping,
+// promtool)
 // must be there in CI; any other command only skips, in CI too.
 func RequireCommand(t testing.TB, name string) string {
 	t.Helper()

@@ -148,13 +148,21 @@ func TestTUNForwarding(t *testing.T) {
 		}
 	}
 	copyLoop := func(from, to *TUN) {
-		b := make([]byte, 2048)
+		bufs := make([][]byte, from.BatchSize())
+		sizes := make([]int, len(bufs))
+		for i := range bufs {
+			bufs[i] = make([]byte, Headroom+2048)
+		}
 		for {
-			n, err := from.Read(b)
+			n, err := from.Read(bufs, sizes, Headroom)
 			if err != nil {
 				return
 			}
-			to.Write(b[:n])
+			out := make([][]byte, n)
+			for i := range out {
+				out[i] = bufs[i][:Headroom+sizes[i]]
+			}
+			to.Write(out, Headroom)
 		}
 	}
 	go copyLoop(tuns[0], tuns[1])

@@ -14,9 +14,11 @@ package hostns
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
+	"sync"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
@@ -33,9 +35,10 @@ var ErrExists = errors.New("network namespace exists")
 // for the namespace and a netlink handle bound to it; Close releases both
 // (the namespace itself lives on until Delete).
 type Namespace struct {
-	name string
-	h    netns.NsHandle
-	nl   *netlink.Handle
+	name    string
+	h       netns.NsHandle
+	nl      *netlink.Handle
+	statsMu sync.Mutex // serialises Counters, which may run on any goroutine
 }
 
 // Name returns the namespace's name (its file under NetnsDir).
@@ -83,15 +86,43 @@ func Exists(name string) bool {
 // Create makes a new named network namespace and opens it. It fails with
 // ErrExists if the name is taken: a lab never adopts a namespace it did not
 // create. The calling goroutine's namespace is unchanged.
+//
+// It works as `ip netns add` does, so that both tools can share NetnsDir in
+// any order: NetnsDir is first made a shared mount point of its own (bound
+// over itself once if it is a plain directory), then the namespace is
+// bind-mounted on a file created there exclusively. Without the first step
+// a later `ip netns add` binds NetnsDir over itself and hides this
+// namespace's mount, which can then neither be unmounted nor removed.
 func Create(name string) (*Namespace, error) {
 	if err := ValidName(name); err != nil {
 		return nil, err
 	}
-	if Exists(name) {
+	if err := prepareDir(); err != nil {
+		return nil, fmt.Errorf("creating namespace %s: %w", name, err)
+	}
+	p := filepath.Join(NetnsDir, name)
+	f, err := os.OpenFile(p, os.O_RDONLY|os.O_CREATE|os.O_EXCL, 0o444)
+	if errors.Is(err, fs.ErrExist) {
 		return nil, fmt.Errorf("creating namespace %s: %w", name, ErrExists)
 	}
-	h, err := onThread(func() (netns.NsHandle, error) { return netns.NewNamed(name) })
 	if err != nil {
+		return nil, fmt.Errorf("creating namespace %s: %w", name, err)
+	}
+	f.Close()
+	h, err := onThread(func() (netns.NsHandle, error) {
+		h, err := netns.New() // unshares this (locked) thread's network namespace
+		if err != nil {
+			return h, err
+		}
+		self := fmt.Sprintf("/proc/%d/task/%d/ns/net", os.Getpid(), unix.Gettid())
+		if err := unix.Mount(self, p, "none", unix.MS_BIND, ""); err != nil {
+			h.Close()
+			return netns.None(), fmt.Errorf("bind-mounting it on %s: %w", p, err)
+		}
+		return h, nil
+	})
+	if err != nil {
+		os.Remove(p)
 		return nil, fmt.Errorf("creating namespace %s: %w", name, err)
 	}
 	n := &Namespace{name: name, h: h}
@@ -100,6 +131,34 @@ func Create(name string) (*Namespace, error) {
 		return nil, fmt.Errorf("netlink handle in namespace %s: %w", name, err)
 	}
 	return n, nil
+}
+
+// prepareMu serialises prepareDir within the process.
+var prepareMu sync.Mutex
+
+// prepareDir makes NetnsDir exist and be a shared mount point of its own,
+// with iproute2's algorithm (ip/ipnetns.c netns_add): try to make it
+// shared; if that fails with EINVAL it is not a mount point yet, so bind it
+// over itself (recursively, keeping the namespaces already mounted there
+// visible) and try again.
+func prepareDir() error {
+	prepareMu.Lock()
+	defer prepareMu.Unlock()
+	if err := os.MkdirAll(NetnsDir, 0o755); err != nil {
+		return fmt.Errorf("creating %s: %w", NetnsDir, err)
+	}
+	for bound := false; ; bound = true {
+		err := unix.Mount("", NetnsDir, "none", unix.MS_SHARED|unix.MS_REC, "")
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, unix.EINVAL) || bound {
+			return fmt.Errorf("making %s a shared mount point: %w", NetnsDir, err)
+		}
+		if err := unix.Mount(NetnsDir, NetnsDir, "none", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+			return fmt.Errorf("binding %s over itself: %w", NetnsDir, err)
+		}
+	}
 }
 
 // Open opens an existing named namespace.
@@ -131,12 +190,20 @@ func Delete(name string) error {
 	if _, err := os.Lstat(p); errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
-	// EINVAL: the file is there but nothing is mounted on it (a crash
-	// between creating the file and mounting); still remove the file.
+	// EINVAL: nothing is mounted on the file (a crash between creating the
+	// file and mounting); still remove the file.
 	if err := unix.Unmount(p, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
 		return fmt.Errorf("deleting namespace %s: unmount: %w", name, err)
 	}
 	if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if errors.Is(err, unix.EBUSY) {
+			// The file is a mount point in a mount of NetnsDir that another
+			// mount now covers: NetnsDir was bound over itself after this
+			// namespace was created, by a tool that did not find it a mount
+			// point (Create makes it one, as iproute2 does, so this only
+			// happens to namespaces created without doing so).
+			return fmt.Errorf("deleting namespace %s: %w (its mount is hidden under a later mount of %s over itself; see /proc/self/mountinfo)", name, err, NetnsDir)
+		}
 		return fmt.Errorf("deleting namespace %s: %w", name, err)
 	}
 	return nil

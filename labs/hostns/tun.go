@@ -7,23 +7,35 @@ import (
 	"net/netip"
 	"os"
 
-	"github.com/songgao/water"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+	"golang.zx2c4.com/wireguard/tun"
 )
 
-// TUN is a TUN device (IFF_TUN|IFF_NO_PI) opened inside a namespace: the
-// host's NIC netdev. Each Read returns one IPv4 packet the host's kernel
-// sent; each Write hands one packet to the host's kernel. Its file descriptor
-// is non-blocking and polled by the Go runtime, so Close unblocks a pending
-// Read (with os.ErrClosed). Reads and writes may come from different
-// goroutines; one reader and one writer at a time.
+// TUN is a TUN device opened inside a namespace: the host's NIC netdev.
+// It is opened the way wireguard-go opens its own (IFF_TUN|IFF_NO_PI|
+// IFF_VNET_HDR with TCP segmentation offload and, on Linux 6.2+, UDP's):
+// the kernel hands it TCP super-packets of up to 64 KiB in one read, which
+// Read splits into MTU-sized packets with their checksums filled in, and
+// Write coalesces consecutive TCP segments of a flow into one write (GRO),
+// so the host kernel handles far fewer packets and system calls than one
+// per packet. The packets Read returns and Write takes are ordinary IPv4
+// packets of at most the MTU.
+//
+// Its file descriptor is non-blocking and polled by the Go runtime, so
+// Close unblocks a pending Read (with os.ErrClosed). One goroutine reads and
+// another writes.
 type TUN struct {
-	ifce *water.Interface
+	dev  tun.Device
 	name string
 	ns   string
 	mtu  int
 }
+
+// Headroom is the room Write needs in front of each packet in its buffer
+// (offset >= Headroom): the virtio-net header the kernel exchanges with
+// the device goes there.
+const Headroom = 16
 
 // Name returns the interface name inside the namespace.
 func (t *TUN) Name() string { return t.name }
@@ -34,16 +46,52 @@ func (t *TUN) Namespace() string { return t.ns }
 // MTU returns the MTU the device was configured with (0 before Configure).
 func (t *TUN) MTU() int { return t.mtu }
 
-// Read reads one packet into b.
-func (t *TUN) Read(b []byte) (int, error) { return t.ifce.Read(b) }
+// BatchSize is how many packets one Read may return and one Write should
+// be given: len(bufs) and len(sizes) of a Read must be at least this.
+func (t *TUN) BatchSize() int { return t.dev.BatchSize() }
 
-// Write writes one packet.
-func (t *TUN) Write(b []byte) (int, error) { return t.ifce.Write(b) }
+// Read reads what the kernel sent, as up to len(bufs) packets, each into
+// bufs[i][offset:], with its length in sizes[i]; it returns the count.
+func (t *TUN) Read(bufs [][]byte, sizes []int, offset int) (int, error) {
+	return t.dev.Read(bufs, sizes, offset)
+}
+
+// Write hands each bufs[i][offset:] to the kernel as one packet;
+// offset must be at least Headroom, and bufs[i] may be extended up to its
+// capacity by coalescing (a packet written as part of a larger one). It
+// returns the number of bytes written and the errors of the packets the
+// kernel refused.
+func (t *TUN) Write(bufs [][]byte, offset int) (int, error) {
+	if offset < Headroom {
+		return 0, fmt.Errorf("writing to %s in %s: offset %d, want at least %d", t.name, t.ns, offset, Headroom)
+	}
+	return t.dev.Write(bufs, offset)
+}
+
+// Readable reports whether the kernel has a packet waiting, without
+// blocking: a reader that got one batch can take what else is queued
+// before handing it on.
+func (t *TUN) Readable() (bool, error) {
+	rc, err := t.dev.File().SyscallConn()
+	if err != nil {
+		return false, err
+	}
+	var n int
+	var perr error
+	err = rc.Control(func(fd uintptr) {
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		n, perr = unix.Poll(fds, 0)
+	})
+	if err != nil {
+		return false, err
+	}
+	return n > 0, perr
+}
 
 // Close closes the device; the interface disappears with it (it is not
 // persistent).
 func (t *TUN) Close() error {
-	err := t.ifce.Close()
+	err := t.dev.Close()
 	if errors.Is(err, os.ErrClosed) {
 		return nil
 	}
@@ -56,19 +104,34 @@ func (n *Namespace) OpenTUN(ifname string) (*TUN, error) {
 	if len(ifname) == 0 || len(ifname) > unix.IFNAMSIZ-1 {
 		return nil, fmt.Errorf("opening TUN in %s: interface name %q: want 1..%d characters", n.name, ifname, unix.IFNAMSIZ-1)
 	}
-	var ifce *water.Interface
+	var dev tun.Device
+	var name string
 	err := n.Do(func() error {
-		var err error
-		ifce, err = water.New(water.Config{
-			DeviceType:             water.TUN,
-			PlatformSpecificParams: water.PlatformSpecificParams{Name: ifname},
-		})
+		fd, err := unix.Open("/dev/net/tun", unix.O_RDWR|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		ifr, err := unix.NewIfreq(ifname)
+		if err != nil {
+			unix.Close(fd)
+			return err
+		}
+		ifr.SetUint16(unix.IFF_TUN | unix.IFF_NO_PI | unix.IFF_VNET_HDR)
+		if err := unix.IoctlIfreq(fd, unix.TUNSETIFF, ifr); err != nil {
+			unix.Close(fd)
+			return fmt.Errorf("TUNSETIFF: %w", err)
+		}
+		// It sets the offloads IFF_VNET_HDR allows and takes the fd.
+		dev, name, err = tun.CreateUnmonitoredTUNFromFD(fd)
+		if err != nil {
+			unix.Close(fd)
+		}
 		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("opening TUN %s in %s: %w", ifname, n.name, err)
 	}
-	return &TUN{ifce: ifce, name: ifce.Name(), ns: n.name}, nil
+	return &TUN{dev: dev, name: name, ns: n.name}, nil
 }
 
 // IfConfig is a host interface's addressing: its address with the prefix
@@ -77,6 +140,10 @@ type IfConfig struct {
 	Addr   netip.Prefix   // e.g. 198.18.0.1/32
 	Routes []netip.Prefix // e.g. 198.18.0.0/15; never a default route
 	MTU    int
+	// TxQueueLen, if set, is the interface's transmit queue length: for a
+	// TUN, how many packets the kernel holds for the reader before it
+	// drops (counted as the interface's tx_dropped).
+	TxQueueLen int
 }
 
 // Configure brings lo up, sets the MTU, address and routes of the TUN and
@@ -101,6 +168,11 @@ func (n *Namespace) Configure(t *TUN, c IfConfig) error {
 			return fmt.Errorf("setting MTU %d on %s in %s: %w", c.MTU, t.name, n.name, err)
 		}
 		t.mtu = c.MTU
+	}
+	if c.TxQueueLen > 0 {
+		if err := n.nl.LinkSetTxQLen(link, c.TxQueueLen); err != nil {
+			return fmt.Errorf("setting txqueuelen %d on %s in %s: %w", c.TxQueueLen, t.name, n.name, err)
+		}
 	}
 	addr := &netlink.Addr{IPNet: prefixNet(c.Addr)}
 	if err := n.nl.AddrAdd(link, addr); err != nil {
@@ -147,4 +219,37 @@ func prefixNet(p netip.Prefix) *net.IPNet {
 		bits = 128
 	}
 	return &net.IPNet{IP: net.IP(a.AsSlice()), Mask: net.CIDRMask(p.Bits(), bits)}
+}
+
+// IfCounters are the kernel's counters of an interface (ip -s link): for
+// a host's mr0, tx is what the host sent towards the lab and rx what it
+// received from it.
+type IfCounters struct {
+	RxPackets uint64 `json:"rx_packets"`
+	RxBytes   uint64 `json:"rx_bytes"`
+	RxDropped uint64 `json:"rx_dropped"`
+	RxErrors  uint64 `json:"rx_errors"`
+	TxPackets uint64 `json:"tx_packets"`
+	TxBytes   uint64 `json:"tx_bytes"`
+	TxDropped uint64 `json:"tx_dropped"`
+	TxErrors  uint64 `json:"tx_errors"`
+}
+
+// Counters reads the kernel's counters of interface ifname in the
+// namespace. Safe from any goroutine.
+func (n *Namespace) Counters(ifname string) (IfCounters, error) {
+	n.statsMu.Lock()
+	link, err := n.nl.LinkByName(ifname)
+	n.statsMu.Unlock()
+	if err != nil {
+		return IfCounters{}, fmt.Errorf("reading %s's counters in %s: %w", ifname, n.name, err)
+	}
+	st := link.Attrs().Statistics
+	if st == nil {
+		return IfCounters{}, fmt.Errorf("reading %s's counters in %s: netlink returned none", ifname, n.name)
+	}
+	return IfCounters{
+		RxPackets: st.RxPackets, RxBytes: st.RxBytes, RxDropped: st.RxDropped, RxErrors: st.RxErrors,
+		TxPackets: st.TxPackets, TxBytes: st.TxBytes, TxDropped: st.TxDropped, TxErrors: st.TxErrors,
+	}, nil
 }

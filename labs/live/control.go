@@ -33,7 +33,7 @@ import (
 //	GET  /trace[?filter=F][&fabric=drops,marks] -> protocol trace lines, streamed (package prototrace)
 //	GET  /telemetry -> the latest telemetry sample (prom.SnapshotJSON)
 //
-// The last three are the lab engine's (Router). Prometheus metrics are not
+// The last three are the lab engine's (router). Prometheus metrics are not
 // on the socket but on a loopback TCP address (State.Metrics), so a
 // Prometheus server can scrape them without root.
 //
@@ -88,7 +88,7 @@ func (l *Lab) serve() error {
 		reply(w, struct{}{}, nil)
 		l.Stop()
 	})
-	if r, ok := l.eng.(Router); ok {
+	if r, ok := l.eng.(router); ok {
 		if c := r.Routes(l.pacer, mux); c != nil {
 			l.closers = append(l.closers, c)
 		}
@@ -169,14 +169,14 @@ func Dial(dir, lab string) (*Client, error) {
 	return NewClient(lab, st.Socket), nil
 }
 
-// ClientError is an error the lab answered with.
-type ClientError struct {
+// clientError is an error the lab answered with.
+type clientError struct {
 	Lab    string
 	Status int
 	Msg    string
 }
 
-func (e *ClientError) Error() string { return fmt.Sprintf("lab %s: %s", e.Lab, e.Msg) }
+func (e *clientError) Error() string { return fmt.Sprintf("lab %s: %s", e.Lab, e.Msg) }
 
 func (c *Client) call(ctx context.Context, method, path string, in, out any) error {
 	var body io.Reader
@@ -205,7 +205,7 @@ func (c *Client) call(ctx context.Context, method, path string, in, out any) err
 		if json.Unmarshal(data, &ae) != nil || ae.Error == "" {
 			ae.Error = fmt.Sprintf("%s %s: HTTP %d", method, path, resp.StatusCode)
 		}
-		return &ClientError{Lab: c.lab, Status: resp.StatusCode, Msg: ae.Error}
+		return &clientError{Lab: c.lab, Status: resp.StatusCode, Msg: ae.Error}
 	}
 	if out != nil {
 		if err := json.Unmarshal(data, out); err != nil {
@@ -289,7 +289,7 @@ func (c *Client) stream(ctx context.Context, path string, q url.Values) (io.Read
 	if resp.StatusCode != http.StatusOK {
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 		resp.Body.Close()
-		return nil, &ClientError{Lab: c.lab, Status: resp.StatusCode, Msg: fmt.Sprintf("%s: %s", path, strings.TrimSpace(string(msg)))}
+		return nil, &clientError{Lab: c.lab, Status: resp.StatusCode, Msg: fmt.Sprintf("%s: %s", path, strings.TrimSpace(string(msg)))}
 	}
 	return resp.Body, nil
 }
@@ -331,7 +331,7 @@ func Down(ctx context.Context, dir, lab string, ops Ops) error {
 	if err != nil {
 		return err
 	}
-	return Cleanup(dir, st, ops)
+	return cleanup(dir, st, ops)
 }
 
 // waitGone waits until the lab's process has exited or its state file is
@@ -353,11 +353,16 @@ func waitGone(ctx context.Context, dir, lab string, st *State, ops Ops, limit ti
 }
 
 // HostNamespace returns the namespace of host in a running lab. It fails
-// for an unknown host, listing the lab's hosts.
+// for an unknown host, listing the lab's hosts, and for a lab whose process
+// is gone: its namespaces may still exist, but nothing moves packets for
+// them.
 func HostNamespace(dir, lab, host string) (string, error) {
 	st, err := ReadState(dir, lab)
 	if err != nil {
 		return "", err
+	}
+	if !(SystemOps{}).ProcessAlive(st.PID, st.StartTicks) {
+		return "", fmt.Errorf("lab %s: %w: its process %d is gone (`mrlab down %s` removes what it left)", lab, ErrNotRunning, st.PID, lab)
 	}
 	h, ok := st.Host(host)
 	if !ok {

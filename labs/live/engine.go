@@ -15,6 +15,9 @@ import (
 type HostSpec struct {
 	Name string
 	Addr netip.Addr
+	// Rate is the host's NIC rate in bits per second, all ports together
+	// (0: unknown); the runtime sizes the host's kernel queue by it.
+	Rate float64
 }
 
 // Engine is a lab's fabric and NICs as the live runtime drives them. Every
@@ -33,17 +36,19 @@ type Engine interface {
 	// Fault applies a fault (link/switch/plane down or up, link impairment).
 	Fault(now sim.Time, f FaultRequest) error
 	// Perf starts a transport workload between two hosts' NICs; done runs
-	// on the loop goroutine when it finishes.
-	Perf(now sim.Time, req PerfRequest, done func(PerfResult)) error
+	// on the loop goroutine when it finishes. cancel ends it early (its
+	// client went away): done then runs with the reason in Status, and the
+	// NICs are free for the next run at once.
+	Perf(now sim.Time, req PerfRequest, done func(PerfResult)) (cancel func(why error), err error)
 	// Status reports links, switches and counters.
 	Status(now sim.Time) EngineStatus
 }
 
-// Router is an Engine with control endpoints of its own (packet capture).
+// router is an Engine with control endpoints of its own (packet capture).
 // Routes runs once, before the loop starts; the returned function runs
 // when the lab stops, before the control server shuts down (it ends
 // streaming responses).
-type Router interface {
+type router interface {
 	Routes(p *Pacer, mux *http.ServeMux) (closer func())
 }
 
@@ -57,12 +62,12 @@ type VerbsHost interface {
 	Tracer(host int) transport.Tracer
 }
 
-// MetricsExporter is an Engine that exports telemetry over HTTP. Up serves
+// metricsExporter is an Engine that exports telemetry over HTTP. Up serves
 // MetricsHandler (GET /metrics in Prometheus text format, GET /telemetry)
 // on the lab's loopback metrics address (Options.Metrics), after Start.
 // The handler runs on HTTP goroutines: it reads a snapshot the loop
 // publishes, never the engine itself.
-type MetricsExporter interface {
+type metricsExporter interface {
 	MetricsHandler() http.Handler
 }
 
@@ -100,9 +105,14 @@ type PerfResult struct {
 	// Goodput is application bytes per second.
 	Goodput float64 `json:"goodput_bps"`
 	// Verified is true when Verify was asked and every byte matched.
-	Verified bool   `json:"verified"`
-	Errors   int    `json:"errors"`
-	Status   string `json:"status"` // "ok" or the first completion error
+	Verified bool `json:"verified"`
+	Errors   int  `json:"errors"`
+	// Status is "ok" only when the run completed without error and its
+	// figures hold in wall time; otherwise the first error, or why the
+	// timing does not hold (Timing.Verdict).
+	Status string `json:"status"`
+	// Timing relates the run's lab time to the wall clock.
+	Timing Timing `json:"timing"`
 	// Retransmits and other transport counters, by name.
 	Counters map[string]uint64 `json:"counters,omitempty"`
 }

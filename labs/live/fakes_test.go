@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"os"
 	"sync"
+	"time"
 
 	"github.com/mrlab/mrlab/internal/packet"
 	"github.com/mrlab/mrlab/internal/sim"
@@ -72,6 +73,13 @@ type wireEngine struct {
 	down     []bool
 	dropped  uint64
 	fwd      uint64
+
+	// A perf run here does nothing but last its Duration of lab time
+	// (unless cancelled); busyEvents more events of busy each run meanwhile.
+	perfOn     bool
+	perfTimer  sim.Timer
+	busy       time.Duration
+	busyEvents int
 }
 
 func newWireEngine(n int, delay sim.Time) *wireEngine {
@@ -137,8 +145,37 @@ func (e *wireEngine) Fault(_ sim.Time, f FaultRequest) error {
 	return fmt.Errorf("no link %q", f.Name)
 }
 
-func (e *wireEngine) Perf(sim.Time, PerfRequest, func(PerfResult)) error {
-	return fmt.Errorf("the wire engine has no NICs")
+func (e *wireEngine) Perf(now sim.Time, req PerfRequest, done func(PerfResult)) (func(error), error) {
+	if req.Duration == 0 {
+		return nil, fmt.Errorf("the wire engine runs only timed perf runs")
+	}
+	if e.perfOn {
+		return nil, errPerfBusy
+	}
+	e.perfOn = true
+	finish := func(status string) {
+		if !e.perfOn {
+			return
+		}
+		e.perfOn = false
+		e.loop.Disarm(&e.perfTimer)
+		done(PerfResult{Request: req, Status: status, Elapsed: req.Duration, Verified: true})
+	}
+	e.perfTimer.Init(func(sim.Time, any) { finish("ok") }, nil)
+	e.loop.Arm(&e.perfTimer, now+sim.Time(req.Duration))
+	for i := 1; i <= e.busyEvents; i++ {
+		t := new(sim.Timer)
+		t.Init(func(sim.Time, any) { spin(e.busy) }, nil)
+		e.loop.Arm(t, now+sim.Time(i)*sim.Time(req.Duration)/sim.Time(e.busyEvents+1))
+	}
+	return func(why error) { finish(why.Error()) }, nil
+}
+
+// spin keeps the loop goroutine busy for d of wall time: a lab that
+// cannot keep real time.
+func spin(d time.Duration) {
+	for end := time.Now().Add(d); time.Now().Before(end); {
+	}
 }
 
 func (e *wireEngine) Status(sim.Time) EngineStatus {

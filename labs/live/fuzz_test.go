@@ -79,7 +79,7 @@ func FuzzControlRequest(f *testing.F) {
 			if req.Count > 8 || req.Size > 1<<16 || req.Duration != 0 {
 				return // keep each run small: this checks validation, not throughput
 			}
-			eng.Perf(loop.Now(), req, func(PerfResult) {})
+			_, _ = eng.Perf(loop.Now(), req, func(PerfResult) {})
 		}
 		loop.RunUntil(loop.Now() + sim.Millisecond)
 		eng.Status(loop.Now())

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/mrlab/mrlab/fabric"
 	"github.com/mrlab/mrlab/internal/packet"
 	"github.com/mrlab/mrlab/internal/sim"
@@ -54,9 +56,9 @@ type EngineConfig struct {
 	Logf func(format string, args ...any)
 }
 
-// CapRates lowers every link rate in topo above max to max. It returns how
+// capRates lowers every link rate in topo above max to max. It returns how
 // many links it changed.
-func CapRates(topo *fabric.Topology, max float64) int {
+func capRates(topo *fabric.Topology, max float64) int {
 	if max <= 0 {
 		return 0
 	}
@@ -111,7 +113,7 @@ type labEngine struct {
 // capped for real time. The fabric and NICs are built on the loop at Start.
 func NewLabEngine(lab *labs.Lab, cfg EngineConfig) (Engine, error) {
 	topo := lab.Topology()
-	CapRates(topo, cfg.MaxRate)
+	capRates(topo, cfg.MaxRate)
 	if cfg.TelemetryInterval == 0 {
 		cfg.TelemetryInterval = DefaultTelemetryInterval
 	}
@@ -131,9 +133,29 @@ func NewLabEngine(lab *labs.Lab, cfg EngineConfig) (Engine, error) {
 		}
 		e.names[h.Addr] = h.Name
 		e.index[h.Name] = len(e.hosts)
-		e.hosts = append(e.hosts, HostSpec{Name: h.Name, Addr: h.Addr})
+		var rate float64
+		for _, k := range topo.Links {
+			if k.A.Node == h.Name || k.B.Node == h.Name {
+				rate += k.Params.Rate
+			}
+		}
+		e.hosts = append(e.hosts, HostSpec{Name: h.Name, Addr: h.Addr, Rate: rate})
 	}
 	return e, nil
+}
+
+// hostQueueSpan is how long at its port's line rate a live NIC's queue of
+// host packets holds: it stands for a host's qdisc and NIC ring together
+// (Linux's default qdisc holds 1000 packets, 12 ms at 1 Gbit/s), and the
+// kernel cannot be made to wait for it (a TUN takes whatever TCP sends), so
+// it must absorb a TCP window's bursts without the losses no real host
+// has at its own NIC.
+const hostQueueSpan = 20 * time.Millisecond
+
+// hostQueueLen is a live NIC port's host queue for a port of rate bits/s,
+// in Ethernet-MTU packets, at least softnic's default of 256.
+func hostQueueLen(rate float64) int {
+	return max(256, int(rate*hostQueueSpan.Seconds()/(8*DefaultMTU)))
 }
 
 // hostName names the host at a lab address ("" if none).
@@ -184,13 +206,16 @@ func (e *labEngine) Start(loop *sim.Loop, pool *packet.Pool, deliver func(int, s
 	}
 	e.net = net
 	e.hub = prototrace.NewHub(net, e.hostName)
-	// The workload package builds the NICs (every transport, default
-	// options) exactly as sim runs do, so a live perf run is the sim
-	// workload on a paced loop. Every NIC traces into the hub, which
-	// costs one atomic load per decision while nobody reads /trace.
-	cl, err := workload.NewCluster(e.lab.Name, loop, pool, net, e.lab.Seed, workload.NICOptions{
-		TraceFor: e.tracer,
-	})
+	// The workload package builds the NICs (every transport, with the
+	// lab's transports section) exactly as sim runs do, so a live perf
+	// run is the sim workload on a paced loop. Every NIC traces into the
+	// hub, which costs one atomic load per decision while nobody reads
+	// /trace.
+	opts := workload.ForLab(e.lab)
+	opts.TraceFor = e.tracer
+	opts.SecureKeys = true
+	opts.HostQueue = hostQueueLen
+	cl, err := workload.NewCluster(e.lab.Name, loop, pool, net, e.lab.Seed, opts)
 	if err != nil {
 		return err
 	}
@@ -246,8 +271,11 @@ func (e *labEngine) Fault(now sim.Time, f FaultRequest) error {
 	case "link":
 		if f.Action == "impair" {
 			spec := strings.TrimSpace(strings.Join(f.Impair, " "))
+			if spec == "" {
+				return fmt.Errorf("fault link %s impair: no netem parameters (e.g. loss 1%% delay 100us; \"none\" clears the link's impairment)", f.Name)
+			}
 			var imp fabric.Impairment
-			if spec != "none" && spec != "" {
+			if spec != "none" {
 				var err error
 				if imp, err = fabric.ParseImpairment(spec); err != nil {
 					return fmt.Errorf("fault link %s impair: %w", f.Name, err)
@@ -329,15 +357,31 @@ func (e *labEngine) Status(now sim.Time) EngineStatus {
 		s.Switches = append(s.Switches, SwitchStatus{Name: sw.Name, Plane: sw.Plane, Role: sw.Role, Up: !e.swDown[sw.Name]})
 	}
 	for i, nic := range e.nics {
-		st := nic.Stats()
-		s.NICs[e.hosts[i].Name] = NICStat{
-			"tx_packets": st.TxPackets, "tx_bytes": st.TxBytes, "rx_packets": st.RxPackets, "rx_bytes": st.RxBytes,
-			"host_tx_packets": st.HostTxPackets, "host_rx_packets": st.HostRxPackets,
-			"ce_received": st.CEReceived, "drops": st.Dropped(),
-		}
+		s.NICs[e.hosts[i].Name] = nicStat(nic.Stats())
 	}
 	return s
 }
+
+// nicStat is a NIC's counters as status shows them: traffic, every drop
+// reason (drops_<reason>, zero or not, so JSON and Prometheus readers see
+// a stable set), refused connections, and peers' and local requests
+// refused by the region table.
+func nicStat(st softnic.Stats) NICStat {
+	m := NICStat{
+		"tx_packets": st.TxPackets, "tx_bytes": st.TxBytes, "rx_packets": st.RxPackets, "rx_bytes": st.RxBytes,
+		"host_tx_packets": st.HostTxPackets, "host_rx_packets": st.HostRxPackets,
+		"ce_received": st.CEReceived, "drops": st.Dropped(), "accepted": st.Accepted, "refused": st.Refused,
+		"access_errors": st.AccessErrors, "protection_errors": st.ProtectionErrors,
+	}
+	for _, r := range softnic.DropReasons() {
+		m[nicDropPrefix+r.String()] = st.Drops[r]
+	}
+	return m
+}
+
+// nicDropPrefix starts the name of a NIC's per-reason drop counter in
+// NICStat ("drops_spoofed", "drops_host-queue-full", ...).
+const nicDropPrefix = "drops_"
 
 // Routes mounts the engine's own endpoints on the control server, before
 // the loop starts:
@@ -365,6 +409,7 @@ func (e *labEngine) routes(run capture.Runner, mux *http.ServeMux) (closer func(
 	mux.Handle("GET /capture", lv)
 	mux.Handle("GET /trace", e.hub)
 	mux.HandleFunc("GET /telemetry", e.exp.ServeSnapshot)
+	e.webRoutes(run, mux)
 	return func() {
 		lv.Close()
 		e.hub.Close()
@@ -375,3 +420,6 @@ func (e *labEngine) routes(run capture.Runner, mux *http.ServeMux) (closer func(
 // text format) and GET /telemetry. Up serves it on the lab's loopback
 // metrics address. Call it after Start.
 func (e *labEngine) MetricsHandler() http.Handler { return e.exp.Handler() }
+
+// RegisterCollector adds the runtime's own series to the exporter.
+func (e *labEngine) RegisterCollector(c prometheus.Collector) error { return e.exp.Register(c) }

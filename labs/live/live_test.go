@@ -92,6 +92,8 @@ func TestLiveLab(t *testing.T) {
 	if len(st.Namespaces) != len(st.Hosts) || len(st.Hosts) < 4 {
 		t.Fatalf("%d namespaces for %d hosts: %v", len(st.Namespaces), len(st.Hosts), st.Namespaces)
 	}
+	// Another tool's namespace comes and goes while the lab is up.
+	delIPNetns := ipNetnsBetween(t)
 	h0, ns0 := hostAddr(t, l, "h0")
 	h4, ns4 := hostAddr(t, l, otherLeafHost(t, st, h0).Name)
 	dst := mustAddr(t, h4.Addr)
@@ -159,11 +161,37 @@ func TestLiveLab(t *testing.T) {
 	})
 
 	t.Run("iperf3", func(t *testing.T) {
+		// Kernel TCP at full speed loses nothing on its own host's side:
+		// the NIC's host queue, mr0's ring and the writer's queue hold a
+		// TCP window and a busy machine's pauses (they used to drop 5% of
+		// a TCP flow, which then ran at 0.3-0.4 of the cap). The margin
+		// (1%) leaves room for TCP filling the host queue now and then.
+		ctx := context.Background()
+		before, err := l.Status(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
 		bps, err := iperf3(t, ns0, ns4, dst, "-t", "2")
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("iperf3 TCP h0 -> h4: %.0f Mbit/s", bps/1e6)
+		after, err := l.Status(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sent := after.Hosts[0].FromKernel - before.Hosts[0].FromKernel
+		local := after.Engine.NICs["h0"]["drops_host-queue-full"] - before.Engine.NICs["h0"]["drops_host-queue-full"]
+		var ring, writer uint64
+		for i := range after.Hosts {
+			writer += after.Hosts[i].ToKernelDrops - before.Hosts[i].ToKernelDrops
+			if k, k0 := after.Hosts[i].Kernel, before.Hosts[i].Kernel; k != nil && k0 != nil {
+				ring += k.TxDropped - k0.TxDropped
+			}
+		}
+		t.Logf("iperf3 TCP h0 -> h4: %.0f Mbit/s; %d packets from h0's kernel; local drops: host queue %d, mr0 rings %d, writers %d", bps/1e6, sent, local, ring, writer)
+		if drops := local + ring + writer; drops*100 > sent {
+			t.Errorf("%d of %d packets dropped on the hosts' side of the lab (want under 1%%)", drops, sent)
+		}
 	})
 
 	t.Run("faults-mid-transfer", func(t *testing.T) {
@@ -254,8 +282,72 @@ func TestLiveLab(t *testing.T) {
 		}
 		r := res.r
 		t.Logf("MetaRoCE write_bw h0 -> %s through faults: %d bytes in %v = %.3f Gbit/s, counters %v", h4.Name, r.Bytes, r.Elapsed, r.Goodput/1e9, r.Counters)
-		if r.Errors != 0 || r.Status != "ok" || !r.Verified || r.Bytes == 0 {
+		if r.Errors != 0 || !statusOK(r) || !r.Verified || r.Bytes == 0 {
 			t.Errorf("MetaRoCE run through faults: status %q, %d errors, verified %v, %d bytes", r.Status, r.Errors, r.Verified, r.Bytes)
+		}
+	})
+
+	t.Run("strays-during-perf", func(t *testing.T) {
+		// While h0 writes to h4, h1 sends h4 a MetaRoCE connection
+		// request from a UDP socket and a packet posing as h0 from a raw
+		// socket. The request is refused and counted, the forgery
+		// dropped at h1's NIC and counted, and the run completes with its
+		// data verified.
+		ctx := context.Background()
+		h1, ns1 := hostAddr(t, l, "h1")
+		before, err := l.Status(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		type out struct {
+			r   PerfResult
+			err error
+		}
+		ch := make(chan out, 1)
+		go func() {
+			r, err := l.Perf(ctx, PerfRequest{From: "h0", To: h4.Name, Op: "write", Transport: "metaroce", Size: 64 << 10, Duration: 1500 * time.Millisecond, Verify: true})
+			ch <- out{r, err}
+		}()
+		time.Sleep(500 * time.Millisecond)
+		if err := sendUnsolicitedSyn(ns1, dst); err != nil {
+			t.Fatal(err)
+		}
+		if err := sendSpoofed(ns1, mustAddr(t, h0.Addr), dst); err != nil {
+			t.Fatal(err)
+		}
+		res := <-ch
+		if res.err != nil {
+			t.Fatal(res.err)
+		}
+		r := res.r
+		after, err := l.Status(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		delta := func(host, k string) uint64 { return after.Engine.NICs[host][k] - before.Engine.NICs[host][k] }
+		t.Logf("run: %s, verified %v, counters %v; %s spoofed drops +%d, %s refused +%d", r.Status, r.Verified, r.Counters,
+			h1.Name, delta(h1.Name, "drops_spoofed"), h4.Name, delta(h4.Name, "refused"))
+		if !statusOK(r) || !r.Verified || r.Errors != 0 {
+			t.Errorf("run with strays: status %q, verified %v, %d errors", r.Status, r.Verified, r.Errors)
+		}
+		if r.Counters["refused_connections"] == 0 || delta(h4.Name, "refused") == 0 {
+			t.Errorf("unsolicited request not refused: run counted %d, %s's NIC %d", r.Counters["refused_connections"], h4.Name, delta(h4.Name, "refused"))
+		}
+		if delta(h1.Name, "drops_spoofed") == 0 {
+			t.Errorf("spoofed packet not dropped at %s's NIC: %v", h1.Name, after.Engine.NICs[h1.Name])
+		}
+		// The same counters in Prometheus, with the kernel's own of mr0.
+		m := scrape(t, l.State().Metrics)
+		for _, series := range []string{
+			fmt.Sprintf(`mrlab_nic_drops_total{host="%s",reason="spoofed"}`, h1.Name),
+			fmt.Sprintf(`mrlab_nic_refused_total{host="%s"}`, h4.Name),
+		} {
+			if metricValue(m, series) < 1 {
+				t.Errorf("/metrics: %s = %v, want >= 1", series, metricValue(m, series))
+			}
+		}
+		if v := metricValue(m, `mrlab_host_mr0_tx_packets_total{host="h0"}`); v <= 0 {
+			t.Errorf("/metrics: h0's mr0 tx packets %v", v)
 		}
 	})
 
@@ -280,6 +372,7 @@ func TestLiveLab(t *testing.T) {
 			{Target: "switch", Name: "nope", Action: "down"},
 			{Target: "plane", Name: "7", Action: "down"},
 			{Target: "link", Name: "h0-p0", Action: "impair", Impair: []string{"loss", "banana"}},
+			{Target: "link", Name: "h0-p0", Action: "impair", Impair: []string{""}},
 			{Target: "link", Name: "h0-p0", Action: "explode"},
 		} {
 			c := NewClient(l.Name(), l.State().Socket)
@@ -301,7 +394,7 @@ func TestLiveLab(t *testing.T) {
 
 	t.Run("exec", func(t *testing.T) {
 		testenv.RequireCommand(t, "ip")
-		cmd := exec.Command("ip", "-o", "-4", "addr", "show", "dev", IfaceName)
+		cmd := exec.Command("ip", "-o", "-4", "addr", "show", "dev", ifaceName)
 		var out strings.Builder
 		cmd.Stdout = &out
 		if err := Exec(dir, l.Name(), h4.Name, cmd); err != nil {
@@ -321,6 +414,7 @@ func TestLiveLab(t *testing.T) {
 	}
 	t.Logf("lag: %+v", s.Lag)
 
+	delIPNetns()
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -434,7 +528,7 @@ func checkObservability(t *testing.T, l *Lab, src, dst string) {
 	}
 	t.Logf("telemetry: %s->%s conn %d sending at %.3g bit/s, cwnd %d, srtt %v, %d retransmits; %s placed %d bytes",
 		sender.Host, sender.Peer, sender.Conn, sender.SendRate, sender.Cwnd, sender.SRTT, sender.Retransmits, dst, receiver.BytesAcked)
-	want := fmt.Sprintf(`mrlab_conn_bytes_acked_total{conn="%d",host="%s",peer="%s",transport="metaroce"}`, receiver.Conn, dst, src)
+	want := fmt.Sprintf(`mrlab_conn_acked_bytes_total{conn="%d",host="%s",peer="%s",transport="metaroce"}`, receiver.Conn, dst, src)
 	if v := metricValue(during, want); v <= 0 {
 		t.Errorf("/metrics during the run: %s = %v, want > 0", want, v)
 	}
@@ -445,7 +539,7 @@ func checkObservability(t *testing.T, l *Lab, src, dst string) {
 	}
 	r := res.r
 	t.Logf("MetaRoCE write_bw %s -> %s with 2%% loss on %s: %.3f Gbit/s, counters %v", src, dst, uplink, r.Goodput/1e9, r.Counters)
-	if r.Status != "ok" || !r.Verified || r.Counters["retransmits"] == 0 {
+	if !statusOK(r) || !r.Verified || r.Counters["retransmits"] == 0 {
 		t.Errorf("lossy run: status %q, verified %v, counters %v (want ok, verified, retransmits)", r.Status, r.Verified, r.Counters)
 	}
 
@@ -466,18 +560,19 @@ func checkObservability(t *testing.T, l *Lab, src, dst string) {
 			t.Fatalf("/metrics: lab time %v s, not past the run's end at %v", metricValue(after, "mrlab_lab_time_seconds"), s.VirtualTime)
 		}
 	}
-	for _, want := range []string{"# TYPE mrlab_link_tx_bytes_total counter", "# TYPE mrlab_lab_time_seconds gauge", "mrlab_link_drops_total{"} {
+	for _, want := range []string{"# TYPE mrlab_link_transmit_bytes_total counter", "# TYPE mrlab_lab_time_seconds gauge", "mrlab_link_drops_total{"} {
 		if !strings.Contains(after, want) {
 			t.Errorf("/metrics lacks %q", want)
 		}
 	}
 	delta := func(series string) float64 { return metricValue(after, series) - metricValue(before, series) }
-	sent := delta(fmt.Sprintf(`mrlab_link_tx_bytes_total{link="%s-p0:AtoB"}`, src)) + delta(fmt.Sprintf(`mrlab_link_tx_bytes_total{link="%s-p1:AtoB"}`, src))
+	sent := delta(fmt.Sprintf(`mrlab_link_transmit_bytes_total{direction="AtoB",link="%s-p0"}`, src)) +
+		delta(fmt.Sprintf(`mrlab_link_transmit_bytes_total{direction="AtoB",link="%s-p1"}`, src))
 	if sent < float64(r.Bytes) {
 		t.Errorf("/metrics: %s's uplinks sent %v bytes during the run, which moved %d", src, sent, r.Bytes)
 	}
-	if d := delta(fmt.Sprintf(`mrlab_link_drops_total{link="%s:AtoB"}`, uplink)); d <= 0 {
-		t.Errorf("/metrics: %v drops on %s:AtoB during the run under 2%% loss", d, uplink)
+	if d := delta(fmt.Sprintf(`mrlab_link_drops_total{direction="AtoB",link="%s",reason="impairment"}`, uplink)); d <= 0 {
+		t.Errorf("/metrics: %v impairment drops on %s:AtoB during the run under 2%% loss", d, uplink)
 	}
 
 	trStop()
@@ -499,6 +594,13 @@ func checkObservability(t *testing.T, l *Lab, src, dst string) {
 		t.Errorf("trace of a lossy run: %d loss reactions, %d drops in %d lines; first lines:\n%s",
 			reactions, drops, len(lines), strings.Join(lines[:min(20, len(lines))], "\n"))
 	}
+}
+
+// statusOK reports whether a perf run completed without error: "ok", or
+// (on a machine too busy for the lab to keep real time, which these tests
+// of function do not judge) the lagging verdict and nothing else.
+func statusOK(r PerfResult) bool {
+	return r.Status == "ok" || (r.Timing.Lagging() && r.Status == r.Timing.Verdict())
 }
 
 // scrape GETs the Prometheus endpoint and checks its content type.
@@ -636,7 +738,7 @@ func loadTestLab(t *testing.T, builtin string) *labs.Lab {
 
 // otherLeafHost returns the first host on another leaf than h (another
 // /24: the builders give each leaf its own).
-func otherLeafHost(t *testing.T, st State, h StateHost) StateHost {
+func otherLeafHost(t testing.TB, st State, h StateHost) StateHost {
 	t.Helper()
 	a := mustAddr(t, h.Addr).As4()
 	for _, o := range st.Hosts {
@@ -648,7 +750,7 @@ func otherLeafHost(t *testing.T, st State, h StateHost) StateHost {
 	return StateHost{}
 }
 
-func mustAddr(t *testing.T, s string) netip.Addr {
+func mustAddr(t testing.TB, s string) netip.Addr {
 	t.Helper()
 	a, err := netip.ParseAddr(s)
 	if err != nil {

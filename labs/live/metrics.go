@@ -1,12 +1,16 @@
 package live
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/mrlab/mrlab/observe/telemetry/prom"
 )
@@ -16,20 +20,20 @@ import (
 // address is in the state file and in `mrlab status`.
 const DefaultMetricsAddr = "127.0.0.1:0"
 
-// MetricsOff, as Options.Metrics, serves no Prometheus endpoint.
-const MetricsOff = "off"
+// metricsOff, as Options.Metrics, serves no Prometheus endpoint.
+const metricsOff = "off"
 
 // ValidMetricsAddr checks a metrics address before anything is brought up:
-// MetricsOff, or host:port with a loopback IP host (127.0.0.1, ::1) and a
+// metricsOff, or host:port with a loopback IP host (127.0.0.1, ::1) and a
 // port 0..65535. A lab's telemetry is not for the network, so "localhost"
 // and wildcard addresses are refused (prom.ErrNotLoopback).
 func ValidMetricsAddr(addr string) error {
-	if addr == MetricsOff {
+	if addr == metricsOff {
 		return nil
 	}
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
-		return fmt.Errorf("metrics address %q: want 127.0.0.1:PORT or %q: %w", addr, MetricsOff, err)
+		return fmt.Errorf("metrics address %q: want 127.0.0.1:PORT or %q: %w", addr, metricsOff, err)
 	}
 	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
 		return fmt.Errorf("metrics address %q: host %q: %w", addr, host, prom.ErrNotLoopback)
@@ -44,8 +48,8 @@ func ValidMetricsAddr(addr string) error {
 // telemetry and Options.Metrics does not turn it off, and records its
 // address in the state. The server starts with the control server.
 func (l *Lab) listenMetrics() (net.Listener, error) {
-	ex, ok := l.eng.(MetricsExporter)
-	if !ok || l.opts.Metrics == MetricsOff {
+	ex, ok := l.eng.(metricsExporter)
+	if !ok || l.opts.Metrics == metricsOff {
 		return nil, nil
 	}
 	if err := ValidMetricsAddr(l.opts.Metrics); err != nil {
@@ -60,6 +64,12 @@ func (l *Lab) listenMetrics() (net.Listener, error) {
 		ln.Close()
 		return nil, err
 	}
+	if r, ok := l.eng.(registrar); ok {
+		if err := r.RegisterCollector(newLabCollector(l)); err != nil {
+			ln.Close()
+			return nil, fmt.Errorf("lab %s: metrics: %w", l.name, err)
+		}
+	}
 	l.msrv = &http.Server{Handler: ex.MetricsHandler(), ReadHeaderTimeout: 5 * time.Second}
 	return ln, nil
 }
@@ -68,5 +78,83 @@ func (l *Lab) listenMetrics() (net.Listener, error) {
 func (l *Lab) serveMetrics(ln net.Listener) {
 	if err := l.msrv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		l.opts.Logf("warning: lab %s: metrics endpoint stopped: %v", l.name, err)
+	}
+}
+
+// registrar is an Engine whose metrics endpoint takes collectors of the
+// runtime's own (the lab engine's telemetry exporter).
+type registrar interface {
+	RegisterCollector(c prometheus.Collector) error
+}
+
+// labCollector serves what `mrlab status` shows beyond telemetry: each
+// NIC's drops by reason, refused connections, access and protection
+// errors, and the kernel's counters of each host's mr0. A scrape reads
+// them through the loop (one status per scrape).
+type labCollector struct {
+	l       *Lab
+	nicDrop *prometheus.Desc
+	nicCtr  map[string]*prometheus.Desc
+	kernel  map[string]*prometheus.Desc
+}
+
+// nicCounters are the NIC counters exported besides drops, with help.
+var nicCounters = map[string]string{
+	"refused":           "Connection requests the NIC's listener refused (not asked for).",
+	"access_errors":     "Peers' requests refused by the region table (bad rkey, range or permission).",
+	"protection_errors": "Local scatter-gather elements refused by the region table.",
+	"host_tx_packets":   "Packets from the host kernel the NIC sent.",
+	"host_rx_packets":   "Packets the NIC delivered to the host kernel.",
+}
+
+func newLabCollector(l *Lab) *labCollector {
+	c := &labCollector{l: l, nicCtr: map[string]*prometheus.Desc{}, kernel: map[string]*prometheus.Desc{},
+		nicDrop: prometheus.NewDesc("mrlab_nic_drops_total", "Packets a NIC dropped, by reason.", []string{"host", "reason"}, nil)}
+	for k, help := range nicCounters {
+		c.nicCtr[k] = prometheus.NewDesc("mrlab_nic_"+k+"_total", help, []string{"host"}, nil)
+	}
+	for _, k := range []string{"tx_packets", "tx_dropped", "tx_errors", "rx_packets", "rx_dropped", "rx_errors"} {
+		c.kernel[k] = prometheus.NewDesc("mrlab_host_mr0_"+k+"_total",
+			"The host kernel's own counter of its mr0 (tx: towards the lab).", []string{"host"}, nil)
+	}
+	return c
+}
+
+func (c *labCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.nicDrop
+	for _, d := range c.nicCtr {
+		ch <- d
+	}
+	for _, d := range c.kernel {
+		ch <- d
+	}
+}
+
+func (c *labCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	s, err := c.l.Status(ctx)
+	if err != nil {
+		return // stopping: the telemetry series still answer
+	}
+	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+	}
+	for host, st := range s.Engine.NICs {
+		for k, v := range st {
+			if reason, ok := strings.CutPrefix(k, nicDropPrefix); ok {
+				counter(c.nicDrop, v, host, reason)
+			} else if d := c.nicCtr[k]; d != nil {
+				counter(d, v, host)
+			}
+		}
+	}
+	for _, h := range s.Hosts {
+		if k := h.Kernel; k != nil {
+			for name, v := range map[string]uint64{"tx_packets": k.TxPackets, "tx_dropped": k.TxDropped, "tx_errors": k.TxErrors,
+				"rx_packets": k.RxPackets, "rx_dropped": k.RxDropped, "rx_errors": k.RxErrors} {
+				counter(c.kernel[name], v, h.Name)
+			}
+		}
 	}
 }

@@ -2,16 +2,12 @@ package live
 
 import (
 	"crypto/sha256"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"net"
 	"net/netip"
 	"os"
-	"os/exec"
-	"strings"
 	"testing"
 	"time"
 
@@ -19,7 +15,6 @@ import (
 	"golang.org/x/net/icmp"
 	"golang.org/x/net/ipv4"
 
-	"github.com/mrlab/mrlab/internal/testenv"
 	"github.com/mrlab/mrlab/labs/hostns"
 )
 
@@ -279,67 +274,6 @@ func openFD(ns *hostns.Namespace) (*os.File, error) {
 // ends (see testenv.RequireCommand) when iperf3 is not installed.
 func iperf3(t testing.TB, client, server *hostns.Namespace, addr netip.Addr, args ...string) (float64, error) {
 	t.Helper()
-	path := testenv.RequireCommand(t, "iperf3")
-	srv := exec.Command(path, "-s", "-1", "-B", addr.String(), "-p", "5301")
-	srv.Stdout, srv.Stderr = io.Discard, io.Discard
-	if err := server.Start(srv); err != nil {
-		return 0, err
-	}
-	defer func() { srv.Process.Kill(); srv.Wait() }()
-	time.Sleep(300 * time.Millisecond) // server listening
-	cl := exec.Command(path, append([]string{"-c", addr.String(), "-p", "5301", "-J"}, args...)...)
-	var out strings.Builder
-	cl.Stdout, cl.Stderr = &out, &out
-	if err := client.Start(cl); err != nil {
-		return 0, err
-	}
-	done := make(chan error, 1)
-	go func() { done <- cl.Wait() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			return 0, fmt.Errorf("iperf3: %v: %s", err, tailString(out.String(), 400))
-		}
-	case <-time.After(60 * time.Second):
-		cl.Process.Kill()
-		<-done
-		return 0, errors.New("iperf3 client timed out")
-	}
-	return parseIperf(out.String())
-}
-
-func tailString(s string, n int) string {
-	if len(s) > n {
-		return s[len(s)-n:]
-	}
-	return s
-}
-
-// parseIperf reads the receiver's rate from iperf3 -J output.
-func parseIperf(out string) (float64, error) {
-	var r struct {
-		End struct {
-			SumReceived *struct {
-				BitsPerSecond float64 `json:"bits_per_second"`
-			} `json:"sum_received"`
-			Sum *struct {
-				BitsPerSecond float64 `json:"bits_per_second"`
-				LostPercent   float64 `json:"lost_percent"`
-			} `json:"sum"`
-		} `json:"end"`
-		Error string `json:"error"`
-	}
-	if err := json.Unmarshal([]byte(out), &r); err != nil {
-		return 0, fmt.Errorf("iperf3 output: %w: %s", err, tailString(out, 200))
-	}
-	if r.Error != "" {
-		return 0, fmt.Errorf("iperf3: %s", r.Error)
-	}
-	if r.End.SumReceived != nil && r.End.SumReceived.BitsPerSecond > 0 {
-		return r.End.SumReceived.BitsPerSecond, nil
-	}
-	if r.End.Sum != nil {
-		return r.End.Sum.BitsPerSecond * (1 - r.End.Sum.LostPercent/100), nil
-	}
-	return 0, errors.New("iperf3 output has no end summary")
+	r, err := iperf3Run(t, client, server, addr, args...)
+	return r.BitsPerSecond, err
 }

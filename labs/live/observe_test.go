@@ -56,7 +56,7 @@ func TestMetricsOff(t *testing.T) {
 		}
 		return Up(context.Background(), testLabName("m"), eng, Options{RunDir: dir, Devices: devs, Metrics: metrics})
 	}
-	l, err := up(MetricsOff)
+	l, err := up(metricsOff)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,7 +239,7 @@ func TestValidMetricsAddr(t *testing.T) {
 		addr string
 		ok   bool
 	}{
-		{MetricsOff, true},
+		{metricsOff, true},
 		{DefaultMetricsAddr, true},
 		{"127.0.0.1:9464", true},
 		{"127.1.2.3:9464", true},

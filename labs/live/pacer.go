@@ -14,13 +14,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/mrlab/mrlab/internal/packet"
 	"github.com/mrlab/mrlab/internal/sim"
@@ -35,14 +32,20 @@ type PacerConfig struct {
 	// Default 1ms.
 	LagThreshold time.Duration
 	// Spin is the horizon below which the pacer waits for the next event by
-	// yielding instead of sleeping: the OS wakes a sleeping thread tens of
-	// microseconds late, which would add that much to every hop. Default
-	// 50us; negative disables spinning (less CPU, more lag).
+	// watching the clock instead of sleeping: a real-time thread's timer
+	// wakes it some microseconds late, which would add that much to every
+	// hop. Default 10us; negative disables spinning. Longer spins would
+	// keep the loop's thread busy through busy periods, and the kernel
+	// throttles a real-time thread that never sleeps (for 50ms of every
+	// second, by default): far worse lateness than a timer's.
 	Spin time.Duration
+	// NoRealtime keeps the loop's thread at normal priority (by default
+	// it asks for real-time priority; see wait.go).
+	NoRealtime bool
 	// WarnEvery is the period of the "cannot keep real time" check. Default 1s.
 	WarnEvery time.Duration
-	// Warn receives that warning (a period with at least 1% of its events
-	// late, or one late by over ten times LagThreshold); nil discards it.
+	// Warn receives that warning (a period during which the loop fell
+	// behind by more than MaxLagFraction of it); nil discards it.
 	Warn func(msg string)
 }
 
@@ -55,6 +58,9 @@ type LagStats struct {
 	PacketsLate uint64        `json:"packets_late"` // packets handed to a host kernel late
 	Warnings    uint64        `json:"warnings"`     // periods that fell behind in a sustained way (see PacerConfig.Warn)
 	Behind      time.Duration `json:"behind_ns"`    // how far the loop trails the wall clock now
+	// Priority is the loop thread's scheduling: real-time unless the
+	// system refused it (then lateness is likelier on a busy machine).
+	Priority string `json:"priority,omitempty"`
 }
 
 // Pacer owns a sim.Loop and runs it paced to the wall clock: virtual time is
@@ -68,34 +74,31 @@ type Pacer struct {
 	pool  *packet.Pool
 	start time.Time
 
-	posts  chan func(now sim.Time)
-	input  chan inbound
-	poller Poller
-	wake   chan struct{}
-	tfd    int
-	tfile  *os.File
+	posts   chan func(now sim.Time)
+	input   chan *inBatch
+	started chan struct{} // closed once start is set
+	w       *waiter
+	poller  Poller
+
+	sleeping atomic.Bool // the loop is (about to be) in epoll_wait
+	stopping atomic.Bool // Run's context ended
 
 	stopped atomic.Bool
 	done    chan struct{}
 
 	// Loop-goroutine state.
-	lag      LagStats
-	curLag   time.Duration // lateness of the event running now
-	winLate  uint64        // late events in the current warning window
-	winRun   uint64        // events run in the current warning window
-	winMax   time.Duration
-	winStart time.Duration
+	injecting bool        // inject is running events up to a batch's read time
+	watches   []*lagWatch // open measurements' lateness watches
+	lag       LagStats
+	curLag    time.Duration // lateness of the event running now
+	winLate   uint64        // late events in the current warning window
+	winRun    uint64        // events run in the current warning window
+	winMax    time.Duration
+	winStart  time.Duration
 
 	// published is a copy of lag the loop refreshes for other goroutines.
 	mu        sync.Mutex
 	published LagStats
-}
-
-// inbound is one packet a reader goroutine read, waiting in its slot.
-type inbound struct {
-	in   *Input
-	slot int32
-	n    int32
 }
 
 // NewPacer returns a pacer for loop. pool is the loop's packet pool (packets
@@ -105,28 +108,24 @@ func NewPacer(loop *sim.Loop, pool *packet.Pool, cfg PacerConfig) (*Pacer, error
 		cfg.LagThreshold = time.Millisecond
 	}
 	if cfg.Spin == 0 {
-		cfg.Spin = 50 * time.Microsecond
+		cfg.Spin = 10 * time.Microsecond
 	}
 	if cfg.WarnEvery <= 0 {
 		cfg.WarnEvery = time.Second
 	}
-	// A timerfd wakes the poller at the armed time with microsecond
-	// precision; Go's own timers round sub-millisecond sleeps up to about a
-	// millisecond (the netpoller's epoll timeout is in ms).
-	fd, err := unix.TimerfdCreate(unix.CLOCK_MONOTONIC, unix.TFD_NONBLOCK|unix.TFD_CLOEXEC)
+	w, err := newWaiter()
 	if err != nil {
-		return nil, fmt.Errorf("creating the pacer's timerfd: %w", err)
+		return nil, err
 	}
 	p := &Pacer{
-		cfg:   cfg,
-		loop:  loop,
-		pool:  pool,
-		posts: make(chan func(sim.Time), 64),
-		input: make(chan inbound, 1024),
-		wake:  make(chan struct{}, 1),
-		tfd:   fd,
-		tfile: os.NewFile(uintptr(fd), "pacer-timerfd"),
-		done:  make(chan struct{}),
+		cfg:     cfg,
+		loop:    loop,
+		pool:    pool,
+		posts:   make(chan func(sim.Time), 64),
+		input:   make(chan *inBatch, 256),
+		started: make(chan struct{}),
+		w:       w,
+		done:    make(chan struct{}),
 	}
 	return p, nil
 }
@@ -167,6 +166,7 @@ func (p *Pacer) Post(fn func(now sim.Time)) error {
 	}
 	select {
 	case p.posts <- fn:
+		p.kick()
 		return nil
 	case <-p.done:
 		return ErrStopped
@@ -202,12 +202,12 @@ func (p *Pacer) Lag() LagStats {
 	return p.published
 }
 
-// CurrentLag returns how late the running event is. Call it only on the loop
+// currentLag returns how late the running event is. Call it only on the loop
 // goroutine (host delivery uses it to count late packets).
-func (p *Pacer) CurrentLag() time.Duration { return p.curLag }
+func (p *Pacer) currentLag() time.Duration { return p.curLag }
 
-// CountLatePacket records a packet delivered late. Loop goroutine only.
-func (p *Pacer) CountLatePacket() { p.lag.PacketsLate++ }
+// countLatePacket records a packet delivered late. Loop goroutine only.
+func (p *Pacer) countLatePacket() { p.lag.PacketsLate++ }
 
 // LagThreshold returns the configured threshold.
 func (p *Pacer) LagThreshold() time.Duration { return p.cfg.LagThreshold }
@@ -222,29 +222,27 @@ func (p *Pacer) elapsed() sim.Time { return sim.Time(time.Since(p.start)) }
 // returns ctx's error. The loop's virtual clock must be at 0 (a fresh loop):
 // virtual time is wall time since Run started.
 func (p *Pacer) Run(ctx context.Context) error {
+	// The loop keeps this thread (never unlocked: the runtime retires it
+	// with the goroutine, real-time priority and all).
+	runtime.LockOSThread()
+	p.lag.Priority = "normal"
+	if !p.cfg.NoRealtime {
+		p.lag.Priority = realtime()
+	}
 	defer func() {
 		p.stopped.Store(true)
-		p.tfile.Close()
+		p.w.close()
 		p.publish()
 		close(p.done)
 	}()
 	p.start = time.Now()
-	// One goroutine turns timerfd expiries into wakes. It ends when the
-	// file is closed.
-	go func() {
-		var b [8]byte
-		for {
-			if _, err := p.tfile.Read(b[:]); err != nil {
-				return
-			}
-			select {
-			case p.wake <- struct{}{}:
-			default:
-			}
-		}
-	}()
+	close(p.started)
+	stop := context.AfterFunc(ctx, func() {
+		p.stopping.Store(true)
+		p.kick()
+	})
+	defer stop()
 	var lastPublish sim.Time
-	armed := sim.Never
 	for {
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -266,49 +264,34 @@ func (p *Pacer) Run(ctx context.Context) error {
 		}
 		wait := time.Duration(next - now)
 		if p.cfg.Spin > 0 && wait < p.cfg.Spin {
-			runtime.Gosched()
+			// Closer than a sleep's wake-up: watch the clock and the
+			// queues instead.
+			for p.elapsed() < next && len(p.posts) == 0 && len(p.input) == 0 && !p.stopping.Load() {
+			}
 			continue
 		}
 		if p.poller != nil && p.poller.Sleeping(now, next) {
 			continue
 		}
-		if next != armed {
-			p.arm(wait, next)
-			armed = next
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case fn := <-p.posts:
-			p.sync()
-			fn(p.loop.Now())
-		case in := <-p.input:
-			p.sync()
-			p.inject(in)
-		case <-p.wake:
-			armed = sim.Never
-		}
+		p.sleep(next, wait)
 	}
-}
-
-// arm sets the timerfd to fire after wait (0 disarms, so never pass 0).
-func (p *Pacer) arm(wait time.Duration, next sim.Time) {
-	if next == sim.Never {
-		wait = 0 // disarm
-	}
-	its := unix.ItimerSpec{Value: unix.NsecToTimespec(int64(wait))}
-	// Settime fails only on a bad descriptor or value: nothing to recover.
-	_ = unix.TimerfdSettime(p.tfd, 0, &its, nil)
 }
 
 // runDue runs every event due by the wall clock, counting lateness, and
 // returns the wall time it last read.
-func (p *Pacer) runDue() sim.Time {
+func (p *Pacer) runDue() sim.Time { return p.runUntil(sim.Never) }
+
+// runUntil runs every event due by the wall clock and not after limit,
+// counting lateness, and returns the wall time it last read.
+func (p *Pacer) runUntil(limit sim.Time) sim.Time {
 	now := p.elapsed()
 	thr := sim.Time(p.cfg.LagThreshold)
 	ran := 0
 	for {
 		next := p.loop.Next()
+		if next > limit {
+			break
+		}
 		if next > now {
 			if ran == 0 {
 				break
@@ -321,9 +304,13 @@ func (p *Pacer) runDue() sim.Time {
 		}
 		lag := time.Duration(now - next)
 		p.curLag = lag
-		if lag > time.Duration(thr) {
+		late := lag > time.Duration(thr)
+		if late {
 			p.lag.EventsLate++
 			p.winLate++
+		}
+		for _, w := range p.watches {
+			w.observe(lag, late)
 		}
 		p.lag.MaxLag = max(p.lag.MaxLag, lag)
 		p.winMax = max(p.winMax, lag)
@@ -337,8 +324,12 @@ func (p *Pacer) runDue() sim.Time {
 		now = p.elapsed()
 		if ran&63 == 0 {
 			// A long run of events does not starve inputs, posts and
-			// the poller's clients.
-			p.drain()
+			// the poller's clients. Inputs and posts wait while a
+			// batch's catch-up runs (inject would nest); polling
+			// injects nothing, so clients are served then too.
+			if !p.injecting {
+				p.drain()
+			}
 			if p.poller != nil {
 				p.poller.Poll(p.loop.Now())
 			}
@@ -374,29 +365,44 @@ func (p *Pacer) drain() {
 	}
 }
 
-// inject copies an input packet into the loop's pool, returns the slot to
-// its reader and hands the packet to the input's sink.
-func (p *Pacer) inject(in inbound) {
-	src := in.in.slots[in.slot][:in.n]
-	b := p.pool.Get(len(src))
-	b.SetLen(copy(b.Tail()[:len(src)], src))
-	in.in.free <- in.slot // cannot block: free has room for every slot
-	in.in.sink(p.loop.Now(), b)
+// inject hands a batch of input packets to their sink, each copied into
+// the loop's pool, and returns the batch to its reader. The packets enter
+// the lab at the time they were read, not when the loop gets to them: if
+// the loop is behind, it first runs the events due before that time, so a
+// loop that fell behind does not turn evenly spaced packets into a burst.
+func (p *Pacer) inject(b *inBatch) {
+	if b.at > p.loop.Now() {
+		p.injecting = true
+		p.runUntil(b.at)
+		p.injecting = false
+		p.loop.AdvanceTo(b.at)
+	}
+	now := p.loop.Now()
+	for i := 0; i < b.n; i++ {
+		src := b.bufs[i][b.in.offset : b.in.offset+b.sizes[i]]
+		pb := p.pool.Get(len(src))
+		pb.SetLen(copy(pb.Tail()[:len(src)], src))
+		b.in.sink(now, pb)
+	}
+	b.n = 0
+	b.in.free <- b // cannot block: free has room for every batch
 }
 
-// checkWarn emits the "cannot keep real time" warning when the last window
-// fell behind in a sustained way: at least 1% of its events late, or one
-// event late by more than ten times the threshold. A stray late event (the
-// OS preempted the loop once) is counted in the stats but not warned about.
+// checkWarn emits the "cannot keep real time" warning when the last
+// window fell behind the wall clock by more than MaxLagFraction of the
+// window (10ms in a second): what any figure measured across that window
+// would be off by. Events a few milliseconds late now and then (the OS
+// preempted the loop once) are counted in the stats but not warned about,
+// so a warning always means figures are distorted.
 func (p *Pacer) checkWarn(now sim.Time) {
 	if time.Duration(now)-p.winStart < p.cfg.WarnEvery {
 		return
 	}
-	if p.winLate > 0 && (p.winLate*100 >= p.winRun || p.winMax > 10*p.cfg.LagThreshold) {
+	if p.winMax > time.Duration(MaxLagFraction*float64(p.cfg.WarnEvery)) {
 		p.lag.Warnings++
 		if p.cfg.Warn != nil {
-			p.cfg.Warn(fmt.Sprintf("lab cannot keep real time: %d events ran more than %v late in the last %v (worst %v); delays and rates are distorted",
-				p.winLate, p.cfg.LagThreshold, p.cfg.WarnEvery, p.winMax.Round(time.Microsecond)))
+			p.cfg.Warn(fmt.Sprintf("lab cannot keep real time: it fell %v behind the wall clock in the last %v (%d events ran more than %v late); delays and rates are distorted",
+				p.winMax.Round(time.Microsecond), p.cfg.WarnEvery, p.winLate, p.cfg.LagThreshold))
 		}
 	}
 	p.winLate, p.winRun, p.winMax, p.winStart = 0, 0, 0, time.Duration(now)
@@ -406,54 +412,4 @@ func (p *Pacer) publish() {
 	p.mu.Lock()
 	p.published = p.lag
 	p.mu.Unlock()
-}
-
-// Input is a source of packets from outside the loop (a TUN reader). Its
-// goroutine reads into fixed slots, so reading allocates nothing; the loop
-// copies each packet into its own pool and returns the slot.
-type Input struct {
-	p     *Pacer
-	slots [][]byte
-	free  chan int32
-	sink  func(now sim.Time, b *packet.Buffer)
-}
-
-// NewInput returns an input with n slots of size bytes. sink runs on the
-// loop goroutine for every packet and takes ownership of it.
-func (p *Pacer) NewInput(n, size int, sink func(now sim.Time, b *packet.Buffer)) *Input {
-	in := &Input{p: p, slots: make([][]byte, n), free: make(chan int32, n), sink: sink}
-	for i := range in.slots {
-		in.slots[i] = make([]byte, size)
-		in.free <- int32(i)
-	}
-	return in
-}
-
-// ReadFrom runs read into free slots and pushes each packet to the loop until
-// read fails or the pacer stops; it returns read's error (nil when the
-// pacer stopped). read must fill b and return the packet length; a length
-// of 0 is skipped. Run it on its own goroutine.
-func (in *Input) ReadFrom(read func(b []byte) (int, error)) error {
-	for {
-		var slot int32
-		select {
-		case slot = <-in.free:
-		case <-in.p.done:
-			return nil
-		}
-		n, err := read(in.slots[slot])
-		if err != nil {
-			in.free <- slot
-			return err
-		}
-		if n <= 0 {
-			in.free <- slot
-			continue
-		}
-		select {
-		case in.p.input <- inbound{in: in, slot: slot, n: int32(n)}:
-		case <-in.p.done:
-			return nil
-		}
-	}
 }

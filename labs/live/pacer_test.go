@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"os"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -131,35 +132,43 @@ func TestKernelPathAllocs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := p.NewOutput(4, packet.MaxSize)
-	in := p.NewInput(4, packet.MaxSize, func(_ sim.Time, b *packet.Buffer) {
+	out := p.newOutput(64, packet.MaxSize)
+	in := p.newInput(8, 0, packet.MaxSize, func(_ sim.Time, b *packet.Buffer) {
 		out.Send(b.Data())
 		b.Free()
 	})
 	pkt := ipPacket(netip.MustParseAddr("198.18.0.1"), netip.MustParseAddr("198.18.0.2"), 1400)
 	allocs := testing.AllocsPerRun(1000, func() {
-		slot := <-in.free
-		n := copy(in.slots[slot], pkt)
-		p.inject(inbound{in: in, slot: slot, n: int32(n)})
-		out.free <- <-out.queue
+		b := <-in.free
+		for i := range b.bufs {
+			b.sizes[i] = copy(b.bufs[i], pkt)
+		}
+		b.n = len(b.bufs)
+		p.inject(b)
+		for range b.bufs {
+			out.free <- <-out.queue
+		}
 	})
 	if allocs != 0 {
 		t.Errorf("kernel path: %v allocs per packet, want 0", allocs)
 	}
 }
 
-// countDevice is a Device whose writes only count; reads block until Close.
+// countDevice is a Device whose writes only count; reads call read.
 type countDevice struct {
 	n    atomic.Int64
 	done chan struct{}
+	read func(bufs [][]byte, sizes []int, offset int) (int, error)
 }
 
-func (d *countDevice) Read([][]byte, []int, int) (int, error) { <-d.done; return 0, os.ErrClosed }
+func (d *countDevice) Read(bufs [][]byte, sizes []int, offset int) (int, error) {
+	return d.read(bufs, sizes, offset)
+}
 func (d *countDevice) Write(b [][]byte, _ int) (int, error) {
 	d.n.Add(int64(len(b)))
 	return len(b), nil
 }
-func (d *countDevice) BatchSize() int { return 1 }
+func (d *countDevice) BatchSize() int { return 32 }
 func (d *countDevice) MTU() int       { return 1500 }
 func (d *countDevice) Close() error   { return nil }
 
@@ -194,9 +203,9 @@ func BenchmarkKernelHandoff(b *testing.B) {
 		go p.Run(ctx)
 		defer func() { cancel(); <-p.Done() }()
 		dev := &countDevice{done: make(chan struct{})}
-		out := p.NewOutput(1024, 1500)
+		out := p.newOutput(1024, 1500)
 		go out.WriteTo(dev)
-		in := p.NewInput(64, 1500, func(_ sim.Time, pk *packet.Buffer) {
+		in := p.newInput(dev.BatchSize(), 0, 1500, func(_ sim.Time, pk *packet.Buffer) {
 			for !out.Send(pk.Data()) {
 				runtime.Gosched() // the benchmark wants every packet through
 			}
@@ -207,18 +216,44 @@ func BenchmarkKernelHandoff(b *testing.B) {
 		b.ReportAllocs()
 		b.SetBytes(int64(len(pkt)))
 		b.ResetTimer()
-		go in.ReadFrom(func(buf []byte) (int, error) {
+		dev.read = func(bufs [][]byte, sizes []int, offset int) (int, error) {
 			if left == 0 {
 				<-dev.done
 				return 0, os.ErrClosed
 			}
-			left--
-			return copy(buf, pkt), nil
-		})
+			k := min(left, len(bufs))
+			for i := range k {
+				sizes[i] = copy(bufs[i][offset:], pkt)
+			}
+			left -= k
+			return k, nil
+		}
+		go in.readFrom(dev)
 		for dev.n.Load() < int64(b.N) {
 			runtime.Gosched()
 		}
 		b.StopTimer()
 		close(dev.done)
 	})
+}
+
+// TestWarnOnlyWhenFiguresAreOff: a window in which a few events ran a few
+// milliseconds late (a busy machine preempting an idle lab) warns nobody;
+// one in which the lab fell behind by more than 1% of the window does.
+func TestWarnOnlyWhenFiguresAreOff(t *testing.T) {
+	var warned []string
+	p, err := NewPacer(sim.NewLoop(), packet.NewPool(), PacerConfig{WarnEvery: time.Second, Warn: func(m string) { warned = append(warned, m) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.winLate, p.winRun, p.winMax = 3, 3, 3*time.Millisecond // idle: every event late, by 3ms
+	p.checkWarn(sim.Second)
+	if len(warned) != 0 || p.lag.Warnings != 0 {
+		t.Errorf("idle lab 3ms late warned: %q", warned)
+	}
+	p.winLate, p.winRun, p.winMax = 5, 100000, 25*time.Millisecond
+	p.checkWarn(2 * sim.Second)
+	if len(warned) != 1 || p.lag.Warnings != 1 || !strings.Contains(warned[0], "25ms behind") {
+		t.Errorf("lab 25ms behind in a second: warnings %q", warned)
+	}
 }

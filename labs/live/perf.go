@@ -11,9 +11,9 @@ import (
 	"github.com/mrlab/mrlab/workload"
 )
 
-// ErrPerfBusy is returned when a perf run is asked for while one runs: the
+// errPerfBusy is returned when a perf run is asked for while one runs: the
 // workload package listens on every NIC it uses, so runs do not overlap.
-var ErrPerfBusy = errors.New("a perf run is already in progress on this lab")
+var errPerfBusy = errors.New("a perf run is already in progress on this lab")
 
 // perfSlack is how long past its planned duration a live perf run may take
 // before it fails (connection set-up, retransmissions after faults).
@@ -22,23 +22,23 @@ const perfSlack = 30 * time.Second
 // Perf starts write_bw, send_bw or read_bw between two hosts' NICs: the
 // softnic issue's workloads, run on the live loop. The data check always
 // runs; Verify only makes a failed check fail the run.
-func (e *labEngine) Perf(now sim.Time, req PerfRequest, done func(PerfResult)) error {
+func (e *labEngine) Perf(now sim.Time, req PerfRequest, done func(PerfResult)) (func(error), error) {
 	if e.perfOn {
-		return ErrPerfBusy
+		return nil, errPerfBusy
 	}
 	spec, err := e.perfSpec(req)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	err = workload.Start(e.cl, spec, func(r *workload.Result, err error) {
+	run, err := workload.Launch(e.cl, spec, func(r *workload.Result, err error) {
 		e.perfOn = false
 		done(perfResult(req, r, err))
 	})
 	if err != nil {
-		return fmt.Errorf("perf %s %s -> %s: %w", req.Op, req.From, req.To, err)
+		return nil, fmt.Errorf("perf %s %s -> %s: %w", req.Op, req.From, req.To, err)
 	}
 	e.perfOn = true
-	return nil
+	return run.Cancel, nil
 }
 
 // perfSpec turns a request into a workload spec, checking it first so a
@@ -120,7 +120,7 @@ func perfResult(req PerfRequest, r *workload.Result, err error) PerfResult {
 		}
 		res.Counters = map[string]uint64{
 			"retransmits": r.Retransmits, "timeouts": r.Timeouts, "ecn_marks": r.ECNMarks,
-			"ce_received": r.CEReceived, "packets_sent": r.PacketsSent,
+			"ce_received": r.CEReceived, "packets_sent": r.PacketsSent, "refused_connections": uint64(r.Refused),
 		}
 		for k, v := range r.Drops {
 			res.Counters["drops_"+k] = v

@@ -17,17 +17,17 @@ import (
 	"github.com/mrlab/mrlab/labs/uverbs"
 )
 
-// DefaultSubnet is the lab subnet routed through every host's mr0 (RFC 2544
+// defaultSubnet is the lab subnet routed through every host's mr0 (RFC 2544
 // benchmarking space); hosts get no default route.
-var DefaultSubnet = netip.MustParsePrefix("198.18.0.0/15")
+var defaultSubnet = netip.MustParsePrefix("198.18.0.0/15")
 
 // DefaultMTU is the MTU of a host's mr0: kernel traffic uses Ethernet-sized
 // packets. MetaRoCE traffic never crosses the TUN and uses the NIC's own
 // path MTU.
 const DefaultMTU = 1500
 
-// IfaceName is the name of a host's TUN device inside its namespace.
-const IfaceName = "mr0"
+// ifaceName is the name of a host's TUN device inside its namespace.
+const ifaceName = "mr0"
 
 // Options configure Up. The zero value brings a lab up in real namespaces
 // under DefaultRunDir.
@@ -36,7 +36,7 @@ type Options struct {
 	RunDir string
 	// MTU of each host's mr0 (DefaultMTU).
 	MTU int
-	// Routes routed through mr0 in each host (DefaultSubnet). A default
+	// Routes routed through mr0 in each host (defaultSubnet). A default
 	// route is refused.
 	Routes []netip.Prefix
 	// Pacer tunes the real-time loop.
@@ -51,7 +51,7 @@ type Options struct {
 	Ops Ops
 	// Metrics is the loopback address of the Prometheus endpoint served
 	// for an engine that exports telemetry (DefaultMetricsAddr when
-	// empty; MetricsOff serves none). The address chosen is recorded in
+	// empty; metricsOff serves none). The address chosen is recorded in
 	// the state file and the status.
 	Metrics string
 	// Extend, if set, adds handlers to the control server before it
@@ -90,8 +90,8 @@ type hostIO struct {
 	spec  HostSpec
 	ns    string
 	dev   Device
-	in    *Input
-	out   *Output
+	in    *kernelInput
+	out   *kernelOutput
 	label string
 
 	// Loop-goroutine counters.
@@ -117,7 +117,7 @@ func Up(ctx context.Context, name string, eng Engine, opts Options) (_ *Lab, err
 		return nil, fmt.Errorf("lab %s: MTU %d: want 576..%d", name, opts.MTU, packet.MaxSize)
 	}
 	if opts.Routes == nil {
-		opts.Routes = []netip.Prefix{DefaultSubnet}
+		opts.Routes = []netip.Prefix{defaultSubnet}
 	}
 	if opts.Logf == nil {
 		opts.Logf = func(string, ...any) {}
@@ -138,7 +138,7 @@ func Up(ctx context.Context, name string, eng Engine, opts Options) (_ *Lab, err
 	if opts.Devices != nil && len(opts.Devices) != len(specs) {
 		return nil, fmt.Errorf("lab %s: %d devices for %d hosts", name, len(opts.Devices), len(specs))
 	}
-	st := &State{Lab: name, PID: os.Getpid(), Started: time.Now().UTC(), Socket: SocketPath(opts.RunDir, name)}
+	st := &State{Lab: name, PID: os.Getpid(), Started: time.Now().UTC(), Socket: socketPath(opts.RunDir, name)}
 	st.StartTicks, _ = processStartTicks(st.PID)
 	seen := map[string]bool{}
 	for _, h := range specs {
@@ -150,7 +150,7 @@ func Up(ctx context.Context, name string, eng Engine, opts Options) (_ *Lab, err
 		if err := hostns.ValidName(nsName); err != nil {
 			return nil, fmt.Errorf("lab %s host %s: %w", name, h.Name, err)
 		}
-		st.Hosts = append(st.Hosts, StateHost{Name: h.Name, Namespace: nsName, Iface: IfaceName, Addr: h.Addr.String()})
+		st.Hosts = append(st.Hosts, StateHost{Name: h.Name, Namespace: nsName, Iface: ifaceName, Addr: h.Addr.String()})
 	}
 	if opts.Devices != nil {
 		for i := range st.Hosts {
@@ -192,13 +192,16 @@ func Up(ctx context.Context, name string, eng Engine, opts Options) (_ *Lab, err
 	}
 	for i, h := range l.hosts {
 		i := i
-		h.in = l.pacer.NewInput(64, packet.MaxSize, func(now sim.Time, b *packet.Buffer) {
+		h.in = l.pacer.newInput(max(h.dev.BatchSize(), 1), 0, opts.MTU, func(now sim.Time, b *packet.Buffer) {
 			l.hosts[i].fromKernel++
 			eng.FromKernel(i, now, b)
 		})
 		// Packets for a kernel came from another kernel's MTU-sized
 		// packets; a larger one is dropped and counted.
-		h.out = l.pacer.NewOutput(1024, opts.MTU)
+		// As many as the kernel's own queue towards the lab holds: a
+		// writer the machine starves for a while must not drop what a
+		// host's NIC would have handed its kernel.
+		h.out = l.pacer.newOutput(kernelQueueLen(h.spec.Rate, opts.MTU), opts.MTU)
 	}
 	if err = l.startVerbs(); err != nil {
 		return nil, err
@@ -209,7 +212,7 @@ func Up(ctx context.Context, name string, eng Engine, opts Options) (_ *Lab, err
 	runCtx, cancel := context.WithCancel(ctx)
 	l.cancel = cancel
 	for _, h := range l.hosts {
-		go h.in.ReadFrom(readDevice(h.dev))
+		go h.in.readFrom(h.dev)
 		go h.out.WriteTo(h.dev)
 	}
 	go l.run(runCtx)
@@ -242,14 +245,15 @@ func (l *Lab) createHosts(specs []HostSpec) ([]Device, error) {
 		if err := ns.DisableIPv6(); err != nil {
 			return nil, err
 		}
-		tun, err := ns.OpenTUN(IfaceName)
+		tun, err := ns.OpenTUN(ifaceName)
 		if err != nil {
 			return nil, err
 		}
-		devs = append(devs, TUNDevice{tun})
+		devs = append(devs, tun)
 		// Close on failure from here on: teardown closes l.hosts' devices,
 		// which are not set yet.
-		cfg := hostns.IfConfig{Addr: netip.PrefixFrom(specs[i].Addr, 32), Routes: l.opts.Routes, MTU: l.opts.MTU}
+		cfg := hostns.IfConfig{Addr: netip.PrefixFrom(specs[i].Addr, 32), Routes: l.opts.Routes, MTU: l.opts.MTU,
+			TxQueueLen: kernelQueueLen(specs[i].Rate, l.opts.MTU)}
 		if err := ns.Configure(tun, cfg); err != nil {
 			for _, d := range devs {
 				d.Close()
@@ -260,12 +264,27 @@ func (l *Lab) createHosts(specs []HostSpec) ([]Device, error) {
 	return devs, nil
 }
 
+// kernelQueueSpan is how long a host's kernel can send at its NIC's full
+// rate while the lab does not read its mr0, before the kernel drops
+// (mr0's tx_dropped): the lab's reader is one goroutine on a shared
+// machine, and a few milliseconds without the CPU must not look like
+// loss to the host's TCP. It is not part of the emulated NIC, whose own
+// host queue (softnic) is where a host's excess traffic is dropped.
+const kernelQueueSpan = 20 * time.Millisecond
+
+// kernelQueueLen is mr0's txqueuelen for a NIC of rate bits/s: what the
+// kernel sends in kernelQueueSpan in MTU-sized packets, at least Linux's
+// default of 1000.
+func kernelQueueLen(rate float64, mtu int) int {
+	return max(1000, int(rate*kernelQueueSpan.Seconds()/float64(8*mtu)))
+}
+
 // deliver hands a packet from the engine to a host's kernel. It runs on the
 // loop goroutine.
 func (l *Lab) deliver(host int, _ sim.Time, ip []byte) {
 	h := l.hosts[host]
-	if l.pacer.CurrentLag() > l.pacer.LagThreshold() {
-		l.pacer.CountLatePacket()
+	if l.pacer.currentLag() > l.pacer.LagThreshold() {
+		l.pacer.countLatePacket()
 	}
 	if h.out.Send(ip) {
 		h.toKernel++
@@ -352,7 +371,7 @@ func (l *Lab) teardown() error {
 	for _, ns := range l.nss {
 		ns.Close()
 	}
-	if err := Cleanup(l.opts.RunDir, l.state, l.opts.Ops); err != nil {
+	if err := cleanup(l.opts.RunDir, l.state, l.opts.Ops); err != nil {
 		errs = append(errs, err)
 	}
 	if len(errs) == 0 {
@@ -388,6 +407,11 @@ type HostStatus struct {
 	ToKernelDrops uint64 `json:"to_kernel_drops"`
 	// Verbs lists the programs using the host's verbs endpoint.
 	Verbs []uverbs.ClientStatus `json:"verbs,omitempty"`
+	// Kernel is the host kernel's own counters of its mr0 (nil for a lab
+	// on test devices). Its tx is towards the lab: TxDropped counts
+	// packets the kernel dropped because the lab did not read them fast
+	// enough.
+	Kernel *hostns.IfCounters `json:"kernel,omitempty"`
 }
 
 // Status collects a status report through the loop goroutine.
@@ -407,7 +431,18 @@ func (l *Lab) Status(ctx context.Context) (Status, error) {
 				FromKernel: h.fromKernel, ToKernel: h.toKernel, ToKernelDrops: h.out.Drops(), Verbs: vs[sh.Name]})
 		}
 	})
-	return s, err
+	if err != nil {
+		return s, err
+	}
+	// The kernel's counters come from netlink, off the loop.
+	for i, ns := range l.nss {
+		if i < len(s.Hosts) {
+			if c, err := ns.Counters(ifaceName); err == nil {
+				s.Hosts[i].Kernel = &c
+			}
+		}
+	}
+	return s, nil
 }
 
 // Fault applies a fault through the loop goroutine.
@@ -419,12 +454,29 @@ func (l *Lab) Fault(ctx context.Context, f FaultRequest) error {
 	return ferr
 }
 
-// Perf runs a workload on the lab's NICs and waits for its result.
+// Perf runs a workload on the lab's NICs and waits for its result, with
+// the run's Timing: a run during which the lab fell behind the wall clock
+// by more than MaxLagFraction of it gets a Status saying so instead of
+// "ok". If ctx ends first (the client went away), the run is cancelled at
+// once, so the lab's NICs are free for the next one.
 func (l *Lab) Perf(ctx context.Context, req PerfRequest) (PerfResult, error) {
 	res := make(chan PerfResult, 1)
-	var perr error
+	var (
+		perr   error
+		cancel func(error)
+	)
 	if err := l.pacer.Do(ctx, func(now sim.Time) {
-		perr = l.eng.Perf(now, req, func(r PerfResult) { res <- r })
+		w := l.pacer.watch()
+		cancel, perr = l.eng.Perf(now, req, func(r PerfResult) {
+			r.Timing = w.stop()
+			if r.Status == "ok" && r.Timing.Lagging() {
+				r.Status = r.Timing.Verdict()
+			}
+			res <- r
+		})
+		if perr != nil {
+			w.stop()
+		}
 	}); err != nil {
 		return PerfResult{}, err
 	}
@@ -437,6 +489,9 @@ func (l *Lab) Perf(ctx context.Context, req PerfRequest) (PerfResult, error) {
 	case <-l.pacer.Done():
 		return PerfResult{}, ErrStopped
 	case <-ctx.Done():
+		why := context.Cause(ctx)
+		// The loop may be busy; do not wait for it.
+		go l.pacer.Post(func(sim.Time) { cancel(fmt.Errorf("its client went away: %w", why)) })
 		return PerfResult{}, ctx.Err()
 	}
 }

@@ -76,7 +76,7 @@ func TestSecondUpIsAnError(t *testing.T) {
 		t.Fatalf("second Up: err = %v, want ErrRunning", err)
 	}
 	// The running lab still answers.
-	if _, err := NewClient("twice", SocketPath(dir, "twice")).Status(context.Background()); err != nil {
+	if _, err := NewClient("twice", socketPath(dir, "twice")).Status(context.Background()); err != nil {
 		t.Fatalf("running lab after a refused second up: %v", err)
 	}
 }
@@ -88,7 +88,7 @@ func TestControlSocket(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fi, err := os.Stat(SocketPath(dir, "ctl"))
+	fi, err := os.Stat(socketPath(dir, "ctl"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +111,7 @@ func TestControlSocket(t *testing.T) {
 
 	// Bad fault: a clear error, status 400, lab untouched.
 	err = c.Fault(ctx, FaultRequest{Target: "link", Name: "nope", Action: "down"})
-	var ce *ClientError
+	var ce *clientError
 	if !errors.As(err, &ce) || ce.Status != http.StatusBadRequest || !strings.Contains(err.Error(), `no link "nope"`) {
 		t.Errorf("fault on unknown link: %v", err)
 	}
@@ -120,6 +120,21 @@ func TestControlSocket(t *testing.T) {
 		t.Fatal(err)
 	}
 	pipes[0].Inject(ipPacket(eng.hosts[0].Addr, eng.hosts[1].Addr, 10))
+	// The packet and the next fault are concurrent inputs: wait until the
+	// lab has the packet (bounded: a hang guard).
+	for i := 0; ; i++ {
+		st, err := c.Status(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Hosts[0].FromKernel == 2 {
+			break
+		}
+		if i == 1000 {
+			t.Fatal("the packet sent while the link was down never reached the lab")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 	if err := c.Fault(ctx, FaultRequest{Target: "link", Name: "h0", Action: "up"}); err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +157,7 @@ func TestControlSocket(t *testing.T) {
 	if err := lab.Wait(); err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range []string{StatePath(dir, "ctl"), SocketPath(dir, "ctl")} {
+	for _, p := range []string{StatePath(dir, "ctl"), socketPath(dir, "ctl")} {
 		if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("%s left behind after down (%v)", p, err)
 		}
@@ -172,7 +187,7 @@ func TestNoGoroutineLeak(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := NewClient("leak", SocketPath(dir, "leak")).Status(context.Background()); err != nil {
+		if _, err := NewClient("leak", socketPath(dir, "leak")).Status(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 		if err := l.Close(); err != nil {

@@ -93,8 +93,8 @@ func NamespaceName(lab, host string) string { return "mrl-" + lab + "-" + host }
 // StatePath returns the state file of lab under dir.
 func StatePath(dir, lab string) string { return filepath.Join(dir, lab+".json") }
 
-// SocketPath returns the control socket of lab under dir.
-func SocketPath(dir, lab string) string { return filepath.Join(dir, lab+".sock") }
+// socketPath returns the control socket of lab under dir.
+func socketPath(dir, lab string) string { return filepath.Join(dir, lab+".sock") }
 
 // LogPath returns where a background lab writes its log.
 func LogPath(dir, lab string) string { return filepath.Join(dir, lab+".log") }
@@ -173,7 +173,9 @@ func (SystemOps) NamespaceExists(name string) bool { return hostns.Exists(name) 
 // DeleteNamespace deletes the named namespace.
 func (SystemOps) DeleteNamespace(name string) error { return hostns.Delete(name) }
 
-// ProcessAlive checks the pid and, when known, its start time.
+// ProcessAlive checks the pid and, when known, its start time. A process
+// that has exited but not been reaped yet (a zombie, as a lab killed with
+// SIGKILL is until its parent waits) is not alive.
 func (SystemOps) ProcessAlive(pid int, startTicks uint64) bool {
 	if pid <= 0 {
 		return false
@@ -181,31 +183,48 @@ func (SystemOps) ProcessAlive(pid int, startTicks uint64) bool {
 	if err := syscall.Kill(pid, 0); err != nil && !errors.Is(err, syscall.EPERM) {
 		return false
 	}
+	f, err := procStat(pid)
+	if err != nil {
+		return false
+	}
+	if f[0] == "Z" || f[0] == "X" {
+		return false
+	}
 	if startTicks == 0 {
 		return true
 	}
-	t, err := processStartTicks(pid)
+	t, err := strconv.ParseUint(f[19], 10, 64)
 	return err == nil && t == startTicks
 }
 
 // processStartTicks reads field 22 (starttime) of /proc/PID/stat.
 func processStartTicks(pid int) (uint64, error) {
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	f, err := procStat(pid)
 	if err != nil {
 		return 0, err
+	}
+	return strconv.ParseUint(f[19], 10, 64)
+}
+
+// procStat returns the fields of /proc/PID/stat from the third (state)
+// on: f[0] is the state, f[19] the start time.
+func procStat(pid int) ([]string, error) {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return nil, err
 	}
 	// The command name (field 2) is in parentheses and may hold spaces.
 	s := string(data)
 	i := strings.LastIndexByte(s, ')')
 	if i < 0 {
-		return 0, fmt.Errorf("parsing /proc/%d/stat", pid)
+		return nil, fmt.Errorf("parsing /proc/%d/stat", pid)
 	}
 	f := strings.Fields(s[i+1:])
 	// f[0] is field 3; starttime is field 22.
 	if len(f) < 20 {
-		return 0, fmt.Errorf("parsing /proc/%d/stat: %d fields", pid, len(f))
+		return nil, fmt.Errorf("parsing /proc/%d/stat: %d fields", pid, len(f))
 	}
-	return strconv.ParseUint(f[19], 10, 64)
+	return f, nil
 }
 
 // claim creates lab's state file exclusively. If one exists and its
@@ -234,18 +253,18 @@ func claim(dir string, s *State, ops Ops, logf func(string, ...any)) error {
 			return fmt.Errorf("lab %s: %w (pid %d, socket %s)", s.Lab, ErrRunning, old.PID, old.Socket)
 		}
 		logf("lab %s: cleaning up after a previous run (pid %d is gone)", s.Lab, old.PID)
-		if err := Cleanup(dir, old, ops); err != nil {
+		if err := cleanup(dir, old, ops); err != nil {
 			return err
 		}
 	}
 	return fmt.Errorf("lab %s: %w (state file reappeared)", s.Lab, ErrRunning)
 }
 
-// Cleanup removes what the state records — namespaces, then the socket,
+// cleanup removes what the state records — namespaces, then the socket,
 // then the state file itself — skipping what is already gone. It is what
 // `mrlab down` does for a lab whose process died, and what a lab does on
 // its way out. Only names listed in the state are touched.
-func Cleanup(dir string, s *State, ops Ops) error {
+func cleanup(dir string, s *State, ops Ops) error {
 	var errs []error
 	for _, ns := range s.Namespaces {
 		if !ops.NamespaceExists(ns) {

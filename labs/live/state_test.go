@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/exec"
 	"sort"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -38,7 +41,7 @@ func writeState(t *testing.T, dir string, s *State) {
 
 func TestStateRoundTrip(t *testing.T) {
 	dir := t.TempDir()
-	s := &State{Lab: "x", PID: 42, Socket: SocketPath(dir, "x"), Namespaces: []string{"mrl-x-a"},
+	s := &State{Lab: "x", PID: 42, Socket: socketPath(dir, "x"), Namespaces: []string{"mrl-x-a"},
 		Hosts: []StateHost{{Name: "a", Namespace: "mrl-x-a", Iface: "mr0", Addr: "198.18.0.1"}}}
 	writeState(t, dir, s)
 	got, err := ReadState(dir, "x")
@@ -92,7 +95,7 @@ func TestClaimRefusesRunningLab(t *testing.T) {
 
 func TestClaimCleansStaleLab(t *testing.T) {
 	dir := t.TempDir()
-	sock := SocketPath(dir, "x")
+	sock := socketPath(dir, "x")
 	os.WriteFile(sock, nil, 0o600) // stands in for the dead lab's socket
 	writeState(t, dir, &State{Lab: "x", PID: 7, Socket: sock, Namespaces: []string{"mrl-x-a", "mrl-x-b", "mrl-x-c"}})
 	// b was already gone; "mrl-other" exists but is not the lab's.
@@ -139,14 +142,14 @@ func TestCleanupKeepsStateWhenDeleteFails(t *testing.T) {
 	s := &State{Lab: "x", PID: 7, Namespaces: []string{"mrl-x-a", "mrl-x-b"}}
 	writeState(t, dir, s)
 	ops := &fakeOps{exists: map[string]bool{"mrl-x-a": true, "mrl-x-b": true}, failOn: "mrl-x-a"}
-	if err := Cleanup(dir, s, ops); err == nil {
+	if err := cleanup(dir, s, ops); err == nil {
 		t.Fatal("cleanup reported success with a namespace left")
 	}
 	if _, err := ReadState(dir, "x"); err != nil {
 		t.Errorf("state file gone although mrl-x-a is left: %v", err)
 	}
 	ops.failOn = ""
-	if err := Cleanup(dir, s, ops); err != nil {
+	if err := cleanup(dir, s, ops); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := ReadState(dir, "x"); !errors.Is(err, ErrNotRunning) {
@@ -168,5 +171,50 @@ func TestProcessAlive(t *testing.T) {
 	}
 	if ops.ProcessAlive(0, 0) || ops.ProcessAlive(-1, 0) {
 		t.Error("pid <= 0 alive")
+	}
+}
+
+// TestZombieIsNotAlive: a lab process killed with SIGKILL is a zombie until
+// its parent reaps it; `up` right after must not call it running.
+func TestZombieIsNotAlive(t *testing.T) {
+	cmd := exec.Command("sleep", "60")
+	if err := cmd.Start(); err != nil {
+		t.Skip("no sleep command:", err)
+	}
+	pid := cmd.Process.Pid
+	ticks, err := processStartTicks(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !(SystemOps{}).ProcessAlive(pid, ticks) {
+		t.Fatal("a running child is not alive")
+	}
+	cmd.Process.Kill()
+	// Not reaped yet: wait (boundedly) until the kernel shows it exited.
+	for i := 0; ; i++ {
+		f, err := procStat(pid)
+		if err == nil && f[0] == "Z" {
+			break
+		}
+		if i == 1000 {
+			t.Fatalf("child never became a zombie: %v %v", f, err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if (SystemOps{}).ProcessAlive(pid, ticks) {
+		t.Error("a zombie counted as alive")
+	}
+	cmd.Wait()
+}
+
+// TestExecIntoDeadLab: exec into a lab whose process is gone is an error
+// naming the way out, not a silent run in its orphaned namespaces.
+func TestExecIntoDeadLab(t *testing.T) {
+	dir := t.TempDir()
+	writeState(t, dir, &State{Lab: "dead", PID: 0, Namespaces: []string{"mrl-dead-a"},
+		Hosts: []StateHost{{Name: "a", Namespace: "mrl-dead-a", Iface: "mr0", Addr: "198.18.0.1"}}})
+	err := Exec(dir, "dead", "a", exec.Command("true"))
+	if !errors.Is(err, ErrNotRunning) || !strings.Contains(err.Error(), "mrlab down dead") {
+		t.Errorf("exec into a dead lab: %v", err)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
-	"time"
 
 	"github.com/mrlab/mrlab/internal/verbsabi"
 	"github.com/mrlab/mrlab/labs/hostns"
@@ -46,34 +45,14 @@ func (l *Lab) startVerbs() error {
 	return nil
 }
 
-// verbsLagLimit is how far behind the wall clock, as a fraction of a
-// measurement's lab time, the lab may fall before a verbs client's
-// figures are reported as lagging: by that fraction at most is any rate or
-// duration measured over the interval off.
-const verbsLagLimit = 0.01
-
-// watchTiming follows the loop's lateness for a verbs client's WATCH.
-// Loop goroutine. The pacer keeps only the run's worst lateness: if it
-// grew during the watch it is the interval's; otherwise events late by
-// more than the threshold bound the interval's worst from below, as does
-// how far behind the loop is at the end.
+// watchTiming follows the loop's lateness for a verbs client's WATCH, as
+// perf runs over the control socket are followed (lagWatch): every event
+// the loop runs meanwhile counts. Loop goroutine.
 func (p *Pacer) watchTiming() func() uverbs.Timing {
-	lab0, wall0 := p.loop.Now(), p.elapsed()
-	events0, late0, max0 := p.lag.Events, p.lag.EventsLate, p.lag.MaxLag
+	w := p.watch()
 	return func() uverbs.Timing {
-		t := uverbs.Timing{LabTime: time.Duration(p.loop.Now() - lab0), WallTime: time.Duration(p.elapsed() - wall0),
-			Events: p.lag.Events - events0, EventsLate: p.lag.EventsLate - late0, Limit: verbsLagLimit}
-		if p.lag.MaxLag > max0 {
-			t.MaxLateness = p.lag.MaxLag
-		}
-		if t.EventsLate > 0 {
-			t.MaxLateness = max(t.MaxLateness, p.cfg.LagThreshold)
-		}
-		if behind := time.Duration(p.elapsed() - p.loop.Now()); behind > t.MaxLateness {
-			t.MaxLateness = behind
-		}
-		limit := time.Duration(verbsLagLimit * float64(t.LabTime))
-		t.Lagging = t.MaxLateness > limit || t.WallTime-t.LabTime > limit
-		return t
+		t := w.stop()
+		return uverbs.Timing{LabTime: t.LabTime, WallTime: t.WallTime, MaxLateness: t.MaxLateness,
+			Events: t.Events, EventsLate: t.EventsLate, Lagging: t.Lagging(), Limit: MaxLagFraction}
 	}
 }

@@ -26,8 +26,8 @@ type Matcher interface {
 	Match(ip []byte) bool
 }
 
-// Sink is one open capture: a spec written as one pcapng stream.
-type Sink struct {
+// sink is one open capture: a spec written as one pcapng stream.
+type sink struct {
 	spec   Spec
 	w      *Writer
 	closer io.Closer
@@ -55,10 +55,10 @@ type sinkIface struct {
 }
 
 // Spec returns the capture point the sink records.
-func (s *Sink) Spec() Spec { return s.spec }
+func (s *sink) Spec() Spec { return s.spec }
 
 // Packets returns how many packets the sink has written.
-func (s *Sink) Packets() uint64 {
+func (s *sink) Packets() uint64 {
 	var n uint64
 	for i := range s.ifaces {
 		n += s.ifaces[i].seen
@@ -67,7 +67,7 @@ func (s *Sink) Packets() uint64 {
 }
 
 // Lost returns how many packets the sink could not write for lack of room.
-func (s *Sink) Lost() uint64 {
+func (s *sink) Lost() uint64 {
 	var n uint64
 	for i := range s.ifaces {
 		n += s.ifaces[i].lost
@@ -76,11 +76,11 @@ func (s *Sink) Lost() uint64 {
 }
 
 // Done reports whether the sink has written its packet limit.
-func (s *Sink) Done() bool { return s.done }
+func (s *sink) Done() bool { return s.done }
 
 // tap is one interface of one sink on a direction or node.
 type tap struct {
-	sink  *Sink
+	sink  *sink
 	iface int // index into sink.ifaces
 }
 
@@ -112,19 +112,28 @@ type Capture struct {
 	// pending holds marks and corruptions seen on a direction until the
 	// packet is recorded; entries leave at delivery or drop.
 	pending map[pendKey]uint8
-	sinks   []*Sink
-	scratch []byte
-	// Errors counts packets that could not be written (the first error is
-	// kept in Err).
-	errors uint64
-	err    error
+	// damaged remembers where recently corrupted packets had a bit
+	// flipped (by packet id; a ring of the last maxDamaged bounds it), so
+	// a capture further along says so: such a packet often shows in
+	// Wireshark as malformed or with a bad checksum.
+	damaged    map[uint64]int // packet id -> Layout.Dirs index
+	damagedIDs []uint64
+	damagedAt  int
+	sinks      []*sink
+	scratch    []byte
+	// scratch2 holds a comment with an upstream-damage note added.
+	scratch2 []byte
+	// err is the first packet record that could not be written; Close
+	// returns it.
+	err error
 }
 
 var _ fabric.Observer = (*Capture)(nil)
 
-// New returns a Capture for a network with the given layout and no sinks.
-func New(l Layout) *Capture {
-	c := &Capture{layout: l, byNode: map[string][]tap{}, pending: map[pendKey]uint8{}, scratch: make([]byte, 0, 256)}
+// newCapture returns a Capture for a network with the given layout and no sinks.
+func newCapture(l Layout) *Capture {
+	c := &Capture{layout: l, byNode: map[string][]tap{}, pending: map[pendKey]uint8{}, scratch: make([]byte, 0, 256),
+		damaged: map[uint64]int{}}
 	maxIdx := -1
 	for _, d := range l.Dirs {
 		maxIdx = max(maxIdx, d.Index)
@@ -141,9 +150,9 @@ func New(l Layout) *Capture {
 	return c
 }
 
-// Add starts capturing spec into w as a pcapng stream. m filters packets
+// add starts capturing spec into w as a pcapng stream. m filters packets
 // (nil takes all). If w is an io.Closer, Close closes it.
-func (c *Capture) Add(spec Spec, w io.Writer, m Matcher) (*Sink, error) {
+func (c *Capture) add(spec Spec, w io.Writer, m Matcher) (*sink, error) {
 	rs, err := c.layout.resolve(spec)
 	if err != nil {
 		return nil, err
@@ -152,7 +161,7 @@ func (c *Capture) Add(spec Spec, w io.Writer, m Matcher) (*Sink, error) {
 	if err != nil {
 		return nil, fmt.Errorf("starting capture %s: %w", spec, err)
 	}
-	s := &Sink{spec: spec, w: pw, match: m, c: c}
+	s := &sink{spec: spec, w: pw, match: m, c: c}
 	if cl, ok := w.(io.Closer); ok {
 		s.closer = cl
 	}
@@ -179,7 +188,7 @@ func (c *Capture) Add(spec Spec, w io.Writer, m Matcher) (*Sink, error) {
 // Open creates one file per spec in dir (named by Spec.FileName) and
 // starts capturing into them: the --capture and --capture-dir flags.
 func Open(dir string, specs []Spec, l Layout, m Matcher) (*Capture, error) {
-	c := New(l)
+	c := newCapture(l)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("creating capture directory: %w", err)
 	}
@@ -193,7 +202,7 @@ func Open(dir string, specs []Spec, l Layout, m Matcher) (*Capture, error) {
 			c.Close(0)
 			return nil, fmt.Errorf("creating capture file for %s: %w", sp, err)
 		}
-		if _, err := c.Add(sp, f, m); err != nil {
+		if _, err := c.add(sp, f, m); err != nil {
 			f.Close()
 			c.Close(0)
 			return nil, err
@@ -202,18 +211,15 @@ func Open(dir string, specs []Spec, l Layout, m Matcher) (*Capture, error) {
 	return c, nil
 }
 
-// Sinks returns the open sinks in the order they were added.
-func (c *Capture) Sinks() []*Sink { return c.sinks }
-
-// Err returns the first write error; Errors how many packets were lost to
-// write errors.
-func (c *Capture) Err() error { return c.err }
-
-// Errors returns how many packet records failed to write.
-func (c *Capture) Errors() uint64 { return c.errors }
+// maxDamaged bounds how many corrupted packets a Capture follows at once
+// (a corrupted packet crosses the fabric in far fewer events).
+const maxDamaged = 4096
 
 // Observe implements fabric.Observer.
 func (c *Capture) Observe(now sim.Time, ev fabric.Event, pt fabric.Point, p *packet.Buffer, reason fabric.DropReason) {
+	if ev == fabric.EvCorrupt && pt.Link >= 0 && pt.Link < len(c.dirOf) && c.dirOf[pt.Link] >= 0 {
+		c.noteDamage(p.ID, c.dirOf[pt.Link])
+	}
 	if pt.Link >= 0 {
 		if pt.Link >= len(c.byLink) || len(c.byLink[pt.Link]) == 0 {
 			return
@@ -245,7 +251,7 @@ func (c *Capture) observeDir(now sim.Time, ev fabric.Event, link int, p *packet.
 		sent := false
 		for _, t := range taps {
 			if t.sink.ifaces[t.iface].role == roleTx {
-				c.record(now, t, p, c.comment(notes, DropNone, c.labels[dir]), false)
+				c.record(now, t, p, c.comment(notes, fabric.DropNone, c.labels[dir]), false)
 				sent = true
 			}
 		}
@@ -260,7 +266,7 @@ func (c *Capture) observeDir(now sim.Time, ev fabric.Event, link int, p *packet.
 		for _, t := range taps {
 			if t.sink.ifaces[t.iface].role != roleTx {
 				if com == nil {
-					com = c.comment(notes, DropNone, c.labels[dir])
+					com = c.comment(notes, fabric.DropNone, c.labels[dir])
 				}
 				c.record(now, t, p, com, false)
 			}
@@ -283,6 +289,18 @@ func (c *Capture) observeDir(now sim.Time, ev fabric.Event, link int, p *packet.
 	}
 }
 
+// noteDamage remembers that packet id was corrupted on direction dir.
+func (c *Capture) noteDamage(id uint64, dir int) {
+	if len(c.damagedIDs) < maxDamaged {
+		c.damagedIDs = append(c.damagedIDs, id)
+	} else {
+		delete(c.damaged, c.damagedIDs[c.damagedAt])
+		c.damagedIDs[c.damagedAt] = id
+		c.damagedAt = (c.damagedAt + 1) % maxDamaged
+	}
+	c.damaged[id] = dir
+}
+
 func (c *Capture) observeNode(now sim.Time, ev fabric.Event, node string, taps []tap, p *packet.Buffer, reason fabric.DropReason) {
 	var com []byte
 	drop := ev == fabric.EvDrop
@@ -290,9 +308,9 @@ func (c *Capture) observeNode(now sim.Time, ev fabric.Event, node string, taps [
 	case fabric.EvDrop:
 		com = c.comment(0, reason, node)
 	case fabric.EvMark:
-		com = c.comment(noteMarked, DropNone, node)
+		com = c.comment(noteMarked, fabric.DropNone, node)
 	case fabric.EvCorrupt:
-		com = c.comment(noteCorrupted, DropNone, node)
+		com = c.comment(noteCorrupted, fabric.DropNone, node)
 	default:
 		// Packets passing through a node are recorded on its ports.
 		return
@@ -327,17 +345,30 @@ func (c *Capture) record(now sim.Time, t tap, p *packet.Buffer, comment []byte, 
 	if s.limit > 0 && s.Packets() >= s.limit {
 		s.done = true
 	}
+	if dir, ok := c.damaged[p.ID]; ok && si.dir != dir {
+		// Corrupted before it got here, on another link direction.
+		b := append(c.scratch2[:0], comment...)
+		if len(b) > 0 {
+			b = append(b, "; "...)
+		}
+		b = c.appendUpstreamDamage(b, dir)
+		c.scratch2, comment = b, b
+	}
 	r := Record{Iface: si.id, Time: now, Data: data, Flags: si.flags, PacketID: p.ID, Comment: comment}
 	if err := s.w.WritePacket(&r); err != nil {
-		c.errors++
 		if c.err == nil {
 			c.err = fmt.Errorf("capture %s: %w", s.spec, err)
 		}
 	}
 }
 
-// DropNone is the reason passed when a packet was not dropped.
-const DropNone = fabric.DropNone
+// appendUpstreamDamage appends the note for a packet corrupted on another
+// link direction: where, and what Wireshark will make of it.
+func (c *Capture) appendUpstreamDamage(b []byte, dir int) []byte {
+	b = append(b, "corrupted upstream at "...)
+	b = append(b, c.labels[dir]...)
+	return append(b, " (one bit flipped by a netem corrupt impairment; Wireshark may call it malformed)"...)
+}
 
 // comment builds a packet's annotation in the capture's scratch buffer
 // (valid until the next call): "CE marked at X; dropped: queue full at X".
@@ -392,25 +423,9 @@ func appendReason(b []byte, r fabric.DropReason) []byte {
 	return strconv.AppendUint(b, uint64(r), 10)
 }
 
-// Flush writes every sink's buffered records to its writer. The live
-// runtime calls it after each batch so a piped Wireshark sees packets
-// promptly.
-func (c *Capture) Flush() error {
-	var first error
-	for _, s := range c.sinks {
-		if s.closed {
-			continue
-		}
-		if err := s.w.Flush(); err != nil && first == nil {
-			first = fmt.Errorf("flushing capture %s: %w", s.spec, err)
-		}
-	}
-	return first
-}
-
-// Remove stops a sink: it writes per-interface statistics, flushes and
+// remove stops a sink: it writes per-interface statistics, flushes and
 // closes the sink's writer if it is a Closer.
-func (c *Capture) Remove(s *Sink, now sim.Time) error {
+func (c *Capture) remove(s *sink, now sim.Time) error {
 	if s.closed {
 		return nil
 	}
@@ -453,11 +468,11 @@ func (c *Capture) Remove(s *Sink, now sim.Time) error {
 	return nil
 }
 
-// Close removes every sink (see Remove) at lab time now.
+// Close removes every sink (see remove) at lab time now.
 func (c *Capture) Close(now sim.Time) error {
 	var first error
 	for len(c.sinks) > 0 {
-		if err := c.Remove(c.sinks[0], now); err != nil && first == nil {
+		if err := c.remove(c.sinks[0], now); err != nil && first == nil {
 			first = err
 		}
 	}
@@ -468,7 +483,7 @@ func (c *Capture) Close(now sim.Time) error {
 }
 
 // without returns taps minus those of sink s, reusing the slice.
-func without(taps []tap, s *Sink) []tap {
+func without(taps []tap, s *sink) []tap {
 	kept := taps[:0]
 	for _, t := range taps {
 		if t.sink != s {

@@ -118,7 +118,7 @@ func TestCaptureAnnotations(t *testing.T) {
 		{t: 400, ev: fabric.EvTransmit, link: 0, pkt: 4},
 		{t: 450, ev: fabric.EvDrop, link: 0, pkt: 4, reason: fabric.DropLinkDown},
 	}
-	c := New(LayoutOf(line()))
+	c := newCapture(LayoutOf(line()))
 	outs := map[string]*closeBuffer{}
 	for _, s := range []string{"h0", "leaf0", "leaf0-h1", "h1:0", "h0-leaf0:BtoA"} {
 		sp, err := ParseSpec(s)
@@ -126,7 +126,7 @@ func TestCaptureAnnotations(t *testing.T) {
 			t.Fatal(err)
 		}
 		outs[s] = &closeBuffer{}
-		if _, err := c.Add(sp, outs[s], nil); err != nil {
+		if _, err := c.add(sp, outs[s], nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -175,10 +175,10 @@ func TestCaptureAnnotations(t *testing.T) {
 }
 
 func TestCaptureInterfaces(t *testing.T) {
-	c := New(LayoutOf(line()))
+	c := newCapture(LayoutOf(line()))
 	var buf closeBuffer
 	sp, _ := ParseSpec("leaf0")
-	if _, err := c.Add(sp, &buf, nil); err != nil {
+	if _, err := c.add(sp, &buf, nil); err != nil {
 		t.Fatal(err)
 	}
 	c.Close(0)
@@ -205,13 +205,13 @@ func (s onlySport) Match(ip []byte) bool { return uint16(ip[20])<<8|uint16(ip[21
 func TestCaptureMatcherAndRemove(t *testing.T) {
 	pool := packet.NewPool()
 	pk := packets(pool, 3)
-	c := New(LayoutOf(line()))
+	c := newCapture(LayoutOf(line()))
 	var all, one closeBuffer
 	sp, _ := ParseSpec("h0-leaf0:ab")
-	sAll, _ := c.Add(sp, &all, nil)
-	sOne, _ := c.Add(sp, &one, onlySport(49153))
+	sAll, _ := c.add(sp, &all, nil)
+	sOne, _ := c.add(sp, &one, onlySport(49153))
 	feed(c, pk, []event{{t: 1, ev: fabric.EvDeliver, link: 0, pkt: 0}, {t: 2, ev: fabric.EvDeliver, link: 0, pkt: 1}})
-	if err := c.Remove(sOne, 3); err != nil {
+	if err := c.remove(sOne, 3); err != nil {
 		t.Fatal(err)
 	}
 	feed(c, pk, []event{{t: 4, ev: fabric.EvDeliver, link: 0, pkt: 2}})
@@ -222,8 +222,8 @@ func TestCaptureMatcherAndRemove(t *testing.T) {
 	if g := readBack(t, one.Bytes()); len(g) != 1 || g[0].ID != pk[1].ID {
 		t.Errorf("filtered capture: %+v", g)
 	}
-	if len(c.Sinks()) != 0 {
-		t.Errorf("%d sinks left after Close", len(c.Sinks()))
+	if len(c.sinks) != 0 {
+		t.Errorf("%d sinks left after Close", len(c.sinks))
 	}
 }
 
@@ -287,7 +287,7 @@ func TestTee(t *testing.T) {
 	if Tee(nil, nil) != nil {
 		t.Error("Tee of nils is not nil")
 	}
-	c := New(LayoutOf(line()))
+	c := newCapture(LayoutOf(line()))
 	if Tee(nil, c) != fabric.Observer(c) {
 		t.Error("Tee of one observer wraps it")
 	}
@@ -310,10 +310,10 @@ func (c *countObs) Observe(sim.Time, fabric.Event, fabric.Point, *packet.Buffer,
 func TestObserveNoAllocs(t *testing.T) {
 	pool := packet.NewPool()
 	pk := packets(pool, 1)
-	c := New(LayoutOf(line()))
+	c := newCapture(LayoutOf(line()))
 	for _, name := range []string{"h0-leaf0:ab", "h0", "leaf0"} {
 		sp, _ := ParseSpec(name)
-		c.Add(sp, nopCloser{io.Discard}, nil)
+		c.add(sp, nopCloser{io.Discard}, nil)
 	}
 	now := sim.Time(0)
 	allocs := testing.AllocsPerRun(1000, func() {

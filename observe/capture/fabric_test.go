@@ -61,7 +61,7 @@ func seqOf(p Packet) uint64 {
 
 func TestCaptureRealFabric(t *testing.T) {
 	loop, pool, n, hosts := incastLab(t, 1)
-	c := New(NetworkLayout(n))
+	c := newCapture(NetworkLayout(n))
 	outs := map[string]*closeBuffer{}
 	for _, s := range []string{"h0", "h2-p0:BtoA", "p0-leaf0-spine0", "p0-leaf1"} {
 		sp, err := ParseSpec(s)
@@ -69,7 +69,7 @@ func TestCaptureRealFabric(t *testing.T) {
 			t.Fatal(err)
 		}
 		outs[s] = &closeBuffer{}
-		if _, err := c.Add(sp, outs[s], nil); err != nil {
+		if _, err := c.add(sp, outs[s], nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -188,10 +188,10 @@ func TestCaptureRealFabric(t *testing.T) {
 func TestCaptureDeterministic(t *testing.T) {
 	run := func() []byte {
 		loop, _, n, _ := incastLab(t, 7)
-		c := New(NetworkLayout(n))
+		c := newCapture(NetworkLayout(n))
 		var out closeBuffer
 		sp, _ := ParseSpec("p0-leaf1")
-		c.Add(sp, &out, nil)
+		c.add(sp, &out, nil)
 		n.SetObserver(c)
 		loop.Run()
 		c.Close(loop.Now())
@@ -235,10 +235,10 @@ const pktTime = 328 * sim.Nanosecond
 // flow captured) allocates nothing in steady state.
 func TestFabricCaptureNoAllocs(t *testing.T) {
 	loop, n := steadyLab(t)
-	c := New(NetworkLayout(n))
+	c := newCapture(NetworkLayout(n))
 	for _, s := range []string{"h0", "h2", "p0-leaf0", "p0-spine0"} {
 		sp, _ := ParseSpec(s)
-		c.Add(sp, nopCloser{bytesDiscard{}}, nil)
+		c.add(sp, nopCloser{bytesDiscard{}}, nil)
 	}
 	n.SetObserver(c)
 	loop.RunUntil(loop.Now() + 100*pktTime)
@@ -246,8 +246,8 @@ func TestFabricCaptureNoAllocs(t *testing.T) {
 	if allocs != 0 {
 		t.Errorf("%v allocations per 100 packets with capture on", allocs)
 	}
-	if c.Sinks()[0].Packets() < 1000 {
-		t.Errorf("h0 capture saw only %d packets", c.Sinks()[0].Packets())
+	if c.sinks[0].Packets() < 1000 {
+		t.Errorf("h0 capture saw only %d packets", c.sinks[0].Packets())
 	}
 }
 
@@ -271,16 +271,16 @@ func BenchmarkCaptureOverhead(b *testing.B) {
 	vs := []*variant{
 		mk("off", func(*fabric.Network) {}),
 		mk("disabled", func(n *fabric.Network) {
-			c := New(NetworkLayout(n))
+			c := newCapture(NetworkLayout(n))
 			sp, _ := ParseSpec("h3")
-			c.Add(sp, nopCloser{bytesDiscard{}}, nil)
+			c.add(sp, nopCloser{bytesDiscard{}}, nil)
 			n.SetObserver(c)
 		}),
 		mk("on", func(n *fabric.Network) {
-			c := New(NetworkLayout(n))
+			c := newCapture(NetworkLayout(n))
 			for _, s := range []string{"h0", "h2", "p0-leaf0", "p0-spine0"} {
 				sp, _ := ParseSpec(s)
-				c.Add(sp, nopCloser{bytesDiscard{}}, nil)
+				c.add(sp, nopCloser{bytesDiscard{}}, nil)
 			}
 			n.SetObserver(c)
 		}),
@@ -338,10 +338,10 @@ func TestCaptureMatchesNIC(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := New(NetworkLayout(n))
+	c := newCapture(NetworkLayout(n))
 	var out closeBuffer
 	sp, _ := ParseSpec("h0")
-	c.Add(sp, &out, nil)
+	c.add(sp, &out, nil)
 	n.SetObserver(c)
 	// Incast into h0: its downlinks queue, mark and overflow.
 	if _, err := workload.Run(cl, workload.Spec{Name: workload.Incast, Transport: transport.MetaRoCE, Size: 256 << 10, Iterations: 8}); err != nil {

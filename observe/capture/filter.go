@@ -1,14 +1,12 @@
 package capture
 
 import (
-	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
-	"strconv"
-	"strings"
 
 	"github.com/mrlab/mrlab/internal/header"
+	"github.com/mrlab/mrlab/observe/filter"
 	"github.com/mrlab/mrlab/transport/metaroce/wire"
 )
 
@@ -32,63 +30,35 @@ type Filter struct {
 
 var _ Matcher = (*Filter)(nil)
 
-// ErrBadFilter is wrapped by every ParseFilter error.
-var ErrBadFilter = errors.New("bad capture filter")
-
 // ParseFilter parses the filter syntax of --capture-filter and `mrlab
-// capture --filter`: comma-separated terms, repeated keys widen the term:
+// capture --filter` (package filter's grammar) with the keys host, conn,
+// path and port:
 //
 //	host=h3  host=198.18.0.4  conn=4  path=9  port=49213
 //
-// hostAddr resolves host names (nil accepts addresses only).
+// hostAddr resolves host names (nil accepts addresses only). Errors wrap
+// filter.ErrBadFilter.
 func ParseFilter(s string, hostAddr func(name string) (netip.Addr, bool)) (*Filter, error) {
-	f := &Filter{}
-	for _, term := range strings.Split(s, ",") {
-		term = strings.TrimSpace(term)
-		if term == "" {
-			continue
+	t, err := filter.Parse(s, filter.Host, filter.Conn, filter.Path, filter.Port)
+	if err != nil {
+		return nil, err
+	}
+	f := &Filter{Conns: t.Conns, Paths: t.Paths, Ports: t.Ports}
+	for _, h := range t.Hosts {
+		a, err := netip.ParseAddr(h)
+		if err != nil {
+			var found bool
+			if hostAddr != nil {
+				a, found = hostAddr(h)
+			}
+			if !found {
+				return nil, fmt.Errorf("%w: host=%q: not an IPv4 address or a host of the lab", filter.ErrBadFilter, h)
+			}
 		}
-		k, v, ok := strings.Cut(term, "=")
-		if !ok || v == "" {
-			return nil, fmt.Errorf("%w: term %q: want key=value (host, conn, path, port)", ErrBadFilter, term)
+		if !a.Is4() {
+			return nil, fmt.Errorf("%w: host=%q: not IPv4", filter.ErrBadFilter, h)
 		}
-		switch k {
-		case "host":
-			a, err := netip.ParseAddr(v)
-			if err != nil {
-				var found bool
-				if hostAddr != nil {
-					a, found = hostAddr(v)
-				}
-				if !found {
-					return nil, fmt.Errorf("%w: host=%q: not an IPv4 address or a host of the lab", ErrBadFilter, v)
-				}
-			}
-			if !a.Is4() {
-				return nil, fmt.Errorf("%w: host=%q: not IPv4", ErrBadFilter, v)
-			}
-			f.Hosts = append(f.Hosts, a)
-		case "conn":
-			n, err := strconv.ParseUint(v, 10, 32)
-			if err != nil {
-				return nil, fmt.Errorf("%w: conn=%q: want a connection id", ErrBadFilter, v)
-			}
-			f.Conns = append(f.Conns, uint32(n))
-		case "path":
-			n, err := strconv.ParseUint(v, 10, 8)
-			if err != nil {
-				return nil, fmt.Errorf("%w: path=%q: want a path id 0..255", ErrBadFilter, v)
-			}
-			f.Paths = append(f.Paths, int(n))
-		case "port":
-			n, err := strconv.ParseUint(v, 10, 16)
-			if err != nil {
-				return nil, fmt.Errorf("%w: port=%q: want a UDP port", ErrBadFilter, v)
-			}
-			f.Ports = append(f.Ports, uint16(n))
-		default:
-			return nil, fmt.Errorf("%w: unknown key %q in %q (want host, conn, path, port)", ErrBadFilter, k, term)
-		}
+		f.Hosts = append(f.Hosts, a)
 	}
 	return f, nil
 }
@@ -100,10 +70,10 @@ func (f *Filter) Empty() bool {
 
 // Transport ports the filter understands.
 const (
-	// MetaRoCEPort is MetaRoCE's UDP destination port.
-	MetaRoCEPort = wire.UDPPort
-	// RoCEv2Port is IANA's RoCEv2 port.
-	RoCEv2Port = 4791
+	// metaRoCEPort is MetaRoCE's UDP destination port.
+	metaRoCEPort = wire.UDPPort
+	// roceV2Port is IANA's RoCEv2 port.
+	roceV2Port = 4791
 )
 
 // MetaRoCE common-header offsets (from the start of the UDP payload) the
@@ -149,13 +119,13 @@ func (f *Filter) Match(ip []byte) bool {
 	var conn uint32
 	path := -1
 	switch dport {
-	case MetaRoCEPort:
+	case metaRoCEPort:
 		if len(pl) < mrMinLen {
 			return false
 		}
 		h := wire.Header(pl)
 		conn, path = h.DstConn(), int(h.Path())
-	case RoCEv2Port:
+	case roceV2Port:
 		if len(pl) < 8 {
 			return false
 		}

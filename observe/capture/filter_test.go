@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/mrlab/mrlab/observe/filter"
 	"github.com/mrlab/mrlab/transport/metaroce/wire"
 )
 
@@ -13,13 +14,13 @@ import (
 func mrPacket(src, dst string, sport uint16, path uint8, conn uint32) []byte {
 	pl := make([]byte, 32)
 	wire.Header(pl).Put(&wire.Common{Type: wire.TypeWrite, Path: path, DstConn: conn})
-	return udpPacket(src, dst, sport, MetaRoCEPort, pl)
+	return udpPacket(src, dst, sport, metaRoCEPort, pl)
 }
 
 func rocePacket(src, dst string, qp uint32) []byte {
 	bth := make([]byte, 12)
 	bth[5], bth[6], bth[7] = byte(qp>>16), byte(qp>>8), byte(qp)
-	return udpPacket(src, dst, 49152, RoCEv2Port, bth)
+	return udpPacket(src, dst, 49152, roceV2Port, bth)
 }
 
 func TestFilterMatch(t *testing.T) {
@@ -31,7 +32,7 @@ func TestFilterMatch(t *testing.T) {
 		"mr h0->h2 path 3 conn 4":  mrPacket("198.18.0.1", "198.18.0.3", 50002, 3, 4),
 		"roce h2->h3 qp 4":         rocePacket("198.18.0.3", "198.18.0.4", 4),
 		"udp h2->h3 other port":    udpPacket("198.18.0.3", "198.18.0.4", 1000, 53, []byte("dns?")),
-		"truncated mr h0->h1 conn": udpPacket("198.18.0.1", "198.18.0.2", 1, MetaRoCEPort, []byte{1, 2}),
+		"truncated mr h0->h1 conn": udpPacket("198.18.0.1", "198.18.0.2", 1, metaRoCEPort, []byte{1, 2}),
 		"not even ip":              {0x45, 0},
 	}
 	cases := []struct {
@@ -69,7 +70,7 @@ func TestFilterMatch(t *testing.T) {
 
 func TestParseFilterErrors(t *testing.T) {
 	for _, s := range []string{"host", "host=h9", "conn=-1", "path=256", "port=70000", "color=red", "host=::1"} {
-		if _, err := ParseFilter(s, nil); !errors.Is(err, ErrBadFilter) {
+		if _, err := ParseFilter(s, nil); !errors.Is(err, filter.ErrBadFilter) {
 			t.Errorf("ParseFilter(%q) = %v, want ErrBadFilter", s, err)
 		}
 	}

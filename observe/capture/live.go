@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"net/netip"
 	"strconv"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/mrlab/mrlab/fabric"
 	"github.com/mrlab/mrlab/internal/sim"
+	"github.com/mrlab/mrlab/observe/stream"
 )
 
 // Runner runs a function on the lab's event-loop goroutine and waits for
@@ -21,9 +21,9 @@ type Runner interface {
 	Do(ctx context.Context, fn func(now sim.Time)) error
 }
 
-// LiveFlushInterval is how often (lab time) a live capture pushes what it
+// liveFlushInterval is how often (lab time) a live capture pushes what it
 // recorded to its readers.
-const LiveFlushInterval = sim.Millisecond
+const liveFlushInterval = sim.Millisecond
 
 // liveBuffer bounds what a live capture holds for a reader that is slower
 // than the lab: beyond it packets are lost (counted in the capture's
@@ -48,7 +48,7 @@ type Live struct {
 	flush sim.Timer
 
 	mu    sync.Mutex
-	pipes map[*pipe]bool
+	pipes map[*stream.Pipe]bool
 }
 
 // NewLive returns a live capture server for a network with layout l whose
@@ -56,7 +56,7 @@ type Live struct {
 // (nil: addresses only). Install Observer() on the network (with Tee if it
 // has other observers) and mount the Live on the control socket.
 func NewLive(l Layout, sched sim.Scheduler, run Runner, hostAddr func(string) (netip.Addr, bool)) *Live {
-	lv := &Live{c: New(l), sched: sched, run: run, addrOf: hostAddr, pipes: map[*pipe]bool{}}
+	lv := &Live{c: newCapture(l), sched: sched, run: run, addrOf: hostAddr, pipes: map[*stream.Pipe]bool{}}
 	lv.flush.Init(lv.onFlush, nil)
 	return lv
 }
@@ -67,17 +67,17 @@ func (lv *Live) Observer() fabric.Observer { return lv.c }
 // onFlush pushes buffered records to readers and retires finished sinks.
 // It runs on the loop and re-arms itself while any sink is open.
 func (lv *Live) onFlush(now sim.Time, _ any) {
-	for _, s := range append([]*Sink(nil), lv.c.Sinks()...) {
+	for _, s := range append([]*sink(nil), lv.c.sinks...) {
 		if s.Done() {
-			lv.c.Remove(s, now) // closes its pipe: the reader ends
+			lv.c.remove(s, now) // closes its pipe: the reader ends
 			continue
 		}
 		if err := s.w.Flush(); err != nil {
-			lv.c.Remove(s, now)
+			lv.c.remove(s, now)
 		}
 	}
-	if len(lv.c.Sinks()) > 0 {
-		lv.sched.Arm(&lv.flush, now+LiveFlushInterval)
+	if len(lv.c.sinks) > 0 {
+		lv.sched.Arm(&lv.flush, now+liveFlushInterval)
 	}
 }
 
@@ -105,16 +105,16 @@ func (lv *Live) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	pp := newPipe(liveBuffer)
-	var sink *Sink
+	pp := stream.New(liveBuffer)
+	var sk *sink
 	var addErr error
 	err = lv.run.Do(r.Context(), func(now sim.Time) {
-		sink, addErr = lv.c.Add(sp, pp, m)
+		sk, addErr = lv.c.add(sp, pp, m)
 		if addErr != nil {
 			return
 		}
-		sink.limit = limit
-		sink.room = func(n int) bool { return pp.room(n + sink.w.bw.Buffered()) }
+		sk.limit = limit
+		sk.room = func(n int) bool { return pp.Room(n + sk.w.bw.Buffered()) }
 		if !lv.flush.Armed() {
 			lv.sched.Arm(&lv.flush, now)
 		}
@@ -140,33 +140,13 @@ func (lv *Live) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// Stop recording if the reader left first; the lab may be gone.
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		lv.run.Do(ctx, func(now sim.Time) { lv.c.Remove(sink, now) })
+		lv.run.Do(ctx, func(now sim.Time) { lv.c.remove(sk, now) })
 	}()
 
-	w.Header().Set("Content-Type", "application/x-pcapng")
-	w.WriteHeader(http.StatusOK)
-	fl, _ := w.(http.Flusher)
-	var chunk []byte
-	for {
-		var closed bool
-		chunk, closed = pp.take(chunk[:0])
-		if len(chunk) > 0 {
-			if _, err := w.Write(chunk); err != nil {
-				return
-			}
-			if fl != nil {
-				fl.Flush()
-			}
-		}
-		if closed {
-			return
-		}
-		select {
-		case <-pp.notify:
-		case <-r.Context().Done():
-			return
-		}
-	}
+	// The sink checks Room before every record, so the pipe never drops
+	// part of the pcapng stream: packets that do not fit are counted by
+	// the capture instead.
+	pp.Serve(w, r, "application/x-pcapng", nil)
 }
 
 // Close ends every stream (the lab is stopping).
@@ -176,64 +156,4 @@ func (lv *Live) Close() {
 	for pp := range lv.pipes {
 		pp.Close()
 	}
-}
-
-// pipe carries bytes from the loop goroutine to one HTTP reader without
-// ever blocking the writer: the capture checks room before each record.
-type pipe struct {
-	mu     sync.Mutex
-	buf    []byte
-	limit  int
-	closed bool
-	notify chan struct{}
-}
-
-func newPipe(limit int) *pipe {
-	return &pipe{limit: limit, notify: make(chan struct{}, 1)}
-}
-
-// room reports whether n more bytes fit.
-func (p *pipe) room(n int) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return len(p.buf)+n <= p.limit
-}
-
-// Write appends b (the capture has checked room); it fails once closed.
-func (p *pipe) Write(b []byte) (int, error) {
-	p.mu.Lock()
-	if p.closed {
-		p.mu.Unlock()
-		return 0, net.ErrClosed
-	}
-	p.buf = append(p.buf, b...)
-	p.mu.Unlock()
-	p.wake()
-	return len(b), nil
-}
-
-// Close ends the stream after what is buffered.
-func (p *pipe) Close() error {
-	p.mu.Lock()
-	p.closed = true
-	p.mu.Unlock()
-	p.wake()
-	return nil
-}
-
-func (p *pipe) wake() {
-	select {
-	case p.notify <- struct{}{}:
-	default:
-	}
-}
-
-// take moves the buffered bytes into dst and reports whether the stream is
-// closed.
-func (p *pipe) take(dst []byte) ([]byte, bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	dst = append(dst, p.buf...)
-	p.buf = p.buf[:0]
-	return dst, p.closed
 }

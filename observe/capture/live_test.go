@@ -99,7 +99,7 @@ func TestLiveCapture(t *testing.T) {
 	}
 	// The sink is gone once the stream ended.
 	var sinks int
-	run.Do(ctx, func(sim.Time) { sinks = len(lv.c.Sinks()) })
+	run.Do(ctx, func(sim.Time) { sinks = len(lv.c.sinks) })
 	if sinks != 0 {
 		t.Errorf("%d sinks left", sinks)
 	}
@@ -141,7 +141,7 @@ func TestLiveCaptureClientLeaves(t *testing.T) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		var sinks int
-		run.Do(context.Background(), func(sim.Time) { sinks = len(lv.c.Sinks()) })
+		run.Do(context.Background(), func(sim.Time) { sinks = len(lv.c.sinks) })
 		if sinks == 0 {
 			break
 		}

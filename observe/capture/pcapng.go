@@ -55,7 +55,10 @@ const maxComment = 1024
 // file back with pcapgo and with tshark.
 //
 // Timestamps are lab time in nanoseconds (if_tsresol = 9) from the start of
-// the run, so Wireshark's relative time column is the lab's clock.
+// the run: the epoch, 1970-01-01 00:00:00 UTC, is the lab's start, which
+// the section header's comment (LabTimeComment) says, so nobody reads a
+// 1970 date as a broken clock. Wireshark's "seconds since epoch" format
+// (tshark -t e) shows lab time exactly.
 //
 // A Writer is not safe for concurrent use. WritePacket does not allocate.
 type Writer struct {
@@ -66,11 +69,19 @@ type Writer struct {
 	err error
 }
 
-// NewWriter writes a section header naming the application to w and returns
-// a Writer. Call Flush (or Close on the owner) before closing w.
+// LabTimeComment is the section header's comment: what the timestamps
+// mean and how to read them in Wireshark.
+const LabTimeComment = "Timestamps are lab time, not wall-clock time: 1970-01-01 00:00:00 UTC is the start of the lab. " +
+	"To read lab time in seconds: View > Time Display Format > Seconds Since Epoch (tshark -t e); " +
+	"Seconds Since Beginning of Capture (tshark -t r) counts from the first packet instead. Resolution: 1 ns."
+
+// NewWriter writes a section header naming the application, with
+// LabTimeComment, to w and returns a Writer. Call Flush (or Close on the
+// owner) before closing w.
 func NewWriter(w io.Writer, application string) (*Writer, error) {
 	pw := &Writer{bw: bufio.NewWriterSize(w, 64<<10)}
 	var opts []byte
+	opts = appendOption(opts, optComment, []byte(LabTimeComment))
 	if application != "" {
 		opts = appendOption(opts, optShbUserAppl, []byte(application))
 	}

@@ -43,8 +43,10 @@ type Reader struct {
 	// offset of the next block, for error messages.
 	off int64
 	buf []byte
-	// Application is the section header's shb_userappl.
+	// Application is the section header's shb_userappl, Comment its
+	// comment.
 	Application string
+	Comment     string
 }
 
 // NewReader reads the section header from r.
@@ -176,8 +178,11 @@ func (r *Reader) section(body []byte) error {
 	}
 	r.ifaces = r.ifaces[:0]
 	return r.options(body[16:], func(code uint16, v []byte) {
-		if code == optShbUserAppl {
+		switch code {
+		case optShbUserAppl:
 			r.Application = string(v)
+		case optComment:
+			r.Comment = string(v)
 		}
 	})
 }

@@ -28,6 +28,8 @@ func Tee(obs ...fabric.Observer) fabric.Observer {
 
 type tee []fabric.Observer
 
+var _ fabric.Observer = tee(nil)
+
 func (t tee) Observe(now sim.Time, ev fabric.Event, pt fabric.Point, p *packet.Buffer, reason fabric.DropReason) {
 	for _, o := range t {
 		o.Observe(now, ev, pt, p, reason)

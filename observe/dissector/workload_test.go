@@ -65,10 +65,10 @@ func workloadCapture(t *testing.T, name workload.Name, kind transport.Kind) []st
 	}
 	n.SetObserver(c)
 	spec := workload.Spec{Name: name, Transport: kind, Size: 64 << 10, Iterations: 4, QueueDepth: 4}
-	switch name {
-	case workload.AllToAll, workload.AllReduce:
+	switch {
+	case name == workload.AllToAll || name == workload.AllReduce:
 		spec.Iterations = 2
-	case workload.WriteLat:
+	case name.IsLatency():
 		spec.Size, spec.Iterations, spec.QueueDepth = 64, 20, 1
 	}
 	if _, err := workload.Run(cl, spec); err != nil {

@@ -1,9 +1,12 @@
 package prototrace
 
 import (
+	"errors"
+	"fmt"
 	"net/netip"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/mrlab/mrlab/fabric"
 	"github.com/mrlab/mrlab/internal/header"
@@ -23,6 +26,30 @@ const (
 	TraceCorrupt
 )
 
+// ErrBadFabricEvents is wrapped by ParseFabricEvents' errors.
+var ErrBadFabricEvents = errors.New("bad fabric events")
+
+// ParseFabricEvents parses a comma-separated list of fabric events for
+// the trace (--trace-fabric, GET /trace?fabric=): drops, marks, corrupt or
+// none.
+func ParseFabricEvents(s string) (FabricEvents, error) {
+	var events FabricEvents
+	for _, e := range strings.Split(s, ",") {
+		switch strings.TrimSpace(e) {
+		case "", "none":
+		case "drops":
+			events |= TraceDrops
+		case "marks":
+			events |= TraceMarks
+		case "corrupt":
+			events |= TraceCorrupt
+		default:
+			return 0, fmt.Errorf("%w: %q: want none, drops, marks or corrupt", ErrBadFabricEvents, e)
+		}
+	}
+	return events, nil
+}
+
 // Fabric returns a fabric.Observer that writes the fabric's drops (and,
 // as selected, CE marks and corruptions) into the trace, so that the
 // transport's reaction follows its cause in one timeline:
@@ -40,6 +67,8 @@ func (l *Log) Fabric(n *fabric.Network, names func(netip.Addr) string, events Fa
 	}
 	return &fabricTracer{l: l, n: n, names: names, events: events}
 }
+
+var _ fabric.Observer = (*fabricTracer)(nil)
 
 type fabricTracer struct {
 	l      *Log
@@ -148,11 +177,5 @@ func (f *fabricTracer) write(now sim.Time, ev fabric.Event, pt fabric.Point, rea
 	}
 	b = append(b, ' ')
 	b = append(b, desc...)
-	l.buf = b
-	if !l.filter.text(b) {
-		return
-	}
-	b = append(b, '\n')
-	l.buf = b
-	l.write(b)
+	l.emit(b)
 }

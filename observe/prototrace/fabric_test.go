@@ -42,28 +42,7 @@ func lossyRun(t *testing.T, f Filter) string {
 	}
 	name := func(a netip.Addr) string { return names[a] }
 	n.SetObserver(log.Fabric(n, name, TraceDrops))
-	cl := &workload.Cluster{Name: "b2b", Loop: loop}
-	for _, h := range topo.Hosts {
-		var nic *softnic.NIC
-		peer := func(id uint32) string {
-			for _, c := range nic.Conns() {
-				if c != nil && c.ID() == id {
-					return name(c.Peer())
-				}
-			}
-			return ""
-		}
-		nic, err = softnic.New(softnic.Config{Name: h.Name, Addr: h.Addr, Ports: h.Ports, Sched: loop, Pool: pool, Seed: 9,
-			Protocols: []transport.Protocol{metaroce.NewProtocol(metaroce.Options{Paths: 4})}, Trace: log.Host(h.Name, peer)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := workload.AttachNIC(n, nic); err != nil {
-			t.Fatal(err)
-		}
-		cl.Hosts = append(cl.Hosts, h.Name)
-		cl.NICs = append(cl.NICs, nic)
-	}
+	cl := tracedCluster(t, loop, pool, n, 9, metaroce.Options{Paths: 4}, log.Host, name)
 	if _, err := workload.Run(cl, workload.Spec{Name: workload.WriteBW, Transport: transport.MetaRoCE, Size: 1 << 20, Iterations: 8}); err != nil {
 		t.Fatal(err)
 	}
@@ -71,6 +50,33 @@ func lossyRun(t *testing.T, f Filter) string {
 		t.Fatal(err)
 	}
 	return out.String()
+}
+
+// tracedCluster builds a NIC for every host of n, each with its own tracer
+// from host (Log.Host or Hub.Host) whose lines name the peer of a
+// connection with name.
+func tracedCluster(t *testing.T, loop *sim.Loop, pool *packet.Pool, n *fabric.Network, seed uint64, opts metaroce.Options,
+	host func(string, PeerFunc) transport.Tracer, name func(netip.Addr) string) *workload.Cluster {
+	t.Helper()
+	nics := map[string]*softnic.NIC{}
+	cl, err := workload.NewCluster("traced", loop, pool, n, seed, workload.NICOptions{
+		Protocols: func() []transport.Protocol { return []transport.Protocol{metaroce.NewProtocol(opts)} },
+		TraceFor: func(h string) transport.Tracer {
+			return host(h, func(id uint32) string {
+				if c := nics[h].Conn(id); c != nil {
+					return name(c.Peer())
+				}
+				return ""
+			})
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, nic := range cl.NICs {
+		nics[cl.Hosts[i]] = nic
+	}
+	return cl
 }
 
 var (

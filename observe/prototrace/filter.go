@@ -2,12 +2,10 @@ package prototrace
 
 import (
 	"bytes"
-	"errors"
-	"fmt"
 	"regexp"
 	"slices"
-	"strconv"
-	"strings"
+
+	"github.com/mrlab/mrlab/observe/filter"
 )
 
 // Filter selects trace lines. Every non-empty field must match; the zero
@@ -27,62 +25,18 @@ type Filter struct {
 	Match *regexp.Regexp
 }
 
-// ErrBadFilter is wrapped by every ParseFilter error.
-var ErrBadFilter = errors.New("bad trace filter")
-
-// ParseFilter parses the --trace-filter syntax: comma-separated terms
+// ParseFilter parses the --trace-filter syntax (package filter's grammar)
+// with the keys host, conn, path, grep and re:
 //
 //	host=h3  conn=4  path=9  grep=SACK  re=entropy \d+ -> \d+
 //
-// Repeating host, conn or path widens that term (h3 or h7); re= takes the
-// rest of the string, commas included, so it must come last.
+// Errors wrap filter.ErrBadFilter.
 func ParseFilter(s string) (Filter, error) {
-	var f Filter
-	for s != "" {
-		term := s
-		if strings.HasPrefix(s, "re=") {
-			s = ""
-		} else if i := strings.IndexByte(s, ','); i >= 0 {
-			term, s = s[:i], s[i+1:]
-		} else {
-			s = ""
-		}
-		term = strings.TrimSpace(term)
-		if term == "" {
-			continue
-		}
-		k, v, ok := strings.Cut(term, "=")
-		if !ok || v == "" {
-			return f, fmt.Errorf("%w: term %q: want key=value (host, conn, path, grep, re)", ErrBadFilter, term)
-		}
-		switch k {
-		case "host":
-			f.Hosts = append(f.Hosts, v)
-		case "conn":
-			n, err := strconv.ParseUint(v, 10, 32)
-			if err != nil {
-				return f, fmt.Errorf("%w: conn=%q: want a connection id", ErrBadFilter, v)
-			}
-			f.Conns = append(f.Conns, uint32(n))
-		case "path":
-			n, err := strconv.Atoi(v)
-			if err != nil || n < 0 {
-				return f, fmt.Errorf("%w: path=%q: want a path index", ErrBadFilter, v)
-			}
-			f.Paths = append(f.Paths, n)
-		case "grep":
-			f.Contains = v
-		case "re":
-			re, err := regexp.Compile(v)
-			if err != nil {
-				return f, fmt.Errorf("%w: re=%q: %w", ErrBadFilter, v, err)
-			}
-			f.Match = re
-		default:
-			return f, fmt.Errorf("%w: unknown key %q in %q (want host, conn, path, grep, re)", ErrBadFilter, k, term)
-		}
+	t, err := filter.Parse(s, filter.Host, filter.Conn, filter.Path, filter.Grep, filter.Re)
+	if err != nil {
+		return Filter{}, err
 	}
-	return f, nil
+	return Filter{Hosts: t.Hosts, Conns: t.Conns, Paths: t.Paths, Contains: t.Grep, Match: t.Re}, nil
 }
 
 // hostsOnly reports whether every line traced by host passes the host

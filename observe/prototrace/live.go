@@ -2,7 +2,6 @@ package prototrace
 
 import (
 	"fmt"
-	"net"
 	"net/http"
 	"net/netip"
 	"sync"
@@ -11,6 +10,7 @@ import (
 	"github.com/mrlab/mrlab/fabric"
 	"github.com/mrlab/mrlab/internal/packet"
 	"github.com/mrlab/mrlab/internal/sim"
+	"github.com/mrlab/mrlab/observe/stream"
 	"github.com/mrlab/mrlab/transport"
 )
 
@@ -33,7 +33,7 @@ type Hub struct {
 
 type subscriber struct {
 	log    *Log
-	pipe   *linePipe
+	pipe   *stream.Pipe
 	hosts  map[string]transport.Tracer
 	fabric fabric.Observer
 }
@@ -48,6 +48,11 @@ func NewHub(n *fabric.Network, names func(netip.Addr) string) *Hub {
 func (h *Hub) Host(name string, peer PeerFunc) transport.Tracer {
 	return &hubTracer{h: h, host: name, peer: peer}
 }
+
+var (
+	_ transport.Tracer = (*hubTracer)(nil)
+	_ fabric.Observer  = hubFabric{}
+)
 
 type hubTracer struct {
 	h    *Hub
@@ -108,22 +113,13 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	var events FabricEvents
-	for _, e := range splitComma(q.Get("fabric")) {
-		switch e {
-		case "drops":
-			events |= TraceDrops
-		case "marks":
-			events |= TraceMarks
-		case "corrupt":
-			events |= TraceCorrupt
-		case "none":
-		default:
-			http.Error(w, fmt.Sprintf("fabric=%q: want drops, marks, corrupt or none", e), http.StatusBadRequest)
-			return
-		}
+	events, err := ParseFabricEvents(q.Get("fabric"))
+	if err != nil {
+		http.Error(w, "fabric="+err.Error(), http.StatusBadRequest)
+		return
 	}
-	pp := &linePipe{limit: liveBuffer, notify: make(chan struct{}, 1)}
+	// The Log flushes after every line, so the pipe drops whole lines.
+	pp := stream.New(liveBuffer)
 	s := &subscriber{log: New(pp, f), pipe: pp, hosts: map[string]transport.Tracer{}}
 	if events != 0 && h.n != nil {
 		s.fabric = s.log.Fabric(h.n, h.nm, events)
@@ -139,37 +135,9 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.mu.Unlock()
 	}()
 
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	w.WriteHeader(http.StatusOK)
-	fl, _ := w.(http.Flusher)
-	if fl != nil {
-		fl.Flush()
-	}
-	var chunk []byte
-	for {
-		var closed bool
-		var lost uint64
-		chunk, lost, closed = pp.take(chunk[:0])
-		if lost > 0 {
-			chunk = fmt.Appendf(chunk, "# %d trace lines lost: this reader fell behind\n", lost)
-		}
-		if len(chunk) > 0 {
-			if _, err := w.Write(chunk); err != nil {
-				return
-			}
-			if fl != nil {
-				fl.Flush()
-			}
-		}
-		if closed {
-			return
-		}
-		select {
-		case <-pp.notify:
-		case <-r.Context().Done():
-			return
-		}
-	}
+	pp.Serve(w, r, "text/plain; charset=utf-8", func(dst []byte, lost uint64) []byte {
+		return fmt.Appendf(dst, "# %d trace lines lost: this reader fell behind\n", lost)
+	})
 }
 
 // Close ends every reader's stream.
@@ -183,69 +151,3 @@ func (h *Hub) Close() {
 
 // Readers returns how many readers are subscribed.
 func (h *Hub) Readers() int { return int(h.cnt.Load()) }
-
-// linePipe passes whole trace lines (one Write each: the Log flushes after
-// every line) to an HTTP reader; past its limit lines are dropped and
-// counted.
-type linePipe struct {
-	mu     sync.Mutex
-	buf    []byte
-	limit  int
-	lost   uint64
-	closed bool
-	notify chan struct{}
-}
-
-func (p *linePipe) Write(b []byte) (int, error) {
-	p.mu.Lock()
-	switch {
-	case p.closed:
-		p.mu.Unlock()
-		return 0, net.ErrClosed
-	case len(p.buf)+len(b) > p.limit:
-		p.lost++
-	default:
-		p.buf = append(p.buf, b...)
-	}
-	p.mu.Unlock()
-	select {
-	case p.notify <- struct{}{}:
-	default:
-	}
-	return len(b), nil
-}
-
-func (p *linePipe) Close() error {
-	p.mu.Lock()
-	p.closed = true
-	p.mu.Unlock()
-	select {
-	case p.notify <- struct{}{}:
-	default:
-	}
-	return nil
-}
-
-func (p *linePipe) take(dst []byte) ([]byte, uint64, bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	dst = append(dst, p.buf...)
-	p.buf = p.buf[:0]
-	lost := p.lost
-	p.lost = 0
-	return dst, lost, p.closed
-}
-
-func splitComma(s string) []string {
-	var out []string
-	start := 0
-	for i := 0; i <= len(s); i++ {
-		if i == len(s) || s[i] == ',' {
-			if i > start {
-				out = append(out, s[start:i])
-			}
-			start = i + 1
-		}
-	}
-	return out
-}

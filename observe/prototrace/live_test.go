@@ -13,7 +13,6 @@ import (
 	"github.com/mrlab/mrlab/internal/packet"
 	"github.com/mrlab/mrlab/internal/sim"
 	"github.com/mrlab/mrlab/observe/capture"
-	"github.com/mrlab/mrlab/softnic"
 	"github.com/mrlab/mrlab/transport"
 	"github.com/mrlab/mrlab/transport/metaroce"
 	"github.com/mrlab/mrlab/workload"
@@ -38,17 +37,7 @@ func TestHub(t *testing.T) {
 	}
 	hub := NewHub(n, func(a netip.Addr) string { return names[a] })
 	n.SetObserver(capture.Tee(hub.Fabric()))
-	cl := &workload.Cluster{Name: "b2b", Loop: loop}
-	for _, h := range topo.Hosts {
-		nic, err := softnic.New(softnic.Config{Name: h.Name, Addr: h.Addr, Ports: h.Ports, Sched: loop, Pool: pool, Seed: 9,
-			Protocols: []transport.Protocol{metaroce.NewProtocol(metaroce.Options{Paths: 4})}, Trace: hub.Host(h.Name, nil)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		workload.AttachNIC(n, nic)
-		cl.Hosts = append(cl.Hosts, h.Name)
-		cl.NICs = append(cl.NICs, nic)
-	}
+	cl := tracedCluster(t, loop, pool, n, 9, metaroce.Options{Paths: 4}, hub.Host, func(a netip.Addr) string { return names[a] })
 	var spy spy
 	hub.Host("h9", nil).Tracef(0, 1, "%v", &spy)
 	if spy.calls != 0 {
@@ -79,7 +68,7 @@ func TestHub(t *testing.T) {
 	var holes, drops int
 	for _, l := range lines {
 		switch {
-		case strings.Contains(l, "h0 conn 1 path 0: SACK hole"):
+		case strings.Contains(l, "h0->h1 conn 1 path 0: SACK hole"):
 			holes++
 		case strings.Contains(l, "fabric: drop (impairment)") && strings.Contains(l, " path 0 "):
 			drops++

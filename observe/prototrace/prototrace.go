@@ -62,13 +62,13 @@ type PeerFunc func(conn uint32) string
 // Trace for every connection the host opens. peer, if non-nil, names the
 // far end so lines read "h3->h7".
 func (l *Log) Host(name string, peer PeerFunc) transport.Tracer {
-	ht := &HostTracer{log: l, host: name, peer: peer}
+	ht := &hostTracer{log: l, host: name, peer: peer}
 	ht.hostOK = l.filter.hostsOnly(name)
 	return ht
 }
 
-// HostTracer is one host's view of the Log; it implements transport.Tracer.
-type HostTracer struct {
+// hostTracer is one host's view of the Log; it implements transport.Tracer.
+type hostTracer struct {
 	log  *Log
 	host string
 	peer PeerFunc
@@ -78,11 +78,11 @@ type HostTracer struct {
 	hostOK bool
 }
 
-var _ transport.Tracer = (*HostTracer)(nil)
+var _ transport.Tracer = (*hostTracer)(nil)
 
 // Tracef implements transport.Tracer. format and args describe the
 // decision; by convention a per-path decision starts "path N: ".
-func (t *HostTracer) Tracef(now sim.Time, conn uint32, format string, args ...any) {
+func (t *hostTracer) Tracef(now sim.Time, conn uint32, format string, args ...any) {
 	l := t.log
 	f := &l.filter
 	if !f.conn(conn) {
@@ -118,8 +118,14 @@ func (t *HostTracer) Tracef(now sim.Time, conn uint32, format string, args ...an
 		b = append(b, ": "...)
 	}
 	b = append(b, msg...)
+	l.emit(b)
+}
+
+// emit writes line b (built in l.buf's storage, without its newline) if
+// it passes the text filters, and keeps the storage for the next line.
+func (l *Log) emit(b []byte) {
 	l.buf = b
-	if !f.text(b) {
+	if !l.filter.text(b) {
 		return
 	}
 	b = append(b, '\n')
@@ -149,13 +155,7 @@ func (l *Log) Note(now sim.Time, who, format string, args ...any) {
 	b = append(b, who...)
 	b = append(b, ": "...)
 	b = fmt.Appendf(b, format, args...)
-	l.buf = b
-	if !l.filter.text(b) {
-		return
-	}
-	b = append(b, '\n')
-	l.buf = b
-	l.write(b)
+	l.emit(b)
 }
 
 // pathPrefix reads "path N" at the start of a message.

@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/mrlab/mrlab/internal/sim"
+	"github.com/mrlab/mrlab/observe/filter"
 )
 
 func peers(m map[uint32]string) PeerFunc { return func(c uint32) string { return m[c] } }
@@ -89,7 +90,7 @@ func TestParseFilter(t *testing.T) {
 		t.Errorf("(-want +got):\n%s", d)
 	}
 	for _, bad := range []string{"host", "conn=x", "path=-1", "colour=red", "re=(", "host="} {
-		if _, err := ParseFilter(bad); !errors.Is(err, ErrBadFilter) {
+		if _, err := ParseFilter(bad); !errors.Is(err, filter.ErrBadFilter) {
 			t.Errorf("ParseFilter(%q) = %v, want ErrBadFilter", bad, err)
 		}
 	}
@@ -168,4 +169,25 @@ func BenchmarkTracef(b *testing.B) {
 			tr.Tracef(12301, 4, "path %d: SACK hole psn %d, retransmit", args...)
 		}
 	})
+}
+
+func TestParseFabricEvents(t *testing.T) {
+	cases := []struct {
+		in   string
+		want FabricEvents
+	}{
+		{"", 0},
+		{"none", 0},
+		{"drops", TraceDrops},
+		{"drops, marks,corrupt", TraceDrops | TraceMarks | TraceCorrupt},
+		{"marks,,none", TraceMarks},
+	}
+	for _, tc := range cases {
+		if got, err := ParseFabricEvents(tc.in); err != nil || got != tc.want {
+			t.Errorf("ParseFabricEvents(%q) = %v, %v; want %v", tc.in, got, err, tc.want)
+		}
+	}
+	if _, err := ParseFabricEvents("drops,everything"); !errors.Is(err, ErrBadFabricEvents) {
+		t.Errorf("unknown event: %v, want ErrBadFabricEvents", err)
+	}
 }

@@ -10,10 +10,9 @@ import (
 	"strconv"
 	"strings"
 
-	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/plotutil"
-	"gonum.org/v1/plot/vg"
+
+	"github.com/mrlab/mrlab/observe/chart"
 )
 
 // PlotSpec says what to draw: one metric over time, one line per series.
@@ -33,29 +32,42 @@ type PlotSpec struct {
 	Title string
 	// Format is "png" or "svg".
 	Format string
-	// Width and Height in points; 0 means 640x360.
-	Width, Height float64
+	// Width and Height in pixels; 0 means chart's default, 1200x750.
+	Width, Height int
 }
 
 // ErrNoData is returned when a plot would have no series.
 var ErrNoData = errors.New("no samples match")
 
-// unit scales a metric for display.
+// unit scales a metric for display and names it for people.
 type unit struct {
 	scale float64
-	label string
+	label string // the unit
+	name  string // what the metric is
+}
+
+// metricNames are the plots' words for the columns.
+var metricNames = map[string]string{
+	"cwnd": "congestion window", "inflight": "bytes in flight", "srtt_ns": "smoothed RTT", "rto_ns": "RTO",
+	"rate_bps": "delivery rate", "send_bps": "send rate", "pacing_bps": "pacing rate", "rate_hint_bps": "receiver's rate hint",
+	"ecn_frac": "CE-marked fraction", "queue_bytes": "queue depth", "util": "utilization", "bytes_acked": "bytes acknowledged",
+	"retx": "retransmissions", "rto_count": "timeouts", "tx_bytes": "bytes sent", "drops": "drops", "marks": "CE marks",
 }
 
 func metricUnit(metric string) unit {
+	u := unit{scale: 1, name: metric}
+	if n, ok := metricNames[metric]; ok {
+		u.name = n
+	}
 	switch {
 	case strings.HasSuffix(metric, "_bps"):
-		return unit{1e-9, "Gb/s"}
+		u.scale, u.label = 1e-9, "Gb/s"
 	case strings.HasSuffix(metric, "_ns"):
-		return unit{1e-3, "us"}
+		u.scale, u.label = 1e-3, "us"
 	case metric == "cwnd" || metric == "inflight" || metric == "queue_bytes":
-		return unit{1.0 / 1024, "KiB"}
+		u.scale, u.label = 1.0/1024, "KiB"
 	}
-	return unit{1, ""}
+	return u
 }
 
 // Plot draws spec from samples (in time order) as PNG or SVG to w: e.g.
@@ -116,50 +128,34 @@ func Plot(w io.Writer, samples []Sample, spec PlotSpec) error {
 	if len(order) == 0 {
 		return fmt.Errorf("plotting %s %s: %w", spec.Kind, spec.Metric, ErrNoData)
 	}
-	p := plot.New()
-	p.Title.Text = spec.Title
-	if p.Title.Text == "" {
-		p.Title.Text = spec.Metric + " per " + spec.Kind.String()
+	title := spec.Title
+	if title == "" {
+		title = u.name + " per " + spec.Kind.String()
 		if spec.Host != "" {
-			p.Title.Text += fmt.Sprintf(" (%s conn %d)", spec.Host, spec.Conn)
+			title += fmt.Sprintf(" (%s conn %d)", spec.Host, spec.Conn)
 		}
 	}
 	xscale, xlabel := 1.0, "lab time (us)"
 	if tmax > 10000 {
 		xscale, xlabel = 1e-3, "lab time (ms)"
 	}
-	p.X.Label.Text = xlabel
-	p.Y.Label.Text = spec.Metric
+	ylabel := u.name
 	if u.label != "" {
-		p.Y.Label.Text += " (" + u.label + ")"
+		ylabel += " (" + u.label + ")"
 	}
-	p.Legend.Top = true
+	c := chart.New(title, xlabel, ylabel)
 	for i, key := range order {
 		xys := series[key]
 		for j := range xys {
 			xys[j].X *= xscale
 		}
-		l, err := plotter.NewLine(xys)
-		if err != nil {
+		if _, err := c.Line(i, key, xys); err != nil {
 			return fmt.Errorf("plotting %s: %w", key, err)
 		}
-		l.Color = plotutil.Color(i)
-		l.Dashes = plotutil.Dashes(i / 7)
-		p.Add(l)
-		if len(order) <= 16 {
-			p.Legend.Add(key, l)
-		}
 	}
-	wd, ht := spec.Width, spec.Height
-	if wd <= 0 || ht <= 0 {
-		wd, ht = 640, 360
-	}
-	wt, err := p.WriterTo(vg.Length(wd), vg.Length(ht), format)
-	if err != nil {
+	c.Pad(0)
+	if err := c.Write(w, format, spec.Width, spec.Height); err != nil {
 		return fmt.Errorf("plotting: %w", err)
-	}
-	if _, err := wt.WriteTo(w); err != nil {
-		return fmt.Errorf("writing plot: %w", err)
 	}
 	return nil
 }
@@ -187,13 +183,13 @@ func MetricNames(k Kind) []string {
 	return out
 }
 
-// PlotAll writes the standard figures of a run into dir: for every
-// connection, cwnd and send rate per path over time, and the queue
-// depth of every link direction that ever queued. It returns the files
-// written.
-func PlotAll(dir string, samples []Sample, format string) ([]string, error) {
-	if format == "" {
-		format = "png"
+// PlotAll writes the standard figures of a run into dir, in each of
+// formats (png and svg when none are given): for every connection, cwnd
+// and send rate per path over time, and the queue depth of every link
+// direction that ever queued. It returns the files written.
+func PlotAll(dir string, samples []Sample, formats ...string) ([]string, error) {
+	if len(formats) == 0 {
+		formats = []string{"png", "svg"}
 	}
 	type connKey struct {
 		host string
@@ -221,20 +217,22 @@ func PlotAll(dir string, samples []Sample, format string) ([]string, error) {
 	}
 	var files []string
 	write := func(name string, spec PlotSpec) error {
-		path := filepath.Join(dir, name+"."+format)
-		f, err := os.Create(path)
-		if err != nil {
-			return fmt.Errorf("writing plot: %w", err)
+		for _, format := range formats {
+			path := filepath.Join(dir, name+"."+format)
+			f, err := os.Create(path)
+			if err != nil {
+				return fmt.Errorf("writing plot: %w", err)
+			}
+			spec.Format = format
+			if err := Plot(f, samples, spec); err != nil {
+				f.Close()
+				return err
+			}
+			if err := f.Close(); err != nil {
+				return fmt.Errorf("writing plot: %w", err)
+			}
+			files = append(files, path)
 		}
-		spec.Format = format
-		if err := Plot(f, samples, spec); err != nil {
-			f.Close()
-			return err
-		}
-		if err := f.Close(); err != nil {
-			return fmt.Errorf("writing plot: %w", err)
-		}
-		files = append(files, path)
 		return nil
 	}
 	for _, c := range conns {

@@ -11,6 +11,7 @@ package telemetry
 import (
 	"fmt"
 
+	"github.com/mrlab/mrlab/fabric"
 	"github.com/mrlab/mrlab/internal/sim"
 )
 
@@ -26,6 +27,7 @@ const (
 
 var kindNames = [...]string{KindConn: "conn", KindPath: "path", KindLink: "link"}
 
+// String returns "conn", "path" or "link".
 func (k Kind) String() string {
 	if int(k) < len(kindNames) && kindNames[k] != "" {
 		return kindNames[k]
@@ -33,8 +35,8 @@ func (k Kind) String() string {
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
 
-// ParseKind parses "conn", "path" or "link".
-func ParseKind(s string) (Kind, error) {
+// parseKind parses "conn", "path" or "link".
+func parseKind(s string) (Kind, error) {
 	for k, n := range kindNames {
 		if n != "" && n == s {
 			return Kind(k), nil
@@ -48,7 +50,7 @@ func (k Kind) MarshalText() ([]byte, error) { return []byte(k.String()), nil }
 
 // UnmarshalText implements encoding.TextUnmarshaler.
 func (k *Kind) UnmarshalText(b []byte) error {
-	v, err := ParseKind(string(b))
+	v, err := parseKind(string(b))
 	*k = v
 	return err
 }
@@ -100,13 +102,17 @@ type Sample struct {
 	EntropyChanges uint64 `json:"entropy_changes"`
 
 	// Link direction identity and state.
-	Link       string  `json:"link"`
-	QueueBytes int64   `json:"queue_bytes"`
-	TxBytes    uint64  `json:"tx_bytes"`
-	TxPackets  uint64  `json:"tx_packets"`
-	Drops      uint64  `json:"drops"`
-	Marks      uint64  `json:"marks"`
-	Util       float64 `json:"util"` // fraction of the link rate used in the interval
+	Link       string `json:"link"`
+	QueueBytes int64  `json:"queue_bytes"`
+	TxBytes    uint64 `json:"tx_bytes"`
+	TxPackets  uint64 `json:"tx_packets"`
+	Drops      uint64 `json:"drops"`
+	// DropsBy splits Drops by reason (fabric links; zero when the source
+	// gives only the total). Not a file column: the Prometheus exporter
+	// reads it for its reason label.
+	DropsBy fabric.DropCounts `json:"-"`
+	Marks   uint64            `json:"marks"`
+	Util    float64           `json:"util"` // fraction of the link rate used in the interval
 }
 
 // Series identifies the series a sample belongs to: "path h3 conn 4 path 9".

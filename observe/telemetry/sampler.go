@@ -11,24 +11,24 @@ import (
 // time, a few round trips of a small lab.
 const DefaultInterval = 10 * sim.Microsecond
 
-// LinkStats is one link direction's state at one instant.
-type LinkStats struct {
+// linkStats is one link direction's state at one instant.
+type linkStats struct {
 	QueueBytes         int64
 	TxBytes, TxPackets uint64
 	Drops, Marks       uint64
 	Rate               float64 // the direction's rate, bits/s
 }
 
-// LinkSource is a link direction the sampler polls.
-type LinkSource interface {
-	TelemetryLink() LinkStats
+// linkSource is a link direction the sampler polls.
+type linkSource interface {
+	telemetryLink() linkStats
 }
 
-// LinkFunc adapts a function to LinkSource.
-type LinkFunc func() LinkStats
+// linkFunc adapts a function to linkSource.
+type linkFunc func() linkStats
 
-// TelemetryLink implements LinkSource.
-func (f LinkFunc) TelemetryLink() LinkStats { return f() }
+// telemetryLink implements linkSource.
+func (f linkFunc) telemetryLink() linkStats { return f() }
 
 // prev holds a series' previous cumulative counters.
 type prev struct {
@@ -53,7 +53,7 @@ type connEntry struct {
 
 type linkEntry struct {
 	name string
-	src  LinkSource
+	src  linkSource
 	prev prev
 }
 
@@ -88,34 +88,16 @@ func NewSampler(sched sim.Scheduler, every sim.Time, sink Sink) *Sampler {
 // Interval returns the sampling period.
 func (s *Sampler) Interval() sim.Time { return s.every }
 
-// ConnHandle names a connection added to the sampler, for RemoveConn.
-type ConnHandle struct{ e *connEntry }
-
-// AddConn adds a connection: host is where it lives, peer the host at
-// the other end, id its local id, kind its transport.
-func (s *Sampler) AddConn(host, peer string, id uint32, kind transport.Kind, src transport.StatsReporter) ConnHandle {
-	e := &connEntry{host: host, peer: peer, id: id, transport: kind.String(), src: src}
-	s.conns = append(s.conns, e)
-	return ConnHandle{e}
+// addConn adds a connection: host is where it lives, peer the host at
+// the other end, id its local id, kind its transport. (Labs add NICs,
+// whose connections come and go, with AddNIC.)
+func (s *Sampler) addConn(host, peer string, id uint32, kind transport.Kind, src transport.StatsReporter) {
+	s.conns = append(s.conns, &connEntry{host: host, peer: peer, id: id, transport: kind.String(), src: src})
 }
 
-// RemoveConn stops sampling a connection (after it closed).
-func (s *Sampler) RemoveConn(h ConnHandle) {
-	if h.e == nil {
-		return
-	}
-	h.e.removed = true
-	for i, e := range s.conns {
-		if e == h.e {
-			s.conns = append(s.conns[:i], s.conns[i+1:]...)
-			return
-		}
-	}
-}
-
-// AddLink adds a link direction, named as captures and counters name it
+// addLink adds a link direction, named as captures and counters name it
 // ("p0-leaf0-spine1:ab").
-func (s *Sampler) AddLink(name string, src LinkSource) {
+func (s *Sampler) addLink(name string, src linkSource) {
 	s.links = append(s.links, &linkEntry{name: name, src: src})
 }
 
@@ -227,14 +209,18 @@ func (s *Sampler) sampleConn(now sim.Time, e *connEntry) {
 }
 
 func (s *Sampler) sampleLink(now sim.Time, l *linkEntry) {
-	ls := l.src.TelemetryLink()
+	s.note(s.sink.Write(s.linkSample(now, l.name, &l.prev, l.src.telemetryLink())))
+}
+
+// linkSample makes a link direction's sample in s.s, with its utilization
+// over the interval since p, and moves p on.
+func (s *Sampler) linkSample(now sim.Time, name string, p *prev, ls linkStats) *Sample {
 	smp := &s.s
-	*smp = Sample{T: now, Kind: KindLink, Link: l.name, QueueBytes: ls.QueueBytes, TxBytes: ls.TxBytes,
+	*smp = Sample{T: now, Kind: KindLink, Link: name, QueueBytes: ls.QueueBytes, TxBytes: ls.TxBytes,
 		TxPackets: ls.TxPackets, Drops: ls.Drops, Marks: ls.Marks}
-	p := &l.prev
 	if p.valid && now > p.t && ls.Rate > 0 && ls.TxBytes >= p.txBytes {
 		smp.Util = float64(ls.TxBytes-p.txBytes) * 8 / (now - p.t).Seconds() / ls.Rate
 	}
 	p.t, p.valid, p.txBytes = now, true, ls.TxBytes
-	s.note(s.sink.Write(smp))
+	return smp
 }

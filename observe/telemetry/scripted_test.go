@@ -45,28 +45,25 @@ func scriptedLoss(t *testing.T) ([]Sample, string) {
 	peerName := func(a netip.Addr) string { return names[a] }
 	// One NIC per host, each with its own tracer so lines say who
 	// decided.
-	cl := &workload.Cluster{Name: "ls", Loop: loop}
-	for _, h := range topo.Hosts {
-		var nic *softnic.NIC
-		peer := func(id uint32) string {
-			for _, c := range nic.Conns() {
-				if c != nil && c.ID() == id {
+	nics := map[string]*softnic.NIC{}
+	cl, err := workload.NewCluster("ls", loop, pool, n, 5, workload.NICOptions{
+		Protocols: func() []transport.Protocol {
+			return []transport.Protocol{metaroce.NewProtocol(metaroce.Options{Paths: 8})}
+		},
+		TraceFor: func(h string) transport.Tracer {
+			return tl.Host(h, func(id uint32) string {
+				if c := nics[h].Conn(id); c != nil {
 					return names[c.Peer()]
 				}
-			}
-			return ""
-		}
-		nic, err = softnic.New(softnic.Config{Name: h.Name, Addr: h.Addr, Ports: h.Ports, Sched: loop, Pool: pool, Seed: 5,
-			Protocols: []transport.Protocol{metaroce.NewProtocol(metaroce.Options{Paths: 8})},
-			Trace:     tl.Host(h.Name, peer)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := workload.AttachNIC(n, nic); err != nil {
-			t.Fatal(err)
-		}
-		cl.Hosts = append(cl.Hosts, h.Name)
-		cl.NICs = append(cl.NICs, nic)
+				return ""
+			})
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, nic := range cl.NICs {
+		nics[cl.Hosts[i]] = nic
 	}
 	var rec Recorder
 	s := NewSampler(loop, 10*sim.Microsecond, &rec)

@@ -53,14 +53,9 @@ func (s *Sampler) sampleNetwork(now sim.Time, ns *networkSource) {
 		}
 		drops := lc.Drops.Total()
 		idle := lp.sent && lc.TxBytes == lp.prev.txBytes && lc.QueueBytes == 0 && drops == lp.drops && lc.ECNMarks == lp.marks
-		smp := &s.s
-		*smp = Sample{T: now, Kind: KindLink, Link: lp.name, QueueBytes: int64(lc.QueueBytes), TxBytes: lc.TxBytes,
-			TxPackets: lc.TxPackets, Drops: drops, Marks: lc.ECNMarks}
-		p := &lp.prev
-		if p.valid && now > p.t && lc.Rate > 0 && lc.TxBytes >= p.txBytes {
-			smp.Util = float64(lc.TxBytes-p.txBytes) * 8 / (now - p.t).Seconds() / lc.Rate
-		}
-		p.t, p.valid, p.txBytes = now, true, lc.TxBytes
+		smp := s.linkSample(now, lp.name, &lp.prev, linkStats{QueueBytes: int64(lc.QueueBytes), TxBytes: lc.TxBytes,
+			TxPackets: lc.TxPackets, Drops: drops, Marks: lc.ECNMarks, Rate: lc.Rate})
+		smp.DropsBy = lc.Drops
 		lp.drops, lp.marks = drops, lc.ECNMarks
 		if idle && !ns.all {
 			continue

@@ -41,10 +41,10 @@ func TestSamplerSeries(t *testing.T) {
 			{Port: 1, Entropy: 49300, State: "active", Cwnd: 4096},
 		},
 	}
-	s.AddConn("h3", "h7", 4, transport.MetaRoCE, fc)
-	var link LinkStats
+	s.addConn("h3", "h7", 4, transport.MetaRoCE, fc)
+	var link linkStats
 	link.Rate = 100e9
-	s.AddLink("p0-leaf0-spine1:ab", LinkFunc(func() LinkStats { return link }))
+	s.addLink("p0-leaf0-spine1:ab", linkFunc(func() linkStats { return link }))
 	s.Start(0)
 
 	// Scripted run: at 12us a loss on path 0 is retransmitted; at 25us
@@ -122,19 +122,9 @@ func TestSamplerSeries(t *testing.T) {
 	}
 }
 
-func TestRemoveConn(t *testing.T) {
-	loop := sim.NewLoop()
-	var rec Recorder
-	s := NewSampler(loop, 0, &rec)
-	if s.Interval() != DefaultInterval {
-		t.Errorf("interval %v", s.Interval())
-	}
-	h := s.AddConn("h0", "h1", 1, transport.MetaRoCE, &fakeConn{})
-	s.Sample(0)
-	s.RemoveConn(h)
-	s.Sample(1)
-	if len(rec.Samples) != 1 {
-		t.Errorf("%d samples after removal, want 1", len(rec.Samples))
+func TestSamplerDefaultInterval(t *testing.T) {
+	if s := NewSampler(sim.NewLoop(), 0, &Recorder{}); s.Interval() != DefaultInterval {
+		t.Errorf("interval %v, want %v", s.Interval(), DefaultInterval)
 	}
 }
 
@@ -153,7 +143,7 @@ func sampleSet() []Sample {
 
 func TestJSONLRoundTrip(t *testing.T) {
 	var buf bytes.Buffer
-	w := NewJSONLWriter(&buf)
+	w := newJSONLWriter(&buf)
 	in := sampleSet()
 	for i := range in {
 		if err := w.Write(&in[i]); err != nil {
@@ -169,21 +159,21 @@ func TestJSONLRoundTrip(t *testing.T) {
 	if lines[1] != wantLine {
 		t.Errorf("path line:\n got %s\nwant %s", lines[1], wantLine)
 	}
-	out, err := ReadJSONL(&buf)
+	out, err := readJSONL(&buf)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if d := cmp.Diff(in, out); d != "" {
 		t.Errorf("round trip (-in +out):\n%s", d)
 	}
-	if _, err := ReadJSONL(strings.NewReader("{\"kind\":\"path\"}\n{bad\n")); err == nil || !strings.Contains(err.Error(), "line 2") {
+	if _, err := readJSONL(strings.NewReader("{\"kind\":\"path\"}\n{bad\n")); err == nil || !strings.Contains(err.Error(), "line 2") {
 		t.Errorf("bad line error: %v", err)
 	}
 }
 
 func TestCSV(t *testing.T) {
 	var buf bytes.Buffer
-	w := NewCSVWriter(&buf)
+	w := newCSVWriter(&buf)
 	in := sampleSet()
 	for i := range in {
 		w.Write(&in[i])
@@ -193,7 +183,7 @@ func TestCSV(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rows) != 4 || !cmp.Equal(rows[0], CSVHeader()) {
+	if len(rows) != 4 || !cmp.Equal(rows[0], csvHeader()) {
 		t.Fatalf("rows %d, header %v", len(rows), rows[0])
 	}
 	col := func(row []string, name string) string {
@@ -222,8 +212,8 @@ func TestCSV(t *testing.T) {
 
 func TestWriteNoAllocs(t *testing.T) {
 	in := sampleSet()
-	jw := NewJSONLWriter(io.Discard)
-	cw := NewCSVWriter(io.Discard)
+	jw := newJSONLWriter(io.Discard)
+	cw := newCSVWriter(io.Discard)
 	cw.Write(&in[0]) // header
 	for _, w := range []Sink{jw, cw} {
 		allocs := testing.AllocsPerRun(200, func() {
@@ -239,10 +229,10 @@ func TestWriteNoAllocs(t *testing.T) {
 
 func TestSamplerNoAllocs(t *testing.T) {
 	loop := sim.NewLoop()
-	s := NewSampler(loop, 0, NewJSONLWriter(io.Discard))
+	s := NewSampler(loop, 0, newJSONLWriter(io.Discard))
 	fc := &fakeConn{paths: make([]transport.PathStats, 8)}
-	s.AddConn("h0", "h1", 1, transport.MetaRoCE, fc)
-	s.AddLink("l:ab", LinkFunc(func() LinkStats { return LinkStats{Rate: 1e9} }))
+	s.addConn("h0", "h1", 1, transport.MetaRoCE, fc)
+	s.addLink("l:ab", linkFunc(func() linkStats { return linkStats{Rate: 1e9} }))
 	s.Sample(0)
 	now := sim.Time(0)
 	allocs := testing.AllocsPerRun(100, func() {
@@ -317,7 +307,7 @@ func TestPlot(t *testing.T) {
 // back and reads again to the same samples.
 func FuzzReadJSONL(f *testing.F) {
 	var buf bytes.Buffer
-	w := NewJSONLWriter(&buf)
+	w := newJSONLWriter(&buf)
 	for _, s := range sampleSet() {
 		w.Write(&s)
 	}
@@ -326,26 +316,26 @@ func FuzzReadJSONL(f *testing.F) {
 	f.Add([]byte(`{"kind":"link","link":"a\u0000b","util":1e308}` + "\n"))
 	f.Add([]byte(`{"kind":"bogus"}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		in, err := ReadJSONL(bytes.NewReader(b))
+		in, err := readJSONL(bytes.NewReader(b))
 		if err != nil {
 			return
 		}
 		var out bytes.Buffer
-		w := NewJSONLWriter(&out)
+		w := newJSONLWriter(&out)
 		for i := range in {
 			if err := w.Write(&in[i]); err != nil {
 				t.Fatal(err)
 			}
 		}
 		w.Close()
-		back, err := ReadJSONL(&out)
+		back, err := readJSONL(&out)
 		if err != nil {
 			t.Fatalf("re-reading what was written: %v\n%s", err, out.String())
 		}
 		// Fields a kind does not have are not written, so compare what
 		// each kind carries by writing both once more.
 		var a, c bytes.Buffer
-		wa, wc := NewJSONLWriter(&a), NewJSONLWriter(&c)
+		wa, wc := newJSONLWriter(&a), newJSONLWriter(&c)
 		for i := range back {
 			wa.Write(&back[i])
 		}
@@ -364,9 +354,9 @@ func FuzzReadJSONL(f *testing.F) {
 // into a JSON-lines writer.
 func BenchmarkSample(b *testing.B) {
 	loop := sim.NewLoop()
-	s := NewSampler(loop, 0, NewJSONLWriter(io.Discard))
-	s.AddConn("h0", "h1", 1, transport.MetaRoCE, &fakeConn{paths: make([]transport.PathStats, 16)})
-	s.AddLink("l:AtoB", LinkFunc(func() LinkStats { return LinkStats{Rate: 1e11} }))
+	s := NewSampler(loop, 0, newJSONLWriter(io.Discard))
+	s.addConn("h0", "h1", 1, transport.MetaRoCE, &fakeConn{paths: make([]transport.PathStats, 16)})
+	s.addLink("l:AtoB", linkFunc(func() linkStats { return linkStats{Rate: 1e11} }))
 	now := sim.Time(0)
 	b.ReportAllocs()
 	for b.Loop() {

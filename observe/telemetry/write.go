@@ -13,30 +13,70 @@ import (
 	"github.com/mrlab/mrlab/internal/sim"
 )
 
-// JSONLWriter writes one JSON object per sample and line, with the columns
+// jsonlWriter writes one JSON object per sample and line, with the columns
 // of the sample's kind:
 //
 //	{"t_ns":120000,"kind":"path","host":"h3","peer":"h7","conn":4,"path":9,...}
 //
 // It does not allocate per sample. Not safe for concurrent use.
-type JSONLWriter struct {
+type jsonlWriter struct{ lineFile }
+
+// newJSONLWriter writes JSON lines to w (closed by Close if a Closer).
+func newJSONLWriter(w io.Writer) *jsonlWriter { return &jsonlWriter{newLineFile(w)} }
+
+var (
+	_ FileSink = (*jsonlWriter)(nil)
+	_ FileSink = (*csvWriter)(nil)
+	_ Sink     = Multi(nil)
+	_ Sink     = (*Recorder)(nil)
+)
+
+// lineFile is what both file formats share: a buffered writer, the
+// underlying writer's Closer, one line buffer reused for every sample and
+// the first error, which every later call returns.
+type lineFile struct {
 	w   *bufio.Writer
 	c   io.Closer
 	buf []byte
 	err error
 }
 
-// NewJSONLWriter writes JSON lines to w (closed by Close if a Closer).
-func NewJSONLWriter(w io.Writer) *JSONLWriter {
-	jw := &JSONLWriter{w: bufio.NewWriterSize(w, 64<<10), buf: make([]byte, 0, 512)}
-	if c, ok := w.(io.Closer); ok {
-		jw.c = c
+func newLineFile(w io.Writer) lineFile {
+	f := lineFile{w: bufio.NewWriterSize(w, 64<<10), buf: make([]byte, 0, 512)}
+	f.c, _ = w.(io.Closer)
+	return f
+}
+
+// writeLine writes one sample's line b, built in buf's storage, and keeps
+// that storage for the next.
+func (f *lineFile) writeLine(b []byte) error {
+	f.buf = b
+	if _, err := f.w.Write(b); err != nil {
+		f.err = fmt.Errorf("writing telemetry: %w", err)
 	}
-	return jw
+	return f.err
+}
+
+// EndBatch implements Sink; it does nothing (Close flushes).
+func (f *lineFile) EndBatch(sim.Time) error { return f.err }
+
+// Close flushes and closes the underlying writer.
+func (f *lineFile) Close() error {
+	if f.err == nil {
+		if err := f.w.Flush(); err != nil {
+			f.err = fmt.Errorf("writing telemetry: %w", err)
+		}
+	}
+	if f.c != nil {
+		if err := f.c.Close(); err != nil && f.err == nil {
+			f.err = fmt.Errorf("closing telemetry: %w", err)
+		}
+	}
+	return f.err
 }
 
 // Write implements Sink.
-func (j *JSONLWriter) Write(s *Sample) error {
+func (j *jsonlWriter) Write(s *Sample) error {
 	if j.err != nil {
 		return j.err
 	}
@@ -60,32 +100,7 @@ func (j *JSONLWriter) Write(s *Sample) error {
 			b = c.appendNumber(b, s)
 		}
 	}
-	b = append(b, '}', '\n')
-	j.buf = b
-	if _, err := j.w.Write(b); err != nil {
-		j.err = fmt.Errorf("writing telemetry: %w", err)
-	}
-	return j.err
-}
-
-// EndBatch implements Sink; it does nothing (Close flushes).
-func (j *JSONLWriter) EndBatch(sim.Time) error { return j.err }
-
-// Close flushes and closes the underlying writer.
-func (j *JSONLWriter) Close() error { return closeBuffered(j.w, j.c, &j.err) }
-
-func closeBuffered(w *bufio.Writer, c io.Closer, errp *error) error {
-	if *errp == nil {
-		if err := w.Flush(); err != nil {
-			*errp = fmt.Errorf("writing telemetry: %w", err)
-		}
-	}
-	if c != nil {
-		if err := c.Close(); err != nil && *errp == nil {
-			*errp = fmt.Errorf("closing telemetry: %w", err)
-		}
-	}
-	return *errp
+	return j.writeLine(append(b, '}', '\n'))
 }
 
 // appendJSONString appends s as a JSON string.
@@ -117,28 +132,19 @@ func appendJSONString(b []byte, s string) []byte {
 	return append(b, '"')
 }
 
-// CSVWriter writes samples as CSV with one header row naming every column
+// csvWriter writes samples as CSV with one header row naming every column
 // of every kind; cells a kind has no value for are empty, so one file
 // holds connections, paths and links and loads into any dataframe.
-type CSVWriter struct {
-	w      *bufio.Writer
-	c      io.Closer
-	buf    []byte
-	header bool
-	err    error
+type csvWriter struct {
+	lineFile
+	header bool // written
 }
 
-// NewCSVWriter writes CSV to w (closed by Close if a Closer).
-func NewCSVWriter(w io.Writer) *CSVWriter {
-	cw := &CSVWriter{w: bufio.NewWriterSize(w, 64<<10), buf: make([]byte, 0, 512)}
-	if c, ok := w.(io.Closer); ok {
-		cw.c = c
-	}
-	return cw
-}
+// newCSVWriter writes CSV to w (closed by Close if a Closer).
+func newCSVWriter(w io.Writer) *csvWriter { return &csvWriter{lineFile: newLineFile(w)} }
 
-// CSVHeader returns the header row's column names.
-func CSVHeader() []string {
+// csvHeader returns the header row's column names.
+func csvHeader() []string {
 	out := make([]string, len(columns))
 	for i, c := range columns {
 		out[i] = c.name
@@ -147,13 +153,13 @@ func CSVHeader() []string {
 }
 
 // Write implements Sink.
-func (cw *CSVWriter) Write(s *Sample) error {
+func (cw *csvWriter) Write(s *Sample) error {
 	if cw.err != nil {
 		return cw.err
 	}
 	b := cw.buf[:0]
 	if !cw.header {
-		b = append(b, strings.Join(CSVHeader(), ",")...)
+		b = append(b, strings.Join(csvHeader(), ",")...)
 		b = append(b, '\n')
 		cw.header = true
 	}
@@ -171,19 +177,8 @@ func (cw *CSVWriter) Write(s *Sample) error {
 			b = c.appendNumber(b, s)
 		}
 	}
-	b = append(b, '\n')
-	cw.buf = b
-	if _, err := cw.w.Write(b); err != nil {
-		cw.err = fmt.Errorf("writing telemetry: %w", err)
-	}
-	return cw.err
+	return cw.writeLine(append(b, '\n'))
 }
-
-// EndBatch implements Sink.
-func (cw *CSVWriter) EndBatch(sim.Time) error { return cw.err }
-
-// Close flushes and closes the underlying writer.
-func (cw *CSVWriter) Close() error { return closeBuffered(cw.w, cw.c, &cw.err) }
 
 func appendCSVField(b []byte, s string) []byte {
 	if !strings.ContainsAny(s, ",\"\n\r") {
@@ -213,13 +208,13 @@ func Create(name string) (FileSink, error) {
 		return nil, fmt.Errorf("creating telemetry file: %w", err)
 	}
 	if strings.HasSuffix(strings.ToLower(name), ".csv") {
-		return NewCSVWriter(f), nil
+		return newCSVWriter(f), nil
 	}
-	return NewJSONLWriter(f), nil
+	return newJSONLWriter(f), nil
 }
 
-// ReadJSONL reads samples written by JSONLWriter. Errors name the line.
-func ReadJSONL(r io.Reader) ([]Sample, error) {
+// readJSONL reads samples written by jsonlWriter. Errors name the line.
+func readJSONL(r io.Reader) ([]Sample, error) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	var out []Sample
@@ -252,7 +247,7 @@ func ReadFile(name string) ([]Sample, error) {
 	if strings.HasSuffix(strings.ToLower(name), ".csv") {
 		return nil, errors.New("reading telemetry: " + name + " is CSV; plots read the JSON-lines format")
 	}
-	s, err := ReadJSONL(f)
+	s, err := readJSONL(f)
 	if err != nil {
 		return s, fmt.Errorf("%s: %w", name, err)
 	}

@@ -173,6 +173,10 @@ func (c *Conn) ts() uint32 { return uint32(c.now) }
 // LocalID returns the connection id.
 func (c *Conn) LocalID() uint32 { return c.id }
 
+// PeerID returns the peer's id of this connection (its packets' DstConn),
+// 0 until the handshake has told it.
+func (c *Conn) PeerID() uint32 { return c.peer }
+
 // State returns the connection's state.
 func (c *Conn) State() transport.State { return c.state }
 

@@ -156,3 +156,10 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	return o, nil
 }
+
+// Validate reports whether NewProtocol would accept o (lab files check
+// their transports section with it).
+func (o Options) Validate() error {
+	_, err := o.withDefaults()
+	return err
+}

@@ -2,8 +2,6 @@ package metaroce
 
 import "github.com/mrlab/mrlab/transport"
 
-var _ transport.StatsReporter = (*Conn)(nil)
-
 // ReportStats implements transport.StatsReporter from Stats and PathStats.
 // The connection's RTO is the shortest of its active paths'; PacketsAcked
 // and CEAcked sum the paths'.

@@ -61,6 +61,7 @@ const (
 	CMDRep CMAttr = 0x0016
 )
 
+// String names the CM message.
 func (a CMAttr) String() string {
 	switch a {
 	case CMReq:

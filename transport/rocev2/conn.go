@@ -109,6 +109,12 @@ func newConn(p *Protocol, now sim.Time, cfg transport.Config, active bool) (*Con
 	if active && cfg.Rand != nil {
 		c.port = cfg.Rand.IntN(cfg.Ports)
 	}
+	if active && cfg.PinPort {
+		if cfg.Port < 0 || cfg.Port >= cfg.Ports {
+			return nil, fmt.Errorf("%w: Config.Port %d but the NIC has %d ports", ErrBadConfig, cfg.Port, cfg.Ports)
+		}
+		c.port = cfg.Port
+	}
 	if o.PinPort {
 		if o.Port >= cfg.Ports {
 			return nil, fmt.Errorf("%w: Options.Port %d but the NIC has %d ports", ErrBadConfig, o.Port, cfg.Ports)
@@ -154,6 +160,9 @@ func (c *Conn) LocalID() uint32 { return c.localID }
 
 // QPN returns the queue pair number on the wire.
 func (c *Conn) QPN() uint32 { return c.qpn }
+
+// StartPSN returns the first PSN this QP sends (perftest prints it).
+func (c *Conn) StartPSN() uint32 { return uint32(c.req.startPSN) }
 
 // PeerQPN returns the peer's QPN, or 0 before the CM exchange told it.
 func (c *Conn) PeerQPN() uint32 { return c.peerQPN }

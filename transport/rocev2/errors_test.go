@@ -293,6 +293,7 @@ func TestBadConfigAndOptions(t *testing.T) {
 		{"odd mtu", Options{}, func(c *transport.Config) { c.PathMTU = 1500 }},
 		{"no memory", Options{}, func(c *transport.Config) { c.Memory = nil }},
 		{"pinned port missing", Options{PinPort: true, Port: 3}, func(*transport.Config) {}},
+		{"config port missing", Options{}, func(c *transport.Config) { c.PinPort, c.Port = true, 1 }},
 		{"timeout exponent", Options{Timeout: 32}, func(*transport.Config) {}},
 		{"retry count", Options{RetryCount: 8}, func(*transport.Config) {}},
 		{"bad dcqcn", Options{DCQCN: DCQCN{G: 2}}, func(*transport.Config) {}},
@@ -307,5 +308,18 @@ func TestBadConfigAndOptions(t *testing.T) {
 	}
 	if _, err := NewProtocol(Options{}).Dial(0, good); err != nil {
 		t.Fatalf("good config refused: %v", err)
+	}
+	// A pinned QP uses the port it was given, whatever its random draw.
+	for port := 0; port < 4; port++ {
+		cfg := good
+		cfg.Ports, cfg.PinPort, cfg.Port = 4, true, port
+		cfg.Rand = sim.NewRand(1, "pin")
+		c, err := NewProtocol(Options{}).Dial(0, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := c.(*Conn).Port(); got != port {
+			t.Errorf("pinned to port %d, the QP uses %d", port, got)
+		}
 	}
 }

@@ -16,27 +16,36 @@ const UDPPort = 4791
 const QPNOffset = 16
 
 // DCQCN holds the constants of DCQCN's reaction point (RP) and notification
-// point (NP). Defaults (DefaultDCQCN) come from the DCQCN paper (Zhu et al.,
-// SIGCOMM 2015) and the Mellanox/HPCC ns-3 models collected in
-// shared/research/protocol.md section 2.8.
+// point (NP); docs/rocev2-baseline.md says where each default comes from
+// and how the rules compare with the paper (Zhu et al., SIGCOMM 2015) and
+// with ns-3's model of the NIC implementation (HPCC's RdmaHw).
 type DCQCN struct {
-	// G is the gain of the alpha EWMA: alpha = (1-G)alpha + G on a CNP.
+	// G is the gain of the alpha EWMA.
 	G float64
-	// AlphaInterval: alpha decays by (1-G) after each interval without a CNP.
+	// AlphaInterval is the alpha update period: alpha = (1-G)alpha + G if
+	// a CNP came in the interval, (1-G)alpha if not.
 	AlphaInterval sim.Time
+	// DecreaseInterval is the rate-decrease period: the rate is cut at
+	// most once per interval, however many CNPs come.
+	DecreaseInterval sim.Time
 	// IncreaseInterval is the rate-increase timer period.
 	IncreaseInterval sim.Time
-	// ByteCounter is the bytes sent between byte-counter increase events.
+	// ByteCounter is the bytes sent between byte-counter increase events;
+	// 0 turns the byte counter off (increases come from the timer only).
 	ByteCounter int
-	// FastRecovery is F: the number of increase events (of either kind)
-	// spent halving the distance to the target rate before additive
-	// increase starts.
+	// FastRecovery is F: the number of increase events spent halving the
+	// distance to the target rate before additive increase starts.
 	FastRecovery int
 	// AI and HAI are the additive and hyper-additive increase steps, in
 	// bits per second.
 	AI, HAI float64
 	// MinRate is the floor of the current rate, in bits per second.
 	MinRate float64
+	// ClampTarget sets the target rate to the current rate at every cut
+	// (the paper); without it the target is kept through consecutive cuts
+	// with no increase between them (the NICs' and ns-3's default), so
+	// the QP recovers towards its rate before the congestion episode.
+	ClampTarget bool
 	// CNPInterval is the notification point's minimum gap between two CNPs
 	// for one QP.
 	CNPInterval sim.Time
@@ -44,15 +53,16 @@ type DCQCN struct {
 
 // DefaultDCQCN are the DCQCN constants used unless Options override them.
 var DefaultDCQCN = DCQCN{
-	G:                1.0 / 16,
-	AlphaInterval:    55 * sim.Microsecond,
-	IncreaseInterval: 300 * sim.Microsecond, // Mellanox rpg_time_reset
-	ByteCounter:      150000,                // ns-3 qbb model
-	FastRecovery:     5,
-	AI:               5e6,
-	HAI:              50e6,
-	MinRate:          100e6,
-	CNPInterval:      50 * sim.Microsecond,
+	G:                1.0 / 16,             // ns-3 RdmaHw EwmaGain
+	AlphaInterval:    55 * sim.Microsecond, // paper K; ns-3 AlphaResumInterval
+	DecreaseInterval: 4 * sim.Microsecond,  // ns-3 RateDecreaseInterval (NIC rate_reduce_monitor_period)
+	IncreaseInterval: 55 * sim.Microsecond, // paper T
+	ByteCounter:      0,                    // ns-3's RdmaHw has none (the paper: 10 MB)
+	FastRecovery:     5,                    // paper F; ns-3 FastRecoveryTimes
+	AI:               50e6,                 // HPCC's ns-3 config RATE_AI
+	HAI:              100e6,                // HPCC's ns-3 config RATE_HAI
+	MinRate:          100e6,                // ns-3 MinRate
+	CNPInterval:      50 * sim.Microsecond, // paper N
 }
 
 // Options configure every queue pair of one Protocol (one NIC). The zero
@@ -191,8 +201,9 @@ func (o Options) resolved() (Options, error) {
 	}{
 		{"G", d.G < 0 || d.G > 1},
 		{"AlphaInterval", d.AlphaInterval <= 0},
+		{"DecreaseInterval", d.DecreaseInterval < 0},
 		{"IncreaseInterval", d.IncreaseInterval <= 0},
-		{"ByteCounter", d.ByteCounter <= 0},
+		{"ByteCounter", d.ByteCounter < 0},
 		{"FastRecovery", d.FastRecovery < 0},
 		{"AI", d.AI < 0},
 		{"HAI", d.HAI < 0},
@@ -228,4 +239,11 @@ func retries(name string, v int) (int, error) {
 		return 0, fmt.Errorf("rocev2 options: %s %d out of range 1..7 (or NoRetry)", name, v)
 	}
 	return v, nil
+}
+
+// Validate reports whether NewProtocol would accept o, with an error
+// naming the bad field.
+func (o Options) Validate() error {
+	_, err := o.resolved()
+	return err
 }

@@ -42,6 +42,8 @@ type Protocol struct {
 	accepted map[uint64]uint32
 }
 
+var _ transport.Protocol = (*Protocol)(nil)
+
 var (
 	_ transport.Protocol      = (*Protocol)(nil)
 	_ transport.ServiceReader = (*Protocol)(nil)

@@ -2,8 +2,6 @@ package rocev2
 
 import "github.com/mrlab/mrlab/transport"
 
-var _ transport.StatsReporter = (*Conn)(nil)
-
 // ReportStats implements transport.StatsReporter. A QP has one path: its
 // port and fixed UDP source port. Its go-back-N window is the congestion
 // window and the DCQCN rate the pacing rate. RoCEv2 keeps no RTT estimate

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/mrlab/mrlab/internal/sim"
+	"github.com/mrlab/mrlab/transport"
 )
 
 // TraceLog is a transport.Tracer that keeps every line, formatted as
@@ -15,6 +16,8 @@ type TraceLog struct {
 	// failing test's protocol trace).
 	Logf func(format string, args ...any)
 }
+
+var _ transport.Tracer = (*TraceLog)(nil)
 
 // Tracef implements transport.Tracer.
 func (l *TraceLog) Tracef(now sim.Time, conn uint32, format string, args ...any) {

@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/mrlab/mrlab/fabric"
 	"github.com/mrlab/mrlab/internal/sim"
 	"github.com/mrlab/mrlab/observe/telemetry"
 )
@@ -44,15 +45,51 @@ type metricDesc struct {
 	m    telemetry.Metric
 	desc *prometheus.Desc
 	typ  prometheus.ValueType
-	// scale converts the sample's unit to the metric's (ns to seconds).
+	// scale converts the sample's unit to the metric's base unit (ns to
+	// seconds, bit/s to bytes per second).
 	scale float64
+	// byReason: the link drops counter, one series per drop reason.
+	byReason bool
+}
+
+// promName is a telemetry column's Prometheus name (after mrlab_KIND_),
+// in base units with the unit last, as the Prometheus naming guide asks:
+// bytes and seconds, rates in bytes per second, fractions as _ratio,
+// counters ending in _total (added from the column's counter flag).
+type promName struct {
+	name  string
+	scale float64
+	help  string
+}
+
+var promNames = map[string]promName{
+	"cwnd":            {"cwnd_bytes", 1, "Congestion window."},
+	"inflight":        {"inflight_bytes", 1, "Bytes sent and not yet acknowledged."},
+	"srtt_ns":         {"srtt_seconds", 1e-9, "Smoothed round-trip time."},
+	"rto_ns":          {"rto_seconds", 1e-9, "Retransmission timeout."},
+	"rate_bps":        {"delivery_rate_bytes_per_second", 1.0 / 8, "Delivery rate (bytes acknowledged) over the last sampling interval."},
+	"send_bps":        {"send_rate_bytes_per_second", 1.0 / 8, "Rate the sender put bytes on the wire over the last sampling interval, retransmissions included."},
+	"pacing_bps":      {"pacing_rate_bytes_per_second", 1.0 / 8, "Rate the sender paces at (0: unpaced)."},
+	"ecn_frac":        {"ecn_marked_ratio", 1, "Fraction of the packets acknowledged in the last sampling interval that were CE marked."},
+	"rate_hint_bps":   {"rate_hint_bytes_per_second", 1.0 / 8, "Receiver's fair-share rate grant (0: none yet)."},
+	"bytes_acked":     {"acked_bytes", 1, "Bytes acknowledged."},
+	"retx":            {"retransmissions", 1, "Packets retransmitted."},
+	"rto_count":       {"timeouts", 1, "Retransmission timeouts."},
+	"entropy_changes": {"entropy_changes", 1, "Entropy (UDP source port) changes: re-pathing decisions."},
+	"entropy":         {"udp_source_port", 1, "Current UDP source port of the path (its ECMP entropy)."},
+	"queue_bytes":     {"queue_bytes", 1, "Bytes waiting in the link direction's queue."},
+	"tx_bytes":        {"transmit_bytes", 1, "Bytes that started serialization on the link direction."},
+	"tx_packets":      {"transmit_packets", 1, "Packets that started serialization on the link direction."},
+	"drops":           {"drops", 1, "Packets dropped on the link direction, by reason."},
+	"marks":           {"ecn_marks", 1, "Packets CE marked on the link direction."},
+	"util":            {"utilization_ratio", 1, "Fraction of the link direction's rate used over the last sampling interval."},
 }
 
 // labelNames are each kind's identifying labels.
 var labelNames = map[telemetry.Kind][]string{
 	telemetry.KindConn: {"host", "peer", "conn", "transport"},
 	telemetry.KindPath: {"host", "peer", "conn", "path", "plane"},
-	telemetry.KindLink: {"link"},
+	telemetry.KindLink: {"link", "direction"},
 }
 
 func labelValues(s *telemetry.Sample) []string {
@@ -62,7 +99,13 @@ func labelValues(s *telemetry.Sample) []string {
 	case telemetry.KindPath:
 		return []string{s.Host, s.Peer, strconv.FormatUint(uint64(s.Conn), 10), strconv.Itoa(s.Path), strconv.Itoa(s.Plane)}
 	}
-	return []string{s.Link}
+	// "p0-leaf0-spine1:AtoB": the link, and the direction (AtoB from its
+	// first-named end to its second, BtoA back).
+	link, dir := s.Link, ""
+	if i := strings.LastIndexByte(link, ':'); i >= 0 {
+		link, dir = link[:i], link[i+1:]
+	}
+	return []string{link, dir}
 }
 
 // New returns an Exporter with its own registry (no Go runtime metrics:
@@ -72,28 +115,40 @@ func New() *Exporter {
 	e.labT = prometheus.NewDesc("mrlab_lab_time_seconds", "Lab time of the latest telemetry sample.", nil, nil)
 	for _, k := range []telemetry.Kind{telemetry.KindConn, telemetry.KindPath, telemetry.KindLink} {
 		for _, m := range telemetry.Metrics(k) {
-			name := "mrlab_" + k.String() + "_" + m.Name
-			scale := 1.0
-			if strings.HasSuffix(name, "_ns") {
-				name = strings.TrimSuffix(name, "_ns") + "_seconds"
-				scale = 1e-9
+			pn, ok := promNames[m.Name]
+			if !ok {
+				// A column added without a Prometheus name: export it
+				// under its own, so it is not silently lost (the naming
+				// test flags it).
+				pn = promName{name: m.Name, scale: 1, help: m.Help}
 			}
+			name := "mrlab_" + k.String() + "_" + pn.name
 			typ := prometheus.GaugeValue
 			if m.Counter {
 				typ = prometheus.CounterValue
 				name += "_total"
 			}
-			help := m.Help
+			labels := labelNames[k]
+			byReason := k == telemetry.KindLink && m.Name == "drops"
+			if byReason {
+				labels = append(append([]string(nil), labels...), "reason")
+			}
+			help := pn.help
 			if help == "" {
 				help = m.Name
 			}
-			e.descs[k] = append(e.descs[k], metricDesc{m: m, typ: typ, scale: scale,
-				desc: prometheus.NewDesc(name, help, labelNames[k], nil)})
+			e.descs[k] = append(e.descs[k], metricDesc{m: m, typ: typ, scale: pn.scale, byReason: byReason,
+				desc: prometheus.NewDesc(name, help, labels, nil)})
 		}
 	}
 	e.reg.MustRegister(e)
 	return e
 }
+
+// Register adds a collector of the caller's own to the exporter's registry,
+// so /metrics serves its series too (the live runtime's NIC drops and
+// host interface counters). The collector is called on scrape goroutines.
+func (e *Exporter) Register(c prometheus.Collector) error { return e.reg.Register(c) }
 
 // Write implements telemetry.Sink (loop goroutine).
 func (e *Exporter) Write(s *telemetry.Sample) error {
@@ -136,6 +191,10 @@ func (e *Exporter) Collect(ch chan<- prometheus.Metric) {
 		s := &samples[i]
 		lv := labelValues(s)
 		for _, d := range e.descs[s.Kind] {
+			if d.byReason {
+				collectDrops(ch, d, s, lv)
+				continue
+			}
 			m, err := prometheus.NewConstMetric(d.desc, d.typ, d.m.Value(s)*d.scale, lv...)
 			if err != nil {
 				ch <- prometheus.NewInvalidMetric(d.desc, err)
@@ -143,6 +202,29 @@ func (e *Exporter) Collect(ch chan<- prometheus.Metric) {
 			}
 			ch <- m
 		}
+	}
+}
+
+// collectDrops sends a link direction's drops, one series per reason
+// (every reason, so rate() sees a series from its start), plus "unknown"
+// for drops its source did not attribute.
+func collectDrops(ch chan<- prometheus.Metric, d metricDesc, s *telemetry.Sample, lv []string) {
+	labels := append(append([]string(nil), lv...), "")
+	send := func(reason string, v uint64) {
+		labels[len(labels)-1] = reason
+		m, err := prometheus.NewConstMetric(d.desc, d.typ, float64(v), labels...)
+		if err != nil {
+			m = prometheus.NewInvalidMetric(d.desc, err)
+		}
+		ch <- m
+	}
+	var attributed uint64
+	for r := fabric.DropReason(1); int(r) < fabric.NumDropReasons; r++ {
+		send(r.String(), s.DropsBy[r])
+		attributed += s.DropsBy[r]
+	}
+	if s.Drops > attributed {
+		send("unknown", s.Drops-attributed)
 	}
 }
 

@@ -6,10 +6,13 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os/exec"
 	"strings"
 	"testing"
 
+	"github.com/mrlab/mrlab/fabric"
 	"github.com/mrlab/mrlab/internal/sim"
+	"github.com/mrlab/mrlab/internal/testenv"
 	"github.com/mrlab/mrlab/observe/telemetry"
 )
 
@@ -23,7 +26,9 @@ func TestExporter(t *testing.T) {
 			Cwnd: 65536, SRTT: 5 * sim.Microsecond, Rate: 8e9, Retransmits: 3},
 		{T: 20 * sim.Microsecond, Kind: telemetry.KindPath, Host: "h0", Peer: "h1", Conn: 4, Path: 9, Plane: 1,
 			Entropy: 50877, EntropyChanges: 2},
-		{T: 20 * sim.Microsecond, Kind: telemetry.KindLink, Link: "p0-leaf0-spine1:AtoB", QueueBytes: 3000, Drops: 7, Util: 0.5},
+		{T: 20 * sim.Microsecond, Kind: telemetry.KindLink, Link: "p0-leaf0-spine1:AtoB", QueueBytes: 3000, Drops: 7, Util: 0.5,
+			DropsBy: fabric.DropCounts{fabric.DropQueueFull: 5, fabric.DropImpairment: 2}},
+		{T: 20 * sim.Microsecond, Kind: telemetry.KindLink, Link: "p0-leaf0-spine1:BtoA", Drops: 3}, // no breakdown
 	}
 	for i := range samples {
 		e.Write(&samples[i])
@@ -47,15 +52,20 @@ func TestExporter(t *testing.T) {
 	metrics := get("/metrics")
 	for _, want := range []string{
 		`mrlab_lab_time_seconds 2e-05`,
-		`mrlab_conn_cwnd{conn="4",host="h0",peer="h1",transport="metaroce"} 65536`,
+		`mrlab_conn_cwnd_bytes{conn="4",host="h0",peer="h1",transport="metaroce"} 65536`,
 		`mrlab_conn_srtt_seconds{conn="4",host="h0",peer="h1",transport="metaroce"} 5e-06`,
-		`mrlab_conn_retx_total{conn="4",host="h0",peer="h1",transport="metaroce"} 3`,
-		`mrlab_path_entropy{conn="4",host="h0",path="9",peer="h1",plane="1"} 50877`,
+		`mrlab_conn_retransmissions_total{conn="4",host="h0",peer="h1",transport="metaroce"} 3`,
+		`mrlab_conn_delivery_rate_bytes_per_second{conn="4",host="h0",peer="h1",transport="metaroce"} 1e+09`,
+		`mrlab_path_udp_source_port{conn="4",host="h0",path="9",peer="h1",plane="1"} 50877`,
 		`mrlab_path_entropy_changes_total{conn="4",host="h0",path="9",peer="h1",plane="1"} 2`,
-		`mrlab_link_queue_bytes{link="p0-leaf0-spine1:AtoB"} 3000`,
-		`mrlab_link_drops_total{link="p0-leaf0-spine1:AtoB"} 7`,
+		`mrlab_link_queue_bytes{direction="AtoB",link="p0-leaf0-spine1"} 3000`,
+		`mrlab_link_utilization_ratio{direction="AtoB",link="p0-leaf0-spine1"} 0.5`,
+		`mrlab_link_drops_total{direction="AtoB",link="p0-leaf0-spine1",reason="queue-full"} 5`,
+		`mrlab_link_drops_total{direction="AtoB",link="p0-leaf0-spine1",reason="impairment"} 2`,
+		`mrlab_link_drops_total{direction="AtoB",link="p0-leaf0-spine1",reason="link-down"} 0`,
+		`mrlab_link_drops_total{direction="BtoA",link="p0-leaf0-spine1",reason="unknown"} 3`,
 		`# TYPE mrlab_link_drops_total counter`,
-		`# TYPE mrlab_conn_cwnd gauge`,
+		`# TYPE mrlab_conn_cwnd_bytes gauge`,
 	} {
 		if !strings.Contains(metrics, want+"\n") {
 			t.Errorf("/metrics lacks %q", want)
@@ -64,12 +74,41 @@ func TestExporter(t *testing.T) {
 	if strings.Contains(metrics, "go_goroutines") {
 		t.Error("/metrics exports Go runtime metrics")
 	}
+	if strings.Contains(metrics, `reason="unknown"} `) && strings.Count(metrics, `reason="unknown"`) != 1 {
+		t.Error("drops attributed to reasons also counted as unknown")
+	}
+	checkMetrics(t, metrics)
 	var snap SnapshotJSON
 	if err := json.Unmarshal([]byte(get("/telemetry")), &snap); err != nil {
 		t.Fatal(err)
 	}
-	if snap.TimeNS != 20*sim.Microsecond || len(snap.Samples) != 3 || snap.Samples[2].Link != "p0-leaf0-spine1:AtoB" {
+	if snap.TimeNS != 20*sim.Microsecond || len(snap.Samples) != 4 || snap.Samples[2].Link != "p0-leaf0-spine1:AtoB" {
 		t.Errorf("snapshot %+v", snap)
+	}
+}
+
+// checkMetrics runs Prometheus's own linter over an exposition: names in
+// base units, counters ending in _total, help on every metric.
+func checkMetrics(t *testing.T, exposition string) {
+	t.Helper()
+	promtool := testenv.RequireCommand(t, "promtool")
+	cmd := exec.Command(promtool, "check", "metrics")
+	cmd.Stdin = strings.NewReader(exposition)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Errorf("promtool check metrics: %v\n%s", err, out)
+	}
+}
+
+// TestEveryColumnHasAPrometheusName: a telemetry column added later gets a
+// name here, in base units, rather than leaking its file name.
+func TestEveryColumnHasAPrometheusName(t *testing.T) {
+	for _, k := range []telemetry.Kind{telemetry.KindConn, telemetry.KindPath, telemetry.KindLink} {
+		for _, m := range telemetry.Metrics(k) {
+			if _, ok := promNames[m.Name]; !ok {
+				t.Errorf("telemetry column %s (%v) has no Prometheus name in promNames", m.Name, k)
+			}
+		}
 	}
 }
 

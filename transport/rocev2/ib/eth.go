@@ -99,6 +99,7 @@ const (
 // Kind is a syndrome's type: ACK, RNR NAK or NAK.
 type Kind uint8
 
+// String names the AETH kind.
 func (k Kind) String() string {
 	switch k {
 	case KindACK:
@@ -145,6 +146,7 @@ func (s Syndrome) Kind() Kind { return Kind(s>>syndromeKindBits) & 3 }
 // Value returns the low five bits: credits, RNR timer code or NAK code.
 func (s Syndrome) Value() uint8 { return uint8(s) & syndromeValueBitMask }
 
+// String describes the syndrome.
 func (s Syndrome) String() string {
 	switch s.Kind() {
 	case KindACK:

@@ -61,6 +61,7 @@ const (
 
 var classNames = [...]string{"unsupported", "send", "write", "read-request", "read-response", "ack", "cnp"}
 
+// String names the opcode class.
 func (c Class) String() string {
 	if int(c) < len(classNames) {
 		return classNames[c]
@@ -121,6 +122,7 @@ var ops = [256]opInfo{
 	OpCNP:                {"CNP", ClassCNP, PosOnly, hasCNPPad},
 }
 
+// String returns the opcode's name, e.g. "SEND_ONLY_IMM".
 func (o Opcode) String() string {
 	if n := ops[o].name; n != "" {
 		return n

@@ -1,0 +1,332 @@
+// Package tutorial holds the tutorial's lessons (Markdown) and the test
+// that runs them: every command a lesson shows runs, and what the lesson
+// says you will see is checked.
+//
+// A lesson's ```console blocks hold commands ("$ " lines; a trailing "\"
+// continues one) and sample output (other lines, not checked). The test
+// runs each block's commands as one shell script in a scratch directory
+// where labs/ is the repository's, with a freshly built mrlab first on
+// PATH and "sudo " dropped (the test runs as root when it runs live
+// lessons). HTML comments after a block state what its output shows:
+//
+//	<!-- expect: REGEX -->              the output matches REGEX (multi-line mode)
+//	<!-- expect-not: REGEX -->          it does not
+//	<!-- expect-lines: N REGEX -->      exactly N lines match REGEX
+//	<!-- expect-value: REGEX OP NUM --> REGEX's first group, a number, is OP (<, <=, >, >=, ==) NUM
+//	<!-- expect-file: PATH: REGEX -->   the file PATH (in the scratch directory) matches REGEX
+//
+// A block whose info string says "live" needs root and network namespaces
+// (in CI it must run; elsewhere it skips).
+package tutorial
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mrlab/mrlab/internal/testenv"
+)
+
+// block is one ```console block and the expectations after it.
+type block struct {
+	line   int // of the opening fence
+	live   bool
+	script []string
+	expect []expectation
+}
+
+type expectation struct {
+	line int
+	kind string // expect, expect-not, expect-lines, expect-value, expect-file
+	text string
+}
+
+var expectRe = regexp.MustCompile(`^<!-- (expect(?:-not|-lines|-value|-file)?): (.*) -->$`)
+
+// parseLesson reads a lesson's blocks.
+func parseLesson(path string) ([]block, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var blocks []block
+	var cur *block
+	in := false
+	cont := ""
+	sc := bufio.NewScanner(f)
+	for n := 1; sc.Scan(); n++ {
+		l := sc.Text()
+		switch {
+		case !in && strings.HasPrefix(l, "```console"):
+			blocks = append(blocks, block{line: n, live: strings.Contains(l, "live")})
+			cur, in = &blocks[len(blocks)-1], true
+		case in && strings.HasPrefix(l, "```"):
+			in = false
+			if cont != "" {
+				return nil, fmt.Errorf("%s:%d: command continues past the block's end", path, n)
+			}
+		case in:
+			if cont != "" {
+				cont += " " + strings.TrimSpace(strings.TrimSuffix(l, "\\"))
+				if !strings.HasSuffix(l, "\\") {
+					cur.script = append(cur.script, cont)
+					cont = ""
+				}
+				continue
+			}
+			if cmd, ok := strings.CutPrefix(l, "$ "); ok {
+				if strings.HasSuffix(cmd, "\\") {
+					cont = strings.TrimSpace(strings.TrimSuffix(cmd, "\\"))
+					continue
+				}
+				cur.script = append(cur.script, cmd)
+			}
+		case cur != nil:
+			if m := expectRe.FindStringSubmatch(strings.TrimSpace(l)); m != nil {
+				cur.expect = append(cur.expect, expectation{line: n, kind: m[1], text: m[2]})
+			}
+		}
+	}
+	return blocks, sc.Err()
+}
+
+// mrlabBinary builds mrlab once for all lessons.
+func mrlabBinary(t *testing.T, dir string) string {
+	t.Helper()
+	bin := filepath.Join(dir, "mrlab")
+	cmd := exec.Command("go", "build", "-o", bin, "github.com/mrlab/mrlab/cmd/mrlab")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building mrlab: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// TestTutorialIndex: at least six lessons, each linked from the index
+// and holding a lab of its own under labs/examples/tutorial.
+func TestTutorialIndex(t *testing.T) {
+	lessons, _ := filepath.Glob("[0-9][0-9]-*.md")
+	if len(lessons) < 6 {
+		t.Errorf("%d lessons, want at least 6", len(lessons))
+	}
+	index, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range lessons {
+		if !strings.Contains(string(index), "("+l+")") {
+			t.Errorf("README.md does not link %s", l)
+		}
+		data, _ := os.ReadFile(l)
+		if !strings.Contains(string(data), "labs/examples/tutorial/") {
+			t.Errorf("%s uses no lab of labs/examples/tutorial", l)
+		}
+	}
+}
+
+func TestLessons(t *testing.T) {
+	lessons, err := filepath.Glob("[0-9][0-9]-*.md")
+	if err != nil || len(lessons) == 0 {
+		t.Fatalf("no lessons: %v", err)
+	}
+	sort.Strings(lessons)
+	repo, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	binDir := t.TempDir()
+	mrlabBinary(t, binDir)
+	for _, lesson := range lessons {
+		t.Run(strings.TrimSuffix(lesson, ".md"), func(t *testing.T) {
+			blocks, err := parseLesson(lesson)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(blocks) == 0 {
+				t.Fatalf("%s has no console blocks", lesson)
+			}
+			work := t.TempDir()
+			if err := os.Symlink(filepath.Join(repo, "labs"), filepath.Join(work, "labs")); err != nil {
+				t.Fatal(err)
+			}
+			runDir := filepath.Join(work, "run")
+			for _, b := range blocks {
+				if b.live {
+					testenv.RequireNamespaces(t)
+				}
+				for _, cmd := range b.script {
+					for _, tool := range []string{"tshark", "iperf3", "ping"} {
+						if strings.Contains(cmd, tool+" ") {
+							testenv.RequireCommand(t, tool)
+						}
+					}
+				}
+			}
+			t.Cleanup(func() { downLabs(binDir, runDir) })
+			for _, b := range blocks {
+				out := runBlock(t, lesson, b, work, binDir, runDir)
+				for _, e := range b.expect {
+					if err := check(e, out, work); err != nil {
+						t.Errorf("%s:%d: %v\n--- output of the block at line %d:\n%s", lesson, e.line, err, b.line, out)
+					}
+				}
+			}
+		})
+	}
+}
+
+// runBlock runs a block's commands as one script and returns its output.
+func runBlock(t *testing.T, lesson string, b block, work, binDir, runDir string) string {
+	t.Helper()
+	var script strings.Builder
+	script.WriteString("set -e\n")
+	for _, c := range b.script {
+		script.WriteString(strings.TrimPrefix(c, "sudo ") + "\n")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "sh", "-c", script.String())
+	cmd.Dir = work
+	cmd.Env = append(os.Environ(), "PATH="+binDir+":"+os.Getenv("PATH"), "MRLAB_RUN_DIR="+runDir,
+		"HOME="+work, "WIRESHARK_CONFIG_DIR="+filepath.Join(work, ".wireshark"))
+	// Its own process group, so a timeout ends whatever it started.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s:%d: %v\n%s\n--- output:\n%s", lesson, b.line, err, script.String(), out)
+	}
+	return string(out)
+}
+
+// check tests one expectation against a block's output.
+func check(e expectation, out, work string) error {
+	compile := func(s string) (*regexp.Regexp, error) { return regexp.Compile("(?m)" + s) }
+	switch e.kind {
+	case "expect", "expect-not":
+		re, err := compile(e.text)
+		if err != nil {
+			return err
+		}
+		if re.MatchString(out) != (e.kind == "expect") {
+			return fmt.Errorf("%s %q failed", e.kind, e.text)
+		}
+	case "expect-lines":
+		nstr, rest, _ := strings.Cut(e.text, " ")
+		n, err := strconv.Atoi(nstr)
+		if err != nil {
+			return fmt.Errorf("expect-lines %q: want N REGEX", e.text)
+		}
+		re, err := regexp.Compile(rest)
+		if err != nil {
+			return err
+		}
+		got := 0
+		for _, l := range strings.Split(out, "\n") {
+			if re.MatchString(l) {
+				got++
+			}
+		}
+		if got != n {
+			return fmt.Errorf("expect-lines: %d lines match %q, want %d", got, rest, n)
+		}
+	case "expect-value":
+		f := strings.Fields(e.text)
+		if len(f) < 3 {
+			return fmt.Errorf("expect-value %q: want REGEX OP NUMBER", e.text)
+		}
+		want, err := strconv.ParseFloat(f[len(f)-1], 64)
+		if err != nil {
+			return fmt.Errorf("expect-value %q: %v", e.text, err)
+		}
+		op := f[len(f)-2]
+		re, err := compile(strings.TrimSpace(strings.TrimSuffix(strings.TrimSuffix(e.text, f[len(f)-1]), " "+op+" ")))
+		if err != nil {
+			return err
+		}
+		m := re.FindStringSubmatch(out)
+		if len(m) < 2 {
+			return fmt.Errorf("expect-value %q: no match", e.text)
+		}
+		got, err := strconv.ParseFloat(m[1], 64)
+		if err != nil {
+			return fmt.Errorf("expect-value %q: %q is not a number", e.text, m[1])
+		}
+		ok := map[string]bool{"<": got < want, "<=": got <= want, ">": got > want, ">=": got >= want, "==": got == want}
+		if r, known := ok[op]; !known || !r {
+			return fmt.Errorf("expect-value %q: got %v", e.text, got)
+		}
+	case "expect-file":
+		file, pattern, ok := strings.Cut(e.text, ": ")
+		if !ok {
+			return fmt.Errorf("expect-file %q: want PATH: REGEX", e.text)
+		}
+		data, err := os.ReadFile(filepath.Join(work, file))
+		if err != nil {
+			return err
+		}
+		re, err := compile(pattern)
+		if err != nil {
+			return err
+		}
+		if !re.Match(data) {
+			return fmt.Errorf("expect-file: %s does not match %q", file, pattern)
+		}
+	}
+	return nil
+}
+
+// downLabs takes down any live lab a lesson left up.
+func downLabs(binDir, runDir string) {
+	states, _ := filepath.Glob(filepath.Join(runDir, "*.json"))
+	for _, s := range states {
+		name := strings.TrimSuffix(filepath.Base(s), ".json")
+		cmd := exec.Command(filepath.Join(binDir, "mrlab"), "down", name)
+		cmd.Env = append(os.Environ(), "MRLAB_RUN_DIR="+runDir)
+		_ = cmd.Run()
+	}
+}
+
+// TestParseLesson checks the block syntax on a small example.
+func TestParseLesson(t *testing.T) {
+	md := "intro\n```console\n$ mrlab sim b2b \\\n    -n 5\nsample output\n$ echo hi\n```\n<!-- expect: hi -->\n" +
+		"```console live\n$ sudo mrlab up x\n```\n<!-- expect-value: goodput (\\S+) > 1 -->\n"
+	p := filepath.Join(t.TempDir(), "x.md")
+	if err := os.WriteFile(p, []byte(md), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bs, err := parseLesson(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(bs) != 2 || len(bs[0].script) != 2 || bs[0].script[0] != "mrlab sim b2b -n 5" || bs[0].script[1] != "echo hi" ||
+		len(bs[0].expect) != 1 || !bs[1].live || bs[1].expect[0].kind != "expect-value" {
+		t.Fatalf("%+v", bs)
+	}
+	for _, tc := range []struct {
+		e   expectation
+		out string
+		ok  bool
+	}{
+		{expectation{kind: "expect", text: `^drops\s+1$`}, "x\ndrops   1\n", true},
+		{expectation{kind: "expect-not", text: `error`}, "fine", true},
+		{expectation{kind: "expect-lines", text: `2 RETX`}, "a RETX\nb\nc RETX\n", true},
+		{expectation{kind: "expect-lines", text: `1 RETX`}, "a RETX\nb\nc RETX\n", false},
+		{expectation{kind: "expect-value", text: `goodput (\S+) > 90`}, "goodput 95.5", true},
+		{expectation{kind: "expect-value", text: `goodput (\S+) > 90`}, "goodput 5.5", false},
+	} {
+		if err := check(tc.e, tc.out, t.TempDir()); (err == nil) != tc.ok {
+			t.Errorf("%+v on %q: %v", tc.e, tc.out, err)
+		}
+	}
+}

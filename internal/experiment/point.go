@@ -1,0 +1,161 @@
+package experiment
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/mrlab/mrlab/fabric"
+	"github.com/mrlab/mrlab/internal/packet"
+	"github.com/mrlab/mrlab/internal/sim"
+	"github.com/mrlab/mrlab/labs"
+	"github.com/mrlab/mrlab/workload"
+)
+
+// Point is one simulation of an experiment: a built-in lab, a workload with
+// its flags, and a seed. It is plain data: Command spells the `mrlab sim`
+// command that runs the same simulation, so any row of a report can be
+// reproduced, and a plan of points can be run anywhere and merged.
+type Point struct {
+	// Lab names a built-in lab ("incast/pfc"); every fabric and transport
+	// setting comes from it.
+	Lab string
+	// Spec is the workload: Name, Transport, Size, Iterations or Duration,
+	// QueueDepth, Conns (0: the lab's), From, To and Timeout are what the
+	// command line carries. Spec.Seed is ignored: Seed seeds everything.
+	Spec workload.Spec
+	// Seed seeds the fabric, the NICs and the workload (mrlab sim --seed).
+	Seed uint64
+}
+
+// Args returns the `mrlab` arguments that run the point.
+func (p Point) Args() []string {
+	s := p.Spec
+	a := []string{"sim", p.Lab, "--workload", string(s.Name), "--transport", s.Transport.String(),
+		"--seed", strconv.FormatUint(p.Seed, 10)}
+	if s.Size > 0 {
+		a = append(a, "--size", strconv.Itoa(s.Size))
+	}
+	if s.Duration > 0 {
+		a = append(a, "--duration", timeArg(s.Duration))
+	} else if s.Iterations > 0 {
+		a = append(a, "--iterations", strconv.Itoa(s.Iterations))
+	}
+	if s.QueueDepth > 0 {
+		a = append(a, "--qd", strconv.Itoa(s.QueueDepth))
+	}
+	if s.Conns > 0 {
+		a = append(a, "--conns", strconv.Itoa(s.Conns))
+	}
+	if len(s.From) > 0 {
+		a = append(a, "--from", strings.Join(s.From, ","))
+	}
+	if len(s.To) > 0 {
+		a = append(a, "--to", strings.Join(s.To, ","))
+	}
+	return append(a, "--timeout", timeArg(p.timeout()))
+}
+
+// Command returns the shell command that runs the point.
+func (p Point) Command() string { return "mrlab " + strings.Join(p.Args(), " ") }
+
+// defaultTimeout is mrlab sim's --timeout default.
+const defaultTimeout = 10 * sim.Second
+
+func (p Point) timeout() sim.Time {
+	if p.Spec.Timeout > 0 {
+		return p.Spec.Timeout
+	}
+	return defaultTimeout
+}
+
+// timeArg spells t so that sim.ParseTime reads it back exactly.
+func timeArg(t sim.Time) string {
+	if s := t.String(); mustParse(s) == t {
+		return s
+	}
+	return strconv.FormatInt(int64(t), 10) + "ns"
+}
+
+func mustParse(s string) sim.Time {
+	t, err := sim.ParseTime(s)
+	if err != nil {
+		return -1
+	}
+	return t
+}
+
+// probe is what an experiment attaches to a point's run to measure more
+// than the workload's result. Probes only read: the simulation is the one
+// the point's command runs.
+type probe struct {
+	// observe sees the fabric before anything is armed (an Observer).
+	observe func(net *fabric.Network) error
+	// start runs once the NICs exist, before the workload starts (to arm
+	// samplers on the loop).
+	start func(r *pointRun)
+	// onMessage hears every completed application message.
+	onMessage func(now sim.Time, bytes int)
+}
+
+// pointRun is a point being run: the lab, the built cluster and, once
+// done, what the workload measured.
+type pointRun struct {
+	point Point
+	lab   *labs.Lab
+	loop  *sim.Loop
+	net   *fabric.Network
+	cl    *workload.Cluster
+	// res and err are the workload's result and error, as `mrlab sim`
+	// reports them; end is when the workload finished and t0 when its
+	// measured part started (every connection established).
+	res     *workload.Result
+	err     error
+	t0, end sim.Time
+}
+
+// run runs the point as `mrlab sim` does: the lab with the point's seed,
+// workload.NewLabCluster (fault timeline armed), then the workload on a
+// fresh loop. The error is for a point that could not run at all; a
+// workload that failed after it started is in pointRun.err with what it
+// measured.
+func (p Point) run(pr probe) (*pointRun, error) {
+	lab, err := labs.Resolve(p.Lab)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", p.Lab, err)
+	}
+	if !labs.IsBuiltin(p.Lab) {
+		return nil, fmt.Errorf("%s: an experiment's bed must be a built-in lab", p.Lab)
+	}
+	lab.Seed = p.Seed
+	r := &pointRun{point: p, lab: lab, loop: sim.NewLoop()}
+	r.cl, r.net, err = workload.NewLabCluster(lab, r.loop, packet.NewPool(), workload.LabSetup{Observe: pr.observe})
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", p.Lab, err)
+	}
+	if pr.start != nil {
+		pr.start(r)
+	}
+	spec := p.Spec
+	spec.Seed = p.Seed
+	spec.Timeout = p.timeout()
+	spec.OnMessage = pr.onMessage
+	r.res, r.err = workload.Run(r.cl, spec)
+	if r.res == nil {
+		if r.err == nil {
+			r.err = fmt.Errorf("%s: no result", p.Command())
+		}
+		return nil, fmt.Errorf("%s: %w", p.Command(), r.err)
+	}
+	r.end = r.loop.Now()
+	r.t0 = r.end - r.res.Elapsed
+	return r, nil
+}
+
+// errText is a run's error as a row shows it ("" for none).
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
