@@ -232,7 +232,9 @@ func TestObservabilityCommands(t *testing.T) {
 		}
 		r, err := cl.Perf(context.Background(), live.PerfRequest{From: "h0", To: "h2", Op: "write", Size: 64 << 10,
 			Duration: 1500 * time.Millisecond, Depth: 16, Verify: true})
-		if err != nil || r.Status != "ok" {
+		// A loaded machine may make the lab lag, which the run reports as
+		// its status (perf's --allow-lag): this test is about watching it.
+		if err != nil || r.Errors > 0 || (r.Status != "ok" && r.Status != r.Timing.Verdict()) {
 			perf <- result{1, "", fmt.Sprintf("%v %+v", err, r)}
 			return
 		}
