@@ -25,6 +25,11 @@ type ConnOptions struct {
 	OnState func(c *Conn, s transport.State)
 	// Context is the application's value, returned by Conn.Context.
 	Context any
+	// Service is, for Dial, the service (rdma_cm's port) to ask the peer
+	// for: its NIC hands the request to the listener of that service. 0 is
+	// the in-lab workloads' service. Accepted connections get the
+	// listener's.
+	Service uint16
 	// PinPort binds a dialed single-path connection (a RoCEv2 QP) to NIC
 	// port Port (see transport.Config.PinPort); an accepted one follows its
 	// peer.
@@ -32,10 +37,11 @@ type ConnOptions struct {
 	Port    int
 }
 
-// ListenOptions configure how a NIC accepts connection requests: the
-// accepted connection's options and a callback run once per new
-// connection, before any of its data is processed. Without a listener,
-// connection requests are counted drops.
+// ListenOptions configure how a NIC accepts connection requests for one
+// service (ConnOptions.Service): the accepted connection's options and a
+// callback run once per new connection, before any of its data is
+// processed. Requests for a service nobody listens on are counted drops
+// (DropNoListener); the dialer's setup then times out.
 type ListenOptions struct {
 	ConnOptions
 	// OnConn runs for each accepted connection. It may post receives.
@@ -62,18 +68,26 @@ type Conn struct {
 	ctx     any
 	stats   ConnStats
 	setup   *setupKey // the request that opened a passive end
+	service uint16
 	retired bool
 }
 
-// Listen makes the NIC accept connection requests with the given options,
-// replacing any earlier listener. nil stops accepting.
+// Listen makes the NIC accept connection requests for l.Service with the
+// given options, replacing an earlier listener of that service.
 func (n *NIC) Listen(l *ListenOptions) error {
-	if l != nil && l.PD != nil && l.PD.nic != n {
+	if l.PD != nil && l.PD.nic != n {
 		return fmt.Errorf("listening on NIC %q: %w", n.name, ErrBadPD)
 	}
-	n.listen = l
+	if n.listen == nil {
+		n.listen = make(map[uint16]*ListenOptions)
+	}
+	n.listen[l.Service] = l
 	return nil
 }
+
+// StopListening stops accepting requests for service. Connections already
+// accepted are not affected.
+func (n *NIC) StopListening(service uint16) { delete(n.listen, service) }
 
 // Dial opens a connection to the NIC at peer. It returns at once, in state
 // connecting: the transport sends its setup request over the fabric when a
@@ -125,6 +139,7 @@ func (n *NIC) newConn(e *protoEntry, peer netip.Addr, opts ConnOptions) *Conn {
 		links:   make([]link, len(n.ports)),
 		onState: opts.OnState,
 		ctx:     opts.Context,
+		service: opts.Service,
 	}
 	c.mem = memView{nic: n, pd: opts.PD, conn: c}
 	a := peer.As4()
@@ -204,6 +219,9 @@ func (c *Conn) NIC() *NIC { return c.nic }
 
 // Kind returns the connection's transport.
 func (c *Conn) Kind() transport.Kind { return c.proto.kind }
+
+// Service returns the service the connection was dialed to or accepted on.
+func (c *Conn) Service() uint16 { return c.service }
 
 // Context returns the value set in ConnOptions.Context.
 func (c *Conn) Context() any { return c.ctx }

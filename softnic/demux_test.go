@@ -75,7 +75,7 @@ func TestReceiveDrops(t *testing.T) {
 	}
 	// One real connection, for the wrong-peer case.
 	p.connect(t, 4096, transport.AccessLocalWrite, transport.MetaRoCE)
-	p.b.Listen(nil)
+	p.b.StopListening(0)
 	p.loop.RunUntil(p.loop.Now() + sim.Millisecond)
 	rx0 := p.b.Stats().RxPackets
 	for _, c := range cases {

@@ -89,7 +89,10 @@ func (n *NIC) AllocPD() *PD {
 
 // Register registers buf with the given access and returns the region. The
 // application keeps owning buf: local reads and writes to it are its own
-// business, as with ibv_reg_mr.
+// business, as with ibv_reg_mr. buf may be memory the NIC does not own at
+// all (the live verbs endpoint registers a client's shared mapping): from
+// Deregister on, the NIC never touches it again, so the owner may unmap it
+// as soon as Deregister returns.
 func (pd *PD) Register(buf []byte, access transport.Access) (*MR, error) {
 	if len(buf) == 0 {
 		return nil, fmt.Errorf("registering memory region: %w", ErrEmptyRegion)
@@ -109,20 +112,33 @@ func (pd *PD) RegisterSynthetic(n int, access transport.Access) (*MR, error) {
 
 func (pd *PD) register(mr *MR) (*MR, error) {
 	n := pd.nic
-	if len(n.mrs) >= maxMRs {
+	var idx uint32
+	if k := len(n.freeMRs); k > 0 {
+		// Reuse a deregistered region's slot: a long-lived NIC whose
+		// clients register and deregister keeps a table of its live
+		// regions only. The fresh tag makes the old key invalid.
+		idx, n.freeMRs = n.freeMRs[k-1], n.freeMRs[:k-1]
+	} else if len(n.mrs) >= maxMRs {
 		return nil, fmt.Errorf("registering memory region of %d bytes: %w", mr.size, ErrTooManyMRs)
+	} else {
+		n.mrs = append(n.mrs, nil)
+		idx = uint32(len(n.mrs))
 	}
-	idx := uint32(len(n.mrs)) + 1
 	// The low byte is a tag drawn from the NIC's stream, as hardware mixes
 	// a key byte into each key, so a peer cannot guess a valid key from an
 	// index alone; with a KeySource the index is offset by a random base.
 	tag := uint32(n.keyRand.Uint32N(keyTagMax) + 1)
+	if old := n.mrs[idx-1]; old != nil {
+		// A reused slot steps its tag, as hardware steps a key's variant
+		// byte: a stale key names nothing for the next 254 reuses.
+		tag = old.key&0xff%keyTagMax + 1
+	}
 	if n.secure {
 		n.nextVA += n.keyRand.Uint64N(maxVAGap) * mrAlign
 	}
 	mr.pd, mr.addr, mr.key, mr.valid = pd, n.nextVA, (idx+n.keyBase)&keyMask<<8|tag, true
 	n.nextVA += (uint64(mr.size) + 2*mrAlign - 1) &^ (mrAlign - 1)
-	n.mrs = append(n.mrs, mr)
+	n.mrs[idx-1] = mr
 	return mr, nil
 }
 
@@ -217,6 +233,8 @@ func (m *MR) Deregister() error {
 	}
 	m.valid = false
 	m.buf, m.syn = nil, nil
+	n := m.pd.nic
+	n.freeMRs = append(n.freeMRs, (m.key>>8-n.keyBase)&keyMask)
 	return nil
 }
 

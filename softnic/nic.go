@@ -136,7 +136,7 @@ type NIC struct {
 	conns   []*Conn         // by LocalID-1; nil once retired
 	retired TransportTotals // counters of retired connections
 	setups  map[setupKey]*Conn
-	listen  *ListenOptions
+	listen  map[uint16]*ListenOptions // by service
 	onIdle  []func(sim.Time)
 	ipID    uint16
 	hostQ   int
@@ -146,8 +146,9 @@ type NIC struct {
 	nextPD   uint32
 	nextVA   uint64
 	mrs      []*MR
-	keyBase  uint32 // added to a region's index in its key (mod 2^24)
-	connBase uint32 // added to a connection's index in its id
+	freeMRs  []uint32 // indexes of deregistered regions' slots
+	keyBase  uint32   // added to a region's index in its key (mod 2^24)
+	connBase uint32   // added to a connection's index in its id
 
 	stats Stats
 }
@@ -448,12 +449,17 @@ func (n *NIC) accept(now sim.Time, e *protoEntry, ip header.IPv4, payload []byte
 		n.afterIO(now, c)
 		return
 	}
-	l := n.listen
+	var service uint16
+	if sr, ok := e.p.(transport.ServiceReader); ok {
+		service = sr.SetupService(payload)
+	}
+	l := n.listen[service]
 	if l == nil {
 		n.stats.Drops[DropNoListener]++
 		return
 	}
 	c := n.newConn(e, ip.Src(), l.ConnOptions)
+	c.service = service
 	tc, err := e.p.Accept(now, n.connConfig(c), payload, rx)
 	if err != nil {
 		n.conns = n.conns[:len(n.conns)-1]
@@ -714,5 +720,6 @@ func (n *NIC) connConfig(c *Conn) transport.Config {
 		Complete: c.complete,
 		Rand:     sim.NewRand(n.seed, n.name+"/conn/"+strconv.FormatUint(uint64(c.id), 10)),
 		Trace:    n.trace,
+		Service:  c.service,
 	}
 }

@@ -276,6 +276,11 @@ type Config struct {
 	// Trace, if non-nil, receives the transport's decisions for the protocol
 	// trace. Implementations must not format anything when it is nil.
 	Trace Tracer
+	// Service is the service (rdma_cm's port) a dialer asks the peer's NIC
+	// for in its setup request; the peer hands the request to the listener
+	// of that service. 0 is the service the in-lab workloads use.
+	// Acceptors ignore it.
+	Service uint16
 	// PinPort binds a single-path connection (a RoCEv2 QP) to NIC port
 	// Port, as ibv_modify_qp's port_num binds a QP to a port of a
 	// multi-port HCA; without it the transport picks the port. Multipath
@@ -302,6 +307,14 @@ var (
 	ErrBadRequest   = errors.New("transport: bad work request")
 	ErrNotConnected = errors.New("transport: connection not established")
 )
+
+// ServiceReader is implemented by protocols whose setup requests carry a
+// service (Config.Service). The NIC calls SetupService on a payload Demux
+// called a setup request to pick the listener; a NIC treats the requests
+// of protocols without it as asking for service 0.
+type ServiceReader interface {
+	SetupService(payload []byte) uint16
+}
 
 // Protocol is one transport as a NIC's demultiplexer sees it. A NIC makes one
 // Protocol per transport it speaks; NIC-wide transport state (MetaRoCE's

@@ -385,7 +385,7 @@ func (r *runner) close() {
 		r.cq[i].OnCompletion(nil)
 	}
 	for _, i := range r.hosts {
-		_ = r.cl.NICs[i].Listen(nil)
+		r.cl.NICs[i].StopListening(0)
 	}
 }
 

@@ -368,6 +368,19 @@ func statusReport(s live.Status, allLinks bool) *Report {
 		}
 		ht.Add(h.Name, h.Addr, h.Namespace, h.FromKernel, h.ToKernel, h.ToKernelDrops, txd, rxd, errs)
 	}
+	vt := r.Table("verbs", "Verbs clients (programs on the hosts' NICs)", Col("host", "host", ""), Col("pid", "pid", ""),
+		Col("program", "program", ""), Col("qps", "QPs", ""), Col("connected", "connected", ""), Col("mrs", "MRs", ""),
+		Col("mr_bytes", "MR bytes", ""), Col("cqs", "CQs", ""), Col("listening", "listening", ""), Col("posted", "posted", ""),
+		Col("completed", "completed", ""), Col("doorbells", "doorbells", ""))
+	for _, h := range s.Hosts {
+		for _, v := range h.Verbs {
+			ports := make([]string, len(v.Listening))
+			for i, p := range v.Listening {
+				ports[i] = strconv.Itoa(p)
+			}
+			vt.Add(h.Name, v.PID, v.Name, v.QPs, v.Connected, v.MRs, v.MRBytes, v.CQs, strings.Join(ports, ","), v.Posted, v.Completed, v.Doorbells)
+		}
+	}
 	lt := r.Table("links", "Links (idle links hidden; --all-links lists them)", Col("name", "link", ""), Col("up", "state", ""),
 		Col("rate", "rate", ""), Col("packets", "packets", ""), Col("bytes", "bytes", ""), Col("drops", "drops", ""), Col("marks", "ce marks", ""), Col("impair", "impair", ""))
 	for _, k := range s.Engine.Links {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -106,10 +107,11 @@ func ignoredFlags() []cli.Flag {
 	return fs
 }
 
-// noteIgnored writes one line per ignored perftest flag that was given.
-func noteIgnored(c *cli.Context, w io.Writer) {
+// noteIgnored writes one line per ignored perftest flag that was given,
+// except those the command implements itself.
+func noteIgnored(c *cli.Context, w io.Writer, implemented ...string) {
 	for _, f := range ignoredPerftestFlags {
-		if c.IsSet(f.name) {
+		if c.IsSet(f.name) && !slices.Contains(implemented, f.name) {
 			fmt.Fprintf(w, "mrlab: note: --%s ignored: %s\n", f.name, f.why)
 		}
 	}
@@ -270,19 +272,27 @@ func writeOutJSON(p perftestRun, r *workload.Result) error {
 }
 
 // perfFlags are live perf's flags: the same perftest flags as sim's, and
-// sim's names for the rest.
+// sim's names for the rest. perftest's -e (wait for completion events)
+// means what it says here: perf's sides are verbs clients.
 func perfFlags() []cli.Flag {
 	fs := []cli.Flag{
 		&cli.StringFlag{Name: "from", Required: true, Usage: "client host"},
 		&cli.StringFlag{Name: "to", Required: true, Usage: "server host"},
 		&cli.StringFlag{Name: "workload", Aliases: []string{"op"}, Value: string(workload.WriteBW),
-			Usage: "write_bw, send_bw or read_bw (also write, send, read)"},
+			Usage: "write_bw, send_bw, read_bw or write_lat (also write, send, read)"},
 		&cli.StringFlag{Name: "transport", Usage: "metaroce or rocev2 (default: the lab's)"},
-		&cli.BoolFlag{Name: "verify", Value: true, Usage: "check every byte at the receiver"},
+		&cli.BoolFlag{Name: "verify", Value: true, Usage: "check every byte"},
 		&cli.BoolFlag{Name: "json", Usage: "print one JSON object"},
+		&cli.BoolFlag{Name: "use-event", Aliases: []string{"events", "e"}, Category: perftestCategory,
+			Usage: "wait for completions in the kernel (a CQ event) instead of polling"},
 	}
 	fs = append(fs, perftestFlags()...)
-	return append(fs, ignoredFlags()...)
+	for _, f := range ignoredFlags() {
+		if f.Names()[0] != "events" {
+			fs = append(fs, f)
+		}
+	}
+	return fs
 }
 
 // perfRequest reads live perf's flags into a request: the perftest flags
@@ -296,9 +306,9 @@ func perfRequest(c *cli.Context) (live.PerfRequest, error) {
 		name += "_bw"
 	}
 	switch workload.Name(name) {
-	case workload.WriteBW, workload.SendBW, workload.ReadBW:
+	case workload.WriteBW, workload.SendBW, workload.ReadBW, workload.WriteLat:
 	default:
-		return live.PerfRequest{}, usagef("perf: --workload %q: want write_bw, send_bw or read_bw (the others run in mrlab sim)", c.String("workload"))
+		return live.PerfRequest{}, usagef("perf: --workload %q: want write_bw, send_bw, read_bw or write_lat (the others run in mrlab sim)", c.String("workload"))
 	}
 	p, err := readPerftest(c, "perf", workload.Name(name))
 	if err != nil {
@@ -315,13 +325,24 @@ func perfRequest(c *cli.Context) (live.PerfRequest, error) {
 			return live.PerfRequest{}, usagef("perf: --%s is not supported in a live lab yet (mrlab sim takes it)", f.flag)
 		}
 	}
-	noteIgnored(c, c.App.ErrWriter)
+	noteIgnored(c, c.App.ErrWriter, "events")
 	s := p.Spec
 	req := live.PerfRequest{From: c.String("from"), To: c.String("to"), Op: strings.TrimSuffix(name, "_bw"),
 		Transport: c.String("transport"), Size: cmp.Or(s.Size, workload.PerftestBWSize), Verify: c.Bool("verify")}
+	lat := workload.Name(name).IsLatency()
+	if lat {
+		// A ping-pong: one message in flight, perftest's 2 bytes.
+		req.Size = cmp.Or(s.Size, workload.PerftestLatSize)
+		if c.IsSet("tx-depth") && s.QueueDepth != 1 {
+			return live.PerfRequest{}, usagef("perf: --tx-depth %d: %s keeps one message in flight", s.QueueDepth, name)
+		}
+	}
 	if s.Duration > 0 {
 		req.Duration = time.Duration(s.Duration)
 		req.Depth = cmp.Or(s.QueueDepth, workload.PerftestTxDepth)
+		if lat {
+			req.Depth = 1
+		}
 		return req, nil
 	}
 	// perftest's defaults: 5000 iterations for write_bw, 1000 for the
@@ -332,5 +353,8 @@ func perfRequest(c *cli.Context) (live.PerfRequest, error) {
 	}
 	req.Count = cmp.Or(s.Iterations, iters)
 	req.Depth = cmp.Or(s.QueueDepth, min(workload.PerftestTxDepth, req.Count))
+	if lat {
+		req.Depth = 1
+	}
 	return req, nil
 }

@@ -262,6 +262,8 @@ func TestPerfSpelling(t *testing.T) {
 		{[]string{"--op", "read", "--size", "4KiB", "--count", "50", "--depth", "4"}, live.PerfRequest{Op: "read", Size: 4096, Count: 50, Depth: 4}},
 		{[]string{"-D", "3"}, live.PerfRequest{Op: "write", Size: 65536, Duration: 3 * time.Second, Depth: 128}},
 		{[]string{"--duration", "1500ms"}, live.PerfRequest{Op: "write", Size: 65536, Duration: 1500 * time.Millisecond, Depth: 128}},
+		{[]string{"--workload", "write_lat"}, live.PerfRequest{Op: "write_lat", Size: 2, Count: 1000, Depth: 1}},
+		{[]string{"--op", "write_lat", "-s", "64", "-D", "1"}, live.PerfRequest{Op: "write_lat", Size: 64, Duration: time.Second, Depth: 1}},
 	} {
 		got, code, errs := read(tc.args...)
 		tc.want.From, tc.want.To, tc.want.Verify = "h0", "h1", true
@@ -273,7 +275,8 @@ func TestPerfSpelling(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--workload", "write_lat"}, "want write_bw, send_bw or read_bw"},
+		{[]string{"--workload", "send_lat"}, "want write_bw, send_bw, read_bw or write_lat"},
+		{[]string{"--workload", "write_lat", "-t", "4"}, "keeps one message in flight"},
 		{[]string{"-q", "2"}, "--qp is not supported in a live lab yet"},
 		{[]string{"-a"}, "--all is not supported in a live lab yet"},
 		{[]string{"-s", "0"}, `--size "0"`},

@@ -26,6 +26,7 @@ var packages = map[string]string{
 	"ip":       "iproute2",
 	"ping":     "iputils-ping",
 	"promtool": "prometheus",
+	"cc":       "gcc",
 	// The web view's browser tests (observe/web/webtest).
 	"chromium": "chromium",
 }

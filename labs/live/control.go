@@ -366,7 +366,7 @@ func HostNamespace(dir, lab, host string) (string, error) {
 	}
 	h, ok := st.Host(host)
 	if !ok {
-		return "", fmt.Errorf("lab %s has no host %q (hosts: %v)", lab, host, st.hostNames())
+		return "", fmt.Errorf("lab %s has no host %q (hosts: %v)", lab, host, st.HostNames())
 	}
 	if h.Namespace == "" {
 		return "", fmt.Errorf("lab %s host %s has no namespace (a test lab on fake devices)", lab, host)

@@ -7,6 +7,8 @@ import (
 
 	"github.com/mrlab/mrlab/internal/packet"
 	"github.com/mrlab/mrlab/internal/sim"
+	"github.com/mrlab/mrlab/softnic"
+	"github.com/mrlab/mrlab/transport"
 )
 
 // HostSpec is one lab host as the live runtime sees it.
@@ -48,6 +50,16 @@ type Engine interface {
 // streaming responses).
 type router interface {
 	Routes(p *Pacer, mux *http.ServeMux) (closer func())
+}
+
+// VerbsHost is an Engine whose hosts' NICs programs running in the hosts
+// drive through the verbs endpoint (package uverbs). Up serves one
+// endpoint in each host's namespace. Both methods run before the loop
+// starts; the NIC is then touched only on the loop.
+type VerbsHost interface {
+	NIC(host int) *softnic.NIC
+	// Tracer receives host's endpoint events for the protocol trace.
+	Tracer(host int) transport.Tracer
 }
 
 // metricsExporter is an Engine that exports telemetry over HTTP. Up serves

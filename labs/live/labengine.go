@@ -181,6 +181,15 @@ func (e *labEngine) peerOf(host string) prototrace.PeerFunc {
 
 func (e *labEngine) Hosts() []HostSpec { return e.hosts }
 
+// tracer is host's view of the protocol trace hub.
+func (e *labEngine) tracer(host string) transport.Tracer { return e.hub.Host(host, e.peerOf(host)) }
+
+// NIC returns host i's NIC (VerbsHost).
+func (e *labEngine) NIC(i int) *softnic.NIC { return e.nics[i] }
+
+// Tracer returns host i's trace (VerbsHost).
+func (e *labEngine) Tracer(i int) transport.Tracer { return e.tracer(e.hosts[i].Name) }
+
 // hostPort delivers a NIC's non-transport packets to its host's kernel.
 type hostPort struct {
 	e    *labEngine
@@ -203,7 +212,7 @@ func (e *labEngine) Start(loop *sim.Loop, pool *packet.Pool, deliver func(int, s
 	// hub, which costs one atomic load per decision while nobody reads
 	// /trace.
 	opts := workload.ForLab(e.lab)
-	opts.TraceFor = func(host string) transport.Tracer { return e.hub.Host(host, e.peerOf(host)) }
+	opts.TraceFor = e.tracer
 	opts.SecureKeys = true
 	opts.HostQueue = hostQueueLen
 	cl, err := workload.NewCluster(e.lab.Name, loop, pool, net, e.lab.Seed, opts)

@@ -78,6 +78,7 @@ type Pacer struct {
 	input   chan *inBatch
 	started chan struct{} // closed once start is set
 	w       *waiter
+	poller  Poller
 
 	sleeping atomic.Bool // the loop is (about to be) in epoll_wait
 	stopping atomic.Bool // Run's context ended
@@ -128,6 +129,26 @@ func NewPacer(loop *sim.Loop, pool *packet.Pool, cfg PacerConfig) (*Pacer, error
 	}
 	return p, nil
 }
+
+// Poller is work the pacer looks for between events: shared-memory queues
+// of programs outside the lab (the verbs endpoint's clients), served
+// without a system call per request. All methods run on the loop
+// goroutine.
+type Poller interface {
+	// Poll serves what is waiting; it reports whether there was any.
+	Poll(now sim.Time) bool
+	// Sleeping runs before the pacer blocks until its next event at
+	// until (sim.Never: none): the poller may ask its clients to wake the
+	// pacer (through Post) and looks once more; true means work arrived
+	// and the pacer does not block.
+	Sleeping(now, until sim.Time) bool
+}
+
+// SetPoller sets the pacer's poller. Call it before Run.
+func (p *Pacer) SetPoller(pl Poller) { p.poller = pl }
+
+// Now returns the loop's time. Call it only on the loop goroutine.
+func (p *Pacer) Now() sim.Time { return p.loop.Now() }
 
 // Loop returns the loop the pacer drives. Touch it only from closures run
 // by the pacer (Post, Do) or before Run starts.
@@ -228,6 +249,9 @@ func (p *Pacer) Run(ctx context.Context) error {
 		}
 		now := p.runDue()
 		p.drain()
+		if p.poller != nil {
+			p.poller.Poll(p.loop.Now())
+		}
 		if now-lastPublish > sim.Millisecond*10 {
 			p.checkWarn(now)
 			p.publish()
@@ -244,6 +268,9 @@ func (p *Pacer) Run(ctx context.Context) error {
 			// queues instead.
 			for p.elapsed() < next && len(p.posts) == 0 && len(p.input) == 0 && !p.stopping.Load() {
 			}
+			continue
+		}
+		if p.poller != nil && p.poller.Sleeping(now, next) {
 			continue
 		}
 		p.sleep(next, wait)
@@ -295,9 +322,17 @@ func (p *Pacer) runUntil(limit sim.Time) sim.Time {
 		// ones queued behind it late, and lateness measured against a
 		// stale clock would hide exactly that.
 		now = p.elapsed()
-		if ran&63 == 0 && !p.injecting {
-			// A long run of events does not starve inputs and posts.
-			p.drain()
+		if ran&63 == 0 {
+			// A long run of events does not starve inputs, posts and
+			// the poller's clients. Inputs and posts wait while a
+			// batch's catch-up runs (inject would nest); polling
+			// injects nothing, so clients are served then too.
+			if !p.injecting {
+				p.drain()
+			}
+			if p.poller != nil {
+				p.poller.Poll(p.loop.Now())
+			}
 		}
 	}
 	p.curLag = 0

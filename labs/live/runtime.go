@@ -14,6 +14,7 @@ import (
 	"github.com/mrlab/mrlab/internal/packet"
 	"github.com/mrlab/mrlab/internal/sim"
 	"github.com/mrlab/mrlab/labs/hostns"
+	"github.com/mrlab/mrlab/labs/uverbs"
 )
 
 // defaultSubnet is the lab subnet routed through every host's mr0 (RFC 2544
@@ -68,6 +69,7 @@ type Lab struct {
 	pacer *Pacer
 	hosts []*hostIO
 	nss   []*hostns.Namespace
+	verbs *uverbs.Set // the hosts' verbs endpoints; nil on fake devices
 
 	ln      net.Listener
 	srv     *http.Server
@@ -200,6 +202,9 @@ func Up(ctx context.Context, name string, eng Engine, opts Options) (_ *Lab, err
 		// writer the machine starves for a while must not drop what a
 		// host's NIC would have handed its kernel.
 		h.out = l.pacer.newOutput(kernelQueueLen(h.spec.Rate, opts.MTU), opts.MTU)
+	}
+	if err = l.startVerbs(); err != nil {
+		return nil, err
 	}
 	if err = l.serve(); err != nil {
 		return nil, err
@@ -353,6 +358,11 @@ func (l *Lab) teardown() error {
 			cancel()
 		}
 	}
+	if l.verbs != nil {
+		// The loop has stopped (or never ran): clients are disconnected
+		// and what they held is released before the namespaces go.
+		l.verbs.Close()
+	}
 	for _, h := range l.hosts {
 		if err := h.dev.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("closing %s's device: %w", h.label, err))
@@ -395,6 +405,8 @@ type HostStatus struct {
 	// ToKernelDrops counts packets for the kernel dropped because the TUN
 	// writer fell behind (or the kernel refused them).
 	ToKernelDrops uint64 `json:"to_kernel_drops"`
+	// Verbs lists the programs using the host's verbs endpoint.
+	Verbs []uverbs.ClientStatus `json:"verbs,omitempty"`
 	// Kernel is the host kernel's own counters of its mr0 (nil for a lab
 	// on test devices). Its tx is towards the lab: TxDropped counts
 	// packets the kernel dropped because the lab did not read them fast
@@ -409,10 +421,14 @@ func (l *Lab) Status(ctx context.Context) (Status, error) {
 		s.VirtualTime = time.Duration(now)
 		s.Lag = l.pacer.lag // on the loop goroutine: current, not the last published copy
 		s.Engine = l.eng.Status(now)
+		var vs map[string][]uverbs.ClientStatus
+		if l.verbs != nil {
+			vs = l.verbs.Status()
+		}
 		for i, h := range l.hosts {
 			sh := l.state.Hosts[i]
 			s.Hosts = append(s.Hosts, HostStatus{Name: sh.Name, Addr: sh.Addr, Namespace: sh.Namespace, Iface: sh.Iface,
-				FromKernel: h.fromKernel, ToKernel: h.toKernel, ToKernelDrops: h.out.Drops()})
+				FromKernel: h.fromKernel, ToKernel: h.toKernel, ToKernelDrops: h.out.Drops(), Verbs: vs[sh.Name]})
 		}
 	})
 	if err != nil {

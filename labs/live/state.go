@@ -64,8 +64,8 @@ func (s *State) Host(name string) (StateHost, bool) {
 	return StateHost{}, false
 }
 
-// hostNames returns the lab's host names, in lab order.
-func (s *State) hostNames() []string {
+// HostNames returns the lab's host names, in lab order.
+func (s *State) HostNames() []string {
 	names := make([]string, len(s.Hosts))
 	for i, h := range s.Hosts {
 		names[i] = h.Name

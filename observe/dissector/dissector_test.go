@@ -122,7 +122,7 @@ func everyType() ([][]byte, []string) {
 		b := make([]byte, wire.SetupSize)
 		c := mk(t)
 		c.PSN = 0
-		wire.Setup(b).Put(&wire.SetupFields{Common: c, SrcConn: 7, Nonce: 0x0123456789abcdef, Paths: 16, Ports: 4,
+		wire.Setup(b).Put(&wire.SetupFields{Common: c, SrcConn: 7, Service: 18515, Nonce: 0x0123456789abcdef, Paths: 16, Ports: 4,
 			MTU: 4096, MsgWindow: 64, DSNWindow: 4096, LineRate: 100000})
 		return b
 	}
@@ -244,10 +244,10 @@ func TestDissectEveryType(t *testing.T) {
 		{6, []string{"metaroce.psn", "metaroce.nak.reason", "metaroce.nak.reserved", "metaroce.nak.stream", "metaroce.nak.msn",
 			"metaroce.nak.dsn", "metaroce.nak.echo_ts"}, []string{"1834", "1", "0x00", "3", "77", "901", "55"}},
 		{7, []string{"metaroce.psn"}, []string{"1834"}},
-		{8, []string{"metaroce.setup.src_conn", "metaroce.setup.reserved", "metaroce.setup.nonce", "metaroce.setup.paths",
+		{8, []string{"metaroce.setup.src_conn", "metaroce.setup.service", "metaroce.setup.reserved", "metaroce.setup.nonce", "metaroce.setup.paths",
 			"metaroce.setup.ports", "metaroce.setup.reserved2", "metaroce.setup.mtu", "metaroce.setup.msg_window",
 			"metaroce.setup.dsn_window", "metaroce.setup.line_rate"},
-			[]string{"7", "0x00000000", "0x0123456789abcdef", "16", "4", "0x00", "4096", "64", "4096", "100000"}},
+			[]string{"7", "18515", "0x0000", "0x0123456789abcdef", "16", "4", "0x00", "4096", "64", "4096", "100000"}},
 		{9, []string{"metaroce.setup.src_conn", "metaroce.setup.paths"}, []string{"7", "16"}},
 	}
 	for _, c := range checks {

@@ -112,7 +112,8 @@ f.nak_echo_ts = ProtoField.uint32("metaroce.nak.echo_ts", "Echoed timestamp", ba
 
 -- SYN / SYN_ACK.
 f.src_conn    = ProtoField.uint32("metaroce.setup.src_conn", "Source connection", base.DEC)
-f.setup_rsvd  = ProtoField.uint32("metaroce.setup.reserved", "Reserved", base.HEX)
+f.service     = ProtoField.uint16("metaroce.setup.service", "Service (port)", base.DEC)
+f.setup_rsvd  = ProtoField.uint16("metaroce.setup.reserved", "Reserved", base.HEX)
 f.nonce       = ProtoField.uint64("metaroce.setup.nonce", "Nonce", base.HEX)
 f.paths       = ProtoField.uint16("metaroce.setup.paths", "Paths", base.DEC)
 f.ports       = ProtoField.uint8("metaroce.setup.ports", "Ports (planes)", base.DEC)
@@ -303,7 +304,8 @@ end
 
 local function dissect_setup(tvb, t)
 	t:add(f.src_conn, tvb(16, 4))
-	t:add(f.setup_rsvd, tvb(20, 4))
+	t:add(f.service, tvb(20, 2))
+	t:add(f.setup_rsvd, tvb(22, 2))
 	t:add(f.nonce, tvb(24, 8))
 	t:add(f.paths, tvb(32, 2))
 	t:add(f.ports, tvb(34, 1))

@@ -24,7 +24,10 @@ type Protocol struct {
 	lineRate float64
 }
 
-var _ transport.Protocol = (*Protocol)(nil)
+var (
+	_ transport.Protocol      = (*Protocol)(nil)
+	_ transport.ServiceReader = (*Protocol)(nil)
+)
 
 // Errors from Demux, Dial and Accept.
 var (
@@ -68,6 +71,15 @@ func (p *Protocol) Demux(payload []byte) (id uint32, setup bool, err error) {
 		return 0, true, nil
 	}
 	return h.DstConn(), false, nil
+}
+
+// SetupService returns the service a SYN asks for (0 for anything else
+// or a payload too short to be a SYN).
+func (p *Protocol) SetupService(payload []byte) uint16 {
+	if len(payload) < wire.SetupSize || wire.Header(payload).Type() != wire.TypeSyn {
+		return 0
+	}
+	return wire.Setup(payload).Service()
 }
 
 // nicSetup records the NIC's capacity the first time a connection shows

@@ -74,6 +74,7 @@ func (c *Conn) encodeCtl(b []byte, t wire.Type) int {
 			Common:    wire.Common{Type: t, DstConn: c.peer, TS: c.ts()},
 			SrcConn:   c.id,
 			Nonce:     c.nonce,
+			Service:   c.service(t),
 			Paths:     len(c.s.paths),
 			Ports:     c.cfg.Ports,
 			MTU:       c.cfg.PathMTU,
@@ -86,6 +87,15 @@ func (c *Conn) encodeCtl(b []byte, t wire.Type) int {
 	}
 	wire.Header(b).Put(&wire.Common{Type: t, DstConn: c.peer, TS: c.ts()})
 	return wire.Seal(b, wire.CommonSize)
+}
+
+// service is the service a setup packet of type t names: the dialer's
+// in its SYN, none in a SYN_ACK.
+func (c *Conn) service(t wire.Type) uint16 {
+	if t == wire.TypeSyn {
+		return c.cfg.Service
+	}
+	return 0
 }
 
 // learnPeer takes the peer's parameters from its SYN or SYN_ACK.

@@ -32,6 +32,10 @@ import (
 //	38   1  read depth        RDMA READs the sender will have outstanding
 //	                          and will serve (responder resources)
 //	39   1  reserved          0
+//	40   8  service id        in a REQ, the service (port) asked for,
+//	                          encoded as rdma_cm encodes a port of its TCP
+//	                          port space: 0x0000000001060000 | port; 0 in
+//	                          the other messages
 //
 // The exchange is REQ (active) -> REP (passive) -> RTU (active). Each side
 // retries its message every CMTimeout until it hears the next one; the
@@ -39,7 +43,11 @@ import (
 // an IB QP in RTR does. DREQ/DREP close a connection.
 
 // CMSize is the length of a CM message.
-const CMSize = 40
+const CMSize = 48
+
+// serviceIDBase is rdma_cm's service id prefix for its TCP port space
+// (RDMA_PS_TCP 0x0106): a service id is this ORed with the port.
+const serviceIDBase = 0x0106 << 16
 
 // CMAttr is a CM message's attribute id.
 type CMAttr uint16
@@ -80,11 +88,12 @@ const (
 
 // Errors from CMMessage.Validate.
 var (
-	ErrCMShort  = errors.New("rocev2: CM message shorter than 40 bytes")
-	ErrCMHeader = errors.New("rocev2: CM message header is not a CM Send MAD")
-	ErrCMAttr   = errors.New("rocev2: unknown CM attribute")
-	ErrCMMTU    = errors.New("rocev2: CM message path MTU not 256..4096, power of two")
-	ErrCMQPN    = errors.New("rocev2: CM message QPN out of range")
+	ErrCMShort   = errors.New("rocev2: CM message shorter than 48 bytes")
+	ErrCMHeader  = errors.New("rocev2: CM message header is not a CM Send MAD")
+	ErrCMAttr    = errors.New("rocev2: unknown CM attribute")
+	ErrCMMTU     = errors.New("rocev2: CM message path MTU not 256..4096, power of two")
+	ErrCMQPN     = errors.New("rocev2: CM message QPN out of range")
+	ErrCMService = errors.New("rocev2: CM message service id is not an rdma_cm TCP port (or not in a REQ)")
 )
 
 // CMMessage is a view of a CM message.
@@ -99,6 +108,8 @@ type CMFields struct {
 	StartPSN    uint32
 	MTU         int
 	ReadDepth   uint8
+	// Service is the port a REQ asks for (0 in other messages).
+	Service uint16
 }
 
 // Encode writes the CMSize-byte message.
@@ -113,6 +124,9 @@ func (m CMMessage) Encode(f *CMFields) {
 	binary.BigEndian.PutUint32(m[32:36], f.StartPSN&0xFFFFFF)
 	binary.BigEndian.PutUint16(m[36:38], uint16(f.MTU))
 	m[38] = f.ReadDepth
+	if f.Attr == CMReq {
+		binary.BigEndian.PutUint64(m[40:48], serviceIDBase|uint64(f.Service))
+	}
 }
 
 // Validate checks the length, the MAD header, the attribute, the QPNs and
@@ -128,6 +142,9 @@ func (m CMMessage) Validate() error {
 	case CMReq, CMRep, CMRTU, CMDReq, CMDRep:
 	default:
 		return ErrCMAttr
+	}
+	if sid := m.ServiceID(); sid != 0 && (m.Attr() != CMReq || sid&^0xFFFF != serviceIDBase) {
+		return ErrCMService
 	}
 	if binary.BigEndian.Uint32(m[24:28]) > 0xFFFFFF || binary.BigEndian.Uint32(m[28:32]) > 0xFFFFFF {
 		return ErrCMQPN
@@ -163,6 +180,12 @@ func (m CMMessage) MTU() int { return int(binary.BigEndian.Uint16(m[36:38])) }
 
 // ReadDepth returns the sender's RDMA READ depth.
 func (m CMMessage) ReadDepth() uint8 { return m[38] }
+
+// ServiceID returns the service id (0 outside a REQ).
+func (m CMMessage) ServiceID() uint64 { return binary.BigEndian.Uint64(m[40:48]) }
+
+// Service returns the port a REQ asks for.
+func (m CMMessage) Service() uint16 { return uint16(m.ServiceID()) }
 
 // validMTU reports whether n is an IB path MTU.
 func validMTU(n int) bool {

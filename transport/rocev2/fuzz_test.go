@@ -174,7 +174,7 @@ func FuzzDemux(f *testing.F) {
 
 func FuzzCMMessage(f *testing.F) {
 	m := make(CMMessage, CMSize)
-	m.Encode(&CMFields{Attr: CMReq, TID: 77, SenderQPN: 0x11, StartPSN: 5, MTU: 4096, ReadDepth: 16})
+	m.Encode(&CMFields{Attr: CMReq, TID: 77, SenderQPN: 0x11, StartPSN: 5, MTU: 4096, ReadDepth: 16, Service: 18515})
 	f.Add([]byte(m))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m := CMMessage(b)
@@ -182,10 +182,11 @@ func FuzzCMMessage(f *testing.F) {
 			return
 		}
 		f := CMFields{Attr: m.Attr(), TID: m.TID(), SenderQPN: m.SenderQPN(), ReceiverQPN: m.ReceiverQPN(),
-			StartPSN: m.StartPSN(), MTU: m.MTU(), ReadDepth: m.ReadDepth()}
+			StartPSN: m.StartPSN(), MTU: m.MTU(), ReadDepth: m.ReadDepth(), Service: m.Service()}
 		again := make(CMMessage, CMSize)
 		again.Encode(&f)
-		if again.Validate() != nil || again.TID() != m.TID() || again.Attr() != m.Attr() || again.MTU() != m.MTU() {
+		if again.Validate() != nil || again.TID() != m.TID() || again.Attr() != m.Attr() || again.MTU() != m.MTU() ||
+			again.Service() != m.Service() {
 			t.Fatalf("re-encoding a valid message changed it")
 		}
 	})

@@ -45,8 +45,9 @@ type Protocol struct {
 var _ transport.Protocol = (*Protocol)(nil)
 
 var (
-	_ transport.Protocol = (*Protocol)(nil)
-	_ IPSealer           = (*Protocol)(nil)
+	_ transport.Protocol      = (*Protocol)(nil)
+	_ transport.ServiceReader = (*Protocol)(nil)
+	_ IPSealer                = (*Protocol)(nil)
 )
 
 // NewProtocol returns the RoCEv2 transport for one NIC. Invalid options are
@@ -101,6 +102,16 @@ func (p *Protocol) Demux(payload []byte) (id uint32, setup bool, err error) {
 		return 0, false, ErrBadQPN
 	}
 	return qp - QPNOffset, false, nil
+}
+
+// SetupService returns the port a CM REQ asks for (0 for any other
+// payload).
+func (p *Protocol) SetupService(payload []byte) uint16 {
+	m, err := decodeCM(payload)
+	if err != nil || m.Attr() != CMReq {
+		return 0
+	}
+	return m.Service()
 }
 
 // decodeCM returns the valid CM message a QP1 payload carries.

@@ -37,6 +37,9 @@ func (c *Conn) buildCM(now sim.Time, b []byte) int {
 	bth.Encode(&ib.BTHFields{Opcode: ib.OpSendOnly, PKey: ib.DefaultPKey, DestQP: cmQPN})
 	f := CMFields{Attr: attr, TID: c.tid, SenderQPN: c.qpn, ReceiverQPN: c.peerQPN,
 		StartPSN: uint32(c.req.startPSN), MTU: c.mtu, ReadDepth: uint8(c.o.MaxReads)}
+	if attr == CMReq {
+		f.Service = c.cfg.Service
+	}
 	CMMessage(b[ib.BTHSize:]).Encode(&f)
 	clear(b[ib.BTHSize+CMSize : cmPacketLen])
 	if attr == c.cm.waiting {

@@ -134,7 +134,7 @@ func TestNakRoundTrip(t *testing.T) {
 
 func TestSetupRoundTrip(t *testing.T) {
 	for _, typ := range []Type{TypeSyn, TypeSynAck} {
-		f := SetupFields{Common: Common{Type: typ, DstConn: 0, TS: 1}, SrcConn: 42, Nonce: 0x0123456789abcdef,
+		f := SetupFields{Common: Common{Type: typ, DstConn: 0, TS: 1}, SrcConn: 42, Service: 65535, Nonce: 0x0123456789abcdef,
 			Paths: 256, Ports: 8, MTU: 4096, MsgWindow: 1024, DSNWindow: 1 << 20, LineRate: 400000}
 		pkt := sealed(func(b []byte) { Setup(b).Put(&f) }, SetupSize, nil)
 		_, body, err := Parse(pkt)
