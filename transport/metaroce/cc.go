@@ -38,11 +38,11 @@ func (c *Conn) ccOnAck(p *sndPath, pkts, bytes, dce int) {
 	p.st.ceAcked += uint64(dce)
 	if dce > 0 {
 		c.st.ceEchoes++
-		if !wire.Seq(p.una).Before(wire.Seq(p.cutEnd)) {
+		if !wire.Seq(p.sb.una).Before(wire.Seq(p.cutEnd)) {
 			old := p.cwnd
 			p.cwnd = max(c.mss, int(float64(p.cwnd)*(1-p.alpha/2)))
 			p.cwndFrac = 0
-			p.cutEnd = p.nxt
+			p.cutEnd = p.sb.nxt
 			if c.cfg.Trace != nil {
 				c.tracef("path %d: ECE, cwnd %d -> %d (alpha %.3f)", p.id, old, p.cwnd, p.alpha)
 			}
@@ -54,7 +54,7 @@ func (c *Conn) ccOnAck(p *sndPath, pkts, bytes, dce int) {
 			p.cwnd = min(p.cwnd+c.mss, maxPathWindow*c.mss)
 		}
 	}
-	if !wire.Seq(p.una).Before(wire.Seq(p.roundEnd)) {
+	if !wire.Seq(p.sb.una).Before(wire.Seq(p.roundEnd)) {
 		c.endRound(p)
 	}
 }
@@ -81,7 +81,7 @@ func (c *Conn) endRound(p *sndPath) {
 		}
 	}
 	p.roundPkts, p.roundCE = 0, 0
-	p.roundEnd = p.nxt
+	p.roundEnd = p.sb.nxt
 }
 
 // fewHeavy reports whether fewer than half of the active paths are heavily

@@ -1,8 +1,6 @@
 package metaroce
 
 import (
-	"math/bits"
-
 	"github.com/mrlab/mrlab/transport"
 	"github.com/mrlab/mrlab/transport/metaroce/wire"
 )
@@ -73,22 +71,6 @@ type postedRecv struct {
 	consumed bool
 	msn      uint32
 }
-
-type nakItem struct {
-	path, gen uint8
-	reason    wire.NakReason
-	stream    uint16
-	port      int
-	sport     uint16
-	psn       uint32
-	msn       uint32
-	dsn       uint32
-	echo      uint32
-}
-
-// maxNaks bounds the NAK queue; a NAK that does not fit is dropped, and the
-// sender's retransmission brings it back.
-const maxNaks = 64
 
 // consumesRecv reports whether the message takes a posted receive.
 func (r *rcvMsg) consumesRecv() bool {
@@ -291,10 +273,11 @@ func (c *Conn) consume(d wire.Data, pid int, rx transport.RxMeta) consumeResult 
 			c.queueNak(d, pid, wire.NakAccess, rx)
 			return consumedNak
 		}
-		dst, _ := c.cfg.Memory.Resolve(d.Key(), d.Addr(), n, transport.AccessRemoteWrite)
-		copy(dst, payload)
+		dst := region(d.Addr(), uint32(n), d.Key())
+		c.place(dst[:], 0, payload, transport.AccessRemoteWrite) // the range was checked
+
 	case wire.TypeSend:
-		if !c.scatter(&c.recv(r.token).wr, d.Offset(), payload) {
+		if wr := &c.recv(r.token).wr; !c.place(wr.SGL[:wr.NumSGE], d.Offset(), payload, transport.AccessLocalWrite) {
 			c.rcvFail(msn, r, wire.NakInvalid, transport.StatusLocalProtection)
 			c.queueNak(d, pid, wire.NakInvalid, rx)
 			return consumedNak
@@ -382,26 +365,6 @@ func (c *Conn) bindRecv(d wire.Data, pid int, msn uint32, r *rcvMsg, rx transpor
 	return consumed
 }
 
-// scatter places a SEND's bytes at off through a receive's SGL.
-func (c *Conn) scatter(wr *transport.WorkRequest, off uint32, src []byte) bool {
-	for i := 0; i < wr.NumSGE && len(src) > 0; i++ {
-		s := &wr.SGL[i]
-		if off >= s.Len {
-			off -= s.Len
-			continue
-		}
-		k := min(int(s.Len-off), len(src))
-		dst, st := c.cfg.Memory.Resolve(s.LKey, s.Addr+uint64(off), k, transport.AccessLocalWrite)
-		if st != transport.StatusOK {
-			return false
-		}
-		copy(dst, src[:k])
-		src = src[k:]
-		off = 0
-	}
-	return len(src) == 0
-}
-
 // consumeReadResp places READ response bytes into our own READ's sinks,
 // after checking that the placement the response carries is exactly where
 // our READ asked for those bytes.
@@ -435,30 +398,15 @@ func (c *Conn) consumeReadResp(d wire.Data) consumeResult {
 			c.failMsg(msn, transport.StatusRemoteInvalidRequest)
 			break
 		}
-		dst, st := c.cfg.Memory.Resolve(key, addr, int(n), transport.AccessLocalWrite)
-		if st != transport.StatusOK {
+		if dst := region(addr, n, key); !c.place(dst[:], 0, payload, transport.AccessLocalWrite) {
 			c.failMsg(msn, transport.StatusLocalProtection)
 			break
 		}
-		copy(dst, payload)
 		m.respGot += n
 		c.st.bytesPlaced += uint64(n)
 	}
 	c.releaseSnd(msn)
 	return consumed
-}
-
-// sglAt returns where byte off of a work request's SGL is, and how many
-// bytes of that element follow.
-func sglAt(wr *transport.WorkRequest, off uint32) (addr uint64, key, room uint32, ok bool) {
-	for i := 0; i < wr.NumSGE; i++ {
-		s := &wr.SGL[i]
-		if off < s.Len {
-			return s.Addr + uint64(off), s.LKey, s.Len - off, true
-		}
-		off -= s.Len
-	}
-	return 0, 0, 0, false
 }
 
 // rcvFail marks a message failed at the receiver. Its error completion is
@@ -588,104 +536,4 @@ func (c *Conn) flushReceiver() {
 	c.r.naks = c.r.naks[:0]
 	clear(c.r.due)
 	clear(c.r.delayed)
-}
-
-// queueNak queues a NAK for a refused packet.
-func (c *Conn) queueNak(d wire.Data, pid int, reason wire.NakReason, rx transport.RxMeta) {
-	if len(c.r.naks) >= maxNaks {
-		c.st.naksDropped++
-		return
-	}
-	c.r.naks = append(c.r.naks, nakItem{path: uint8(pid), gen: d.Gen(), reason: reason, stream: d.Stream(),
-		port: rx.Port, sport: rx.SrcPort, psn: d.PSN(), msn: d.MSN(), dsn: d.DSN(), echo: d.TS()})
-}
-
-// transmitNak sends the first queued NAK for port.
-func (c *Conn) transmitNak(port int, b []byte) (int, transport.TxMeta) {
-	for i := range c.r.naks {
-		k := c.r.naks[i]
-		if k.port != port {
-			continue
-		}
-		c.r.naks = append(c.r.naks[:i], c.r.naks[i+1:]...)
-		f := wire.NakFields{
-			Common: wire.Common{Type: wire.TypeNak, Path: k.path, Gen: k.gen, DstConn: c.peer, PSN: k.psn, TS: c.ts()},
-			Reason: k.reason, Stream: k.stream, MSN: k.msn, DSN: k.dsn, EchoTS: k.echo,
-		}
-		wire.Nak(b).Put(&f)
-		c.st.naksSent++
-		return wire.Seal(b, wire.NakSize), transport.TxMeta{SrcPort: k.sport}
-	}
-	return 0, transport.TxMeta{}
-}
-
-// ackNow makes path pid's ACK due.
-func (c *Conn) ackNow(pid int) {
-	c.r.due[pid/64] |= 1 << (pid % 64)
-	c.r.delayed[pid/64] &^= 1 << (pid % 64)
-}
-
-// ackLater holds path pid's ACK for at most DelayedAck.
-func (c *Conn) ackLater(pid int) {
-	if c.r.due[pid/64]&(1<<(pid%64)) != 0 {
-		return
-	}
-	c.r.delayed[pid/64] |= 1 << (pid % 64)
-	if !c.ackTimer.Armed() {
-		c.timers.Arm(&c.ackTimer, c.now+c.opts.DelayedAck)
-	}
-}
-
-// onAckTimer makes every delayed ACK due.
-func (c *Conn) onAckTimer() {
-	for w := range c.r.delayed {
-		c.r.due[w] |= c.r.delayed[w]
-		c.r.delayed[w] = 0
-	}
-}
-
-// transmitAck sends the ACK of a due path whose packets arrive on port.
-func (c *Conn) transmitAck(port int, b []byte) (int, transport.TxMeta) {
-	for w, word := range c.r.due {
-		for word != 0 {
-			i := bits.TrailingZeros64(word)
-			word &^= 1 << i
-			pid := 64*w + i
-			rp := &c.r.paths[pid]
-			if rp.port != port {
-				continue
-			}
-			c.r.due[w] &^= 1 << i
-			return c.encodeAck(b, pid, rp), transport.TxMeta{SrcPort: rp.sport}
-		}
-	}
-	return 0, transport.TxMeta{}
-}
-
-func (c *Conn) encodeAck(b []byte, pid int, rp *rcvPath) int {
-	f := wire.AckFields{
-		Common:   wire.Common{Type: wire.TypeAck, Path: uint8(pid), Gen: rp.gen, DstConn: c.peer, PSN: rp.sack.cum, TS: c.ts()},
-		EchoTS:   rp.echoTS,
-		CECount:  rp.ce,
-		RxCount:  rp.rx,
-		RateHint: c.hintKBs(),
-		SACK:     rp.sack.bits,
-	}
-	c.r.lastHint = f.RateHint
-	if rp.ece {
-		f.Flags |= wire.FlagECE
-	}
-	rp.pending, rp.ece = 0, false
-	wire.Ack(b).Put(&f)
-	c.st.acksSent++
-	return wire.Seal(b, wire.AckSize)
-}
-
-// hintKBs is the peer's fair share of this NIC, in kB/s, for an ACK.
-func (c *Conn) hintKBs() uint32 {
-	if c.opts.DisableRateHint || c.slot < 0 {
-		return wire.NoRateHint
-	}
-	s := c.proto.alloc.share(c.slot, c.now) / 1000
-	return uint32(max(1, min(s, wire.NoRateHint-1)))
 }

@@ -114,7 +114,7 @@ func (c *Conn) PathStats(i int) PathStats {
 		Packets: p.st.packets, Bytes: p.st.bytes, Retransmits: p.st.retransmits, Losses: p.st.losses,
 		Timeouts: p.st.timeouts, Probes: p.st.probes, EntropyChanges: p.st.entropyChanges,
 		Acked: p.st.acked, CEAcked: p.st.ceAcked, Alpha: p.alpha,
-		Cwnd: p.cwnd, InFlight: p.inflight, SRTT: p.srtt, RTTVar: p.rttvar, RTO: p.rto, MinRTT: p.minRTT,
+		Cwnd: p.cwnd, InFlight: p.sb.inflight, SRTT: p.srtt, RTTVar: p.rttvar, RTO: p.rto, MinRTT: p.minRTT,
 	}
 	if p.st.acked > 0 {
 		s.ECNFraction = float64(p.st.ceAcked) / float64(p.st.acked)
