@@ -8,39 +8,62 @@ import (
 	"github.com/mrlab/mrlab/transport/metaroce/wire"
 )
 
-// onAck processes one path's ACK: settle what it covers, take an RTT
-// sample, run congestion control, detect losses (a hole below a PSN that
-// was sent later and has arrived), and note the rate hint.
+// onAck processes an ACK: its rate hint, then each path record in it.
 func (c *Conn) onAck(a wire.Ack) {
 	c.st.acksReceived++
-	if int(a.Path()) >= len(c.s.paths) {
+	c.noteHint(a.RateHint())
+	c.s.peerBusy = wire.Header(a).Flags()&wire.FlagBusy != 0
+	r := a.First()
+	c.onPathAck(&r)
+	for i, off := 0, wire.AckSize; i < a.Records() && c.state == transport.StateEstablished; i++ {
+		r, off = a.Record(off)
+		c.onPathAck(&r)
+	}
+}
+
+// onPathAck processes one path's state from an ACK: settle what it
+// covers, take an RTT sample, run congestion control, detect losses (a
+// hole below a PSN that was sent later and has arrived) and judge the
+// path's health.
+func (c *Conn) onPathAck(r *wire.PathAck) {
+	if int(r.Path) >= len(c.s.paths) {
 		c.st.dropMalformed++
 		return
 	}
-	p := &c.s.paths[a.Path()]
-	if a.Gen() != p.gen {
+	p := &c.s.paths[r.Path]
+	if r.Gen != p.gen {
 		c.st.staleAcks++
 		return
 	}
-	cum := a.PSN()
-	// cum is in [una, nxt], or a little before una (an older ACK overtaken
-	// by a newer one); anything else is not an ACK of this path.
+	cum := r.Cum
 	sb := &p.sb
+	// cum is in [una, nxt], or a little before una (an older record
+	// overtaken by a newer one); anything else is not of this path.
 	if cum-sb.una > sb.nxt-sb.una && sb.una-cum > 4*maxPathWindow {
 		c.st.dropMalformed++
 		return
 	}
-	c.noteHint(a.RateHint())
 	pkts, bytes := 0, 0
-	// Only an ACK whose cum is in [una, nxt] acknowledges cumulatively; an
-	// older one, overtaken by a newer, carries nothing cumulative we lack.
+	// The newest PSN the record reports arrived is the packet its echo_ts
+	// belongs to (paths are FIFO): whether it was a full-size data packet
+	// decides whether its RTT can be the base RTT (rtt.go).
+	top := cum - 1
+	for w := 3; w >= 0; w-- {
+		if word := r.SACK[w]; word != 0 {
+			top = cum + uint32(64*w+64-bits.TrailingZeros64(word))
+			break
+		}
+	}
+	full := sb.outstanding(top) && sb.entry(top).kind == sbData && int(sb.entry(top).size) >= c.mss
+	// Only a record whose cum is in [una, nxt] acknowledges cumulatively;
+	// an older one carries nothing cumulative we lack.
 	for psn := sb.una; cum-sb.una <= sb.nxt-sb.una && psn != cum; psn++ {
 		k, n := c.ackEntry(p, psn)
 		pkts += k
 		bytes += n
 	}
 	for w := 0; w < 4; w++ {
-		word := a.SACKWord(w)
+		word := r.SACK[w]
 		for word != 0 {
 			i := bits.LeadingZeros64(word)
 			word &^= 1 << (63 - i)
@@ -57,31 +80,30 @@ func (c *Conn) onAck(a wire.Ack) {
 		return // a completion callback closed us
 	}
 	sb.advance()
+	drx := int(uint16(r.RxCount - p.lastRx))
+	dce := int(uint16(r.CECount - p.lastCE))
+	if drx > 4*maxPathWindow || dce > drx {
+		drx, dce = 0, 0 // an older record, overtaken
+	} else {
+		p.lastRx, p.lastCE = r.RxCount, r.CECount
+	}
 	if pkts > 0 {
-		// The path delivers: restart its timers (RFC 8985 re-arms the RTO
-		// on every ACK that acknowledges something new, SACKed or not).
-		p.rtoBase, p.tlpBase, p.tlpSent, p.tlps = c.now, c.now, false, 0
-		if p.timeouts > 0 || p.state != PathActive && p.state != PathDraining {
+		// The path delivers: restart its timers (RFC 8985 re-arms on every
+		// ACK that acknowledges something new, SACKed or not).
+		p.tlpBase, p.tlpSent, p.tlps, p.lastProgress = c.now, false, 0, c.now
+		if p.timeouts > 0 || p.state == PathProbing || p.state == PathFailed {
 			c.pathRecovered(p)
 		}
-		p.timeouts = 0
+		c.rttSample(p, sim.Time(c.ts()-r.EchoTS), full)
 	}
-	if pkts > 0 {
-		c.rttSample(p, sim.Time(c.ts()-a.EchoTS()))
-	}
-	dce := int(int16(a.CECount() - p.lastCE))
-	if dce > 0 {
-		p.lastCE = a.CECount()
-	} else {
-		dce = 0
-	}
-	c.ccOnAck(p, pkts, bytes, dce)
+	c.ccOnRecord(p, pkts, bytes, drx, dce)
 	if pkts > 0 {
 		c.detectLoss(p)
 	}
 	if p.state == PathDraining && sb.empty() {
 		c.repath(p, whyMarks, false)
 		p.state = PathActive
+		c.s.sharesDirty = true
 	}
 	c.armPath(p)
 }
@@ -107,46 +129,22 @@ func (c *Conn) ackEntry(p *sndPath, psn uint32) (int, int) {
 	return 1, int(e.size)
 }
 
-// detectLoss declares lost every outstanding PSN sent before the latest
-// transmission known to have arrived: paths are FIFO, so it is a loss, not
-// reordering.
+// detectLoss declares lost every outstanding PSN of p sent before the
+// latest transmission known to have arrived: paths are FIFO, so it is a
+// loss, not reordering.
 func (c *Conn) detectLoss(p *sndPath) {
 	var trace func(psn uint32)
 	if c.cfg.Trace != nil {
 		trace = func(psn uint32) { c.tracef("path %d: SACK hole psn %d, retransmit", p.id, psn) }
 	}
 	newLosses, left := p.sb.detectLoss(trace)
-	c.s.inflight -= left
-	p.st.losses += uint64(newLosses)
-	c.st.losses += uint64(newLosses)
-	if newLosses > 0 {
-		c.flagPath(p)
-	}
 	if newLosses == 0 {
 		return
 	}
-	if p.sb.nxt-p.lossBase > uint32(c.opts.LossWindow) {
-		p.lossBase, p.losses = p.sb.nxt, 0
-	}
-	p.losses += newLosses
+	c.s.inflight -= left
+	p.st.losses += uint64(newLosses)
+	c.st.losses += uint64(newLosses)
 	c.s.lossLost += float64(newLosses)
-	// Repath only a path that loses clearly more than the connection as a
-	// whole: under loss spread evenly over every route, moving cannot
-	// help and would only re-send what the path has in flight.
-	if p.losses >= c.opts.LossesBeforeRepath && p.state == PathActive && c.otherActivePath(p) {
-		window := float64(min(int(p.sb.nxt-p.lossBase), c.opts.LossWindow))
-		if float64(p.losses)/max(window, 1) > 2*c.s.lossLost/max(c.s.lossSent, 1) {
-			c.repath(p, whyLosses, true)
-		}
-	}
-}
-
-// otherActivePath reports whether some path besides p can carry data.
-func (c *Conn) otherActivePath(p *sndPath) bool {
-	for i := range c.s.paths {
-		if q := &c.s.paths[i]; q != p && q.state == PathActive {
-			return true
-		}
-	}
-	return false
+	c.flagPath(p)
+	c.noteLosses(p, newLosses)
 }

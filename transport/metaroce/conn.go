@@ -26,8 +26,9 @@ type Conn struct {
 	nonce             uint64
 	mss               int
 	lineBytes         float64  // Ports x LineRate in bytes per second
-	serialRTO         sim.Time // RTO floor from serialization at line rate (see rtoSerializations)
 	slot              int32    // our sender slot in the Protocol's allocator
+	ackDelay          sim.Time // the longest we hold an ACK (Options.AckDelay or derived)
+	peerAckDelay      sim.Time // the longest the peer holds one (from its SYN or SYN_ACK)
 
 	// What the peer accepts from us.
 	peerPaths int
@@ -54,6 +55,7 @@ type Conn struct {
 // owes the peer.
 type ctlState struct {
 	pending wire.Type // SYN, SYN_ACK or CLOSE while unanswered; 0 if none
+	firstAt sim.Time  // when its first attempt was made (the handshake's RTT)
 	due     bool      // send pending on the next Transmit on port
 	tries   int
 	port    int
@@ -102,8 +104,9 @@ func newConn(p *Protocol, now sim.Time, cfg transport.Config, dialer bool) (*Con
 	if c.rnd == nil {
 		c.rnd = sim.NewRand(uint64(cfg.LocalID), "metaroce")
 	}
-	if cfg.LineRate > 0 {
-		c.serialRTO = sim.Time(rtoSerializations * float64(c.mss+wire.MaxOverhead+wireOverhead) * 8 / cfg.LineRate * float64(sim.Second))
+	c.ackDelay = c.opts.AckDelay
+	if c.ackDelay == 0 {
+		c.ackDelay = sim.Time(c.opts.AckEvery) * c.serialize(c.mss+dataOverhead)
 	}
 	c.ctlTimer.Init(ctlTimerFired, c)
 	c.ackTimer.Init(ackTimerFired, c)
@@ -112,53 +115,21 @@ func newConn(p *Protocol, now sim.Time, cfg transport.Config, dialer bool) (*Con
 	c.timers.AdvanceTo(now)
 	c.s.paths = make([]sndPath, c.opts.Paths)
 	c.s.cursor = make([]int, cfg.Ports)
+	c.s.run = make([]int, cfg.Ports)
 	c.s.blockedEpoch = make([]uint64, cfg.Ports)
 	c.s.blockedSize = make([]int, cfg.Ports)
 	c.s.roomEpoch = 1
+	c.s.mult = 1
+	c.s.alpha = 1 // RFC 8257: start cautious, so the first mark halves
+	c.s.sharesDirty = true
 	for i := range c.s.paths {
 		ph := &c.s.paths[i]
 		ph.c, ph.id = c, uint8(i)
 		ph.timer.Init(pathTimerFired, ph)
 		ph.entropy = c.newEntropy()
-		ph.rto = max(c.opts.InitialRTO, c.serialRTO)
-		ph.alpha = 1 // RFC 8257: start cautious, so the first mark halves
+		ph.credit = 1
 	}
-	c.initWindows()
 	return c, nil
-}
-
-// initWindows sets every path's initial window: the connection's initial
-// window (default one BDP) split over its paths, at least one MSS each.
-func (c *Conn) initWindows() {
-	for i := range c.s.paths {
-		c.s.paths[i].cwnd = c.initialPathWindow()
-	}
-}
-
-func (c *Conn) initialPathWindow() int {
-	w := c.opts.InitialWindow
-	if w == 0 {
-		w = int(c.lineBytes * c.opts.BaseRTT.Seconds())
-	}
-	return max(c.mss, w/len(c.s.paths))
-}
-
-// newEntropy draws a UDP source port in 49152..65535 that no other path of
-// the connection uses.
-func (c *Conn) newEntropy() uint16 {
-	for {
-		e := uint16(49152 + c.rnd.IntN(16384))
-		clash := false
-		for i := range c.s.paths {
-			if c.s.paths[i].entropy == e {
-				clash = true
-				break
-			}
-		}
-		if !clash {
-			return e
-		}
-	}
 }
 
 // tracef reports a protocol decision. Callers guard it with
@@ -285,6 +256,7 @@ func (c *Conn) confirm() {
 	if !c.confirmed {
 		c.confirmed = true
 		if c.ctl.pending == wire.TypeSynAck {
+			c.handshakeRTT(c.now - c.ctl.firstAt)
 			c.ctl.pending, c.ctl.due = 0, false
 			c.timers.Disarm(&c.ctlTimer)
 		}

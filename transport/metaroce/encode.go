@@ -6,7 +6,7 @@ import (
 )
 
 // encodeChunk writes a data packet for chunk dsn on (p, psn) into b.
-func (c *Conn) encodeChunk(b []byte, p *sndPath, psn, dsn uint32, retx bool) int {
+func (c *Conn) encodeChunk(b []byte, p *sndPath, psn, dsn uint32, retx bool, extra wire.Flags) int {
 	ch := c.chunk(dsn)
 	f := wire.DataFields{
 		Common:  wire.Common{Path: p.id, Gen: p.gen, DstConn: c.peer, PSN: psn, TS: c.ts()},
@@ -15,6 +15,7 @@ func (c *Conn) encodeChunk(b []byte, p *sndPath, psn, dsn uint32, retx bool) int
 		Offset:  ch.offset,
 		Demand:  c.demandKBs(int(ch.size)),
 	}
+	f.Flags |= extra
 	if retx {
 		f.Flags |= wire.FlagRetx
 	}
@@ -81,9 +82,6 @@ func (c *Conn) encodeChunk(b []byte, p *sndPath, psn, dsn uint32, retx bool) int
 		if ch.offset+uint32(ch.size) >= f.MsgLen {
 			f.Flags |= wire.FlagLast
 		}
-	}
-	if f.Flags&wire.FlagLast != 0 {
-		f.Flags |= wire.FlagAckReq // the message completes on this ACK: do not delay it
 	}
 	if ch.abort {
 		f.Flags |= wire.FlagAbort

@@ -1,26 +1,30 @@
 package metaroce
 
 import (
+	"math"
+
 	"github.com/mrlab/mrlab/internal/sim"
 )
 
 // PathState is where a sender's path is in its life.
 //
-//	Active --ECN-heavy--> Draining --in-flight drained, new entropy--> Active
-//	Active --losses--> Active (new entropy; in-flight chunks move to other paths)
-//	Active --RTO--> Probing (new entropy, in-flight moves, cwnd 1 MSS;
-//	                 under heavy random loss a first RTO stays Active)
-//	Probing --probe ACKed--> Active
-//	Probing --RTO, TimeoutsBeforeFail in a row--> Failed
-//	Failed --every FailedProbeInterval: new entropy, probe; ACKed--> Active
+//	Active --ECN-hot or lossy--> Draining --nothing outstanding: new entropy--> Active
+//	Active/Draining --RTO--> Probing (new entropy; its chunks move to other paths)
+//	Probing --any ACK progress--> Active
+//	Probing --RTO, k in a row--> Failed (k = TimeoutsBeforeFail, or more; doc.go)
+//	Failed --probe answered--> Active
+//
+// Only Active paths take new data. Probing and Failed paths carry probes,
+// each on a new entropy, at an interval that doubles per timeout up to
+// RTOMax.
 type PathState uint8
 
 // Path states.
 const (
 	PathActive   PathState = iota // carries data
-	PathDraining                  // carries no new data; repaths when empty
-	PathProbing                   // timed out; carries a probe on a new entropy
-	PathFailed                    // timed out repeatedly; re-probed slowly
+	PathDraining                  // carries no new data; moves to a new entropy when empty
+	PathProbing                   // timed out; carries probes on new entropies
+	PathFailed                    // timed out repeatedly; probed at the longest interval
 )
 
 func (s PathState) String() string {
@@ -37,7 +41,9 @@ func (s PathState) String() string {
 	return "PathState?"
 }
 
-// sndPath is one path of the sending side of a connection.
+// sndPath is one path of the sending side of a connection: its route
+// (entropy), its PSN space and scoreboard, its RTT estimate, its ECN
+// signal and its weight in the connection's window, and its health.
 type sndPath struct {
 	c       *Conn
 	id      uint8
@@ -48,32 +54,34 @@ type sndPath struct {
 	// sb is what the current generation has outstanding.
 	sb scoreboard
 
-	// Congestion control (cc.go).
-	cwnd       int
-	cwndFrac   int
-	alpha      float64
-	roundEnd   uint32 // PSN that ends the current DCTCP round
-	roundPkts  int
-	roundCE    int
-	cutEnd     uint32 // no window cut until una passes this PSN
-	markRounds int    // consecutive rounds marked above RepathMarkFraction
-	heavy      bool
-	lastCE     uint16 // receiver's cumulative CE count at the last ACK
+	// ECN signal and share (cc.go). alpha is the EWMA of the CE-marked
+	// fraction of the path's acknowledged packets; the path's weight in
+	// the window is 1 - alpha. credit runs the weighted round robin.
+	alpha              float64
+	wq                 uint8 // weight in sixteenths when shares were last computed
+	credit             float64
+	lastCE, lastRx     uint16 // receiver's cumulative counts at its last record
+	roundPkts, roundCE int    // this round's delivered and marked packets
+	roundEnd           uint32 // PSN whose ACK ends the round
+	markRounds         int    // consecutive rounds marked above RepathMarkFraction
+	heavy              bool   // the last round was marked above it
 
-	// RTT (RFC 6298) and timers.
-	srtt, rttvar, rto, minRTT sim.Time
-	hasRTT                    bool
-	rtoBase                   sim.Time // start of the retransmission timer
-	tlpBase                   sim.Time // last send or progress
-	tlpSent                   bool
-	tlps                      int      // heavy loss: tail-loss probes since progress
-	tlpSentAt                 sim.Time // heavy loss: when the latest of them left
-	probeWant                 bool     // a probe is due on this path
-	probeAt                   sim.Time // Failed: next re-probe
-	timeouts                  int      // consecutive
-	lossBase                  uint32   // PSN where the loss-count window began
-	losses                    int
-	timer                     sim.Timer
+	// RTT (RFC 6298) and timers (probe.go).
+	srtt, rttvar sim.Time
+	hasRTT       bool
+	tlpBase      sim.Time // last send or ACK progress
+	tlpSent      bool     // a tail-loss probe went out since progress
+	tlps         int      // tail-loss probes since progress
+	tlpSentAt    sim.Time
+	probeWant    bool     // a probe is due on this path
+	probeAt      sim.Time // Probing/Failed: when the next probe is due
+	timeouts     int      // consecutive
+	failures     int      // probe timeouts since the path failed (back-off)
+	lastProgress sim.Time // last ACK that acknowledged something new
+	timer        sim.Timer
+
+	// Loss record of the current entropy, for the repath test.
+	genSent, genLost int
 
 	st pathCounters
 }
@@ -91,6 +99,9 @@ func pathTimerFired(now sim.Time, arg any) {
 
 // plane returns the NIC port the path's packets leave on.
 func (p *sndPath) plane(ports int) int { return int(p.id) % ports }
+
+// usable reports whether the path takes data.
+func (p *sndPath) usable() bool { return p.state == PathActive }
 
 // repathReason says why a path moved to a new entropy.
 type repathReason uint8
@@ -116,40 +127,64 @@ func (r repathReason) String() string {
 	return "?"
 }
 
+// badEntropies is how many entropies a connection remembers as recently
+// bad: a new entropy is never one of them.
+const badEntropies = 8
+
+// newEntropy draws a UDP source port in 49152..65535 that no other path of
+// the connection uses and that is not recently bad.
+func (c *Conn) newEntropy() uint16 {
+	for {
+		e := uint16(49152 + c.rnd.IntN(16384))
+		clash := false
+		for i := range c.s.paths {
+			if c.s.paths[i].entropy == e {
+				clash = true
+				break
+			}
+		}
+		for _, b := range c.s.bad {
+			if b == e {
+				clash = true
+			}
+		}
+		if !clash {
+			return e
+		}
+	}
+}
+
+// noteBad records an entropy the connection left because its route lost,
+// marked or dropped everything.
+func (c *Conn) noteBad(e uint16) {
+	c.s.bad[c.s.badNext%badEntropies] = e
+	c.s.badNext++
+}
+
 // repath moves p to a new entropy: a new generation whose PSNs start at 0,
 // so the receiver sees a fresh sequence space and nothing sent on the old
 // route can look like loss on the new one. With abandon, the chunks still
 // outstanding move to the connection's retransmit queue, to be re-sent on
-// whichever path has room (a drained path has none).
+// a path that delivers.
 func (c *Conn) repath(p *sndPath, why repathReason, abandon bool) {
 	moved := 0
 	if abandon {
-		for psn := p.sb.una; psn != p.sb.nxt; psn++ {
-			e := p.sb.entry(psn)
-			if e.acked || e.kind == sbProbe {
-				continue
-			}
-			ch := c.chunk(e.dsn)
-			if ch.where != chunkOnPath || ch.path != p.id || ch.gen != p.gen || ch.psn != psn {
-				continue
-			}
-			if !e.lost {
-				c.s.inflight -= int(e.size)
-			}
-			ch.where = chunkQueued
-			c.s.rexmit = append(c.s.rexmit, e.dsn)
-			moved++
-		}
+		moved = c.abandon(p)
 	}
 	old := p.entropy
+	if why != whyReprobe {
+		c.noteBad(old)
+	}
 	p.entropy = c.newEntropy()
 	p.gen++
 	p.sb.restart()
 	c.flagPath(p)
-	p.lastCE = 0
-	p.roundEnd, p.roundPkts, p.roundCE, p.cutEnd = 0, 0, 0, 0
-	p.lossBase, p.losses, p.markRounds, p.heavy = 0, 0, 0, false
+	p.lastCE, p.lastRx = 0, 0
+	p.roundPkts, p.roundCE, p.roundEnd, p.markRounds, p.heavy = 0, 0, 0, 0, false
+	p.genSent, p.genLost = 0, 0
 	p.tlpSent, p.tlps = false, 0
+	p.alpha = 0 // a new route: its marks are its own
+	c.s.sharesDirty = true
 	p.st.entropyChanges++
 	c.st.entropyChanges++
 	if c.cfg.Trace != nil {
@@ -157,18 +192,90 @@ func (c *Conn) repath(p *sndPath, why repathReason, abandon bool) {
 	}
 }
 
+// abandon moves p's outstanding chunks to the retransmit queue and
+// returns how many moved.
+func (c *Conn) abandon(p *sndPath) int {
+	moved := 0
+	for psn := p.sb.una; psn != p.sb.nxt; psn++ {
+		e := p.sb.entry(psn)
+		if e.acked || e.kind == sbProbe {
+			continue
+		}
+		ch := c.chunk(e.dsn)
+		if ch.where != chunkOnPath || ch.path != p.id || ch.gen != p.gen || ch.psn != psn {
+			continue
+		}
+		if e.counts() {
+			c.s.inflight -= int(e.size)
+		}
+		ch.where = chunkQueued
+		c.s.rexmit = append(c.s.rexmit, e.dsn)
+		moved++
+	}
+	return moved
+}
+
+// noteLosses runs the repath test on p after it lost newLosses more
+// packets: p moves to a new entropy, its outstanding chunks to paths that
+// deliver, when its losses on
+// the current entropy are too many to be chance at the connection's
+// loss rate (Chernoff bound of the binomial tail below RepathConfidence).
+// Under loss spread evenly over the fabric no path's count is
+// significant, so paths stay put; a gray link's paths are left after a
+// handful of losses.
+func (c *Conn) noteLosses(p *sndPath, newLosses int) {
+	p.genLost += newLosses
+	if p.state != PathActive || !c.otherActivePath(p) {
+		return
+	}
+	n, k := float64(max(p.genSent, p.genLost)), float64(p.genLost)
+	q := c.lossRate()
+	if k/n <= q || q <= 0 {
+		return
+	}
+	if n*klDiv(k/n, q) > math.Log(1/c.opts.RepathConfidence) {
+		if c.cfg.Trace != nil {
+			c.tracef("path %d: %d of %d packets lost on entropy %d, connection %.2f%%: moving", p.id, p.genLost, p.genSent, p.entropy, 100*q)
+		}
+		c.repath(p, whyLosses, true)
+	}
+}
+
+// klDiv is the Kullback-Leibler divergence of Bernoulli(a) from
+// Bernoulli(b): n*klDiv(k/n, p) bounds -ln P(X >= k) for X ~ Bin(n, p).
+func klDiv(a, b float64) float64 {
+	d := 0.0
+	if a > 0 {
+		d += a * math.Log(a/b)
+	}
+	if a < 1 {
+		d += (1 - a) * math.Log((1-a)/(1-b))
+	}
+	return d
+}
+
+// otherActivePath reports whether some path besides p can carry data.
+func (c *Conn) otherActivePath(p *sndPath) bool {
+	for i := range c.s.paths {
+		if q := &c.s.paths[i]; q != p && q.state == PathActive {
+			return true
+		}
+	}
+	return false
+}
+
 // pathRecovered returns a probing or failed path to service.
 func (c *Conn) pathRecovered(p *sndPath) {
-	if p.state == PathFailed {
-		p.cwnd = c.initialPathWindow()
-		p.rto = p.computeRTO(c.opts)
-	}
 	if p.state != PathActive && c.cfg.Trace != nil {
 		c.tracef("path %d recovered on entropy %d", p.id, p.entropy)
 	}
 	if p.state == PathProbing || p.state == PathFailed {
 		p.state = PathActive
+		p.probeWant = false
+		c.flagPath(p)
+		c.s.sharesDirty = true
 	}
+	p.timeouts = 0
 	c.allFailedSince = 0
 }
 

@@ -6,9 +6,39 @@ import (
 
 	"github.com/mrlab/mrlab/internal/sim"
 	"github.com/mrlab/mrlab/transport"
+	"github.com/mrlab/mrlab/transport/metaroce/wire"
 )
 
-// transmitProbe sends a due probe (tail-loss probe, or a probe of a
+// Timers. Every path has one timer; what it runs depends on the path's
+// state. PTO (rtt.go) is RTT + max(4 x variation, granularity) + the
+// peer's ACK delay, with the RTT never below the connection's recent RTT.
+//
+//   - Active or Draining, something outstanding: a tail-loss probe PTO
+//     after the path's last transmission or ACK progress, whichever is
+//     later. The first probe is the path's next packet, sent at once
+//     outside the window: a new chunk if the connection has one, else the
+//     path's newest outstanding chunk again (its old PSN becomes a
+//     payload-free filler), else a bare PROBE. Its ACK shows any hole
+//     before it, so a lost tail is found within about one round trip.
+//   - Each further PTO without progress: another probe, a bare PROBE, up
+//     to tailProbes() probes in all: one on a loss-free connection, more
+//     when its measured loss makes that many lost probes (or answers) in
+//     a row likelier than 1e-3 (the "chance" rule).
+//   - The last probe unanswered for a PTO: a retransmission timeout. The
+//     path's chunks move to paths that have delivered within their PTO,
+//     the path takes a new entropy (the old one is remembered as bad) and
+//     becomes Probing. So a timeout means the path's ACKs stopped, not
+//     that random loss took a probe.
+//   - Probing: a PROBE on a new entropy every PTO until one is answered.
+//     After timeoutsBeforeFail() unanswered in a row (TimeoutsBeforeFail,
+//     or more by the chance rule) the path is Failed: its probes' interval
+//     doubles each time, up to RTOMax. When every path is Failed for
+//     AllFailedTimeout the connection gives up.
+//
+// Any ACK that acknowledges something new on a path returns it to Active
+// and resets its timeouts.
+
+// transmitProbe sends a due probe (a tail-loss probe, or a probe of a
 // probing or failed path) on port's plane.
 func (c *Conn) transmitProbe(port int, b []byte) (int, transport.TxMeta) {
 	for w, word := range c.s.probeSet {
@@ -23,54 +53,56 @@ func (c *Conn) transmitProbe(port int, b []byte) (int, transport.TxMeta) {
 	return 0, transport.TxMeta{}
 }
 
-// sendProbe sends p's due probe under a new PSN. Under heavy random loss
-// a tail-loss probe of a path carrying data is the path's newest
-// outstanding chunk, sent again (tailLossProbe); otherwise a bare probe,
-// which costs nothing when the ACK was only late (a queue), as it mostly
-// is when loss is rare.
+// sendProbe sends p's due probe. The first tail-loss probe since progress
+// is a new chunk if the connection has one (and the path is Active), else
+// the path's newest outstanding chunk again; every other probe, and one
+// with neither to send, is a bare PROBE, whose arrival proves any hole
+// before it a loss.
 func (c *Conn) sendProbe(p *sndPath, b []byte) (int, transport.TxMeta) {
-	if p.tlpSent && (p.state == PathActive || p.state == PathDraining) && c.lossRate() > randomLossRate {
+	p.probeWant = false
+	c.flagPath(p)
+	p.st.probes++
+	if (p.state == PathActive || p.state == PathDraining) && p.tlps <= 1 {
+		if p.state == PathActive {
+			if job, msn, size, ok := c.nextChunkSize(); ok {
+				dsn := c.cutChunk(job, msn, size)
+				n := c.sendChunk(p, dsn, b, wire.FlagAckReq)
+				p.tlpSent, p.tlpSentAt = true, c.now // sendChunk restarted the probe timer
+				if c.cfg.Trace != nil {
+					c.tracef("path %d: tail-loss probe with new dsn %d", p.id, dsn)
+				}
+				c.pace(n)
+				c.armPath(p)
+				return n, transport.TxMeta{SrcPort: p.entropy, ECT: true}
+			}
+		}
 		if n := c.tailLossProbe(p, b); n > 0 {
-			p.tlps++
-			p.tlpSentAt = c.now
-			p.probeWant = false
-			c.flagPath(p)
-			p.st.probes++
+			p.tlpSent, p.tlpSentAt = true, c.now
 			c.armPath(p)
 			return n, transport.TxMeta{SrcPort: p.entropy, ECT: true}
 		}
 	}
-	{
-		p.probeWant = false
-		c.flagPath(p)
-		if p.sb.empty() {
-			p.rtoBase = c.now
-		}
-		psn := p.sb.push(sbEntry{kind: sbProbe})
-		n := c.encodeProbe(b, p, psn, false)
-		p.tlpBase = c.now
-		p.st.probes++
-		p.st.packets++
-		p.st.bytes += uint64(n)
-		c.armPath(p)
-		return n, transport.TxMeta{SrcPort: p.entropy, ECT: true}
+	psn := p.sb.push(sbEntry{kind: sbProbe})
+	n := c.encodeProbe(b, p, psn, false)
+	if p.state == PathActive || p.state == PathDraining {
+		p.tlpSent, p.tlpSentAt = true, c.now
 	}
+	c.countSend(p, n)
+	c.armPath(p)
+	return n, transport.TxMeta{SrcPort: p.entropy, ECT: true}
 }
 
 // tailLossProbe sends p's newest outstanding chunk again under a new PSN,
 // as RFC 8985's probe does with the last segment, and returns the packet's
-// size (0 if p has no chunk outstanding). Its ACK reports the holes before
-// it, as a bare probe's would, and if the chunk itself was the loss it
-// is already resent: one round trip instead of two, which is most of a
-// tail's recovery when each path has a packet or two in flight (heavy
-// loss). The chunk's old PSN becomes a filler (no payload, like an RNR
-// refusal's), so that if it turns out lost only the hole is closed; the
-// receiver places the chunk once whichever copy arrives (the DSN window).
+// size (0 if p has no chunk outstanding). The chunk's old PSN becomes a
+// filler (no payload, like an RNR refusal's), so that if it turns out lost
+// only the hole is closed; the receiver places the chunk once whichever
+// copy arrives (the DSN window).
 func (c *Conn) tailLossProbe(p *sndPath, b []byte) int {
 	for psn := p.sb.nxt - 1; psn-p.sb.una < p.sb.nxt-p.sb.una; psn-- {
 		e := p.sb.entry(psn)
 		if e.acked || e.lost || e.kind != sbData {
-			continue
+			continue // (a presumed entry is still a candidate)
 		}
 		ch := c.chunk(e.dsn)
 		if ch.where != chunkOnPath || ch.path != p.id || ch.gen != p.gen || ch.psn != psn {
@@ -81,16 +113,13 @@ func (c *Conn) tailLossProbe(p *sndPath, b []byte) int {
 		if c.cfg.Trace != nil {
 			c.tracef("path %d: tail-loss probe resends dsn %d (psn %d)", p.id, e.dsn, psn)
 		}
-		if ch.probes < 255 {
-			ch.probes++
-		}
-		return c.sendChunk(p, e.dsn, b)
+		return c.sendChunk(p, e.dsn, b, wire.FlagAckReq)
 	}
 	return 0
 }
 
 // onPathTimer runs a path's tail-loss probe, retransmission timeout or
-// re-probe.
+// probe timeout.
 func (c *Conn) onPathTimer(p *sndPath) {
 	if c.state != transport.StateEstablished {
 		return
@@ -98,31 +127,32 @@ func (c *Conn) onPathTimer(p *sndPath) {
 	now := c.now
 	switch p.state {
 	case PathActive, PathDraining:
-		if p.sb.una == p.sb.nxt {
+		if p.sb.empty() || now < c.probeDue(p) {
 			break
 		}
-		if now >= c.rtoAt(p) {
+		if p.tlps >= c.tailProbes() {
 			c.pathTimeout(p)
-		} else if !p.tlpSent && p.tlps < maxTailProbes && now >= c.tlpAt(p) {
-			p.tlpSent, p.probeWant = true, true
-			c.flagPath(p)
-			c.st.tailProbes++
-			if c.cfg.Trace != nil {
-				c.tracef("path %d: no ACK for %v, tail-loss probe", p.id, now-p.tlpBase)
-			}
+			break
 		}
-	case PathProbing:
-		if p.sb.una != p.sb.nxt && now >= c.rtoAt(p) {
-			c.pathTimeout(p)
+		// Due now; sendProbe restamps tlpSentAt when it goes out. What the
+		// path has outstanding no longer counts in the window: its ACKs
+		// have stopped, and the probe's answer will say what was lost.
+		p.tlps++
+		p.tlpSent, p.tlpSentAt, p.probeWant = true, now, true
+		c.s.inflight -= p.sb.presume()
+		c.flagPath(p)
+		c.st.tailProbes++
+		if c.cfg.Trace != nil {
+			c.tracef("path %d: no ACK for %v, tail-loss probe %d", p.id, now-p.tlpBase, p.tlps)
 		}
-	case PathFailed:
+	case PathProbing, PathFailed:
 		if now >= p.probeAt {
-			c.repath(p, whyReprobe, true)
-			p.probeWant = true
-			c.flagPath(p)
-			p.probeAt = now + c.opts.FailedProbeInterval
+			c.probeTimeout(p)
 		}
 		if c.allFailedSince != 0 && now-c.allFailedSince >= c.opts.AllFailedTimeout {
+			if c.cfg.Trace != nil {
+				c.tracef("every path failed for %v: giving up", now-c.allFailedSince)
+			}
 			c.fail(transport.StatusRetryExceeded, 0, false)
 			return
 		}
@@ -130,125 +160,96 @@ func (c *Conn) onPathTimer(p *sndPath) {
 	c.armPath(p)
 }
 
-// pathTimeout handles an RTO: back off, shrink the window to one MSS, move
-// to a new entropy with the outstanding chunks moved to other paths, and
-// probe the new route (or, after TimeoutsBeforeFail in a row, declare the
-// path failed).
+// probeDue is when an Active or Draining path with something outstanding
+// sends its next tail-loss probe (or times out): a PTO after its last
+// transmission or progress, or after its last probe.
+func (c *Conn) probeDue(p *sndPath) sim.Time {
+	if p.tlpSent {
+		return p.tlpSentAt + c.pto(p)
+	}
+	return p.tlpBase + c.pto(p)
+}
+
+// tailProbes is how many tail-loss probes a path sends before it times
+// out: 1, or as many as it takes for all of them (or their answers) to be
+// lost by chance with probability below 1e-3 at the connection's measured
+// loss rate.
+func (c *Conn) tailProbes() int {
+	return c.chanceRun(1, 1e-3)
+}
+
+// chanceRun is the chance rule: at least k, and enough that so many
+// probe round trips in a row all fail by chance with probability below
+// eps at the connection's measured loss rate (a probe or its answer lost:
+// 1 - (1-loss)^2). A run that long is evidence the route is dead.
+func (c *Conn) chanceRun(k int, eps float64) int {
+	loss := min(c.lossRate(), 0.9)
+	if loss <= 0 {
+		return k
+	}
+	q := 1 - (1-loss)*(1-loss)
+	return max(k, int(math.Ceil(math.Log(eps)/math.Log(q))))
+}
+
+// pathTimeout handles the retransmission timeout of an Active or Draining
+// path: its chunks move to paths that deliver, and it probes a new
+// entropy.
 func (c *Conn) pathTimeout(p *sndPath) {
+	p.timeouts = 1
+	p.st.timeouts++
+	c.st.timeouts++
+	if c.cfg.Trace != nil {
+		c.tracef("path %d: RTO (no ACK for %v after %d probes)", p.id, c.now-p.tlpBase, p.tlps)
+	}
+	c.repath(p, whyTimeout, true)
+	p.state = PathProbing
+	c.s.sharesDirty = true
+	c.probeSoon(p)
+}
+
+// probeTimeout handles a Probing or Failed path whose probe went
+// unanswered: a new entropy and a new probe.
+func (c *Conn) probeTimeout(p *sndPath) {
+	if p.probeWant {
+		// The probe has not gone out yet (its port was busy): wait.
+		p.probeAt = c.now + c.pto(p)
+		return
+	}
 	p.timeouts++
 	p.st.timeouts++
 	c.st.timeouts++
-	// Back off, but not past probeBackoff x the path's RTO: what is sent
-	// from here on is a 20-byte probe (the chunks move to other paths), so
-	// the doubling guards against nothing, and under heavy random loss
-	// every doubling was time the path stood idle.
-	p.rto = min(2*p.rto, probeBackoff*p.computeRTO(c.opts), c.opts.RTOMax)
-	p.cwnd, p.cwndFrac = c.mss, 0
 	if c.cfg.Trace != nil {
-		c.tracef("path %d: RTO (%d in a row), rto now %v", p.id, p.timeouts, p.rto)
+		c.tracef("path %d: RTO (probe unanswered, %d in a row)", p.id, p.timeouts)
 	}
-	c.repath(p, whyTimeout, true)
-	if p.timeouts >= c.timeoutsBeforeFail() {
+	if p.state == PathProbing && p.timeouts >= c.timeoutsBeforeFail() {
 		p.state = PathFailed
-		p.probeAt = c.now + c.opts.FailedProbeInterval
+		p.failures = 0
 		if c.cfg.Trace != nil {
 			c.tracef("path %d failed after %d timeouts; its traffic moves to other paths", p.id, p.timeouts)
 		}
 		c.checkAllFailed()
-		return
 	}
-	p.rtoBase = c.now
-	if p.timeouts == 1 && c.lossRate() > randomLossRate {
-		// The connection's delivering paths lose packets often: a first
-		// timeout is far more likely a lost tail (and lost probe) than a
-		// dead route. The path stays in service on its new entropy, and
-		// its next packet, data, is the probe; a second timeout in a row
-		// takes it out of service to be probed.
-		return
-	}
-	p.state = PathProbing
+	c.repath(p, whyReprobe, true)
+	c.probeSoon(p)
+}
+
+// probeSoon makes a probe due on p now and sets when it times out: a PTO
+// while Probing, doubling per timeout (up to RTOMax) once Failed.
+func (c *Conn) probeSoon(p *sndPath) {
 	p.probeWant = true
 	c.flagPath(p)
+	back := c.pto(p)
+	if p.state == PathFailed {
+		back <<= min(p.failures+1, 20)
+		p.failures++
+	}
+	p.probeAt = c.now + min(back, c.opts.RTOMax)
 }
-
-// randomLossRate is the connection loss rate above which a path's first
-// timeout is taken for random loss rather than a dead route.
-const randomLossRate = 0.05
-
-// lossRate is the fraction of the connection's recent data packets that
-// its paths' SACKs reported lost (timeouts not counted: a dead route is
-// not loss on the routes that work).
-func (c *Conn) lossRate() float64 { return c.s.lossLost / max(c.s.lossSent, 1) }
-
-// probeBackoff bounds a probing path's timeout back-off, in multiples of
-// its RTO.
-const probeBackoff = 4
 
 // timeoutsBeforeFail is how many consecutive timeouts mark a path failed:
-// Options.TimeoutsBeforeFail, or more when the connection sees random
-// loss on the paths that deliver, enough that so many probes in a row
-// being lost by chance is unlikely (below 1e-4). Under uniform loss a
-// failed path only idles (it is re-probed every FailedProbeInterval); at
-// 34% end-to-end loss three lost probes in a row happen to one probe
-// episode in five, and a connection once had all 16 of its paths failed.
+// TimeoutsBeforeFail, or more by the chance rule (probability 1e-4).
 func (c *Conn) timeoutsBeforeFail() int {
-	k := c.opts.TimeoutsBeforeFail
-	loss := c.lossRate()
-	if loss <= 0 {
-		return k
-	}
-	q := 1 - (1-min(loss, 0.9))*(1-min(loss, 0.9)) // a probe or its ACK lost
-	need := int(math.Ceil(math.Log(1e-4) / math.Log(q)))
-	return max(k, min(need, 4*k))
-}
-
-// selfQueue is how long the connection's own bytes in flight take to leave
-// its NIC at line rate. An RTT estimate learnt while little was in flight
-// does not cover that wait, and at low line rates (a live lab's 1 Gbit/s)
-// one window of 4 KiB packets over 16 paths takes longer to serialize than
-// the RTO floor: without this allowance every path times out spuriously.
-func (c *Conn) selfQueue() sim.Time {
-	if c.lineBytes <= 0 {
-		return 0
-	}
-	return sim.Time(float64(c.s.inflight) / c.lineBytes * float64(sim.Second))
-}
-
-// rtoAt is when p's retransmission timer expires.
-// Under heavy random loss (see randomLossRate) neither timer adds the
-// selfQueue allowance, and the probe comes at 1.25 SRTT: the allowance is
-// for a window serializing at a slow NIC, its cost is a round trip or
-// two more per lost tail, and with a third of all packets lost most
-// losses are tails. At 10% loss per link this alone took goodput from
-// 36% to 42% of loss-free (mean of 10 seeds on the quick loss-sweep bed).
-func (c *Conn) rtoAt(p *sndPath) sim.Time {
-	if c.lossRate() > randomLossRate {
-		if p.tlps > 0 {
-			// A tail-loss probe is out: the timeout waits for its answer
-			// (RFC 8985 re-arms the RTO when it sends the probe). Without
-			// this the RTO came a few microseconds after the probe, before
-			// its ACK could, and threw away the path's whole flight (every
-			// chunk moved and sent again) for a tail the probe had already
-			// repaired.
-			return max(p.rtoBase+p.rto, p.tlpSentAt+p.srtt+p.srtt/2+c.opts.DelayedAck)
-		}
-		return p.rtoBase + p.rto
-	}
-	return p.rtoBase + p.rto + c.selfQueue()
-}
-
-// maxTailProbes is how many tail-loss probes a path sends under heavy
-// random loss before it waits for the RTO: with a third of packets lost
-// each way, a probe or its ACK is lost more than half the time, and a
-// timeout moves the path's whole flight.
-const maxTailProbes = 3
-
-// tlpAt is when p sends a tail-loss probe if no ACK has come.
-func (c *Conn) tlpAt(p *sndPath) sim.Time {
-	if p.hasRTT && c.lossRate() > randomLossRate {
-		return p.tlpBase + p.srtt + p.srtt/4 + c.opts.DelayedAck
-	}
-	return p.tlpBase + p.tlpDelay(c.opts) + c.selfQueue()
+	return c.chanceRun(c.opts.TimeoutsBeforeFail, 1e-4)
 }
 
 // armPath sets p's timer to its next event.
@@ -256,17 +257,10 @@ func (c *Conn) armPath(p *sndPath) {
 	at := sim.Never
 	switch p.state {
 	case PathActive, PathDraining:
-		if p.sb.una != p.sb.nxt {
-			at = c.rtoAt(p)
-			if !p.tlpSent && p.tlps < maxTailProbes {
-				at = min(at, c.tlpAt(p))
-			}
+		if !p.sb.empty() {
+			at = c.probeDue(p)
 		}
-	case PathProbing:
-		if p.sb.una != p.sb.nxt {
-			at = c.rtoAt(p)
-		}
-	case PathFailed:
+	case PathProbing, PathFailed:
 		at = p.probeAt
 	}
 	if at == sim.Never {

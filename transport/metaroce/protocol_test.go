@@ -26,7 +26,7 @@ func TestDemux(t *testing.T) {
 	wire.Ack(ack).Put(&wire.AckFields{Common: wire.Common{Type: wire.TypeAck, DstConn: 1234}})
 	wire.Seal(ack, wire.AckSize)
 	v2 := append([]byte(nil), ack...)
-	v2[0] = 2<<4 | byte(wire.TypeAck)
+	v2[0] = (wire.Version+1)<<4 | byte(wire.TypeAck)
 	tests := []struct {
 		name    string
 		payload []byte
@@ -39,7 +39,7 @@ func TestDemux(t *testing.T) {
 		{"ACK", ack, 1234, false, nil},
 		{"short", ack[:10], 0, false, wire.ErrShort},
 		{"short SYN", syn(5)[:30], 0, false, wire.ErrLength},
-		{"version 2", v2, 0, false, wire.ErrVersion},
+		{"another version", v2, 0, false, wire.ErrVersion},
 	}
 	for _, tc := range tests {
 		id, setup, err := p.Demux(tc.payload)

@@ -12,20 +12,44 @@ import (
 // water-filling over their advertised demands, and every ACK to a sender
 // carries that sender's share.
 //
-// A sender is active for window after its last data packet. Shares are
-// recomputed only when something changes that could move them — a sender
-// becomes active or inactive, or its demand changes enough to matter — so
-// the per-packet cost is a few comparisons.
+// A sender is active for a while after its last data packet: four of
+// its round trips, or four of its packet intervals at its share,
+// whichever is longer (a sender paced at a small share sends rarely).
+// Shares are recomputed only when something changes that could move
+// them — a sender becomes active or inactive, or its demand changes
+// enough to matter — so the per-packet cost is a few comparisons.
+//
+// The receiver owns the congestion of its own link. While its arrivals
+// fill at least busyFraction of its capacity, CE marks on them are its
+// link's (or no worse elsewhere): it runs DCTCP on the aggregate — once
+// per period (the largest RTT its senders have, and at least 8 packet
+// times), alpha from the period's marked fraction, and on marks the
+// capacity it hands out is multiplied by (1 - alpha/2); without marks it
+// grows back halfway to the whole capacity per period (DCQCN's fast
+// recovery: the cut was right for the queue that was there). Every sender's share
+// moves alike, so the queue drains without costing any sender more than
+// another, and ACKs say the receiver is busy (wire.FlagBusy) so that the
+// senders leave those marks to it.
 type allocator struct {
-	capacity float64  // bytes per second to hand out
-	window   sim.Time // activity window
-	senders  []allocSender
-	free     []int32
-	order    []int32 // scratch: active senders sorted by demand
-	byDemand func(a, b int32) int
-	dirty    bool
-	computed sim.Time // when shares were last computed
-	active   int
+	capacity float64  // bytes per second the NIC takes in
+	presume  sim.Time // how long a newly accepted connection counts as active
+	gain     float64  // DCTCP's g
+	// Link control: the fraction of capacity handed out, its alpha, the
+	// current period's start, largest RTT and arrivals, and whether the
+	// last period was busy.
+	frac, alpha    float64
+	pStart, pRTT   sim.Time
+	pBytes         float64
+	pPkts, pMarked int
+	busy           bool
+	hold           int // periods before marks may cut again
+	senders        []allocSender
+	free           []int32
+	order          []int32 // scratch: active senders sorted by demand
+	byDemand       func(a, b int32) int
+	dirty          bool
+	expiry         sim.Time // the earliest time an active sender goes inactive
+	active         int
 	// Recomputes counts water-fill runs (for tests and stats).
 	recomputes uint64
 }
@@ -34,12 +58,17 @@ type allocSender struct {
 	used   bool
 	active bool
 	last   sim.Time
-	demand float64 // bytes per second
+	window sim.Time // active until last + window
+	demand float64  // bytes per second
 	share  float64
 }
 
-func newAllocator(capacity float64, window sim.Time) *allocator {
-	a := &allocator{capacity: capacity, window: window}
+// busyFraction: the receiver's link counts as busy, and its marks as the
+// receiver's to answer, when arrivals fill this much of its capacity.
+const busyFraction = 0.9
+
+func newAllocator(capacity float64, presume sim.Time, gain float64) *allocator {
+	a := &allocator{capacity: capacity, presume: presume, gain: gain, frac: 1, alpha: 1}
 	a.byDemand = func(x, y int32) int {
 		dx, dy := a.senders[x].demand, a.senders[y].demand
 		switch {
@@ -64,7 +93,7 @@ func (a *allocator) register(now sim.Time, presume bool) int32 {
 	s := a.slot()
 	if presume {
 		x := &a.senders[s]
-		x.active, x.last, x.demand = true, now, a.capacity
+		x.active, x.last, x.window, x.demand = true, now, a.presume, a.capacity
 		a.dirty = true
 	}
 	return s
@@ -104,29 +133,78 @@ func demandBucket(d float64) int64 {
 	return int64(math.Float64bits(d) >> 49)
 }
 
-// observe records a data packet from slot s advertising demand bytes/s.
-func (a *allocator) observe(s int32, now sim.Time, demand float64) {
+// observe records a data packet of pkt bytes from slot s advertising
+// demand bytes/s, CE-marked or not; rtt is the receiver's estimate of the
+// round trip to the sender.
+func (a *allocator) observe(s int32, now sim.Time, demand float64, rtt sim.Time, pkt int, ce bool) {
+	a.linkControl(now, rtt, pkt, ce)
 	x := &a.senders[s]
 	if !x.active || demandBucket(demand) != demandBucket(x.demand) {
 		a.dirty = true
 	}
 	x.last, x.demand = now, demand
+	x.window = 4 * rtt
+	if x.share > 0 {
+		x.window = max(x.window, sim.Time(4*float64(pkt)/x.share*float64(sim.Second)))
+	}
+	a.expiry = min(a.expiry, now+x.window)
 	if !x.active {
 		x.active = true
 	}
 }
 
+// linkControl counts one arrival toward the link control's period and
+// closes the period when it is over.
+func (a *allocator) linkControl(now, rtt sim.Time, pkt int, ce bool) {
+	a.pBytes += float64(pkt)
+	a.pPkts++
+	if ce {
+		a.pMarked++
+	}
+	a.pRTT = max(a.pRTT, rtt, sim.Time(8*float64(pkt)/a.capacity*float64(sim.Second)))
+	d := now - a.pStart
+	if d < a.pRTT {
+		return
+	}
+	old := a.frac
+	a.busy = a.pBytes/d.Seconds() >= busyFraction*a.capacity
+	f := float64(a.pMarked) / float64(a.pPkts)
+	a.alpha = (1-a.gain)*a.alpha + a.gain*f
+	switch {
+	case a.busy && a.pMarked > 0:
+		if a.hold == 0 {
+			a.frac = max(a.frac*(1-a.alpha/2), 1.0/1024)
+			a.hold = 2 // the queue that drew the marks drains for two periods before the next cut
+		} else {
+			a.hold--
+		}
+	default:
+		a.hold = 0
+		a.frac += (1 - a.frac) / 2
+		if a.frac > 1-1.0/64 {
+			a.frac = 1
+		}
+	}
+	if a.frac != old {
+		a.dirty = true
+	}
+	a.pStart, a.pRTT, a.pBytes, a.pPkts, a.pMarked = now, 0, 0, 0, 0
+}
+
 // share returns slot s's fair share in bytes per second. A sender not (or
-// no longer) active may use all of it: it is not competing with anyone
-// yet, and its first data packets make it active.
+// no longer) active gets what it would get as one more active sender
+// asking for everything (all of it if nobody else is active): its first
+// data packets make it active, and a sender that paused (a message
+// boundary, a lost tail) does not come back at a share that others are
+// using too.
 func (a *allocator) share(s int32, now sim.Time) float64 {
-	if a.dirty || now-a.computed > a.window/2 {
+	if a.dirty || now > a.expiry {
 		a.recompute(now)
 	}
 	if x := &a.senders[s]; x.active {
 		return x.share
 	}
-	return a.capacity
+	return a.capacity * a.frac / float64(a.active+1)
 }
 
 // recompute runs max-min water-filling: in order of increasing demand,
@@ -137,20 +215,21 @@ func (a *allocator) share(s int32, now sim.Time) float64 {
 func (a *allocator) recompute(now sim.Time) {
 	a.recomputes++
 	a.dirty = false
-	a.computed = now
+	a.expiry = sim.Never
 	a.order = a.order[:0]
 	for i := range a.senders {
 		x := &a.senders[i]
-		if x.used && x.active && now-x.last > a.window {
+		if x.used && x.active && now-x.last > x.window {
 			x.active = false
 		}
 		if x.active {
 			a.order = append(a.order, int32(i))
+			a.expiry = min(a.expiry, x.last+x.window)
 		}
 	}
 	a.active = len(a.order)
 	slices.SortFunc(a.order, a.byDemand)
-	left := a.capacity
+	left := a.capacity * a.frac
 	for i, s := range a.order {
 		x := &a.senders[s]
 		fair := left / float64(len(a.order)-i)

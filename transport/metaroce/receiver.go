@@ -18,9 +18,14 @@ import (
 // completed. There is no per-stream table: a stream exists here only as
 // the chain of its messages in flight.
 type rcvState struct {
-	paths   []rcvPath
-	due     []uint64 // paths whose ACK is due now
-	delayed []uint64 // paths with an ACK held back for DelayedAck
+	paths []rcvPath
+	// ACK generation (ackgen.go): paths the next ACKs owe, the latest
+	// path to receive data on each port, whether an ACK is due now, and
+	// the data packets since the last one.
+	dirty   []uint64
+	lastOn  []int16
+	ackDue  bool
+	pending int
 
 	msgs     []rcvMsg // ring by MSN
 	msnBase  uint32   // oldest message not forgotten
@@ -33,7 +38,7 @@ type rcvState struct {
 
 	naks []nakItem
 	// msgPlaced says the packet being consumed completed a message's
-	// placement: every held-back ACK goes at once.
+	// placement: the ACK goes at once.
 	msgPlaced bool
 	// lastHint is the share (kB/s) the last ACK carried: when the share
 	// moves by more than a tenth, the next ACK goes at once.
@@ -124,12 +129,13 @@ func (c *Conn) onProbe(h wire.Header, rx transport.RxMeta) {
 		c.st.dropStale++
 		return
 	}
-	rp.port, rp.sport, rp.echoTS = rx.Port, rx.SrcPort, h.TS()
 	if rp.sack.add(h.PSN()) == sackTooFar {
 		c.st.dropWindow++
 		return
 	}
-	c.ackNow(pid)
+	rp.port, rp.sport = rx.Port, rx.SrcPort // a probe's answer echoes the latest data packet
+	c.owe(pid)
+	c.ackNow()
 }
 
 // consumeResult is what became of a data packet.
@@ -155,27 +161,26 @@ func (c *Conn) onData(d wire.Data, rx transport.RxMeta) {
 	if current {
 		if rp.sack.seen(psn) {
 			c.st.dupPackets++
-			c.ackNow(pid)
+			c.owe(pid)
+			c.ackNow()
 			return
 		}
 		if int32(psn-rp.sack.cum) > wire.SACKBits {
 			c.st.dropWindow++
 			return
 		}
-		rp.port, rp.sport, rp.echoTS = rx.Port, rx.SrcPort, d.TS()
 	}
 	if c.slot >= 0 && !c.opts.DisableRateHint {
-		c.proto.alloc.observe(c.slot, c.now, float64(d.Demand())*1000)
+		c.proto.alloc.observe(c.slot, c.now, float64(d.Demand())*1000, c.rcvRTT(), len(d)+ipUDPOverhead, rx.CE)
 	}
 	c.r.msgPlaced = false
 	res := c.consume(d, pid, rx)
 	if c.r.msgPlaced {
 		// The message is complete here, and completes at the sender once
-		// every chunk is ACKed: the ACKs other paths are holding back for
-		// DelayedAck go now. Only the chunk that arrives last says when
-		// that is (chunks cross planes and arrive in any order), and
-		// holding them added DelayedAck to every message's latency.
-		c.onAckTimer()
+		// every chunk is ACKed: the ACK goes now. Only the chunk that
+		// arrives last says when that is (chunks cross planes and arrive
+		// in any order).
+		c.ackNow()
 	}
 	if res == consumedNak || res == consumedDrop || !current {
 		return
@@ -183,22 +188,22 @@ func (c *Conn) onData(d wire.Data, rx transport.RxMeta) {
 	c.st.dataReceived++
 	out := rp.sack.add(psn)
 	rp.rx++
-	urgent := out == sackHole || out == sackFill || d.Flags()&wire.FlagAckReq != 0 || res == consumedDup || c.r.msgPlaced
+	rp.port, rp.sport, rp.echoTS, rp.arrived = rx.Port, rx.SrcPort, d.TS(), c.now
 	if rx.CE {
 		rp.ce++
 		rp.ece = true
 		c.st.ceReceived++
-		urgent = true
 	}
-	rp.pending++
+	c.owe(pid)
+	urgent := out == sackHole || out == sackFill || d.Flags()&wire.FlagAckReq != 0 || res == consumedDup || c.r.msgPlaced
 	if !urgent && c.slot >= 0 && !c.opts.DisableRateHint {
 		h := c.hintKBs()
 		urgent = h > c.r.lastHint+c.r.lastHint/10 || h < c.r.lastHint-c.r.lastHint/10
 	}
-	if urgent || rp.pending >= c.opts.AckEvery {
-		c.ackNow(pid)
+	if urgent {
+		c.ackNow()
 	} else {
-		c.ackLater(pid)
+		c.ackCount()
 	}
 }
 
@@ -534,6 +539,6 @@ func (c *Conn) flushReceiver() {
 	c.r.rqBase = c.r.rqNext
 	clear(c.r.msgs)
 	c.r.naks = c.r.naks[:0]
-	clear(c.r.due)
-	clear(c.r.delayed)
+	clear(c.r.dirty)
+	c.r.ackDue, c.r.pending = false, 0
 }

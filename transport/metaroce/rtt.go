@@ -2,67 +2,126 @@ package metaroce
 
 import "github.com/mrlab/mrlab/internal/sim"
 
-// rttSample feeds one RTT measurement into the RFC 6298 estimator.
-func (p *sndPath) rttSample(r sim.Time, o *Options) {
-	if r <= 0 {
-		r = 1
-	}
+// RTT estimation. An ACK record's echo_ts is the sender's timestamp of the
+// path's latest packet advanced by the time the receiver held it, so
+// now - echo_ts is a round trip without the receiver's ACK delay, whether
+// the ACK went at once or after coalescing. Each path keeps RFC 6298's
+// smoothed RTT and variation from its own samples; the connection keeps
+// the same over all samples, the latest sample, and the minimum, which is
+// the base RTT: propagation plus a packet's serialization at every hop at
+// the real link rates.
+//
+// Before any data sample the connection has the handshake's: the time
+// from its first SYN (SYN_ACK) to the answer, exact when there was one
+// attempt and an upper bound otherwise. It sizes timers only, never the
+// base RTT, and its small packets do not show a data packet's
+// serialization, which initialSerializations covers.
+
+// rttSample feeds one RTT measurement into p's estimator.
+func (p *sndPath) rttSample(r sim.Time) {
 	if !p.hasRTT {
 		p.hasRTT = true
-		p.srtt, p.rttvar, p.minRTT = r, r/2, r
-	} else {
-		d := p.srtt - r
-		if d < 0 {
-			d = -d
-		}
-		p.rttvar = (3*p.rttvar + d) / 4
-		p.srtt = (7*p.srtt + r) / 8
-		p.minRTT = min(p.minRTT, r)
+		p.srtt, p.rttvar = r, r/2
+		return
 	}
-	p.rto = p.computeRTO(o)
+	d := p.srtt - r
+	if d < 0 {
+		d = -d
+	}
+	p.rttvar = (3*p.rttvar + d) / 4
+	p.srtt = (7*p.srtt + r) / 8
 }
 
-// rtoSerializations is how many full-size packet serializations at the
-// NIC's line rate the RTO never goes below: a data packet crosses up to four
-// store-and-forward hops in a leaf/spine fabric, and twice that is the
-// margin. At 100 Gbit/s this is a few microseconds and RTOMin rules; at a
-// live lab's 1 Gbit/s one 4 KiB packet takes 33us per hop, and without it
-// the first RTO (before any RTT sample) fires before the first ACK can come.
-const rtoSerializations = 8
-
-// computeRTO is SRTT + 4 RTTVAR, floored at max(RTOMin, 2 x min RTT, the
-// serialization floor) and capped at RTOMax.
-func (p *sndPath) computeRTO(o *Options) sim.Time {
-	if !p.hasRTT {
-		return max(o.InitialRTO, p.c.serialRTO)
-	}
-	floor := max(o.RTOMin, 2*p.minRTT, p.c.serialRTO)
-	return min(max(p.srtt+4*p.rttvar, floor), o.RTOMax)
-}
-
-// tlpDelay is how long an outstanding path waits for an ACK before it
-// sends a tail-loss probe: the smoothed RTT plus half of it or two RTT
-// deviations, whichever is more, plus the receiver's ACK delay (before a
-// sample: two base RTTs plus the ACK delay). RFC 8985's two SRTTs made
-// every tail loss cost three round trips before anything was resent.
-func (p *sndPath) tlpDelay(o *Options) sim.Time {
-	if !p.hasRTT {
-		return 2*o.BaseRTT + o.DelayedAck
-	}
-	return p.srtt + max(p.srtt/2, 2*p.rttvar) + o.DelayedAck
-}
-
-// rttSample takes one RTT measurement for p and for the connection.
-func (c *Conn) rttSample(p *sndPath, r sim.Time) {
-	if r < 0 || r > c.opts.RTOMax*4 {
+// rttSample takes one RTT measurement for p and for the connection; full
+// says it was a full-size data packet's. The base RTT is the minimum of
+// full-size packets' samples once there is one (a smaller packet crosses
+// each hop faster), of any data packet's before.
+func (c *Conn) rttSample(p *sndPath, r sim.Time, full bool) {
+	if r <= 0 || r > 4*c.opts.RTOMax {
 		return // a stale echo (32-bit clock) or garbage
 	}
-	p.rttSample(r, c.opts)
-	c.s.lastRTT = r
-	if c.s.srtt == 0 {
-		c.s.srtt, c.s.minRTT = r, r
-	} else {
-		c.s.srtt = (7*c.s.srtt + r) / 8
-		c.s.minRTT = min(c.s.minRTT, r)
+	p.rttSample(r)
+	s := &c.s
+	if !s.dataRTT {
+		s.dataRTT, s.fullRTT = true, full
+		s.srtt, s.rttvar, s.minRTT, s.recentRTT = r, r/2, r, r
+		return
 	}
+	d := s.srtt - r
+	if d < 0 {
+		d = -d
+	}
+	s.rttvar = (3*s.rttvar + d) / 4
+	s.srtt = (7*s.srtt + r) / 8
+	s.recentRTT = r
+	switch {
+	case full && !s.fullRTT:
+		s.fullRTT, s.minRTT = true, r
+	case full || !s.fullRTT:
+		s.minRTT = min(s.minRTT, r)
+	}
+}
+
+// handshakeRTT records the handshake's round trip (see above).
+func (c *Conn) handshakeRTT(r sim.Time) {
+	if c.s.dataRTT || r <= 0 {
+		return
+	}
+	c.s.srtt, c.s.rttvar, c.s.recentRTT = r, r/2, r
+}
+
+// initialSerializations is how many full-size packet serializations at the
+// NIC's line rate a timer allows before the first data RTT sample: the
+// handshake's small packets cross each store-and-forward hop almost at
+// once, a data packet takes a serialization per hop, and 8 covers a path of
+// 6 hops with margin.
+const initialSerializations = 8
+
+// granularity is the shortest interval timers resolve: one full-size
+// packet's serialization at one port's line rate. RTT variation below it
+// is noise.
+func (c *Conn) granularity() sim.Time {
+	return c.serialize(c.mss + dataOverhead)
+}
+
+// serialize returns how long n bytes take at one port's line rate.
+func (c *Conn) serialize(n int) sim.Time {
+	return sim.Time(float64(n) * 8 / c.cfg.LineRate * float64(sim.Second))
+}
+
+// timerRTT returns the RTT and variation p's timers use: the larger of the
+// path's and the connection's, and at least the connection's recent RTT,
+// so that a queue all paths share (congestion, not loss) delays every
+// timer alike and fires none.
+func (c *Conn) timerRTT(p *sndPath) (rtt, v sim.Time) {
+	rtt, v = c.s.srtt, c.s.rttvar
+	if p.hasRTT {
+		rtt, v = max(rtt, p.srtt), max(v, p.rttvar)
+	}
+	rtt = max(rtt, c.s.recentRTT)
+	if !c.s.dataRTT {
+		rtt += initialSerializations * c.granularity()
+	}
+	return rtt, v
+}
+
+// pto is how long p waits for ACK progress before a tail-loss probe, and
+// how long a probe waits for its answer: RTT + max(4 x variation,
+// granularity) + the peer's largest ACK delay (RFC 9002's PTO).
+func (c *Conn) pto(p *sndPath) sim.Time {
+	rtt, v := c.timerRTT(p)
+	if rtt == 0 {
+		return c.opts.SetupTimeout
+	}
+	return rtt + max(4*v, c.granularity()) + c.peerAckDelay
+}
+
+// rcvRTT is the receiving side's estimate of the round trip to the peer,
+// for the fair-share allocator's activity window: the connection's own
+// (from its data, or the handshake's), or the setup timeout before any.
+func (c *Conn) rcvRTT() sim.Time {
+	if c.s.srtt > 0 {
+		return max(c.s.srtt, c.s.recentRTT)
+	}
+	return c.opts.SetupTimeout
 }

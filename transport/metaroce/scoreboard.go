@@ -13,13 +13,14 @@ const (
 
 // sbEntry is one PSN on a path's scoreboard.
 type sbEntry struct {
-	dsn    uint32
-	txSeq  uint32 // path-local transmission order of the latest send
-	size   uint16 // payload bytes counted in flight
-	kind   sbKind
-	acked  bool
-	lost   bool // declared lost, waiting to be sent again
-	resent bool // sent more than once: an ACK of it is ambiguous
+	dsn      uint32
+	txSeq    uint32 // path-local transmission order of the latest send
+	size     uint16 // payload bytes counted in flight
+	kind     sbKind
+	acked    bool
+	lost     bool // declared lost, waiting to be sent again
+	resent   bool // sent more than once: an ACK of it is ambiguous
+	presumed bool // out of flight: its path's ACKs stopped (a tail-loss probe went)
 }
 
 // maxPathWindow is the most PSNs a path has outstanding: the SACK window.
@@ -37,15 +38,19 @@ const maxPathWindow = wire.SACKBits
 // not say which copy arrived.
 //
 // Bytes in flight are the payload of entries neither acknowledged nor
-// declared lost. The zero value is an empty scoreboard starting at PSN 0.
+// declared lost nor presumed gone (presume). The zero value is an empty
+// scoreboard starting at PSN 0.
 type scoreboard struct {
 	una, nxt   uint32
 	ring       []sbEntry // indexed by PSN; len a power of two (or 0)
 	txSeq      uint32    // transmissions so far, in order
 	maxAckedTx uint32    // latest transmission known to have arrived
 	lost       int       // entries declared lost and not yet resent or acked
-	inflight   int       // payload bytes of entries neither acked nor lost
+	inflight   int       // payload bytes in flight (above)
 }
+
+// counts reports whether e's bytes are in flight.
+func (e *sbEntry) counts() bool { return !e.acked && !e.lost && !e.presumed }
 
 // entry returns the entry of an outstanding PSN.
 func (s *scoreboard) entry(psn uint32) *sbEntry { return &s.ring[psn&uint32(len(s.ring)-1)] }
@@ -94,7 +99,7 @@ func (s *scoreboard) grow(n int) {
 func (s *scoreboard) strip(psn uint32, kind sbKind) int {
 	e := s.entry(psn)
 	n := 0
-	if !e.lost && !e.acked {
+	if e.counts() {
 		n = int(e.size)
 		s.inflight -= n
 	}
@@ -110,13 +115,14 @@ func (s *scoreboard) ack(psn uint32) (e *sbEntry, newly bool, left int) {
 	if e.acked {
 		return e, false, 0
 	}
+	if e.counts() {
+		left = int(e.size)
+		s.inflight -= left
+	}
 	e.acked = true
 	if e.lost {
 		e.lost = false
 		s.lost-- // it arrived after all
-	} else {
-		left = int(e.size)
-		s.inflight -= left
 	}
 	if !e.resent && wire.Seq(e.txSeq).After(wire.Seq(s.maxAckedTx)) {
 		s.maxAckedTx = e.txSeq
@@ -138,10 +144,30 @@ func (s *scoreboard) markLost(psn uint32) int {
 	if e.lost || e.acked {
 		return 0
 	}
+	n := 0
+	if e.counts() {
+		n = int(e.size)
+		s.inflight -= n
+	}
 	e.lost = true
 	s.lost++
-	s.inflight -= int(e.size)
-	return int(e.size)
+	return n
+}
+
+// presume takes every outstanding entry out of flight without declaring
+// it lost (the path's ACKs have stopped: a tail-loss probe is going out)
+// and returns the bytes that left. What is presumed is resent only once
+// it is declared lost.
+func (s *scoreboard) presume() int {
+	n := 0
+	for psn := s.una; psn != s.nxt; psn++ {
+		if e := s.entry(psn); e.counts() {
+			n += int(e.size)
+			e.presumed = true
+		}
+	}
+	s.inflight -= n
+	return n
 }
 
 // detectLoss declares lost every outstanding entry whose latest
@@ -186,7 +212,7 @@ func (s *scoreboard) resend(psn uint32) {
 		e.lost = false
 		s.lost--
 	}
-	e.resent = true
+	e.resent, e.presumed = true, false
 	s.txSeq++
 	e.txSeq = s.txSeq
 	s.inflight += int(e.size)

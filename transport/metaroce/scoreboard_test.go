@@ -14,6 +14,7 @@ type sbStep struct {
 	lose    []uint32 // PSNs declared lost by hand (an RNR NAK)
 	strip   []uint32 // PSNs made payload-free
 	resend  []uint32 // lost PSNs sent again
+	presume bool     // take everything outstanding out of flight
 	detect  bool     // run loss detection
 	advance bool
 	restart bool
@@ -79,6 +80,14 @@ func TestScoreboard(t *testing.T) {
 		steps: []sbStep{{push: []uint16{big, big}}, {strip: []uint32{0}}, {ack: []uint32{0}, advance: true}},
 		want:  sbView{Una: 1, Nxt: 2, InFlight: big, NewlyAcked: []uint32{0}, Room: true},
 	}, {
+		// A tail-loss probe takes the path's outstanding bytes out of
+		// flight; they leave no second time when acked or declared lost,
+		// and come back only when resent.
+		name: "presumed entries hold no place in flight",
+		steps: []sbStep{{push: []uint16{big, big, big}}, {presume: true}, {push: []uint16{big}},
+			{ack: []uint32{0, 3}, detect: true, advance: true}, {resend: []uint32{1, 2}}},
+		want: sbView{Una: 1, Nxt: 4, InFlight: 2 * big, Detected: []uint32{1, 2}, NewlyAcked: []uint32{0, 3}, Left: big, Room: true},
+	}, {
 		name:  "PSNs wrap around 2^32",
 		start: 1<<32 - 2,
 		steps: []sbStep{{push: []uint16{big, big, big, big}}, {ack: []uint32{1<<32 - 1, 0}, detect: true, advance: true}},
@@ -116,6 +125,9 @@ func TestScoreboard(t *testing.T) {
 				}
 				for _, psn := range st.strip {
 					s.strip(psn, sbProbe)
+				}
+				if st.presume {
+					s.presume()
 				}
 				for _, psn := range st.resend {
 					if next, ok := s.nextLost(); !ok || next != psn {

@@ -42,26 +42,49 @@ type sndState struct {
 	// lostSet has the paths with lost PSNs to resend, probeSet those with
 	// a probe due.
 	lostSet, probeSet [4]uint64
-	// Path choice per port: a round-robin cursor, and a memo that nothing
+	// Path choice per port: a round-robin cursor, the packets the cursor's
+	// path has taken in its current run, and a memo that nothing
 	// of blockedSize bytes fitted at roomEpoch (room only changes when a
 	// packet arrives or a timer runs, which bump roomEpoch).
 	cursor       []int
+	run          []int
 	blockedEpoch []uint64
 	blockedSize  []int
 	roomEpoch    uint64
 
-	// lossSent and lossLost are the connection's packets and losses,
-	// halved every lossHalfLife packets: its recent loss rate.
+	// lossSent and lossLost are the connection's data packets and SACK
+	// losses, halved every lossHalfLife packets: its recent loss rate.
 	lossSent, lossLost float64
 
-	inflight int      // payload bytes outstanding on all paths
+	inflight int      // payload bytes outstanding on all paths, not lost
 	unsent   int64    // payload bytes not yet cut into chunks
 	hint     float64  // receiver's fair share for us, bytes/s; 0 = none
-	nextSend sim.Time // pacing: earliest next data packet
-	srtt     sim.Time // connection-wide smoothed RTT (all paths)
-	minRTT   sim.Time
-	lastRTT  sim.Time // the latest RTT sample (drainRate)
 	heard    bool     // an ACK (and its hint, or its lack of one) has arrived
+	peerBusy bool     // the latest ACK said the receiver answers marks itself
+	nextSend sim.Time // pacing: earliest next data packet
+
+	// The controller (cc.go): DCTCP's window as a fraction of the
+	// reference rate (m) and its alpha over all paths, the current round's
+	// counts, and the earliest next cut.
+	mult, alpha             float64
+	roundStart              sim.Time
+	roundAcked, roundMarked int
+	cutUntil                sim.Time
+	aiAt                    sim.Time // m's growth is counted from here
+	// Path shares: the usable paths' total and largest weight, recomputed
+	// when sharesDirty.
+	weightSum, weightTop float64
+	sharesDirty          bool
+
+	// RTT (rtt.go): smoothed and variation over all paths, the latest
+	// sample, the minimum (the base RTT); dataRTT says a data packet has
+	// been measured (before that srtt is the handshake's).
+	srtt, rttvar, recentRTT, minRTT sim.Time
+	dataRTT, fullRTT                bool // a data, a full-size data packet measured
+
+	// bad holds recently bad entropies, a ring (path.go).
+	bad     [badEntropies]uint16
+	badNext uint8
 }
 
 // sndMsg is a posted message.
@@ -110,8 +133,8 @@ type chunk struct {
 	size   uint16
 	path   uint8
 	gen    uint8
-	tx     uint8 // transmissions
-	probes uint8 // of tx, tail-loss probes under heavy loss: not retries
+	tx     uint8 // transmissions (saturating)
+	losses uint8 // times declared lost by a SACK (saturating); maxRetries bounds it
 	round  uint8 // the message's RNR round when the chunk was last sent
 	where  chunkWhere
 	abort  bool // send as ABORT (its message failed)

@@ -3,6 +3,7 @@ package metaroce
 import (
 	"errors"
 
+	"github.com/mrlab/mrlab/internal/sim"
 	"github.com/mrlab/mrlab/transport"
 	"github.com/mrlab/mrlab/transport/metaroce/wire"
 )
@@ -15,7 +16,7 @@ var (
 // startCtl begins sending a SYN, SYN_ACK or CLOSE, retried on a doubling
 // timer until answered.
 func (c *Conn) startCtl(t wire.Type) {
-	c.ctl.pending, c.ctl.tries = t, 0
+	c.ctl.pending, c.ctl.tries, c.ctl.firstAt = t, 0, c.now
 	c.ctlAttempt()
 }
 
@@ -79,6 +80,7 @@ func (c *Conn) encodeCtl(b []byte, t wire.Type) int {
 			MTU:       c.cfg.PathMTU,
 			MsgWindow: c.opts.SendQueue,
 			DSNWindow: c.opts.DSNWindow,
+			AckDelay:  uint32(min(c.ackDelay, 1<<32-1)),
 			LineRate:  uint32(min(c.cfg.LineRate/1e6, 1<<32-1)),
 		}
 		wire.Setup(b).Put(&f)
@@ -96,10 +98,13 @@ func (c *Conn) learnPeer(s wire.Setup) {
 	c.msgWindow = min(c.opts.SendQueue, s.MsgWindow())
 	c.dsnWindow = min(c.opts.DSNWindow, s.DSNWindow())
 	c.r.paths = make([]rcvPath, c.peerPaths)
-	c.r.due = make([]uint64, (c.peerPaths+63)/64)
-	c.r.delayed = make([]uint64, (c.peerPaths+63)/64)
+	c.r.dirty = make([]uint64, (c.peerPaths+63)/64)
+	c.r.lastOn = make([]int16, c.cfg.Ports)
+	for i := range c.r.lastOn {
+		c.r.lastOn[i] = -1
+	}
+	c.peerAckDelay = sim.Time(s.AckDelay())
 	c.r.dsn.limit = c.opts.DSNWindow
-	c.initWindows()
 	c.slot = c.proto.alloc.register(c.now, !c.dialer)
 }
 
@@ -128,6 +133,7 @@ func (c *Conn) onSynAck(body []byte, rx transport.RxMeta) {
 		return // a repeated SYN_ACK: our EST was lost; send it again
 	}
 	c.learnPeer(s)
+	c.handshakeRTT(c.now - c.ctl.firstAt)
 	c.ctl.pending, c.ctl.due = 0, false
 	c.timers.Disarm(&c.ctlTimer)
 	c.state = transport.StateEstablished

@@ -79,7 +79,7 @@ func (c *Conn) Stats() ConnStats {
 		DropChecksum: s.dropChecksum, DropMalformed: s.dropMalformed, DropState: s.dropState,
 		DropWindow: s.dropWindow, DropStale: s.dropStale,
 		Posted: s.posted, Completions: s.completions,
-		RateHint: c.s.hint, InFlight: c.s.inflight, InFlightCap: c.inflightCap(),
+		RateHint: c.s.hint, InFlight: c.s.inflight, InFlightCap: c.window(),
 		SRTT: c.s.srtt, MinRTT: c.s.minRTT,
 		OpenMessages: int(c.s.msnNext - c.s.msnBase), OpenChunks: int(c.s.dsnNext - c.s.dsnBase),
 		PostedRecvs: int(c.r.rqNext - c.r.rqBase),
@@ -101,9 +101,12 @@ type PathStats struct {
 	Acked, CEAcked uint64
 	ECNFraction    float64
 	Alpha          float64
+	// Cwnd is the path's share of the connection's window, in bytes
+	// (doc.go); InFlight its payload bytes outstanding.
 	Cwnd, InFlight int
 	SRTT, RTTVar   sim.Time
-	RTO, MinRTT    sim.Time
+	// RTO is the path's probe timeout (tail-loss probe, then timeout).
+	RTO sim.Time
 }
 
 // PathStats returns a snapshot of sending path i (0 <= i < Paths).
@@ -114,7 +117,7 @@ func (c *Conn) PathStats(i int) PathStats {
 		Packets: p.st.packets, Bytes: p.st.bytes, Retransmits: p.st.retransmits, Losses: p.st.losses,
 		Timeouts: p.st.timeouts, Probes: p.st.probes, EntropyChanges: p.st.entropyChanges,
 		Acked: p.st.acked, CEAcked: p.st.ceAcked, Alpha: p.alpha,
-		Cwnd: p.cwnd, InFlight: p.sb.inflight, SRTT: p.srtt, RTTVar: p.rttvar, RTO: p.rto, MinRTT: p.minRTT,
+		Cwnd: c.pathShare(p), InFlight: p.sb.inflight, SRTT: p.srtt, RTTVar: p.rttvar, RTO: c.pto(p),
 	}
 	if p.st.acked > 0 {
 		s.ECNFraction = float64(p.st.ceAcked) / float64(p.st.acked)

@@ -5,11 +5,12 @@ import (
 	"math/bits"
 
 	"github.com/mrlab/mrlab/transport"
+	"github.com/mrlab/mrlab/transport/metaroce/wire"
 )
 
-// transmitData sends one data packet on port if pacing and windows allow:
-// a lost PSN again on its path, else a chunk moved off a failed path, else
-// a new chunk.
+// transmitData sends one data packet on port if pacing and the window
+// allow: a lost PSN again on its path, else a chunk moved off a path that
+// timed out, else a new chunk.
 func (c *Conn) transmitData(port int, b []byte) (int, transport.TxMeta) {
 	if c.now < c.s.nextSend {
 		c.timers.Arm(&c.paceTimer, c.s.nextSend)
@@ -21,6 +22,9 @@ func (c *Conn) transmitData(port int, b []byte) (int, transport.TxMeta) {
 			word &= word - 1
 			p := &c.s.paths[i]
 			if p.plane(c.cfg.Ports) != port || p.state != PathActive && p.state != PathDraining {
+				continue
+			}
+			if psn, ok := p.sb.nextLost(); ok && !c.canSend(int(p.sb.entry(psn).size)) {
 				continue
 			}
 			if n := c.resendLost(p, b); n > 0 {
@@ -35,19 +39,19 @@ func (c *Conn) transmitData(port int, b []byte) (int, transport.TxMeta) {
 		if f, _ := c.chunkFailed(ch); f {
 			size = 0
 		}
-		if p := c.pickPath(port, size); p != nil {
+		if p := c.pickHealthy(port, size); p != nil {
 			c.s.rexHead++
 			if c.s.rexHead == len(c.s.rexmit) {
 				c.s.rexmit, c.s.rexHead = c.s.rexmit[:0], 0
 			}
 			c.st.retransmits++
-			return c.dataSent(c.sendChunk(p, dsn, b), p)
+			return c.dataSent(c.sendChunk(p, dsn, b, 0), p)
 		}
 	}
 	if job, msn, size, ok := c.nextChunkSize(); ok {
 		if p := c.pickPath(port, size); p != nil {
 			dsn := c.cutChunk(job, msn, size)
-			return c.dataSent(c.sendChunk(p, dsn, b), p)
+			return c.dataSent(c.sendChunk(p, dsn, b, 0), p)
 		}
 	}
 	return 0, transport.TxMeta{}
@@ -63,11 +67,40 @@ func (c *Conn) dataSent(n int, p *sndPath) (int, transport.TxMeta) {
 	return n, transport.TxMeta{SrcPort: p.entropy, ECT: true}
 }
 
-// pickPath chooses, round robin among the active paths of port's plane,
-// one with congestion-window room for a size-byte chunk; it returns nil if
-// none has room or the connection-wide in-flight cap is reached.
+// runLength is how many packets in a row a path takes when its turn
+// comes: enough that each path used carries about two packets per round
+// trip (ceil(2 x usable paths / window in packets)), so that a loss is
+// usually followed by a later packet on the same path and seen in its
+// SACK, not left to a timer; but no more than a quarter of the window, so
+// that a window still spreads over at least four paths. With a window of
+// many packets per path it is 1: plain packet spraying.
+func (c *Conn) runLength() int {
+	w := max(c.window()/c.mss, 1)
+	n := 0
+	for i := range c.s.paths {
+		if c.s.paths[i].usable() {
+			n++
+		}
+	}
+	return max(min((2*n+w-1)/w, w/4), 1)
+}
+
+// takes reports whether p may carry one more size-byte data packet: it
+// carries data, has SACK-window room, and holds no more than its share of
+// the window (or a run, whichever is more).
+func (c *Conn) takes(p *sndPath, size, run int) bool {
+	if !p.usable() || !p.sb.room() {
+		return false
+	}
+	return size == 0 || p.sb.inflight == 0 || p.sb.inflight+size <= max(c.pathShare(p), run*c.mss)
+}
+
+// pickPath chooses the path of port's plane that carries the next new
+// chunk: the current path while its run lasts, else the next one in
+// round-robin order whose weighted credit allows it. It returns nil if the
+// window or every path of the plane is full.
 func (c *Conn) pickPath(port, size int) *sndPath {
-	if size > 0 && c.s.inflight > 0 && c.s.inflight+size > c.inflightCap() {
+	if !c.canSend(size) {
 		return nil
 	}
 	if c.s.blockedEpoch[port] == c.s.roomEpoch && size >= c.s.blockedSize[port] {
@@ -75,24 +108,74 @@ func (c *Conn) pickPath(port, size int) *sndPath {
 	}
 	ports := c.cfg.Ports
 	n := (len(c.s.paths) - port + ports - 1) / ports // paths on this plane
+	c.shares()
+	run := c.runLength()
 	k := c.s.cursor[port]
-	for tries := 0; tries < n; tries++ {
-		if k >= n {
+	if r := c.s.run[port]; r > 0 && r < run {
+		if p := &c.s.paths[port+k*ports]; c.takes(p, size, run) {
+			c.s.run[port]++
+			return p
+		}
+	}
+	top := c.s.weightTop
+	for tries := 0; tries < 2*n; tries++ {
+		if k++; k >= n {
 			k = 0
 		}
 		p := &c.s.paths[port+k*ports]
-		k++
-		if p.state != PathActive || !p.sb.room() {
+		if !c.takes(p, size, run) {
 			continue
 		}
-		if size > 0 && p.sb.inflight > 0 && p.cwnd-p.sb.inflight < size {
+		if top > 0 {
+			p.credit += float64(quantWeight(p)) / 16 / top
+		}
+		if p.credit < 1 {
 			continue
 		}
-		c.s.cursor[port] = k
+		p.credit--
+		c.s.cursor[port], c.s.run[port] = k, 1
 		return p
 	}
 	c.s.blockedEpoch[port], c.s.blockedSize[port] = c.s.roomEpoch, size
 	return nil
+}
+
+// pickHealthy chooses the path of port's plane that re-sends a chunk moved
+// off a path that timed out: one that has delivered within the last probe
+// timeout if any (so a chunk does not hop from one dead path to the next
+// while a plane is down), else any that takes data.
+func (c *Conn) pickHealthy(port, size int) *sndPath {
+	if !c.canSend(size) {
+		return nil
+	}
+	var fallback *sndPath
+	for i := port; i < len(c.s.paths); i += c.cfg.Ports {
+		p := &c.s.paths[i]
+		if !p.usable() || !p.sb.room() {
+			continue
+		}
+		if p.lastProgress != 0 && c.now-p.lastProgress <= c.pto(p) {
+			return p
+		}
+		if fallback == nil {
+			fallback = p
+		}
+	}
+	if fallback != nil && !c.anyHealthy() {
+		return fallback
+	}
+	return nil
+}
+
+// anyHealthy reports whether some usable path of the connection has
+// delivered within its probe timeout.
+func (c *Conn) anyHealthy() bool {
+	for i := range c.s.paths {
+		if p := &c.s.paths[i]; p.usable() && p.lastProgress != 0 && c.now-p.lastProgress <= c.pto(p) {
+			return true
+		}
+	}
+	return false
 }
 
 // flagPath records whether p has lost PSNs to resend or a probe due.
@@ -111,56 +194,66 @@ func (c *Conn) flagPath(p *sndPath) {
 }
 
 // sendChunk sends chunk dsn on path p under a new PSN.
-func (c *Conn) sendChunk(p *sndPath, dsn uint32, b []byte) int {
+func (c *Conn) sendChunk(p *sndPath, dsn uint32, b []byte, extra wire.Flags) int {
 	ch := c.chunk(dsn)
 	e := sbEntry{dsn: dsn, size: ch.size, kind: sbData}
 	if f, st := c.chunkFailed(ch); f {
 		ch.abort, ch.status = true, st
 		e.kind, e.size = sbAbort, 0
 	}
-	if p.sb.empty() {
-		p.rtoBase = c.now
-	}
 	psn := p.sb.push(e)
 	ch.where, ch.path, ch.gen, ch.psn = chunkOnPath, p.id, p.gen, psn
-	ch.tx++
+	if ch.tx < math.MaxUint8 {
+		ch.tx++
+	}
 	if ch.job < 0 {
 		ch.round = c.msg(ch.msn).rnrTries
 	}
-	n := c.encodeChunk(b, p, psn, dsn, ch.tx > 1)
+	n := c.encodeChunk(b, p, psn, dsn, ch.tx > 1, extra)
 	if ch.abort && p.sb.entry(psn).kind == sbData { // gathering the payload failed
 		p.sb.strip(psn, sbAbort)
 	}
 	c.s.inflight += int(p.sb.entry(psn).size) // after encoding: demand counts the packet once
-	p.tlpBase, p.tlpSent = c.now, false
-	p.st.packets++
-	p.st.bytes += uint64(n)
+	c.sentOnPath(p, n)
 	c.st.dataPackets++
-	if c.s.lossSent++; c.s.lossSent > lossHalfLife {
-		c.s.lossSent /= 2
-		c.s.lossLost /= 2
-	}
 	if ch.tx > 1 {
 		p.st.retransmits++
-	}
-	if c.retries(ch) > c.opts.MaxRetries {
-		c.giveUp(ch)
 	}
 	return n
 }
 
-// retries is how many times ch has been sent for lack of an answer, the
-// count MaxRetries bounds. A tail-loss probe under heavy random loss does
-// not count: it re-sends the newest chunk of a path whose ACK is late,
-// which at a third of packets lost each way is mostly a lost ACK; in a
-// 10% per-link loss trial one chunk, probed on path after path, used up
-// its 16 sends in 260us and failed a healthy connection. A dead peer is
-// still caught: its paths time out and fail (AllFailedTimeout).
-func (c *Conn) retries(ch *chunk) int {
-	if ch.tx == math.MaxUint8 {
-		return math.MaxUint8 // the count would wrap: give up
+// sentOnPath notes a transmission of n bytes on p: its tail-loss timer
+// restarts.
+func (c *Conn) sentOnPath(p *sndPath, n int) {
+	p.tlpBase, p.tlpSent = c.now, false
+	c.countSend(p, n)
+}
+
+// countSend counts a packet of n bytes sent on p under a PSN (data,
+// filler or probe): path counters and the loss rates' denominators.
+func (c *Conn) countSend(p *sndPath, n int) {
+	p.st.packets++
+	p.st.bytes += uint64(n)
+	p.genSent++
+	if c.s.lossSent++; c.s.lossSent > lossHalfLife {
+		c.s.lossSent /= 2
+		c.s.lossLost /= 2
 	}
-	return int(ch.tx) - int(ch.probes)
+}
+
+// maxRetries is how many times one chunk may be declared lost (by a SACK:
+// a later packet on its path arrived, so the path works) before the
+// connection gives up: MaxRetries, or more when the measured loss rate
+// makes so many losses of one packet in a row likelier than 1e-9 (the
+// "chance" rule in doc.go). Tail-loss probes and moves after a timeout
+// do not count: they say nothing about the chunk, and a plane that dies
+// would otherwise use up the retries of every chunk it held.
+func (c *Conn) maxRetries() int {
+	k := c.opts.MaxRetries
+	if q := min(c.lossRate(), 0.95); q > 0 {
+		k = max(k, int(math.Ceil(math.Log(1e-9)/math.Log(q))))
+	}
+	return min(k, math.MaxUint8-1)
 }
 
 // resendLost sends the first lost PSN of p again, under the same PSN.
@@ -179,23 +272,29 @@ func (c *Conn) resendLost(p *sndPath, b []byte) int {
 		n = c.encodeProbe(b, p, psn, true)
 	default:
 		ch := c.chunk(e.dsn)
+		if e.kind == sbData && ch.losses < math.MaxUint8 {
+			ch.losses++
+		}
 		if f, st := c.chunkFailed(ch); f {
 			ch.abort, ch.status = true, st
 			p.sb.strip(psn, sbAbort)
 		}
-		ch.tx++
-		n = c.encodeChunk(b, p, psn, e.dsn, true)
+		if ch.tx < math.MaxUint8 {
+			ch.tx++
+		}
+		n = c.encodeChunk(b, p, psn, e.dsn, true, 0)
 		if ch.abort && e.kind == sbData {
 			p.sb.strip(psn, sbAbort)
 		}
-		if c.retries(ch) > c.opts.MaxRetries {
+		if int(ch.losses) > c.maxRetries() {
+			if c.cfg.Trace != nil {
+				c.tracef("dsn %d lost %d times: giving up", e.dsn, ch.losses)
+			}
 			c.giveUp(ch)
 		}
 	}
 	c.s.inflight += int(e.size)
-	p.tlpBase = c.now
-	p.st.packets++
-	p.st.bytes += uint64(n)
+	c.sentOnPath(p, n)
 	p.st.retransmits++
 	c.st.retransmits++
 	if c.cfg.Trace != nil {
@@ -204,7 +303,7 @@ func (c *Conn) resendLost(p *sndPath, b []byte) int {
 	return n
 }
 
-// giveUp fails the connection when a chunk has been sent MaxRetries times.
+// giveUp fails the connection when a chunk has been lost too often.
 func (c *Conn) giveUp(ch *chunk) {
 	if ch.job < 0 {
 		c.fail(transport.StatusRetryExceeded, ch.msn, true)
@@ -212,7 +311,3 @@ func (c *Conn) giveUp(ch *chunk) {
 		c.fail(transport.StatusRetryExceeded, 0, false)
 	}
 }
-
-// lossHalfLife is how many packets the connection's loss rate averages
-// over (roughly).
-const lossHalfLife = 4096

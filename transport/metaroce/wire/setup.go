@@ -7,7 +7,8 @@ import "encoding/binary"
 // SYN_ACK.
 //
 //	16 src_conn    sender's connection id (nonzero)
-//	20 reserved    0
+//	20 ack_delay   the longest the sender holds an ACK as a receiver, ns
+//	               (its AckDelay): the other end allows for it in its timers
 //	24 nonce       initiator's random connection nonce (echoed in SYN_ACK);
 //	               a repeated SYN with a known nonce is not a new connection
 //	32 paths       paths the sender will use toward the receiver (1..256)
@@ -21,6 +22,9 @@ type Setup []byte
 
 // SrcConn returns the sender's connection id.
 func (s Setup) SrcConn() uint32 { return binary.BigEndian.Uint32(s[16:]) }
+
+// AckDelay returns the sender's longest ACK delay in nanoseconds.
+func (s Setup) AckDelay() uint32 { return binary.BigEndian.Uint32(s[20:]) }
 
 // Nonce returns the connection nonce.
 func (s Setup) Nonce() uint64 { return binary.BigEndian.Uint64(s[24:]) }
@@ -47,6 +51,7 @@ func (s Setup) LineRate() uint32 { return binary.BigEndian.Uint32(s[44:]) }
 type SetupFields struct {
 	Common
 	SrcConn   uint32
+	AckDelay  uint32
 	Nonce     uint64
 	Paths     int
 	Ports     int
@@ -58,7 +63,7 @@ type SetupFields struct {
 
 // Fields returns the setup fields.
 func (s Setup) Fields() SetupFields {
-	return SetupFields{Common: Header(s).Common(), SrcConn: s.SrcConn(), Nonce: s.Nonce(),
+	return SetupFields{Common: Header(s).Common(), SrcConn: s.SrcConn(), AckDelay: s.AckDelay(), Nonce: s.Nonce(),
 		Paths: s.Paths(), Ports: s.Ports(), MTU: s.MTU(), MsgWindow: s.MsgWindow(),
 		DSNWindow: s.DSNWindow(), LineRate: s.LineRate()}
 }
@@ -69,7 +74,7 @@ func (s Setup) Put(f *SetupFields) {
 	_ = s[SetupSize-1]
 	Header(s).Put(&f.Common)
 	binary.BigEndian.PutUint32(s[16:], f.SrcConn)
-	binary.BigEndian.PutUint32(s[20:], 0)
+	binary.BigEndian.PutUint32(s[20:], f.AckDelay)
 	binary.BigEndian.PutUint64(s[24:], f.Nonce)
 	binary.BigEndian.PutUint16(s[32:], uint16(f.Paths))
 	s[34], s[35] = uint8(f.Ports), 0
