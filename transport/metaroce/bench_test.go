@@ -161,10 +161,12 @@ func (m *mesh) buf() []byte {
 	return make([]byte, 4096+transport.HeaderRoom)
 }
 
-// settle runs until nothing is left to send or deliver and no timer is
-// due within a millisecond.
+// settle runs the mesh until nothing is left to send or deliver and no
+// connection has a deadline within 10ms: when nothing can move now, it
+// jumps to the next delivery or deadline (pacing spaces a connection's
+// packets, so "nothing now" is not "nothing left").
 func (m *mesh) settle() {
-	for idle := 0; idle < 3; {
+	for {
 		moved := false
 		for side := range m.conns {
 			for _, c := range m.conns[side] {
@@ -180,7 +182,6 @@ func (m *mesh) settle() {
 				}
 			}
 		}
-		m.now += sim.Microsecond
 		for side := range m.q {
 			k := 0
 			for _, p := range m.q[side] {
@@ -206,18 +207,27 @@ func (m *mesh) settle() {
 			}
 			m.q[side] = m.q[side][:k]
 		}
+		next := sim.Never
 		for side := range m.conns {
 			for _, c := range m.conns[side] {
-				if c.Deadline() <= m.now {
+				d := c.Deadline()
+				if d <= m.now {
 					c.OnTimer(m.now)
 					moved = true
+					d = c.Deadline()
 				}
+				next = min(next, d)
+			}
+			for _, p := range m.q[side] {
+				next = min(next, p.at)
 			}
 		}
-		if moved || len(m.q[0])+len(m.q[1]) > 0 {
-			idle = 0
-		} else {
-			idle++
+		if moved {
+			continue
 		}
+		if next == sim.Never || next > m.now+10*sim.Millisecond {
+			return
+		}
+		m.now = max(next, m.now+1)
 	}
 }

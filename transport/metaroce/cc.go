@@ -216,22 +216,23 @@ func (c *Conn) fewHeavy() bool {
 	return 2*heavy < active
 }
 
-// shares recomputes the usable paths' total and largest weight when a
-// weight or a path's state changed.
+// shares recomputes the usable paths' number, total and largest weight
+// when a weight or a path's state changed.
 func (c *Conn) shares() {
 	if !c.s.sharesDirty {
 		return
 	}
 	c.s.sharesDirty = false
-	sum, top := 0.0, 0.0
+	sum, top, n := 0.0, 0.0, 0
 	for i := range c.s.paths {
 		if p := &c.s.paths[i]; p.usable() {
 			w := float64(quantWeight(p)) / 16
 			sum += w
 			top = max(top, w)
+			n++
 		}
 	}
-	c.s.weightSum, c.s.weightTop = sum, top
+	c.s.weightSum, c.s.weightTop, c.s.usable = sum, top, n
 }
 
 // pathShare returns p's share of the window, in bytes.

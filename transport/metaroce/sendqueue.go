@@ -74,6 +74,7 @@ type sndState struct {
 	// Path shares: the usable paths' total and largest weight, recomputed
 	// when sharesDirty.
 	weightSum, weightTop float64
+	usable               int
 	sharesDirty          bool
 
 	// RTT (rtt.go): smoothed and variation over all paths, the latest

@@ -68,31 +68,29 @@ func (c *Conn) dataSent(n int, p *sndPath) (int, transport.TxMeta) {
 }
 
 // runLength is how many packets in a row a path takes when its turn
-// comes: enough that each path used carries about two packets per round
-// trip (ceil(2 x usable paths / window in packets)), so that a loss is
-// usually followed by a later packet on the same path and seen in its
-// SACK, not left to a timer; but no more than a quarter of the window, so
-// that a window still spreads over at least four paths. With a window of
-// many packets per path it is 1: plain packet spraying.
-func (c *Conn) runLength() int {
-	w := max(c.window()/c.mss, 1)
-	n := 0
-	for i := range c.s.paths {
-		if c.s.paths[i].usable() {
-			n++
-		}
-	}
-	return max(min((2*n+w-1)/w, w/4), 1)
+// comes, in a window of w bytes: enough that each path used carries about
+// two packets per round trip (ceil(2 x usable paths / window in packets)),
+// so that a loss is usually followed by a later packet on the same path
+// and seen in its SACK, not left to a timer; but no more than a quarter of
+// the window, so that a window still spreads over at least four paths.
+// With a window of many packets per path it is 1: plain packet spraying.
+func (c *Conn) runLength(w int) int {
+	w = max(w/c.mss, 1)
+	return max(min((2*c.s.usable+w-1)/w, w/4), 1)
 }
 
-// takes reports whether p may carry one more size-byte data packet: it
-// carries data, has SACK-window room, and holds no more than its share of
-// the window (or a run, whichever is more).
-func (c *Conn) takes(p *sndPath, size, run int) bool {
+// takes reports whether p may carry one more size-byte data packet, the
+// window being w bytes: it carries data, has SACK-window room, and holds
+// no more than its share of the window (or a run, whichever is more).
+func (c *Conn) takes(p *sndPath, size, w, run int) bool {
 	if !p.usable() || !p.sb.room() {
 		return false
 	}
-	return size == 0 || p.sb.inflight == 0 || p.sb.inflight+size <= max(c.pathShare(p), run*c.mss)
+	if size == 0 || p.sb.inflight == 0 {
+		return true
+	}
+	share := int(float64(w) * float64(quantWeight(p)) / 16 / c.s.weightSum)
+	return p.sb.inflight+size <= max(share, run*c.mss)
 }
 
 // pickPath chooses the path of port's plane that carries the next new
@@ -100,7 +98,8 @@ func (c *Conn) takes(p *sndPath, size, run int) bool {
 // round-robin order whose weighted credit allows it. It returns nil if the
 // window or every path of the plane is full.
 func (c *Conn) pickPath(port, size int) *sndPath {
-	if !c.canSend(size) {
+	w := c.window()
+	if size > 0 && c.s.inflight > 0 && c.s.inflight+size > w {
 		return nil
 	}
 	if c.s.blockedEpoch[port] == c.s.roomEpoch && size >= c.s.blockedSize[port] {
@@ -109,10 +108,10 @@ func (c *Conn) pickPath(port, size int) *sndPath {
 	ports := c.cfg.Ports
 	n := (len(c.s.paths) - port + ports - 1) / ports // paths on this plane
 	c.shares()
-	run := c.runLength()
+	run := c.runLength(w)
 	k := c.s.cursor[port]
 	if r := c.s.run[port]; r > 0 && r < run {
-		if p := &c.s.paths[port+k*ports]; c.takes(p, size, run) {
+		if p := &c.s.paths[port+k*ports]; c.takes(p, size, w, run) {
 			c.s.run[port]++
 			return p
 		}
@@ -123,7 +122,7 @@ func (c *Conn) pickPath(port, size int) *sndPath {
 			k = 0
 		}
 		p := &c.s.paths[port+k*ports]
-		if !c.takes(p, size, run) {
+		if !c.takes(p, size, w, run) {
 			continue
 		}
 		if top > 0 {
