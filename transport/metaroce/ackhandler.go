@@ -91,6 +91,11 @@ func (c *Conn) onPathAck(r *wire.PathAck) {
 		// The path delivers: restart its timers (RFC 8985 re-arms on every
 		// ACK that acknowledges something new, SACKed or not).
 		p.tlpBase, p.tlpSent, p.tlps, p.lastProgress = c.now, false, 0, c.now
+		c.s.lastProgress = c.now
+		if p.suspect {
+			p.suspect = false
+			c.s.sharesDirty = true
+		}
 		if p.timeouts > 0 || p.state == PathProbing || p.state == PathFailed {
 			c.pathRecovered(p)
 		}

@@ -56,10 +56,13 @@ type Conn struct {
 type ctlState struct {
 	pending wire.Type // SYN, SYN_ACK or CLOSE while unanswered; 0 if none
 	firstAt sim.Time  // when its first attempt was made (the handshake's RTT)
-	due     bool      // send pending on the next Transmit on port
-	tries   int
-	port    int
-	sport   uint16
+	// echo is the ts of the peer's latest SYN (we are the acceptor) or
+	// SYN_ACK (we are the dialer), echoed in our SYN_ACK or EST.
+	echo  uint32
+	due   bool // send pending on the next Transmit on port
+	tries int
+	port  int
+	sport uint16
 	// basePort is where attempts start (a SYN_ACK: the SYN's port); each
 	// retry moves to the next port.
 	basePort int
@@ -221,6 +224,9 @@ func (c *Conn) Receive(now sim.Time, payload []byte, rx transport.RxMeta) {
 			c.st.dropState++
 			return
 		}
+		if typ == wire.TypeEst && !c.confirmed && c.ctl.pending == wire.TypeSynAck {
+			c.handshakeEcho(h.PSN())
+		}
 		c.confirm()
 		switch typ {
 		case wire.TypeEst:
@@ -256,7 +262,7 @@ func (c *Conn) confirm() {
 	if !c.confirmed {
 		c.confirmed = true
 		if c.ctl.pending == wire.TypeSynAck {
-			c.handshakeRTT(c.now - c.ctl.firstAt)
+			c.handshakeRTT(c.now - c.ctl.firstAt) // no-op after an EST's exact echo
 			c.ctl.pending, c.ctl.due = 0, false
 			c.timers.Disarm(&c.ctlTimer)
 		}

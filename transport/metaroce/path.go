@@ -72,6 +72,7 @@ type sndPath struct {
 	tlpBase      sim.Time // last send or ACK progress
 	tlpSent      bool     // a tail-loss probe went out since progress
 	tlps         int      // tail-loss probes since progress
+	suspect      bool     // a probe went unanswered: chunks moved, no new data
 	tlpSentAt    sim.Time
 	probeWant    bool     // a probe is due on this path
 	probeAt      sim.Time // Probing/Failed: when the next probe is due
@@ -100,8 +101,8 @@ func pathTimerFired(now sim.Time, arg any) {
 // plane returns the NIC port the path's packets leave on.
 func (p *sndPath) plane(ports int) int { return int(p.id) % ports }
 
-// usable reports whether the path takes data.
-func (p *sndPath) usable() bool { return p.state == PathActive }
+// usable reports whether the path takes new data.
+func (p *sndPath) usable() bool { return p.state == PathActive && !p.suspect }
 
 // repathReason says why a path moved to a new entropy.
 type repathReason uint8
@@ -182,7 +183,7 @@ func (c *Conn) repath(p *sndPath, why repathReason, abandon bool) {
 	p.lastCE, p.lastRx = 0, 0
 	p.roundPkts, p.roundCE, p.roundEnd, p.markRounds, p.heavy = 0, 0, 0, 0, false
 	p.genSent, p.genLost = 0, 0
-	p.tlpSent, p.tlps = false, 0
+	p.tlpSent, p.tlps, p.suspect = false, 0, false
 	p.alpha = 0 // a new route: its marks are its own
 	c.s.sharesDirty = true
 	p.st.entropyChanges++
@@ -193,7 +194,8 @@ func (c *Conn) repath(p *sndPath, why repathReason, abandon bool) {
 }
 
 // abandon moves p's outstanding chunks to the retransmit queue and
-// returns how many moved.
+// returns how many moved. Their PSNs stay on p's scoreboard as
+// payload-free fillers, so the path's sequence space is undisturbed.
 func (c *Conn) abandon(p *sndPath) int {
 	moved := 0
 	for psn := p.sb.una; psn != p.sb.nxt; psn++ {
@@ -205,9 +207,7 @@ func (c *Conn) abandon(p *sndPath) int {
 		if ch.where != chunkOnPath || ch.path != p.id || ch.gen != p.gen || ch.psn != psn {
 			continue
 		}
-		if e.counts() {
-			c.s.inflight -= int(e.size)
-		}
+		c.s.inflight -= p.sb.move(psn) // the PSN stays, a filler
 		ch.where = chunkQueued
 		c.s.rexmit = append(c.s.rexmit, e.dsn)
 		moved++

@@ -15,20 +15,29 @@ import (
 //
 //   - Active or Draining, something outstanding: a tail-loss probe PTO
 //     after the path's last transmission or ACK progress, whichever is
-//     later. The first probe is the path's next packet, sent at once
-//     outside the window: a new chunk if the connection has one, else the
-//     path's newest outstanding chunk again (its old PSN becomes a
-//     payload-free filler), else a bare PROBE. Its ACK shows any hole
-//     before it, so a lost tail is found within about one round trip.
-//   - Each further PTO without progress: another probe, a bare PROBE, up
-//     to tailProbes() probes in all: one on a loss-free connection, more
-//     when its measured loss makes that many lost probes (or answers) in
-//     a row likelier than 1e-3 (the "chance" rule).
-//   - The last probe unanswered for a PTO: a retransmission timeout. The
-//     path's chunks move to paths that have delivered within their PTO,
-//     the path takes a new entropy (the old one is remembered as bad) and
-//     becomes Probing. So a timeout means the path's ACKs stopped, not
-//     that random loss took a probe.
+//     later. The probe is sent at once, outside the window and the pacer:
+//     a PSN of the path found lost and not yet resent, if any; else, once
+//     the connection has measured a data packet's RTT, the path's next
+//     packet: a new chunk if the connection has one, else the path's
+//     newest outstanding chunk again (its old PSN becomes a payload-free
+//     filler); otherwise a bare PROBE. Its ACK shows any hole before
+//     it, so a lost tail is found within about one round trip.
+//   - A probe interval without progress after it (a PTO while chance can
+//     explain the silence, then doubling per probe, at most RTOMax): the
+//     path is suspect. Its outstanding chunks move to paths that have
+//     delivered within their PTO, it takes no new data, and it sends
+//     another probe, a bare PROBE, every probe interval.
+//   - A retransmission timeout when, a probe interval after the last
+//     probe, the path has sent at least tailProbes() probes (one on a
+//     loss-free connection, more when its measured loss makes that many
+//     lost probes or answers in a row likelier than 1e-3: the "chance"
+//     rule) and either another path has made progress a round trip after
+//     that probe left (the network answers, this route does not) or the
+//     interval has backed off to RTOMax. The path's chunks move to paths
+//     that have delivered within their PTO, the path takes a new entropy
+//     (the old one is remembered as bad) and becomes Probing. So a timeout
+//     means the path's ACKs stopped: not that random loss took a probe,
+//     not that a queue all paths share delayed them.
 //   - Probing: a PROBE on a new entropy every PTO until one is answered.
 //     After timeoutsBeforeFail() unanswered in a row (TimeoutsBeforeFail,
 //     or more by the chance rule) the path is Failed: its probes' interval
@@ -53,16 +62,27 @@ func (c *Conn) transmitProbe(port int, b []byte) (int, transport.TxMeta) {
 	return 0, transport.TxMeta{}
 }
 
-// sendProbe sends p's due probe. The first tail-loss probe since progress
-// is a new chunk if the connection has one (and the path is Active), else
-// the path's newest outstanding chunk again; every other probe, and one
-// with neither to send, is a bare PROBE, whose arrival proves any hole
-// before it a loss.
+// sendProbe sends p's due probe. A tail-loss probe is a PSN the path has
+// found lost and not yet resent (the window or the pacer held it), if
+// any; else, the first since progress, a new chunk if the connection has
+// one (and the path is Active), else the path's newest outstanding chunk
+// again; every other probe, one with none of these to send, and any probe
+// before the connection has measured a data packet's RTT (its PTO is then
+// a guess, and the packets it waits for may only be queued) is a bare
+// PROBE, whose arrival proves any hole before it a loss. Probes are
+// neither windowed nor paced, and do not move the pacer.
 func (c *Conn) sendProbe(p *sndPath, b []byte) (int, transport.TxMeta) {
 	p.probeWant = false
 	c.flagPath(p)
 	p.st.probes++
-	if (p.state == PathActive || p.state == PathDraining) && p.tlps <= 1 {
+	if (p.state == PathActive || p.state == PathDraining) && p.sb.lost > 0 {
+		if n := c.resendLost(p, b); n > 0 {
+			p.tlpSent, p.tlpSentAt = true, c.now // resendLost restarted the probe timer
+			c.armPath(p)
+			return n, transport.TxMeta{SrcPort: p.entropy, ECT: true}
+		}
+	}
+	if (p.state == PathActive || p.state == PathDraining) && p.tlps <= 1 && c.s.dataRTT {
 		if p.state == PathActive {
 			if job, msn, size, ok := c.nextChunkSize(); ok {
 				dsn := c.cutChunk(job, msn, size)
@@ -71,7 +91,6 @@ func (c *Conn) sendProbe(p *sndPath, b []byte) (int, transport.TxMeta) {
 				if c.cfg.Trace != nil {
 					c.tracef("path %d: tail-loss probe with new dsn %d", p.id, dsn)
 				}
-				c.pace(n)
 				c.armPath(p)
 				return n, transport.TxMeta{SrcPort: p.entropy, ECT: true}
 			}
@@ -108,7 +127,7 @@ func (c *Conn) tailLossProbe(p *sndPath, b []byte) int {
 		if ch.where != chunkOnPath || ch.path != p.id || ch.gen != p.gen || ch.psn != psn {
 			continue
 		}
-		c.s.inflight -= p.sb.strip(psn, sbProbe)
+		c.s.inflight -= p.sb.move(psn)
 		c.st.retransmits++
 		if c.cfg.Trace != nil {
 			c.tracef("path %d: tail-loss probe resends dsn %d (psn %d)", p.id, e.dsn, psn)
@@ -130,9 +149,20 @@ func (c *Conn) onPathTimer(p *sndPath) {
 		if p.sb.empty() || now < c.probeDue(p) {
 			break
 		}
-		if p.tlps >= c.tailProbes() {
+		if p.tlps >= c.tailProbes() && (c.othersDeliver(p) || c.probeInterval(p) >= c.opts.RTOMax) {
 			c.pathTimeout(p)
 			break
+		}
+		if p.tlps >= 1 && !p.suspect {
+			// A probe unanswered for a probe interval: what the path holds
+			// goes to paths that deliver, and the path takes no new data
+			// until it answers.
+			p.suspect = true
+			moved := c.abandon(p)
+			c.s.sharesDirty = true
+			if c.cfg.Trace != nil {
+				c.tracef("path %d: probe unanswered for %v, %d chunks moved to other paths", p.id, now-p.tlpSentAt, moved)
+			}
 		}
 		// Due now; sendProbe restamps tlpSentAt when it goes out. What the
 		// path has outstanding no longer counts in the window: its ACKs
@@ -162,12 +192,29 @@ func (c *Conn) onPathTimer(p *sndPath) {
 
 // probeDue is when an Active or Draining path with something outstanding
 // sends its next tail-loss probe (or times out): a PTO after its last
-// transmission or progress, or after its last probe.
+// transmission or progress, or one probe interval after its last probe.
 func (c *Conn) probeDue(p *sndPath) sim.Time {
 	if p.tlpSent {
-		return p.tlpSentAt + c.pto(p)
+		return p.tlpSentAt + c.probeInterval(p)
 	}
 	return p.tlpBase + c.pto(p)
+}
+
+// probeInterval is the wait after p's latest tail-loss probe: a PTO while
+// chance can explain the unanswered probes (tailProbes), then doubling
+// with every further probe (RFC 9002's back-off), at most RTOMax.
+func (c *Conn) probeInterval(p *sndPath) sim.Time {
+	return min(c.pto(p)<<min(max(p.tlps-c.tailProbes(), 0), 20), c.opts.RTOMax)
+}
+
+// othersDeliver reports whether another path of the connection has made
+// progress a round trip or more after p's latest probe left: the network
+// answers, p's route does not. A queue every path crosses delays every
+// path's answers alike and gives no such evidence, so congestion alone
+// times nothing out; without the evidence, a path times out only once its
+// probe interval has backed off to RTOMax.
+func (c *Conn) othersDeliver(p *sndPath) bool {
+	return c.s.lastProgress > p.tlpSentAt+max(c.s.srtt, c.s.recentRTT)
 }
 
 // tailProbes is how many tail-loss probes a path sends before it times

@@ -11,11 +11,13 @@ import "github.com/mrlab/mrlab/internal/sim"
 // the base RTT: propagation plus a packet's serialization at every hop at
 // the real link rates.
 //
-// Before any data sample the connection has the handshake's: the time
-// from its first SYN (SYN_ACK) to the answer, exact when there was one
-// attempt and an upper bound otherwise. It sizes timers only, never the
-// base RTT, and its small packets do not show a data packet's
-// serialization, which initialSerializations covers.
+// Before any data sample the connection has the handshake's: the SYN_ACK
+// echoes the SYN's ts and the EST the SYN_ACK's, so each end measures the
+// attempt that was answered, whatever the retries (when the passive end
+// is confirmed by data before an EST, the time since its first SYN_ACK,
+// an upper bound). It sizes timers only, never the base RTT, and its small
+// packets do not show a data packet's serialization, which
+// initialSerializations covers.
 
 // rttSample feeds one RTT measurement into p's estimator.
 func (p *sndPath) rttSample(r sim.Time) {
@@ -62,9 +64,10 @@ func (c *Conn) rttSample(p *sndPath, r sim.Time, full bool) {
 	}
 }
 
-// handshakeRTT records the handshake's round trip (see above).
+// handshakeRTT records the handshake's round trip (see above); the first
+// one counts.
 func (c *Conn) handshakeRTT(r sim.Time) {
-	if c.s.dataRTT || r <= 0 {
+	if c.s.dataRTT || c.s.srtt != 0 || r <= 0 {
 		return
 	}
 	c.s.srtt, c.s.rttvar, c.s.recentRTT = r, r/2, r
@@ -90,13 +93,17 @@ func (c *Conn) serialize(n int) sim.Time {
 }
 
 // timerRTT returns the RTT and variation p's timers use: the larger of the
-// path's and the connection's, and at least the connection's recent RTT,
-// so that a queue all paths share (congestion, not loss) delays every
-// timer alike and fires none.
+// path's and the connection's smoothed RTT, at least the connection's
+// latest sample (so that a queue all paths share, congestion and not
+// loss, delays every timer alike and fires none), and the connection's
+// variation (a path's own samples may be too few to estimate one: with
+// many paths and a small window, a path sees a sample every few round
+// trips, and RFC 6298's first variation, half the first sample, would
+// then stand for a long time).
 func (c *Conn) timerRTT(p *sndPath) (rtt, v sim.Time) {
 	rtt, v = c.s.srtt, c.s.rttvar
 	if p.hasRTT {
-		rtt, v = max(rtt, p.srtt), max(v, p.rttvar)
+		rtt = max(rtt, p.srtt)
 	}
 	rtt = max(rtt, c.s.recentRTT)
 	if !c.s.dataRTT {

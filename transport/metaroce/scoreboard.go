@@ -21,6 +21,7 @@ type sbEntry struct {
 	lost     bool // declared lost, waiting to be sent again
 	resent   bool // sent more than once: an ACK of it is ambiguous
 	presumed bool // out of flight: its path's ACKs stopped (a tail-loss probe went)
+	moved    bool // a filler whose chunk was sent again elsewhere: its loss is the chunk's
 }
 
 // maxPathWindow is the most PSNs a path has outstanding: the SACK window.
@@ -104,6 +105,16 @@ func (s *scoreboard) strip(psn uint32, kind sbKind) int {
 		s.inflight -= n
 	}
 	e.kind, e.size = kind, 0
+	return n
+}
+
+// move makes an outstanding chunk's entry a filler because the chunk is
+// sent again under another PSN (a tail-loss probe, a move to another
+// path); if the filler turns out lost, so did that transmission of the
+// chunk. It returns the bytes that left flight.
+func (s *scoreboard) move(psn uint32) int {
+	n := s.strip(psn, sbProbe)
+	s.entry(psn).moved = true
 	return n
 }
 

@@ -13,6 +13,7 @@ type sbStep struct {
 	ack     []uint32 // PSNs acknowledged
 	lose    []uint32 // PSNs declared lost by hand (an RNR NAK)
 	strip   []uint32 // PSNs made payload-free
+	move    []uint32 // PSNs whose chunk went again elsewhere
 	resend  []uint32 // lost PSNs sent again
 	presume bool     // take everything outstanding out of flight
 	detect  bool     // run loss detection
@@ -88,6 +89,10 @@ func TestScoreboard(t *testing.T) {
 			{ack: []uint32{0, 3}, detect: true, advance: true}, {resend: []uint32{1, 2}}},
 		want: sbView{Una: 1, Nxt: 4, InFlight: 2 * big, Detected: []uint32{1, 2}, NewlyAcked: []uint32{0, 3}, Left: big, Room: true},
 	}, {
+		name:  "a moved chunk leaves a filler, out of flight, that can still be lost",
+		steps: []sbStep{{push: []uint16{big, big, big}}, {move: []uint32{0}}, {ack: []uint32{2}, detect: true}},
+		want:  sbView{Una: 0, Nxt: 3, Lost: 2, Detected: []uint32{0, 1}, NewlyAcked: []uint32{2}, Left: big, Room: true},
+	}, {
 		name:  "PSNs wrap around 2^32",
 		start: 1<<32 - 2,
 		steps: []sbStep{{push: []uint16{big, big, big, big}}, {ack: []uint32{1<<32 - 1, 0}, detect: true, advance: true}},
@@ -125,6 +130,12 @@ func TestScoreboard(t *testing.T) {
 				}
 				for _, psn := range st.strip {
 					s.strip(psn, sbProbe)
+				}
+				for _, psn := range st.move {
+					s.move(psn)
+					if e := s.entry(psn); !e.moved || e.kind != sbProbe || e.dsn != psn {
+						t.Fatalf("moved PSN %d: entry %+v, want a filler that remembers its chunk", psn, *e)
+					}
 				}
 				if st.presume {
 					s.presume()

@@ -56,12 +56,15 @@ type sndState struct {
 	// losses, halved every lossHalfLife packets: its recent loss rate.
 	lossSent, lossLost float64
 
-	inflight int      // payload bytes outstanding on all paths, not lost
-	unsent   int64    // payload bytes not yet cut into chunks
-	hint     float64  // receiver's fair share for us, bytes/s; 0 = none
-	heard    bool     // an ACK (and its hint, or its lack of one) has arrived
-	peerBusy bool     // the latest ACK said the receiver answers marks itself
-	nextSend sim.Time // pacing: earliest next data packet
+	inflight int     // payload bytes outstanding on all paths, not lost
+	unsent   int64   // payload bytes not yet cut into chunks
+	hint     float64 // receiver's fair share for us, bytes/s; 0 = none
+	heard    bool    // an ACK (and its hint, or its lack of one) has arrived
+	peerBusy bool    // the latest ACK said the receiver answers marks itself
+	// lastProgress is the latest ACK that acknowledged something new,
+	// on any path.
+	lastProgress sim.Time
+	nextSend     sim.Time // pacing: earliest next data packet
 
 	// The controller (cc.go): DCTCP's window as a fraction of the
 	// reference rate (m) and its alpha over all paths, the current round's

@@ -72,7 +72,7 @@ func (c *Conn) encodeCtl(b []byte, t wire.Type) int {
 	switch t {
 	case wire.TypeSyn, wire.TypeSynAck:
 		f := wire.SetupFields{
-			Common:    wire.Common{Type: t, DstConn: c.peer, TS: c.ts()},
+			Common:    wire.Common{Type: t, DstConn: c.peer, PSN: c.ctl.echo, TS: c.ts()},
 			SrcConn:   c.id,
 			Nonce:     c.nonce,
 			Paths:     len(c.s.paths),
@@ -86,7 +86,11 @@ func (c *Conn) encodeCtl(b []byte, t wire.Type) int {
 		wire.Setup(b).Put(&f)
 		return wire.Seal(b, wire.SetupSize)
 	}
-	wire.Header(b).Put(&wire.Common{Type: t, DstConn: c.peer, TS: c.ts()})
+	var echo uint32
+	if t == wire.TypeEst {
+		echo = c.ctl.echo
+	}
+	wire.Header(b).Put(&wire.Common{Type: t, DstConn: c.peer, PSN: echo, TS: c.ts()})
 	return wire.Seal(b, wire.CommonSize)
 }
 
@@ -118,6 +122,7 @@ func (c *Conn) onSyn(body []byte, rx transport.RxMeta) {
 	if c.state == transport.StateEstablished && !c.confirmed {
 		c.ctl.pending = wire.TypeSynAck
 		c.ctl.due, c.ctl.port, c.ctl.sport = true, rx.Port, rx.SrcPort
+		c.ctl.echo = wire.Header(s).TS()
 	}
 }
 
@@ -129,11 +134,12 @@ func (c *Conn) onSynAck(body []byte, rx transport.RxMeta) {
 		return
 	}
 	c.ctl.est, c.ctl.replyPort, c.ctl.replySport = true, rx.Port, rx.SrcPort
+	c.ctl.echo = wire.Header(s).TS()
 	if c.state != transport.StateConnecting {
 		return // a repeated SYN_ACK: our EST was lost; send it again
 	}
 	c.learnPeer(s)
-	c.handshakeRTT(c.now - c.ctl.firstAt)
+	c.handshakeEcho(wire.Header(s).PSN())
 	c.ctl.pending, c.ctl.due = 0, false
 	c.timers.Disarm(&c.ctlTimer)
 	c.state = transport.StateEstablished
@@ -145,6 +151,7 @@ func (c *Conn) onSynAck(body []byte, rx transport.RxMeta) {
 // accept sets up the passive end from a SYN.
 func (c *Conn) accept(s wire.Setup) {
 	c.nonce = s.Nonce()
+	c.ctl.echo = wire.Header(s).TS()
 	c.learnPeer(s)
 	c.state = transport.StateEstablished
 	c.startCtl(wire.TypeSynAck)
@@ -170,4 +177,17 @@ func (c *Conn) onClose(rx transport.RxMeta) {
 		c.ctl.pending, c.ctl.due = 0, false
 		c.timers.Disarm(&c.ctlTimer)
 	}
+}
+
+// handshakeEcho takes the handshake's RTT from the echo a SYN_ACK (of our
+// SYN's ts) or an EST (of our SYN_ACK's) carries in its psn field: exact
+// whatever the retries, since it names the attempt answered. An echo that
+// does not fit (a peer that echoes nothing) falls back to the time since
+// our first attempt, an upper bound.
+func (c *Conn) handshakeEcho(echo uint32) {
+	r := sim.Time(c.ts() - echo)
+	if bound := c.now - c.ctl.firstAt; r <= 0 || r > bound {
+		r = bound
+	}
+	c.handshakeRTT(r)
 }

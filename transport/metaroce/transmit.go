@@ -268,11 +268,17 @@ func (c *Conn) resendLost(p *sndPath, b []byte) int {
 	var n int
 	switch e.kind {
 	case sbProbe:
+		if e.moved && e.dsn-c.s.dsnBase < c.s.dsnNext-c.s.dsnBase {
+			// A transmission of a chunk that went again elsewhere was lost.
+			if ch := c.chunk(e.dsn); ch.where != chunkFree {
+				c.countLoss(ch, e.dsn)
+			}
+		}
 		n = c.encodeProbe(b, p, psn, true)
 	default:
 		ch := c.chunk(e.dsn)
-		if e.kind == sbData && ch.losses < math.MaxUint8 {
-			ch.losses++
+		if e.kind == sbData {
+			c.countLoss(ch, e.dsn)
 		}
 		if f, st := c.chunkFailed(ch); f {
 			ch.abort, ch.status = true, st
@@ -285,12 +291,7 @@ func (c *Conn) resendLost(p *sndPath, b []byte) int {
 		if ch.abort && e.kind == sbData {
 			p.sb.strip(psn, sbAbort)
 		}
-		if int(ch.losses) > c.maxRetries() {
-			if c.cfg.Trace != nil {
-				c.tracef("dsn %d lost %d times: giving up", e.dsn, ch.losses)
-			}
-			c.giveUp(ch)
-		}
+
 	}
 	c.s.inflight += int(e.size)
 	c.sentOnPath(p, n)
@@ -300,6 +301,20 @@ func (c *Conn) resendLost(p *sndPath, b []byte) int {
 		c.tracef("path %d: retransmit psn %d (dsn %d)", p.id, psn, e.dsn)
 	}
 	return n
+}
+
+// countLoss counts a SACK-proven loss of a transmission of chunk dsn and
+// gives up when there have been too many.
+func (c *Conn) countLoss(ch *chunk, dsn uint32) {
+	if ch.losses < math.MaxUint8 {
+		ch.losses++
+	}
+	if int(ch.losses) > c.maxRetries() {
+		if c.cfg.Trace != nil {
+			c.tracef("dsn %d lost %d times: giving up", dsn, ch.losses)
+		}
+		c.giveUp(ch)
+	}
 }
 
 // giveUp fails the connection when a chunk has been lost too often.
