@@ -15,14 +15,19 @@ import (
 // have in flight on all its paths together:
 //
 //	R = min(line rate, hint) x m
-//	W = R x baseRTT x 5/4 / (1 - loss)   (one packet before the first ACK)
+//	W = 5/4 x R x baseRTT / (1 - loss) + 2 MSS   (one packet before the first ACK)
 //
 // hint is the receiver's fair share for this sender (none: the line
 // rate); baseRTT the minimum RTT measured plus the peer's largest ACK
-// delay; loss the connection's measured loss rate (lost packets do not
-// occupy the receiver, but hold their place in W until their loss is
-// seen). m in (0, 1] is DCTCP's window in rate form, over the
-// connection's packets on all paths: alpha <- (1-g) alpha + g F once per
+// delay; loss the connection's measured loss rate, at most 0.5 here (lost
+// packets do not occupy the receiver, but hold their place in W until
+// their loss is seen). The pacer keeps the rate; the window bounds what a
+// sender has out when its ACKs are late: a quarter of a BDP above the
+// base BDP, and two packets for ACK coalescing and the pacer's grain, so
+// it does not bind while queues are short, and a queue that builds behind
+// paced senders stops growing at about a quarter of their BDP. m in
+// (0, 1] is DCTCP's window in rate form, over the connection's packets on
+// all paths: alpha <- (1-g) alpha + g F once per
 // round (a smoothed RTT), F the round's CE-marked fraction; an ACK
 // reporting marks multiplies m by (1 - alpha/2), at most once per round,
 // unless the receiver says its own link is busy and it answers the marks
@@ -110,7 +115,7 @@ func (c *Conn) window() int {
 		// sent a BDP first filled the receiver's queue N times over.
 		return c.mss
 	}
-	return int(c.paceRate() * c.baseRTT().Seconds() * 5 / 4 / (1 - min(c.lossRate(), 0.5)))
+	return int(c.paceRate()*c.baseRTT().Seconds()*5/4/(1-min(c.lossRate(), 0.5))) + 2*c.mss
 }
 
 // canSend reports whether a new data packet of size payload bytes fits the

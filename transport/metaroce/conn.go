@@ -263,6 +263,11 @@ func (c *Conn) confirm() {
 		c.confirmed = true
 		if c.ctl.pending == wire.TypeSynAck {
 			c.handshakeRTT(c.now - c.ctl.firstAt) // no-op after an EST's exact echo
+			if c.slot >= 0 && c.s.srtt > 0 {
+				// The dialer's data follows its EST: keep counting it for
+				// a few round trips, however long they are.
+				c.proto.alloc.presumeFor(c.slot, c.now, 4*c.s.srtt)
+			}
 			c.ctl.pending, c.ctl.due = 0, false
 			c.timers.Disarm(&c.ctlTimer)
 		}

@@ -47,12 +47,14 @@
 // R = min(line rate, receiver's hint) x m, m being DCTCP's window in rate
 // form over all the connection's packets (cut by 1 - alpha/2 at most once
 // per round on marks, grown back by 1/16 per round without), and keeps at
-// most W = R x (base RTT + the peer's ACK delay) x 5/4 / (1 - measured
-// loss) in flight, one packet before the receiver's first ACK. The
-// receiver (ratehint.go) divides its capacity among its active senders by
-// max-min water-filling over their demands and puts each sender's share
-// in every ACK; when its own link is busy it answers CE marks itself, by
-// lowering every share alike, and tells the senders so (ACK flag BUSY).
+// most W = 5/4 x R x (base RTT + the peer's ACK delay) / (1 - measured
+// loss) + 2 full packets in flight, one packet before the receiver's first
+// ACK. The receiver (ratehint.go) divides its capacity among its active
+// senders by max-min water-filling over their demands and puts each
+// sender's share in every ACK; when it is busy (its senders ask for all of
+// its capacity and their packets arrive at the rate it hands out) it
+// answers CE marks itself, by lowering every share alike, and tells the
+// senders so (ACK flag BUSY).
 // Total in flight is W whatever the number of paths.
 //
 // # Loss recovery
@@ -79,8 +81,8 @@
 // # Path health
 //
 // A path whose losses on its current entropy are too many to be chance at
-// the connection's loss rate (a Chernoff bound on the binomial tail below
-// RepathConfidence) moves to a new entropy at once, its chunks to paths
+// the typical path's loss rate (the median over its paths; a Chernoff bound
+// on the binomial tail below RepathConfidence) moves to a new entropy at once, its chunks to paths
 // that deliver; one whose CE-marked fraction stays above
 // RepathMarkFraction for RepathMarkRounds rounds while fewer than half of
 // the paths do drains and moves. Left entropies are remembered (the last

@@ -49,7 +49,7 @@ type Options struct {
 	RepathMarkRounds   int
 	// RepathConfidence is the significance of the loss test that moves a
 	// path off a lossy route: a path whose losses would happen by chance
-	// at the connection's loss rate with probability below this moves
+	// at the typical path's loss rate with probability below this moves
 	// (default 1e-3).
 	RepathConfidence float64
 	// DisableRateHint turns the receiver-driven fair-share hint off: the

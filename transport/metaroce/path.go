@@ -2,6 +2,7 @@ package metaroce
 
 import (
 	"math"
+	"slices"
 
 	"github.com/mrlab/mrlab/internal/sim"
 )
@@ -217,28 +218,61 @@ func (c *Conn) abandon(p *sndPath) int {
 
 // noteLosses runs the repath test on p after it lost newLosses more
 // packets: p moves to a new entropy, its outstanding chunks to paths that
-// deliver, when its losses on
-// the current entropy are too many to be chance at the connection's
-// loss rate (Chernoff bound of the binomial tail below RepathConfidence).
-// Under loss spread evenly over the fabric no path's count is
-// significant, so paths stay put; a gray link's paths are left after a
-// handful of losses.
+// deliver, when its losses on the current entropy are too many to be
+// chance at the typical path's loss rate (the Chernoff bound of the
+// binomial tail below RepathConfidence). The typical rate is the median
+// over the connection's paths (pathLossBase), so that a gray link many
+// paths cross does not raise the bar its own paths are judged by, while
+// under loss spread evenly over the fabric every path is typical and none
+// moves.
 func (c *Conn) noteLosses(p *sndPath, newLosses int) {
 	p.genLost += newLosses
 	if p.state != PathActive || !c.otherActivePath(p) {
 		return
 	}
 	n, k := float64(max(p.genSent, p.genLost)), float64(p.genLost)
-	q := c.lossRate()
+	q := c.pathLossBase()
 	if k/n <= q || q <= 0 {
 		return
 	}
 	if n*klDiv(k/n, q) > math.Log(1/c.opts.RepathConfidence) {
 		if c.cfg.Trace != nil {
-			c.tracef("path %d: %d of %d packets lost on entropy %d, connection %.2f%%: moving", p.id, p.genLost, p.genSent, p.entropy, 100*q)
+			c.tracef("path %d: %d of %d packets lost on entropy %d, typical path %.2f%%: moving", p.id, p.genLost, p.genSent, p.entropy, 100*q)
 		}
 		c.repath(p, whyLosses, true)
 	}
+}
+
+// pathLossBase is the typical path's loss rate: the median over the
+// connection's active paths of each path's losses on its entropy, shrunk
+// toward the connection's loss rate q by a prior worth one loss
+// ((k + 1) / (n + 1/q)), so that a path with few packets counts as typical.
+// It is recomputed at most once per smoothed RTT.
+func (c *Conn) pathLossBase() float64 {
+	s := &c.s
+	if s.baseAt != 0 && c.now-s.baseAt < max(s.srtt, 1) {
+		return s.lossBase
+	}
+	s.baseAt = c.now
+	q := c.lossRate()
+	if q <= 0 {
+		s.lossBase = 0
+		return 0
+	}
+	var buf [256]float64
+	rates := buf[:0]
+	for i := range s.paths {
+		if p := &s.paths[i]; p.state == PathActive {
+			rates = append(rates, (float64(p.genLost)+1)/(float64(p.genSent)+1/q))
+		}
+	}
+	if len(rates) == 0 {
+		s.lossBase = q
+		return q
+	}
+	slices.Sort(rates)
+	s.lossBase = rates[len(rates)/2]
+	return s.lossBase
 }
 
 // klDiv is the Kullback-Leibler divergence of Bernoulli(a) from

@@ -76,7 +76,7 @@ func (p *Protocol) nicSetup(cfg transport.Config) {
 	if p.alloc == nil {
 		p.ports, p.lineRate = cfg.Ports, cfg.LineRate
 		capacity := float64(cfg.Ports) * cfg.LineRate / 8 * p.opts.HintUtilization
-		p.alloc = newAllocator(capacity, 4*p.opts.SetupTimeout, p.opts.ECNGain)
+		p.alloc = newAllocator(capacity, p.opts.RTOMax, p.opts.ECNGain)
 	}
 }
 

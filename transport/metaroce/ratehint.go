@@ -13,43 +13,52 @@ import (
 // carries that sender's share.
 //
 // A sender is active for a while after its last data packet: four of
-// its round trips, or four of its packet intervals at its share,
-// whichever is longer (a sender paced at a small share sends rarely).
+// its round trips, four of its packet intervals at its share, or eight of
+// its recent packet intervals (a sender held below its share by marks),
+// whichever is longest: a sender that paces slowly is still a sender.
 // Shares are recomputed only when something changes that could move
 // them — a sender becomes active or inactive, or its demand changes
 // enough to matter — so the per-packet cost is a few comparisons.
 //
-// The receiver owns the congestion of its own link. While its arrivals
-// fill at least busyFraction of its capacity, CE marks on them are its
-// link's (or no worse elsewhere): it runs DCTCP on the aggregate — once
-// per period (the largest RTT its senders have, and at least 8 packet
-// times), alpha from the period's marked fraction, and on marks the
-// capacity it hands out is multiplied by (1 - alpha/2); without marks it
-// grows back halfway to the whole capacity per period (DCQCN's fast
-// recovery: the cut was right for the queue that was there). Every sender's share
-// moves alike, so the queue drains without costing any sender more than
-// another, and ACKs say the receiver is busy (wire.FlagBusy) so that the
-// senders leave those marks to it.
+// The receiver owns the congestion its senders share. While it is busy —
+// its active senders ask for at least its capacity and their arrivals fill
+// at least busyFraction of what it hands out, so that it is the bottleneck
+// they share — CE marks on their packets are its to answer: it
+// runs DCTCP on the aggregate, once per period (the largest RTT its
+// senders have, and at least 8 packet times), alpha from the period's
+// marked fraction; on marks the capacity it hands out is multiplied by
+// (1 - alpha/2), and no further cut comes for two periods; without marks
+// it grows back halfway to the whole capacity per period (DCQCN's fast
+// recovery: the cut was right for the queue that was there). Every
+// sender's share moves alike, so the queue drains without costing any
+// sender more than another, and ACKs say the receiver is busy
+// (wire.FlagBusy) so that the senders leave those marks to it. A sender
+// whose marks come while its receiver is not busy answers them itself.
 type allocator struct {
 	capacity float64  // bytes per second the NIC takes in
 	presume  sim.Time // how long a newly accepted connection counts as active
 	gain     float64  // DCTCP's g
 	// Link control: the fraction of capacity handed out, its alpha, the
 	// current period's start, largest RTT and arrivals, and whether the
-	// last period was busy.
+	// active senders' demands add up to the capacity (busy).
 	frac, alpha    float64
 	pStart, pRTT   sim.Time
-	pBytes         float64
 	pPkts, pMarked int
-	busy           bool
-	hold           int // periods before marks may cut again
-	senders        []allocSender
-	free           []int32
-	order          []int32 // scratch: active senders sorted by demand
-	byDemand       func(a, b int32) int
-	dirty          bool
-	expiry         sim.Time // the earliest time an active sender goes inactive
-	active         int
+	// Fill: the arrival rate over blocks of fillBlock packets.
+	fStart   sim.Time
+	fBytes   float64
+	fPkts    int
+	asked    bool // the active senders' demands add up to the capacity
+	filled   bool // the last block's arrivals came at busyFraction of what is handed out
+	busy     bool // asked && filled
+	hold     int  // periods before marks may cut again
+	senders  []allocSender
+	free     []int32
+	order    []int32 // scratch: active senders sorted by demand
+	byDemand func(a, b int32) int
+	dirty    bool
+	expiry   sim.Time // the earliest time an active sender goes inactive
+	active   int
 	// Recomputes counts water-fill runs (for tests and stats).
 	recomputes uint64
 }
@@ -59,13 +68,21 @@ type allocSender struct {
 	active bool
 	last   sim.Time
 	window sim.Time // active until last + window
+	gap    sim.Time // smoothed time between its packets
 	demand float64  // bytes per second
 	share  float64
 }
 
-// busyFraction: the receiver's link counts as busy, and its marks as the
-// receiver's to answer, when arrivals fill this much of its capacity.
-const busyFraction = 0.9
+// busyFraction: the receiver is the bottleneck its senders share only if
+// their packets arrive at this much of the rate it hands out, measured
+// over blocks of fillBlock packets: a queue at the receiver's switch port
+// delivers back to back, at the whole rate, from its first packet on. If
+// they arrive slower, something else (a congested fabric port, their own
+// cuts) holds them back and the marks are theirs to answer.
+const (
+	busyFraction = 0.9
+	fillBlock    = 16
+)
 
 func newAllocator(capacity float64, presume sim.Time, gain float64) *allocator {
 	a := &allocator{capacity: capacity, presume: presume, gain: gain, frac: 1, alpha: 1}
@@ -83,8 +100,9 @@ func newAllocator(capacity float64, presume sim.Time, gain float64) *allocator {
 }
 
 // register returns a slot for a new connection. A connection the peer
-// dialed (presume) counts as active, asking for everything, for one
-// activity window from now: its peer dialed to send, and when N senders
+// dialed (presume) counts as active, asking for everything, from now until
+// a few round trips after the handshake completes (presumeFor), at most
+// RTOMax if it never does: its peer dialed to send, and when N senders
 // set up connections and then start at once, their first ACKs must carry
 // a share of N, not of the few whose first packets happened to arrive
 // first (1/1, 1/2, ... of the capacity, which let the early ones overfill
@@ -97,6 +115,17 @@ func (a *allocator) register(now sim.Time, presume bool) int32 {
 		a.dirty = true
 	}
 	return s
+}
+
+// presumeFor keeps a slot presumed active, as if it had sent, until window
+// from now: a connection just confirmed sends its first data about then.
+func (a *allocator) presumeFor(s int32, now, window sim.Time) {
+	x := &a.senders[s]
+	if !x.active {
+		return // it stopped being presumed, or never was
+	}
+	x.last, x.window = now, max(x.window, window)
+	a.expiry = min(a.expiry, now+x.window)
 }
 
 // slot takes a free slot or makes one.
@@ -142,8 +171,11 @@ func (a *allocator) observe(s int32, now sim.Time, demand float64, rtt sim.Time,
 	if !x.active || demandBucket(demand) != demandBucket(x.demand) {
 		a.dirty = true
 	}
+	if x.active {
+		x.gap = (7*x.gap + (now - x.last)) / 8
+	}
 	x.last, x.demand = now, demand
-	x.window = 4 * rtt
+	x.window = max(4*rtt, 8*x.gap)
 	if x.share > 0 {
 		x.window = max(x.window, sim.Time(4*float64(pkt)/x.share*float64(sim.Second)))
 	}
@@ -156,7 +188,16 @@ func (a *allocator) observe(s int32, now sim.Time, demand float64, rtt sim.Time,
 // linkControl counts one arrival toward the link control's period and
 // closes the period when it is over.
 func (a *allocator) linkControl(now, rtt sim.Time, pkt int, ce bool) {
-	a.pBytes += float64(pkt)
+	if a.fPkts == 0 {
+		a.fStart = now
+	} else {
+		a.fBytes += float64(pkt)
+	}
+	if a.fPkts++; a.fPkts == fillBlock {
+		a.filled = a.fBytes >= busyFraction*a.frac*a.capacity*(now-a.fStart).Seconds()
+		a.busy = a.asked && a.filled
+		a.fPkts, a.fBytes = 0, 0
+	}
 	a.pPkts++
 	if ce {
 		a.pMarked++
@@ -167,7 +208,6 @@ func (a *allocator) linkControl(now, rtt sim.Time, pkt int, ce bool) {
 		return
 	}
 	old := a.frac
-	a.busy = a.pBytes/d.Seconds() >= busyFraction*a.capacity
 	f := float64(a.pMarked) / float64(a.pPkts)
 	a.alpha = (1-a.gain)*a.alpha + a.gain*f
 	switch {
@@ -188,7 +228,7 @@ func (a *allocator) linkControl(now, rtt sim.Time, pkt int, ce bool) {
 	if a.frac != old {
 		a.dirty = true
 	}
-	a.pStart, a.pRTT, a.pBytes, a.pPkts, a.pMarked = now, 0, 0, 0, 0
+	a.pStart, a.pRTT, a.pPkts, a.pMarked = now, 0, 0, 0
 }
 
 // share returns slot s's fair share in bytes per second. A sender not (or
@@ -229,6 +269,12 @@ func (a *allocator) recompute(now sim.Time) {
 	}
 	a.active = len(a.order)
 	slices.SortFunc(a.order, a.byDemand)
+	asked := 0.0
+	for _, s := range a.order {
+		asked += a.senders[s].demand
+	}
+	a.asked = asked >= a.capacity
+	a.busy = a.asked && a.filled
 	left := a.capacity * a.frac
 	for i, s := range a.order {
 		x := &a.senders[s]

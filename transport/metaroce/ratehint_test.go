@@ -263,19 +263,21 @@ func TestIncastFirstFlight(t *testing.T) {
 	}
 }
 
-// TestLinkControl: the receiver answers marks on its own busy link by
-// lowering every share alike (DCTCP on the aggregate, alpha starting at 1,
-// at most one cut per two periods), recovers halfway per unmarked period,
-// and leaves marks on a link it does not fill to the senders.
+// TestLinkControl: a receiver whose senders ask for at least its capacity
+// and whose packets arrive at the rate it hands out (busy) answers their
+// marks itself by lowering every share alike (DCTCP on the aggregate,
+// alpha starting at 1, at most one cut per two periods) and recovers
+// halfway per unmarked period; marks on packets of senders that ask for
+// less, or that arrive slower than handed out (held back elsewhere), are
+// left to the senders.
 func TestLinkControl(t *testing.T) {
 	const capacity = 1e9 // bytes/s
-	const rtt = 10 * sim.Microsecond
+	const rtt = 40 * sim.Microsecond
 	const pkt = 1000
-	// period feeds one period of arrivals at rate (a fraction of
-	// capacity), marked or not, and returns the fraction handed out.
 	type step struct {
-		rate   float64
-		marked bool
+		demand float64 // the sender's, a fraction of capacity
+		arrive float64 // the arrival rate, a fraction of capacity
+		marked bool    // every packet of the period
 		frac   float64 // want, after the period
 		busy   bool
 	}
@@ -284,14 +286,21 @@ func TestLinkControl(t *testing.T) {
 		steps []step
 	}{
 		{"busy and marked: halve, hold, recover", []step{
-			{1, true, 0.5, true}, {1, true, 0.5, true}, {1, true, 0.5, true},
-			{0.5, false, 0.75, false}, {0.5, false, 0.875, false},
+			{1, 1, true, 0.5, true}, {1, 1, true, 0.5, true}, {1, 1, true, 0.5, true},
+			{1, 1, false, 0.75, true}, {1, 1, false, 0.875, true},
 		}},
-		{"marks on a link it does not fill are not its own", []step{
-			{0.5, true, 1, false}, {0.5, true, 1, false},
+		{"cut, then arriving at the cut rate: still busy", []step{
+			{1, 1, true, 0.5, true}, {1, 0.5, true, 0.5, true}, {1, 0.5, true, 0.5, true},
+			{1, 0.5, true, 0.25, true},
+		}},
+		{"marks on senders asking for less are theirs", []step{
+			{0.5, 0.5, true, 1, false}, {0.5, 0.5, true, 1, false},
+		}},
+		{"marks on senders held back elsewhere are theirs", []step{
+			{1, 0.5, true, 1, false}, {1, 0.5, true, 1, false},
 		}},
 		{"busy without marks: nothing to do", []step{
-			{1, false, 1, true}, {1, false, 1, true},
+			{1, 1, false, 1, true}, {1, 1, false, 1, true},
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -299,11 +308,13 @@ func TestLinkControl(t *testing.T) {
 			s := a.register(0, false)
 			now := sim.Time(0)
 			for i, st := range tc.steps {
-				gap := sim.Time(pkt / (st.rate * capacity) * float64(sim.Second))
-				for end := now + rtt; now < end; now += gap {
-					a.observe(s, now, capacity, rtt, pkt, st.marked)
+				gap := sim.Time(pkt / (st.arrive * capacity) * float64(sim.Second))
+				// The period's packets, the last one closing it.
+				for start, k := now, sim.Time(1); now < start+rtt; k++ {
+					now = start + k*gap
+					a.observe(s, now, st.demand*capacity, rtt, pkt, st.marked)
+					a.share(s, now)
 				}
-				a.observe(s, now, capacity, rtt, pkt, st.marked) // closes the period
 				if math.Abs(a.frac-st.frac) > 1e-9 || a.busy != st.busy {
 					t.Errorf("period %d: fraction %v busy %v, want %v %v", i, a.frac, a.busy, st.frac, st.busy)
 				}

@@ -86,6 +86,11 @@ type sndState struct {
 	srtt, rttvar, recentRTT, minRTT sim.Time
 	dataRTT, fullRTT                bool // a data, a full-size data packet measured
 
+	// lossBase is the typical path's loss rate, computed at baseAt
+	// (path.go).
+	lossBase float64
+	baseAt   sim.Time
+
 	// bad holds recently bad entropies, a ring (path.go).
 	bad     [badEntropies]uint16
 	badNext uint8
