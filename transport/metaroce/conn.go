@@ -57,8 +57,10 @@ type ctlState struct {
 	pending wire.Type // SYN, SYN_ACK or CLOSE while unanswered; 0 if none
 	firstAt sim.Time  // when its first attempt was made (the handshake's RTT)
 	// echo is the ts of the peer's latest SYN (we are the acceptor) or
-	// SYN_ACK (we are the dialer), echoed in our SYN_ACK or EST.
-	echo  uint32
+	// SYN_ACK (we are the dialer), which arrived at echoAt; our SYN_ACK or
+	// EST echoes it advanced by the time we held it (echoTS).
+	echo   uint32
+	echoAt sim.Time
 	due   bool // send pending on the next Transmit on port
 	tries int
 	port  int

@@ -71,8 +71,12 @@ func (c *Conn) transmitControl(port int, b []byte) (int, transport.TxMeta) {
 func (c *Conn) encodeCtl(b []byte, t wire.Type) int {
 	switch t {
 	case wire.TypeSyn, wire.TypeSynAck:
+		var echo uint32
+		if t == wire.TypeSynAck {
+			echo = c.ctlEcho()
+		}
 		f := wire.SetupFields{
-			Common:    wire.Common{Type: t, DstConn: c.peer, PSN: c.ctl.echo, TS: c.ts()},
+			Common:    wire.Common{Type: t, DstConn: c.peer, PSN: echo, TS: c.ts()},
 			SrcConn:   c.id,
 			Nonce:     c.nonce,
 			Paths:     len(c.s.paths),
@@ -88,10 +92,18 @@ func (c *Conn) encodeCtl(b []byte, t wire.Type) int {
 	}
 	var echo uint32
 	if t == wire.TypeEst {
-		echo = c.ctl.echo
+		echo = c.ctlEcho()
 	}
 	wire.Header(b).Put(&wire.Common{Type: t, DstConn: c.peer, PSN: echo, TS: c.ts()})
 	return wire.Seal(b, wire.CommonSize)
+}
+
+// ctlEcho is the echo a SYN_ACK or EST carries in its psn field: the ts
+// of the peer's packet it answers plus the time since that packet arrived,
+// so that a SYN_ACK our own retry timer sends long after the SYN measures
+// the path, not our wait.
+func (c *Conn) ctlEcho() uint32 {
+	return c.ctl.echo + uint32(c.now-c.ctl.echoAt)
 }
 
 // learnPeer takes the peer's parameters from its SYN or SYN_ACK.
@@ -122,7 +134,7 @@ func (c *Conn) onSyn(body []byte, rx transport.RxMeta) {
 	if c.state == transport.StateEstablished && !c.confirmed {
 		c.ctl.pending = wire.TypeSynAck
 		c.ctl.due, c.ctl.port, c.ctl.sport = true, rx.Port, rx.SrcPort
-		c.ctl.echo = wire.Header(s).TS()
+		c.ctl.echo, c.ctl.echoAt = wire.Header(s).TS(), c.now
 	}
 }
 
@@ -134,7 +146,7 @@ func (c *Conn) onSynAck(body []byte, rx transport.RxMeta) {
 		return
 	}
 	c.ctl.est, c.ctl.replyPort, c.ctl.replySport = true, rx.Port, rx.SrcPort
-	c.ctl.echo = wire.Header(s).TS()
+	c.ctl.echo, c.ctl.echoAt = wire.Header(s).TS(), c.now
 	if c.state != transport.StateConnecting {
 		return // a repeated SYN_ACK: our EST was lost; send it again
 	}
@@ -151,7 +163,7 @@ func (c *Conn) onSynAck(body []byte, rx transport.RxMeta) {
 // accept sets up the passive end from a SYN.
 func (c *Conn) accept(s wire.Setup) {
 	c.nonce = s.Nonce()
-	c.ctl.echo = wire.Header(s).TS()
+	c.ctl.echo, c.ctl.echoAt = wire.Header(s).TS(), c.now
 	c.learnPeer(s)
 	c.state = transport.StateEstablished
 	c.startCtl(wire.TypeSynAck)
