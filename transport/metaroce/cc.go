@@ -141,8 +141,8 @@ func (c *Conn) ccOnRecord(p *sndPath, pkts, bytes, drx, dce int) {
 		p.roundCE += dce
 		p.st.acked += uint64(drx)
 		p.st.ceAcked += uint64(dce)
-		s.roundAcked += drx
-		s.roundMarked += dce
+		s.roundAcked += int32(drx)
+		s.roundMarked += int32(dce)
 	}
 	if dce > 0 {
 		c.st.ceEchoes++
@@ -237,7 +237,7 @@ func (c *Conn) shares() {
 			n++
 		}
 	}
-	c.s.weightSum, c.s.weightTop, c.s.usable = sum, top, n
+	c.s.weightSum, c.s.weightTop, c.s.usable = sum, top, int32(n)
 }
 
 // pathShare returns p's share of the window, in bytes.

@@ -12,6 +12,10 @@ import (
 // chunks, paths, congestion control) and the receiving side (placement,
 // ordered completion, ACKs) of one peer pair. It implements
 // transport.Conn and is not safe for concurrent use.
+//
+// A NIC holds thousands: Conn is kept within 1528 bytes, so that with the
+// allocator's 8-byte header it fits the 1536-byte size class
+// (BenchmarkConnState4000 measures the state per connection).
 type Conn struct {
 	proto *Protocol
 	opts  *Options
@@ -19,6 +23,7 @@ type Conn struct {
 	rnd   *rand.Rand
 	id    uint32
 	peer  uint32
+	slot  int32 // our sender slot in the Protocol's allocator
 	state transport.State
 	// dialer is the active end; confirmed says (for the passive end) that
 	// the dialer has answered our SYN_ACK, so data may flow.
@@ -26,7 +31,6 @@ type Conn struct {
 	nonce             uint64
 	mss               int
 	lineBytes         float64  // Ports x LineRate in bytes per second
-	slot              int32    // our sender slot in the Protocol's allocator
 	ackDelay          sim.Time // the longest we hold an ACK (Options.AckDelay or derived)
 	peerAckDelay      sim.Time // the longest the peer holds one (from its SYN or SYN_ACK)
 
@@ -54,24 +58,26 @@ type Conn struct {
 // ctlState is the connection-management packet (if any) the connection
 // owes the peer.
 type ctlState struct {
-	pending wire.Type // SYN, SYN_ACK or CLOSE while unanswered; 0 if none
-	firstAt sim.Time  // when its first attempt was made (the handshake's RTT)
+	firstAt sim.Time // when its first attempt was made (the handshake's RTT)
 	// echo is the ts of the peer's latest SYN (we are the acceptor) or
 	// SYN_ACK (we are the dialer), which arrived at echoAt; our SYN_ACK or
-	// EST echoes it advanced by the time we held it (echoTS).
-	echo   uint32
+	// EST echoes it advanced by the time we held it (ctlEcho).
 	echoAt sim.Time
-	due   bool // send pending on the next Transmit on port
-	tries int
-	port  int
-	sport uint16
+	echo   uint32
+	tries  uint16
+	sport  uint16
+	// One-shot replies (est, closeAck), sent on the port the request came
+	// in on.
+	replySport uint16
+	pending    wire.Type // SYN, SYN_ACK or CLOSE while unanswered; 0 if none
+	due        bool      // send pending on the next Transmit on port
+	est        bool
+	closeAck   bool
+	port       uint8
 	// basePort is where attempts start (a SYN_ACK: the SYN's port); each
 	// retry moves to the next port.
-	basePort int
-	// One-shot replies, sent on the port the request came in on.
-	est, closeAck bool
-	replyPort     int
-	replySport    uint16
+	basePort  uint8
+	replyPort uint8
 }
 
 var _ transport.Conn = (*Conn)(nil)
@@ -119,10 +125,7 @@ func newConn(p *Protocol, now sim.Time, cfg transport.Config, dialer bool) (*Con
 	c.rnrTimer.Init(rnrTimerFired, c)
 	c.timers.AdvanceTo(now)
 	c.s.paths = make([]sndPath, c.opts.Paths)
-	c.s.cursor = make([]int, cfg.Ports)
-	c.s.run = make([]int, cfg.Ports)
-	c.s.blockedEpoch = make([]uint64, cfg.Ports)
-	c.s.blockedSize = make([]int, cfg.Ports)
+	c.s.pick = make([]portPick, cfg.Ports)
 	c.s.roomEpoch = 1
 	c.s.mult = 1
 	c.s.alpha = 1 // RFC 8257: start cautious, so the first mark halves

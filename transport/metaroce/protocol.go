@@ -120,7 +120,7 @@ func (p *Protocol) Accept(now sim.Time, cfg transport.Config, payload []byte, rx
 	}
 	p.nicSetup(cfg)
 	if rx.Port >= 0 && rx.Port < cfg.Ports {
-		c.ctl.basePort = rx.Port
+		c.ctl.basePort = uint8(rx.Port)
 	}
 	c.accept(s)
 	p.accepted[c.nonce] = c.id

@@ -23,8 +23,8 @@ type sndState struct {
 	msgs             []sndMsg // ring by MSN; len is a power of two
 	msnNext, msnBase uint32   // [msnBase, msnNext) are posted, not completed
 	segNext          uint32   // first MSN that may have chunks left to cut
+	tokens           uint32   // next receive match token
 	tails            []streamTail
-	tokens           uint32 // next receive match token
 
 	chunks           []chunk // ring by DSN
 	dsnNext, dsnBase uint32  // [dsnBase, dsnNext) are unresolved
@@ -36,21 +36,15 @@ type sndState struct {
 	respFree []int32
 	respQ    []int32 // response jobs with chunks left to cut, FIFO
 	respHead int
-	fromResp bool // alternate new chunks between messages and responses
 
 	// Paths that need attention, so Transmit does not scan them all:
 	// lostSet has the paths with lost PSNs to resend, probeSet those with
 	// a probe due.
 	lostSet, probeSet [4]uint64
-	// Path choice per port: a round-robin cursor, the packets the cursor's
-	// path has taken in its current run, and a memo that nothing
-	// of blockedSize bytes fitted at roomEpoch (room only changes when a
-	// packet arrives or a timer runs, which bump roomEpoch).
-	cursor       []int
-	run          []int
-	blockedEpoch []uint64
-	blockedSize  []int
-	roomEpoch    uint64
+	// Path choice per port (transmit.go); room only changes when a packet
+	// arrives or a timer runs, which bump roomEpoch.
+	pick      []portPick
+	roomEpoch uint64
 
 	// lossSent and lossLost are the connection's data packets and SACK
 	// losses, halved every lossHalfLife packets: its recent loss rate.
@@ -59,8 +53,6 @@ type sndState struct {
 	inflight int     // payload bytes outstanding on all paths, not lost
 	unsent   int64   // payload bytes not yet cut into chunks
 	hint     float64 // receiver's fair share for us, bytes/s; 0 = none
-	heard    bool    // an ACK (and its hint, or its lack of one) has arrived
-	peerBusy bool    // the latest ACK said the receiver answers marks itself
 	// lastProgress is the latest ACK that acknowledged something new,
 	// on any path.
 	lastProgress sim.Time
@@ -71,20 +63,18 @@ type sndState struct {
 	// counts, and the earliest next cut.
 	mult, alpha             float64
 	roundStart              sim.Time
-	roundAcked, roundMarked int
+	roundAcked, roundMarked int32
 	cutUntil                sim.Time
 	aiAt                    sim.Time // m's growth is counted from here
 	// Path shares: the usable paths' total and largest weight, recomputed
 	// when sharesDirty.
 	weightSum, weightTop float64
-	usable               int
-	sharesDirty          bool
+	usable               int32
 
 	// RTT (rtt.go): smoothed and variation over all paths, the latest
 	// sample, the minimum (the base RTT); dataRTT says a data packet has
 	// been measured (before that srtt is the handshake's).
 	srtt, rttvar, recentRTT, minRTT sim.Time
-	dataRTT, fullRTT                bool // a data, a full-size data packet measured
 
 	// lossBase is the typical path's loss rate, computed at baseAt
 	// (path.go).
@@ -94,6 +84,23 @@ type sndState struct {
 	// bad holds recently bad entropies, a ring (path.go).
 	bad     [badEntropies]uint16
 	badNext uint8
+
+	fromResp    bool // alternate new chunks between messages and responses
+	heard       bool // an ACK (and its hint, or its lack of one) has arrived
+	peerBusy    bool // the latest ACK said the receiver answers marks itself
+	sharesDirty bool // the path shares need recomputing
+	// dataRTT, fullRTT: a data, a full-size data packet has been measured
+	// (rtt.go).
+	dataRTT, fullRTT bool
+}
+
+// portPick is path choice on one port: a round-robin cursor, the packets
+// the cursor's path has taken in its current run, and a memo that nothing
+// of blockedSize bytes fitted at blockedEpoch.
+type portPick struct {
+	blockedEpoch uint64
+	cursor, run  int32
+	blockedSize  int32
 }
 
 // sndMsg is a posted message.

@@ -24,7 +24,7 @@ func (c *Conn) startCtl(t wire.Type) {
 // cannot stall setup) and a new entropy, and arms the retry.
 func (c *Conn) ctlAttempt() {
 	c.ctl.due = true
-	c.ctl.port = (c.ctl.basePort + c.ctl.tries) % c.cfg.Ports
+	c.ctl.port = uint8((int(c.ctl.basePort) + int(c.ctl.tries)) % c.cfg.Ports)
 	c.ctl.sport = uint16(49152 + c.rnd.IntN(16384))
 	back := c.opts.SetupTimeout << min(c.ctl.tries, 16)
 	c.timers.Arm(&c.ctlTimer, c.now+min(back, c.opts.RTOMax))
@@ -35,7 +35,7 @@ func (c *Conn) onCtlTimer() {
 	if c.ctl.pending == 0 {
 		return
 	}
-	if c.ctl.tries > c.opts.MaxRetries {
+	if int(c.ctl.tries) > c.opts.MaxRetries {
 		t := c.ctl.pending
 		c.ctl.pending, c.ctl.due = 0, false
 		if c.cfg.Trace != nil {
@@ -55,13 +55,13 @@ func (c *Conn) onCtlTimer() {
 // transmitControl sends a due connection-management packet.
 func (c *Conn) transmitControl(port int, b []byte) (int, transport.TxMeta) {
 	switch {
-	case c.ctl.due && c.ctl.port == port:
+	case c.ctl.due && int(c.ctl.port) == port:
 		c.ctl.due = false
 		return c.encodeCtl(b, c.ctl.pending), transport.TxMeta{SrcPort: c.ctl.sport}
-	case c.ctl.est && c.ctl.replyPort == port:
+	case c.ctl.est && int(c.ctl.replyPort) == port:
 		c.ctl.est = false
 		return c.encodeCtl(b, wire.TypeEst), transport.TxMeta{SrcPort: c.ctl.replySport}
-	case c.ctl.closeAck && c.ctl.replyPort == port:
+	case c.ctl.closeAck && int(c.ctl.replyPort) == port:
 		c.ctl.closeAck = false
 		return c.encodeCtl(b, wire.TypeCloseAck), transport.TxMeta{SrcPort: c.ctl.replySport}
 	}
@@ -133,7 +133,7 @@ func (c *Conn) onSyn(body []byte, rx transport.RxMeta) {
 	}
 	if c.state == transport.StateEstablished && !c.confirmed {
 		c.ctl.pending = wire.TypeSynAck
-		c.ctl.due, c.ctl.port, c.ctl.sport = true, rx.Port, rx.SrcPort
+		c.ctl.due, c.ctl.port, c.ctl.sport = true, uint8(rx.Port), rx.SrcPort
 		c.ctl.echo, c.ctl.echoAt = wire.Header(s).TS(), c.now
 	}
 }
@@ -145,7 +145,7 @@ func (c *Conn) onSynAck(body []byte, rx transport.RxMeta) {
 		c.st.dropMalformed++
 		return
 	}
-	c.ctl.est, c.ctl.replyPort, c.ctl.replySport = true, rx.Port, rx.SrcPort
+	c.ctl.est, c.ctl.replyPort, c.ctl.replySport = true, uint8(rx.Port), rx.SrcPort
 	c.ctl.echo, c.ctl.echoAt = wire.Header(s).TS(), c.now
 	if c.state != transport.StateConnecting {
 		return // a repeated SYN_ACK: our EST was lost; send it again
@@ -178,7 +178,7 @@ func (c *Conn) onClose(rx transport.RxMeta) {
 		c.st.dropState++
 		return
 	}
-	c.ctl.closeAck, c.ctl.replyPort, c.ctl.replySport = true, rx.Port, rx.SrcPort
+	c.ctl.closeAck, c.ctl.replyPort, c.ctl.replySport = true, uint8(rx.Port), rx.SrcPort
 	if c.state == transport.StateEstablished {
 		if c.cfg.Trace != nil {
 			c.tracef("peer closed")

@@ -76,7 +76,7 @@ func (c *Conn) dataSent(n int, p *sndPath) (int, transport.TxMeta) {
 // With a window of many packets per path it is 1: plain packet spraying.
 func (c *Conn) runLength(w int) int {
 	w = max(w/c.mss, 1)
-	return max(min((2*c.s.usable+w-1)/w, w/4), 1)
+	return max(min((2*int(c.s.usable)+w-1)/w, w/4), 1)
 }
 
 // takes reports whether p may carry one more size-byte data packet, the
@@ -102,17 +102,18 @@ func (c *Conn) pickPath(port, size int) *sndPath {
 	if size > 0 && c.s.inflight > 0 && c.s.inflight+size > w {
 		return nil
 	}
-	if c.s.blockedEpoch[port] == c.s.roomEpoch && size >= c.s.blockedSize[port] {
+	pk := &c.s.pick[port]
+	if pk.blockedEpoch == c.s.roomEpoch && size >= int(pk.blockedSize) {
 		return nil // nothing has changed since nothing fitted
 	}
 	ports := c.cfg.Ports
 	n := (len(c.s.paths) - port + ports - 1) / ports // paths on this plane
 	c.shares()
 	run := c.runLength(w)
-	k := c.s.cursor[port]
-	if r := c.s.run[port]; r > 0 && r < run {
+	k := int(pk.cursor)
+	if r := int(pk.run); r > 0 && r < run {
 		if p := &c.s.paths[port+k*ports]; c.takes(p, size, w, run) {
-			c.s.run[port]++
+			pk.run++
 			return p
 		}
 	}
@@ -132,10 +133,10 @@ func (c *Conn) pickPath(port, size int) *sndPath {
 			continue
 		}
 		p.credit--
-		c.s.cursor[port], c.s.run[port] = k, 1
+		pk.cursor, pk.run = int32(k), 1
 		return p
 	}
-	c.s.blockedEpoch[port], c.s.blockedSize[port] = c.s.roomEpoch, size
+	pk.blockedEpoch, pk.blockedSize = c.s.roomEpoch, int32(size)
 	return nil
 }
 
