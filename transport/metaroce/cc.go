@@ -67,8 +67,17 @@ const dataOverhead = wire.DataSize + wire.TrailerSize + ipUDPOverhead
 // flight, paced) however often it is marked.
 const minMult = 1.0 / 1024
 
-// aiPerRound is how much m grows per round (smoothed RTT) without marks.
+// aiPerRound is how much m grows per round (smoothed RTT) without marks;
+// the receiver's link control grows the fraction it hands out by as much
+// per period.
 const aiPerRound = 1.0 / 16
+
+// alpha0 is the sender's alpha before its first round ends. DCTCP starts
+// at 1 (RFC 8257) so that a window that began as a guess halves on the
+// first mark; this rate begins at the receiver's fair share, so the first
+// mark (a short flow's transient, another flow's burst) trims it by an
+// eighth, and persistent marks raise alpha round by round.
+const alpha0 = 1.0 / 4
 
 // minWeight is the least weight a path keeps in the window however
 // heavily it is marked: its share keeps measuring it.

@@ -128,7 +128,7 @@ func newConn(p *Protocol, now sim.Time, cfg transport.Config, dialer bool) (*Con
 	c.s.pick = make([]portPick, cfg.Ports)
 	c.s.roomEpoch = 1
 	c.s.mult = 1
-	c.s.alpha = 1 // RFC 8257: start cautious, so the first mark halves
+	c.s.alpha = alpha0
 	c.s.sharesDirty = true
 	for i := range c.s.paths {
 		ph := &c.s.paths[i]

@@ -46,16 +46,18 @@
 // ECN is the congestion signal, loss never is (cc.go). The sender paces at
 // R = min(line rate, receiver's hint) x m, m being DCTCP's window in rate
 // form over all the connection's packets (cut by 1 - alpha/2 at most once
-// per round on marks, grown back by 1/16 per round without), and keeps at
+// per round on marks, alpha starting at 1/4, grown back by 1/16 per round
+// without), and keeps at
 // most W = 5/4 x R x (base RTT + the peer's ACK delay) / (1 - measured
 // loss) + 2 full packets in flight, one packet before the receiver's first
 // ACK. The receiver (ratehint.go) divides its capacity among its active
 // senders by max-min water-filling over their demands and puts each
 // sender's share in every ACK; when it is busy (its senders ask for all of
 // its capacity and their packets arrive at the rate it hands out) it
-// answers CE marks itself, by lowering every share alike, and tells the
-// senders so (ACK flag BUSY).
-// Total in flight is W whatever the number of paths.
+// answers CE marks itself, by lowering every share alike (DCTCP on its
+// arrivals, recovering as DCQCN does toward the share before the cut), and
+// tells the senders so (ACK flag BUSY). Total in flight is W whatever the
+// number of paths.
 //
 // # Loss recovery
 //

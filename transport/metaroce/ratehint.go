@@ -23,25 +23,31 @@ import (
 // The receiver owns the congestion its senders share. While it is busy —
 // its active senders ask for at least its capacity and their arrivals fill
 // at least busyFraction of what it hands out, so that it is the bottleneck
-// they share — CE marks on their packets are its to answer: it
-// runs DCTCP on the aggregate, once per period (the largest RTT its
-// senders have, and at least 8 packet times), alpha from the period's
-// marked fraction; on marks the capacity it hands out is multiplied by
-// (1 - alpha/2), and no further cut comes for two periods; without marks
-// it grows back halfway to the whole capacity per period (DCQCN's fast
-// recovery: the cut was right for the queue that was there). Every
-// sender's share moves alike, so the queue drains without costing any
-// sender more than another, and ACKs say the receiver is busy
-// (wire.FlagBusy) so that the senders leave those marks to it. A sender
-// whose marks come while its receiver is not busy answers them itself.
+// they share — CE marks on their packets are its to answer: it runs DCTCP
+// on the aggregate, once per period, alpha the EWMA of the periods' marked
+// fractions (the first period's fraction itself: it holds many packets).
+// A period is long enough for a cut to show: the largest of its senders'
+// RTT plus packet interval at their share (a sender hears a new share
+// only in the ACK of its next packet), and at least 8 packet times. On a
+// period with marks the fraction handed out is multiplied by
+// (1 - alpha/2), and no further cut comes for two periods. Recovery is
+// DCQCN's: halfway back to the fraction before the cut per unmarked
+// period (the cut was for the queue that was there), and once there,
+// 1/16 more per period, up to the whole capacity; while not busy, halfway
+// to the whole capacity per period. Every sender's share moves alike, so
+// the queue drains without costing any sender more than another, and ACKs
+// say the receiver is busy (wire.FlagBusy) so that the senders leave those
+// marks to it. A sender whose marks come while its receiver is not busy
+// answers them itself.
 type allocator struct {
 	capacity float64  // bytes per second the NIC takes in
 	presume  sim.Time // how long a newly accepted connection counts as active
 	gain     float64  // DCTCP's g
-	// Link control: the fraction of capacity handed out, its alpha, the
-	// current period's start, largest RTT and arrivals, and whether the
-	// active senders' demands add up to the capacity (busy).
+	// Link control: the fraction of capacity handed out and its alpha (-1:
+	// no period yet), the fraction recovery heads for, and the current
+	// period's start, length and arrivals.
 	frac, alpha    float64
+	target         float64
 	pStart, pRTT   sim.Time
 	pPkts, pMarked int
 	// Fill: the arrival rate over blocks of fillBlock packets.
@@ -85,7 +91,7 @@ const (
 )
 
 func newAllocator(capacity float64, presume sim.Time, gain float64) *allocator {
-	a := &allocator{capacity: capacity, presume: presume, gain: gain, frac: 1, alpha: 1}
+	a := &allocator{capacity: capacity, presume: presume, gain: gain, frac: 1, target: 1, alpha: -1}
 	a.byDemand = func(x, y int32) int {
 		dx, dy := a.senders[x].demand, a.senders[y].demand
 		switch {
@@ -166,7 +172,6 @@ func demandBucket(d float64) int64 {
 // demand bytes/s, CE-marked or not; rtt is the receiver's estimate of the
 // round trip to the sender.
 func (a *allocator) observe(s int32, now sim.Time, demand float64, rtt sim.Time, pkt int, ce bool) {
-	a.linkControl(now, rtt, pkt, ce)
 	x := &a.senders[s]
 	if !x.active || demandBucket(demand) != demandBucket(x.demand) {
 		a.dirty = true
@@ -174,11 +179,14 @@ func (a *allocator) observe(s int32, now sim.Time, demand float64, rtt sim.Time,
 	if x.active {
 		x.gap = (7*x.gap + (now - x.last)) / 8
 	}
-	x.last, x.demand = now, demand
-	x.window = max(4*rtt, 8*x.gap)
+	// interval: between this sender's packets at its share.
+	var interval sim.Time
 	if x.share > 0 {
-		x.window = max(x.window, sim.Time(4*float64(pkt)/x.share*float64(sim.Second)))
+		interval = sim.Time(float64(pkt) / x.share * float64(sim.Second))
 	}
+	a.linkControl(now, rtt+interval, pkt, ce)
+	x.last, x.demand = now, demand
+	x.window = max(4*rtt, 4*interval, 8*x.gap)
 	a.expiry = min(a.expiry, now+x.window)
 	if !x.active {
 		x.active = true
@@ -186,8 +194,10 @@ func (a *allocator) observe(s int32, now sim.Time, demand float64, rtt sim.Time,
 }
 
 // linkControl counts one arrival toward the link control's period and
-// closes the period when it is over.
-func (a *allocator) linkControl(now, rtt sim.Time, pkt int, ce bool) {
+// closes the period when it is over; span is how long the arriving
+// packet's sender takes to show a change of its share (its RTT plus its
+// packet interval).
+func (a *allocator) linkControl(now, span sim.Time, pkt int, ce bool) {
 	if a.fPkts == 0 {
 		a.fStart = now
 	} else {
@@ -202,28 +212,40 @@ func (a *allocator) linkControl(now, rtt sim.Time, pkt int, ce bool) {
 	if ce {
 		a.pMarked++
 	}
-	a.pRTT = max(a.pRTT, rtt, sim.Time(8*float64(pkt)/a.capacity*float64(sim.Second)))
+	a.pRTT = max(a.pRTT, span, sim.Time(8*float64(pkt)/a.capacity*float64(sim.Second)))
 	d := now - a.pStart
 	if d < a.pRTT {
 		return
 	}
 	old := a.frac
 	f := float64(a.pMarked) / float64(a.pPkts)
-	a.alpha = (1-a.gain)*a.alpha + a.gain*f
+	if a.alpha < 0 {
+		a.alpha = f
+	} else {
+		a.alpha = (1-a.gain)*a.alpha + a.gain*f
+	}
 	switch {
 	case a.busy && a.pMarked > 0:
 		if a.hold == 0 {
+			a.target = a.frac
 			a.frac = max(a.frac*(1-a.alpha/2), 1.0/1024)
 			a.hold = 2 // the queue that drew the marks drains for two periods before the next cut
 		} else {
 			a.hold--
 		}
-	default:
+	case !a.busy:
 		a.hold = 0
+		a.target = 1
 		a.frac += (1 - a.frac) / 2
 		if a.frac > 1-1.0/64 {
 			a.frac = 1
 		}
+	default:
+		a.hold = 0
+		if a.target-a.frac < 1.0/256 {
+			a.target = min(1, a.target+aiPerRound)
+		}
+		a.frac += (a.target - a.frac) / 2
 	}
 	if a.frac != old {
 		a.dirty = true

@@ -266,8 +266,9 @@ func TestIncastFirstFlight(t *testing.T) {
 // TestLinkControl: a receiver whose senders ask for at least its capacity
 // and whose packets arrive at the rate it hands out (busy) answers their
 // marks itself by lowering every share alike (DCTCP on the aggregate,
-// alpha starting at 1, at most one cut per two periods) and recovers
-// halfway per unmarked period; marks on packets of senders that ask for
+// alpha the first period's marked fraction, at most one cut per two
+// periods) and recovers halfway to the fraction before the cut per
+// unmarked period; marks on packets of senders that ask for
 // less, or that arrive slower than handed out (held back elsewhere), are
 // left to the senders.
 func TestLinkControl(t *testing.T) {
@@ -289,6 +290,10 @@ func TestLinkControl(t *testing.T) {
 			{1, 1, true, 0.5, true}, {1, 1, true, 0.5, true}, {1, 1, true, 0.5, true},
 			{1, 1, false, 0.75, true}, {1, 1, false, 0.875, true},
 		}},
+		{"recovery heads for the fraction before the last cut", []step{
+			{1, 1, true, 0.5, true}, {1, 1, true, 0.5, true}, {1, 1, true, 0.5, true},
+			{1, 1, true, 0.25, true}, {1, 1, false, 0.375, true}, {1, 1, false, 0.4375, true},
+		}},
 		{"cut, then arriving at the cut rate: still busy", []step{
 			{1, 1, true, 0.5, true}, {1, 0.5, true, 0.5, true}, {1, 0.5, true, 0.5, true},
 			{1, 0.5, true, 0.25, true},
@@ -309,8 +314,10 @@ func TestLinkControl(t *testing.T) {
 			now := sim.Time(0)
 			for i, st := range tc.steps {
 				gap := sim.Time(pkt / (st.arrive * capacity) * float64(sim.Second))
-				// The period's packets, the last one closing it.
-				for start, k := now, sim.Time(1); now < start+rtt; k++ {
+				// The period's packets, the last one closing it: a period
+				// is the sender's RTT plus its packet interval at its share.
+				per := rtt + sim.Time(pkt/a.share(s, now)*float64(sim.Second))
+				for start, k := now, sim.Time(1); now < start+per; k++ {
 					now = start + k*gap
 					a.observe(s, now, st.demand*capacity, rtt, pkt, st.marked)
 					a.share(s, now)

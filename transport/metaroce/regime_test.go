@@ -425,9 +425,12 @@ func TestTargetUniformLossStays(t *testing.T) {
 // arrives (loss-free) and from 10 base RTTs at 1% loss on every link. The
 // links are long (320us) so that one base RTT holds some 60 packets of
 // each sender's share and the test is decidable at packet granularity:
-// with 1us links a sender's share is under half a packet per RTT, and with
-// 20 packets per window two random losses in one window (1.5% of windows
-// at 1% loss) are already 10%.
+// with 1us links a sender's share is under half a packet per RTT. Loss-free
+// the bytes placed at the receiver are judged; at 1% loss the bytes each
+// sender puts on the wire (its rate, retransmissions included), since which
+// packets the fabric drops is not the controller's to choose: at 2% loss
+// per path, 6 of 60 packets lost in one window happens to a few of 63
+// senders over 16 RTTs.
 func TestTargetIncast(t *testing.T) {
 	for _, c := range []struct {
 		loss   float64
@@ -436,9 +439,14 @@ func TestTargetIncast(t *testing.T) {
 		t.Run(fmt.Sprintf("loss %g%%", 100*c.loss), func(t *testing.T) {
 			b := bed{topo: "leaf", rate: 100e9, hpl: 64, delay: 320 * sim.Microsecond, loss: lossModel(c.loss, false)}
 			rtt := sim.Time(4*b.delay) + sim.Time(2*4200*8/b.rate*1e9)
-			worst, at, fair := incastFairness(t, b, 63, rtt, 16*rtt, sim.Time(c.settle)*rtt)
-			t.Logf("base RTT %v, fair share %.0f B per RTT: worst sender %.3f of it from %d RTTs on (at %.1f RTTs)",
-				rtt, fair, worst, c.settle, float64(at)/float64(rtt))
+			sent := c.loss > 0
+			worst, at, fair := incastFairness(t, b, 63, rtt, 16*rtt, sim.Time(c.settle)*rtt, sent)
+			what := "placed"
+			if sent {
+				what = "sent"
+			}
+			t.Logf("base RTT %v, fair share %.0f B per RTT: worst sender %.3f of it (bytes %s) from %d RTTs on (at %.1f RTTs)",
+				rtt, fair, worst, what, c.settle, float64(at)/float64(rtt))
 			if math.Abs(worst-1) > 0.1 {
 				t.Errorf("a sender at %.3f of its fair share %.1f base RTTs after the start, want within 10%%", worst, float64(at)/float64(rtt))
 			}
@@ -447,12 +455,13 @@ func TestTargetIncast(t *testing.T) {
 }
 
 // incastFairness runs n senders into h0 for dur after the first data
-// arrives, samples every sender's bytes placed at h0 every rtt/4, and
+// arrives, samples every sender's bytes placed at h0 (sent: the bytes it
+// sent) every rtt/4, and
 // returns the worst ratio of a sender's bytes over one rtt to the fair
 // share over windows ending from settle on, when it happened (after the
 // first data), and the fair share in bytes per rtt (the aggregate over the
 // judged windows / n).
-func incastFairness(t *testing.T, b bed, n int, rtt, dur, settle sim.Time) (worst float64, at sim.Time, fair float64) {
+func incastFairness(t *testing.T, b bed, n int, rtt, dur, settle sim.Time, sent bool) (worst float64, at sim.Time, fair float64) {
 	t.Helper()
 	topo := b.topology(t)
 	loop := sim.NewLoop()
@@ -480,6 +489,11 @@ func incastFairness(t *testing.T, b bed, n int, rtt, dur, settle sim.Time) (wors
 		for i, c := range conns {
 			row[i] = c.Transport().(*metaroce.Conn).Stats().BytesPlaced
 			sum += row[i]
+		}
+		if sent && (t0 >= 0 || sum > 0) {
+			for i := range row {
+				row[i] = cl.NICs[i+1].Conns()[0].Transport().(*metaroce.Conn).Stats().BytesSent
+			}
 		}
 		if t0 < 0 && sum > 0 {
 			t0 = now
