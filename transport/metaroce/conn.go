@@ -1,8 +1,6 @@
 package metaroce
 
 import (
-	"math/rand/v2"
-
 	"github.com/mrlab/mrlab/internal/sim"
 	"github.com/mrlab/mrlab/transport"
 	"github.com/mrlab/mrlab/transport/metaroce/wire"
@@ -20,7 +18,6 @@ type Conn struct {
 	proto *Protocol
 	opts  *Options
 	cfg   transport.Config
-	rnd   *rand.Rand
 	id    uint32
 	peer  uint32
 	slot  int32 // our sender slot in the Protocol's allocator
@@ -103,7 +100,6 @@ func newConn(p *Protocol, now sim.Time, cfg transport.Config, dialer bool) (*Con
 		proto:     p,
 		opts:      &p.opts,
 		cfg:       cfg,
-		rnd:       cfg.Rand,
 		id:        cfg.LocalID,
 		state:     transport.StateConnecting,
 		dialer:    dialer,
@@ -112,8 +108,8 @@ func newConn(p *Protocol, now sim.Time, cfg transport.Config, dialer bool) (*Con
 		slot:      -1,
 		now:       now,
 	}
-	if c.rnd == nil {
-		c.rnd = sim.NewRand(uint64(cfg.LocalID), "metaroce")
+	if c.cfg.Rand == nil {
+		c.cfg.Rand = sim.NewRand(uint64(cfg.LocalID), "metaroce")
 	}
 	c.ackDelay = c.opts.AckDelay
 	if c.ackDelay == 0 {

@@ -137,7 +137,7 @@ const badEntropies = 8
 // the connection uses and that is not recently bad.
 func (c *Conn) newEntropy() uint16 {
 	for {
-		e := uint16(49152 + c.rnd.IntN(16384))
+		e := uint16(49152 + c.cfg.Rand.IntN(16384))
 		clash := false
 		for i := range c.s.paths {
 			if c.s.paths[i].entropy == e {

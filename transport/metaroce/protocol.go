@@ -91,7 +91,7 @@ func (p *Protocol) Dial(now sim.Time, cfg transport.Config) (transport.Conn, err
 		return nil, fmt.Errorf("metaroce: dialing: %w", err)
 	}
 	p.nicSetup(cfg)
-	c.nonce = c.rnd.Uint64() | 1
+	c.nonce = c.cfg.Rand.Uint64() | 1
 	c.startCtl(wire.TypeSyn)
 	return c, nil
 }

@@ -25,7 +25,7 @@ func (c *Conn) startCtl(t wire.Type) {
 func (c *Conn) ctlAttempt() {
 	c.ctl.due = true
 	c.ctl.port = uint8((int(c.ctl.basePort) + int(c.ctl.tries)) % c.cfg.Ports)
-	c.ctl.sport = uint16(49152 + c.rnd.IntN(16384))
+	c.ctl.sport = uint16(49152 + c.cfg.Rand.IntN(16384))
 	back := c.opts.SetupTimeout << min(c.ctl.tries, 16)
 	c.timers.Arm(&c.ctlTimer, c.now+min(back, c.opts.RTOMax))
 	c.ctl.tries++

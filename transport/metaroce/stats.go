@@ -12,14 +12,15 @@ type connCounters struct {
 	entropyChanges, tailProbes                 uint64
 	acksSent, acksReceived, staleAcks          uint64
 	naksSent, naksReceived, naksDropped        uint64
-	rnrNaks, rnrNaksSent                       uint64
-	protectionNaks, protectionNaksSent         uint64
-	ceReceived, ceEchoes                       uint64
-	dataReceived, dupPackets, dupData          uint64
-	bytesPlaced                                uint64
-	dropChecksum, dropMalformed, dropState     uint64
-	dropWindow, dropStale                      uint64
-	posted, completions                        uint64
+	// Rare events count in 32 bits: the Conn keeps its size class.
+	rnrNaks, rnrNaksSent                   uint32
+	protectionNaks, protectionNaksSent     uint32
+	ceReceived, ceEchoes                   uint64
+	dataReceived, dupPackets, dupData      uint64
+	bytesPlaced                            uint64
+	dropChecksum, dropMalformed, dropState uint64
+	dropWindow, dropStale                  uint64
+	posted, completions                    uint64
 }
 
 // ConnStats is a snapshot of a connection's counters and state.
@@ -72,8 +73,8 @@ func (c *Conn) Stats() ConnStats {
 		Timeouts: s.timeouts, EntropyChanges: s.entropyChanges, TailProbes: s.tailProbes,
 		AcksSent: s.acksSent, AcksReceived: s.acksReceived, StaleAcks: s.staleAcks,
 		NaksSent: s.naksSent, NaksReceived: s.naksReceived,
-		RNRNaksReceived: s.rnrNaks, RNRNaksSent: s.rnrNaksSent,
-		ProtectionNaksReceived: s.protectionNaks, ProtectionNaksSent: s.protectionNaksSent,
+		RNRNaksReceived: uint64(s.rnrNaks), RNRNaksSent: uint64(s.rnrNaksSent),
+		ProtectionNaksReceived: uint64(s.protectionNaks), ProtectionNaksSent: uint64(s.protectionNaksSent),
 		CEReceived: s.ceReceived, ECEReceived: s.ceEchoes,
 		DataReceived: s.dataReceived, DupPackets: s.dupPackets, DupData: s.dupData, BytesPlaced: s.bytesPlaced,
 		DropChecksum: s.dropChecksum, DropMalformed: s.dropMalformed, DropState: s.dropState,
