@@ -71,19 +71,6 @@ func durationKey[T any](name string, field func(*T) *sim.Time) optionKey[T] {
 	}}
 }
 
-func sizeKey[T any](name string, field func(*T) *int) optionKey[T] {
-	return optionKey[T]{name, func(d *decoder, v *yaml.Node, p string, t *T) {
-		var x int
-		if d.size(v, p, &x) {
-			if x <= 0 {
-				d.errorf(v, p, "must be above 0")
-				return
-			}
-			*field(t) = x
-		}
-	}}
-}
-
 // fractionKey takes a fraction above 0 and at most 1 (0.95 or 95%).
 func fractionKey[T any](name string, field func(*T) *float64) optionKey[T] {
 	return optionKey[T]{name, func(d *decoder, v *yaml.Node, p string, t *T) {
