@@ -310,14 +310,21 @@ func wireLimit(kind transport.Kind, size, mtu int) float64 {
 }
 
 func regimeRun(c regimeCase, pt Point) (RegimeRow, error) {
+	row := RegimeRow{Bed: c.bed.name, Hops: c.bed.hops, RateGbps: c.rate / 1e9, Loss: c.loss.name, LossP: c.loss.p,
+		Workload: string(c.wl), Transport: c.kind.String(), Seed: pt.Seed, Command: pt.Command()}
 	run, err := pt.run(probe{})
 	if err != nil {
-		return RegimeRow{}, err
+		// A workload that failed without a result (a RoCEv2 QP out of
+		// retries under heavy loss) is a row with no goodput, not a
+		// failed experiment.
+		row.Error, row.Errors = err.Error(), 1
+		row.OfLossFree, row.OfCeiling = Float(math.NaN()), Float(math.NaN())
+		return row, nil
 	}
 	res := run.res
 	snap := run.net.Counters()
-	row := RegimeRow{Bed: c.bed.name, Hops: c.bed.hops, RateGbps: c.rate / 1e9, Loss: c.loss.name, LossP: c.loss.p,
-		Workload: string(c.wl), Transport: c.kind.String(), Seed: pt.Seed, Command: pt.Command(),
+	row = RegimeRow{Bed: row.Bed, Hops: row.Hops, RateGbps: row.RateGbps, Loss: row.Loss, LossP: row.LossP,
+		Workload: row.Workload, Transport: row.Transport, Seed: row.Seed, Command: row.Command,
 		GoodputGbps: res.GoodputGbps, Retransmits: res.Retransmits, Timeouts: res.Timeouts,
 		QueueDrops: snap.Drops()[fabric.DropQueueFull],
 		Errors:     res.Errors, Error: errText(run.err), DataOK: res.Check.OK}
