@@ -149,9 +149,27 @@ func rocev2AckTimeout(rate float64) sim.Time {
 	return max(131*sim.Microsecond, sim.Time(131e3*100e9/rate))
 }
 
+// queueDepth is how many 64 KiB messages a connection keeps posted: enough
+// to cover 32 base round trips of its capacity (both planes), and at
+// least perftest's 128, in powers of two up to 1024. Completions come in
+// post order, so the oldest message's retries hold back every later one:
+// at 10% loss on each of 6 links (47% end to end) one packet in ten
+// thousand needs a dozen attempts, a dozen round trips, and a window of
+// fewer round trips would measure the queue depth, not the transport.
+func (p regimeParams) queueDepth(c regimeCase) int {
+	pkt := serialize(regimeMTU+wire.MaxOverhead+28, c.rate)
+	rtt := float64(c.bed.hops) * (2000 + pkt) / 1e9
+	want := 32 * 2 * c.rate / 8 * rtt / (64 << 10)
+	qd := 128
+	for float64(qd) < want && qd < 1024 {
+		qd *= 2
+	}
+	return qd
+}
+
 func (p regimeParams) point(c regimeCase, seed uint64) Point {
 	d := p.duration(c)
-	spec := workload.Spec{Name: c.wl, Transport: c.kind, Size: 64 << 10, QueueDepth: 128, Duration: d,
+	spec := workload.Spec{Name: c.wl, Transport: c.kind, Size: 64 << 10, QueueDepth: p.queueDepth(c), Duration: d,
 		Timeout: max(sim.Second, 20*d)}
 	if c.wl == workload.WriteBW {
 		spec.From, spec.To = []string{c.bed.from}, []string{c.bed.to}
@@ -206,7 +224,7 @@ func runRegimes(cfg Config) (*Report, error) {
 		"beds: built-in labs regimes/b2b (2 hosts back to back, 1 hop), regimes/leaf (4 hosts on one leaf, 2 hops), regimes/leafspine (8 hosts, 2 leaves x 2 spines, 4 hops between leaves), regimes/fattree (k=4 fat-tree, 16 hosts, 6 hops between pods); two planes each, 1 us per link, 512 KiB queues, ECN step marking above 64 KiB",
 		"link rate (every link) and loss (every link direction, data and ACKs alike) are set on the command line: --set links.default.rate=R, --impair 'all=LOSS'; bursty loss is Gilbert-Elliott with mean burst 4 (every packet lost in the bad state)",
 		"capacity: the same for both transports: MetaRoCE spreads one connection over both planes, RoCEv2 opens one queue pair per plane (qps_per_peer: per-plane), DCQCN on; RoCEv2's local ACK timeout is 131 us at 100 Gbit/s and above and grows in proportion below (1.31 ms at 10, 13.1 ms at 1 Gbit/s), as an operator would set it for the rate",
-		fmt.Sprintf("workloads: write_bw between the two hosts farthest apart (h0 to the last host) and a permutation (every host WRITEs to one other), 64 KiB messages, 128 in flight per connection (perftest's write_bw default); each run lasts the longer of %d full packets and %d base round trips at its rate", p.pkts, p.rtts),
+		fmt.Sprintf("workloads: write_bw between the two hosts farthest apart (h0 to the last host) and a permutation (every host WRITEs to one other), 64 KiB messages, enough in flight per connection to cover 32 base round trips of its capacity (at least perftest's 128, at most 1024: 256 at 100 Gbit/s over 6 hops, 256/512/1024 at 400 Gbit/s over 2/4/6 hops), since completions come in post order and a window shorter than the oldest message's retries under 47%% end-to-end loss measures the queue depth; each run lasts the longer of %d full packets and %d base round trips at its rate", p.pkts, p.rtts),
 		"wire limit: payload / (payload + every header byte on the wire): MetaRoCE 96 B per packet (64 B header, 4 B CRC, 28 B IPv4/UDP); RoCEv2 44 B per packet (BTH, ICRC, IPv4/UDP) and a 16 B RETH per message; loss ceiling (write_bw): (1-p)^hops of the wire limit",
 		"queues: the largest peak and the largest time-average over every link direction (K = 64 KiB)",
 	}

@@ -78,6 +78,15 @@ func TestRegimePoint(t *testing.T) {
 			t.Errorf("command %s\nlacks %s", got, want)
 		}
 	}
+	for _, q := range []struct {
+		bed  int
+		rate float64
+		want int
+	}{{3, 1e9, 128}, {3, 100e9, 256}, {2, 100e9, 128}, {0, 400e9, 128}, {1, 400e9, 256}, {2, 400e9, 512}, {3, 400e9, 1024}} {
+		if got := p.queueDepth(regimeCase{bed: regimeBeds[q.bed], rate: q.rate}); got != q.want {
+			t.Errorf("%s at %g Gbit/s: queue depth %d, want %d", regimeBeds[q.bed].name, q.rate/1e9, got, q.want)
+		}
+	}
 	// 1 Gbit/s, 4 hops: 3000 packets (100 ms) outlast 200 round trips.
 	if d := p.duration(c); d < 100*sim.Millisecond || d > 101*sim.Millisecond {
 		t.Errorf("duration %v, want ~100ms", d)
