@@ -272,7 +272,9 @@ func regimeChecks(r *Report, rows []RegimeRow) {
 		if len(rs) == 0 {
 			return
 		}
-		c := statCheck(what, target, statRows(rs, f), g, format)
+		st := statRows(rs, f)
+		c := statCheck(what, target, st, g, format)
+		c.Measured = fmt.Sprintf("%s over %d runs (every cell, every seed)", st.cell(format), st.N)
 		worst := rs[0]
 		for _, x := range rs {
 			if (g.atLeast && f(x) < f(worst)) || (!g.atLeast && f(x) > f(worst)) {
