@@ -89,6 +89,9 @@ type Options struct {
 	DSNWindow int
 	// UDPPort is the destination port (default wire.UDPPort, 4796).
 	UDPPort uint16
+	// Mutations plants faults for the conformance suite's self-check
+	// (mutation.go); always zero outside its tests.
+	Mutations Mutation
 }
 
 // withDefaults fills in defaults and checks ranges.

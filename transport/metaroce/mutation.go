@@ -1,0 +1,56 @@
+package metaroce
+
+// Mutation is a set of planted faults for the conformance suite's
+// self-check (transport/metaroce/conformance): each bit makes the engine
+// break one rule of docs/metaroce-wire.md, so the suite can show it
+// notices. Production code leaves Options.Mutations zero; every hook is a
+// single test of one bit at the place the rule is implemented.
+type Mutation uint32
+
+// The planted faults.
+const (
+	// MutSACKOffByOne: the receiver sets SACK bit i for PSN cum+i instead
+	// of cum+1+i (§4).
+	MutSACKOffByOne Mutation = 1 << iota
+	// MutRetxWrongPSN: a loss is repaired under the next PSN instead of
+	// the lost one (§10 Loss).
+	MutRetxWrongPSN
+	// MutIgnoreECN: the sender ignores CE marks its ACKs report (§9).
+	MutIgnoreECN
+	// MutNoCECount: the receiver does not count CE-marked arrivals (§4
+	// ce_count).
+	MutNoCECount
+	// MutPlaceOffset: the receiver places a WRITE one byte past its
+	// address (§3 addr).
+	MutPlaceOffset
+	// MutAcceptBadKey: the receiver skips the remote-key check (§5 ACCESS).
+	MutAcceptBadKey
+	// MutIgnoreCRC: the receiver skips the CRC32C check (§1).
+	MutIgnoreCRC
+	// MutCumOffByOne: the receiver reports its cumulative ACK one too high
+	// (§4 psn).
+	MutCumOffByOne
+	// MutNoTailProbe: a path whose ACKs stop sends no tail-loss probe (§10).
+	MutNoTailProbe
+	// MutKeepEntropy: a timed-out path keeps its entropy (§10 Timeout).
+	MutKeepEntropy
+	// MutIgnoreRateHint: the sender ignores the receiver's rate hint (§9).
+	MutIgnoreRateHint
+	// MutNoSynEcho: the SYN_ACK does not echo the SYN's ts (§7).
+	MutNoSynEcho
+	// MutRNRAsAccess: a SEND without a posted receive is refused as an
+	// access error instead of RNR (§5, §6).
+	MutRNRAsAccess
+	// MutPlaceDuplicate: a duplicate chunk (a DSN already placed) is
+	// counted as new data (§3 dsn).
+	MutPlaceDuplicate
+	// MutIgnoreGen: the receiver does not reset a path's window on a newer
+	// generation (§2 gen).
+	MutIgnoreGen
+	// MutNoAckReq: the receiver does not ACK an ACKREQ packet at once (§4
+	// ACK policy).
+	MutNoAckReq
+)
+
+// mutated reports whether the connection runs with planted fault m.
+func (c *Conn) mutated(m Mutation) bool { return c.opts.Mutations&m != 0 }
