@@ -123,10 +123,11 @@ func (r *runner) matchCompletion(c Completion, fields []Field) (bool, error) {
 		switch f.Key {
 		case "within":
 		case "status":
-			if _, ok := statusNames[f.Val.String]; !ok {
-				return false, fmt.Errorf("unknown status %q", f.Val.String)
+			want := strings.TrimPrefix(f.Val.String, "!")
+			if _, ok := statusNames[want]; !ok {
+				return false, fmt.Errorf("unknown status %q", want)
 			}
-			if c.Status != f.Val.String {
+			if (c.Status == want) == f.Val.Not {
 				return false, nil
 			}
 		case "op":

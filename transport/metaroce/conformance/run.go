@@ -321,6 +321,16 @@ func (r *runner) match(v *view, fields []Field) (map[string]uint64, bool) {
 }
 
 func (r *runner) matchValue(f Field, got uint64, binds map[string]uint64) bool {
+	if f.Val.Not {
+		g := f
+		g.Val.Not = false
+		if g.Val.Kind == Var {
+			if _, ok := r.b.vars[g.Val.Name]; !ok {
+				return false
+			}
+		}
+		return !r.matchValue(g, got, binds)
+	}
 	w := width(f.Key)
 	switch f.Val.Kind {
 	case Any:

@@ -74,6 +74,8 @@ type Value struct {
 	N, Hi  uint64 // Exact: N; Range: N..Hi; Var: the offset added (mod 2^64)
 	Name   string // Var: the variable
 	String string // Text, and the source text of every value
+	// Not inverts a match (!value); a negated variable only compares.
+	Not bool
 }
 
 func (v Value) describe() string { return v.String }
@@ -211,6 +213,11 @@ func parseFields(name string, ln int, words []string) ([]Field, error) {
 }
 
 func parseValue(v string) (Value, error) {
+	if strings.HasPrefix(v, "!") && len(v) > 1 {
+		val, err := parseValue(v[1:])
+		val.String, val.Not = v, true
+		return val, err
+	}
 	val := Value{String: v}
 	switch {
 	case v == "*":

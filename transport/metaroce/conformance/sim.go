@@ -71,7 +71,7 @@ func newEngineIUT(loop *sim.Loop, p *metaroce.Protocol, ports int, rate float64,
 	e := &engineIUT{loop: loop, proto: p, mem: newMemory(), nic: map[string]uint64{}}
 	e.cfg = transport.Config{LocalID: 0x1001, Ports: ports, LineRate: rate, PathMTU: 4096, Memory: e.mem,
 		Complete: func(wc transport.Completion) { e.comps = append(e.comps, completionOf(wc)) },
-		Rand: sim.NewRand(seed, "conformance/iut")}
+		Rand:     sim.NewRand(seed, "conformance/iut")}
 	e.timer.Init(func(now sim.Time, _ any) {
 		if e.conn != nil {
 			e.conn.OnTimer(now)
