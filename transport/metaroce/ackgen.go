@@ -149,6 +149,7 @@ func (c *Conn) pathAck(pid int) wire.PathAck {
 	rp := &c.r.paths[pid]
 	a := wire.PathAck{Path: uint8(pid), Gen: rp.gen, ECE: rp.ece, Cum: rp.sack.cum,
 		EchoTS: rp.echoTS + uint32(c.now-rp.arrived), CECount: rp.ce, RxCount: rp.rx, SACK: rp.sack.bits}
+	c.mutateAck(&a)
 	rp.ece = false
 	if rp.owed > 0 {
 		rp.owed--

@@ -81,7 +81,7 @@ func (c *Conn) onPathAck(r *wire.PathAck) {
 	}
 	sb.advance()
 	drx := int(uint16(r.RxCount - p.lastRx))
-	dce := int(uint16(r.CECount - p.lastCE))
+	dce := int(uint16(r.CECount-p.lastCE)) * int(1-c.mutBit(MutIgnoreECN))
 	if drx > 4*maxPathWindow || dce > drx {
 		drx, dce = 0, 0 // an older record, overtaken
 	} else {

@@ -262,7 +262,7 @@ func (c *Conn) pathShare(p *sndPath) int {
 func (c *Conn) noteHint(h uint32) {
 	c.s.heard = true
 	var hint float64
-	if h != wire.NoRateHint && !c.opts.DisableRateHint {
+	if h != wire.NoRateHint && !c.opts.DisableRateHint && !c.mutated(MutIgnoreRateHint) {
 		hint = float64(h) * 1000
 	}
 	if c.cfg.Trace != nil && (hint > c.s.hint*1.1 || hint < c.s.hint*0.9) {

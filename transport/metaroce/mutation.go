@@ -1,5 +1,7 @@
 package metaroce
 
+import "github.com/mrlab/mrlab/transport/metaroce/wire"
+
 // Mutation is a set of planted faults for the conformance suite's
 // self-check (transport/metaroce/conformance): each bit makes the engine
 // break one rule of docs/metaroce-wire.md, so the suite can show it
@@ -23,15 +25,17 @@ const (
 	// MutPlaceOffset: the receiver places a WRITE one byte past its
 	// address (§3 addr).
 	MutPlaceOffset
-	// MutAcceptBadKey: the receiver skips the remote-key check (§5 ACCESS).
+	// MutAcceptBadKey: the receiver does not refuse a WRITE whose key,
+	// range or permission check fails (§5 ACCESS).
 	MutAcceptBadKey
 	// MutIgnoreCRC: the receiver skips the CRC32C check (§1).
 	MutIgnoreCRC
 	// MutCumOffByOne: the receiver reports its cumulative ACK one too high
 	// (§4 psn).
 	MutCumOffByOne
-	// MutNoTailProbe: a path whose ACKs stop sends no tail-loss probe (§10).
-	MutNoTailProbe
+	// MutLateTailProbe: a path whose ACKs stop sends its first tail-loss
+	// probe 8 PTOs late (§10).
+	MutLateTailProbe
 	// MutKeepEntropy: a timed-out path keeps its entropy (§10 Timeout).
 	MutKeepEntropy
 	// MutIgnoreRateHint: the sender ignores the receiver's rate hint (§9).
@@ -54,3 +58,49 @@ const (
 
 // mutated reports whether the connection runs with planted fault m.
 func (c *Conn) mutated(m Mutation) bool { return c.opts.Mutations&m != 0 }
+
+// mutBit is 1 with planted fault m, else 0: for hooks that shift a value.
+func (c *Conn) mutBit(m Mutation) uint32 {
+	if c.mutated(m) {
+		return 1
+	}
+	return 0
+}
+
+// mutateAck plants the ACK faults in one path's state as sent.
+func (c *Conn) mutateAck(a *wire.PathAck) {
+	if c.mutated(MutCumOffByOne) {
+		a.Cum++
+	}
+	if c.mutated(MutSACKOffByOne) {
+		// Bit i+1 moves to bit i: the vector claims PSN cum+1+i at cum+i.
+		for w := range a.SACK {
+			a.SACK[w] <<= 1
+			if w+1 < len(a.SACK) {
+				a.SACK[w] |= a.SACK[w+1] >> 63
+			}
+		}
+	}
+}
+
+// mutateParse plants MutIgnoreCRC: a packet failing only its CRC32C check
+// is taken as if it had passed.
+func (c *Conn) mutateParse(pkt []byte, typ wire.Type, body []byte, err error) (wire.Type, []byte, error) {
+	if err != wire.ErrChecksum || !c.mutated(MutIgnoreCRC) {
+		return typ, body, err
+	}
+	return wire.Header(pkt).Type(), pkt[:len(pkt)-wire.TrailerSize], nil
+}
+
+// Mutations lists every planted fault with its name.
+var Mutations = []struct {
+	Name string
+	M    Mutation
+}{
+	{"sack-off-by-one", MutSACKOffByOne}, {"retx-wrong-psn", MutRetxWrongPSN}, {"ignore-ecn", MutIgnoreECN},
+	{"no-ce-count", MutNoCECount}, {"place-offset", MutPlaceOffset}, {"accept-bad-key", MutAcceptBadKey},
+	{"ignore-crc", MutIgnoreCRC}, {"cum-off-by-one", MutCumOffByOne}, {"late-tail-probe", MutLateTailProbe},
+	{"keep-entropy", MutKeepEntropy}, {"ignore-rate-hint", MutIgnoreRateHint}, {"no-syn-echo", MutNoSynEcho},
+	{"rnr-as-access", MutRNRAsAccess}, {"place-duplicate", MutPlaceDuplicate}, {"ignore-gen", MutIgnoreGen},
+	{"no-ackreq", MutNoAckReq},
+}

@@ -178,6 +178,7 @@ func (c *Conn) repath(p *sndPath, why repathReason, abandon bool) {
 		c.noteBad(old)
 	}
 	p.entropy = c.newEntropy()
+	p.entropy += (old - p.entropy) * uint16(c.mutBit(MutKeepEntropy))
 	p.gen++
 	p.sb.restart()
 	c.flagPath(p)

@@ -44,7 +44,7 @@ func (c *Conn) place(sgl []transport.SGE, off uint32, src []byte, access transpo
 			continue
 		}
 		k := min(int(s.Len-off), len(src))
-		dst, st := c.cfg.Memory.Resolve(s.LKey, s.Addr+uint64(off), k, access)
+		dst, st := c.cfg.Memory.Resolve(s.LKey, s.Addr+uint64(off+c.mutBit(MutPlaceOffset)), k, access)
 		if st != transport.StatusOK {
 			return false
 		}

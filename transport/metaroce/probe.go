@@ -197,7 +197,7 @@ func (c *Conn) probeDue(p *sndPath) sim.Time {
 	if p.tlpSent {
 		return p.tlpSentAt + c.probeInterval(p)
 	}
-	return p.tlpBase + c.pto(p)
+	return p.tlpBase + c.pto(p)<<(3*c.mutBit(MutLateTailProbe))
 }
 
 // probeInterval is the wait after p's latest tail-loss probe: a PTO while

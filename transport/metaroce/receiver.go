@@ -110,7 +110,7 @@ func (c *Conn) recv(token uint32) *postedRecv { return &c.r.rq[token&uint32(len(
 // the path's current generation (packets of older generations are still
 // placed, but do not touch the path's window).
 func (c *Conn) pathGen(rp *rcvPath, g uint8) bool {
-	if !rp.seen || int8(g-rp.gen) > 0 {
+	if !rp.seen || int8(g-rp.gen) > 0 && !c.mutated(MutIgnoreGen) {
 		rp.reset(g)
 		return true
 	}
@@ -189,13 +189,13 @@ func (c *Conn) onData(d wire.Data, rx transport.RxMeta) {
 	out := rp.sack.add(psn)
 	rp.rx++
 	rp.port, rp.sport, rp.echoTS, rp.arrived = rx.Port, rx.SrcPort, d.TS(), c.now
-	if rx.CE {
+	if rx.CE && !c.mutated(MutNoCECount) {
 		rp.ce++
 		rp.ece = true
 		c.st.ceReceived++
 	}
 	c.owe(pid)
-	urgent := out == sackHole || out == sackFill || d.Flags()&wire.FlagAckReq != 0 || res == consumedDup || c.r.msgPlaced
+	urgent := out == sackHole || out == sackFill || d.Flags()&wire.FlagAckReq != 0 && !c.mutated(MutNoAckReq) || res == consumedDup || c.r.msgPlaced
 	if !urgent && c.slot >= 0 && !c.opts.DisableRateHint {
 		h := c.hintKBs()
 		urgent = h > c.r.lastHint+c.r.lastHint/10 || h < c.r.lastHint-c.r.lastHint/10
@@ -211,7 +211,7 @@ func (c *Conn) onData(d wire.Data, rx transport.RxMeta) {
 // check access, place the bytes, and release completions.
 func (c *Conn) consume(d wire.Data, pid int, rx transport.RxMeta) consumeResult {
 	dsn := d.DSN()
-	if c.r.dsn.has(dsn) {
+	if c.r.dsn.has(dsn) && !c.mutated(MutPlaceDuplicate) {
 		c.st.dupData++
 		return consumedDup
 	}
@@ -273,7 +273,7 @@ func (c *Conn) consume(d wire.Data, pid int, rx transport.RxMeta) consumeResult 
 		// Check the whole message's range on every packet, so that no byte
 		// of a message that overruns its region is ever written.
 		base := d.Addr() - uint64(d.Offset())
-		if _, st := c.cfg.Memory.Resolve(d.Key(), base, int(r.length), transport.AccessRemoteWrite); st != transport.StatusOK {
+		if _, st := c.cfg.Memory.Resolve(d.Key(), base, int(r.length), transport.AccessRemoteWrite); st != transport.StatusOK && !c.mutated(MutAcceptBadKey) {
 			c.rcvFail(msn, r, wire.NakAccess, transport.StatusRemoteAccess)
 			c.queueNak(d, pid, wire.NakAccess, rx)
 			return consumedNak
@@ -343,7 +343,7 @@ func (c *Conn) bindRecv(d wire.Data, pid int, msn uint32, r *rcvMsg, rx transpor
 		if c.cfg.Trace != nil {
 			c.tracef("RNR: msn %d wants receive %d, %d posted", msn, t, c.r.rqNext)
 		}
-		c.queueNak(d, pid, wire.NakRNR, rx)
+		c.queueNak(d, pid, wire.NakRNR+wire.NakReason(c.mutBit(MutRNRAsAccess)), rx)
 		return consumedNak
 	}
 	pr := c.recv(t)

@@ -288,7 +288,7 @@ func (c *Conn) resendLost(p *sndPath, b []byte) int {
 		if ch.tx < math.MaxUint8 {
 			ch.tx++
 		}
-		n = c.encodeChunk(b, p, psn, e.dsn, true, 0)
+		n = c.encodeChunk(b, p, psn+c.mutBit(MutRetxWrongPSN), e.dsn, true, 0)
 		if ch.abort && e.kind == sbData {
 			p.sb.strip(psn, sbAbort)
 		}

@@ -113,15 +113,19 @@ func (r *runner) logf(format string, args ...any) {
 }
 
 // advance lets the IUT run until t, collecting what it sends.
+// Events due at t itself run too, so "for=0" sees what the last
+// statement caused at once.
 func (r *runner) advance(t int64) error {
-	for r.iut.Now() < t {
+	for {
 		sent, err := r.iut.Run(t)
 		if err != nil {
 			return err
 		}
 		r.collect(sent)
+		if r.iut.Now() >= t && len(sent) == 0 {
+			return nil
+		}
 	}
-	return nil
 }
 
 func (r *runner) collect(sent []Sent) {
