@@ -2,6 +2,7 @@ package conformance
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -73,7 +74,8 @@ func Run(target Target, s *Script, trace io.Writer) Result {
 	}
 	iut, err := target.Open(settings)
 	if err != nil {
-		if sk, ok := err.(errSkip); ok {
+		var sk errSkip
+		if errors.As(err, &sk) {
 			res.Result, res.Detail = Skip, sk.why
 			return res
 		}
@@ -93,7 +95,8 @@ func Run(target Target, s *Script, trace io.Writer) Result {
 		end, err := r.exec(st, at)
 		if err != nil {
 			res.Line = st.Line
-			if sk, ok := err.(errSkip); ok {
+			var sk errSkip
+			if errors.As(err, &sk) {
 				res.Result, res.Detail = Skip, fmt.Sprintf("line %d: %s", st.Line, sk.why)
 				return res
 			}
