@@ -89,7 +89,7 @@ func (r *runner) complete(st *Stmt, at int64) (int64, error) {
 	if err != nil {
 		return at, err
 	}
-	deadline := at + within
+	deadline := at + within + r.slack()
 	for {
 		if err := r.pullCompletions(); err != nil {
 			return at, err

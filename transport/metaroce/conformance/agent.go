@@ -122,12 +122,16 @@ func (s *agentSession) poke() {
 	}
 }
 
-// drive fires the engine's timers on the wall clock until stop closes.
-func (s *agentSession) drive(stop, wake chan struct{}) {
+// drive fires engine e's timers on the wall clock until stop closes.
+func (s *agentSession) drive(e *engineIUT, stop, wake chan struct{}) {
 	for {
 		s.mu.Lock()
+		if s.e != e {
+			s.mu.Unlock()
+			return // a reset replaced it
+		}
 		s.catchUp()
-		next := s.e.loop.Next()
+		next := e.loop.Next()
 		d := time.Hour
 		if next != sim.Never {
 			d = time.Until(s.t0.Add(time.Duration(float64(next) * s.dil)))
@@ -230,7 +234,7 @@ func (s *agentSession) reset(peer netip.Addr, words []string) error {
 		}
 	}
 	s.stop, s.wake = make(chan struct{}), make(chan struct{}, 1)
-	go s.drive(s.stop, s.wake)
+	go s.drive(s.e, s.stop, s.wake)
 	if s.a.Logf != nil {
 		s.a.Logf("conformance agent: fresh IUT for %v (dilation %g)", peer, dil)
 	}

@@ -109,6 +109,17 @@ func Run(target Target, s *Script, trace io.Writer) Result {
 	return res
 }
 
+// slacker is an IUT whose expectation windows get extra time: a real
+// network and a loaded machine add latency no script can foresee.
+type slacker interface{ Slack() int64 }
+
+func (r *runner) slack() int64 {
+	if s, ok := r.iut.(slacker); ok {
+		return s.Slack()
+	}
+	return 0
+}
+
 func (r *runner) logf(format string, args ...any) {
 	if r.trace != nil {
 		fmt.Fprintf(r.trace, "%12s  %s\n", sim.Time(r.iut.Now()), fmt.Sprintf(format, args...))
@@ -194,7 +205,7 @@ func (r *runner) expect(st *Stmt, at int64) (int64, error) {
 		return at, err
 	}
 	typ, _ := typeByName(st.Verb)
-	deadline := at + within
+	deadline := at + within + r.slack()
 	for {
 		for _, p := range r.pkts {
 			if p.used || p.v.typ != typ {

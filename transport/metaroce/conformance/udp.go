@@ -14,6 +14,9 @@ import (
 	"time"
 )
 
+// DefaultSlack is the udp target's default Slack.
+const DefaultSlack = 10 * time.Millisecond
+
 // DefaultUDPPort is the MetaRoCE UDP port the udp target and the agent
 // use by default. It is not wire.UDPPort (4796) so that in a live lab,
 // whose NICs take 4796 for themselves, the packets reach the hosts'
@@ -55,6 +58,9 @@ type UDPTarget struct {
 	// (the agent does when told in reset); an implementation that cannot
 	// runs at 1.
 	Dilation float64
+	// Slack is added to every expectation's window, in wall time: the
+	// latency of the network and of a loaded machine (DefaultSlack).
+	Slack time.Duration
 	// Local is the tester's address to bind (default: any).
 	Local netip.Addr
 	// InNS, when set, runs socket creation (a test's namespace).
@@ -233,6 +239,15 @@ type udpIUT struct {
 	tx    *sockets
 	ch    chan Sent
 	lost  int // packets the receive queue had no room for
+}
+
+// Slack is the target's Slack in script time.
+func (u *udpIUT) Slack() int64 {
+	s := u.t.Slack
+	if s == 0 {
+		s = DefaultSlack
+	}
+	return int64(float64(s) / u.dil)
 }
 
 func (u *udpIUT) Now() int64 { return int64(float64(time.Since(u.start)) / u.dil) }

@@ -3,10 +3,11 @@ package conformance
 import (
 	"context"
 	"io"
-	"os"
 	"net"
 	"net/netip"
+	"os"
 	"testing"
+	"time"
 )
 
 // TestUDPLoopback runs a handful of scripts over real UDP sockets on
@@ -29,7 +30,7 @@ func TestUDPLoopback(t *testing.T) {
 		}
 	})
 	target := &UDPTarget{Addr: netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), port),
-		Control: ln.Addr().String(), Local: netip.MustParseAddr("127.0.0.2"), Dilation: 2000}
+		Control: ln.Addr().String(), Local: netip.MustParseAddr("127.0.0.2"), Dilation: 10000, Slack: 200 * time.Millisecond}
 	all, err := Builtin()
 	if err != nil {
 		t.Fatal(err)
