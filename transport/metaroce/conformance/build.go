@@ -58,6 +58,10 @@ func putSlot(b []byte, s slot, v uint64) {
 	}
 }
 
+// maxInject bounds an injected packet's payload and padding: what one
+// UDP datagram carries with room for the headers.
+const maxInject = 65000
+
 // builder holds the tester's side of a test while it builds packets.
 type builder struct {
 	vars    map[string]uint64
@@ -126,6 +130,9 @@ func (b *builder) build(st *Stmt) ([]byte, InMeta, error) {
 			return nil, m, err
 		}
 		num[f.Key] = v
+	}
+	if num["len"]+num["extra"] > maxInject {
+		return nil, m, fmt.Errorf("len and extra add up to %d bytes; a UDP packet holds at most %d", num["len"]+num["extra"], maxInject)
 	}
 	has := func(k string) bool { _, ok := num[k]; return ok }
 	def := func(k string, v uint64) {

@@ -219,7 +219,7 @@ func (e *engineIUT) Completions() ([]Completion, error) {
 
 func (e *engineIUT) Mem(key uint32, addr uint64, n int) ([]byte, error) {
 	r, ok := e.mem.Region(key)
-	if !ok || addr < r.Addr || addr+uint64(n) > r.Addr+uint64(len(r.Buf)) {
+	if !ok || n < 0 || addr < r.Addr || addr-r.Addr > uint64(len(r.Buf)) || uint64(n) > uint64(len(r.Buf))-(addr-r.Addr) {
 		return nil, fmt.Errorf("memory %#x+%d is not in region %#x", addr, n, key)
 	}
 	return append([]byte(nil), r.Buf[addr-r.Addr:][:n]...), nil
