@@ -304,7 +304,7 @@ func sinkList(s string) ([]byte, error) {
 	for i, e := range parts {
 		f := strings.Split(e, ":")
 		if len(f) != 3 {
-			return nil, fmt.Errorf("sinks=%s: want addr:len:key,...", s)
+			return nil, fmt.Errorf("sinks=%s: want addr:len:key separated by commas", s)
 		}
 		var n [3]uint64
 		for j := range f {

@@ -1,7 +1,6 @@
 package conformance
 
 import (
-	"encoding/binary"
 	"fmt"
 	"math/bits"
 	"sort"
@@ -234,6 +233,3 @@ func (v *view) String() string {
 // pattern is the payload byte at message offset off for seed s: what the
 // tester writes and what memory checks expect.
 func pattern(seed uint64, off int) byte { return byte(uint64(off)*7 + seed*13 + 1) }
-
-// putU32 and friends write raw fields the typed views do not cover.
-func putU32(b []byte, off int, x uint64) { binary.BigEndian.PutUint32(b[off:], uint32(x)) }

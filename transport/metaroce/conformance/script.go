@@ -78,8 +78,6 @@ type Value struct {
 	Not bool
 }
 
-func (v Value) describe() string { return v.String }
-
 // parseError says where a script is wrong.
 func parseError(name string, line int, format string, args ...any) error {
 	return fmt.Errorf("%s:%d: %s", name, line, fmt.Sprintf(format, args...))

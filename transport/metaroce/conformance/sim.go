@@ -63,7 +63,6 @@ type simPort struct {
 	q     int
 	busy  bool
 	done  sim.Timer
-	rr    int
 	frame []byte
 }
 
