@@ -29,8 +29,14 @@ func (r *runner) action(st *Stmt, at int64) (int64, error) {
 		}
 		return at + span, nil
 	case "mem":
+		if err := r.settle(at); err != nil {
+			return at, err
+		}
 		return at, r.mem(st)
 	case "counter":
+		if err := r.settle(at); err != nil {
+			return at, err
+		}
 		for _, f := range st.Fields {
 			got, err := r.iut.Counter(f.Key)
 			if err != nil {
@@ -42,6 +48,9 @@ func (r *runner) action(st *Stmt, at int64) (int64, error) {
 		}
 		return at, nil
 	case "state":
+		if err := r.settle(at); err != nil {
+			return at, err
+		}
 		got, err := r.iut.State()
 		if err != nil {
 			return at, err
@@ -69,6 +78,16 @@ func (r *runner) action(st *Stmt, at int64) (int64, error) {
 		return at, fmt.Errorf("iut %s: %w", st.Verb, err)
 	}
 	return at, nil
+}
+
+// settle lets a real network deliver what the tester sent before the IUT's
+// end state is read: the IUT runs for the target's slack, while the
+// script's clock stays at the statement's time. On sim it does nothing.
+func (r *runner) settle(at int64) error {
+	if s := r.slack(); s > 0 {
+		return r.advance(max(at, r.iut.Now()) + s)
+	}
+	return nil
 }
 
 func (r *runner) pullCompletions() error {

@@ -200,7 +200,7 @@ func (r *runner) expect(st *Stmt, at int64) (int64, error) {
 	if err != nil {
 		return at, err
 	}
-	after, err := fieldDur(st, "after", 0)
+	after, err := fieldDur(st, "after", -1)
 	if err != nil {
 		return at, err
 	}
@@ -218,7 +218,7 @@ func (r *runner) expect(st *Stmt, at int64) (int64, error) {
 			if p.v.err != nil {
 				return at, fmt.Errorf("IUT sent a malformed %s: %v", typ, p.v)
 			}
-			if p.At < at+after {
+			if after >= 0 && p.At < at+after {
 				return at, fmt.Errorf("%s came %s after the statement, before the %s it must wait: %v",
 					typ, sim.Time(p.At-at), sim.Time(after), p.v)
 			}
