@@ -29,12 +29,14 @@ func (r *runner) action(st *Stmt, at int64) (int64, error) {
 		}
 		return at + span, nil
 	case "mem":
-		if err := r.settle(at); err != nil {
+		end, err := r.settle(at)
+		if err != nil {
 			return at, err
 		}
-		return at, r.mem(st)
+		return end, r.mem(st)
 	case "counter":
-		if err := r.settle(at); err != nil {
+		end, err := r.settle(at)
+		if err != nil {
 			return at, err
 		}
 		for _, f := range st.Fields {
@@ -46,9 +48,10 @@ func (r *runner) action(st *Stmt, at int64) (int64, error) {
 				return at, fmt.Errorf("counter %s is %d, want %s", f.Key, got, f.Val.String)
 			}
 		}
-		return at, nil
+		return end, nil
 	case "state":
-		if err := r.settle(at); err != nil {
+		end, err := r.settle(at)
+		if err != nil {
 			return at, err
 		}
 		got, err := r.iut.State()
@@ -63,7 +66,7 @@ func (r *runner) action(st *Stmt, at int64) (int64, error) {
 				return at, fmt.Errorf("IUT connection is %s, want %s", got, f.Val.String)
 			}
 		}
-		return at, nil
+		return end, nil
 	}
 	args := map[string]uint64{}
 	for _, f := range st.Fields {
@@ -81,13 +84,15 @@ func (r *runner) action(st *Stmt, at int64) (int64, error) {
 }
 
 // settle lets a real network deliver what the tester sent before the IUT's
-// end state is read: the IUT runs for the target's slack, while the
-// script's clock stays at the statement's time. On sim it does nothing.
-func (r *runner) settle(at int64) error {
-	if s := r.slack(); s > 0 {
-		return r.advance(max(at, r.iut.Now()) + s)
+// end state is read: the IUT runs for the target's slack, and the script's
+// clock moves on with it. On sim it does nothing.
+func (r *runner) settle(at int64) (int64, error) {
+	s := r.slack()
+	if s == 0 {
+		return at, nil
 	}
-	return nil
+	end := max(at, r.iut.Now()) + s
+	return end, r.advance(end)
 }
 
 func (r *runner) pullCompletions() error {
