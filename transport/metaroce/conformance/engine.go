@@ -15,17 +15,24 @@ import (
 // The IUT's memory, the same for every implementation (docs/conformance.md,
 // "The IUT's side"): regions, keys and initial contents.
 const (
-	KeyRW   = 0x100      // remote write, remote read, local write; zero-filled
-	AddrRW  = 0x10000000 //
-	SizeRW  = 1 << 20
-	KeyRO   = 0x200      // remote read only; pattern seed 9 from its start
-	AddrRO  = 0x20000000 //
-	SizeRO  = 64 << 10
-	KeyRecv = 0x300      // local write only: receive buffers, READ sinks; zero-filled
-	AddrRcv = 0x30000000 //
+	// KeyRW: 1 MiB at AddrRW, remote write, remote read and local write;
+	// zero-filled.
+	KeyRW  = 0x100
+	AddrRW = 0x10000000
+	SizeRW = 1 << 20
+	// KeyRO: 64 KiB at AddrRO, remote read only; pattern seed 9.
+	KeyRO  = 0x200
+	AddrRO = 0x20000000
+	SizeRO = 64 << 10
+	// KeyRecv: 1 MiB at AddrRcv, local write only (receive buffers, READ
+	// sinks); zero-filled.
+	KeyRecv = 0x300
+	AddrRcv = 0x30000000
 	SizeRcv = 1 << 20
-	KeySrc  = 0x400      // local only: the source of the IUT's WRITEs and SENDs; pattern seed 5
-	AddrSrc = 0x40000000 //
+	// KeySrc: 256 KiB at AddrSrc, local only: the source of the IUT's
+	// WRITEs and SENDs; pattern seed 5.
+	KeySrc  = 0x400
+	AddrSrc = 0x40000000
 	SizeSrc = 256 << 10
 
 	seedRO  = 9
