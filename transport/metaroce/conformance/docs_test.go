@@ -34,3 +34,41 @@ func TestDocsListEveryTest(t *testing.T) {
 		}
 	}
 }
+
+// TestDocsRulesNameRealTests: the rules table names only tests that exist,
+// and every test checks at least one rule in it.
+func TestDocsRulesNameRealTests(t *testing.T) {
+	doc, err := os.ReadFile("../../../docs/conformance.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(doc)
+	i, j := strings.Index(text, "## Rules of the spec"), strings.Index(text, "## Tests by spec section")
+	if i < 0 || j < i {
+		t.Fatal("docs/conformance.md lacks its rules table")
+	}
+	table := text[i:j]
+	all, err := Builtin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	for _, s := range all {
+		names[s.Name] = true
+		if !strings.Contains(table, "`"+s.Name+"`") {
+			t.Errorf("rules table: no rule names test %s", s.Name)
+		}
+	}
+	for _, line := range strings.Split(table, "\n") {
+		cells := strings.Split(line, "|")
+		if len(cells) < 4 {
+			continue
+		}
+		quoted := strings.Split(cells[3], "`")
+		for k := 1; k < len(quoted); k += 2 {
+			if !names[quoted[k]] {
+				t.Errorf("rules table names %q, which is no test", quoted[k])
+			}
+		}
+	}
+}
