@@ -299,9 +299,9 @@ var badLabs = []struct {
 		line: 4, col: 32, field: "transports.metaroce.hint_utilization", msg: "out of range",
 	},
 	{
-		name: "metaroce rto floor above ceiling",
-		src:  "name: x\ntopology: {hosts: [{name: a}]}\ntransports:\n  metaroce: {rto_min: 10ms, rto_max: 1ms}\n",
-		line: 4, col: 13, field: "transports.metaroce", msg: "RTOMin 10ms above RTOMax 1ms",
+		name: "metaroce repath confidence of 1",
+		src:  "name: x\ntopology: {hosts: [{name: a}]}\ntransports:\n  metaroce: {repath_confidence: 100%}\n",
+		line: 4, col: 13, field: "transports.metaroce", msg: "RepathConfidence 1 not in (0, 1)",
 	},
 	{
 		name: "rocev2 ack timeout exponent",
@@ -508,7 +508,7 @@ links:
   overrides:
     - {link: p0-leaf0-spine0, pfc: off}
 transports:
-  metaroce: {paths: 8, hint_utilization: 1.0, rto_min: 50us, initial_window: 64KiB, rate_hint: on, ecn_gain: 6.25%}
+  metaroce: {paths: 8, hint_utilization: 1.0, rto_max: 2ms, ack_delay: 4us, rate_hint: on, ecn_gain: 6.25%}
   rocev2:
     ack_timeout: 131us
     retry_cnt: 0
@@ -522,7 +522,7 @@ transports:
 		t.Fatal(err)
 	}
 	tr := lab.Transports
-	wantMR := metaroce.Options{Paths: 8, HintUtilization: 1, RTOMin: 50 * sim.Microsecond, InitialWindow: 64 << 10, ECNGain: 0.0625}
+	wantMR := metaroce.Options{Paths: 8, HintUtilization: 1, RTOMax: 2 * sim.Millisecond, AckDelay: 4 * sim.Microsecond, ECNGain: 0.0625}
 	if diff := cmp.Diff(wantMR, tr.MetaRoCE); diff != "" {
 		t.Errorf("metaroce options (-want +got):\n%s", diff)
 	}

@@ -71,19 +71,6 @@ func durationKey[T any](name string, field func(*T) *sim.Time) optionKey[T] {
 	}}
 }
 
-func sizeKey[T any](name string, field func(*T) *int) optionKey[T] {
-	return optionKey[T]{name, func(d *decoder, v *yaml.Node, p string, t *T) {
-		var x int
-		if d.size(v, p, &x) {
-			if x <= 0 {
-				d.errorf(v, p, "must be above 0")
-				return
-			}
-			*field(t) = x
-		}
-	}}
-}
-
 // fractionKey takes a fraction above 0 and at most 1 (0.95 or 95%).
 func fractionKey[T any](name string, field func(*T) *float64) optionKey[T] {
 	return optionKey[T]{name, func(d *decoder, v *yaml.Node, p string, t *T) {
@@ -118,23 +105,16 @@ func onOffKey[T any](name string, invert bool, field func(*T) *bool) optionKey[T
 var metaroceKeys = []optionKey[Transports]{
 	intKey("paths", 1, 256, func(t *Transports) *int { return &t.MetaRoCE.Paths }),
 	intKey("ack_every", 1, 1024, func(t *Transports) *int { return &t.MetaRoCE.AckEvery }),
-	durationKey("delayed_ack", func(t *Transports) *sim.Time { return &t.MetaRoCE.DelayedAck }),
-	durationKey("rto_min", func(t *Transports) *sim.Time { return &t.MetaRoCE.RTOMin }),
+	durationKey("ack_delay", func(t *Transports) *sim.Time { return &t.MetaRoCE.AckDelay }),
 	durationKey("rto_max", func(t *Transports) *sim.Time { return &t.MetaRoCE.RTOMax }),
-	durationKey("initial_rto", func(t *Transports) *sim.Time { return &t.MetaRoCE.InitialRTO }),
-	durationKey("base_rtt", func(t *Transports) *sim.Time { return &t.MetaRoCE.BaseRTT }),
-	intKey("losses_before_repath", 1, 1<<16, func(t *Transports) *int { return &t.MetaRoCE.LossesBeforeRepath }),
-	intKey("loss_window", 1, 1<<16, func(t *Transports) *int { return &t.MetaRoCE.LossWindow }),
 	intKey("timeouts_before_fail", 1, 1<<10, func(t *Transports) *int { return &t.MetaRoCE.TimeoutsBeforeFail }),
-	durationKey("failed_probe_interval", func(t *Transports) *sim.Time { return &t.MetaRoCE.FailedProbeInterval }),
 	durationKey("all_failed_timeout", func(t *Transports) *sim.Time { return &t.MetaRoCE.AllFailedTimeout }),
 	fractionKey("ecn_gain", func(t *Transports) *float64 { return &t.MetaRoCE.ECNGain }),
 	fractionKey("repath_mark_fraction", func(t *Transports) *float64 { return &t.MetaRoCE.RepathMarkFraction }),
 	intKey("repath_mark_rounds", 1, 1<<10, func(t *Transports) *int { return &t.MetaRoCE.RepathMarkRounds }),
+	fractionKey("repath_confidence", func(t *Transports) *float64 { return &t.MetaRoCE.RepathConfidence }),
 	onOffKey("rate_hint", true, func(t *Transports) *bool { return &t.MetaRoCE.DisableRateHint }),
 	fractionKey("hint_utilization", func(t *Transports) *float64 { return &t.MetaRoCE.HintUtilization }),
-	durationKey("active_window", func(t *Transports) *sim.Time { return &t.MetaRoCE.ActiveWindow }),
-	sizeKey("initial_window", func(t *Transports) *int { return &t.MetaRoCE.InitialWindow }),
 	intKey("max_retries", 1, 1<<10, func(t *Transports) *int { return &t.MetaRoCE.MaxRetries }),
 	intKey("rnr_retries", 1, 1<<10, func(t *Transports) *int { return &t.MetaRoCE.RNRRetries }),
 	durationKey("rnr_delay", func(t *Transports) *sim.Time { return &t.MetaRoCE.RNRDelay }),

@@ -119,7 +119,9 @@ func TestPeakNeverAboveLineRate(t *testing.T) {
 		if r.Retransmits == 0 {
 			t.Fatalf("%v: no retransmissions at 1%% loss", kind)
 		}
-		if r.BWPeakGbps > 100 || r.BWPeakGbps < r.BWAverageGbps {
+		// The peak's search stops within 1e-12 of the figure: a run whose
+		// every window runs at the average rate may read a hair below it.
+		if r.BWPeakGbps > 100 || r.BWPeakGbps < r.BWAverageGbps*(1-1e-9) {
 			t.Errorf("%v: peak %.2f Gb/s, average %.2f: want average <= peak <= 100", kind, r.BWPeakGbps, r.BWAverageGbps)
 		}
 	}

@@ -111,7 +111,7 @@ func TestExperimentRowsReproduce(t *testing.T) {
 				}
 			}
 			row := rows[best]
-			args := append(strings.Fields(strings.TrimPrefix(row.Command, "mrlab ")), "--json")
+			args := append(shellWords(strings.TrimPrefix(row.Command, "mrlab ")), "--json")
 			code, out, errs := runCLI(t, args...)
 			var res struct {
 				Results []struct {
@@ -131,4 +131,35 @@ func TestExperimentRowsReproduce(t *testing.T) {
 			}
 		})
 	}
+}
+
+// shellWords splits a command as a POSIX shell splits words made of bare
+// and single-quoted parts (what Point.Command writes).
+func shellWords(s string) []string {
+	var out []string
+	var w strings.Builder
+	inWord, quoted := false, false
+	for _, r := range s {
+		switch {
+		case quoted && r == '\'':
+			quoted = false
+		case quoted:
+			w.WriteRune(r)
+		case r == '\'':
+			quoted, inWord = true, true
+		case r == ' ' || r == '\t':
+			if inWord {
+				out = append(out, w.String())
+				w.Reset()
+				inWord = false
+			}
+		default:
+			w.WriteRune(r)
+			inWord = true
+		}
+	}
+	if inWord {
+		out = append(out, w.String())
+	}
+	return out
 }

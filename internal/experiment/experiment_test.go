@@ -21,7 +21,7 @@ import (
 )
 
 func TestLookup(t *testing.T) {
-	want := []string{"collectives", "congestion", "incast", "loss-sweep", "plane-failure", "plane-scaling"}
+	want := []string{"collectives", "congestion", "incast", "loss-sweep", "plane-failure", "plane-scaling", "regimes"}
 	if d := cmp.Diff(want, Names()); d != "" {
 		t.Errorf("names (-want +got):\n%s", d)
 	}
@@ -66,6 +66,10 @@ func TestPointCommand(t *testing.T) {
 		labsUsed = append(labsUsed, fp.lossy, fp.lossless, cp.prefix+"lossy", cp.prefix+"pfc", cp.prefix+"lossy-1pct", cp.prefix+"pfc-1pct")
 		for _, pl := range planeScalingParams(s).planes {
 			labsUsed = append(labsUsed, planeScalingParams(s).point(planeCase{pl, 1}, 1).Lab)
+		}
+		rp := regimeParamsFor(s)
+		for _, b := range rp.beds {
+			labsUsed = append(labsUsed, rp.point(regimeCase{bed: b, rate: rp.rates[0], loss: rp.losses[0], wl: rp.wls[0]}, 1).Lab)
 		}
 		for _, name := range labsUsed {
 			if !labs.IsBuiltin(name) {

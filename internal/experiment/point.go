@@ -28,6 +28,10 @@ type Point struct {
 	Spec workload.Spec
 	// Seed seeds the fabric, the NICs and the workload (mrlab sim --seed).
 	Seed uint64
+	// Set and Impair change the lab as mrlab sim's --set KEY=VALUE and
+	// --impair TARGET=NETEM do (an experiment that sweeps a setting over
+	// one bed, such as the link rate, says so in the command).
+	Set, Impair []string
 }
 
 // Args returns the `mrlab` arguments that run the point.
@@ -55,11 +59,55 @@ func (p Point) Args() []string {
 	if len(s.To) > 0 {
 		a = append(a, "--to", strings.Join(s.To, ","))
 	}
+	for _, kv := range p.Set {
+		a = append(a, "--set", kv)
+	}
+	for _, kv := range p.Impair {
+		a = append(a, "--impair", kv)
+	}
 	return append(a, "--timeout", timeArg(p.timeout()))
 }
 
-// Command returns the shell command that runs the point.
-func (p Point) Command() string { return "mrlab " + strings.Join(p.Args(), " ") }
+// Command returns the shell command that runs the point; an argument a
+// shell would split or expand is single-quoted.
+func (p Point) Command() string {
+	args := p.Args()
+	for i, a := range args {
+		if strings.ContainsAny(a, " \t'\"$`\\*?[]{}()<>|&;~#!") {
+			args[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		}
+	}
+	return "mrlab " + strings.Join(args, " ")
+}
+
+// overrides returns the point's --set and --impair edits, as mrlab sim
+// makes them.
+func (p Point) overrides() ([]labs.Override, error) {
+	var ovs []labs.Override
+	for _, kv := range p.Set {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			return nil, fmt.Errorf("--set %s: want KEY=VALUE", kv)
+		}
+		o, err := labs.SetOverride("--set "+kv, strings.TrimSpace(k), v)
+		if err != nil {
+			return nil, err
+		}
+		ovs = append(ovs, o)
+	}
+	for _, kv := range p.Impair {
+		target, netem, ok := strings.Cut(kv, "=")
+		if !ok {
+			return nil, fmt.Errorf("--impair %s: want TARGET=NETEM", kv)
+		}
+		o, err := labs.ImpairOverride("--impair "+kv, strings.TrimSpace(target), strings.TrimSpace(netem))
+		if err != nil {
+			return nil, err
+		}
+		ovs = append(ovs, o)
+	}
+	return ovs, nil
+}
 
 // defaultTimeout is mrlab sim's --timeout default.
 const defaultTimeout = 10 * sim.Second
@@ -122,7 +170,11 @@ type pointRun struct {
 // workload that failed after it started is in pointRun.err with what it
 // measured.
 func (p Point) run(pr probe) (*pointRun, error) {
-	lab, err := labs.Resolve(p.Lab)
+	ovs, err := p.overrides()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", p.Lab, err)
+	}
+	lab, err := labs.ResolveWith(p.Lab, ovs)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", p.Lab, err)
 	}

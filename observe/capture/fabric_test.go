@@ -332,7 +332,9 @@ func TestCaptureMatchesNIC(t *testing.T) {
 	}
 	cl, err := workload.NewCluster("ls", loop, pool, n, 2, workload.NICOptions{
 		Protocols: func() []transport.Protocol {
-			return []transport.Protocol{metaroce.NewProtocol(metaroce.Options{Paths: 4})}
+			// Without receiver hints the incast's senders start at line
+			// rate, so h0's downlinks queue, mark and overflow.
+			return []transport.Protocol{metaroce.NewProtocol(metaroce.Options{Paths: 4, DisableRateHint: true})}
 		},
 	})
 	if err != nil {

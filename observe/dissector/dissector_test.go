@@ -72,9 +72,18 @@ func dataPkt(f wire.DataFields, payload []byte) []byte {
 	return b
 }
 
-func ackPkt(f wire.AckFields) []byte {
-	b := make([]byte, wire.AckSize)
+func ackPkt(f wire.AckFields, recs ...wire.PathAck) []byte {
+	size := wire.AckSize
+	for i := range recs {
+		size += recs[i].RecordSize()
+	}
+	b := make([]byte, size)
+	f.Records = len(recs)
 	wire.Ack(b).Put(&f)
+	off := wire.AckSize
+	for i := range recs {
+		off = wire.PutRecord(b, off, &recs[i])
+	}
 	return b
 }
 
@@ -122,7 +131,7 @@ func everyType() ([][]byte, []string) {
 		b := make([]byte, wire.SetupSize)
 		c := mk(t)
 		c.PSN = 0
-		wire.Setup(b).Put(&wire.SetupFields{Common: c, SrcConn: 7, Service: 18515, Nonce: 0x0123456789abcdef, Paths: 16, Ports: 4,
+		wire.Setup(b).Put(&wire.SetupFields{Common: c, SrcConn: 7, AckDelay: 1340, Service: 18515, Nonce: 0x0123456789abcdef, Paths: 16, Ports: 4,
 			MTU: 4096, MsgWindow: 64, DSNWindow: 4096, LineRate: 100000})
 		return b
 	}
@@ -154,8 +163,13 @@ func everyType() ([][]byte, []string) {
 		common(wire.TypeEst),
 		common(wire.TypeClose),
 		common(wire.TypeCloseAck),
+		// An ACK of three paths from a busy receiver: the fixed part and
+		// two records, the second with a SACK vector (PSN 10 arrived).
+		ackPkt(wire.AckFields{Common: wire.Common{Type: wire.TypeAck, Flags: wire.FlagBusy, Path: 1, DstConn: 7, PSN: 40}, RateHint: 1000},
+			wire.PathAck{Path: 3, Gen: 1, Cum: 7, EchoTS: 5, CECount: 1, RxCount: 2},
+			wire.PathAck{Path: 200, ECE: true, Cum: 9, SACK: [4]uint64{1 << 63}}),
 	}
-	names := []string{"WRITE", "SEND", "READ_REQ", "READ_RESP", "ACK", "ACK", "NAK", "PROBE", "SYN", "SYN_ACK", "EST", "CLOSE", "CLOSE_ACK"}
+	names := []string{"WRITE", "SEND", "READ_REQ", "READ_RESP", "ACK", "ACK", "NAK", "PROBE", "SYN", "SYN_ACK", "EST", "CLOSE", "CLOSE_ACK", "ACK"}
 	return pkts, names
 }
 
@@ -210,7 +224,7 @@ func TestDissectEveryType(t *testing.T) {
 		"metaroce.ts", "metaroce.crc.status", "metaroce.flags")
 	for i, r := range rows {
 		want := wire.Header(pkts[i])
-		exp := []string{"1", fmt.Sprint(uint8(want.Type())), fmt.Sprint(want.Path()), fmt.Sprint(want.Gen()),
+		exp := []string{fmt.Sprint(wire.Version), fmt.Sprint(uint8(want.Type())), fmt.Sprint(want.Path()), fmt.Sprint(want.Gen()),
 			fmt.Sprint(want.DstConn()), fmt.Sprint(want.TS()), "1", fmt.Sprintf("0x%02x", uint8(want.Flags()))}
 		if d := cmp.Diff(exp, r); d != "" {
 			t.Errorf("packet %d (%s) common header (-want +got):\n%s", i, names[i], d)
@@ -236,19 +250,22 @@ func TestDissectEveryType(t *testing.T) {
 		{3, []string{"metaroce.data.offset", "metaroce.data.addr", "metaroce.data.payload_len"},
 			[]string{"4096", "0x00007f0000003000", "4096"}},
 		{4, []string{"metaroce.ack.cack", "metaroce.ack.echo_ts", "metaroce.ack.ce_count", "metaroce.ack.rx_count", "metaroce.ack.rate_hint",
-			"metaroce.ack.reserved", "metaroce.ack.sack_count", "metaroce.ack.sack_set", "metaroce.ack.sacked_psn", "metaroce.flags.ece"},
-			[]string{"1834", "123456789", "3", "1900", "1250000", "0x00000000", "5", "{1836,1838-1840,2090}", "1836,1838,1839,1840,2090", "1"}},
+			"metaroce.ack.records", "metaroce.ack.reserved", "metaroce.ack.sack_count", "metaroce.ack.sack_set", "metaroce.ack.sacked_psn", "metaroce.flags.ece"},
+			[]string{"1834", "123456789", "3", "1900", "1250000", "0", "0x000000", "5", "{1836,1838-1840,2090}", "1836,1838,1839,1840,2090", "1"}},
 		// PSN arithmetic wraps: cack 2^32-1, bit 0 = PSN 0.
 		{5, []string{"metaroce.ack.cack", "metaroce.ack.rate_hint", "metaroce.ack.sack_set", "metaroce.ack.sacked_psn"},
 			[]string{"4294967295", "4294967295", "{0}", "0"}},
 		{6, []string{"metaroce.psn", "metaroce.nak.reason", "metaroce.nak.reserved", "metaroce.nak.stream", "metaroce.nak.msn",
 			"metaroce.nak.dsn", "metaroce.nak.echo_ts"}, []string{"1834", "1", "0x00", "3", "77", "901", "55"}},
 		{7, []string{"metaroce.psn"}, []string{"1834"}},
-		{8, []string{"metaroce.setup.src_conn", "metaroce.setup.service", "metaroce.setup.reserved", "metaroce.setup.nonce", "metaroce.setup.paths",
+		{8, []string{"metaroce.setup.src_conn", "metaroce.setup.ack_delay", "metaroce.setup.nonce", "metaroce.setup.paths",
 			"metaroce.setup.ports", "metaroce.setup.reserved2", "metaroce.setup.mtu", "metaroce.setup.msg_window",
-			"metaroce.setup.dsn_window", "metaroce.setup.line_rate"},
-			[]string{"7", "18515", "0x0000", "0x0123456789abcdef", "16", "4", "0x00", "4096", "64", "4096", "100000"}},
+			"metaroce.setup.dsn_window", "metaroce.setup.line_rate", "metaroce.setup.service", "metaroce.setup.reserved3"},
+			[]string{"7", "1340", "0x0123456789abcdef", "16", "4", "0x00", "4096", "64", "4096", "100000", "18515", "0x0000"}},
 		{9, []string{"metaroce.setup.src_conn", "metaroce.setup.paths"}, []string{"7", "16"}},
+		{13, []string{"metaroce.ack.records", "metaroce.ack.record.path", "metaroce.ack.record.gen", "metaroce.ack.record.cack",
+			"metaroce.ack.record.ce_count", "metaroce.ack.record.flags.ece", "metaroce.ack.record.sack_set", "metaroce.flags.busy"},
+			[]string{"2", "3,200", "1,0", "7,9", "1,0", "0,1", "{10}", "1"}},
 	}
 	for _, c := range checks {
 		rows := fields(t, file, c.fields...)
@@ -281,7 +298,7 @@ func TestDissectBadPackets(t *testing.T) {
 	corrupt[len(corrupt)-100] ^= 0x10   // a payload bit: only the CRC can tell
 	short := frame(pkts[4][:40], 49153) // an ACK cut short
 	badVer := frame(pkts[7], 49154)
-	badVer[header.IPv4MinSize+header.UDPSize] = 2<<4 | 7
+	badVer[header.IPv4MinSize+header.UDPSize] = (wire.Version+1)<<4 | 7
 	file := writeCapture(t, [][]byte{corrupt, short, badVer})
 	rows := fields(t, file, "metaroce.crc.status", "_ws.expert.message")
 	want := [][]string{
@@ -325,7 +342,7 @@ func TestDissectGarbage(t *testing.T) {
 			b[j] = byte(rng.Uint32())
 		}
 		if len(b) > 0 && i%2 == 0 {
-			b[0] = 1<<4 | byte(rng.IntN(16)) // version 1, any type
+			b[0] = wire.Version<<4 | byte(rng.IntN(16)) // this version, any type
 		}
 		framed = append(framed, udpFrame(b))
 	}

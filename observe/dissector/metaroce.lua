@@ -1,5 +1,5 @@
 -- metaroce.lua: Wireshark dissector for mrlab's MetaRoCE wire format,
--- version 1 (docs/metaroce-wire.md; transport/metaroce/wire is the
+-- version 2 (docs/metaroce-wire.md; transport/metaroce/wire is the
 -- executable form). Install: see dissector/README.md.
 --
 -- A MetaRoCE packet is the payload of a UDP datagram to port 4796:
@@ -8,12 +8,13 @@
 --
 -- Every header field gets a filterable field (metaroce.*), flags are bit
 -- fields, an ACK's 256-bit SACK vector is shown as the set of PSNs it
--- acknowledges (metaroce.ack.sacked_psn, one per PSN), and the CRC32C
+-- acknowledges (metaroce.ack.sacked_psn, one per PSN), an ACK's further
+-- path records are a subtree each (metaroce.ack.record.*), and the CRC32C
 -- trailer is verified (metaroce.crc.status).
 --
 -- Works with Wireshark 3.6+ (Lua 5.2: bit32) and 4.x (Lua 5.4).
 
-local VERSION = 1
+local VERSION = 2
 local DEFAULT_PORT = 4796
 
 local metaroce = Proto("metaroce", "MetaRoCE (mrlab wire format)")
@@ -43,7 +44,7 @@ local nak_reasons = { [1] = "RNR (no receive posted)", [2] = "Remote access erro
 -- Smallest packet of each type, trailer excluded.
 local min_size = {
 	[1] = 64, [2] = 64, [3] = 64, [4] = 64, [5] = 64, [6] = 32, [7] = 16,
-	[8] = 48, [9] = 48, [10] = 16, [11] = 16, [12] = 16,
+	[8] = 52, [9] = 52, [10] = 16, [11] = 16, [12] = 16,
 }
 
 local TRAILER = 4
@@ -63,7 +64,7 @@ f.fl_retx  = ProtoField.bool("metaroce.flags.retx", "RETX (retransmission)", 8, 
 f.fl_imm   = ProtoField.bool("metaroce.flags.imm", "IMM (immediate data valid)", 8, nil, 0x08)
 f.fl_abort = ProtoField.bool("metaroce.flags.abort", "ABORT (chunk abandoned)", 8, nil, 0x04)
 f.fl_ece   = ProtoField.bool("metaroce.flags.ece", "ECE (CE-marked data arrived)", 8, nil, 0x02)
-f.fl_rsvd  = ProtoField.bool("metaroce.flags.reserved", "Reserved", 8, nil, 0x01)
+f.fl_busy  = ProtoField.bool("metaroce.flags.busy", "BUSY (ACK: the receiver answers CE marks on its busy link)", 8, nil, 0x01)
 f.path     = ProtoField.uint8("metaroce.path", "Path", base.DEC)
 f.gen      = ProtoField.uint8("metaroce.gen", "Path generation", base.DEC)
 f.dst_conn = ProtoField.uint32("metaroce.dst_conn", "Destination connection", base.DEC)
@@ -96,7 +97,21 @@ f.echo_ts     = ProtoField.uint32("metaroce.ack.echo_ts", "Echoed timestamp", ba
 f.ce_count    = ProtoField.uint16("metaroce.ack.ce_count", "CE count (mod 2^16)", base.DEC)
 f.rx_count    = ProtoField.uint16("metaroce.ack.rx_count", "Received count (mod 2^16)", base.DEC)
 f.rate_hint   = ProtoField.uint32("metaroce.ack.rate_hint", "Rate hint (kB/s)", base.DEC)
-f.ack_rsvd    = ProtoField.uint32("metaroce.ack.reserved", "Reserved", base.HEX)
+f.ack_records = ProtoField.uint8("metaroce.ack.records", "Further path records", base.DEC)
+f.ack_rsvd    = ProtoField.uint24("metaroce.ack.reserved", "Reserved", base.HEX)
+f.rec         = ProtoField.none("metaroce.ack.record", "Path record")
+f.rec_path    = ProtoField.uint8("metaroce.ack.record.path", "Path", base.DEC)
+f.rec_gen     = ProtoField.uint8("metaroce.ack.record.gen", "Generation", base.DEC)
+f.rec_flags   = ProtoField.uint8("metaroce.ack.record.flags", "Record flags", base.HEX)
+f.rec_fl_sack = ProtoField.bool("metaroce.ack.record.flags.sack", "SACK vector follows", 8, nil, 0x01)
+f.rec_fl_ece  = ProtoField.bool("metaroce.ack.record.flags.ece", "ECE (CE-marked data arrived)", 8, nil, 0x02)
+f.rec_rsvd    = ProtoField.uint8("metaroce.ack.record.reserved", "Reserved", base.HEX)
+f.rec_cack    = ProtoField.uint32("metaroce.ack.record.cack", "Cumulative ACK (next expected PSN)", base.DEC)
+f.rec_echo_ts = ProtoField.uint32("metaroce.ack.record.echo_ts", "Echoed timestamp", base.DEC)
+f.rec_ce      = ProtoField.uint16("metaroce.ack.record.ce_count", "CE count (mod 2^16)", base.DEC)
+f.rec_rx      = ProtoField.uint16("metaroce.ack.record.rx_count", "Received count (mod 2^16)", base.DEC)
+f.rec_sack    = ProtoField.bytes("metaroce.ack.record.sack", "SACK bitvector")
+f.rec_sack_set = ProtoField.string("metaroce.ack.record.sack_set", "SACKed set")
 f.sack        = ProtoField.bytes("metaroce.ack.sack", "SACK bitvector")
 f.sack_count  = ProtoField.uint16("metaroce.ack.sack_count", "SACKed PSNs", base.DEC)
 f.sack_set    = ProtoField.string("metaroce.ack.sack_set", "SACKed set")
@@ -112,8 +127,9 @@ f.nak_echo_ts = ProtoField.uint32("metaroce.nak.echo_ts", "Echoed timestamp", ba
 
 -- SYN / SYN_ACK.
 f.src_conn    = ProtoField.uint32("metaroce.setup.src_conn", "Source connection", base.DEC)
+f.ack_delay   = ProtoField.uint32("metaroce.setup.ack_delay", "Largest ACK delay (ns)", base.DEC)
 f.service     = ProtoField.uint16("metaroce.setup.service", "Service (port)", base.DEC)
-f.setup_rsvd  = ProtoField.uint16("metaroce.setup.reserved", "Reserved", base.HEX)
+f.setup_rsvd3 = ProtoField.uint16("metaroce.setup.reserved3", "Reserved", base.HEX)
 f.nonce       = ProtoField.uint64("metaroce.setup.nonce", "Nonce", base.HEX)
 f.paths       = ProtoField.uint16("metaroce.setup.paths", "Paths", base.DEC)
 f.ports       = ProtoField.uint8("metaroce.setup.ports", "Ports (planes)", base.DEC)
@@ -186,6 +202,7 @@ local function flag_names(fl)
 	if band(fl, 0x08) ~= 0 then names[#names + 1] = "IMM" end
 	if band(fl, 0x04) ~= 0 then names[#names + 1] = "ABORT" end
 	if band(fl, 0x02) ~= 0 then names[#names + 1] = "ECE" end
+	if band(fl, 0x01) ~= 0 then names[#names + 1] = "BUSY" end
 	return table.concat(names, ",")
 end
 
@@ -266,19 +283,55 @@ local function dissect_data(tvb, t, typ, fl, body_len)
 	return string.format("msn %d off %d/%d len %d", msn, off, mlen, plen)
 end
 
-local function dissect_ack(tvb, t, cack)
+local function dissect_ack(tvb, t, cack, body_len)
 	t:add(f.cack, tvb(8, 4))
 	t:add(f.echo_ts, tvb(16, 4))
 	t:add(f.ce_count, tvb(20, 2))
 	t:add(f.rx_count, tvb(22, 2))
 	local ht = t:add(f.rate_hint, tvb(24, 4))
-	t:add(f.ack_rsvd, tvb(28, 4))
+	t:add(f.ack_records, tvb(28, 1))
+	t:add(f.ack_rsvd, tvb(29, 3))
 	local st = t:add(f.sack, tvb(32, 32))
 	local psns, text = sacked(tvb, 32, cack)
 	st:add(f.sack_count, #psns):set_generated()
 	st:add(f.sack_set, text):set_generated()
 	for _, p in ipairs(psns) do
 		st:add(f.sacked_psn, p):set_generated()
+	end
+	-- Further path records: 16 bytes each, 48 with a SACK vector.
+	local off, nrec = 64, tvb(28, 1):uint()
+	for i = 1, nrec do
+		if off + 16 > body_len then
+			t:add_proto_expert_info(ef.short)
+			break
+		end
+		local rfl = tvb(off + 2, 1):uint()
+		local size = 16
+		if band(rfl, 0x01) ~= 0 then
+			size = 48
+		end
+		if off + size > body_len then
+			t:add_proto_expert_info(ef.short)
+			break
+		end
+		local rt = t:add(f.rec, tvb(off, size))
+		rt:append_text(string.format(" %d: path %d/%d cack %d", i, tvb(off, 1):uint(), tvb(off + 1, 1):uint(), tvb(off + 4, 4):uint()))
+		rt:add(f.rec_path, tvb(off, 1))
+		rt:add(f.rec_gen, tvb(off + 1, 1))
+		local ft = rt:add(f.rec_flags, tvb(off + 2, 1))
+		ft:add(f.rec_fl_sack, tvb(off + 2, 1))
+		ft:add(f.rec_fl_ece, tvb(off + 2, 1))
+		rt:add(f.rec_rsvd, tvb(off + 3, 1))
+		rt:add(f.rec_cack, tvb(off + 4, 4))
+		rt:add(f.rec_echo_ts, tvb(off + 8, 4))
+		rt:add(f.rec_ce, tvb(off + 12, 2))
+		rt:add(f.rec_rx, tvb(off + 14, 2))
+		if size == 48 then
+			local rs = rt:add(f.rec_sack, tvb(off + 16, 32))
+			local _, rtext = sacked(tvb, off + 16, tvb(off + 4, 4):uint())
+			rs:add(f.rec_sack_set, rtext):set_generated()
+		end
+		off = off + size
 	end
 	local hint = tvb(24, 4):uint()
 	local hs = "none"
@@ -288,7 +341,11 @@ local function dissect_ack(tvb, t, cack)
 	else
 		ht:append_text(" (no hint)")
 	end
-	return string.format("cack %d sack %s hint %s", cack, text, hs)
+	local more = ""
+	if nrec > 0 then
+		more = string.format(" +%d paths", nrec)
+	end
+	return string.format("cack %d sack %s hint %s%s", cack, text, hs, more)
 end
 
 local function dissect_nak(tvb, t)
@@ -304,8 +361,7 @@ end
 
 local function dissect_setup(tvb, t)
 	t:add(f.src_conn, tvb(16, 4))
-	t:add(f.service, tvb(20, 2))
-	t:add(f.setup_rsvd, tvb(22, 2))
+	t:add(f.ack_delay, tvb(20, 4))
 	t:add(f.nonce, tvb(24, 8))
 	t:add(f.paths, tvb(32, 2))
 	t:add(f.ports, tvb(34, 1))
@@ -314,6 +370,8 @@ local function dissect_setup(tvb, t)
 	t:add(f.msg_window, tvb(38, 2))
 	t:add(f.dsn_window, tvb(40, 4))
 	t:add(f.line_rate, tvb(44, 4))
+	t:add(f.service, tvb(48, 2))
+	t:add(f.setup_rsvd3, tvb(50, 2))
 	return string.format("src conn %d paths %d ports %d mtu %d", tvb(16, 4):uint(), tvb(32, 2):uint(),
 		tvb(34, 1):uint(), tvb(36, 2):uint())
 end
@@ -344,7 +402,7 @@ function metaroce.dissector(tvb, pinfo, tree)
 	ft:add(f.fl_imm, tvb(1, 1))
 	ft:add(f.fl_abort, tvb(1, 1))
 	ft:add(f.fl_ece, tvb(1, 1))
-	ft:add(f.fl_rsvd, tvb(1, 1))
+	ft:add(f.fl_busy, tvb(1, 1))
 	t:add(f.path, tvb(2, 1))
 	t:add(f.gen, tvb(3, 1))
 	t:add(f.dst_conn, tvb(4, 4))
@@ -377,7 +435,7 @@ function metaroce.dissector(tvb, pinfo, tree)
 	if typ >= 1 and typ <= 4 then
 		summary = dissect_data(tvb, t, typ, fl, body_len)
 	elseif typ == 5 then
-		summary = dissect_ack(tvb, t, psn)
+		summary = dissect_ack(tvb, t, psn, body_len)
 	elseif typ == 6 then
 		summary = dissect_nak(tvb, t)
 	elseif typ == 8 or typ == 9 then

@@ -208,7 +208,7 @@ func TestScriptedLossTelemetry(t *testing.T) {
 				continue
 			}
 			for _, s := range ser {
-				if s.T < e.t && s.T >= e.t-10*sim.Microsecond && int(s.Entropy) != e.from {
+				if s.T < e.t && s.T >= e.t-10*sim.Microsecond && count(evs, "repath", p, e.t-1) == count(evs, "repath", p, s.T) && int(s.Entropy) != e.from {
 					t.Errorf("%s: the sample at %v before it shows entropy %d", e.line, s.T, s.Entropy)
 				}
 				if s.T > e.t && s.T <= e.t+10*sim.Microsecond && count(evs, "repath", p, s.T) == count(evs, "repath", p, e.t) && int(s.Entropy) != e.to {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"runtime"
 	"testing"
+	"unsafe"
 
 	"github.com/mrlab/mrlab/internal/sim"
 	"github.com/mrlab/mrlab/transport"
@@ -264,5 +265,12 @@ func (m *mesh) settle(done func() bool, what string) {
 				}
 			}
 		}
+	}
+}
+
+// TestConnSize guards the size class a Conn is allocated in (see Conn).
+func TestConnSize(t *testing.T) {
+	if n := unsafe.Sizeof(Conn{}); n > 1528 {
+		t.Errorf("Conn is %d bytes, want at most 1528 (the 1536-byte size class with the allocator's 8-byte header)", n)
 	}
 }

@@ -1,71 +1,199 @@
 package metaroce
 
 import (
+	"math"
+
 	"github.com/mrlab/mrlab/internal/sim"
 	"github.com/mrlab/mrlab/transport/metaroce/wire"
 )
 
-// Congestion control is bilateral.
+// Congestion control: one controller per connection, spread over its
+// paths. ECN is the congestion signal; loss is repaired, never a signal;
+// RTT sizes windows and timers.
 //
-// Sender side, per path: DCTCP-style ECN AIMD. Once per round (a path
-// RTT, ended when the PSN that was next at the round's start is acked)
-// alpha <- (1-g) alpha + g F, F the fraction of the round's ACKed packets
-// that were CE-marked. An ACK reporting new marks cuts cwnd to
-// cwnd (1 - alpha/2), at most once per round; an ACK without marks grows
-// cwnd by one MSS per cwnd of ACKed bytes. Loss without marks does not
-// cut: it is retransmitted and counted against the path's health instead.
-// An RTO sets cwnd to one MSS.
+// The connection has one pacing rate R and one window W, the bytes it may
+// have in flight on all its paths together:
 //
-// Receiver side, per NIC: the fair-share hint in every ACK (ratehint.go).
-// The sender paces its total rate at min(line rate, hint) and caps what it
-// has in flight at hint x (base RTT + ACK delay) x 1.25 (see hintRTT for
-// why not SRTT); while a queue inflates the RTT, it paces below the hint
-// in proportion (drainRate). Before the receiver's first ACK a connection
-// has one packet in flight, and the receiver counts a newly accepted
-// connection as an active sender from the start, so the first hints of an
-// N-to-1 incast are already C/N and the first flight is N packets, not N
-// BDPs: incast settles in the first round trip or two.
+//	R = min(line rate, hint) x m
+//	W = 5/4 x R x baseRTT / (1 - loss) + 2 MSS   (one packet before the first ACK)
+//
+// hint is the receiver's fair share for this sender (none: the line
+// rate); baseRTT the minimum RTT measured plus the peer's largest ACK
+// delay; loss the connection's measured loss rate, at most 0.5 here (lost
+// packets do not occupy the receiver, but hold their place in W until
+// their loss is seen). The pacer keeps the rate; the window bounds what a
+// sender has out when its ACKs are late: a quarter of a BDP above the
+// base BDP, and two packets for ACK coalescing and the pacer's grain, so
+// it does not bind while queues are short, and a queue that builds behind
+// paced senders stops growing at about a quarter of their BDP. m in
+// (0, 1] is DCTCP's window in rate form, over the connection's packets on
+// all paths: alpha <- (1-g) alpha + g F once per
+// round (a smoothed RTT), F the round's CE-marked fraction; an ACK
+// reporting marks multiplies m by (1 - alpha/2), at most once per round,
+// unless the receiver says its own link is busy and it answers the marks
+// itself by lowering every sender's hint alike (ratehint.go);
+// while ACKs bring no marks m grows back by 1/16 per round (of time:
+// a sender whose share is a fraction of a packet per round trip recovers
+// as fast as one with a hundred). So marks from a queue anywhere on the
+// paths slow the sender, a shared queue settles around the switches'
+// marking threshold, and every sender through it sees the same signal and
+// moves the same way. A new data packet goes out only if it
+// fits W, or nothing is in flight; packets without payload are neither
+// windowed nor paced.
+//
+// Each path's share of W is its weight 1 - alpha_p (at least 1/16) over
+// the sum of the usable paths' weights, alpha_p the EWMA (gain g per
+// packet) of the marked fraction of the path's packets: a congestion mark
+// trims the path that saw it and steers the next packets to paths that
+// are clear, while a queue every path crosses (the receiver's link) marks
+// all alike and leaves the shares even. Total in flight is W whatever the
+// number of paths.
+//
+// The receiver side is the fair-share hint in every ACK (ratehint.go).
+// Before the receiver's first ACK a connection has one packet in flight,
+// and the receiver counts a newly accepted connection as an active sender
+// from the start, so the first hints of an N-to-1 incast are already C/N
+// and its first flight is N packets.
 
-// ccOnAck updates p's window for pkts newly ACKed packets (bytes of
-// payload) of which dce were CE-marked.
-func (c *Conn) ccOnAck(p *sndPath, pkts, bytes, dce int) {
-	if pkts == 0 && dce == 0 {
-		return
+// ipUDPOverhead is what IPv4 and UDP add below a MetaRoCE packet; the
+// NIC's link layer framing is not the transport's to count.
+const ipUDPOverhead = 20 + 8
+
+// dataOverhead is what a full data packet adds to its payload on the
+// wire (IPv4 bytes).
+const dataOverhead = wire.DataSize + wire.TrailerSize + ipUDPOverhead
+
+// minMult is the least m: a sender keeps sending (at least one packet in
+// flight, paced) however often it is marked.
+const minMult = 1.0 / 1024
+
+// aiPerRound is how much m grows per round (smoothed RTT) without marks;
+// the receiver's link control grows the fraction it hands out by as much
+// per period.
+const aiPerRound = 1.0 / 16
+
+// alpha0 is the sender's alpha before its first round ends. DCTCP starts
+// at 1 (RFC 8257) so that a window that began as a guess halves on the
+// first mark; this rate begins at the receiver's fair share, so the first
+// mark (a short flow's transient, another flow's burst) trims it by an
+// eighth, and persistent marks raise alpha round by round.
+const alpha0 = 1.0 / 4
+
+// minWeight is the least weight a path keeps in the window however
+// heavily it is marked: its share keeps measuring it.
+const minWeight = 1.0 / 16
+
+// baseRTT is the round trip the window is sized over: the minimum RTT
+// measured plus the peer's ACK delay. Before any data sample it is the
+// handshake's RTT with the timers' allowance for serialization.
+func (c *Conn) baseRTT() sim.Time {
+	if c.s.dataRTT {
+		return c.s.minRTT + c.peerAckDelay
 	}
-	p.roundPkts += pkts
-	p.roundCE += dce
-	p.st.acked += uint64(pkts)
-	p.st.ceAcked += uint64(dce)
+	rtt := c.s.srtt
+	if rtt == 0 {
+		rtt = c.opts.SetupTimeout
+	}
+	return rtt + initialSerializations*c.granularity() + c.peerAckDelay
+}
+
+// lossRate is the fraction of the packets the connection recently sent
+// under PSNs (data, fillers, probes) that its paths' SACKs reported lost
+// (a path that timed out is a dead route, not loss on the routes that
+// work, and is not counted).
+func (c *Conn) lossRate() float64 { return c.s.lossLost / max(c.s.lossSent, 1) }
+
+// lossHalfLife is how many packets the connection's loss rate averages
+// over (roughly).
+const lossHalfLife = 4096
+
+// refRate is the rate the connection may use without marks: its line
+// rate, or the receiver's hint when that is lower.
+func (c *Conn) refRate() float64 {
+	if c.s.hint > 0 {
+		return min(c.lineBytes, c.s.hint)
+	}
+	return c.lineBytes
+}
+
+// window is W: the bytes the connection may have in flight.
+func (c *Conn) window() int {
+	if !c.s.heard && !c.opts.DisableRateHint {
+		// Before the receiver has answered at all, one packet: it probes
+		// for the receiver's share. An N-to-1 incast whose senders each
+		// sent a BDP first filled the receiver's queue N times over.
+		return c.mss
+	}
+	return int(c.paceRate()*c.baseRTT().Seconds()*5/4/(1-min(c.lossRate(), 0.5))) + 2*c.mss
+}
+
+// canSend reports whether a new data packet of size payload bytes fits the
+// window.
+func (c *Conn) canSend(size int) bool {
+	return size == 0 || c.s.inflight == 0 || c.s.inflight+size <= c.window()
+}
+
+// ccOnRecord runs congestion control for one ACK record of p that newly
+// acknowledged pkts packets (bytes of payload) and reported dce new CE
+// marks among drx newly received packets.
+func (c *Conn) ccOnRecord(p *sndPath, pkts, bytes, drx, dce int) {
+	s := &c.s
+	if drx > 0 {
+		g := c.opts.ECNGain
+		keep := math.Pow(1-g, float64(drx))
+		p.alpha = p.alpha*keep + (1-keep)*float64(min(dce, drx))/float64(drx)
+		if q := quantWeight(p); q != p.wq {
+			p.wq = q
+			s.sharesDirty = true
+		}
+		p.roundPkts += drx
+		p.roundCE += dce
+		p.st.acked += uint64(drx)
+		p.st.ceAcked += uint64(dce)
+		s.roundAcked += int32(drx)
+		s.roundMarked += int32(dce)
+	}
 	if dce > 0 {
 		c.st.ceEchoes++
-		if !wire.Seq(p.una).Before(wire.Seq(p.cutEnd)) {
-			old := p.cwnd
-			p.cwnd = max(c.mss, int(float64(p.cwnd)*(1-p.alpha/2)))
-			p.cwndFrac = 0
-			p.cutEnd = p.nxt
+		if c.now >= s.cutUntil && !s.peerBusy {
+			old := s.mult
+			s.mult = max(s.mult*(1-s.alpha/2), minMult)
+			s.cutUntil = c.now + max(s.srtt, s.recentRTT)
 			if c.cfg.Trace != nil {
-				c.tracef("path %d: ECE, cwnd %d -> %d (alpha %.3f)", p.id, old, p.cwnd, p.alpha)
+				c.tracef("path %d: ECE, rate x %.3f -> %.3f (alpha %.3f)", p.id, old, s.mult, s.alpha)
 			}
 		}
-	} else if bytes > 0 {
-		p.cwndFrac += bytes
-		if p.cwndFrac >= p.cwnd {
-			p.cwndFrac -= p.cwnd
-			p.cwnd = min(p.cwnd+c.mss, maxPathWindow*c.mss)
+		s.aiAt = c.now
+	} else if pkts > 0 {
+		if s.mult < 1 {
+			s.mult = min(1, s.mult+float64(c.now-s.aiAt)/float64(max(s.srtt, 1))*aiPerRound)
 		}
+		s.aiAt = c.now
 	}
-	if !wire.Seq(p.una).Before(wire.Seq(p.roundEnd)) {
-		c.endRound(p)
+	if pkts > 0 && !wire.Seq(p.sb.una).Before(wire.Seq(p.roundEnd)) {
+		c.endPathRound(p)
+	}
+	if c.now-s.roundStart >= max(s.srtt, 1) {
+		if s.roundAcked > 0 {
+			f := min(float64(s.roundMarked)/float64(s.roundAcked), 1)
+			s.alpha = (1-c.opts.ECNGain)*s.alpha + c.opts.ECNGain*f
+		}
+		s.roundStart, s.roundAcked, s.roundMarked = c.now, 0, 0
 	}
 }
 
-// endRound closes a DCTCP round: update alpha, and watch for a path that
-// stays heavily marked while the others do not (a hot link: move off it).
-func (c *Conn) endRound(p *sndPath) {
+// quantWeight is p's weight in sixteenths, the grain at which shares are
+// recomputed.
+func quantWeight(p *sndPath) uint8 {
+	return uint8(max(1-p.alpha, minWeight)*16 + 0.5)
+}
+
+// endPathRound closes a path's round (its packets sent since the last
+// round end are acknowledged) and watches for a path that stays heavily
+// marked while most others do not: a hot link, which it drains off.
+func (c *Conn) endPathRound(p *sndPath) {
 	if p.roundPkts > 0 {
-		f := min(float64(p.roundCE)/float64(p.roundPkts), 1)
-		g := c.opts.ECNGain
-		p.alpha = (1-g)*p.alpha + g*f
+		f := float64(p.roundCE) / float64(p.roundPkts)
 		if f > c.opts.RepathMarkFraction {
 			p.markRounds++
 		} else {
@@ -75,13 +203,14 @@ func (c *Conn) endRound(p *sndPath) {
 		if p.markRounds >= c.opts.RepathMarkRounds && p.state == PathActive && c.fewHeavy() {
 			p.state = PathDraining
 			p.markRounds = 0
+			c.s.sharesDirty = true
 			if c.cfg.Trace != nil {
 				c.tracef("path %d: marked heavily for %d rounds, draining to move", p.id, c.opts.RepathMarkRounds)
 			}
 		}
 	}
 	p.roundPkts, p.roundCE = 0, 0
-	p.roundEnd = p.nxt
+	p.roundEnd = p.sb.nxt
 }
 
 // fewHeavy reports whether fewer than half of the active paths are heavily
@@ -101,11 +230,39 @@ func (c *Conn) fewHeavy() bool {
 	return 2*heavy < active
 }
 
+// shares recomputes the usable paths' number, total and largest weight
+// when a weight or a path's state changed.
+func (c *Conn) shares() {
+	if !c.s.sharesDirty {
+		return
+	}
+	c.s.sharesDirty = false
+	sum, top, n := 0.0, 0.0, 0
+	for i := range c.s.paths {
+		if p := &c.s.paths[i]; p.usable() {
+			w := float64(quantWeight(p)) / 16
+			sum += w
+			top = max(top, w)
+			n++
+		}
+	}
+	c.s.weightSum, c.s.weightTop, c.s.usable = sum, top, int32(n)
+}
+
+// pathShare returns p's share of the window, in bytes.
+func (c *Conn) pathShare(p *sndPath) int {
+	c.shares()
+	if !p.usable() || c.s.weightSum == 0 {
+		return 0
+	}
+	return int(float64(c.window()) * float64(quantWeight(p)) / 16 / c.s.weightSum)
+}
+
 // noteHint takes the receiver's fair-share hint from an ACK.
 func (c *Conn) noteHint(h uint32) {
 	c.s.heard = true
 	var hint float64
-	if h != wire.NoRateHint && !c.opts.DisableRateHint {
+	if h != wire.NoRateHint && !c.opts.DisableRateHint && !c.mutated(MutIgnoreRateHint) {
 		hint = float64(h) * 1000
 	}
 	if c.cfg.Trace != nil && (hint > c.s.hint*1.1 || hint < c.s.hint*0.9) {
@@ -118,118 +275,41 @@ func (c *Conn) noteHint(h uint32) {
 		// the old, lower rate; it shortens the rest of the gap in
 		// proportion. (Ending the gap at once let 63 senders, whose hints
 		// move up and down a few percent as the receiver's water-filling
-		// follows their demands, each send early on every small rise: the
-		// queue at the receiver grew by a packet per sender every time.)
+		// follows their demands, each send early on every small rise.)
 		c.s.nextSend = c.now + sim.Time(float64(c.s.nextSend-c.now)*c.s.hint/hint)
 	}
 	c.s.hint = hint
 }
 
-// inflightCap is the connection-wide in-flight limit: one packet until
-// the receiver's first ACK, then two line-rate BDPs, and hint x hintRTT x
-// 1.25 once the receiver has sent a hint, but never below two packets.
-func (c *Conn) inflightCap() int {
-	rtt := max(c.s.minRTT, c.opts.BaseRTT)
-	limit := int(2 * c.lineBytes * rtt.Seconds())
-	if c.s.hint > 0 {
-		limit = min(limit, int(c.s.hint*c.hintRTT().Seconds()*1.25/c.deliveredFraction()))
-	} else if !c.s.heard && !c.opts.DisableRateHint {
-		// Before the receiver has answered at all, one packet: it probes
-		// for the receiver's share. An N-to-1 incast whose senders each
-		// sent a BDP first filled the receiver's queue N times over; one
-		// packet each costs a lone sender one round trip of start-up.
-		return c.mss
-	}
-	// At least two packets: with one, the sender idles while each packet's
-	// ACK comes back, which at low line rates (a window of about one packet)
-	// wastes most of the link.
-	return max(limit, 2*c.mss)
-}
+// paceRate is R, in bytes per second.
+func (c *Conn) paceRate() float64 { return c.refRate() * c.s.mult }
 
-// deliveredFraction is the share of what is in flight expected to reach
-// the receiver: 1 - the connection's loss rate once that is heavy (see
-// randomLossRate), else 1. Bytes in flight that the fabric dropped hold
-// no place in the receiver's queue, yet until their loss is seen they
-// count against the in-flight cap; at 34% end-to-end loss a third of the
-// cap was held by packets that no longer existed.
-func (c *Conn) deliveredFraction() float64 {
-	l := c.lossRate()
-	if l <= randomLossRate {
-		return 1
-	}
-	return 1 - min(l, 0.5)
-}
-
-// hintRTT is the round-trip time the hint's in-flight cap is computed
-// over: the base (minimum) RTT plus the receiver's ACK delay, which every
-// ACK may add. HPCC sizes its window the same way (rate x base RTT x eta).
-// The smoothed RTT would include the queue the cap is meant to prevent: a
-// standing queue would justify itself and drain only at the hint's 5%
-// headroom, instead of within a round trip or two.
-func (c *Conn) hintRTT() sim.Time {
-	base := c.opts.BaseRTT
-	if c.s.minRTT > 0 {
-		base = c.s.minRTT
-	}
-	return base + c.opts.DelayedAck
-}
-
-// wireOverhead is what a packet costs on the wire besides its transport
-// payload: IPv4, UDP and Ethernet framing.
-const wireOverhead = 20 + 8 + 38
-
-// pace spaces data packets at the hinted rate (lowered by drainRate while
-// a queue stands) when it is below line rate, with no burst allowance: 63
-// senders each allowed two packets back to back put 530 KB at once into a
-// 512 KiB queue. A packet without payload (a probe, a
-// hole filler, an ABORT) is not paced and does not delay the next one:
-// it adds nothing to the receiver's load, and pacing it at a hint given
-// while the sender was idle (and asked for almost nothing) once held a
-// connection's next message for 86 ms.
+// pace spaces data packets at R when R is below the line rate, with no
+// burst allowance: 63 senders each allowed two packets back to back put
+// 530 KB at once into a 512 KiB queue. A packet without payload (a probe,
+// a hole filler, an ABORT) is not paced and does not delay the next one:
+// it adds nothing to the receiver's load.
 func (c *Conn) pace(n int) {
-	rate := c.s.hint
-	if rate <= 0 || n <= wire.DataSize+wire.TrailerSize {
+	if n <= wire.DataSize+wire.TrailerSize {
 		return
 	}
-	rate = min(rate, c.drainRate())
+	rate := c.paceRate()
 	if rate >= c.lineBytes {
 		return
 	}
-	gap := sim.Time(float64(n+wireOverhead) / rate * 1e9)
+	gap := sim.Time(float64(n+ipUDPOverhead) / rate * float64(sim.Second))
 	c.s.nextSend = max(c.s.nextSend, c.now) + gap
-}
-
-// drainRate is the in-flight cap expressed as a rate: hint x hintRTT x
-// 1.25 over the latest RTT sample (not the smoothed RTT, which lags by
-// several samples and kept senders below their share for rounds after the
-// queue had gone: 32-to-1 settled in 23 RTTs with it, 10 with the latest
-// sample). While a queue at the receiver inflates the
-// RTT, it paces the sender below the hint in proportion, so the queue
-// drains within a round trip or two. The in-flight cap alone cannot do
-// this when the hint is small: its two-packet floor (which keeps a slow
-// live link busy) then lets a deep queue stand, draining only at the
-// hint's 5% headroom (63-to-1 took 70 RTTs). Pacing has no packet
-// granularity, so it neither stands a queue nor starves a sender whose
-// fair share is between one and two packets per round trip.
-func (c *Conn) drainRate() float64 {
-	rtt := c.s.lastRTT
-	target := c.hintRTT() + c.hintRTT()/4
-	if rtt <= target {
-		return c.s.hint
-	}
-	return c.s.hint * float64(target) / float64(rtt)
 }
 
 // demandKBs is the rate the sender asks of the receiver, in kB/s: what it
 // has queued and in flight, plus the size-byte packet being sent, over one
-// RTT, and at least one MSS per RTT; at most its line rate. The floor
-// matters: a packet sent with nothing else queued (the last
-// retransmission of a message) used to advertise a demand of 0, the
-// receiver then gave the sender a share of almost nothing, and the
-// sender's next message was paced at that share until an ACK said
-// otherwise.
+// base RTT, and at least one MSS per base RTT; at most its line rate. The
+// floor matters: a packet sent with nothing else queued (the last
+// retransmission of a message) would otherwise ask for nothing, get a
+// share of almost nothing, and the sender's next message would be paced
+// at it until an ACK said otherwise.
 func (c *Conn) demandKBs(size int) uint32 {
-	rtt := max(c.s.srtt, c.opts.BaseRTT)
+	rtt := c.baseRTT()
 	want := max(c.s.unsent+int64(c.s.inflight)+int64(size), int64(c.mss))
 	d := min(float64(want)/rtt.Seconds(), c.lineBytes)
 	return uint32(min(d/1000, wire.NoRateHint-1))

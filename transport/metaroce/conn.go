@@ -1,8 +1,6 @@
 package metaroce
 
 import (
-	"math/rand/v2"
-
 	"github.com/mrlab/mrlab/internal/sim"
 	"github.com/mrlab/mrlab/transport"
 	"github.com/mrlab/mrlab/transport/metaroce/wire"
@@ -12,13 +10,17 @@ import (
 // chunks, paths, congestion control) and the receiving side (placement,
 // ordered completion, ACKs) of one peer pair. It implements
 // transport.Conn and is not safe for concurrent use.
+//
+// A NIC holds thousands: Conn is kept within 1528 bytes, so that with the
+// allocator's 8-byte header it fits the 1536-byte size class
+// (BenchmarkConnState4000 measures the state per connection).
 type Conn struct {
 	proto *Protocol
 	opts  *Options
 	cfg   transport.Config
-	rnd   *rand.Rand
 	id    uint32
 	peer  uint32
+	slot  int32 // our sender slot in the Protocol's allocator
 	state transport.State
 	// dialer is the active end; confirmed says (for the passive end) that
 	// the dialer has answered our SYN_ACK, so data may flow.
@@ -26,8 +28,8 @@ type Conn struct {
 	nonce             uint64
 	mss               int
 	lineBytes         float64  // Ports x LineRate in bytes per second
-	serialRTO         sim.Time // RTO floor from serialization at line rate (see rtoSerializations)
-	slot              int32    // our sender slot in the Protocol's allocator
+	ackDelay          sim.Time // the longest we hold an ACK (Options.AckDelay or derived)
+	peerAckDelay      sim.Time // the longest the peer holds one (from its SYN or SYN_ACK)
 
 	// What the peer accepts from us.
 	peerPaths int
@@ -53,18 +55,26 @@ type Conn struct {
 // ctlState is the connection-management packet (if any) the connection
 // owes the peer.
 type ctlState struct {
-	pending wire.Type // SYN, SYN_ACK or CLOSE while unanswered; 0 if none
-	due     bool      // send pending on the next Transmit on port
-	tries   int
-	port    int
-	sport   uint16
+	firstAt sim.Time // when its first attempt was made (the handshake's RTT)
+	// echo is the ts of the peer's latest SYN (we are the acceptor) or
+	// SYN_ACK (we are the dialer), which arrived at echoAt; our SYN_ACK or
+	// EST echoes it advanced by the time we held it (ctlEcho).
+	echoAt sim.Time
+	echo   uint32
+	tries  uint16
+	sport  uint16
+	// One-shot replies (est, closeAck), sent on the port the request came
+	// in on.
+	replySport uint16
+	pending    wire.Type // SYN, SYN_ACK or CLOSE while unanswered; 0 if none
+	due        bool      // send pending on the next Transmit on port
+	est        bool
+	closeAck   bool
+	port       uint8
 	// basePort is where attempts start (a SYN_ACK: the SYN's port); each
 	// retry moves to the next port.
-	basePort int
-	// One-shot replies, sent on the port the request came in on.
-	est, closeAck bool
-	replyPort     int
-	replySport    uint16
+	basePort  uint8
+	replyPort uint8
 }
 
 var _ transport.Conn = (*Conn)(nil)
@@ -90,7 +100,6 @@ func newConn(p *Protocol, now sim.Time, cfg transport.Config, dialer bool) (*Con
 		proto:     p,
 		opts:      &p.opts,
 		cfg:       cfg,
-		rnd:       cfg.Rand,
 		id:        cfg.LocalID,
 		state:     transport.StateConnecting,
 		dialer:    dialer,
@@ -99,11 +108,12 @@ func newConn(p *Protocol, now sim.Time, cfg transport.Config, dialer bool) (*Con
 		slot:      -1,
 		now:       now,
 	}
-	if c.rnd == nil {
-		c.rnd = sim.NewRand(uint64(cfg.LocalID), "metaroce")
+	if c.cfg.Rand == nil {
+		c.cfg.Rand = sim.NewRand(uint64(cfg.LocalID), "metaroce")
 	}
-	if cfg.LineRate > 0 {
-		c.serialRTO = sim.Time(rtoSerializations * float64(c.mss+wire.MaxOverhead+wireOverhead) * 8 / cfg.LineRate * float64(sim.Second))
+	c.ackDelay = c.opts.AckDelay
+	if c.ackDelay == 0 {
+		c.ackDelay = sim.Time(c.opts.AckEvery) * c.serialize(c.mss+dataOverhead)
 	}
 	c.ctlTimer.Init(ctlTimerFired, c)
 	c.ackTimer.Init(ackTimerFired, c)
@@ -111,54 +121,19 @@ func newConn(p *Protocol, now sim.Time, cfg transport.Config, dialer bool) (*Con
 	c.rnrTimer.Init(rnrTimerFired, c)
 	c.timers.AdvanceTo(now)
 	c.s.paths = make([]sndPath, c.opts.Paths)
-	c.s.cursor = make([]int, cfg.Ports)
-	c.s.blockedEpoch = make([]uint64, cfg.Ports)
-	c.s.blockedSize = make([]int, cfg.Ports)
+	c.s.pick = make([]portPick, cfg.Ports)
 	c.s.roomEpoch = 1
+	c.s.mult = 1
+	c.s.alpha = alpha0
+	c.s.sharesDirty = true
 	for i := range c.s.paths {
 		ph := &c.s.paths[i]
 		ph.c, ph.id = c, uint8(i)
 		ph.timer.Init(pathTimerFired, ph)
 		ph.entropy = c.newEntropy()
-		ph.rto = max(c.opts.InitialRTO, c.serialRTO)
-		ph.alpha = 1 // RFC 8257: start cautious, so the first mark halves
+		ph.credit = 1
 	}
-	c.initWindows()
 	return c, nil
-}
-
-// initWindows sets every path's initial window: the connection's initial
-// window (default one BDP) split over its paths, at least one MSS each.
-func (c *Conn) initWindows() {
-	for i := range c.s.paths {
-		c.s.paths[i].cwnd = c.initialPathWindow()
-	}
-}
-
-func (c *Conn) initialPathWindow() int {
-	w := c.opts.InitialWindow
-	if w == 0 {
-		w = int(c.lineBytes * c.opts.BaseRTT.Seconds())
-	}
-	return max(c.mss, w/len(c.s.paths))
-}
-
-// newEntropy draws a UDP source port in 49152..65535 that no other path of
-// the connection uses.
-func (c *Conn) newEntropy() uint16 {
-	for {
-		e := uint16(49152 + c.rnd.IntN(16384))
-		clash := false
-		for i := range c.s.paths {
-			if c.s.paths[i].entropy == e {
-				clash = true
-				break
-			}
-		}
-		if !clash {
-			return e
-		}
-	}
 }
 
 // tracef reports a protocol decision. Callers guard it with
@@ -220,6 +195,7 @@ func (c *Conn) Receive(now sim.Time, payload []byte, rx transport.RxMeta) {
 	c.st.rxPackets++
 	c.st.rxBytes += uint64(len(payload))
 	typ, body, err := wire.Parse(payload)
+	typ, body, err = c.mutateParse(payload, typ, body, err)
 	if err != nil {
 		if err == wire.ErrChecksum {
 			c.st.dropChecksum++
@@ -249,6 +225,9 @@ func (c *Conn) Receive(now sim.Time, payload []byte, rx transport.RxMeta) {
 		if c.state != transport.StateEstablished {
 			c.st.dropState++
 			return
+		}
+		if typ == wire.TypeEst && !c.confirmed && c.ctl.pending == wire.TypeSynAck {
+			c.handshakeEcho(h.PSN())
 		}
 		c.confirm()
 		switch typ {
@@ -285,6 +264,12 @@ func (c *Conn) confirm() {
 	if !c.confirmed {
 		c.confirmed = true
 		if c.ctl.pending == wire.TypeSynAck {
+			c.handshakeRTT(c.now - c.ctl.firstAt) // no-op after an EST's exact echo
+			if c.slot >= 0 && c.s.srtt > 0 {
+				// The dialer's data follows its EST: keep counting it for
+				// a few round trips, however long they are.
+				c.proto.alloc.presumeFor(c.slot, c.now, 4*c.s.srtt)
+			}
 			c.ctl.pending, c.ctl.due = 0, false
 			c.timers.Disarm(&c.ctlTimer)
 		}

@@ -5,6 +5,11 @@
 // packets, one deadline, and completions; it never reads a clock, starts a
 // goroutine or touches a socket.
 //
+// Every rule below holds the same way at any link rate and over any path
+// length: the engine's times come from RTTs it measures and from the NIC's
+// line rate, and no rule switches on at a measured threshold. The wire
+// specification states the same rules; each file's comments say how.
+//
 // # Shape
 //
 // One connection carries many independent ordered streams above and many
@@ -14,32 +19,87 @@
 //     connection-wide message sequence number (MSN); each data packet says
 //     how far back the previous open message of its stream is
 //     (stream_prev), so the receiver can complete messages per stream in
-//     order without a per-stream table: a stream exists only as the chain
-//     of its messages in flight.
+//     order without a per-stream table.
 //   - Placement. Every data packet carries where it goes (address and key
 //     for WRITE and READ responses, a receive match token and offset for
 //     SEND) and is placed on arrival, in any order. A connection-wide data
 //     sequence number (DSN) per chunk makes placement idempotent and lets a
-//     chunk move between paths unambiguously.
+//     chunk move between paths unambiguously. Payload bytes move in
+//     exactly two functions (payload.go).
 //   - Paths. Each path (default 16, up to 256; path p uses NIC port p mod
-//     Ports) has its own UDP source port (ECMP entropy), PSN space,
-//     scoreboard, window and RTT estimate. A hole in a path's 256-bit SACK
-//     vector below a PSN that was sent later and has arrived is loss: paths
-//     are FIFO, so that PSN — and only it — is sent again, under the same
-//     PSN. A tail loss is caught by a tail-loss probe or the RTO. There is
-//     no go-back-N anywhere.
-//   - Path health. Repeated losses or a timeout move a path to a new
-//     entropy (a new generation, whose PSNs restart at 0) and its
-//     outstanding chunks to other paths; TimeoutsBeforeFail timeouts in a
-//     row (more under heavy random loss) mark it failed, and it is re-probed on fresh entropies until a
-//     probe is answered. A dead link or a whole dead plane is invisible to
-//     the application.
-//   - Congestion. Per path, DCTCP-style ECN AIMD (g = 1/16; loss without
-//     marks does not cut the window). Per receiver NIC, a fair-share
-//     allocator divides the NIC's inbound capacity among its active senders
-//     by max-min water-filling over their advertised demand; every ACK
-//     carries the sender's share, which caps its rate (pacing) and what it
-//     keeps in flight.
+//     Ports) has its own UDP source port (ECMP entropy), PSN space and
+//     scoreboard (scoreboard.go), RTT estimate, ECN signal and share of
+//     the connection's window.
+//
+// # Sending
+//
+// A new chunk goes out when the connection's window W and pacing rate R
+// allow (cc.go), on the path whose turn it is on the port asking: paths
+// take turns in a weighted round robin, a path's weight being 1 minus its
+// CE-marked fraction, and each path takes a run of packets in a row, as
+// many as keep about two packets per path in flight per round trip (at
+// most a quarter of the window), so that losses show in SACKs rather than
+// timers. A path never holds more than its share of W (or its run).
+//
+// # Congestion control
+//
+// ECN is the congestion signal, loss never is (cc.go). The sender paces at
+// R = min(line rate, receiver's hint) x m, m being DCTCP's window in rate
+// form over all the connection's packets (cut by 1 - alpha/2 at most once
+// per round on marks, alpha starting at 1/4, grown back by 1/16 per round
+// without), and keeps at
+// most W = 5/4 x R x (base RTT + the peer's ACK delay) / (1 - measured
+// loss) + 2 full packets in flight, one packet before the receiver's first
+// ACK. The receiver (ratehint.go) divides its capacity among its active
+// senders by max-min water-filling over their demands and puts each
+// sender's share in every ACK; when it is busy (its senders ask for all of
+// its capacity and their packets arrive at the rate it hands out) it
+// answers CE marks itself, by lowering every share alike (DCTCP on its
+// arrivals, recovering as DCQCN does toward the share before the cut), and
+// tells the senders so (ACK flag BUSY). Total in flight is W whatever the
+// number of paths.
+//
+// # Loss recovery
+//
+// A hole in a path's SACK vector below a PSN sent later that has arrived is
+// loss, not reordering (paths are FIFO): that PSN is sent again at once,
+// under the same PSN. A path whose ACKs stop gets a tail-loss probe one
+// PTO (RTT + 4 x variation + the peer's ACK delay) after its last
+// transmission or progress; more probes follow while chance can explain
+// their loss; only then a timeout, which moves the path's chunks to paths
+// that deliver and the path to a new entropy (probe.go). A chunk lost by
+// SACK more than MaxRetries times (more under measured loss) fails the
+// connection; a connection whose paths have all failed for
+// AllFailedTimeout gives up. There is no go-back-N anywhere.
+//
+// The "chance" rule: wherever a count of failures decides something (tail
+// probes before a timeout, timeouts before a path fails, losses before a
+// chunk fails), the count is the option's value or, if more, the smallest
+// count whose all-fail probability at the connection's measured loss rate
+// is below a small bound (1e-3, 1e-4, 1e-9). Loss-free it is the option;
+// under heavy loss it grows just enough that random loss alone does not
+// trip it.
+//
+// # Path health
+//
+// A path whose losses on its current entropy are too many to be chance at
+// the typical path's loss rate (the median over its paths; a Chernoff bound
+// on the binomial tail below RepathConfidence) moves to a new entropy at once, its chunks to paths
+// that deliver; one whose CE-marked fraction stays above
+// RepathMarkFraction for RepathMarkRounds rounds while fewer than half of
+// the paths do drains and moves. Left entropies are remembered (the last
+// eight), and a new entropy is never a remembered one, so a gray link is
+// left for good while a uniformly lossy fabric moves no path.
+//
+// # ACKs
+//
+// One ACK answers data that arrived on any of the peer's paths: its fixed
+// part describes one path and records follow for the others it owes
+// (ackgen.go). The receiver sends one per AckEvery data packets or
+// AckDelay after the first, and at once on a hole, a hole filled, a
+// duplicate, a probe, a message completely placed, or a move of the
+// sender's share by more than a tenth. Each arrival is carried by two
+// ACKs, and records are cumulative, so an ACK lost loses nothing.
 //
 // # Connection life
 //
@@ -63,7 +123,7 @@
 // NAKed, never written, and reported at both ends: the initiator's request
 // completes with StatusRemoteAccess, and the target reports the error on
 // the receive the message took or, if it took none, as a completion with
-// ID 0.
+// ID 0. A dead link or a whole dead plane is invisible to the application.
 //
 // # Cost
 //

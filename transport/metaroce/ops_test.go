@@ -451,7 +451,7 @@ func TestGiveUp(t *testing.T) {
 		}
 	})
 	t.Run("every path dead", func(t *testing.T) {
-		l := newLab(t, transporttest.Config{Seed: 19, Ports: 2}, Options{AllFailedTimeout: 3 * sim.Millisecond, FailedProbeInterval: 200 * sim.Microsecond})
+		l := newLab(t, transporttest.Config{Seed: 19, Ports: 2}, Options{AllFailedTimeout: 3 * sim.Millisecond})
 		l.net.SetPlaneUp(0, false)
 		l.net.SetPlaneUp(1, false)
 		if err := l.ca.PostSend(write(1, 0, addrRW, addrRW+0x80000, 100000)); err != nil {

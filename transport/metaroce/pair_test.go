@@ -141,7 +141,7 @@ func (p *pair) step() bool {
 			if n == 0 {
 				continue
 			}
-			ser := sim.Time(float64(n+wireOverhead) / p.rate * 1e9)
+			ser := sim.Time(float64(n+ipUDPOverhead) / p.rate * 1e9)
 			e.portFree[port] = p.now + ser
 			p.packets++
 			drop := false

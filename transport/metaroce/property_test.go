@@ -221,6 +221,38 @@ func TestPropertyRandomFaults(t *testing.T) {
 	}
 }
 
+// propRegressions are seeds of TestPropertyRandomFaults that once failed,
+// each with what it exercised and how it failed. They run in every mode.
+var propRegressions = []struct {
+	seed uint64
+	what string
+}{
+	// Issue #11: 64 paths, plane 0 down for 1-4 ms, 1-10% loss; requests
+	// ended "retry exceeded" or "flushed".
+	{300057, "plane outage + loss: retry exceeded"},
+	{302527, "plane outage + loss: retry exceeded"},
+	{302776, "plane outage + loss: retry exceeded"},
+	{302798, "plane outage + loss: retry exceeded"},
+	{307502, "plane outage + loss: retry exceeded"},
+	{309719, "plane outage + loss: retry exceeded"},
+	{311501, "plane outage + loss: flushed"},
+	{315983, "plane outage + loss: retry exceeded"},
+	{319780, "plane outage + loss: retry exceeded"},
+	// Failed on an intermediate build of the one-controller rework.
+	{302428, "failed during the controller rework"},
+	{303390, "failed during the controller rework"},
+	{303475, "failed during the controller rework"},
+}
+
+func TestPropertyRegressions(t *testing.T) {
+	for _, r := range propRegressions {
+		t.Run(fmt.Sprintf("seed%d", r.seed), func(t *testing.T) {
+			t.Log(r.what)
+			runProperty(t, r.seed)
+		})
+	}
+}
+
 func runProperty(t *testing.T, seed uint64) {
 	rnd := rand.New(rand.NewPCG(seed, 99))
 	cfg := transporttest.Config{

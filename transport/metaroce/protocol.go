@@ -88,7 +88,7 @@ func (p *Protocol) nicSetup(cfg transport.Config) {
 	if p.alloc == nil {
 		p.ports, p.lineRate = cfg.Ports, cfg.LineRate
 		capacity := float64(cfg.Ports) * cfg.LineRate / 8 * p.opts.HintUtilization
-		p.alloc = newAllocator(capacity, p.opts.ActiveWindow)
+		p.alloc = newAllocator(capacity, p.opts.RTOMax, p.opts.ECNGain)
 	}
 }
 
@@ -103,7 +103,7 @@ func (p *Protocol) Dial(now sim.Time, cfg transport.Config) (transport.Conn, err
 		return nil, fmt.Errorf("metaroce: dialing: %w", err)
 	}
 	p.nicSetup(cfg)
-	c.nonce = c.rnd.Uint64() | 1
+	c.nonce = c.cfg.Rand.Uint64() | 1
 	c.startCtl(wire.TypeSyn)
 	return c, nil
 }
@@ -132,7 +132,7 @@ func (p *Protocol) Accept(now sim.Time, cfg transport.Config, payload []byte, rx
 	}
 	p.nicSetup(cfg)
 	if rx.Port >= 0 && rx.Port < cfg.Ports {
-		c.ctl.basePort = rx.Port
+		c.ctl.basePort = uint8(rx.Port)
 	}
 	c.accept(s)
 	p.accepted[c.nonce] = c.id

@@ -26,7 +26,7 @@ func TestDemux(t *testing.T) {
 	wire.Ack(ack).Put(&wire.AckFields{Common: wire.Common{Type: wire.TypeAck, DstConn: 1234}})
 	wire.Seal(ack, wire.AckSize)
 	v2 := append([]byte(nil), ack...)
-	v2[0] = 2<<4 | byte(wire.TypeAck)
+	v2[0] = (wire.Version+1)<<4 | byte(wire.TypeAck)
 	tests := []struct {
 		name    string
 		payload []byte
@@ -39,7 +39,7 @@ func TestDemux(t *testing.T) {
 		{"ACK", ack, 1234, false, nil},
 		{"short", ack[:10], 0, false, wire.ErrShort},
 		{"short SYN", syn(5)[:30], 0, false, wire.ErrLength},
-		{"version 2", v2, 0, false, wire.ErrVersion},
+		{"another version", v2, 0, false, wire.ErrVersion},
 	}
 	for _, tc := range tests {
 		id, setup, err := p.Demux(tc.payload)
@@ -108,15 +108,15 @@ func TestStaleAckIgnored(t *testing.T) {
 	a := p.ends[0].conn
 	p.pump(40, 4, 64<<10)
 	ph := &a.s.paths[0]
-	if ph.una == 0 || ph.una == ph.nxt {
-		t.Fatalf("want acked and outstanding PSNs on path 0: una %d nxt %d", ph.una, ph.nxt)
+	if ph.sb.una == 0 || ph.sb.una == ph.sb.nxt {
+		t.Fatalf("want acked and outstanding PSNs on path 0: una %d nxt %d", ph.sb.una, ph.sb.nxt)
 	}
-	una, inflight := ph.una, ph.inflight
+	una, inflight := ph.sb.una, ph.sb.inflight
 	b := make([]byte, wire.AckSize+wire.TrailerSize)
 	wire.Ack(b).Put(&wire.AckFields{Common: wire.Common{Type: wire.TypeAck, DstConn: a.id, PSN: una - 5}, RateHint: wire.NoRateHint})
 	wire.Seal(b, wire.AckSize)
 	a.Receive(p.now, b, transport.RxMeta{})
-	if ph.una != una || ph.inflight != inflight {
-		t.Errorf("stale ACK moved una %d -> %d, in flight %d -> %d", una, ph.una, inflight, ph.inflight)
+	if ph.sb.una != una || ph.sb.inflight != inflight {
+		t.Errorf("stale ACK moved una %d -> %d, in flight %d -> %d", una, ph.sb.una, inflight, ph.sb.inflight)
 	}
 }

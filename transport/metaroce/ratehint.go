@@ -12,19 +12,58 @@ import (
 // water-filling over their advertised demands, and every ACK to a sender
 // carries that sender's share.
 //
-// A sender is active for window after its last data packet. Shares are
-// recomputed only when something changes that could move them — a sender
-// becomes active or inactive, or its demand changes enough to matter — so
-// the per-packet cost is a few comparisons.
+// A sender is active for a while after its last data packet: four of
+// its round trips, four of its packet intervals at its share, or eight of
+// its recent packet intervals (a sender held below its share by marks),
+// whichever is longest: a sender that paces slowly is still a sender.
+// Shares are recomputed only when something changes that could move
+// them — a sender becomes active or inactive, or its demand changes
+// enough to matter — so the per-packet cost is a few comparisons.
+//
+// The receiver owns the congestion its senders share. While it is busy —
+// its active senders ask for at least its capacity and their arrivals fill
+// at least busyFraction of what it hands out, so that it is the bottleneck
+// they share — CE marks on their packets are its to answer: it runs DCTCP
+// on the aggregate, once per period, alpha the EWMA of the periods' marked
+// fractions (the first period's fraction itself: it holds many packets).
+// A period is long enough for a cut to show: the largest of its senders'
+// RTT plus packet interval at their share (a sender hears a new share
+// only in the ACK of its next packet), and at least 8 packet times. On a
+// period with marks the fraction handed out is multiplied by
+// (1 - alpha/2), and no further cut comes for two periods. Recovery is
+// DCQCN's: halfway back to the fraction before the cut per unmarked
+// period (the cut was for the queue that was there), and once there,
+// 1/16 more per period, up to the whole capacity; while not busy, halfway
+// to the whole capacity per period. Every sender's share moves alike, so
+// the queue drains without costing any sender more than another, and ACKs
+// say the receiver is busy (wire.FlagBusy) so that the senders leave those
+// marks to it. A sender whose marks come while its receiver is not busy
+// answers them itself.
 type allocator struct {
-	capacity float64  // bytes per second to hand out
-	window   sim.Time // activity window
+	capacity float64  // bytes per second the NIC takes in
+	presume  sim.Time // how long a newly accepted connection counts as active
+	gain     float64  // DCTCP's g
+	// Link control: the fraction of capacity handed out and its alpha (-1:
+	// no period yet), the fraction recovery heads for, and the current
+	// period's start, length and arrivals.
+	frac, alpha    float64
+	target         float64
+	pStart, pRTT   sim.Time
+	pPkts, pMarked int
+	// Fill: the arrival rate over blocks of fillBlock packets.
+	fStart   sim.Time
+	fBytes   float64
+	fPkts    int
+	asked    bool // the active senders' demands add up to the capacity
+	filled   bool // the last block's arrivals came at busyFraction of what is handed out
+	busy     bool // asked && filled
+	hold     int  // periods before marks may cut again
 	senders  []allocSender
 	free     []int32
 	order    []int32 // scratch: active senders sorted by demand
 	byDemand func(a, b int32) int
 	dirty    bool
-	computed sim.Time // when shares were last computed
+	expiry   sim.Time // the earliest time an active sender goes inactive
 	active   int
 	// Recomputes counts water-fill runs (for tests and stats).
 	recomputes uint64
@@ -34,12 +73,25 @@ type allocSender struct {
 	used   bool
 	active bool
 	last   sim.Time
-	demand float64 // bytes per second
+	window sim.Time // active until last + window
+	gap    sim.Time // smoothed time between its packets
+	demand float64  // bytes per second
 	share  float64
 }
 
-func newAllocator(capacity float64, window sim.Time) *allocator {
-	a := &allocator{capacity: capacity, window: window}
+// busyFraction: the receiver is the bottleneck its senders share only if
+// their packets arrive at this much of the rate it hands out, measured
+// over blocks of fillBlock packets: a queue at the receiver's switch port
+// delivers back to back, at the whole rate, from its first packet on. If
+// they arrive slower, something else (a congested fabric port, their own
+// cuts) holds them back and the marks are theirs to answer.
+const (
+	busyFraction = 0.9
+	fillBlock    = 16
+)
+
+func newAllocator(capacity float64, presume sim.Time, gain float64) *allocator {
+	a := &allocator{capacity: capacity, presume: presume, gain: gain, frac: 1, target: 1, alpha: -1}
 	a.byDemand = func(x, y int32) int {
 		dx, dy := a.senders[x].demand, a.senders[y].demand
 		switch {
@@ -54,8 +106,9 @@ func newAllocator(capacity float64, window sim.Time) *allocator {
 }
 
 // register returns a slot for a new connection. A connection the peer
-// dialed (presume) counts as active, asking for everything, for one
-// activity window from now: its peer dialed to send, and when N senders
+// dialed (presume) counts as active, asking for everything, from now until
+// a few round trips after the handshake completes (presumeFor), at most
+// RTOMax if it never does: its peer dialed to send, and when N senders
 // set up connections and then start at once, their first ACKs must carry
 // a share of N, not of the few whose first packets happened to arrive
 // first (1/1, 1/2, ... of the capacity, which let the early ones overfill
@@ -64,10 +117,21 @@ func (a *allocator) register(now sim.Time, presume bool) int32 {
 	s := a.slot()
 	if presume {
 		x := &a.senders[s]
-		x.active, x.last, x.demand = true, now, a.capacity
+		x.active, x.last, x.window, x.demand = true, now, a.presume, a.capacity
 		a.dirty = true
 	}
 	return s
+}
+
+// presumeFor keeps a slot presumed active, as if it had sent, until window
+// from now: a connection just confirmed sends its first data about then.
+func (a *allocator) presumeFor(s int32, now, window sim.Time) {
+	x := &a.senders[s]
+	if !x.active {
+		return // it stopped being presumed, or never was
+	}
+	x.last, x.window = now, max(x.window, window)
+	a.expiry = min(a.expiry, now+x.window)
 }
 
 // slot takes a free slot or makes one.
@@ -104,29 +168,105 @@ func demandBucket(d float64) int64 {
 	return int64(math.Float64bits(d) >> 49)
 }
 
-// observe records a data packet from slot s advertising demand bytes/s.
-func (a *allocator) observe(s int32, now sim.Time, demand float64) {
+// observe records a data packet of pkt bytes from slot s advertising
+// demand bytes/s, CE-marked or not; rtt is the receiver's estimate of the
+// round trip to the sender.
+func (a *allocator) observe(s int32, now sim.Time, demand float64, rtt sim.Time, pkt int, ce bool) {
 	x := &a.senders[s]
 	if !x.active || demandBucket(demand) != demandBucket(x.demand) {
 		a.dirty = true
 	}
+	if x.active {
+		x.gap = (7*x.gap + (now - x.last)) / 8
+	}
+	// interval: between this sender's packets at its share.
+	var interval sim.Time
+	if x.share > 0 {
+		interval = sim.Time(float64(pkt) / x.share * float64(sim.Second))
+	}
+	a.linkControl(now, rtt+interval, pkt, ce)
 	x.last, x.demand = now, demand
+	x.window = max(4*rtt, 4*interval, 8*x.gap)
+	a.expiry = min(a.expiry, now+x.window)
 	if !x.active {
 		x.active = true
 	}
 }
 
+// linkControl counts one arrival toward the link control's period and
+// closes the period when it is over; span is how long the arriving
+// packet's sender takes to show a change of its share (its RTT plus its
+// packet interval).
+func (a *allocator) linkControl(now, span sim.Time, pkt int, ce bool) {
+	if a.fPkts == 0 {
+		a.fStart = now
+	} else {
+		a.fBytes += float64(pkt)
+	}
+	if a.fPkts++; a.fPkts == fillBlock {
+		a.filled = a.fBytes >= busyFraction*a.frac*a.capacity*(now-a.fStart).Seconds()
+		a.busy = a.asked && a.filled
+		a.fPkts, a.fBytes = 0, 0
+	}
+	a.pPkts++
+	if ce {
+		a.pMarked++
+	}
+	a.pRTT = max(a.pRTT, span, sim.Time(8*float64(pkt)/a.capacity*float64(sim.Second)))
+	d := now - a.pStart
+	if d < a.pRTT {
+		return
+	}
+	old := a.frac
+	f := float64(a.pMarked) / float64(a.pPkts)
+	if a.alpha < 0 {
+		a.alpha = f
+	} else {
+		a.alpha = (1-a.gain)*a.alpha + a.gain*f
+	}
+	switch {
+	case a.busy && a.pMarked > 0:
+		if a.hold == 0 {
+			a.target = a.frac
+			a.frac = max(a.frac*(1-a.alpha/2), 1.0/1024)
+			a.hold = 2 // the queue that drew the marks drains for two periods before the next cut
+		} else {
+			a.hold--
+		}
+	case !a.busy:
+		a.hold = 0
+		a.target = 1
+		a.frac += (1 - a.frac) / 2
+		if a.frac > 1-1.0/64 {
+			a.frac = 1
+		}
+	default:
+		a.hold = 0
+		if a.target-a.frac < 1.0/256 {
+			a.target = min(1, a.target+aiPerRound)
+		}
+		a.frac += (a.target - a.frac) / 2
+	}
+	if a.frac != old {
+		a.dirty = true
+	}
+	a.pStart, a.pRTT, a.pPkts, a.pMarked = now, 0, 0, 0
+}
+
 // share returns slot s's fair share in bytes per second. A sender not (or
-// no longer) active may use all of it: it is not competing with anyone
-// yet, and its first data packets make it active.
+// no longer) active gets what it would get as one more active sender
+// asking for everything (all of it if nobody else is active): its first
+// data packets make it active, and a sender that paused (a message
+// boundary, a lost tail) does not come back at a share that others are
+// using too.
 func (a *allocator) share(s int32, now sim.Time) float64 {
-	if a.dirty || now-a.computed > a.window/2 {
+	if a.dirty || now > a.expiry {
 		a.recompute(now)
 	}
 	if x := &a.senders[s]; x.active {
 		return x.share
 	}
-	return a.capacity
+	return a.capacity * a.frac / float64(a.active+1)
 }
 
 // recompute runs max-min water-filling: in order of increasing demand,
@@ -137,20 +277,27 @@ func (a *allocator) share(s int32, now sim.Time) float64 {
 func (a *allocator) recompute(now sim.Time) {
 	a.recomputes++
 	a.dirty = false
-	a.computed = now
+	a.expiry = sim.Never
 	a.order = a.order[:0]
 	for i := range a.senders {
 		x := &a.senders[i]
-		if x.used && x.active && now-x.last > a.window {
+		if x.used && x.active && now-x.last > x.window {
 			x.active = false
 		}
 		if x.active {
 			a.order = append(a.order, int32(i))
+			a.expiry = min(a.expiry, x.last+x.window)
 		}
 	}
 	a.active = len(a.order)
 	slices.SortFunc(a.order, a.byDemand)
-	left := a.capacity
+	asked := 0.0
+	for _, s := range a.order {
+		asked += a.senders[s].demand
+	}
+	a.asked = asked >= a.capacity
+	a.busy = a.asked && a.filled
+	left := a.capacity * a.frac
 	for i, s := range a.order {
 		x := &a.senders[s]
 		fair := left / float64(len(a.order)-i)

@@ -27,11 +27,11 @@ func TestWaterFill(t *testing.T) {
 		{"just above fair", []float64{30, 30, 30, 30}, []float64{25, 25, 25, 25}},
 	}
 	for _, tc := range tests {
-		a := newAllocator(100, 40*sim.Microsecond)
+		a := newAllocator(100, 40*sim.Microsecond, 1.0/16)
 		slots := make([]int32, len(tc.demands))
 		for i, d := range tc.demands {
 			slots[i] = a.register(0, false)
-			a.observe(slots[i], 0, d)
+			a.observe(slots[i], 0, d, 10*sim.Microsecond, 0, false)
 		}
 		for i, s := range slots {
 			if got := a.share(s, sim.Microsecond); math.Abs(got-tc.want[i]) > 1e-9 {
@@ -48,30 +48,30 @@ func TestWaterFill(t *testing.T) {
 // activity window and the others share its part; unregistering frees the
 // slot; an unchanged demand does not recompute.
 func TestAllocatorActivity(t *testing.T) {
-	a := newAllocator(90, 40*sim.Microsecond)
+	a := newAllocator(90, 40*sim.Microsecond, 1.0/16)
 	x, y, z := a.register(0, false), a.register(0, false), a.register(0, false)
 	for _, s := range []int32{x, y, z} {
-		a.observe(s, 0, 1e12)
+		a.observe(s, 0, 1e12, 10*sim.Microsecond, 0, false)
 	}
 	if got := a.share(x, 0); got != 30 {
 		t.Fatalf("share %v, want 30", got)
 	}
 	n := a.recomputes
-	a.observe(x, 10, 1e12)
+	a.observe(x, 10, 1e12, 10*sim.Microsecond, 0, false)
 	a.share(x, 10)
 	if a.recomputes != n {
 		t.Error("an unchanged demand forced a recomputation")
 	}
 	// z goes quiet; x and y keep sending.
 	for now := sim.Time(0); now <= 100*sim.Microsecond; now += 5 * sim.Microsecond {
-		a.observe(x, now, 1e12)
-		a.observe(y, now, 1e12)
+		a.observe(x, now, 1e12, 10*sim.Microsecond, 0, false)
+		a.observe(y, now, 1e12, 10*sim.Microsecond, 0, false)
 	}
 	if got := a.share(x, 100*sim.Microsecond); got != 45 {
 		t.Errorf("after z went quiet: share %v, want 45", got)
 	}
 	a.unregister(y)
-	a.observe(x, 101*sim.Microsecond, 1e12)
+	a.observe(x, 101*sim.Microsecond, 1e12, 10*sim.Microsecond, 0, false)
 	if got := a.share(x, 101*sim.Microsecond); got != 90 {
 		t.Errorf("alone: share %v, want 90", got)
 	}
@@ -139,7 +139,7 @@ func runIncast(t *testing.T, n, size int, noHint bool) incastResult {
 	t0 := net.Loop.Now()
 	posted := make([]int, n)
 	var res incastResult
-	fair := rate / 8 * 0.95 / float64(n)
+	fair := rate / 8 * NewProtocol(opts).Options().HintUtilization / float64(n)
 	var settled bool
 	var peak, steady int
 	start := func() {
@@ -215,25 +215,29 @@ func runIncast(t *testing.T, n, size int, noHint bool) incastResult {
 // senders from registration, so the first ACKs of an N-to-1 incast carry
 // C/N and not C/1, C/2, ... for the first packets to arrive; one that never
 // sends leaves the count after the activity window. Dialed connections are
-// not presumed.
+// not presumed; an idle one is offered what it would get as one more
+// sender.
 func TestPresumedActive(t *testing.T) {
 	w := 40 * sim.Microsecond
-	a := newAllocator(100, w)
+	a := newAllocator(100, w, 1.0/16)
 	var slots []int32
 	for range 4 {
 		slots = append(slots, a.register(0, true))
 	}
 	dialed := a.register(0, false)
-	a.observe(slots[0], sim.Microsecond, 1e12)
+	a.observe(slots[0], sim.Microsecond, 1e12, 10*sim.Microsecond, 0, false)
 	if got := a.share(slots[0], sim.Microsecond); got != 25 {
 		t.Errorf("first packet of 4 accepted connections: share %v, want 25", got)
 	}
-	if got := a.share(dialed, sim.Microsecond); got != 100 {
-		t.Errorf("dialed, idle connection counted: share %v, want 100", got)
+	if a.active != 4 {
+		t.Errorf("%d active senders, want the 4 accepted (the dialed one is idle)", a.active)
+	}
+	if got := a.share(dialed, sim.Microsecond); got != 20 {
+		t.Errorf("dialed, idle connection: share %v, want 20 (a fifth)", got)
 	}
 	// Only slots[0] keeps sending; the others drop out after the window.
 	for now := sim.Time(0); now <= 2*w; now += 5 * sim.Microsecond {
-		a.observe(slots[0], now, 1e12)
+		a.observe(slots[0], now, 1e12, 10*sim.Microsecond, 0, false)
 	}
 	if got := a.share(slots[0], 2*w); got != 100 {
 		t.Errorf("after the others stayed idle a window: share %v, want 100", got)
@@ -256,5 +260,72 @@ func TestIncastFirstFlight(t *testing.T) {
 	}
 	if r.fairness < 0.9 || r.util < 0.85 {
 		t.Errorf("fairness %.3f (want >= 0.9), utilization %.3f (want >= 0.85)", r.fairness, r.util)
+	}
+}
+
+// TestLinkControl: a receiver whose senders ask for at least its capacity
+// and whose packets arrive at the rate it hands out (busy) answers their
+// marks itself by lowering every share alike (DCTCP on the aggregate,
+// alpha the first period's marked fraction, at most one cut per two
+// periods) and recovers halfway to the fraction before the cut per
+// unmarked period; marks on packets of senders that ask for
+// less, or that arrive slower than handed out (held back elsewhere), are
+// left to the senders.
+func TestLinkControl(t *testing.T) {
+	const capacity = 1e9 // bytes/s
+	const rtt = 40 * sim.Microsecond
+	const pkt = 1000
+	type step struct {
+		demand float64 // the sender's, a fraction of capacity
+		arrive float64 // the arrival rate, a fraction of capacity
+		marked bool    // every packet of the period
+		frac   float64 // want, after the period
+		busy   bool
+	}
+	for _, tc := range []struct {
+		name  string
+		steps []step
+	}{
+		{"busy and marked: halve, hold, recover", []step{
+			{1, 1, true, 0.5, true}, {1, 1, true, 0.5, true}, {1, 1, true, 0.5, true},
+			{1, 1, false, 0.75, true}, {1, 1, false, 0.875, true},
+		}},
+		{"recovery heads for the fraction before the last cut", []step{
+			{1, 1, true, 0.5, true}, {1, 1, true, 0.5, true}, {1, 1, true, 0.5, true},
+			{1, 1, true, 0.25, true}, {1, 1, false, 0.375, true}, {1, 1, false, 0.4375, true},
+		}},
+		{"cut, then arriving at the cut rate: still busy", []step{
+			{1, 1, true, 0.5, true}, {1, 0.5, true, 0.5, true}, {1, 0.5, true, 0.5, true},
+			{1, 0.5, true, 0.25, true},
+		}},
+		{"marks on senders asking for less are theirs", []step{
+			{0.5, 0.5, true, 1, false}, {0.5, 0.5, true, 1, false},
+		}},
+		{"marks on senders held back elsewhere are theirs", []step{
+			{1, 0.5, true, 1, false}, {1, 0.5, true, 1, false},
+		}},
+		{"busy without marks: nothing to do", []step{
+			{1, 1, false, 1, true}, {1, 1, false, 1, true},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := newAllocator(capacity, rtt, 1.0/16)
+			s := a.register(0, false)
+			now := sim.Time(0)
+			for i, st := range tc.steps {
+				gap := sim.Time(pkt / (st.arrive * capacity) * float64(sim.Second))
+				// The period's packets, the last one closing it: a period
+				// is the sender's RTT plus its packet interval at its share.
+				per := rtt + sim.Time(pkt/a.share(s, now)*float64(sim.Second))
+				for start, k := now, sim.Time(1); now < start+per; k++ {
+					now = start + k*gap
+					a.observe(s, now, st.demand*capacity, rtt, pkt, st.marked)
+					a.share(s, now)
+				}
+				if math.Abs(a.frac-st.frac) > 1e-9 || a.busy != st.busy {
+					t.Errorf("period %d: fraction %v busy %v, want %v %v", i, a.frac, a.busy, st.frac, st.busy)
+				}
+			}
+		})
 	}
 }

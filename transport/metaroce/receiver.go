@@ -1,8 +1,6 @@
 package metaroce
 
 import (
-	"math/bits"
-
 	"github.com/mrlab/mrlab/transport"
 	"github.com/mrlab/mrlab/transport/metaroce/wire"
 )
@@ -20,9 +18,14 @@ import (
 // completed. There is no per-stream table: a stream exists here only as
 // the chain of its messages in flight.
 type rcvState struct {
-	paths   []rcvPath
-	due     []uint64 // paths whose ACK is due now
-	delayed []uint64 // paths with an ACK held back for DelayedAck
+	paths []rcvPath
+	// ACK generation (ackgen.go): paths the next ACKs owe, the latest
+	// path to receive data on each port, whether an ACK is due now, and
+	// the data packets since the last one.
+	dirty   []uint64
+	lastOn  []int16
+	ackDue  bool
+	pending int
 
 	msgs     []rcvMsg // ring by MSN
 	msnBase  uint32   // oldest message not forgotten
@@ -35,7 +38,7 @@ type rcvState struct {
 
 	naks []nakItem
 	// msgPlaced says the packet being consumed completed a message's
-	// placement: every held-back ACK goes at once.
+	// placement: the ACK goes at once.
 	msgPlaced bool
 	// lastHint is the share (kB/s) the last ACK carried: when the share
 	// moves by more than a tenth, the next ACK goes at once.
@@ -74,22 +77,6 @@ type postedRecv struct {
 	msn      uint32
 }
 
-type nakItem struct {
-	path, gen uint8
-	reason    wire.NakReason
-	stream    uint16
-	port      int
-	sport     uint16
-	psn       uint32
-	msn       uint32
-	dsn       uint32
-	echo      uint32
-}
-
-// maxNaks bounds the NAK queue; a NAK that does not fit is dropped, and the
-// sender's retransmission brings it back.
-const maxNaks = 64
-
 // consumesRecv reports whether the message takes a posted receive.
 func (r *rcvMsg) consumesRecv() bool {
 	return r.typ == wire.TypeSend || r.typ == wire.TypeWrite && r.imm
@@ -123,7 +110,7 @@ func (c *Conn) recv(token uint32) *postedRecv { return &c.r.rq[token&uint32(len(
 // the path's current generation (packets of older generations are still
 // placed, but do not touch the path's window).
 func (c *Conn) pathGen(rp *rcvPath, g uint8) bool {
-	if !rp.seen || int8(g-rp.gen) > 0 {
+	if !rp.seen || int8(g-rp.gen) > 0 && !c.mutated(MutIgnoreGen) {
 		rp.reset(g)
 		return true
 	}
@@ -142,12 +129,13 @@ func (c *Conn) onProbe(h wire.Header, rx transport.RxMeta) {
 		c.st.dropStale++
 		return
 	}
-	rp.port, rp.sport, rp.echoTS = rx.Port, rx.SrcPort, h.TS()
 	if rp.sack.add(h.PSN()) == sackTooFar {
 		c.st.dropWindow++
 		return
 	}
-	c.ackNow(pid)
+	rp.port, rp.sport = rx.Port, rx.SrcPort // a probe's answer echoes the latest data packet
+	c.owe(pid)
+	c.ackNow()
 }
 
 // consumeResult is what became of a data packet.
@@ -173,27 +161,26 @@ func (c *Conn) onData(d wire.Data, rx transport.RxMeta) {
 	if current {
 		if rp.sack.seen(psn) {
 			c.st.dupPackets++
-			c.ackNow(pid)
+			c.owe(pid)
+			c.ackNow()
 			return
 		}
 		if int32(psn-rp.sack.cum) > wire.SACKBits {
 			c.st.dropWindow++
 			return
 		}
-		rp.port, rp.sport, rp.echoTS = rx.Port, rx.SrcPort, d.TS()
 	}
 	if c.slot >= 0 && !c.opts.DisableRateHint {
-		c.proto.alloc.observe(c.slot, c.now, float64(d.Demand())*1000)
+		c.proto.alloc.observe(c.slot, c.now, float64(d.Demand())*1000, c.rcvRTT(), len(d)+ipUDPOverhead, rx.CE)
 	}
 	c.r.msgPlaced = false
 	res := c.consume(d, pid, rx)
 	if c.r.msgPlaced {
 		// The message is complete here, and completes at the sender once
-		// every chunk is ACKed: the ACKs other paths are holding back for
-		// DelayedAck go now. Only the chunk that arrives last says when
-		// that is (chunks cross planes and arrive in any order), and
-		// holding them added DelayedAck to every message's latency.
-		c.onAckTimer()
+		// every chunk is ACKed: the ACK goes now. Only the chunk that
+		// arrives last says when that is (chunks cross planes and arrive
+		// in any order).
+		c.ackNow()
 	}
 	if res == consumedNak || res == consumedDrop || !current {
 		return
@@ -201,22 +188,22 @@ func (c *Conn) onData(d wire.Data, rx transport.RxMeta) {
 	c.st.dataReceived++
 	out := rp.sack.add(psn)
 	rp.rx++
-	urgent := out == sackHole || out == sackFill || d.Flags()&wire.FlagAckReq != 0 || res == consumedDup || c.r.msgPlaced
-	if rx.CE {
+	rp.port, rp.sport, rp.echoTS, rp.arrived = rx.Port, rx.SrcPort, d.TS(), c.now
+	if rx.CE && !c.mutated(MutNoCECount) {
 		rp.ce++
 		rp.ece = true
 		c.st.ceReceived++
-		urgent = true
 	}
-	rp.pending++
+	c.owe(pid)
+	urgent := out == sackHole || out == sackFill || d.Flags()&wire.FlagAckReq != 0 && !c.mutated(MutNoAckReq) || res == consumedDup || c.r.msgPlaced
 	if !urgent && c.slot >= 0 && !c.opts.DisableRateHint {
 		h := c.hintKBs()
 		urgent = h > c.r.lastHint+c.r.lastHint/10 || h < c.r.lastHint-c.r.lastHint/10
 	}
-	if urgent || rp.pending >= c.opts.AckEvery {
-		c.ackNow(pid)
+	if urgent {
+		c.ackNow()
 	} else {
-		c.ackLater(pid)
+		c.ackCount()
 	}
 }
 
@@ -224,7 +211,7 @@ func (c *Conn) onData(d wire.Data, rx transport.RxMeta) {
 // check access, place the bytes, and release completions.
 func (c *Conn) consume(d wire.Data, pid int, rx transport.RxMeta) consumeResult {
 	dsn := d.DSN()
-	if c.r.dsn.has(dsn) {
+	if c.r.dsn.has(dsn) && !c.mutated(MutPlaceDuplicate) {
 		c.st.dupData++
 		return consumedDup
 	}
@@ -286,14 +273,16 @@ func (c *Conn) consume(d wire.Data, pid int, rx transport.RxMeta) consumeResult 
 		// Check the whole message's range on every packet, so that no byte
 		// of a message that overruns its region is ever written.
 		base := d.Addr() - uint64(d.Offset())
-		if st := c.cfg.Memory.Check(d.Key(), base, int(r.length), transport.AccessRemoteWrite); st != transport.StatusOK {
+		if st := c.cfg.Memory.Check(d.Key(), base, int(r.length), transport.AccessRemoteWrite); st != transport.StatusOK && !c.mutated(MutAcceptBadKey) {
 			c.rcvFail(msn, r, wire.NakAccess, transport.StatusRemoteAccess)
 			c.queueNak(d, pid, wire.NakAccess, rx)
 			return consumedNak
 		}
-		c.cfg.Memory.Write(d.Key(), d.Addr(), payload, transport.AccessRemoteWrite)
+		dst := region(d.Addr(), uint32(n), d.Key())
+		c.place(dst[:], 0, payload, transport.AccessRemoteWrite) // the range was checked
+
 	case wire.TypeSend:
-		if !c.scatter(&c.recv(r.token).wr, d.Offset(), payload) {
+		if wr := &c.recv(r.token).wr; !c.place(wr.SGL[:wr.NumSGE], d.Offset(), payload, transport.AccessLocalWrite) {
 			c.rcvFail(msn, r, wire.NakInvalid, transport.StatusLocalProtection)
 			c.queueNak(d, pid, wire.NakInvalid, rx)
 			return consumedNak
@@ -354,7 +343,7 @@ func (c *Conn) bindRecv(d wire.Data, pid int, msn uint32, r *rcvMsg, rx transpor
 		if c.cfg.Trace != nil {
 			c.tracef("RNR: msn %d wants receive %d, %d posted", msn, t, c.r.rqNext)
 		}
-		c.queueNak(d, pid, wire.NakRNR, rx)
+		c.queueNak(d, pid, wire.NakRNR+wire.NakReason(c.mutBit(MutRNRAsAccess)), rx)
 		return consumedNak
 	}
 	pr := c.recv(t)
@@ -379,24 +368,6 @@ func (c *Conn) bindRecv(d wire.Data, pid int, msn uint32, r *rcvMsg, rx transpor
 		}
 	}
 	return consumed
-}
-
-// scatter places a SEND's bytes at off through a receive's SGL.
-func (c *Conn) scatter(wr *transport.WorkRequest, off uint32, src []byte) bool {
-	for i := 0; i < wr.NumSGE && len(src) > 0; i++ {
-		s := &wr.SGL[i]
-		if off >= s.Len {
-			off -= s.Len
-			continue
-		}
-		k := min(int(s.Len-off), len(src))
-		if st := c.cfg.Memory.Write(s.LKey, s.Addr+uint64(off), src[:k], transport.AccessLocalWrite); st != transport.StatusOK {
-			return false
-		}
-		src = src[k:]
-		off = 0
-	}
-	return len(src) == 0
 }
 
 // consumeReadResp places READ response bytes into our own READ's sinks,
@@ -432,7 +403,7 @@ func (c *Conn) consumeReadResp(d wire.Data) consumeResult {
 			c.failMsg(msn, transport.StatusRemoteInvalidRequest)
 			break
 		}
-		if st := c.cfg.Memory.Write(key, addr, payload, transport.AccessLocalWrite); st != transport.StatusOK {
+		if dst := region(addr, n, key); !c.place(dst[:], 0, payload, transport.AccessLocalWrite) {
 			c.failMsg(msn, transport.StatusLocalProtection)
 			break
 		}
@@ -441,19 +412,6 @@ func (c *Conn) consumeReadResp(d wire.Data) consumeResult {
 	}
 	c.releaseSnd(msn)
 	return consumed
-}
-
-// sglAt returns where byte off of a work request's SGL is, and how many
-// bytes of that element follow.
-func sglAt(wr *transport.WorkRequest, off uint32) (addr uint64, key, room uint32, ok bool) {
-	for i := 0; i < wr.NumSGE; i++ {
-		s := &wr.SGL[i]
-		if off < s.Len {
-			return s.Addr + uint64(off), s.LKey, s.Len - off, true
-		}
-		off -= s.Len
-	}
-	return 0, 0, 0, false
 }
 
 // rcvFail marks a message failed at the receiver. Its error completion is
@@ -581,106 +539,6 @@ func (c *Conn) flushReceiver() {
 	c.r.rqBase = c.r.rqNext
 	clear(c.r.msgs)
 	c.r.naks = c.r.naks[:0]
-	clear(c.r.due)
-	clear(c.r.delayed)
-}
-
-// queueNak queues a NAK for a refused packet.
-func (c *Conn) queueNak(d wire.Data, pid int, reason wire.NakReason, rx transport.RxMeta) {
-	if len(c.r.naks) >= maxNaks {
-		c.st.naksDropped++
-		return
-	}
-	c.r.naks = append(c.r.naks, nakItem{path: uint8(pid), gen: d.Gen(), reason: reason, stream: d.Stream(),
-		port: rx.Port, sport: rx.SrcPort, psn: d.PSN(), msn: d.MSN(), dsn: d.DSN(), echo: d.TS()})
-}
-
-// transmitNak sends the first queued NAK for port.
-func (c *Conn) transmitNak(port int, b []byte) (int, transport.TxMeta) {
-	for i := range c.r.naks {
-		k := c.r.naks[i]
-		if k.port != port {
-			continue
-		}
-		c.r.naks = append(c.r.naks[:i], c.r.naks[i+1:]...)
-		f := wire.NakFields{
-			Common: wire.Common{Type: wire.TypeNak, Path: k.path, Gen: k.gen, DstConn: c.peer, PSN: k.psn, TS: c.ts()},
-			Reason: k.reason, Stream: k.stream, MSN: k.msn, DSN: k.dsn, EchoTS: k.echo,
-		}
-		wire.Nak(b).Put(&f)
-		c.st.naksSent++
-		return wire.Seal(b, wire.NakSize), transport.TxMeta{SrcPort: k.sport}
-	}
-	return 0, transport.TxMeta{}
-}
-
-// ackNow makes path pid's ACK due.
-func (c *Conn) ackNow(pid int) {
-	c.r.due[pid/64] |= 1 << (pid % 64)
-	c.r.delayed[pid/64] &^= 1 << (pid % 64)
-}
-
-// ackLater holds path pid's ACK for at most DelayedAck.
-func (c *Conn) ackLater(pid int) {
-	if c.r.due[pid/64]&(1<<(pid%64)) != 0 {
-		return
-	}
-	c.r.delayed[pid/64] |= 1 << (pid % 64)
-	if !c.ackTimer.Armed() {
-		c.timers.Arm(&c.ackTimer, c.now+c.opts.DelayedAck)
-	}
-}
-
-// onAckTimer makes every delayed ACK due.
-func (c *Conn) onAckTimer() {
-	for w := range c.r.delayed {
-		c.r.due[w] |= c.r.delayed[w]
-		c.r.delayed[w] = 0
-	}
-}
-
-// transmitAck sends the ACK of a due path whose packets arrive on port.
-func (c *Conn) transmitAck(port int, b []byte) (int, transport.TxMeta) {
-	for w, word := range c.r.due {
-		for word != 0 {
-			i := bits.TrailingZeros64(word)
-			word &^= 1 << i
-			pid := 64*w + i
-			rp := &c.r.paths[pid]
-			if rp.port != port {
-				continue
-			}
-			c.r.due[w] &^= 1 << i
-			return c.encodeAck(b, pid, rp), transport.TxMeta{SrcPort: rp.sport}
-		}
-	}
-	return 0, transport.TxMeta{}
-}
-
-func (c *Conn) encodeAck(b []byte, pid int, rp *rcvPath) int {
-	f := wire.AckFields{
-		Common:   wire.Common{Type: wire.TypeAck, Path: uint8(pid), Gen: rp.gen, DstConn: c.peer, PSN: rp.sack.cum, TS: c.ts()},
-		EchoTS:   rp.echoTS,
-		CECount:  rp.ce,
-		RxCount:  rp.rx,
-		RateHint: c.hintKBs(),
-		SACK:     rp.sack.bits,
-	}
-	c.r.lastHint = f.RateHint
-	if rp.ece {
-		f.Flags |= wire.FlagECE
-	}
-	rp.pending, rp.ece = 0, false
-	wire.Ack(b).Put(&f)
-	c.st.acksSent++
-	return wire.Seal(b, wire.AckSize)
-}
-
-// hintKBs is the peer's fair share of this NIC, in kB/s, for an ACK.
-func (c *Conn) hintKBs() uint32 {
-	if c.opts.DisableRateHint || c.slot < 0 {
-		return wire.NoRateHint
-	}
-	s := c.proto.alloc.share(c.slot, c.now) / 1000
-	return uint32(max(1, min(s, wire.NoRateHint-1)))
+	clear(c.r.dirty)
+	c.r.ackDue, c.r.pending = false, 0
 }

@@ -3,8 +3,9 @@ package metaroce
 import "github.com/mrlab/mrlab/transport"
 
 // ReportStats implements transport.StatsReporter from Stats and PathStats.
-// The connection's RTO is the shortest of its active paths'; PacketsAcked
-// and CEAcked sum the paths'.
+// The connection's RTO is the shortest of its active paths' probe
+// timeouts; PacketsAcked and CEAcked sum the paths'; Cwnd sums the paths'
+// shares of the window; PacingRate is R (cc.go).
 func (c *Conn) ReportStats(s *transport.Stats) {
 	st := c.Stats()
 	paths := s.Paths[:0]
@@ -13,6 +14,7 @@ func (c *Conn) ReportStats(s *transport.Stats) {
 		Retransmits: st.Retransmits, Timeouts: st.Timeouts, ECNEchoes: st.ECEReceived,
 		EntropyChanges: st.EntropyChanges,
 		InFlight:       st.InFlight, SRTT: st.SRTT, RateHint: st.RateHint * 8,
+		PacingRate: c.paceRate() * 8,
 	}
 	for i := range st.Paths {
 		p := c.PathStats(i)

@@ -3,6 +3,7 @@ package metaroce
 import (
 	"errors"
 
+	"github.com/mrlab/mrlab/internal/sim"
 	"github.com/mrlab/mrlab/transport"
 	"github.com/mrlab/mrlab/transport/metaroce/wire"
 )
@@ -15,7 +16,7 @@ var (
 // startCtl begins sending a SYN, SYN_ACK or CLOSE, retried on a doubling
 // timer until answered.
 func (c *Conn) startCtl(t wire.Type) {
-	c.ctl.pending, c.ctl.tries = t, 0
+	c.ctl.pending, c.ctl.tries, c.ctl.firstAt = t, 0, c.now
 	c.ctlAttempt()
 }
 
@@ -23,8 +24,8 @@ func (c *Conn) startCtl(t wire.Type) {
 // cannot stall setup) and a new entropy, and arms the retry.
 func (c *Conn) ctlAttempt() {
 	c.ctl.due = true
-	c.ctl.port = (c.ctl.basePort + c.ctl.tries) % c.cfg.Ports
-	c.ctl.sport = uint16(49152 + c.rnd.IntN(16384))
+	c.ctl.port = uint8((int(c.ctl.basePort) + int(c.ctl.tries)) % c.cfg.Ports)
+	c.ctl.sport = uint16(49152 + c.cfg.Rand.IntN(16384))
 	back := c.opts.SetupTimeout << min(c.ctl.tries, 16)
 	c.timers.Arm(&c.ctlTimer, c.now+min(back, c.opts.RTOMax))
 	c.ctl.tries++
@@ -34,7 +35,7 @@ func (c *Conn) onCtlTimer() {
 	if c.ctl.pending == 0 {
 		return
 	}
-	if c.ctl.tries > c.opts.MaxRetries {
+	if int(c.ctl.tries) > c.opts.MaxRetries {
 		t := c.ctl.pending
 		c.ctl.pending, c.ctl.due = 0, false
 		if c.cfg.Trace != nil {
@@ -54,13 +55,13 @@ func (c *Conn) onCtlTimer() {
 // transmitControl sends a due connection-management packet.
 func (c *Conn) transmitControl(port int, b []byte) (int, transport.TxMeta) {
 	switch {
-	case c.ctl.due && c.ctl.port == port:
+	case c.ctl.due && int(c.ctl.port) == port:
 		c.ctl.due = false
 		return c.encodeCtl(b, c.ctl.pending), transport.TxMeta{SrcPort: c.ctl.sport}
-	case c.ctl.est && c.ctl.replyPort == port:
+	case c.ctl.est && int(c.ctl.replyPort) == port:
 		c.ctl.est = false
 		return c.encodeCtl(b, wire.TypeEst), transport.TxMeta{SrcPort: c.ctl.replySport}
-	case c.ctl.closeAck && c.ctl.replyPort == port:
+	case c.ctl.closeAck && int(c.ctl.replyPort) == port:
 		c.ctl.closeAck = false
 		return c.encodeCtl(b, wire.TypeCloseAck), transport.TxMeta{SrcPort: c.ctl.replySport}
 	}
@@ -70,8 +71,12 @@ func (c *Conn) transmitControl(port int, b []byte) (int, transport.TxMeta) {
 func (c *Conn) encodeCtl(b []byte, t wire.Type) int {
 	switch t {
 	case wire.TypeSyn, wire.TypeSynAck:
+		var echo uint32
+		if t == wire.TypeSynAck {
+			echo = c.ctlEcho() + c.mutBit(MutNoSynEcho)*12345
+		}
 		f := wire.SetupFields{
-			Common:    wire.Common{Type: t, DstConn: c.peer, TS: c.ts()},
+			Common:    wire.Common{Type: t, DstConn: c.peer, PSN: echo, TS: c.ts()},
 			SrcConn:   c.id,
 			Nonce:     c.nonce,
 			Service:   c.service(t),
@@ -80,12 +85,17 @@ func (c *Conn) encodeCtl(b []byte, t wire.Type) int {
 			MTU:       c.cfg.PathMTU,
 			MsgWindow: c.opts.SendQueue,
 			DSNWindow: c.opts.DSNWindow,
+			AckDelay:  uint32(min(c.ackDelay, 1<<32-1)),
 			LineRate:  uint32(min(c.cfg.LineRate/1e6, 1<<32-1)),
 		}
 		wire.Setup(b).Put(&f)
 		return wire.Seal(b, wire.SetupSize)
 	}
-	wire.Header(b).Put(&wire.Common{Type: t, DstConn: c.peer, TS: c.ts()})
+	var echo uint32
+	if t == wire.TypeEst {
+		echo = c.ctlEcho()
+	}
+	wire.Header(b).Put(&wire.Common{Type: t, DstConn: c.peer, PSN: echo, TS: c.ts()})
 	return wire.Seal(b, wire.CommonSize)
 }
 
@@ -98,6 +108,14 @@ func (c *Conn) service(t wire.Type) uint16 {
 	return 0
 }
 
+// ctlEcho is the echo a SYN_ACK or EST carries in its psn field: the ts
+// of the peer's packet it answers plus the time since that packet arrived,
+// so that a SYN_ACK our own retry timer sends long after the SYN measures
+// the path, not our wait.
+func (c *Conn) ctlEcho() uint32 {
+	return c.ctl.echo + uint32(c.now-c.ctl.echoAt)
+}
+
 // learnPeer takes the peer's parameters from its SYN or SYN_ACK.
 func (c *Conn) learnPeer(s wire.Setup) {
 	c.peer = s.SrcConn()
@@ -106,10 +124,13 @@ func (c *Conn) learnPeer(s wire.Setup) {
 	c.msgWindow = min(c.opts.SendQueue, s.MsgWindow())
 	c.dsnWindow = min(c.opts.DSNWindow, s.DSNWindow())
 	c.r.paths = make([]rcvPath, c.peerPaths)
-	c.r.due = make([]uint64, (c.peerPaths+63)/64)
-	c.r.delayed = make([]uint64, (c.peerPaths+63)/64)
+	c.r.dirty = make([]uint64, (c.peerPaths+63)/64)
+	c.r.lastOn = make([]int16, c.cfg.Ports)
+	for i := range c.r.lastOn {
+		c.r.lastOn[i] = -1
+	}
+	c.peerAckDelay = sim.Time(s.AckDelay())
 	c.r.dsn.limit = c.opts.DSNWindow
-	c.initWindows()
 	c.slot = c.proto.alloc.register(c.now, !c.dialer)
 }
 
@@ -122,7 +143,8 @@ func (c *Conn) onSyn(body []byte, rx transport.RxMeta) {
 	}
 	if c.state == transport.StateEstablished && !c.confirmed {
 		c.ctl.pending = wire.TypeSynAck
-		c.ctl.due, c.ctl.port, c.ctl.sport = true, rx.Port, rx.SrcPort
+		c.ctl.due, c.ctl.port, c.ctl.sport = true, uint8(rx.Port), rx.SrcPort
+		c.ctl.echo, c.ctl.echoAt = wire.Header(s).TS(), c.now
 	}
 }
 
@@ -133,11 +155,13 @@ func (c *Conn) onSynAck(body []byte, rx transport.RxMeta) {
 		c.st.dropMalformed++
 		return
 	}
-	c.ctl.est, c.ctl.replyPort, c.ctl.replySport = true, rx.Port, rx.SrcPort
+	c.ctl.est, c.ctl.replyPort, c.ctl.replySport = true, uint8(rx.Port), rx.SrcPort
+	c.ctl.echo, c.ctl.echoAt = wire.Header(s).TS(), c.now
 	if c.state != transport.StateConnecting {
 		return // a repeated SYN_ACK: our EST was lost; send it again
 	}
 	c.learnPeer(s)
+	c.handshakeEcho(wire.Header(s).PSN())
 	c.ctl.pending, c.ctl.due = 0, false
 	c.timers.Disarm(&c.ctlTimer)
 	c.state = transport.StateEstablished
@@ -149,6 +173,7 @@ func (c *Conn) onSynAck(body []byte, rx transport.RxMeta) {
 // accept sets up the passive end from a SYN.
 func (c *Conn) accept(s wire.Setup) {
 	c.nonce = s.Nonce()
+	c.ctl.echo, c.ctl.echoAt = wire.Header(s).TS(), c.now
 	c.learnPeer(s)
 	c.state = transport.StateEstablished
 	c.startCtl(wire.TypeSynAck)
@@ -163,7 +188,7 @@ func (c *Conn) onClose(rx transport.RxMeta) {
 		c.st.dropState++
 		return
 	}
-	c.ctl.closeAck, c.ctl.replyPort, c.ctl.replySport = true, rx.Port, rx.SrcPort
+	c.ctl.closeAck, c.ctl.replyPort, c.ctl.replySport = true, uint8(rx.Port), rx.SrcPort
 	if c.state == transport.StateEstablished {
 		if c.cfg.Trace != nil {
 			c.tracef("peer closed")
@@ -174,4 +199,17 @@ func (c *Conn) onClose(rx transport.RxMeta) {
 		c.ctl.pending, c.ctl.due = 0, false
 		c.timers.Disarm(&c.ctlTimer)
 	}
+}
+
+// handshakeEcho takes the handshake's RTT from the echo a SYN_ACK (of our
+// SYN's ts) or an EST (of our SYN_ACK's) carries in its psn field: exact
+// whatever the retries, since it names the attempt answered. An echo that
+// does not fit (a peer that echoes nothing) falls back to the time since
+// our first attempt, an upper bound.
+func (c *Conn) handshakeEcho(echo uint32) {
+	r := sim.Time(c.ts() - echo)
+	if bound := c.now - c.ctl.firstAt; r <= 0 || r > bound {
+		r = bound
+	}
+	c.handshakeRTT(r)
 }

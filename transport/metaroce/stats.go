@@ -12,14 +12,15 @@ type connCounters struct {
 	entropyChanges, tailProbes                 uint64
 	acksSent, acksReceived, staleAcks          uint64
 	naksSent, naksReceived, naksDropped        uint64
-	rnrNaks, rnrNaksSent                       uint64
-	protectionNaks, protectionNaksSent         uint64
-	ceReceived, ceEchoes                       uint64
-	dataReceived, dupPackets, dupData          uint64
-	bytesPlaced                                uint64
-	dropChecksum, dropMalformed, dropState     uint64
-	dropWindow, dropStale                      uint64
-	posted, completions                        uint64
+	// Rare events count in 32 bits: the Conn keeps its size class.
+	rnrNaks, rnrNaksSent                   uint32
+	protectionNaks, protectionNaksSent     uint32
+	ceReceived, ceEchoes                   uint64
+	dataReceived, dupPackets, dupData      uint64
+	bytesPlaced                            uint64
+	dropChecksum, dropMalformed, dropState uint64
+	dropWindow, dropStale                  uint64
+	posted, completions                    uint64
 }
 
 // ConnStats is a snapshot of a connection's counters and state.
@@ -72,14 +73,14 @@ func (c *Conn) Stats() ConnStats {
 		Timeouts: s.timeouts, EntropyChanges: s.entropyChanges, TailProbes: s.tailProbes,
 		AcksSent: s.acksSent, AcksReceived: s.acksReceived, StaleAcks: s.staleAcks,
 		NaksSent: s.naksSent, NaksReceived: s.naksReceived,
-		RNRNaksReceived: s.rnrNaks, RNRNaksSent: s.rnrNaksSent,
-		ProtectionNaksReceived: s.protectionNaks, ProtectionNaksSent: s.protectionNaksSent,
+		RNRNaksReceived: uint64(s.rnrNaks), RNRNaksSent: uint64(s.rnrNaksSent),
+		ProtectionNaksReceived: uint64(s.protectionNaks), ProtectionNaksSent: uint64(s.protectionNaksSent),
 		CEReceived: s.ceReceived, ECEReceived: s.ceEchoes,
 		DataReceived: s.dataReceived, DupPackets: s.dupPackets, DupData: s.dupData, BytesPlaced: s.bytesPlaced,
 		DropChecksum: s.dropChecksum, DropMalformed: s.dropMalformed, DropState: s.dropState,
 		DropWindow: s.dropWindow, DropStale: s.dropStale,
 		Posted: s.posted, Completions: s.completions,
-		RateHint: c.s.hint, InFlight: c.s.inflight, InFlightCap: c.inflightCap(),
+		RateHint: c.s.hint, InFlight: c.s.inflight, InFlightCap: c.window(),
 		SRTT: c.s.srtt, MinRTT: c.s.minRTT,
 		OpenMessages: int(c.s.msnNext - c.s.msnBase), OpenChunks: int(c.s.dsnNext - c.s.dsnBase),
 		PostedRecvs: int(c.r.rqNext - c.r.rqBase),
@@ -101,9 +102,12 @@ type PathStats struct {
 	Acked, CEAcked uint64
 	ECNFraction    float64
 	Alpha          float64
+	// Cwnd is the path's share of the connection's window, in bytes
+	// (doc.go); InFlight its payload bytes outstanding.
 	Cwnd, InFlight int
 	SRTT, RTTVar   sim.Time
-	RTO, MinRTT    sim.Time
+	// RTO is the path's probe timeout (tail-loss probe, then timeout).
+	RTO sim.Time
 }
 
 // PathStats returns a snapshot of sending path i (0 <= i < Paths).
@@ -114,7 +118,7 @@ func (c *Conn) PathStats(i int) PathStats {
 		Packets: p.st.packets, Bytes: p.st.bytes, Retransmits: p.st.retransmits, Losses: p.st.losses,
 		Timeouts: p.st.timeouts, Probes: p.st.probes, EntropyChanges: p.st.entropyChanges,
 		Acked: p.st.acked, CEAcked: p.st.ceAcked, Alpha: p.alpha,
-		Cwnd: p.cwnd, InFlight: p.inflight, SRTT: p.srtt, RTTVar: p.rttvar, RTO: p.rto, MinRTT: p.minRTT,
+		Cwnd: c.pathShare(p), InFlight: p.sb.inflight, SRTT: p.srtt, RTTVar: p.rttvar, RTO: c.pto(p),
 	}
 	if p.st.acked > 0 {
 		s.ECNFraction = float64(p.st.ceAcked) / float64(p.st.acked)

@@ -1,6 +1,7 @@
 package metaroce
 
 import (
+	"math"
 	"testing"
 
 	"github.com/mrlab/mrlab/internal/sim"
@@ -37,7 +38,7 @@ func TestDemandNeverZero(t *testing.T) {
 	l := newLab(t, transporttest.Config{Seed: 1, LinkRate: 100e9}, Options{})
 	c := metaConn(l.ca)
 	c.s.unsent, c.s.inflight = 0, 0
-	want := uint32(float64(c.mss) / c.opts.BaseRTT.Seconds() / 1000)
+	want := uint32(float64(c.mss) / c.baseRTT().Seconds() / 1000)
 	for _, size := range []int{0, 64, 4096} {
 		if got := c.demandKBs(size); got < want {
 			t.Errorf("demand with %d bytes being sent and nothing queued: %d kB/s, want at least %d (one MSS per RTT)", size, got, want)
@@ -54,7 +55,7 @@ func TestDemandNeverZero(t *testing.T) {
 // placed, so the WRITE completes about one RTT after it is sent instead of
 // an RTT plus the delayed-ACK timer.
 func TestMessageDoesNotWaitForDelayedAck(t *testing.T) {
-	opts := Options{DelayedAck: 50 * sim.Microsecond} // large, so waiting for it shows
+	opts := Options{AckDelay: 50 * sim.Microsecond} // large, so waiting for it shows
 	l := newLab(t, transporttest.Config{Seed: 3, Ports: 4, LinkRate: 100e9, LinkDelay: sim.Microsecond}, opts)
 	const size = 4 * 4096 // one chunk per plane
 	for i := range 8 {
@@ -68,8 +69,8 @@ func TestMessageDoesNotWaitForDelayedAck(t *testing.T) {
 		if wc := l.ca.Completions[i]; wc.Status != transport.StatusOK {
 			t.Fatalf("WRITE %d: %v", i+1, wc.Status)
 		}
-		if took := l.net.Loop.Now() - start; took >= opts.DelayedAck {
-			t.Errorf("WRITE %d of %d bytes took %v: it waited for a delayed ACK (%v)", i+1, size, took, opts.DelayedAck)
+		if took := l.net.Loop.Now() - start; took >= opts.AckDelay {
+			t.Errorf("WRITE %d of %d bytes took %v: it waited for a delayed ACK (%v)", i+1, size, took, opts.AckDelay)
 		}
 		l.run(200 * sim.Microsecond) // idle: every path's ACK state settles
 	}
@@ -120,40 +121,58 @@ func TestHeavyLossNoStall(t *testing.T) {
 	}
 }
 
-// TestFirstFlightAndDrainPacing: before the receiver's first ACK a
+// TestFirstFlightAndECNRate: before the receiver's first ACK a
 // connection has one packet in flight (without hints, the usual window);
-// once hinted, a queue that inflates the RTT paces the sender below the
-// hint in proportion, and a rise of the hint shortens the pacing gap in
-// proportion instead of ending it.
-func TestFirstFlightAndDrainPacing(t *testing.T) {
+// once hinted it paces at hint x m; marks cut m by (1 - alpha/2) at most
+// once per round and unmarked ACKs raise it again; a rise of the hint
+// shortens the pacing gap in proportion instead of ending it.
+func TestFirstFlightAndECNRate(t *testing.T) {
 	l := newLab(t, transporttest.Config{Seed: 1, LinkRate: 100e9}, Options{})
 	c := metaConn(l.ca)
 	c.s.heard, c.s.hint = false, 0
-	if got := c.inflightCap(); got != c.mss {
-		t.Errorf("before the first ACK: in-flight cap %d, want one packet (%d)", got, c.mss)
+	if got := c.window(); got != c.mss {
+		t.Errorf("before the first ACK: window %d, want one packet (%d)", got, c.mss)
 	}
 	nh := metaConn(newLab(t, transporttest.Config{Seed: 1, LinkRate: 100e9}, Options{DisableRateHint: true}).ca)
 	nh.s.heard, nh.s.hint = false, 0
-	if got := nh.inflightCap(); got <= nh.mss {
-		t.Errorf("hints disabled: in-flight cap %d before the first ACK, want the usual window", got)
+	if got := nh.window(); got <= nh.mss {
+		t.Errorf("hints disabled: window %d before the first ACK, want the usual window", got)
 	}
 
 	const hint = 1e9 // bytes/s
+	c.s.dataRTT, c.s.minRTT, c.s.srtt = true, 10*sim.Microsecond, 10*sim.Microsecond
 	n := wire.DataSize + wire.TrailerSize + 4096
-	gapAt := func(rtt sim.Time) sim.Time {
-		c.s.hint, c.s.heard, c.s.lastRTT, c.s.nextSend = hint, true, rtt, c.now
+	gap := func() sim.Time {
+		c.s.hint, c.s.heard, c.s.nextSend = hint, true, c.now
 		c.pace(n)
 		return c.s.nextSend - c.now
 	}
-	target := c.hintRTT() + c.hintRTT()/4
-	base := gapAt(target)
-	if want := sim.Time(float64(n+wireOverhead) / hint * 1e9); base != want {
-		t.Errorf("no queue: gap %v, want %v (the hint)", base, want)
+	base := gap()
+	if want := sim.Time(float64(n+ipUDPOverhead) / hint * 1e9); base != want {
+		t.Errorf("no marks: gap %v, want %v (the hint)", base, want)
 	}
-	if q := gapAt(4 * target); q < 4*base-2 || q > 4*base+2 {
-		t.Errorf("RTT 4x the target: gap %v, want %v (a quarter of the hint)", q, 4*base)
+	p := &c.s.paths[0]
+	c.s.alpha, c.s.cutUntil = 0.5, 0
+	c.ccOnRecord(p, 1, 4096, 4, 1)
+	if c.s.mult != 0.75 {
+		t.Errorf("a mark at alpha 0.5: m = %v, want 0.75", c.s.mult)
 	}
-	c.s.hint, c.s.lastRTT = hint, target
+	if g := gap(); g < base*4/3-2 || g > base*4/3+2 {
+		t.Errorf("m 0.75: gap %v, want %v", g, base*4/3)
+	}
+	c.ccOnRecord(p, 1, 4096, 4, 1)
+	if c.s.mult != 0.75 {
+		t.Errorf("a second mark in the same round cut again: m = %v", c.s.mult)
+	}
+	for i := range 4 { // four rounds of unmarked ACKs: back to 1 at 1/16 per round
+		l.run(c.s.srtt)
+		c.now = l.net.Loop.Now()
+		c.ccOnRecord(p, 1, 4096, 1, 0)
+		if want := min(1, 0.75+float64(i+1)/16); math.Abs(c.s.mult-want) > 0.01 {
+			t.Errorf("after %d unmarked rounds: m = %v, want %v", i+1, c.s.mult, want)
+		}
+	}
+	c.s.hint = hint
 	c.s.nextSend = c.now + 1000
 	c.noteHint(uint32(2 * hint / 1000))
 	if got := c.s.nextSend - c.now; got != 500 {

@@ -17,6 +17,12 @@ func seedPackets() [][]byte {
 	out = append(out, sealed(func(b []byte) { Data(b).Put(&rf) }, DataSize, sinks))
 	af := AckFields{Common: Common{Type: TypeAck, PSN: 3}, SACK: [4]uint64{5}}
 	out = append(out, sealed(func(b []byte) { Ack(b).Put(&af) }, AckSize, nil))
+	rec := [2]PathAck{{Path: 1, Cum: 7}, {Path: 2, Cum: 9, SACK: [4]uint64{3}}}
+	af2 := AckFields{Common: Common{Type: TypeAck, PSN: 3}, Records: len(rec)}
+	out = append(out, sealed(func(b []byte) {
+		Ack(b).Put(&af2)
+		PutRecord(b, PutRecord(b, AckSize, &rec[0]), &rec[1])
+	}, AckSize+AckRecordSize+AckRecordSACKSize, nil))
 	nf := NakFields{Common: Common{Type: TypeNak}, Reason: NakRNR}
 	out = append(out, sealed(func(b []byte) { Nak(b).Put(&nf) }, NakSize, nil))
 	sf := SetupFields{Common: Common{Type: TypeSyn}, SrcConn: 1, Paths: 16, Ports: 2, MTU: 4096, MsgWindow: 64, DSNWindow: 4096}
@@ -162,10 +168,27 @@ func roundTripData(t *testing.T, d Data) {
 func roundTripAck(t *testing.T, a Ack) {
 	t.Helper()
 	f := a.Fields()
-	b := make([]byte, AckSize)
+	b := make([]byte, len(a))
 	Ack(b).Put(&f)
+	off := AckSize
+	for i := 0; i < a.Records(); i++ {
+		var p PathAck
+		p, off = a.Record(off)
+		PutRecord(b, off-p.RecordSize(), &p)
+	}
 	if diff := cmp.Diff(f, Ack(b).Fields()); diff != "" {
 		t.Fatalf("ack re-encode:\n%s", diff)
+	}
+	if _, err := DecodeAck(b); err != nil {
+		t.Fatalf("re-encoded ack: %v", err)
+	}
+	for i, o1, o2 := 0, AckSize, AckSize; i < a.Records(); i++ {
+		var p1, p2 PathAck
+		p1, o1 = a.Record(o1)
+		p2, o2 = Ack(b).Record(o2)
+		if diff := cmp.Diff(p1, p2); diff != "" {
+			t.Fatalf("record %d re-encode:\n%s", i, diff)
+		}
 	}
 }
 

@@ -7,8 +7,8 @@ import "encoding/binary"
 // SYN_ACK.
 //
 //	16 src_conn    sender's connection id (nonzero)
-//	20 service     the service (port) a SYN asks for; 0 in a SYN_ACK
-//	22 reserved    0
+//	20 ack_delay   the longest the sender holds an ACK as a receiver, ns
+//	               (its AckDelay): the other end allows for it in its timers
 //	24 nonce       initiator's random connection nonce (echoed in SYN_ACK);
 //	               a repeated SYN with a known nonce is not a new connection
 //	32 paths       paths the sender will use toward the receiver (1..256)
@@ -18,13 +18,18 @@ import "encoding/binary"
 //	38 msg_window  messages the sender accepts in flight toward it
 //	40 dsn_window  chunks the sender accepts in flight toward it
 //	44 line_rate   sender's per-port line rate, Mb/s
+//	48 service     the service (port) a SYN asks for; 0 in a SYN_ACK
+//	50 reserved    0
 type Setup []byte
 
 // SrcConn returns the sender's connection id.
 func (s Setup) SrcConn() uint32 { return binary.BigEndian.Uint32(s[16:]) }
 
+// AckDelay returns the sender's longest ACK delay in nanoseconds.
+func (s Setup) AckDelay() uint32 { return binary.BigEndian.Uint32(s[20:]) }
+
 // Service returns the service a SYN asks for.
-func (s Setup) Service() uint16 { return binary.BigEndian.Uint16(s[20:]) }
+func (s Setup) Service() uint16 { return binary.BigEndian.Uint16(s[48:]) }
 
 // Nonce returns the connection nonce.
 func (s Setup) Nonce() uint64 { return binary.BigEndian.Uint64(s[24:]) }
@@ -51,6 +56,7 @@ func (s Setup) LineRate() uint32 { return binary.BigEndian.Uint32(s[44:]) }
 type SetupFields struct {
 	Common
 	SrcConn   uint32
+	AckDelay  uint32
 	Service   uint16
 	Nonce     uint64
 	Paths     int
@@ -63,7 +69,7 @@ type SetupFields struct {
 
 // Fields returns the setup fields.
 func (s Setup) Fields() SetupFields {
-	return SetupFields{Common: Header(s).Common(), SrcConn: s.SrcConn(), Service: s.Service(), Nonce: s.Nonce(),
+	return SetupFields{Common: Header(s).Common(), SrcConn: s.SrcConn(), AckDelay: s.AckDelay(), Service: s.Service(), Nonce: s.Nonce(),
 		Paths: s.Paths(), Ports: s.Ports(), MTU: s.MTU(), MsgWindow: s.MsgWindow(),
 		DSNWindow: s.DSNWindow(), LineRate: s.LineRate()}
 }
@@ -74,8 +80,7 @@ func (s Setup) Put(f *SetupFields) {
 	_ = s[SetupSize-1]
 	Header(s).Put(&f.Common)
 	binary.BigEndian.PutUint32(s[16:], f.SrcConn)
-	binary.BigEndian.PutUint16(s[20:], f.Service)
-	binary.BigEndian.PutUint16(s[22:], 0)
+	binary.BigEndian.PutUint32(s[20:], f.AckDelay)
 	binary.BigEndian.PutUint64(s[24:], f.Nonce)
 	binary.BigEndian.PutUint16(s[32:], uint16(f.Paths))
 	s[34], s[35] = uint8(f.Ports), 0
@@ -83,6 +88,8 @@ func (s Setup) Put(f *SetupFields) {
 	binary.BigEndian.PutUint16(s[38:], uint16(f.MsgWindow))
 	binary.BigEndian.PutUint32(s[40:], uint32(f.DSNWindow))
 	binary.BigEndian.PutUint32(s[44:], f.LineRate)
+	binary.BigEndian.PutUint16(s[48:], f.Service)
+	binary.BigEndian.PutUint16(s[50:], 0)
 }
 
 // DecodeSetup checks a SYN or SYN_ACK as returned by Parse.

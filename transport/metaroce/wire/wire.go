@@ -1,4 +1,4 @@
-// Package wire is the MetaRoCE wire format of mrlab (version 1): byte-slice
+// Package wire is the MetaRoCE wire format of mrlab (version 2): byte-slice
 // views over the headers a MetaRoCE packet carries after its UDP header, and
 // the CRC32C trailer that ends every packet. docs/metaroce-wire.md is the
 // specification; this package is its executable form.
@@ -25,7 +25,7 @@ import (
 )
 
 // Version is the format version carried in every packet's first nibble.
-const Version = 1
+const Version = 2
 
 // UDPPort is the UDP destination port of MetaRoCE packets in mrlab. It is
 // not IANA-registered: it is neither RoCEv2's 4791 nor UET's 4793, and it
@@ -39,7 +39,7 @@ const (
 	DataSize    = 64 // common + data header
 	AckSize     = 64 // common + ACK body
 	NakSize     = 32 // common + NAK body
-	SetupSize   = 48 // common + SYN/SYN_ACK body
+	SetupSize   = 52 // common + SYN/SYN_ACK body
 	TrailerSize = 4  // CRC32C
 	// SinkSize is one entry of a READ request's sink list.
 	SinkSize = 16
@@ -47,6 +47,12 @@ const (
 	MaxSinks = 4
 	// SACKBits is the width of an ACK's selective-ACK bitvector.
 	SACKBits = 256
+	// AckRecordSize and AckRecordSACKSize are an ACK's further path
+	// records, without and with a SACK vector.
+	AckRecordSize     = 16
+	AckRecordSACKSize = AckRecordSize + SACKBits/8
+	// MaxAckRecords is the most path records one ACK carries.
+	MaxAckRecords = 255
 	// MaxOverhead is the most bytes MetaRoCE adds to an RDMA payload.
 	MaxOverhead = DataSize + TrailerSize
 )
@@ -102,7 +108,8 @@ const (
 	FlagRetx   Flags = 0x10 // a retransmission
 	FlagImm    Flags = 0x08 // data: the imm field is valid
 	FlagAbort  Flags = 0x04 // data: chunk abandoned by its sender; no payload
-	FlagECE    Flags = 0x02 // ACK: CE-marked data arrived since the last ACK
+	FlagECE    Flags = 0x02 // ACK: CE-marked data arrived on its first path since that path's last ACK
+	FlagBusy   Flags = 0x01 // ACK: the receiver's link is busy and it answers CE marks itself
 )
 
 // Error is a wire-format error: which field is wrong and why. The package's
@@ -128,6 +135,7 @@ var (
 	ErrSinkLength  = &Error{"read_req.payload", "sink lengths do not add up to msg_len"}
 	ErrReadOffset  = &Error{"read_req.offset", "READ request with a nonzero offset"}
 	ErrNakReason   = &Error{"nak.reason", "unknown reason"}
+	ErrAckRecords  = &Error{"ack.records", "path records do not fill the ACK"}
 	ErrSetupPaths  = &Error{"setup.paths", "path count not in 1..256"}
 	ErrSetupPorts  = &Error{"setup.ports", "port count is 0"}
 	ErrSetupMTU    = &Error{"setup.mtu", "path MTU not in 256..9000"}

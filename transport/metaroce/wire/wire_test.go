@@ -111,6 +111,56 @@ func TestAckRoundTrip(t *testing.T) {
 	if body[32] != 0x80 {
 		t.Errorf("sack byte 0 = %#x, want 0x80 (MSB first)", body[32])
 	}
+	want := PathAck{Path: 200, Gen: 17, ECE: true, Cum: 0xffffff00, EchoTS: 0xfffffff0, CECount: 65535, RxCount: 3, SACK: f.SACK}
+	if diff := cmp.Diff(want, a.First()); diff != "" {
+		t.Errorf("first path (-want +got):\n%s", diff)
+	}
+}
+
+// TestAckRecords: further paths' records, with and without a SACK
+// vector, come back as written, in order.
+func TestAckRecords(t *testing.T) {
+	recs := []PathAck{
+		{Path: 1, Gen: 2, Cum: 3, EchoTS: 4, CECount: 5, RxCount: 6},
+		{Path: 255, Gen: 255, ECE: true, Cum: 0xffffffff, EchoTS: 7, CECount: 8, RxCount: 9, SACK: [4]uint64{0, 1, 2, 1 << 63}},
+		{Path: 7, Cum: 10},
+	}
+	size := AckSize
+	for i := range recs {
+		size += recs[i].RecordSize()
+	}
+	pkt := sealed(func(b []byte) {
+		Ack(b).Put(&AckFields{Common: Common{Type: TypeAck, Path: 9, PSN: 1}, Records: len(recs), RateHint: 1})
+		off := AckSize
+		for i := range recs {
+			off = PutRecord(b, off, &recs[i])
+		}
+	}, size, nil)
+	_, body, err := Parse(pkt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := DecodeAck(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []PathAck
+	for i, off := 0, AckSize; i < a.Records(); i++ {
+		var p PathAck
+		p, off = a.Record(off)
+		got = append(got, p)
+	}
+	if diff := cmp.Diff(recs, got); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+	// Records must fill the ACK exactly.
+	for _, n := range []int{size - 1, size + 1, size - AckRecordSACKSize} {
+		b := make([]byte, max(n, AckSize))
+		copy(b, body)
+		if _, err := DecodeAck(b); !errors.Is(err, ErrAckRecords) {
+			t.Errorf("%d bytes for %d bytes of records: err %v, want ErrAckRecords", n, size, err)
+		}
+	}
 }
 
 func TestNakRoundTrip(t *testing.T) {
@@ -134,7 +184,7 @@ func TestNakRoundTrip(t *testing.T) {
 
 func TestSetupRoundTrip(t *testing.T) {
 	for _, typ := range []Type{TypeSyn, TypeSynAck} {
-		f := SetupFields{Common: Common{Type: typ, DstConn: 0, TS: 1}, SrcConn: 42, Service: 65535, Nonce: 0x0123456789abcdef,
+		f := SetupFields{Common: Common{Type: typ, DstConn: 0, TS: 1}, SrcConn: 42, AckDelay: 123456, Service: 65535, Nonce: 0x0123456789abcdef,
 			Paths: 256, Ports: 8, MTU: 4096, MsgWindow: 1024, DSNWindow: 1 << 20, LineRate: 400000}
 		pkt := sealed(func(b []byte) { Setup(b).Put(&f) }, SetupSize, nil)
 		_, body, err := Parse(pkt)
@@ -178,12 +228,12 @@ func TestRejects(t *testing.T) {
 	}{
 		{"empty", func() []byte { return nil }, ErrShort},
 		{"19 bytes", func() []byte { return make([]byte, 19) }, ErrShort},
-		{"version", func() []byte { b := good(); b[0] = 2<<4 | 1; return reseal(b) }, ErrVersion},
-		{"type 0", func() []byte { b := good(); b[0] = 1 << 4; return reseal(b) }, ErrType},
-		{"type 13", func() []byte { b := good(); b[0] = 1<<4 | 13; return reseal(b) }, ErrType},
+		{"version 1", func() []byte { b := good(); b[0] = 1<<4 | 1; return reseal(b) }, ErrVersion},
+		{"type 0", func() []byte { b := good(); b[0] = Version << 4; return reseal(b) }, ErrType},
+		{"type 13", func() []byte { b := good(); b[0] = Version<<4 | 13; return reseal(b) }, ErrType},
 		{"bit flip", func() []byte { b := good(); b[70] ^= 1; return b }, ErrChecksum},
 		{"trailer flip", func() []byte { b := good(); b[len(b)-1] ^= 0x80; return b }, ErrChecksum},
-		{"ack too short", func() []byte { b := good()[:40]; b[0] = 1<<4 | uint8(TypeAck); return reseal(b) }, ErrLength},
+		{"ack too short", func() []byte { b := good()[:40]; b[0] = Version<<4 | uint8(TypeAck); return reseal(b) }, ErrLength},
 		{"payload past msg_len", func() []byte {
 			b := good()
 			Data(b).Put(&DataFields{Common: Common{Type: TypeWrite}, MsgLen: 4, Offset: 2, Addr: 100})

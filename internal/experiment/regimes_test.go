@@ -1,0 +1,94 @@
+package experiment
+
+import (
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/mrlab/mrlab/internal/sim"
+	"github.com/mrlab/mrlab/transport"
+	"github.com/mrlab/mrlab/workload"
+)
+
+// regimesTiny runs the regimes experiment once at tiny scale (two beds,
+// two link rates, loss-free, 1% and 10% random loss, write_bw) with two
+// seeds, for the tests below.
+var regimesTiny = sync.OnceValues(func() (*Report, error) {
+	e, err := Lookup("regimes")
+	if err != nil {
+		return nil, err
+	}
+	return e.Run(Config{Scale: Tiny, Seeds: 2})
+})
+
+// regimeCheck returns the tiny report's check whose name starts with what.
+func regimeCheck(t *testing.T, what string) Check {
+	t.Helper()
+	r, err := regimesTiny()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range r.Checks {
+		if strings.HasPrefix(c.What, what) {
+			return c
+		}
+	}
+	t.Fatalf("no check %q", what)
+	return Check{}
+}
+
+// TestRegimesTiny: MetaRoCE's regime targets hold in every cell of the
+// tiny matrix, every seed: loss-free >= 97% of the wire limit with no
+// timeout, >= 90% of loss-free at 1% loss, >= 85% of the loss ceiling at
+// 10%; no MetaRoCE run fails or corrupts data.
+func TestRegimesTiny(t *testing.T) {
+	for _, what := range []string{"MetaRoCE loss-free write_bw, every cell: goodput", "MetaRoCE loss-free write_bw, every cell: timeouts",
+		"MetaRoCE write_bw at 1% loss", "MetaRoCE write_bw at 10% loss"} {
+		if c := regimeCheck(t, what); !c.Met {
+			t.Errorf("%s: %s, want %s (%s)", c.What, c.Measured, c.Target, c.Note)
+		}
+	}
+	r, _ := regimesTiny()
+	for _, x := range r.Rows.([]RegimeRow) {
+		if x.Transport == transport.MetaRoCE.String() && (x.Error != "" || !x.DataOK) {
+			t.Errorf("%s: error %q, data ok %v", x.Command, x.Error, x.DataOK)
+		}
+	}
+}
+
+// TestClaimRegimesAtLeastRoCEv2: loss-free, MetaRoCE fills at least the
+// fraction of its wire limit that RoCEv2 fills of its own with the same
+// capacity (median), no seed below 0.99 of it.
+func TestClaimRegimesAtLeastRoCEv2(t *testing.T) {
+	cl := newClaim(t)
+	if c := regimeCheck(t, "MetaRoCE loss-free write_bw, every cell: fraction of the wire limit over RoCEv2's"); !c.Met {
+		cl.Errorf("%s: %s, want %s (%s)", c.What, c.Measured, c.Target, c.Note)
+	}
+}
+
+// TestRegimePoint pins a regimes point's command: the rate and loss are
+// what-if flags on the bed's built-in lab, quoted for a shell.
+func TestRegimePoint(t *testing.T) {
+	p := regimeParamsFor(Full)
+	c := regimeCase{bed: regimeBeds[2], rate: 1e9, loss: regimeLosses[1], wl: workload.WriteBW, kind: transport.RoCEv2}
+	got := p.point(c, 3).Command()
+	for _, want := range []string{"mrlab sim regimes/leafspine ", "--from h0 --to h7", "--set links.default.rate=1gbit",
+		"--set transports.rocev2.ack_timeout=13.1ms", "--impair 'all=loss random 1%'"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("command %s\nlacks %s", got, want)
+		}
+	}
+	for _, q := range []struct {
+		bed  int
+		rate float64
+		want int
+	}{{3, 1e9, 128}, {3, 100e9, 256}, {2, 100e9, 128}, {0, 400e9, 128}, {1, 400e9, 256}, {2, 400e9, 512}, {3, 400e9, 1024}} {
+		if got := p.queueDepth(regimeCase{bed: regimeBeds[q.bed], rate: q.rate}); got != q.want {
+			t.Errorf("%s at %g Gbit/s: queue depth %d, want %d", regimeBeds[q.bed].name, q.rate/1e9, got, q.want)
+		}
+	}
+	// 1 Gbit/s, 4 hops: 3000 packets (100 ms) outlast 200 round trips.
+	if d := p.duration(c); d < 100*sim.Millisecond || d > 101*sim.Millisecond {
+		t.Errorf("duration %v, want ~100ms", d)
+	}
+}

@@ -1,0 +1,221 @@
+package metaroce
+
+import (
+	"math/bits"
+
+	"github.com/mrlab/mrlab/internal/sim"
+	"github.com/mrlab/mrlab/transport"
+	"github.com/mrlab/mrlab/transport/metaroce/wire"
+)
+
+// ACK generation. One ACK answers data that arrived on any number of the
+// peer's paths: its fixed part describes one path (the latest to receive
+// data on the port the ACK leaves by, whose entropy the ACK reuses so that
+// the path's reverse route moves with it) and records describe the rest.
+// Each arrival makes its path owed to the next ackRedundancy ACKs, so one
+// lost ACK loses no path's state; records are cumulative (cum, SACK, CE
+// and received counts), so no congestion signal is lost either.
+//
+// An ACK is sent once AckEvery data packets have arrived since the last
+// one, or AckDelay after the first of them, and at once on a hole, a hole
+// filled, a duplicate, a probe or ACKREQ, a message completely placed, or
+// a move of the sender's share by more than a tenth.
+
+// ackRedundancy is how many ACKs carry a path's state after each of its
+// arrivals.
+const ackRedundancy = 2
+
+// rcvPath is the receiving side's view of one of the peer's paths.
+type rcvPath struct {
+	seen    bool
+	gen     uint8
+	owed    uint8 // ACKs that must still carry this path's state
+	ece     bool  // a CE mark arrived since the path's last record
+	sack    sack
+	ce, rx  uint16   // cumulative CE-marked and received packets, this gen
+	echoTS  uint32   // ts of the latest packet, echoed in the next ACK
+	arrived sim.Time // when that packet arrived (echo_ts advances by the wait)
+	port    int      // where the path's packets arrive
+	sport   uint16   // the path's entropy: ACKs that lead with it use it too
+}
+
+// reset starts a new generation of the path.
+func (r *rcvPath) reset(gen uint8) {
+	*r = rcvPath{seen: true, gen: gen, port: r.port, sport: r.sport}
+}
+
+type nakItem struct {
+	path, gen uint8
+	reason    wire.NakReason
+	stream    uint16
+	port      int
+	sport     uint16
+	psn       uint32
+	msn       uint32
+	dsn       uint32
+	echo      uint32
+}
+
+// maxNaks bounds the NAK queue; a NAK that does not fit is dropped, and the
+// sender's retransmission brings it back.
+const maxNaks = 64
+
+// queueNak queues a NAK for a refused packet.
+func (c *Conn) queueNak(d wire.Data, pid int, reason wire.NakReason, rx transport.RxMeta) {
+	if len(c.r.naks) >= maxNaks {
+		c.st.naksDropped++
+		return
+	}
+	c.r.naks = append(c.r.naks, nakItem{path: uint8(pid), gen: d.Gen(), reason: reason, stream: d.Stream(),
+		port: rx.Port, sport: rx.SrcPort, psn: d.PSN(), msn: d.MSN(), dsn: d.DSN(), echo: d.TS()})
+}
+
+// transmitNak sends the first queued NAK for port.
+func (c *Conn) transmitNak(port int, b []byte) (int, transport.TxMeta) {
+	for i := range c.r.naks {
+		k := c.r.naks[i]
+		if k.port != port {
+			continue
+		}
+		c.r.naks = append(c.r.naks[:i], c.r.naks[i+1:]...)
+		f := wire.NakFields{
+			Common: wire.Common{Type: wire.TypeNak, Path: k.path, Gen: k.gen, DstConn: c.peer, PSN: k.psn, TS: c.ts()},
+			Reason: k.reason, Stream: k.stream, MSN: k.msn, DSN: k.dsn, EchoTS: k.echo,
+		}
+		wire.Nak(b).Put(&f)
+		c.st.naksSent++
+		return wire.Seal(b, wire.NakSize), transport.TxMeta{SrcPort: k.sport}
+	}
+	return 0, transport.TxMeta{}
+}
+
+// owe makes the next ACKs carry path pid's state.
+func (c *Conn) owe(pid int) {
+	rp := &c.r.paths[pid]
+	rp.owed = ackRedundancy
+	c.r.dirty[pid/64] |= 1 << (pid % 64)
+	if rp.port >= 0 && rp.port < len(c.r.lastOn) {
+		c.r.lastOn[rp.port] = int16(pid)
+	}
+}
+
+// ackNow makes an ACK due at once.
+func (c *Conn) ackNow() {
+	c.r.ackDue = true
+	c.timers.Disarm(&c.ackTimer)
+}
+
+// ackCount counts a data packet toward the next ACK: due after AckEvery
+// of them, or AckDelay after the first.
+func (c *Conn) ackCount() {
+	if c.r.pending++; c.r.pending >= c.opts.AckEvery {
+		c.ackNow()
+	} else if !c.ackTimer.Armed() && !c.r.ackDue {
+		c.timers.Arm(&c.ackTimer, c.now+c.ackDelay)
+	}
+}
+
+// onAckTimer makes the held-back ACK due.
+func (c *Conn) onAckTimer() { c.r.ackDue = true }
+
+// transmitAck sends the due ACK if a path it owes arrived on port.
+func (c *Conn) transmitAck(port int, b []byte) (int, transport.TxMeta) {
+	if !c.r.ackDue {
+		return 0, transport.TxMeta{}
+	}
+	lead := -1
+	if pid := int(c.r.lastOn[port]); pid >= 0 && c.r.dirty[pid/64]&(1<<(pid%64)) != 0 {
+		lead = pid
+	} else {
+		for w, word := range c.r.dirty {
+			for word != 0 && lead < 0 {
+				i := bits.TrailingZeros64(word)
+				word &^= 1 << i
+				if c.r.paths[64*w+i].port == port {
+					lead = 64*w + i
+				}
+			}
+		}
+	}
+	if lead < 0 {
+		return 0, transport.TxMeta{} // it leaves by another port
+	}
+	n := c.encodeAck(b, lead)
+	return n, transport.TxMeta{SrcPort: c.r.paths[lead].sport}
+}
+
+// pathAck returns path pid's state for an ACK and settles what it owes.
+func (c *Conn) pathAck(pid int) wire.PathAck {
+	rp := &c.r.paths[pid]
+	a := wire.PathAck{Path: uint8(pid), Gen: rp.gen, ECE: rp.ece, Cum: rp.sack.cum,
+		EchoTS: rp.echoTS + uint32(c.now-rp.arrived), CECount: rp.ce, RxCount: rp.rx, SACK: rp.sack.bits}
+	c.mutateAck(&a)
+	rp.ece = false
+	if rp.owed > 0 {
+		rp.owed--
+	}
+	if rp.owed == 0 {
+		c.r.dirty[pid/64] &^= 1 << (pid % 64)
+	}
+	return a
+}
+
+// encodeAck writes an ACK led by path lead, with a record for every other
+// path it owes that fits in b.
+func (c *Conn) encodeAck(b []byte, lead int) int {
+	first := c.pathAck(lead)
+	f := wire.AckFields{
+		Common:   wire.Common{Type: wire.TypeAck, Path: first.Path, Gen: first.Gen, DstConn: c.peer, PSN: first.Cum, TS: c.ts()},
+		EchoTS:   first.EchoTS,
+		CECount:  first.CECount,
+		RxCount:  first.RxCount,
+		RateHint: c.hintKBs(),
+		SACK:     first.SACK,
+	}
+	if first.ECE {
+		f.Flags |= wire.FlagECE
+	}
+	if c.slot >= 0 && !c.opts.DisableRateHint && c.proto.alloc.busy {
+		f.Flags |= wire.FlagBusy
+	}
+	off, recs, full := wire.AckSize, 0, false
+	for w := range c.r.dirty {
+		word := c.r.dirty[w]
+		for word != 0 {
+			i := bits.TrailingZeros64(word)
+			word &^= 1 << i
+			pid := 64*w + i
+			if pid == lead {
+				continue
+			}
+			size := wire.AckRecordSize
+			if c.r.paths[pid].sack.bits != ([4]uint64{}) {
+				size = wire.AckRecordSACKSize
+			}
+			if recs == wire.MaxAckRecords || off+size+wire.TrailerSize > len(b) {
+				full = true
+				break
+			}
+			r := c.pathAck(pid)
+			off = wire.PutRecord(b, off, &r)
+			recs++
+		}
+	}
+	f.Records = recs
+	wire.Ack(b).Put(&f)
+	c.r.lastHint = f.RateHint
+	c.r.pending = 0
+	c.r.ackDue = full // what did not fit goes in the next ACK, at once
+	c.timers.Disarm(&c.ackTimer)
+	c.st.acksSent++
+	return wire.Seal(b, off)
+}
+
+// hintKBs is the peer's fair share of this NIC, in kB/s, for an ACK.
+func (c *Conn) hintKBs() uint32 {
+	if c.opts.DisableRateHint || c.slot < 0 {
+		return wire.NoRateHint
+	}
+	s := c.proto.alloc.share(c.slot, c.now) / 1000
+	return uint32(max(1, min(s, wire.NoRateHint-1)))
+}

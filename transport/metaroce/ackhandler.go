@@ -1,0 +1,155 @@
+package metaroce
+
+import (
+	"math/bits"
+
+	"github.com/mrlab/mrlab/internal/sim"
+	"github.com/mrlab/mrlab/transport"
+	"github.com/mrlab/mrlab/transport/metaroce/wire"
+)
+
+// onAck processes an ACK: its rate hint, then each path record in it.
+func (c *Conn) onAck(a wire.Ack) {
+	c.st.acksReceived++
+	c.noteHint(a.RateHint())
+	c.s.peerBusy = wire.Header(a).Flags()&wire.FlagBusy != 0
+	r := a.First()
+	c.onPathAck(&r)
+	for i, off := 0, wire.AckSize; i < a.Records() && c.state == transport.StateEstablished; i++ {
+		r, off = a.Record(off)
+		c.onPathAck(&r)
+	}
+}
+
+// onPathAck processes one path's state from an ACK: settle what it
+// covers, take an RTT sample, run congestion control, detect losses (a
+// hole below a PSN that was sent later and has arrived) and judge the
+// path's health.
+func (c *Conn) onPathAck(r *wire.PathAck) {
+	if int(r.Path) >= len(c.s.paths) {
+		c.st.dropMalformed++
+		return
+	}
+	p := &c.s.paths[r.Path]
+	if r.Gen != p.gen {
+		c.st.staleAcks++
+		return
+	}
+	cum := r.Cum
+	sb := &p.sb
+	// cum is in [una, nxt], or a little before una (an older record
+	// overtaken by a newer one); anything else is not of this path.
+	if cum-sb.una > sb.nxt-sb.una && sb.una-cum > 4*maxPathWindow {
+		c.st.dropMalformed++
+		return
+	}
+	pkts, bytes := 0, 0
+	// The newest PSN the record reports arrived is the packet its echo_ts
+	// belongs to (paths are FIFO): whether it was a full-size data packet
+	// decides whether its RTT can be the base RTT (rtt.go).
+	top := cum - 1
+	for w := 3; w >= 0; w-- {
+		if word := r.SACK[w]; word != 0 {
+			top = cum + uint32(64*w+64-bits.TrailingZeros64(word))
+			break
+		}
+	}
+	full := sb.outstanding(top) && sb.entry(top).kind == sbData && int(sb.entry(top).size) >= c.mss
+	// Only a record whose cum is in [una, nxt] acknowledges cumulatively;
+	// an older one carries nothing cumulative we lack.
+	for psn := sb.una; cum-sb.una <= sb.nxt-sb.una && psn != cum; psn++ {
+		k, n := c.ackEntry(p, psn)
+		pkts += k
+		bytes += n
+	}
+	for w := 0; w < 4; w++ {
+		word := r.SACK[w]
+		for word != 0 {
+			i := bits.LeadingZeros64(word)
+			word &^= 1 << (63 - i)
+			psn := cum + 1 + uint32(64*w+i)
+			if !sb.outstanding(psn) {
+				continue
+			}
+			k, n := c.ackEntry(p, psn)
+			pkts += k
+			bytes += n
+		}
+	}
+	if c.state != transport.StateEstablished {
+		return // a completion callback closed us
+	}
+	sb.advance()
+	drx := int(uint16(r.RxCount - p.lastRx))
+	dce := int(uint16(r.CECount-p.lastCE)) * int(1-c.mutBit(MutIgnoreECN))
+	if drx > 4*maxPathWindow || dce > drx {
+		drx, dce = 0, 0 // an older record, overtaken
+	} else {
+		p.lastRx, p.lastCE = r.RxCount, r.CECount
+	}
+	if pkts > 0 {
+		// The path delivers: restart its timers (RFC 8985 re-arms on every
+		// ACK that acknowledges something new, SACKed or not).
+		p.tlpBase, p.tlpSent, p.tlps, p.lastProgress = c.now, false, 0, c.now
+		c.s.lastProgress = c.now
+		if p.suspect {
+			p.suspect = false
+			c.s.sharesDirty = true
+		}
+		if p.timeouts > 0 || p.state == PathProbing || p.state == PathFailed {
+			c.pathRecovered(p)
+		}
+		c.rttSample(p, sim.Time(c.ts()-r.EchoTS), full)
+	}
+	c.ccOnRecord(p, pkts, bytes, drx, dce)
+	if pkts > 0 {
+		c.detectLoss(p)
+	}
+	if p.state == PathDraining && sb.empty() {
+		c.repath(p, whyMarks, false)
+		p.state = PathActive
+		c.s.sharesDirty = true
+	}
+	c.armPath(p)
+}
+
+// ackEntry settles one PSN; it returns the packets and payload bytes it
+// newly acknowledged.
+func (c *Conn) ackEntry(p *sndPath, psn uint32) (int, int) {
+	wasLost := p.sb.lost
+	e, newly, left := p.sb.ack(psn)
+	if !newly {
+		return 0, 0
+	}
+	c.s.inflight -= left
+	if p.sb.lost != wasLost {
+		c.flagPath(p) // a PSN declared lost arrived after all
+	}
+	if e.kind != sbProbe {
+		ch := c.chunk(e.dsn)
+		if ch.where == chunkOnPath && ch.path == p.id && ch.gen == p.gen && ch.psn == psn {
+			c.chunkResolved(e.dsn)
+		}
+	}
+	return 1, int(e.size)
+}
+
+// detectLoss declares lost every outstanding PSN of p sent before the
+// latest transmission known to have arrived: paths are FIFO, so it is a
+// loss, not reordering.
+func (c *Conn) detectLoss(p *sndPath) {
+	var trace func(psn uint32)
+	if c.cfg.Trace != nil {
+		trace = func(psn uint32) { c.tracef("path %d: SACK hole psn %d, retransmit", p.id, psn) }
+	}
+	newLosses, left := p.sb.detectLoss(trace)
+	if newLosses == 0 {
+		return
+	}
+	c.s.inflight -= left
+	p.st.losses += uint64(newLosses)
+	c.st.losses += uint64(newLosses)
+	c.s.lossLost += float64(newLosses)
+	c.flagPath(p)
+	c.noteLosses(p, newLosses)
+}

@@ -1,0 +1,106 @@
+package metaroce
+
+import "github.com/mrlab/mrlab/transport/metaroce/wire"
+
+// Mutation is a set of planted faults for the conformance suite's
+// self-check (transport/metaroce/conformance): each bit makes the engine
+// break one rule of docs/metaroce-wire.md, so the suite can show it
+// notices. Production code leaves Options.Mutations zero; every hook is a
+// single test of one bit at the place the rule is implemented.
+type Mutation uint32
+
+// The planted faults.
+const (
+	// MutSACKOffByOne: the receiver sets SACK bit i for PSN cum+i instead
+	// of cum+1+i (§4).
+	MutSACKOffByOne Mutation = 1 << iota
+	// MutRetxWrongPSN: a loss is repaired under the next PSN instead of
+	// the lost one (§10 Loss).
+	MutRetxWrongPSN
+	// MutIgnoreECN: the sender ignores CE marks its ACKs report (§9).
+	MutIgnoreECN
+	// MutNoCECount: the receiver does not count CE-marked arrivals (§4
+	// ce_count).
+	MutNoCECount
+	// MutPlaceOffset: the receiver places a WRITE one byte past its
+	// address (§3 addr).
+	MutPlaceOffset
+	// MutAcceptBadKey: the receiver does not refuse a WRITE whose key,
+	// range or permission check fails (§5 ACCESS).
+	MutAcceptBadKey
+	// MutIgnoreCRC: the receiver skips the CRC32C check (§1).
+	MutIgnoreCRC
+	// MutCumOffByOne: the receiver reports its cumulative ACK one too high
+	// (§4 psn).
+	MutCumOffByOne
+	// MutLateTailProbe: a path whose ACKs stop sends its first tail-loss
+	// probe 8 PTOs late (§10).
+	MutLateTailProbe
+	// MutKeepEntropy: a timed-out path keeps its entropy (§10 Timeout).
+	MutKeepEntropy
+	// MutIgnoreRateHint: the sender ignores the receiver's rate hint (§9).
+	MutIgnoreRateHint
+	// MutNoSynEcho: the SYN_ACK does not echo the SYN's ts (§7).
+	MutNoSynEcho
+	// MutRNRAsAccess: a SEND without a posted receive is refused as an
+	// access error instead of RNR (§5, §6).
+	MutRNRAsAccess
+	// MutPlaceDuplicate: a duplicate chunk (a DSN already placed) is
+	// counted as new data (§3 dsn).
+	MutPlaceDuplicate
+	// MutIgnoreGen: the receiver does not reset a path's window on a newer
+	// generation (§2 gen).
+	MutIgnoreGen
+	// MutNoAckReq: the receiver does not ACK an ACKREQ packet at once (§4
+	// ACK policy).
+	MutNoAckReq
+)
+
+// mutated reports whether the connection runs with planted fault m.
+func (c *Conn) mutated(m Mutation) bool { return c.opts.Mutations&m != 0 }
+
+// mutBit is 1 with planted fault m, else 0: for hooks that shift a value.
+func (c *Conn) mutBit(m Mutation) uint32 {
+	if c.mutated(m) {
+		return 1
+	}
+	return 0
+}
+
+// mutateAck plants the ACK faults in one path's state as sent.
+func (c *Conn) mutateAck(a *wire.PathAck) {
+	if c.mutated(MutCumOffByOne) {
+		a.Cum++
+	}
+	if c.mutated(MutSACKOffByOne) {
+		// Bit i+1 moves to bit i: the vector claims PSN cum+1+i at cum+i.
+		for w := range a.SACK {
+			a.SACK[w] <<= 1
+			if w+1 < len(a.SACK) {
+				a.SACK[w] |= a.SACK[w+1] >> 63
+			}
+		}
+	}
+}
+
+// mutateParse plants MutIgnoreCRC: a packet failing only its CRC32C check
+// is taken as if it had passed.
+func (c *Conn) mutateParse(pkt []byte, typ wire.Type, body []byte, err error) (wire.Type, []byte, error) {
+	if err != wire.ErrChecksum || !c.mutated(MutIgnoreCRC) {
+		return typ, body, err
+	}
+	return wire.Header(pkt).Type(), pkt[:len(pkt)-wire.TrailerSize], nil
+}
+
+// Mutations lists every planted fault with its name.
+var Mutations = []struct {
+	Name string
+	M    Mutation
+}{
+	{"sack-off-by-one", MutSACKOffByOne}, {"retx-wrong-psn", MutRetxWrongPSN}, {"ignore-ecn", MutIgnoreECN},
+	{"no-ce-count", MutNoCECount}, {"place-offset", MutPlaceOffset}, {"accept-bad-key", MutAcceptBadKey},
+	{"ignore-crc", MutIgnoreCRC}, {"cum-off-by-one", MutCumOffByOne}, {"late-tail-probe", MutLateTailProbe},
+	{"keep-entropy", MutKeepEntropy}, {"ignore-rate-hint", MutIgnoreRateHint}, {"no-syn-echo", MutNoSynEcho},
+	{"rnr-as-access", MutRNRAsAccess}, {"place-duplicate", MutPlaceDuplicate}, {"ignore-gen", MutIgnoreGen},
+	{"no-ackreq", MutNoAckReq},
+}

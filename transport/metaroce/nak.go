@@ -1,0 +1,103 @@
+package metaroce
+
+import (
+	"github.com/mrlab/mrlab/internal/sim"
+	"github.com/mrlab/mrlab/transport"
+	"github.com/mrlab/mrlab/transport/metaroce/wire"
+)
+
+// onNak handles a refused chunk. An RNR turns the PSN into a filler (a
+// probe under the same PSN, so the path's hole closes) and parks the chunk
+// for a back-off; a protection or invalid-request NAK fails the message
+// and resends the PSN as ABORT, which tells the receiver the sender has
+// seen the error.
+func (c *Conn) onNak(n wire.Nak) {
+	c.st.naksReceived++
+	if int(n.Path()) >= len(c.s.paths) {
+		c.st.dropMalformed++
+		return
+	}
+	p := &c.s.paths[n.Path()]
+	psn := n.PSN()
+	if n.Gen() != p.gen || !p.sb.outstanding(psn) {
+		c.st.staleAcks++
+		return
+	}
+	e := p.sb.entry(psn)
+	if e.acked || e.kind == sbProbe || e.dsn != n.DSN() || e.kind == sbAbort && n.Reason() != wire.NakRNR {
+		c.st.staleAcks++
+		return
+	}
+	ch := c.chunk(e.dsn)
+	if ch.job >= 0 || ch.msn != n.MSN() || ch.where != chunkOnPath {
+		c.st.dropMalformed++
+		return
+	}
+	if !e.lost {
+		c.s.inflight -= p.sb.markLost(psn)
+		c.flagPath(p)
+	}
+	m := c.msg(ch.msn)
+	switch n.Reason() {
+	case wire.NakRNR:
+		c.st.rnrNaks++
+		p.sb.strip(psn, sbProbe)
+		// Every chunk of a message sent in one round comes back refused;
+		// only the first refusal of a round starts a new back-off.
+		if ch.round == m.rnrTries {
+			m.rnrTries++
+			if c.opts.RNRRetries >= 0 && int(m.rnrTries) > c.opts.RNRRetries {
+				if c.cfg.Trace != nil {
+					c.tracef("RNR msn %d: retries exceeded", ch.msn)
+				}
+				c.fail(transport.StatusRNRRetryExceeded, ch.msn, true)
+				return
+			}
+			back := c.opts.RNRDelay << min(int(m.rnrTries)-1, 16)
+			m.rnrUntil = c.now + min(back, c.opts.RTOMax)
+			if c.cfg.Trace != nil {
+				c.tracef("RNR msn %d stream %d: receiver has no buffer, retry %d in %v", ch.msn, m.wr.Stream, m.rnrTries, m.rnrUntil-c.now)
+			}
+		}
+		ch.where = chunkRNR
+		c.s.rnr = append(c.s.rnr, rnrWait{dsn: e.dsn, at: m.rnrUntil})
+		if !c.rnrTimer.Armed() || c.rnrTimer.When() > m.rnrUntil {
+			c.timers.Arm(&c.rnrTimer, m.rnrUntil)
+		}
+	default:
+		status := transport.StatusRemoteAccess
+		if n.Reason() == wire.NakInvalid {
+			status = transport.StatusRemoteInvalidRequest
+		}
+		c.st.protectionNaks++
+		if c.cfg.Trace != nil && !m.failed {
+			c.tracef("NAK msn %d stream %d: %v, failing the request", ch.msn, m.wr.Stream, n.Reason())
+		}
+		c.failMsg(ch.msn, status)
+		ch.abort, ch.status = true, status
+		p.sb.strip(psn, sbAbort)
+	}
+	c.armPath(p)
+}
+
+// onRNRTimer moves chunks whose back-off has ended to the retransmit queue.
+func (c *Conn) onRNRTimer() {
+	next := sim.Never
+	k := 0
+	for _, w := range c.s.rnr {
+		if w.at <= c.now {
+			if ch := c.chunk(w.dsn); ch.where == chunkRNR {
+				ch.where = chunkQueued
+				c.s.rexmit = append(c.s.rexmit, w.dsn)
+			}
+			continue
+		}
+		next = min(next, w.at)
+		c.s.rnr[k] = w
+		k++
+	}
+	c.s.rnr = c.s.rnr[:k]
+	if next != sim.Never {
+		c.timers.Arm(&c.rnrTimer, next)
+	}
+}

@@ -1,0 +1,328 @@
+package metaroce
+
+import (
+	"math"
+	"math/bits"
+
+	"github.com/mrlab/mrlab/transport"
+	"github.com/mrlab/mrlab/transport/metaroce/wire"
+)
+
+// transmitData sends one data packet on port if pacing and the window
+// allow: a lost PSN again on its path, else a chunk moved off a path that
+// timed out, else a new chunk.
+func (c *Conn) transmitData(port int, b []byte) (int, transport.TxMeta) {
+	if c.now < c.s.nextSend {
+		c.timers.Arm(&c.paceTimer, c.s.nextSend)
+		return 0, transport.TxMeta{}
+	}
+	for w, word := range c.s.lostSet {
+		for word != 0 {
+			i := 64*w + bits.TrailingZeros64(word)
+			word &= word - 1
+			p := &c.s.paths[i]
+			if p.plane(c.cfg.Ports) != port || p.state != PathActive && p.state != PathDraining {
+				continue
+			}
+			if psn, ok := p.sb.nextLost(); ok && !c.canSend(int(p.sb.entry(psn).size)) {
+				continue
+			}
+			if n := c.resendLost(p, b); n > 0 {
+				return c.dataSent(n, p)
+			}
+		}
+	}
+	if c.s.rexHead < len(c.s.rexmit) {
+		dsn := c.s.rexmit[c.s.rexHead]
+		ch := c.chunk(dsn)
+		size := int(ch.size)
+		if f, _ := c.chunkFailed(ch); f {
+			size = 0
+		}
+		if p := c.pickHealthy(port, size); p != nil {
+			c.s.rexHead++
+			if c.s.rexHead == len(c.s.rexmit) {
+				c.s.rexmit, c.s.rexHead = c.s.rexmit[:0], 0
+			}
+			c.st.retransmits++
+			return c.dataSent(c.sendChunk(p, dsn, b, 0), p)
+		}
+	}
+	if job, msn, size, ok := c.nextChunkSize(); ok {
+		if p := c.pickPath(port, size); p != nil {
+			dsn := c.cutChunk(job, msn, size)
+			return c.dataSent(c.sendChunk(p, dsn, b, 0), p)
+		}
+	}
+	return 0, transport.TxMeta{}
+}
+
+// dataSent finishes a data transmission: pacing and the packet's framing.
+func (c *Conn) dataSent(n int, p *sndPath) (int, transport.TxMeta) {
+	if n == 0 || c.state != transport.StateEstablished {
+		return 0, transport.TxMeta{}
+	}
+	c.pace(n)
+	c.armPath(p)
+	return n, transport.TxMeta{SrcPort: p.entropy, ECT: true}
+}
+
+// runLength is how many packets in a row a path takes when its turn
+// comes, in a window of w bytes: enough that each path used carries about
+// two packets per round trip (ceil(2 x usable paths / window in packets)),
+// so that a loss is usually followed by a later packet on the same path
+// and seen in its SACK, not left to a timer; but no more than a quarter of
+// the window, so that a window still spreads over at least four paths.
+// With a window of many packets per path it is 1: plain packet spraying.
+func (c *Conn) runLength(w int) int {
+	w = max(w/c.mss, 1)
+	return max(min((2*int(c.s.usable)+w-1)/w, w/4), 1)
+}
+
+// takes reports whether p may carry one more size-byte data packet, the
+// window being w bytes: it carries data, has SACK-window room, and holds
+// no more than its share of the window (or a run, whichever is more).
+func (c *Conn) takes(p *sndPath, size, w, run int) bool {
+	if !p.usable() || !p.sb.room() {
+		return false
+	}
+	if size == 0 || p.sb.inflight == 0 {
+		return true
+	}
+	share := int(float64(w) * float64(quantWeight(p)) / 16 / c.s.weightSum)
+	return p.sb.inflight+size <= max(share, run*c.mss)
+}
+
+// pickPath chooses the path of port's plane that carries the next new
+// chunk: the current path while its run lasts, else the next one in
+// round-robin order whose weighted credit allows it. It returns nil if the
+// window or every path of the plane is full.
+func (c *Conn) pickPath(port, size int) *sndPath {
+	w := c.window()
+	if size > 0 && c.s.inflight > 0 && c.s.inflight+size > w {
+		return nil
+	}
+	pk := &c.s.pick[port]
+	if pk.blockedEpoch == c.s.roomEpoch && size >= int(pk.blockedSize) {
+		return nil // nothing has changed since nothing fitted
+	}
+	ports := c.cfg.Ports
+	n := (len(c.s.paths) - port + ports - 1) / ports // paths on this plane
+	c.shares()
+	run := c.runLength(w)
+	k := int(pk.cursor)
+	if r := int(pk.run); r > 0 && r < run {
+		if p := &c.s.paths[port+k*ports]; c.takes(p, size, w, run) {
+			pk.run++
+			return p
+		}
+	}
+	top := c.s.weightTop
+	for tries := 0; tries < 2*n; tries++ {
+		if k++; k >= n {
+			k = 0
+		}
+		p := &c.s.paths[port+k*ports]
+		if !c.takes(p, size, w, run) {
+			continue
+		}
+		if top > 0 {
+			p.credit += float64(quantWeight(p)) / 16 / top
+		}
+		if p.credit < 1 {
+			continue
+		}
+		p.credit--
+		pk.cursor, pk.run = int32(k), 1
+		return p
+	}
+	pk.blockedEpoch, pk.blockedSize = c.s.roomEpoch, int32(size)
+	return nil
+}
+
+// pickHealthy chooses the path of port's plane that re-sends a chunk moved
+// off a path that timed out: one that has delivered within the last probe
+// timeout if any (so a chunk does not hop from one dead path to the next
+// while a plane is down), else any that takes data.
+func (c *Conn) pickHealthy(port, size int) *sndPath {
+	if !c.canSend(size) {
+		return nil
+	}
+	var fallback *sndPath
+	for i := port; i < len(c.s.paths); i += c.cfg.Ports {
+		p := &c.s.paths[i]
+		if !p.usable() || !p.sb.room() {
+			continue
+		}
+		if p.lastProgress != 0 && c.now-p.lastProgress <= c.pto(p) {
+			return p
+		}
+		if fallback == nil {
+			fallback = p
+		}
+	}
+	if fallback != nil && !c.anyHealthy() {
+		return fallback
+	}
+	return nil
+}
+
+// anyHealthy reports whether some usable path of the connection has
+// delivered within its probe timeout.
+func (c *Conn) anyHealthy() bool {
+	for i := range c.s.paths {
+		if p := &c.s.paths[i]; p.usable() && p.lastProgress != 0 && c.now-p.lastProgress <= c.pto(p) {
+			return true
+		}
+	}
+	return false
+}
+
+// flagPath records whether p has lost PSNs to resend or a probe due.
+func (c *Conn) flagPath(p *sndPath) {
+	w, m := p.id/64, uint64(1)<<(p.id%64)
+	if p.sb.lost > 0 {
+		c.s.lostSet[w] |= m
+	} else {
+		c.s.lostSet[w] &^= m
+	}
+	if p.probeWant {
+		c.s.probeSet[w] |= m
+	} else {
+		c.s.probeSet[w] &^= m
+	}
+}
+
+// sendChunk sends chunk dsn on path p under a new PSN.
+func (c *Conn) sendChunk(p *sndPath, dsn uint32, b []byte, extra wire.Flags) int {
+	ch := c.chunk(dsn)
+	e := sbEntry{dsn: dsn, size: ch.size, kind: sbData}
+	if f, st := c.chunkFailed(ch); f {
+		ch.abort, ch.status = true, st
+		e.kind, e.size = sbAbort, 0
+	}
+	psn := p.sb.push(e)
+	ch.where, ch.path, ch.gen, ch.psn = chunkOnPath, p.id, p.gen, psn
+	if ch.tx < math.MaxUint8 {
+		ch.tx++
+	}
+	if ch.job < 0 {
+		ch.round = c.msg(ch.msn).rnrTries
+	}
+	n := c.encodeChunk(b, p, psn, dsn, ch.tx > 1, extra)
+	if ch.abort && p.sb.entry(psn).kind == sbData { // gathering the payload failed
+		p.sb.strip(psn, sbAbort)
+	}
+	c.s.inflight += int(p.sb.entry(psn).size) // after encoding: demand counts the packet once
+	c.sentOnPath(p, n)
+	c.st.dataPackets++
+	if ch.tx > 1 {
+		p.st.retransmits++
+	}
+	return n
+}
+
+// sentOnPath notes a transmission of n bytes on p: its tail-loss timer
+// restarts.
+func (c *Conn) sentOnPath(p *sndPath, n int) {
+	p.tlpBase, p.tlpSent = c.now, false
+	c.countSend(p, n)
+}
+
+// countSend counts a packet of n bytes sent on p under a PSN (data,
+// filler or probe): path counters and the loss rates' denominators.
+func (c *Conn) countSend(p *sndPath, n int) {
+	p.st.packets++
+	p.st.bytes += uint64(n)
+	p.genSent++
+	if c.s.lossSent++; c.s.lossSent > lossHalfLife {
+		c.s.lossSent /= 2
+		c.s.lossLost /= 2
+	}
+}
+
+// maxRetries is how many times one chunk may be declared lost (by a SACK:
+// a later packet on its path arrived, so the path works) before the
+// connection gives up: MaxRetries, or more when the measured loss rate
+// makes so many losses of one packet in a row likelier than 1e-9 (the
+// "chance" rule in doc.go). Tail-loss probes and moves after a timeout
+// do not count: they say nothing about the chunk, and a plane that dies
+// would otherwise use up the retries of every chunk it held.
+func (c *Conn) maxRetries() int {
+	k := c.opts.MaxRetries
+	if q := min(c.lossRate(), 0.95); q > 0 {
+		k = max(k, int(math.Ceil(math.Log(1e-9)/math.Log(q))))
+	}
+	return min(k, math.MaxUint8-1)
+}
+
+// resendLost sends the first lost PSN of p again, under the same PSN.
+func (c *Conn) resendLost(p *sndPath, b []byte) int {
+	psn, ok := p.sb.nextLost()
+	if !ok {
+		c.flagPath(p)
+		return 0
+	}
+	p.sb.resend(psn)
+	c.flagPath(p)
+	e := p.sb.entry(psn)
+	var n int
+	switch e.kind {
+	case sbProbe:
+		if e.moved && e.dsn-c.s.dsnBase < c.s.dsnNext-c.s.dsnBase {
+			// A transmission of a chunk that went again elsewhere was lost.
+			if ch := c.chunk(e.dsn); ch.where != chunkFree {
+				c.countLoss(ch, e.dsn)
+			}
+		}
+		n = c.encodeProbe(b, p, psn, true)
+	default:
+		ch := c.chunk(e.dsn)
+		if e.kind == sbData {
+			c.countLoss(ch, e.dsn)
+		}
+		if f, st := c.chunkFailed(ch); f {
+			ch.abort, ch.status = true, st
+			p.sb.strip(psn, sbAbort)
+		}
+		if ch.tx < math.MaxUint8 {
+			ch.tx++
+		}
+		n = c.encodeChunk(b, p, psn+c.mutBit(MutRetxWrongPSN), e.dsn, true, 0)
+		if ch.abort && e.kind == sbData {
+			p.sb.strip(psn, sbAbort)
+		}
+
+	}
+	c.s.inflight += int(e.size)
+	c.sentOnPath(p, n)
+	p.st.retransmits++
+	c.st.retransmits++
+	if c.cfg.Trace != nil {
+		c.tracef("path %d: retransmit psn %d (dsn %d)", p.id, psn, e.dsn)
+	}
+	return n
+}
+
+// countLoss counts a SACK-proven loss of a transmission of chunk dsn and
+// gives up when there have been too many.
+func (c *Conn) countLoss(ch *chunk, dsn uint32) {
+	if ch.losses < math.MaxUint8 {
+		ch.losses++
+	}
+	if int(ch.losses) > c.maxRetries() {
+		if c.cfg.Trace != nil {
+			c.tracef("dsn %d lost %d times: giving up", dsn, ch.losses)
+		}
+		c.giveUp(ch)
+	}
+}
+
+// giveUp fails the connection when a chunk has been lost too often.
+func (c *Conn) giveUp(ch *chunk) {
+	if ch.job < 0 {
+		c.fail(transport.StatusRetryExceeded, ch.msn, true)
+	} else {
+		c.fail(transport.StatusRetryExceeded, 0, false)
+	}
+}
