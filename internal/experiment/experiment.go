@@ -25,7 +25,6 @@ import (
 	"runtime"
 	"sort"
 	"strings"
-	"time"
 )
 
 // Scale selects how big an experiment runs.
@@ -83,6 +82,9 @@ type Config struct {
 	Jobs int
 	// Progress, if set, gets one line per finished simulation.
 	Progress io.Writer
+
+	// drive decides what runCases does with the points (sweep.go).
+	drive driver
 }
 
 func (c Config) withDefaults() Config {
@@ -118,20 +120,6 @@ type Experiment struct {
 	// Target is what mrlab aims to show.
 	Target string
 	run    func(cfg Config) (*Report, error)
-}
-
-// Run runs the experiment and returns its report.
-func (e Experiment) Run(cfg Config) (*Report, error) {
-	cfg = cfg.withDefaults()
-	start := time.Now()
-	r, err := e.run(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("experiment %s: %w", e.Name, err)
-	}
-	r.Experiment, r.Title, r.Claim, r.Target = e.Name, e.Title, e.Claim, e.Target
-	r.Seeds, r.Scale = cfg.seeds(), cfg.Scale.String()
-	r.Wall = time.Since(start)
-	return r, nil
 }
 
 // ErrUnknown is returned by Lookup for a name that is not an experiment.
