@@ -256,8 +256,8 @@ func TestSlurmSweep(t *testing.T) {
 		return string(out)
 	}
 	// The smallest plan whose points run long enough (about 1.5 s each)
-	// to be killed while they run: 2 cases x 2 seeds.
-	exp := []string{"experiment", "plane-failure", "--scale", "quick", "--seeds", "2"}
+	// to be killed while they run: 2 cases x 1 seed.
+	exp := []string{"experiment", "plane-failure", "--scale", "quick", "--seeds", "1"}
 	local, sweep := filepath.Join(tmp, "local"), filepath.Join(tmp, "sweep")
 	start = time.Now()
 	mrlab(append(exp, "--out", local)...)
@@ -291,13 +291,13 @@ func TestSlurmSweep(t *testing.T) {
 		t.Fatalf("merge job %s: %v\n%s", merge, err, b)
 	}
 	same("first sweep")
-	if out := mrlab("experiment", "--status", sweep); !strings.Contains(out, "4 points: 4 done") {
+	if out := mrlab("experiment", "--status", sweep); !strings.Contains(out, "2 points: 2 done") {
 		t.Errorf("--status after the sweep:\n%s", out)
 	}
 
-	// Kill point 3's job while it runs: its result goes, a rerun of it
+	// Kill point 1's job while it runs: its result goes, a rerun of it
 	// alone is submitted, and once it has marked itself running, scancel.
-	const victim = "3"
+	const victim = "1"
 	result := filepath.Join(sweep, "point-"+victim+".json")
 	if err := os.Remove(result); err != nil {
 		t.Fatal(err)
@@ -311,27 +311,29 @@ func TestSlurmSweep(t *testing.T) {
 		t.Fatalf("scancel %s_%s: %v\n%s", array, victim, err, out)
 	}
 	cl.drain(t)
+	t.Logf("killed point %s's job; queue drained at %.1fs", victim, time.Since(start).Seconds())
 	if _, err := os.Stat(result); err == nil {
 		t.Fatalf("point %s finished before scancel reached it; its result is there", victim)
 	}
 	status := mrlab("experiment", "--status", sweep)
 	t.Logf("--status after scancel:\n%s", status)
 	if !regexp.MustCompile(`failed +point `+victim+`: mrlab sim .*stopped by signal terminated`).MatchString(status) ||
-		!strings.Contains(status, "4 points: 3 done, 0 running, 1 failed") || !strings.Contains(status, "--slurm --points "+victim) {
+		!strings.Contains(status, "2 points: 1 done, 0 running, 1 failed") || !strings.Contains(status, "--slurm --points "+victim) {
 		t.Errorf("--status does not name point %s failed by the signal, with the rerun:\n%s", victim, status)
 	}
-	if b, _ := os.ReadFile(filepath.Join(sweep, "slurm", "merge-"+merge+".out")); !strings.Contains(string(b), "1 of 4 points have no result: "+victim) {
+	if b, _ := os.ReadFile(filepath.Join(sweep, "slurm", "merge-"+merge+".out")); !strings.Contains(string(b), "1 of 2 points have no result: "+victim) {
 		t.Errorf("merge job %s after the kill does not name point %s missing:\n%s", merge, victim, b)
 	}
 
 	// Rerun it alone; the merge after it gives the same bytes.
 	_, merge = submit("--points", victim)
 	cl.drain(t)
+	t.Logf("reran point %s at %.1fs", victim, time.Since(start).Seconds())
 	if b, err := os.ReadFile(filepath.Join(sweep, "slurm", "merge-"+merge+".out")); err != nil || !strings.Contains(string(b), "wrote ") {
 		t.Fatalf("merge job %s after the rerun: %v\n%s", merge, err, b)
 	}
 	same("after the rerun")
-	if out := mrlab("experiment", "--status", sweep); !strings.Contains(out, "4 points: 4 done") {
+	if out := mrlab("experiment", "--status", sweep); !strings.Contains(out, "2 points: 2 done") {
 		t.Errorf("--status after the rerun:\n%s", out)
 	}
 }
