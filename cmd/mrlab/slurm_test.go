@@ -325,8 +325,8 @@ func TestSlurmSweep(t *testing.T) {
 		t.Errorf("merge job %s after the kill does not name point %s missing:\n%s", merge, victim, b)
 	}
 
-	// Rerun it alone; the merge after it gives the same bytes.
-	_, merge = submit("--points", victim)
+	// Rerun it alone, waiting for the merge after it: the same bytes.
+	_, merge = submit("--points", victim, "--wait")
 	cl.drain(t)
 	t.Logf("reran point %s at %.1fs", victim, time.Since(start).Seconds())
 	if b, err := os.ReadFile(filepath.Join(sweep, "slurm", "merge-"+merge+".out")); err != nil || !strings.Contains(string(b), "wrote ") {

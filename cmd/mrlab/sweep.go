@@ -43,6 +43,7 @@ func sweepFlags() []cli.Flag {
 		&cli.StringFlag{Name: "points", Usage: "with --slurm: only these point `IDS` (e.g. 3,7-9: rerun failed ones)"},
 		&cli.StringFlag{Name: "mrlab", Usage: "with --slurm: the mrlab binary the jobs run, at the same `PATH` on every node", DefaultText: "this one"},
 		&cli.BoolFlag{Name: "dry-run", Usage: "with --slurm: print the batch scripts and the submit commands, submit nothing"},
+		&cli.BoolFlag{Name: "wait", Usage: "with --slurm: wait for the merge job and print its output (exit status 1 if it failed)"},
 	}
 }
 
@@ -345,6 +346,43 @@ func sweepSlurm(c *cli.Context, p *experiment.Plan, dir string) error {
 	}
 	fmt.Fprintf(w, "submitted %s: array job %s (%d points), merge job %s after it; logs in %s\n",
 		p.Describe(), array, n, merge, filepath.Dir(jobs.ArrayFile))
-	fmt.Fprintf(w, "follow: mrlab experiment --status %s   (submitted %s)\n", abs, time.Now().Format(time.RFC3339))
+	if !c.Bool("wait") {
+		fmt.Fprintf(w, "follow: mrlab experiment --status %s   (submitted %s)\n", abs, time.Now().Format(time.RFC3339))
+		return nil
+	}
+	return slurmWait(c, merge, filepath.Join(filepath.Dir(jobs.ArrayFile), "merge-"+merge+".out"))
+}
+
+// slurmWait waits until the merge job has ended (squeue, once a
+// second), prints its output, and fails if the job did not complete.
+func slurmWait(c *cli.Context, job, output string) error {
+	squeue, err := exec.LookPath("squeue")
+	if err != nil {
+		return fmt.Errorf("--wait: squeue is not on PATH: %w", err)
+	}
+	state := ""
+	for {
+		// -t all: an ended job stays listed (its final state) until the
+		// controller forgets it (MinJobAge); then squeue lists nothing.
+		out, err := exec.Command(squeue, "-h", "-t", "all", "-j", job, "-o", "%T").Output()
+		state = strings.TrimSpace(string(out))
+		if err != nil || state == "" || !slurmActive[state] {
+			break
+		}
+		time.Sleep(time.Second)
+	}
+	if b, err := os.ReadFile(output); err == nil {
+		c.App.Writer.Write(b)
+	}
+	if state != "COMPLETED" {
+		if state == "" {
+			state = "gone from the queue"
+		}
+		return fmt.Errorf("merge job %s: %s (its output: %s)", job, state, output)
+	}
 	return nil
 }
+
+// slurmActive are the states of a Slurm job that has not ended.
+var slurmActive = map[string]bool{"PENDING": true, "CONFIGURING": true, "RUNNING": true, "COMPLETING": true,
+	"SUSPENDED": true, "REQUEUED": true, "REQUEUE_HOLD": true, "REQUEUE_FED": true, "RESIZING": true, "SIGNALING": true, "STAGE_OUT": true}
