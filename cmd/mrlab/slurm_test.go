@@ -272,7 +272,7 @@ func TestSlurmSweep(t *testing.T) {
 			}
 		}
 	}
-	jobRE := regexp.MustCompile(`array job (\d+) \((\d+) points\), merge job (\d+)`)
+	jobRE := regexp.MustCompile(`array job (\d+) \((\d+) points in (\d+) tasks\), merge job (\d+)`)
 	submit := func(args ...string) (array, merge string) {
 		t.Helper()
 		out := mrlab(append(append(exp, "--slurm", "--out", sweep), args...)...)
@@ -280,11 +280,12 @@ func TestSlurmSweep(t *testing.T) {
 		if m == nil {
 			t.Fatalf("--slurm printed no job ids:\n%s", out)
 		}
-		return m[1], m[3]
+		return m[1], m[4]
 	}
 
+	// Both points in one array task (--per-task), one after the other.
 	start = time.Now()
-	_, merge := submit()
+	_, merge := submit("--per-task", "2")
 	cl.drain(t)
 	t.Logf("through Slurm: %.1fs", time.Since(start).Seconds())
 	if b, err := os.ReadFile(filepath.Join(sweep, "slurm", "merge-"+merge+".out")); err != nil || !strings.Contains(string(b), "wrote ") {

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -32,13 +33,14 @@ The local run is the same three steps on this machine's cores. See docs/sweeps.m
 func sweepFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.BoolFlag{Name: "plan", Usage: "print the experiment's points as JSON and run nothing"},
-		&cli.IntFlag{Name: "point", Usage: "run only point `ID` of the plan and write its result into --out"},
+		&cli.StringFlag{Name: "point", Usage: "run only point `ID` of the plan (or several in turn: 3,7-9) and write each result into --out"},
 		&cli.StringFlag{Name: "merge", Usage: "build the report from the point results in `DIR`"},
 		&cli.StringFlag{Name: "status", Usage: "report the state of every point of the plan in `DIR`"},
 		&cli.BoolFlag{Name: "slurm", Usage: "submit the points as a Slurm job array, results and report into --out (a directory every node sees)"},
 		&cli.StringFlag{Name: "partition", Usage: "Slurm partition (sbatch --partition)"},
 		&cli.StringFlag{Name: "time", Usage: "Slurm time limit per point and for the merge (sbatch --time)"},
-		&cli.IntFlag{Name: "max-parallel", Usage: "at most `N` points running at once on Slurm (array %N)"},
+		&cli.IntFlag{Name: "max-parallel", Usage: "at most `N` array tasks running at once on Slurm (array %N)"},
+		&cli.IntFlag{Name: "per-task", Usage: "with --slurm: `K` points one after another in each array task (for points of seconds, which Slurm's scheduling would outlast)", Value: 1},
 		&cli.StringSliceFlag{Name: "sbatch-arg", Usage: "extra sbatch option for both jobs, e.g. --sbatch-arg=--account=A (repeatable)"},
 		&cli.StringFlag{Name: "points", Usage: "with --slurm: only these point `IDS` (e.g. 3,7-9: rerun failed ones)"},
 		&cli.StringFlag{Name: "mrlab", Usage: "with --slurm: the mrlab binary the jobs run, at the same `PATH` on every node", DefaultText: "this one"},
@@ -102,7 +104,24 @@ func sweepAction(c *cli.Context, mode string, args []string) error {
 		_, err = c.App.Writer.Write(b)
 		return err
 	case "point":
-		return sweepPoint(c, e, cfg, p, c.Int("point"), dir)
+		ids, err := experiment.ParseIDs(c.String("point"), len(p.Points))
+		if err != nil {
+			return usagef("--point: %v (%s)", err, p.Describe())
+		}
+		var failed []string
+		for _, id := range ids {
+			if err := sweepPoint(c, e, cfg, p, id, dir); err != nil {
+				if errors.Is(err, errStopped) || len(ids) == 1 {
+					return err
+				}
+				fmt.Fprintf(c.App.ErrWriter, "mrlab: %v\n", err)
+				failed = append(failed, strconv.Itoa(id))
+			}
+		}
+		if len(failed) > 0 {
+			return fmt.Errorf("points %s failed (marked in %s)", strings.Join(failed, ","), dir)
+		}
+		return nil
 	}
 	return sweepSlurm(c, p, dir)
 }
@@ -150,12 +169,13 @@ func sweepPlan(c *cli.Context, args []string, dir string) (experiment.Experiment
 	return e, cfg, p, nil
 }
 
+// errStopped is a point stopped by a signal: the points after it in a
+// list are not run.
+var errStopped = errors.New("stopped by signal")
+
 // sweepPoint runs one point into dir, marking it running, then done or
 // failed (a signal from the scheduler marks it failed before exiting).
 func sweepPoint(c *cli.Context, e experiment.Experiment, cfg experiment.Config, p *experiment.Plan, id int, dir string) error {
-	if id < 0 || id >= len(p.Points) {
-		return usagef("--point %d: %s has points 0-%d", id, p.Describe(), len(p.Points)-1)
-	}
 	if err := experiment.WritePlan(dir, p); err != nil {
 		return err
 	}
@@ -183,7 +203,7 @@ func sweepPoint(c *cli.Context, e experiment.Experiment, cfg experiment.Config, 
 		if err := experiment.MarkFailed(dir, mark, reason); err != nil {
 			return err
 		}
-		return fmt.Errorf("point %d (%s): %s", id, p.Points[id].Command, reason)
+		return fmt.Errorf("point %d (%s): %w %s", id, p.Points[id].Command, errStopped, sig)
 	}
 	if o.err != nil {
 		if err := experiment.MarkFailed(dir, mark, o.err.Error()); err != nil {
@@ -296,8 +316,11 @@ func sweepSlurm(c *cli.Context, p *experiment.Plan, dir string) error {
 	if c.IsSet("max-parallel") && c.Int("max-parallel") < 1 {
 		return usagef("--max-parallel %d: want at least 1", c.Int("max-parallel"))
 	}
+	if c.Int("per-task") < 1 {
+		return usagef("--per-task %d: want at least 1", c.Int("per-task"))
+	}
 	jobs, err := experiment.SlurmScripts(p, experiment.SlurmOptions{Dir: abs, Mrlab: bin, Partition: c.String("partition"),
-		Time: c.String("time"), MaxParallel: c.Int("max-parallel"), Args: c.StringSlice("sbatch-arg"), Points: ids})
+		Time: c.String("time"), MaxParallel: c.Int("max-parallel"), Args: c.StringSlice("sbatch-arg"), Points: ids, PerTask: c.Int("per-task")})
 	if err != nil {
 		return usageError{err}
 	}
@@ -344,8 +367,8 @@ func sweepSlurm(c *cli.Context, p *experiment.Plan, dir string) error {
 	if ids == nil {
 		n = len(p.Points)
 	}
-	fmt.Fprintf(w, "submitted %s: array job %s (%d points), merge job %s after it; logs in %s\n",
-		p.Describe(), array, n, merge, filepath.Dir(jobs.ArrayFile))
+	fmt.Fprintf(w, "submitted %s: array job %s (%d points in %d tasks), merge job %s after it; logs in %s\n",
+		p.Describe(), array, n, jobs.Tasks, merge, filepath.Dir(jobs.ArrayFile))
 	if !c.Bool("wait") {
 		fmt.Fprintf(w, "follow: mrlab experiment --status %s   (submitted %s)\n", abs, time.Now().Format(time.RFC3339))
 		return nil

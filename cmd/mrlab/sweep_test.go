@@ -19,9 +19,10 @@ func TestSweepUsage(t *testing.T) {
 		{[]string{"experiment", "incast", "--plan", "--merge", dir}, "--plan and --merge: one sweep step at a time"},
 		{[]string{"experiment", "all", "--plan"}, "--plan takes one experiment, not all"},
 		{[]string{"experiment", "--merge", dir}, "experiment needs a NAME, or a DIR holding plan.json"},
-		{[]string{"experiment", "incast", "--scale", "tiny", "--point", "99", "--out", dir}, "--point 99: incast (scale tiny"},
+		{[]string{"experiment", "incast", "--scale", "tiny", "--point", "99", "--out", dir}, "--point: point list \"99\": 99 is past the plan's last point, 14 (incast (scale tiny"},
 		{[]string{"experiment", "incast", "--scale", "tiny", "--slurm", "--out", dir, "--points", "2-99", "--mrlab", "/m", "--dry-run"}, "past the plan's last point"},
 		{[]string{"experiment", "incast", "--scale", "tiny", "--slurm", "--out", dir, "--max-parallel", "0", "--mrlab", "/m", "--dry-run"}, "--max-parallel 0"},
+		{[]string{"experiment", "incast", "--scale", "tiny", "--slurm", "--out", dir, "--per-task", "0", "--mrlab", "/m", "--dry-run"}, "--per-task 0"},
 	} {
 		code, _, errs := runCLI(t, c.args...)
 		if code != 2 || !strings.Contains(errs, c.want) {
@@ -51,12 +52,9 @@ func TestSweepCLI(t *testing.T) {
 		t.Fatalf("--plan printed %v, %+v:\n%s", err, plan, out)
 	}
 	sweep := filepath.Join(tmp, "sweep")
-	for i := range plan.Points {
-		if i == 2 {
-			continue
-		}
-		if code, _, errs := runCLI(t, append(exp, "--point", []string{"0", "1", "2", "3", "4", "5"}[i], "--out", sweep)...); code != 0 {
-			t.Fatalf("--point %d: exit %d: %s", i, code, errs)
+	for _, ids := range []string{"0-1", "3", "4,5"} {
+		if code, _, errs := runCLI(t, append(exp, "--point", ids, "--out", sweep)...); code != 0 {
+			t.Fatalf("--point %s: exit %d: %s", ids, code, errs)
 		}
 	}
 	_, out, _ = runCLI(t, "experiment", "--status", sweep)

@@ -24,6 +24,10 @@ type SlurmOptions struct {
 	Args []string
 	// Points are the point ids to run (nil: every point of the plan).
 	Points []int
+	// PerTask is how many points each array task runs, one after another
+	// (0 or 1: one; more for points shorter than the scheduler's
+	// start-up cost per job).
+	PerTask int
 }
 
 // SlurmJobs are the two batch scripts of a sweep on Slurm: a job array,
@@ -35,6 +39,8 @@ type SlurmJobs struct {
 	// ArrayFile and MergeFile are where the scripts go, under Dir/slurm.
 	ArrayFile, MergeFile string
 	Array, Merge         string
+	// Tasks is the array's size.
+	Tasks int
 }
 
 // Submit returns the shell commands that submit the scripts, the merge
@@ -64,7 +70,16 @@ func SlurmScripts(p *Plan, o SlurmOptions) (SlurmJobs, error) {
 		}
 	}
 	logs := filepath.Join(o.Dir, "slurm")
-	array := FormatIDs(ids)
+	// One task per point, the task id the point's; or chunks of PerTask
+	// points, the task id an index into them.
+	array, tasks, output := FormatIDs(ids), len(ids), "point-%a-%A.out"
+	var chunks []string
+	if o.PerTask > 1 {
+		for i := 0; i < len(ids); i += o.PerTask {
+			chunks = append(chunks, FormatIDs(ids[i:min(i+o.PerTask, len(ids))]))
+		}
+		array, tasks, output = fmt.Sprintf("0-%d", len(chunks)-1), len(chunks), "task-%a-%A.out"
+	}
 	if o.MaxParallel > 0 {
 		array += fmt.Sprintf("%%%d", o.MaxParallel)
 	}
@@ -83,16 +98,25 @@ func SlurmScripts(p *Plan, o SlurmOptions) (SlurmJobs, error) {
 		}
 	}
 	var a, m strings.Builder
-	head(&a, fmt.Sprintf("Points %s (one array task each)", FormatIDs(ids)), "mrlab-"+p.Experiment, filepath.Join(logs, "point-%a-%A.out"))
+	what := fmt.Sprintf("Points %s (one array task each)", FormatIDs(ids))
+	if chunks != nil {
+		what = fmt.Sprintf("Points %s (%d per array task)", FormatIDs(ids), o.PerTask)
+	}
+	head(&a, what, "mrlab-"+p.Experiment, filepath.Join(logs, output))
 	fmt.Fprintf(&a, "#SBATCH --array=%s\n", array)
 	// exec: Slurm's signals (scancel, the time limit) reach mrlab, which
 	// marks the point failed before it goes.
-	fmt.Fprintf(&a, "exec %s %s --point \"$SLURM_ARRAY_TASK_ID\" --out %s\n", shellQuote(o.Mrlab), shellJoin(p.Args), shellQuote(o.Dir))
+	point := `"$SLURM_ARRAY_TASK_ID"`
+	if chunks != nil {
+		fmt.Fprintf(&a, "chunks=(%s)\n", strings.Join(chunks, " "))
+		point = `"${chunks[$SLURM_ARRAY_TASK_ID]}"`
+	}
+	fmt.Fprintf(&a, "exec %s %s --point %s --out %s\n", shellQuote(o.Mrlab), shellJoin(p.Args), point, shellQuote(o.Dir))
 	head(&m, "The merge", "mrlab-"+p.Experiment+"-merge", filepath.Join(logs, "merge-%j.out"))
 	fmt.Fprintf(&m, "exec %s %s --merge %s --out %s\n", shellQuote(o.Mrlab), shellJoin(p.Args), shellQuote(o.Dir), shellQuote(o.Dir))
 	return SlurmJobs{
 		ArrayFile: filepath.Join(logs, "points-"+p.ID+".sbatch"), MergeFile: filepath.Join(logs, "merge-"+p.ID+".sbatch"),
-		Array: a.String(), Merge: m.String(),
+		Array: a.String(), Merge: m.String(), Tasks: tasks,
 	}, nil
 }
 

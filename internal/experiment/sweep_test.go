@@ -270,8 +270,15 @@ func TestSlurmScripts(t *testing.T) {
 		t.Errorf("submit commands lack %q:\n%s", want, j.Submit())
 	}
 	o.Points, o.MaxParallel = []int{1, 3}, 0
-	if j, _ := SlurmScripts(p, o); !strings.Contains(j.Array, "#SBATCH --array=1,3\n") {
-		t.Errorf("a rerun of points 1 and 3:\n%s", j.Array)
+	if j, _ := SlurmScripts(p, o); !strings.Contains(j.Array, "#SBATCH --array=1,3\n") || j.Tasks != 2 {
+		t.Errorf("a rerun of points 1 and 3 (%d tasks):\n%s", j.Tasks, j.Array)
+	}
+	o.Points, o.PerTask = nil, 3
+	j, _ = SlurmScripts(p, o)
+	for _, want := range []string{"#SBATCH --array=0-1\n", "chunks=(0-2 3)\n", `--point "${chunks[$SLURM_ARRAY_TASK_ID]}" --out`, "task-%a-%A.out"} {
+		if !strings.Contains(j.Array, want) || j.Tasks != 2 {
+			t.Errorf("3 points per task (%d tasks): script lacks %q:\n%s", j.Tasks, want, j.Array)
+		}
 	}
 	for _, bad := range []SlurmOptions{{Dir: "rel", Mrlab: "/m"}, {Dir: "/d", Mrlab: "m"}, {Dir: "/d", Mrlab: "/m", Args: []string{"--a\n#SBATCH --b"}}} {
 		if _, err := SlurmScripts(p, bad); err == nil {
