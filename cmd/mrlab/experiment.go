@@ -26,12 +26,13 @@ func newExperimentCommand() *cli.Command {
 		fmt.Fprintf(&desc, "  %-14s %s\n", e.Name, e.Title)
 	}
 	desc.WriteString("  all            every experiment in turn (with --doc, also a Markdown summary)\n")
+	desc.WriteString(sweepHelp)
 	return &cli.Command{
 		Name:        "experiment",
 		Usage:       "reproduce a claim of the seeds: " + strings.Join(experiment.Names(), ", ") + " or all",
 		ArgsUsage:   "NAME",
 		Description: desc.String(),
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.BoolFlag{Name: "json", Usage: "print one JSON object with the rows instead of the table"},
 			&cli.StringFlag{Name: "out", Usage: "write CSV, JSON and plots into `DIR`", Value: "results"},
 			&cli.Uint64Flag{Name: "seed", Usage: "first seed of the fabric, transports and workloads", Value: 1},
@@ -40,7 +41,7 @@ func newExperimentCommand() *cli.Command {
 			&cli.IntFlag{Name: "jobs", Usage: "simulations to run at once (results do not depend on it)", DefaultText: "one per CPU"},
 			&cli.StringFlag{Name: "payload", Usage: "payload mode: synthetic (content tracked, not stored) or bytes (every byte real); results do not depend on it", Value: "synthetic"},
 			&cli.StringFlag{Name: "doc", Usage: "also write a Markdown summary of the results to `FILE` (plots linked relative to it)"},
-		},
+		}, sweepFlags()...),
 		Action: experimentAction,
 	}
 }
@@ -49,6 +50,9 @@ func experimentAction(c *cli.Context) error {
 	args, err := cmdArgs(c)
 	if err != nil {
 		return err
+	}
+	if mode := sweepMode(c); mode != "" {
+		return sweepAction(c, mode, args)
 	}
 	if len(args) != 1 {
 		return usagef("experiment needs one NAME (one of %s, or all)", strings.Join(experiment.Names(), ", "))
@@ -90,21 +94,32 @@ func experimentAction(c *cli.Context) error {
 			return err
 		}
 		reports = append(reports, r)
-		paths, err := r.WriteFiles(out)
-		if err != nil {
+		if err := writeReport(c, r, out); err != nil {
 			return err
 		}
-		if c.Bool("json") {
-			if err := r.WriteJSON(c.App.Writer); err != nil {
-				return err
-			}
-			continue
-		}
-		if err := r.WriteText(c.App.Writer); err != nil {
-			return err
-		}
-		fmt.Fprintf(c.App.Writer, "wrote %s\n\n", strings.Join(paths, ", "))
 	}
+	return writeDoc(c, reports, out)
+}
+
+// writeReport writes r's files into out and prints it (as JSON with
+// --json).
+func writeReport(c *cli.Context, r *experiment.Report, out string) error {
+	paths, err := r.WriteFiles(out)
+	if err != nil {
+		return err
+	}
+	if c.Bool("json") {
+		return r.WriteJSON(c.App.Writer)
+	}
+	if err := r.WriteText(c.App.Writer); err != nil {
+		return err
+	}
+	fmt.Fprintf(c.App.Writer, "wrote %s\n\n", strings.Join(paths, ", "))
+	return nil
+}
+
+// writeDoc writes the --doc summary of reports, whose files are in out.
+func writeDoc(c *cli.Context, reports []*experiment.Report, out string) error {
 	if doc := c.String("doc"); doc != "" {
 		rel, err := filepath.Rel(filepath.Dir(doc), out)
 		if err != nil {

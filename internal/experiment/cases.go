@@ -9,22 +9,6 @@ import (
 	"github.com/mrlab/mrlab/transport"
 )
 
-// runCases runs every case with every seed of cfg, cfg.Jobs at a time:
-// point gives the simulation, measure runs it and makes the row. Rows come
-// back case by case, seeds in order within a case. Every point runs with
-// cfg's payload mode (results do not depend on it).
-func runCases[C, R any](cfg Config, exp string, cases []C, point func(c C, seed uint64) Point, measure func(c C, p Point) (R, error)) ([]R, error) {
-	var jobs []job[R]
-	for _, c := range cases {
-		for _, seed := range cfg.seeds() {
-			p := point(c, seed)
-			p.Spec.Payload = cfg.Payload
-			jobs = append(jobs, job[R]{name: p.Command(), run: func() (R, error) { return measure(c, p) }})
-		}
-	}
-	return runJobs(cfg, exp, jobs)
-}
-
 // Fabric kinds: a bed without PFC (drop-tail) or with PFC on every link.
 const (
 	FabricLossy    = "lossy"

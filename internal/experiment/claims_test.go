@@ -69,11 +69,28 @@ func (c *claim) done() {
 // claimRows runs cases with every claim seed, in parallel.
 func claimRows[C, R any](t *testing.T, cases []C, point func(C, uint64) Point, measure func(C, Point) (R, error)) []R {
 	t.Helper()
-	rows, err := runCases(Config{Seed: claimSeeds[0], Seeds: len(claimSeeds)}.withDefaults(), t.Name(), cases, point, measure)
+	cfg := Config{Seed: claimSeeds[0], Seeds: len(claimSeeds)}.withDefaults()
+	cfg.drive = localDriver{cfg: cfg, name: t.Name()}
+	rows, err := runCases(cfg, t.Name(), cases, point, measure)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return rows
+}
+
+// localDriver runs every point in the test's process, cfg.Jobs at a time
+// (the claims run cases no experiment plans on their own).
+type localDriver struct {
+	cfg  Config
+	name string
+}
+
+func (d localDriver) rows(pts []Point, run func(i int) ([]byte, error)) ([][]byte, error) {
+	jobs := make([]job[[]byte], len(pts))
+	for i, p := range pts {
+		jobs[i] = job[[]byte]{name: p.Command(), run: func() ([]byte, error) { return run(i) }}
+	}
+	return runJobs(d.cfg, d.name, jobs)
 }
 
 // lossFractions runs a side at 0% and at loss% on the loss-sweep beds and

@@ -25,7 +25,6 @@ import (
 	"runtime"
 	"sort"
 	"strings"
-	"time"
 
 	"github.com/mrlab/mrlab/softnic"
 )
@@ -88,6 +87,9 @@ type Config struct {
 	// Payload is how the workloads hold payload; `mrlab experiment`
 	// runs synthetic unless told otherwise. Results do not depend on it.
 	Payload softnic.PayloadMode
+
+	// drive decides what runCases does with the points (sweep.go).
+	drive driver
 }
 
 func (c Config) withDefaults() Config {
@@ -123,20 +125,6 @@ type Experiment struct {
 	// Target is what mrlab aims to show.
 	Target string
 	run    func(cfg Config) (*Report, error)
-}
-
-// Run runs the experiment and returns its report.
-func (e Experiment) Run(cfg Config) (*Report, error) {
-	cfg = cfg.withDefaults()
-	start := time.Now()
-	r, err := e.run(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("experiment %s: %w", e.Name, err)
-	}
-	r.Experiment, r.Title, r.Claim, r.Target = e.Name, e.Title, e.Claim, e.Target
-	r.Seeds, r.Scale = cfg.seeds(), cfg.Scale.String()
-	r.Wall = time.Since(start)
-	return r, nil
 }
 
 // ErrUnknown is returned by Lookup for a name that is not an experiment.

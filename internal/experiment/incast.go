@@ -67,10 +67,12 @@ type IncastRow struct {
 	Error       string  `json:"error,omitempty"`
 	DataOK      bool    `json:"data_ok"`
 
-	// rtts and rates are the per-sender rates over one-RTT windows (Gb/s)
-	// at window starts in base RTTs, for the plot (8 senders or fewer).
-	rtts  []float64
-	rates [][]float64
+	// RateRTTs and Rates are the per-sender rates over one-RTT windows
+	// (Gb/s) at window starts in base RTTs, for the plot (8 senders or
+	// fewer). They are not in the report's JSON (its series are), but a
+	// point's result carries them to the merge.
+	RateRTTs []float64   `json:"-"`
+	Rates    [][]float64 `json:"-"`
 }
 
 type incastCase struct {
@@ -211,7 +213,7 @@ func runIncast(cfg Config) (*Report, error) {
 	// bed, where one RTT holds enough packets to read them.
 	for _, k := range g.keys {
 		row := g.rows[k][0]
-		if len(row.rates) == 0 || row.Lab != "incast/long-lossy" && row.Lab != "incast/long-pfc" {
+		if len(row.Rates) == 0 || row.Lab != "incast/long-lossy" && row.Lab != "incast/long-pfc" {
 			continue
 		}
 		fig := figure{file: "incast-" + row.Transport, title: fmt.Sprintf("%d-to-1 incast on %s, %s (seed %d): each sender's rate over one-RTT windows", row.Senders, row.Lab, row.Transport, row.Seed),
@@ -219,14 +221,14 @@ func runIncast(cfg Config) (*Report, error) {
 		if row.Transport == transport.MetaRoCE.String() {
 			fig.file = "incast"
 		}
-		for i, y := range row.rates {
-			fig.lines = append(fig.lines, figLine{name: fmt.Sprintf("sender %d", i+1), x: row.rtts, y: y})
-			r.Series = append(r.Series, Series{Plot: fig.file, Name: fmt.Sprintf("sender %d", i+1), X: row.rtts, Y: y})
+		for i, y := range row.Rates {
+			fig.lines = append(fig.lines, figLine{name: fmt.Sprintf("sender %d", i+1), x: row.RateRTTs, y: y})
+			r.Series = append(r.Series, Series{Plot: fig.file, Name: fmt.Sprintf("sender %d", i+1), X: row.RateRTTs, Y: y})
 		}
-		if n := len(row.rtts); n > 0 {
+		if n := len(row.RateRTTs); n > 0 {
 			fair := 100.0 / float64(row.Senders) // Gb/s: the receiver's 100 Gbit/s link
-			fig.lines = append(fig.lines, figLine{name: "fair share ±10%", x: []float64{0, row.rtts[n-1]}, y: []float64{0.9 * fair, 0.9 * fair}, dashed: true, color: -1},
-				figLine{name: "", x: []float64{0, row.rtts[n-1]}, y: []float64{1.1 * fair, 1.1 * fair}, dashed: true, color: -1})
+			fig.lines = append(fig.lines, figLine{name: "fair share ±10%", x: []float64{0, row.RateRTTs[n-1]}, y: []float64{0.9 * fair, 0.9 * fair}, dashed: true, color: -1},
+				figLine{name: "", x: []float64{0, row.RateRTTs[n-1]}, y: []float64{1.1 * fair, 1.1 * fair}, dashed: true, color: -1})
 		}
 		r.plots = append(r.plots, fig)
 	}
@@ -323,10 +325,10 @@ func incastRun(p incastParams, c incastCase, pt Point) (IncastRow, error) {
 			for w := 0; w+4 < k; w++ {
 				ys = append(ys, (f[w+4]-f[w])*8/float64(rtt))
 			}
-			row.rates = append(row.rates, ys)
+			row.Rates = append(row.Rates, ys)
 		}
 		for w := 0; w+4 < k; w++ {
-			row.rtts = append(row.rtts, float64(w)/4)
+			row.RateRTTs = append(row.RateRTTs, float64(w)/4)
 		}
 	}
 	half := run.t0 + end/2

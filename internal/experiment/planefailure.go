@@ -59,7 +59,11 @@ type FailureRow struct {
 	Timeouts    uint64   `json:"timeouts"`
 	DataOK      bool     `json:"data_ok"`
 
-	times, goodput []float64 // the series, for the plot
+	// Times (us) and Goodput (Gb/s) are the series for the plot: not in
+	// the report's JSON (its series are), but a point's result carries
+	// them to the merge.
+	Times   []float64 `json:"-"`
+	Goodput []float64 `json:"-"`
 }
 
 type failureParams struct {
@@ -160,14 +164,14 @@ func runPlaneFailure(cfg Config) (*Report, error) {
 		if i == 0 {
 			fig.file = "plane-failure"
 		}
-		fig.lines = append(fig.lines, figLine{name: "goodput", x: fr.times, y: fr.goodput, color: 1})
-		if n := len(fr.times); n > 0 {
+		fig.lines = append(fig.lines, figLine{name: "goodput", x: fr.Times, y: fr.Goodput, color: 1})
+		if n := len(fr.Times); n > 0 {
 			surv := 0.9 * fr.SurvivingGbps
-			fig.lines = append(fig.lines, figLine{name: "90% of surviving capacity", x: []float64{0, fr.times[n-1]}, y: []float64{surv, surv}, dashed: true, color: -1})
+			fig.lines = append(fig.lines, figLine{name: "90% of surviving capacity", x: []float64{0, fr.Times[n-1]}, y: []float64{surv, surv}, dashed: true, color: -1})
 		}
 		fig.vlines = append(fig.vlines, figMark{x: fr.FailAt.Micros(), label: "plane fails"})
 		r.plots = append(r.plots, fig)
-		r.Series = append(r.Series, Series{Plot: fig.file, Name: fr.Transport + " goodput", X: fr.times, Y: fr.goodput})
+		r.Series = append(r.Series, Series{Plot: fig.file, Name: fr.Transport + " goodput", X: fr.Times, Y: fr.Goodput})
 	}
 	return r, nil
 }
@@ -265,8 +269,8 @@ func failureRun(p failureParams, sd side, pt Point) (FailureRow, error) {
 	row.AfterGbps = mean(n-(n-fail)/3, n)
 	row.AfterFraction = row.AfterGbps / row.SurvivingGbps
 	for i := 0; i < n; i++ {
-		row.times = append(row.times, (sim.Time(i) * p.sample).Micros())
-		row.goodput = append(row.goodput, gb(i))
+		row.Times = append(row.Times, (sim.Time(i) * p.sample).Micros())
+		row.Goodput = append(row.Goodput, gb(i))
 	}
 	// Recovery: the first bucket after the failure from which the 3-bucket
 	// average stays at or above 90% of the surviving capacity.

@@ -29,6 +29,14 @@ var packages = map[string]string{
 	"cc":       "gcc",
 	// The web view's browser tests (observe/web/webtest).
 	"chromium": "chromium",
+	// The single-node Slurm of the sweep test (cmd/mrlab); slurm-client
+	// (sbatch, squeue, scancel) comes with slurmctld.
+	"munged":    "munge",
+	"slurmctld": "slurmctld",
+	"slurmd":    "slurmd",
+	"sbatch":    "slurm-client",
+	"squeue":    "slurm-client",
+	"scancel":   "slurm-client",
 }
 
 // missing ends the test for an absent prerequisite: it fails in CI and
@@ -71,8 +79,7 @@ func RequireNamespaces(t testing.TB) {
 }
 
 // RequireCommand ends the test unless the command is on PATH, and returns
-// its path. The commands scripts/test installs (iperf3, tshark, ip, ping,
-// promtool)
+// its path. The commands scripts/test installs (those in packages)
 // must be there in CI; any other command only skips, in CI too.
 func RequireCommand(t testing.TB, name string) string {
 	t.Helper()
