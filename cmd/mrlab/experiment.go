@@ -26,6 +26,7 @@ func newExperimentCommand() *cli.Command {
 		fmt.Fprintf(&desc, "  %-14s %s\n", e.Name, e.Title)
 	}
 	desc.WriteString("  all            every experiment in turn (with --doc, also a Markdown summary)\n")
+	desc.WriteString("  A,B,...        those experiments in turn\n")
 	desc.WriteString(sweepHelp)
 	return &cli.Command{
 		Name:        "experiment",
@@ -62,11 +63,14 @@ func experimentAction(c *cli.Context) error {
 	if name == "all" {
 		exps = experiment.All()
 	} else {
-		e, err := experiment.Lookup(name)
-		if err != nil {
-			return usageError{err}
+		// NAME or NAME,NAME,...: those experiments in turn.
+		for _, n := range strings.Split(name, ",") {
+			e, err := experiment.Lookup(n)
+			if err != nil {
+				return usageError{err}
+			}
+			exps = append(exps, e)
 		}
-		exps = []experiment.Experiment{e}
 	}
 	scale, err := experiment.ParseScale(c.String("scale"))
 	if err != nil {
