@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"slices"
 
+	"github.com/mrlab/mrlab/internal/natural"
+
 	"github.com/mrlab/mrlab/internal/sim"
 )
 
@@ -96,10 +98,10 @@ func (n *Network) Counters() Snapshot {
 		s.Ports = append(s.Ports, pc)
 	}
 	slices.SortFunc(s.Links, func(a, b LinkCounters) int {
-		return cmp.Or(naturalCompare(a.Link, b.Link), cmp.Compare(a.Dir, b.Dir))
+		return cmp.Or(natural.Compare(a.Link, b.Link), cmp.Compare(a.Dir, b.Dir))
 	})
 	slices.SortFunc(s.Ports, func(a, b PortCounters) int {
-		return cmp.Or(naturalCompare(a.Node, b.Node), cmp.Compare(a.Port, b.Port))
+		return cmp.Or(natural.Compare(a.Node, b.Node), cmp.Compare(a.Port, b.Port))
 	})
 	return s
 }
@@ -164,44 +166,4 @@ func (s Snapshot) Drops() DropCounts {
 		d.add(&s.Ports[i].NodeDrops)
 	}
 	return d
-}
-
-// naturalCompare orders strings with runs of digits compared as numbers.
-func naturalCompare(a, b string) int {
-	for a != "" && b != "" {
-		if isDigit(a[0]) && isDigit(b[0]) {
-			i, j := digitRun(a), digitRun(b)
-			na, nb := trimZeros(a[:i]), trimZeros(b[:j])
-			if c := cmp.Compare(len(na), len(nb)); c != 0 {
-				return c
-			}
-			if c := cmp.Compare(na, nb); c != 0 {
-				return c
-			}
-			a, b = a[i:], b[j:]
-			continue
-		}
-		if a[0] != b[0] {
-			return cmp.Compare(a[0], b[0])
-		}
-		a, b = a[1:], b[1:]
-	}
-	return cmp.Compare(len(a), len(b))
-}
-
-func isDigit(c byte) bool { return c >= '0' && c <= '9' }
-
-func digitRun(s string) int {
-	i := 0
-	for i < len(s) && isDigit(s[i]) {
-		i++
-	}
-	return i
-}
-
-func trimZeros(s string) string {
-	for len(s) > 1 && s[0] == '0' {
-		s = s[1:]
-	}
-	return s
 }

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/mrlab/mrlab/internal/natural"
 )
 
 // View is a topology laid out for drawing, in abstract units the page
@@ -166,7 +168,7 @@ func layoutPlane(v *View, p int) float64 {
 		if na.Pod != nb.Pod {
 			return na.Pod - nb.Pod
 		}
-		return naturalCompare(na.Name, nb.Name)
+		return natural.Compare(na.Name, nb.Name)
 	}
 	slices.SortFunc(tier1, byPodName)
 	// Which switch each host port hangs off.
@@ -188,7 +190,7 @@ func layoutPlane(v *View, p int) float64 {
 		}
 	}
 	byHost := func(a, b int) int {
-		if c := naturalCompare(v.Nodes[a].Name, v.Nodes[b].Name); c != 0 {
+		if c := natural.Compare(v.Nodes[a].Name, v.Nodes[b].Name); c != 0 {
 			return c
 		}
 		return v.Nodes[a].Port - v.Nodes[b].Port

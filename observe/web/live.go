@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mrlab/mrlab/internal/natural"
+
 	"github.com/mrlab/mrlab/internal/sim"
 )
 
@@ -181,7 +183,7 @@ func (l *Live) poll(ctx context.Context) {
 	}
 	l.mu.Unlock()
 	keys := slices.SortedFunc(maps.Keys(selected), func(a, b ConnKey) int {
-		if c := naturalCompare(a.Host, b.Host); c != 0 {
+		if c := natural.Compare(a.Host, b.Host); c != 0 {
 			return c
 		}
 		return int(a.ID) - int(b.ID)

@@ -1,7 +1,6 @@
 package web
 
 import (
-	"cmp"
 	"strconv"
 
 	"github.com/mrlab/mrlab/fabric"
@@ -78,42 +77,4 @@ func (t *Topology) DirName(d int) string {
 		return t.Links[d/2].Name + ":AtoB"
 	}
 	return t.Links[d/2].Name + ":BtoA"
-}
-
-// naturalCompare orders names with digit runs compared as numbers, so h2
-// sorts before h10.
-func naturalCompare(a, b string) int {
-	for a != "" && b != "" {
-		if isDigit(a[0]) && isDigit(b[0]) {
-			i, j := digits(a), digits(b)
-			x, y := trimZeros(a[:i]), trimZeros(b[:j])
-			if c := cmp.Or(cmp.Compare(len(x), len(y)), cmp.Compare(x, y)); c != 0 {
-				return c
-			}
-			a, b = a[i:], b[j:]
-			continue
-		}
-		if c := cmp.Compare(a[0], b[0]); c != 0 {
-			return c
-		}
-		a, b = a[1:], b[1:]
-	}
-	return cmp.Compare(len(a), len(b))
-}
-
-func isDigit(c byte) bool { return c >= '0' && c <= '9' }
-
-func digits(s string) int {
-	i := 0
-	for i < len(s) && isDigit(s[i]) {
-		i++
-	}
-	return i
-}
-
-func trimZeros(s string) string {
-	for len(s) > 1 && s[0] == '0' {
-		s = s[1:]
-	}
-	return s
 }

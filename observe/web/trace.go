@@ -209,3 +209,12 @@ func (c *ConnState) Involves(ev *TraceEvent) bool {
 	}
 	return c.PeerID != 0 && ev.Host == c.Peer && ev.Conn == c.PeerID
 }
+
+// digits returns the length of s's leading run of decimal digits.
+func digits(s string) int {
+	i := 0
+	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+		i++
+	}
+	return i
+}
