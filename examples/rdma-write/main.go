@@ -9,8 +9,9 @@
 //	sudo mrlab exec h4 -- rdma-write --listen
 //	sudo mrlab exec h0 -- rdma-write --to 198.18.1.1 --size 1MiB -n 64 [--transport rocev2]
 //
-// The client prints a perftest-style line and "data verified", and exits
-// 0 only when the server has checked every byte of every message.
+// The client says when it is connected, then prints a perftest-style line
+// and "data verified", and exits 0 only when the server has checked every
+// byte of every message.
 package main
 
 import (
@@ -277,6 +278,10 @@ func write(ctx context.Context, cfg *config) error {
 	if err := e.qp.Connect(ctx, cfg.to); err != nil {
 		return err
 	}
+	// Said before the transfer (perftest prints its local and remote
+	// addresses first too), so a script can wait for it.
+	fmt.Printf("rdma-write: %s (%v) connected to %v over %v: %d messages of %d bytes\n",
+		e.dev.Host(), e.dev.Addr(), cfg.to, e.qp.Transport(), cfg.n, cfg.size)
 	hello := e.ctl.Bytes()
 	binary.LittleEndian.PutUint32(hello, magic)
 	binary.LittleEndian.PutUint32(hello[4:], uint32(slots))
