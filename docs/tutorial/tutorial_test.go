@@ -5,9 +5,10 @@
 // A lesson's ```console blocks hold commands ("$ " lines; a trailing "\"
 // continues one) and sample output (other lines, not checked). The test
 // runs each block's commands as one shell script in a scratch directory
-// where labs/ is the repository's, with a freshly built mrlab first on
-// PATH and "sudo " dropped (the test runs as root when it runs live
-// lessons). HTML comments after a block state what its output shows:
+// that looks like a checkout (labs/, examples/, go.mod ... are links to
+// the repository's), with a freshly built mrlab first on PATH and "sudo "
+// dropped (the test runs as root when it runs live lessons). HTML
+// comments after a block state what its output shows:
 //
 //	<!-- expect: REGEX -->              the output matches REGEX (multi-line mode)
 //	<!-- expect-not: REGEX -->          it does not
@@ -15,8 +16,9 @@
 //	<!-- expect-value: REGEX OP NUM --> REGEX's first group, a number, is OP (<, <=, >, >=, ==) NUM
 //	<!-- expect-file: PATH: REGEX -->   the file PATH (in the scratch directory) matches REGEX
 //
-// A block whose info string says "live" needs root and network namespaces
-// (in CI it must run; elsewhere it skips).
+// A block whose info string says "live" needs root and network namespaces,
+// and a command running tshark, iperf3, ping or cc needs that tool (in CI
+// they must be there; elsewhere the lesson skips).
 package tutorial
 
 import (
@@ -27,6 +29,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -112,6 +115,48 @@ func mrlabBinary(t *testing.T, dir string) string {
 	return bin
 }
 
+// linkCheckout makes work look like a checkout of the repository at
+// repo: each of its top-level entries but dot files is a symlink there,
+// so lessons read labs/ and build examples/ as a user in a checkout
+// would, while what they write stays in work.
+func linkCheckout(repo, work string) error {
+	entries, err := os.ReadDir(repo)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), ".") {
+			continue
+		}
+		if err := os.Symlink(filepath.Join(repo, e.Name()), filepath.Join(work, e.Name())); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// goEnv returns the Go command's cache and configuration settings as
+// NAME=VALUE, so that a lesson's go build, whose HOME is its scratch
+// directory, shares the test's build and module caches (no rebuild of
+// the standard library, no download).
+func goEnv(t *testing.T) []string {
+	t.Helper()
+	names := []string{"GOCACHE", "GOMODCACHE", "GOPATH", "GOENV"}
+	out, err := exec.Command("go", append([]string{"env"}, names...)...).Output()
+	if err != nil {
+		t.Fatalf("go env: %v", err)
+	}
+	vals := strings.Split(strings.TrimSuffix(string(out), "\n"), "\n")
+	if len(vals) != len(names) {
+		t.Fatalf("go env printed %q", out)
+	}
+	env := make([]string, len(names))
+	for i, n := range names {
+		env[i] = n + "=" + vals[i]
+	}
+	return env
+}
+
 // TestTutorialIndex: at least six lessons, each linked from the index
 // and holding a lab of its own under labs/examples/tutorial.
 func TestTutorialIndex(t *testing.T) {
@@ -146,6 +191,7 @@ func TestLessons(t *testing.T) {
 	}
 	binDir := t.TempDir()
 	mrlabBinary(t, binDir)
+	env := append(os.Environ(), goEnv(t)...)
 	for _, lesson := range lessons {
 		t.Run(strings.TrimSuffix(lesson, ".md"), func(t *testing.T) {
 			blocks, err := parseLesson(lesson)
@@ -156,7 +202,7 @@ func TestLessons(t *testing.T) {
 				t.Fatalf("%s has no console blocks", lesson)
 			}
 			work := t.TempDir()
-			if err := os.Symlink(filepath.Join(repo, "labs"), filepath.Join(work, "labs")); err != nil {
+			if err := linkCheckout(repo, work); err != nil {
 				t.Fatal(err)
 			}
 			runDir := filepath.Join(work, "run")
@@ -165,8 +211,8 @@ func TestLessons(t *testing.T) {
 					testenv.RequireNamespaces(t)
 				}
 				for _, cmd := range b.script {
-					for _, tool := range []string{"tshark", "iperf3", "ping"} {
-						if strings.Contains(cmd, tool+" ") {
+					for _, tool := range []string{"tshark", "iperf3", "ping", "cc"} {
+						if slices.Contains(strings.Fields(cmd), tool) {
 							testenv.RequireCommand(t, tool)
 						}
 					}
@@ -174,7 +220,7 @@ func TestLessons(t *testing.T) {
 			}
 			t.Cleanup(func() { downLabs(binDir, runDir) })
 			for _, b := range blocks {
-				out := runBlock(t, lesson, b, work, binDir, runDir)
+				out := runBlock(t, lesson, b, env, work, binDir, runDir)
 				for _, e := range b.expect {
 					if err := check(e, out, work); err != nil {
 						t.Errorf("%s:%d: %v\n--- output of the block at line %d:\n%s", lesson, e.line, err, b.line, out)
@@ -186,7 +232,7 @@ func TestLessons(t *testing.T) {
 }
 
 // runBlock runs a block's commands as one script and returns its output.
-func runBlock(t *testing.T, lesson string, b block, work, binDir, runDir string) string {
+func runBlock(t *testing.T, lesson string, b block, env []string, work, binDir, runDir string) string {
 	t.Helper()
 	var script strings.Builder
 	script.WriteString("set -e\n")
@@ -197,7 +243,7 @@ func runBlock(t *testing.T, lesson string, b block, work, binDir, runDir string)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "sh", "-c", script.String())
 	cmd.Dir = work
-	cmd.Env = append(os.Environ(), "PATH="+binDir+":"+os.Getenv("PATH"), "MRLAB_RUN_DIR="+runDir,
+	cmd.Env = append(slices.Clip(env), "PATH="+binDir+":"+os.Getenv("PATH"), "MRLAB_RUN_DIR="+runDir,
 		"HOME="+work, "WIRESHARK_CONFIG_DIR="+filepath.Join(work, ".wireshark"))
 	// Its own process group, so a timeout ends whatever it started.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
