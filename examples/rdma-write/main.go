@@ -313,7 +313,8 @@ func write(ctx context.Context, cfg *config) error {
 	size := cfg.size
 	n := uint64(cfg.n)
 	var posted, written, credited uint64
-	done := make([]time.Time, 0, n)
+	sent := make([]time.Time, 0, n) // when message i was posted
+	done := make([]time.Time, 0, n) // when message i's WRITE completed
 	// The lab paces an emulated network to the wall clock; the stopwatch
 	// says whether it kept up while we measured.
 	sw, err := e.dev.StartTiming()
@@ -334,6 +335,7 @@ func write(ctx context.Context, cfg *config) error {
 			if err != nil {
 				return err
 			}
+			sent = append(sent, time.Now())
 			posted++
 		}
 		wc, err := e.next(ctx)
@@ -361,20 +363,24 @@ func write(ctx context.Context, cfg *config) error {
 	if err != nil {
 		return err
 	}
-	report(e, cfg, start, done, timing)
+	report(e, cfg, start, sent, done, timing)
 	return nil
 }
 
-// report prints the perftest-style result.
-func report(e *endpoint, cfg *config, start time.Time, done []time.Time, timing verbs.Timing) {
+// report prints the perftest-style result. BW peak is perftest's: the
+// best rate over windows of depth messages that open when the first of them
+// is posted and close when the last completes. Every byte counted crossed
+// the wire inside such a window, so the peak never exceeds the line rate,
+// however completions bunch (a window that opened at a completion would).
+func report(e *endpoint, cfg *config, start time.Time, sent, done []time.Time, timing verbs.Timing) {
 	const rule = "---------------------------------------------------------------------------------------"
 	elapsed := done[len(done)-1].Sub(start)
 	bits := float64(cfg.size) * 8
 	avg := bits * float64(len(done)) / elapsed.Seconds() / 1e9
 	peak := avg
-	if w := min(cfg.depth, len(done)-1); w > 0 {
-		for i := w; i < len(done); i++ {
-			if d := done[i].Sub(done[i-w]); d > 0 {
+	if w := min(cfg.depth, len(done)); w > 0 {
+		for j := w - 1; j < len(done); j++ {
+			if d := done[j].Sub(sent[j-w+1]); d > 0 {
 				peak = max(peak, bits*float64(w)/d.Seconds()/1e9)
 			}
 		}
