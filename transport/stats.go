@@ -27,7 +27,9 @@ type Stats struct {
 	// those of them that arrived CE marked.
 	PacketsAcked, CEAcked uint64
 	// Retransmits counts data packets sent again; Timeouts retransmission
-	// timeouts.
+	// timeouts, a probe's included: MetaRoCE keeps probing a failed path,
+	// ever less often, so Timeouts grows while a plane is down even when
+	// nothing is resent.
 	Retransmits, Timeouts uint64
 	// ECNEchoes counts congestion notifications the sender acted on (ECN
 	// echoes in MetaRoCE ACKs, CNPs in RoCEv2).

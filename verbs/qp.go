@@ -224,8 +224,11 @@ func (q *QP) Transport() Transport {
 type QPStats struct {
 	TxPackets, RxPackets uint64
 	// Retransmits counts data packets sent again, Timeouts retransmission
-	// timeouts, ECNEchoes congestion notifications the sender acted on;
-	// CEReceived packets that arrived ECN-marked.
+	// timeouts (a probe's included: a MetaRoCE connection keeps probing the
+	// paths of a failed plane, ever less often, so Timeouts grows while it
+	// is down even when nothing is resent), ECNEchoes congestion
+	// notifications the sender acted on; CEReceived packets that arrived
+	// ECN-marked.
 	Retransmits, Timeouts, ECNEchoes, CEReceived uint64
 }
 
