@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -27,6 +28,7 @@ func newExperimentCommand() *cli.Command {
 	}
 	desc.WriteString("  all            every experiment in turn (with --doc, also a Markdown summary)\n")
 	desc.WriteString("  A,B,...        those experiments in turn\n")
+	desc.WriteString(whatIfExperimentHelp())
 	desc.WriteString(sweepHelp)
 	return &cli.Command{
 		Name:        "experiment",
@@ -42,7 +44,7 @@ func newExperimentCommand() *cli.Command {
 			&cli.IntFlag{Name: "jobs", Usage: "simulations to run at once (results do not depend on it)", DefaultText: "one per CPU"},
 			&cli.StringFlag{Name: "payload", Usage: "payload mode: synthetic (content tracked, not stored) or bytes (every byte real); results do not depend on it", Value: "synthetic"},
 			&cli.StringFlag{Name: "doc", Usage: "also write a Markdown summary of the results to `FILE` (plots linked relative to it)"},
-		}, sweepFlags()...),
+		}, append(whatIfFlags(), sweepFlags()...)...),
 		Action: experimentAction,
 	}
 }
@@ -89,7 +91,11 @@ func experimentAction(c *cli.Context) error {
 	if err != nil {
 		return usageError{fmt.Errorf("experiment: --payload: %w", err)}
 	}
-	cfg := experiment.Config{Seed: c.Uint64("seed"), Seeds: c.Int("seeds"), Scale: scale, Jobs: c.Int("jobs"), Progress: c.App.ErrWriter, Payload: payload}
+	cfg := experiment.Config{Seed: c.Uint64("seed"), Seeds: c.Int("seeds"), Scale: scale, Jobs: c.Int("jobs"), Progress: c.App.ErrWriter,
+		Payload: payload, WhatIf: experimentWhatIf(c)}
+	if err := checkWhatIf(exps, cfg); err != nil {
+		return err
+	}
 	out := c.String("out")
 	var reports []*experiment.Report
 	for _, e := range exps {
@@ -139,4 +145,62 @@ func writeDoc(c *cli.Context, reports []*experiment.Report, out string) error {
 		fmt.Fprintf(c.App.Writer, "wrote %s\n", doc)
 	}
 	return nil
+}
+
+// experimentWhatIf reads --set, --impair and --fault as the run's change
+// to every bed.
+func experimentWhatIf(c *cli.Context) experiment.WhatIf {
+	return experiment.WhatIf{Set: flagValues(c, "set"), Impair: flagValues(c, "impair"), Fault: flagValues(c, "fault")}
+}
+
+// checkWhatIf plans every experiment of the run with cfg's what-if before
+// anything runs, and returns every refusal at once (a usage error): one
+// experiment of a list may refuse what another takes.
+func checkWhatIf(exps []experiment.Experiment, cfg experiment.Config) error {
+	if cfg.WhatIf.IsZero() {
+		return nil
+	}
+	var errs []error
+	for _, e := range exps {
+		if _, err := e.Plan(cfg); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return whatIfError(errors.Join(errs...))
+}
+
+// whatIfError makes an error in a what-if a usage error.
+func whatIfError(err error) error {
+	if errors.Is(err, experiment.ErrWhatIf) {
+		return usageError{err}
+	}
+	return err
+}
+
+// whatIfExperimentHelp is experiment's help on --set, --impair and
+// --fault: what they do and what each experiment refuses.
+func whatIfExperimentHelp() string {
+	var b strings.Builder
+	b.WriteString("\nWhat-ifs: --set KEY=VALUE, --impair TARGET=NETEM and --fault 'AT TARGET NAME ACTION'\n" +
+		"(as mrlab sim takes them, repeatable) change every bed of the run after the bed's\n" +
+		"own settings, alike for every transport and fabric: does the claim still hold at\n" +
+		"25 Gbit/s (--set links.default.rate=25gbit), with 5 us more on every fabric link\n" +
+		"(--impair 'fabric=delay 5us'), with a spine down at 1 ms? Every row's command, the\n" +
+		"plan and its points carry them; the table, JSON, plots and --doc page say the run\n" +
+		"is a what-if and list them (the setup names the beds' settings as their files have\n" +
+		"them). An --impair replaces a link's impairment, it does not add to it. A what-if\n" +
+		"touching what an experiment sets itself is refused, naming the flag (a --set of a\n" +
+		"key that holds such a setting, such as links.default={...}, too):\n")
+	for _, k := range experiment.FixedKnobs() {
+		fmt.Fprintf(&b, "  %-14s %s: %s\n", "every", k.Refuses(), k.Why)
+		if k.Hint != "" {
+			fmt.Fprintf(&b, "  %-14s (%s)\n", "", k.Hint)
+		}
+	}
+	for _, e := range experiment.All() {
+		for _, k := range e.Varies {
+			fmt.Fprintf(&b, "  %-14s %s: %s\n  %-14s (%s)\n", e.Name, k.Name, k.Why, "", k.Refuses())
+		}
+	}
+	return b.String()
 }

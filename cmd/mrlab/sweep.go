@@ -144,6 +144,9 @@ func sweepPlan(c *cli.Context, args []string, dir string) (experiment.Experiment
 			return experiment.Experiment{}, experiment.Config{}, nil, usagef("experiment needs a NAME, or a DIR holding %s", experiment.PlanFile)
 		}
 		e, cfg, err := have.Config()
+		if w := experimentWhatIf(c); !w.IsZero() && w.String() != have.WhatIf.String() {
+			return e, cfg, nil, usagef("%s holds %s; the what-if flags give %s: leave them out, or give the plan's", dir, have.Describe(), w)
+		}
 		return e, cfg, have, err
 	}
 	e, err := experiment.Lookup(args[0])
@@ -157,14 +160,14 @@ func sweepPlan(c *cli.Context, args []string, dir string) (experiment.Experiment
 	if c.Int("seeds") < 1 {
 		return e, experiment.Config{}, nil, usagef("--seeds %d: want at least 1", c.Int("seeds"))
 	}
-	cfg := experiment.Config{Seed: c.Uint64("seed"), Seeds: c.Int("seeds"), Scale: scale}
+	cfg := experiment.Config{Seed: c.Uint64("seed"), Seeds: c.Int("seeds"), Scale: scale, WhatIf: experimentWhatIf(c)}
 	p, err := e.Plan(cfg)
 	if err != nil {
-		return e, cfg, nil, err
+		return e, cfg, nil, whatIfError(err)
 	}
 	if have != nil && have.ID != p.ID {
 		return e, cfg, nil, fmt.Errorf("%s holds %s; NAME and the flags make %s: give the flags the points ran with (or none: %s)",
-			dir, have.Describe(), p.Describe(), strings.Join(have.Args, " "))
+			dir, have.Describe(), p.Describe(), have.Invocation())
 	}
 	return e, cfg, p, nil
 }
@@ -279,8 +282,8 @@ func sweepStatus(c *cli.Context, args []string, dir string) error {
 	}
 	if ids := st.IDs(experiment.StateFailed, experiment.StateMissing); len(ids) > 0 {
 		list := experiment.FormatIDs(ids)
-		fmt.Fprintf(w, "rerun: mrlab %s --point ID --out %s (for ID in %s), or on Slurm: mrlab %s --slurm --points %s --out %s\n",
-			strings.Join(st.Plan.Args, " "), dir, list, strings.Join(st.Plan.Args, " "), list, dir)
+		fmt.Fprintf(w, "rerun: %s --point ID --out %s (for ID in %s), or on Slurm: %s --slurm --points %s --out %s\n",
+			st.Plan.Invocation(), dir, list, st.Plan.Invocation(), list, dir)
 	} else if st.Count(experiment.StateRunning) == 0 {
 		fmt.Fprintf(w, "every point is done: mrlab experiment --merge %s\n", dir)
 	}

@@ -16,7 +16,8 @@ func init() {
 		Claim: "on a 64-node cluster MetaRoCE delivers higher throughput and lower completion times than RoCEv2 on all-reduce and all-to-all",
 		Target: "MetaRoCE's algorithm bandwidth above RoCEv2's (completion time below) for both collectives: loss-free against RoCEv2 on its " +
 			"lossless PFC fabric, and at 1% loss against RoCEv2 lossy and lossless; median and every seed",
-		run: runCollectives,
+		Varies: []Knob{lossKnob("it runs loss-free beds and beds with 1% random loss"), pfcKnob("it runs RoCEv2 on lossy beds and on lossless (PFC) ones")},
+		run:    runCollectives,
 	})
 }
 

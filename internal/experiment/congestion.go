@@ -14,6 +14,7 @@ func init() {
 		Title:  "RoCEv2 as deployed under congestion: a 2:1 oversubscribed uplink and an 8:1 incast, lossy and lossless (PFC + DCQCN), with MetaRoCE for reference",
 		Claim:  "(the baseline's) deployed RoCEv2 runs on a lossless PFC fabric with DCQCN; a fair comparison gives it that",
 		Target: "RoCEv2 with PFC and DCQCN: >= 90% of the bottleneck's capacity, no drops and a bounded queue, on both beds (median and every seed)",
+		Varies: []Knob{pfcKnob("it runs RoCEv2 on lossy beds and on lossless (PFC) ones")},
 		run:    runCongestion,
 	})
 }

@@ -87,6 +87,12 @@ type Config struct {
 	// Payload is how the workloads hold payload; `mrlab experiment`
 	// runs synthetic unless told otherwise. Results do not depend on it.
 	Payload softnic.PayloadMode
+	// WhatIf changes every bed of the run (mrlab experiment's --set,
+	// --impair and --fault), after the bed's own settings and alike for
+	// every transport; a what-if touching a setting the experiment varies
+	// (Experiment.Varies) is refused. The report says the run is a
+	// what-if and lists it.
+	WhatIf WhatIf
 
 	// drive decides what runCases does with the points (sweep.go).
 	drive driver
@@ -124,6 +130,10 @@ type Experiment struct {
 	Claim string
 	// Target is what mrlab aims to show.
 	Target string
+	// Varies are the lab settings the experiment sets itself, bed by bed
+	// or case by case: a what-if that touches one is refused (as is one
+	// touching FixedKnobs).
+	Varies []Knob
 	run    func(cfg Config) (*Report, error)
 }
 

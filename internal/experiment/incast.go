@@ -18,7 +18,8 @@ func init() {
 		Claim: "with receiver-driven fair-share rate hints, incast resolves in one or two round trips",
 		Target: "MetaRoCE: every sender within ±10% of its fair share over windows of one base RTT (sampled 4 times per RTT) from at most " +
 			"2 base RTTs after the start on, median and every seed; RoCEv2 on its lossless fabric: no drops",
-		run: runIncast,
+		Varies: []Knob{lossKnob("it runs loss-free beds and beds with 1% random loss"), pfcKnob("it runs RoCEv2 on lossy beds and on lossless (PFC) ones")},
+		run:    runIncast,
 	})
 }
 
@@ -50,6 +51,8 @@ type IncastRow struct {
 	// tolerance; the window is WideWindowRTTs long.
 	WideSettleRTTs float64 `json:"wide_settle_rtts"`
 	WideWindowRTTs float64 `json:"wide_window_rtts"`
+	// BottleneckGbps is the receiver link's rate.
+	BottleneckGbps float64 `json:"bottleneck_gbps"`
 	// Utilization is the receiver link's data over the second half of the
 	// run as a fraction of its rate.
 	Utilization float64 `json:"utilization"`
@@ -226,7 +229,7 @@ func runIncast(cfg Config) (*Report, error) {
 			r.Series = append(r.Series, Series{Plot: fig.file, Name: fmt.Sprintf("sender %d", i+1), X: row.RateRTTs, Y: y})
 		}
 		if n := len(row.RateRTTs); n > 0 {
-			fair := 100.0 / float64(row.Senders) // Gb/s: the receiver's 100 Gbit/s link
+			fair := row.BottleneckGbps / float64(row.Senders)
 			fig.lines = append(fig.lines, figLine{name: "fair share ±10%", x: []float64{0, row.RateRTTs[n-1]}, y: []float64{0.9 * fair, 0.9 * fair}, dashed: true, color: -1},
 				figLine{name: "", x: []float64{0, row.RateRTTs[n-1]}, y: []float64{1.1 * fair, 1.1 * fair}, dashed: true, color: -1})
 		}
@@ -293,6 +296,7 @@ func incastRun(p incastParams, c incastCase, pt Point) (IncastRow, error) {
 	lc, _ := snap.Link("h0-p0", fabric.BtoA)
 	row.PeakQueue, row.QueueDrops, row.PFCPauses = lc.QueueMaxBytes, snap.Drops()[fabric.DropQueueFull], snap.PFCPauses()
 	rate := bott.Rate()
+	row.BottleneckGbps = rate / 1e9
 	rtt := labBaseRTT(run.lab)
 	row.BaseRTT = rtt
 	const pkt = 4096 + 64 + 28 // a full packet on the wire, IPv4 bytes (approx. transport headers)

@@ -18,7 +18,8 @@ func init() {
 		Claim: "MetaRoCE keeps ~86% of its loss-free throughput at 1% loss and useful bandwidth up to 10%; RoCEv2 collapses under the same loss",
 		Target: "MetaRoCE: median >= 90% of loss-free goodput at 1% loss with no seed below the seeds' 86%, and > 50% at 10%; " +
 			"RoCEv2 (lossy, and lossless with PFC) below 50% of loss-free at 1%",
-		run: runLossSweep,
+		Varies: []Knob{lossKnob("the loss it sweeps, one bed per loss rate"), pfcKnob("it runs RoCEv2 on lossy beds and on lossless (PFC) ones")},
+		run:    runLossSweep,
 	})
 }
 

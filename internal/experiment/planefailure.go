@@ -17,7 +17,8 @@ func init() {
 		Claim: "after a simulated plane failure traffic redistributes to the other planes with no application involvement and no operator action",
 		Target: "MetaRoCE: zero application errors, and goodput back to >= 90% of the surviving planes' capacity within a few RTTs " +
 			"after the fabric's failure-detection delay (median and every seed)",
-		run: runPlaneFailure,
+		Varies: []Knob{faultKnob("its beds take plane 1 down mid-run, the failure it measures"), pfcKnob("it runs RoCEv2 on lossy beds and on lossless (PFC) ones")},
+		run:    runPlaneFailure,
 	})
 }
 

@@ -28,10 +28,11 @@ type Point struct {
 	Spec workload.Spec
 	// Seed seeds the fabric, the NICs and the workload (mrlab sim --seed).
 	Seed uint64
-	// Set and Impair change the lab as mrlab sim's --set KEY=VALUE and
-	// --impair TARGET=NETEM do (an experiment that sweeps a setting over
-	// one bed, such as the link rate, says so in the command).
-	Set, Impair []string
+	// WhatIf changes the lab as mrlab sim's --set, --impair and --fault
+	// do: an experiment that sweeps a setting over one bed (such as the
+	// link rate) says so in the command, and a run's what-if (Config)
+	// follows the experiment's own.
+	WhatIf
 }
 
 // Args returns the `mrlab` arguments that run the point.
@@ -59,12 +60,7 @@ func (p Point) Args() []string {
 	if len(s.To) > 0 {
 		a = append(a, "--to", strings.Join(s.To, ","))
 	}
-	for _, kv := range p.Set {
-		a = append(a, "--set", kv)
-	}
-	for _, kv := range p.Impair {
-		a = append(a, "--impair", kv)
-	}
+	a = append(a, p.WhatIf.Args()...)
 	return append(a, "--timeout", timeArg(p.timeout()))
 }
 
@@ -78,35 +74,6 @@ func (p Point) Command() string {
 		}
 	}
 	return "mrlab " + strings.Join(args, " ")
-}
-
-// overrides returns the point's --set and --impair edits, as mrlab sim
-// makes them.
-func (p Point) overrides() ([]labs.Override, error) {
-	var ovs []labs.Override
-	for _, kv := range p.Set {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok {
-			return nil, fmt.Errorf("--set %s: want KEY=VALUE", kv)
-		}
-		o, err := labs.SetOverride("--set "+kv, strings.TrimSpace(k), v)
-		if err != nil {
-			return nil, err
-		}
-		ovs = append(ovs, o)
-	}
-	for _, kv := range p.Impair {
-		target, netem, ok := strings.Cut(kv, "=")
-		if !ok {
-			return nil, fmt.Errorf("--impair %s: want TARGET=NETEM", kv)
-		}
-		o, err := labs.ImpairOverride("--impair "+kv, strings.TrimSpace(target), strings.TrimSpace(netem))
-		if err != nil {
-			return nil, err
-		}
-		ovs = append(ovs, o)
-	}
-	return ovs, nil
 }
 
 // defaultTimeout is mrlab sim's --timeout default.

@@ -20,6 +20,8 @@ func init() {
 		Claim: "(issue 11) the same MetaRoCE rules hold at 1 and 400 Gbit/s, over 1 and 6 hops, loss-free and at 1% and 10% random or bursty loss",
 		Target: "MetaRoCE write_bw in every cell, median and every seed: loss-free >= 97% of the wire limit, >= RoCEv2's fraction, 0 timeouts; " +
 			"1% loss (random, bursty) >= 90% of loss-free; 10% loss (random, bursty) >= 85% of the loss ceiling",
+		Varies: []Knob{rateKnob("it sets the rate of every link per cell"), lossKnob("it sets the loss on every link per cell"),
+			{Name: "RoCEv2's local ACK timeout", Why: "it sets it per link rate, as an operator would", Keys: []string{"transports.rocev2.ack_timeout"}}},
 		run: runRegimes,
 	})
 }
@@ -175,7 +177,7 @@ func (p regimeParams) point(c regimeCase, seed uint64) Point {
 		spec.From, spec.To = []string{c.bed.from}, []string{c.bed.to}
 	}
 	pt := Point{Lab: "regimes/" + c.bed.name, Seed: seed, Spec: spec,
-		Set: []string{"links.default.rate=" + fabric.FormatRate(c.rate)}}
+		WhatIf: WhatIf{Set: []string{"links.default.rate=" + fabric.FormatRate(c.rate)}}}
 	if c.kind == transport.RoCEv2 {
 		pt.Set = append(pt.Set, "transports.rocev2.ack_timeout="+timeArg(rocev2AckTimeout(c.rate)))
 	}

@@ -25,6 +25,10 @@ type Report struct {
 	// Seeds are the seeds every case ran with.
 	Seeds []uint64 `json:"seeds"`
 	Scale string   `json:"scale"`
+	// WhatIf is what the run changed in every bed, if anything: the
+	// beds' settings in Setup no longer hold as written, and the report
+	// is not the standard results.
+	WhatIf WhatIf `json:"what_if,omitzero"`
 	// Setup lists what ran: the beds (built-in labs), what each side had,
 	// the workloads, what was scaled down and why.
 	Setup []string `json:"setup"`
@@ -127,6 +131,10 @@ func (r *Report) WriteText(w io.Writer) error {
 	fmt.Fprintf(&b, "%s: %s (scale %s, seeds %s)\n", r.Experiment, r.Title, r.Scale, seedList(r.Seeds))
 	fmt.Fprintf(&b, "claim:  %s\n", r.Claim)
 	fmt.Fprintf(&b, "target: %s\n", r.Target)
+	if !r.WhatIf.IsZero() {
+		fmt.Fprintf(&b, "WHAT-IF: every bed ran with %s, after its own settings and alike for every transport; "+
+			"the setup below is the beds' as their files say, before it: these are not the standard results\n", r.WhatIf)
+	}
 	for _, s := range r.Setup {
 		fmt.Fprintf(&b, "setup:  %s\n", s)
 	}

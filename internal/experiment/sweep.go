@@ -90,6 +90,7 @@ func runCases[C, R any](cfg Config, exp string, cases []C, point func(c C, seed 
 		for _, seed := range cfg.seeds() {
 			p := point(c, seed)
 			p.Spec.Payload = cfg.Payload // results do not depend on it
+			p.WhatIf = p.WhatIf.with(cfg.WhatIf)
 			cs, pts = append(cs, c), append(pts, p)
 		}
 	}
@@ -124,9 +125,11 @@ type Plan struct {
 	Experiment string   `json:"experiment"`
 	Scale      string   `json:"scale"`
 	Seeds      []uint64 `json:"seeds"`
-	// ID names the plan: a hash of the experiment, scale, seeds and every
-	// point's command. Point results carry it; a merge refuses results of
-	// another plan.
+	// WhatIf is the run's change to every bed, if any.
+	WhatIf WhatIf `json:"what_if,omitzero"`
+	// ID names the plan: a hash of the experiment, scale, seeds, what-if
+	// and every point's command. Point results carry it; a merge refuses
+	// results of another plan.
 	ID string `json:"plan"`
 	// Args are the mrlab arguments that select this plan; a point runs
 	// with Args + "--point ID --out DIR".
@@ -157,14 +160,27 @@ func (p *Plan) Config() (Experiment, Config, error) {
 	if len(p.Seeds) == 0 {
 		return e, Config{}, fmt.Errorf("plan %s lists no seeds", p.ID)
 	}
-	return e, Config{Seed: p.Seeds[0], Seeds: len(p.Seeds), Scale: s}, nil
+	return e, Config{Seed: p.Seeds[0], Seeds: len(p.Seeds), Scale: s, WhatIf: p.WhatIf}, nil
 }
 
 // Describe names the plan for people: "loss-sweep (scale tiny, seeds 1-2,
-// plan 0123abcd4567)".
+// plan 0123abcd4567)", with "what-if --set ..." before the plan id when
+// it has one.
 func (p *Plan) Describe() string {
-	return fmt.Sprintf("%s (scale %s, seeds %s, plan %s)", p.Experiment, p.Scale, seedList(p.Seeds), p.ID)
+	return describePlan(p.Experiment, p.Scale, p.Seeds, p.WhatIf, p.ID)
 }
+
+func describePlan(exp, scale string, seeds []uint64, w WhatIf, id string) string {
+	what := ""
+	if !w.IsZero() {
+		what = ", what-if " + w.String()
+	}
+	return fmt.Sprintf("%s (scale %s, seeds %s%s, plan %s)", exp, scale, seedList(seeds), what, id)
+}
+
+// Invocation returns the mrlab command that selects the plan, quoted
+// for a shell.
+func (p *Plan) Invocation() string { return "mrlab " + shellJoin(p.Args) }
 
 // PointArgs returns the mrlab arguments that run point id into dir.
 func (p *Plan) PointArgs(id int, dir string) []string {
@@ -172,9 +188,18 @@ func (p *Plan) PointArgs(id int, dir string) []string {
 }
 
 // Plan returns the experiment's points for cfg (Jobs and Progress do not
-// matter), without running any.
-func (e Experiment) Plan(cfg Config) (*Plan, error) {
+// matter), without running any. A what-if is checked here: its flags, the
+// settings the experiment varies, and every bed with it applied; an error
+// wraps ErrWhatIf and names the flag (and the bed).
+func (e Experiment) Plan(cfg Config) (*Plan, error) { return e.plan(cfg, true) }
+
+// plan is Plan; checkBeds resolves every bed with the what-if (RunPoint
+// and Merge skip it: a point resolves its own bed, and Run planned first).
+func (e Experiment) plan(cfg Config, checkBeds bool) (*Plan, error) {
 	cfg = cfg.withDefaults()
+	if err := cfg.WhatIf.check(e); err != nil {
+		return nil, err
+	}
 	d := &planDriver{}
 	cfg.drive = d
 	if _, err := e.run(cfg); !errors.Is(err, errStop) {
@@ -183,10 +208,19 @@ func (e Experiment) Plan(cfg Config) (*Plan, error) {
 		}
 		return nil, fmt.Errorf("planning experiment %s: %w", e.Name, err)
 	}
-	p := &Plan{Experiment: e.Name, Scale: cfg.Scale.String(), Seeds: cfg.seeds(),
-		Args: []string{"experiment", e.Name, "--scale", cfg.Scale.String(), "--seed", strconv.FormatUint(cfg.Seed, 10), "--seeds", strconv.Itoa(cfg.Seeds)}}
+	if checkBeds && !cfg.WhatIf.IsZero() {
+		if err := cfg.WhatIf.checkBeds(e, d.pts); err != nil {
+			return nil, err
+		}
+	}
+	p := &Plan{Experiment: e.Name, Scale: cfg.Scale.String(), Seeds: cfg.seeds(), WhatIf: cfg.WhatIf,
+		Args: append([]string{"experiment", e.Name, "--scale", cfg.Scale.String(), "--seed", strconv.FormatUint(cfg.Seed, 10), "--seeds", strconv.Itoa(cfg.Seeds)},
+			cfg.WhatIf.Args()...)}
 	h := sha256.New()
 	fmt.Fprintf(h, "%s\n%s\n%v\n", p.Experiment, p.Scale, p.Seeds)
+	if !cfg.WhatIf.IsZero() {
+		fmt.Fprintf(h, "what-if %q\n", cfg.WhatIf.Args())
+	}
 	for i, pt := range d.pts {
 		c := pt.Command()
 		p.Points = append(p.Points, PlanPoint{ID: i, Lab: pt.Lab, Seed: pt.Seed, Command: c})
@@ -206,9 +240,11 @@ type PointResult struct {
 	Experiment string   `json:"experiment"`
 	Scale      string   `json:"scale"`
 	Seeds      []uint64 `json:"seeds"`
-	Plan       string   `json:"plan"`
-	Point      int      `json:"point"`
-	Command    string   `json:"command"`
+	// WhatIf is the plan's, for people reading the file and errors.
+	WhatIf  WhatIf `json:"what_if,omitzero"`
+	Plan    string `json:"plan"`
+	Point   int    `json:"point"`
+	Command string `json:"command"`
 	// Build names the mrlab that ran the point (Go version, platform, VCS
 	// revision): a merge refuses points of different builds, since only
 	// the same build promises the same rows.
@@ -228,7 +264,7 @@ type PointResult struct {
 
 // RunPoint runs point id of the plan for cfg and returns its result.
 func (e Experiment) RunPoint(cfg Config, id int) (*PointResult, error) {
-	p, err := e.Plan(cfg)
+	p, err := e.plan(cfg, false)
 	if err != nil {
 		return nil, err
 	}
@@ -243,7 +279,7 @@ func (e Experiment) RunPoint(cfg Config, id int) (*PointResult, error) {
 		return nil, fmt.Errorf("experiment %s, point %d: %w", e.Name, id, err)
 	}
 	host, _ := os.Hostname()
-	return &PointResult{Format: ResultFormat, Experiment: e.Name, Scale: p.Scale, Seeds: p.Seeds, Plan: p.ID,
+	return &PointResult{Format: ResultFormat, Experiment: e.Name, Scale: p.Scale, Seeds: p.Seeds, WhatIf: p.WhatIf, Plan: p.ID,
 		Point: id, Command: p.Points[id].Command, Build: Build(), Host: host,
 		WallSeconds: time.Since(start).Seconds(), Row: d.row}, nil
 }
@@ -252,7 +288,7 @@ func (e Experiment) RunPoint(cfg Config, id int) (*PointResult, error) {
 // of another plan, a point given twice or missing, and points of
 // different builds, naming them.
 func (e Experiment) Merge(cfg Config, results []*PointResult) (*Report, error) {
-	p, err := e.Plan(cfg)
+	p, err := e.plan(cfg, false)
 	if err != nil {
 		return nil, err
 	}
@@ -267,7 +303,13 @@ func (e Experiment) Merge(cfg Config, results []*PointResult) (*Report, error) {
 		return nil, fmt.Errorf("experiment %s: %w", e.Name, err)
 	}
 	r.Experiment, r.Title, r.Claim, r.Target = e.Name, e.Title, e.Claim, e.Target
-	r.Seeds, r.Scale = cfg.seeds(), cfg.Scale.String()
+	r.Seeds, r.Scale, r.WhatIf = cfg.seeds(), cfg.Scale.String(), cfg.WhatIf
+	if !cfg.WhatIf.IsZero() {
+		// A plot travels alone: it says so too.
+		for i := range r.plots {
+			r.plots[i].title += "\nwhat-if, not the standard results: " + cfg.WhatIf.String()
+		}
+	}
 	return r, nil
 }
 
@@ -288,8 +330,8 @@ func (p *Plan) order(results []*PointResult) ([][]byte, error) {
 		case r.Format != ResultFormat:
 			return nil, fmt.Errorf("%s: result format %d, want %d", name(r), r.Format, ResultFormat)
 		case r.Plan != p.ID:
-			return nil, fmt.Errorf("%s is from another plan: %s (scale %s, seeds %s, plan %s), not %s",
-				name(r), r.Experiment, r.Scale, seedList(r.Seeds), r.Plan, p.Describe())
+			return nil, fmt.Errorf("%s is from another plan: %s, not %s",
+				name(r), describePlan(r.Experiment, r.Scale, r.Seeds, r.WhatIf, r.Plan), p.Describe())
 		case r.Point < 0 || r.Point >= len(p.Points):
 			return nil, fmt.Errorf("%s: point %d is not in %s (points 0-%d)", name(r), r.Point, p.Describe(), len(p.Points)-1)
 		case r.Command != p.Points[r.Point].Command:
