@@ -90,46 +90,55 @@ func TestExperimentRowsReproduce(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var rows []struct {
-				Command     string  `json:"command"`
-				Transport   string  `json:"transport"`
-				Goodput     float64 `json:"goodput_gbps"`
-				Retransmits uint64  `json:"retransmits"`
-				Timeouts    uint64  `json:"timeouts"`
-			}
-			if err := json.Unmarshal(js, &rows); err != nil {
-				t.Fatal(err)
-			}
-			best := -1
-			for i, row := range rows {
-				if !strings.HasPrefix(row.Command, "mrlab sim ") {
-					t.Fatalf("row %d: command %q", i, row.Command)
-				}
-				if best < 0 || row.Transport == "rocev2" && (rows[best].Transport != "rocev2" || row.Retransmits > rows[best].Retransmits) ||
-					row.Transport == rows[best].Transport && row.Retransmits > rows[best].Retransmits {
-					best = i
-				}
-			}
-			row := rows[best]
-			args := append(shellWords(strings.TrimPrefix(row.Command, "mrlab ")), "--json")
-			code, out, errs := runCLI(t, args...)
-			var res struct {
-				Results []struct {
-					Goodput     float64 `json:"goodput_gbps"`
-					Retransmits uint64  `json:"retransmits"`
-					Timeouts    uint64  `json:"timeouts"`
-				} `json:"results"`
-			}
-			if err := json.Unmarshal([]byte(out), &res); err != nil || len(res.Results) != 1 {
-				t.Fatalf("%s: exit %d, %v, %d results\n%s", row.Command, code, err, len(res.Results), errs)
-			}
-			got := res.Results[0]
-			t.Logf("%s: goodput %v, %d retransmits, %d timeouts", row.Command, got.Goodput, got.Retransmits, got.Timeouts)
-			if got.Goodput != row.Goodput || got.Retransmits != row.Retransmits || got.Timeouts != row.Timeouts {
-				t.Errorf("%s:\n  experiment: goodput %v, %d retransmits, %d timeouts\n  command:    goodput %v, %d retransmits, %d timeouts",
-					row.Command, row.Goodput, row.Retransmits, row.Timeouts, got.Goodput, got.Retransmits, got.Timeouts)
-			}
+			checkRowReproduces(t, js)
 		})
+	}
+}
+
+// checkRowReproduces takes one of rows (a report's rows as JSON: the one
+// with the most retransmissions, RoCEv2 where it ran), runs its command as
+// a user would, and wants the same goodput, retransmissions and timeouts,
+// exactly.
+func checkRowReproduces(t *testing.T, rowsJSON []byte) {
+	t.Helper()
+	var rows []struct {
+		Command     string  `json:"command"`
+		Transport   string  `json:"transport"`
+		Goodput     float64 `json:"goodput_gbps"`
+		Retransmits uint64  `json:"retransmits"`
+		Timeouts    uint64  `json:"timeouts"`
+	}
+	if err := json.Unmarshal(rowsJSON, &rows); err != nil || len(rows) == 0 {
+		t.Fatalf("rows: %v, %d rows", err, len(rows))
+	}
+	best := -1
+	for i, row := range rows {
+		if !strings.HasPrefix(row.Command, "mrlab sim ") {
+			t.Fatalf("row %d: command %q", i, row.Command)
+		}
+		if best < 0 || row.Transport == "rocev2" && (rows[best].Transport != "rocev2" || row.Retransmits > rows[best].Retransmits) ||
+			row.Transport == rows[best].Transport && row.Retransmits > rows[best].Retransmits {
+			best = i
+		}
+	}
+	row := rows[best]
+	args := append(shellWords(strings.TrimPrefix(row.Command, "mrlab ")), "--json")
+	code, out, errs := runCLI(t, args...)
+	var res struct {
+		Results []struct {
+			Goodput     float64 `json:"goodput_gbps"`
+			Retransmits uint64  `json:"retransmits"`
+			Timeouts    uint64  `json:"timeouts"`
+		} `json:"results"`
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil || len(res.Results) != 1 {
+		t.Fatalf("%s: exit %d, %v, %d results\n%s", row.Command, code, err, len(res.Results), errs)
+	}
+	got := res.Results[0]
+	t.Logf("%s: goodput %v, %d retransmits, %d timeouts", row.Command, got.Goodput, got.Retransmits, got.Timeouts)
+	if got.Goodput != row.Goodput || got.Retransmits != row.Retransmits || got.Timeouts != row.Timeouts {
+		t.Errorf("%s:\n  experiment: goodput %v, %d retransmits, %d timeouts\n  command:    goodput %v, %d retransmits, %d timeouts",
+			row.Command, row.Goodput, row.Retransmits, row.Timeouts, got.Goodput, got.Retransmits, got.Timeouts)
 	}
 }
 
