@@ -44,7 +44,7 @@ func newExperimentCommand() *cli.Command {
 			&cli.IntFlag{Name: "jobs", Usage: "simulations to run at once (results do not depend on it)", DefaultText: "one per CPU"},
 			&cli.StringFlag{Name: "payload", Usage: "payload mode: synthetic (content tracked, not stored) or bytes (every byte real); results do not depend on it", Value: "synthetic"},
 			&cli.StringFlag{Name: "doc", Usage: "also write a Markdown summary of the results to `FILE` (plots linked relative to it)"},
-		}, append(whatIfFlags(), sweepFlags()...)...),
+		}, append(experimentWhatIfFlags(), sweepFlags()...)...),
 		Action: experimentAction,
 	}
 }
@@ -147,6 +147,20 @@ func writeDoc(c *cli.Context, reports []*experiment.Report, out string) error {
 	return nil
 }
 
+// experimentWhatIfFlags are --set, --impair and --fault as experiment
+// takes them: for every bed of the run.
+func experimentWhatIfFlags() []cli.Flag {
+	const cat = "what-if (every bed of the run, both transports alike; see the description)"
+	return []cli.Flag{
+		&cli.GenericFlag{Name: "set", Value: &repeated{}, Category: cat,
+			Usage: "set a lab-file key in every bed: `KEY=VALUE` as mrlab sim takes it (links.default.rate=25gbit, links.fabric.delay=3us); repeatable"},
+		&cli.GenericFlag{Name: "impair", Value: &repeated{}, Category: cat,
+			Usage: "impair links of every bed, netem spelling: `TARGET=NETEM` as mrlab sim takes it ('fabric=delay 5us'); repeatable"},
+		&cli.GenericFlag{Name: "fault", Value: &repeated{}, Category: cat,
+			Usage: "add a fault to every bed's timeline: `'AT TARGET NAME ACTION [NETEM]'` as mrlab sim takes it ('1ms link h6-p0 down'); repeatable"},
+	}
+}
+
 // experimentWhatIf reads --set, --impair and --fault as the run's change
 // to every bed.
 func experimentWhatIf(c *cli.Context) experiment.WhatIf {
@@ -161,10 +175,16 @@ func checkWhatIf(exps []experiment.Experiment, cfg experiment.Config) error {
 		return nil
 	}
 	var errs []error
+	var take []string
 	for _, e := range exps {
 		if _, err := e.Plan(cfg); err != nil {
 			errs = append(errs, err)
+		} else {
+			take = append(take, e.Name)
 		}
+	}
+	if len(errs) > 0 && len(take) > 0 {
+		errs = append(errs, fmt.Errorf("these take it: mrlab experiment %s %s", strings.Join(take, ","), cfg.WhatIf))
 	}
 	return whatIfError(errors.Join(errs...))
 }
