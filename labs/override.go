@@ -150,6 +150,47 @@ func FaultOverride(flag, text string) (Override, error) {
 	}}, nil
 }
 
+// ParseOverrides reads the command line's what-if flags as a user wrote
+// them, --set KEY=VALUE, --impair TARGET=NETEM and --fault '...', in that
+// order (the order mrlab sim and mrlab experiment apply them). A value
+// without its = is an error naming the flag.
+func ParseOverrides(sets, impairs, faults []string) ([]Override, error) {
+	var ovs []Override
+	add := func(o Override, err error) error {
+		if err != nil {
+			return err
+		}
+		ovs = append(ovs, o)
+		return nil
+	}
+	for _, kv := range sets {
+		flag := "--set " + kv
+		key, value, ok := strings.Cut(kv, "=")
+		if !ok {
+			return nil, fmt.Errorf("%s: want KEY=VALUE, e.g. --set links.default.rate=25gbit", flag)
+		}
+		if err := add(SetOverride(flag, strings.TrimSpace(key), value)); err != nil {
+			return nil, err
+		}
+	}
+	for _, kv := range impairs {
+		flag := "--impair " + kv
+		target, netem, ok := strings.Cut(kv, "=")
+		if !ok || strings.TrimSpace(netem) == "" {
+			return nil, fmt.Errorf("%s: want TARGET=NETEM, e.g. --impair 'p0-leaf0-spine0=loss 1%%' or --impair 'fabric=delay 5us'", flag)
+		}
+		if err := add(ImpairOverride(flag, strings.TrimSpace(target), strings.TrimSpace(netem))); err != nil {
+			return nil, err
+		}
+	}
+	for _, f := range faults {
+		if err := add(FaultOverride("--fault "+f, f)); err != nil {
+			return nil, err
+		}
+	}
+	return ovs, nil
+}
+
 // ResolveWith is Resolve with overrides applied, in order.
 func ResolveWith(arg string, ovs []Override) (*Lab, error) {
 	if len(ovs) == 0 {

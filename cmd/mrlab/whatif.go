@@ -48,40 +48,13 @@ func flagValues(c *cli.Context, name string) []string {
 // labOverrides reads --set, --impair and --fault, in that order, and
 // returns them with how many faults they add to the timeline.
 func labOverrides(c *cli.Context) ([]labs.Override, int, error) {
-	var ovs []labs.Override
+	ovs, err := labs.ParseOverrides(flagValues(c, "set"), flagValues(c, "impair"), flagValues(c, "fault"))
+	if err != nil {
+		return nil, 0, usageError{err}
+	}
 	faults := 0
-	add := func(o labs.Override, err error) error {
-		if err != nil {
-			return usageError{err}
-		}
-		ovs = append(ovs, o)
+	for _, o := range ovs {
 		faults += o.Faults
-		return nil
-	}
-	for _, s := range flagValues(c, "set") {
-		flag := "--set " + s
-		key, value, ok := strings.Cut(s, "=")
-		if !ok {
-			return nil, 0, usagef("%s: want KEY=VALUE, e.g. --set links.default.rate=10gbit", flag)
-		}
-		if err := add(labs.SetOverride(flag, strings.TrimSpace(key), value)); err != nil {
-			return nil, 0, err
-		}
-	}
-	for _, s := range flagValues(c, "impair") {
-		flag := "--impair " + s
-		target, netem, ok := strings.Cut(s, "=")
-		if !ok || strings.TrimSpace(netem) == "" {
-			return nil, 0, usagef("%s: want TARGET=NETEM, e.g. --impair 'p0-leaf0-spine0=loss 1%%' or --impair 'all=delay 10us'", flag)
-		}
-		if err := add(labs.ImpairOverride(flag, strings.TrimSpace(target), strings.TrimSpace(netem))); err != nil {
-			return nil, 0, err
-		}
-	}
-	for _, s := range flagValues(c, "fault") {
-		if err := add(labs.FaultOverride("--fault "+s, s)); err != nil {
-			return nil, 0, err
-		}
 	}
 	return ovs, faults, nil
 }

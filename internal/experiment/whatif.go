@@ -62,40 +62,7 @@ func (w WhatIf) with(o WhatIf) WhatIf {
 // overrides parses w into the lab edits mrlab sim makes of the same
 // flags; a mistake names the flag.
 func (w WhatIf) overrides() ([]labs.Override, error) {
-	var ovs []labs.Override
-	add := func(o labs.Override, err error) error {
-		if err != nil {
-			return err
-		}
-		ovs = append(ovs, o)
-		return nil
-	}
-	for _, kv := range w.Set {
-		flag := "--set " + kv
-		key, value, ok := strings.Cut(kv, "=")
-		if !ok {
-			return nil, fmt.Errorf("%s: want KEY=VALUE, e.g. --set links.default.rate=25gbit", flag)
-		}
-		if err := add(labs.SetOverride(flag, strings.TrimSpace(key), value)); err != nil {
-			return nil, err
-		}
-	}
-	for _, kv := range w.Impair {
-		flag := "--impair " + kv
-		target, netem, ok := strings.Cut(kv, "=")
-		if !ok || strings.TrimSpace(netem) == "" {
-			return nil, fmt.Errorf("%s: want TARGET=NETEM, e.g. --impair 'fabric=delay 5us'", flag)
-		}
-		if err := add(labs.ImpairOverride(flag, strings.TrimSpace(target), strings.TrimSpace(netem))); err != nil {
-			return nil, err
-		}
-	}
-	for _, f := range w.Fault {
-		if err := add(labs.FaultOverride("--fault "+f, f)); err != nil {
-			return nil, err
-		}
-	}
-	return ovs, nil
+	return labs.ParseOverrides(w.Set, w.Impair, w.Fault)
 }
 
 // A Knob is a lab setting an experiment sets itself, case by case or bed
