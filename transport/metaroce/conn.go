@@ -351,10 +351,20 @@ func (c *Conn) shutdown(state transport.State, status transport.Status, cause ui
 	c.proto.forget(c)
 }
 
-// fail ends the connection with an error.
+// fail ends the connection with an error. The request that caused it
+// (cause, if hasCause) completes with status and every other one is
+// flushed. On an established connection, a failure no single request
+// caused (every path failed for AllFailedTimeout) errs the oldest
+// outstanding request instead, as a verbs QP errs the work request at the
+// head of its send queue, so the application learns why, not only that
+// its requests were flushed. A connection that never came up flushes
+// them all: its requests never went out, and its state says why.
 func (c *Conn) fail(status transport.Status, cause uint32, hasCause bool) {
 	if c.state == transport.StateError || c.state == transport.StateClosed {
 		return
+	}
+	if !hasCause && c.state == transport.StateEstablished {
+		cause, hasCause = c.oldestOutstanding()
 	}
 	if c.cfg.Trace != nil {
 		c.tracef("connection failed: %v", status)

@@ -517,6 +517,16 @@ func (c *Conn) startResp(j int32) {
 	c.s.respQ = append(c.s.respQ, j)
 }
 
+// oldestOutstanding returns the oldest posted message not yet completed.
+func (c *Conn) oldestOutstanding() (uint32, bool) {
+	for msn := c.s.msnBase; msn != c.s.msnNext; msn++ {
+		if m := c.msg(msn); m.used && !m.released {
+			return msn, true
+		}
+	}
+	return 0, false
+}
+
 // flushSender completes every open message: cause with status, the failed
 // with their own status, the rest with StatusFlushed, in MSN order (which
 // is post order, so stream order holds).
