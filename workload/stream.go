@@ -485,8 +485,12 @@ func (e *streamEngine) outstanding() string {
 			continue
 		}
 		if n < 4 {
-			fmt.Fprintf(&b, "; flow %d %s->%s: %d of %d completed, %d in flight",
-				f.id, e.r.cl.Hosts[f.from], e.r.cl.Hosts[f.to], f.completed, f.target, len(f.inflight)-len(f.free))
+			of := "" // a duration-bound flow has no target count
+			if f.target >= 0 {
+				of = fmt.Sprintf(" of %d", f.target)
+			}
+			fmt.Fprintf(&b, "; flow %d %s->%s: %d%s completed, %d in flight",
+				f.id, e.r.cl.Hosts[f.from], e.r.cl.Hosts[f.to], f.completed, of, len(f.inflight)-len(f.free))
 		}
 		n++
 	}
