@@ -367,24 +367,12 @@ func write(ctx context.Context, cfg *config) error {
 	return nil
 }
 
-// report prints the perftest-style result. BW peak is perftest's: the
-// best rate over windows of depth messages that open when the first of them
-// is posted and close when the last completes. Every byte counted crossed
-// the wire inside such a window, so the peak never exceeds the line rate,
-// however completions bunch (a window that opened at a completion would).
+// report prints the perftest-style result.
 func report(e *endpoint, cfg *config, start time.Time, sent, done []time.Time, timing verbs.Timing) {
 	const rule = "---------------------------------------------------------------------------------------"
 	elapsed := done[len(done)-1].Sub(start)
-	bits := float64(cfg.size) * 8
-	avg := bits * float64(len(done)) / elapsed.Seconds() / 1e9
-	peak := avg
-	if w := min(cfg.depth, len(done)); w > 0 {
-		for j := w - 1; j < len(done); j++ {
-			if d := done[j].Sub(sent[j-w+1]); d > 0 {
-				peak = max(peak, bits*float64(w)/d.Seconds()/1e9)
-			}
-		}
-	}
+	avg := float64(cfg.size) * 8 * float64(len(done)) / elapsed.Seconds() / 1e9
+	peak := max(avg, peakGbps(sent, done, cfg.size, cfg.depth))
 	st := e.dev.Stats()
 	fmt.Println(rule)
 	fmt.Println("                    RDMA_Write BW Test")
@@ -493,4 +481,22 @@ func parseAddr(s string, port uint16) (netip.AddrPort, error) {
 		return netip.AddrPort{}, fmt.Errorf("%q: want an IPv4 address such as 198.18.1.1, or ADDR:PORT", s)
 	}
 	return netip.AddrPortFrom(a, port), nil
+}
+
+// peakGbps is perftest's BW peak: the best rate over windows of depth
+// messages in a row, each window opening when its first message is posted
+// (sent) and closing when its last completes (done, in post order). Every
+// byte counted crossed the wire inside its window, so the peak never
+// exceeds the line rate however completions bunch; a window between two
+// completions would.
+func peakGbps(sent, done []time.Time, size, depth int) float64 {
+	n := min(len(sent), len(done))
+	w := min(depth, n)
+	peak := 0.0
+	for j := w - 1; w > 0 && j < n; j++ {
+		if d := done[j].Sub(sent[j-w+1]); d > 0 {
+			peak = max(peak, float64(size)*8*float64(w)/d.Seconds()/1e9)
+		}
+	}
+	return peak
 }
