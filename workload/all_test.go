@@ -2,7 +2,7 @@ package workload
 
 import (
 	"errors"
-	"strings"
+	"regexp"
 	"testing"
 
 	"github.com/mrlab/mrlab/internal/sim"
@@ -102,13 +102,26 @@ func TestDurationConnsStreams(t *testing.T) {
 }
 
 func TestTimeoutReportsPartialResult(t *testing.T) {
-	cl, _ := lab{hosts: 2}.build(t)
-	res, err := Run(cl, Spec{Name: WriteBW, Transport: transport.MetaRoCE, Iterations: 100000, Timeout: 200 * sim.Microsecond})
-	if !errors.Is(err, ErrTimeout) {
-		t.Fatalf("error %v, want ErrTimeout", err)
-	}
-	if res == nil || res.Messages == 0 || res.Check.OK || !strings.Contains(err.Error(), "completed") {
-		t.Fatalf("partial result %+v, error %v", res, err)
+	for _, tc := range []struct {
+		name string
+		spec Spec
+		says *regexp.Regexp // what the error says of the unfinished flow
+	}{
+		{"iterations", Spec{Iterations: 100000}, regexp.MustCompile(`flow 0 h0->h1: \d+ of 100000 completed, \d+ in flight`)},
+		{"duration", Spec{Duration: 10 * sim.Millisecond}, regexp.MustCompile(`flow 0 h0->h1: \d+ completed, \d+ in flight`)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cl, _ := lab{hosts: 2}.build(t)
+			s := tc.spec
+			s.Name, s.Transport, s.Timeout = WriteBW, transport.MetaRoCE, 200*sim.Microsecond
+			res, err := Run(cl, s)
+			if !errors.Is(err, ErrTimeout) {
+				t.Fatalf("error %v, want ErrTimeout", err)
+			}
+			if res == nil || res.Messages == 0 || res.Check.OK || !tc.says.MatchString(err.Error()) {
+				t.Fatalf("partial result %+v, error %v, want it to match %v", res, err, tc.says)
+			}
+		})
 	}
 }
 
