@@ -314,47 +314,9 @@ func TestLiveCLI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bin := filepath.Join(t.TempDir(), "mrlab")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("building mrlab: %v\n%s", err, out)
-	}
-	dir := t.TempDir()
-	// A lab name of its own: namespace names are machine-wide.
-	name := fmt.Sprintf("cli%d", os.Getpid()%100000)
-	src, err := os.ReadFile("../../labs/live/testdata/mini.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	lab := filepath.Join(t.TempDir(), "lab.yaml")
-	if err := os.WriteFile(lab, []byte(strings.Replace(string(src), "name: mini", "name: "+name, 1)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	sh := func(args ...string) (int, string) {
-		cmd := exec.Command(bin, args...)
-		cmd.Env = append(os.Environ(), "MRLAB_RUN_DIR="+dir)
-		out, err := cmd.CombinedOutput()
-		if ee, ok := err.(*exec.ExitError); ok {
-			return ee.ExitCode(), string(out)
-		}
-		if err != nil {
-			t.Fatalf("%v: %v", args, err)
-		}
-		return 0, string(out)
-	}
-	t.Cleanup(func() {
-		// Remove only what this test's lab recorded.
-		st, err := live.ReadState(dir, name)
-		sh("down", name)
-		if err != nil {
-			return
-		}
-		for _, ns := range st.Namespaces {
-			if hostns.Exists(ns) {
-				t.Errorf("%s left behind", ns)
-				hostns.Delete(ns)
-			}
-		}
-	})
+	lb := newCLILab(t, "cli")
+	bin, dir, name, lab := lb.bin, lb.dir, lb.name, lb.file
+	sh := func(args ...string) (int, string) { return lb.sh(t, args...) }
 	if code, out := sh("up", lab); code != 0 {
 		t.Fatalf("up: %d\n%s", code, out)
 	}
