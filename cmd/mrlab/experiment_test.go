@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mrlab/mrlab/internal/experiment"
+	"github.com/mrlab/mrlab/experiment"
 )
 
 func TestExperimentUsage(t *testing.T) {

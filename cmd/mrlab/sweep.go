@@ -15,7 +15,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/mrlab/mrlab/internal/experiment"
+	"github.com/mrlab/mrlab/experiment"
 )
 
 const sweepHelp = `
