@@ -191,7 +191,7 @@ type labStream struct {
 // openLabStream finds the running lab (--lab, --run-dir) and GETs path
 // with q on its control socket.
 func openLabStream(c *cli.Context, path string, q url.Values) (*labStream, error) {
-	name, err := runningLab(c, c.String("lab"))
+	name, err := runningLab(c, labFlagValue(c))
 	if err != nil {
 		return nil, err
 	}

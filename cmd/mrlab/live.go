@@ -55,6 +55,7 @@ func newUpCommand() *cli.Command {
 		Flags: []cli.Flag{
 			runDirFlag(),
 			&cli.BoolFlag{Name: "foreground", Usage: "run the lab in this process until interrupted"},
+			&cli.StringFlag{Name: "name", Usage: "run the lab under this name instead of the lab file's (namespaces, state and --lab use it), so one lab file runs several times side by side"},
 			&cli.StringFlag{Name: "max-rate", Value: fabric.FormatRate(live.DefaultMaxRate), Usage: "cap every link's rate to this (tc spelling; \"0\" keeps the lab's rates)"},
 			&cli.IntFlag{Name: "mtu", Value: live.DefaultMTU, Usage: "MTU of each host's mr0"},
 			&cli.DurationFlag{Name: "lag-threshold", Value: time.Millisecond, Usage: "events later than this count as late"},
@@ -81,6 +82,12 @@ func liveUp(c *cli.Context) error {
 	maxRate, err := parseMaxRate(c.String("max-rate"))
 	if err != nil {
 		return usagef("up: --max-rate: %v", err)
+	}
+	if n := c.String("name"); n != "" {
+		if err := live.ValidLabName(n); err != nil {
+			return usagef("up: --name: %v", err)
+		}
+		lab.Name = n
 	}
 	if err := live.ValidLabName(lab.Name); err != nil {
 		return fmt.Errorf("%s: %w", lab.File, err)
@@ -173,7 +180,8 @@ func upBackground(c *cli.Context, lab *labs.Lab) error {
 	}
 	args := []string{"up", "--foreground", "--run-dir", dir, "--max-rate", c.String("max-rate"),
 		"--mtu", strconv.Itoa(c.Int("mtu")), "--lag-threshold", c.Duration("lag-threshold").String(),
-		"--metrics", c.String("metrics"), "--telemetry-interval", c.Duration("telemetry-interval").String()}
+		"--metrics", c.String("metrics"), "--telemetry-interval", c.Duration("telemetry-interval").String(),
+		"--name", lab.Name}
 	if c.Bool("no-realtime") {
 		args = append(args, "--no-realtime")
 	}
@@ -243,34 +251,113 @@ func tail(path string, n int) string {
 }
 
 // runningLab names the lab a client command acts on: --lab (or a
-// positional argument for down), else the only running lab.
+// positional argument for down), else the caller's only running lab. Labs
+// other users started are never picked without their name: on a shared
+// box a bare command must not touch a neighbour's lab.
 func runningLab(c *cli.Context, arg string) (string, error) {
 	dir := c.String("run-dir")
 	if arg == "" {
-		names, err := live.ListStates(dir)
-		if err != nil {
-			return "", err
-		}
-		switch len(names) {
-		case 0:
-			return "", fmt.Errorf("no lab is running (no state file in %s)", dir)
-		case 1:
-			return names[0], nil
-		default:
-			return "", usagef("%d labs are running (%s): name one with --lab", len(names), strings.Join(names, ", "))
-		}
+		return callersLab(dir)
 	}
 	if live.ValidLabName(arg) == nil {
 		if _, err := os.Stat(live.StatePath(dir, arg)); err == nil {
 			return arg, nil
 		}
 	}
-	// A lab file or built-in name: its lab's name.
+	// A lab file or built-in name: its lab's name, if that is running.
 	lab, err := labs.Resolve(arg)
+	if err != nil {
+		if live.ValidLabName(arg) == nil {
+			return "", notRunning(dir, arg)
+		}
+		return "", err
+	}
+	if _, err := os.Stat(live.StatePath(dir, lab.Name)); err != nil {
+		return "", notRunning(dir, lab.Name)
+	}
+	return lab.Name, nil
+}
+
+// callersLab is the one running lab the caller started.
+func callersLab(dir string) (string, error) {
+	all, err := runningLabs(dir)
 	if err != nil {
 		return "", err
 	}
-	return lab.Name, nil
+	uid := live.CallerUID()
+	var mine []string
+	for _, l := range all {
+		if l.owner == uid {
+			mine = append(mine, l.name)
+		}
+	}
+	switch {
+	case len(all) == 0:
+		return "", fmt.Errorf("no lab is running (no state file in %s): mrlab up starts one", dir)
+	case len(mine) == 1:
+		return mine[0], nil
+	case len(mine) == 0:
+		return "", usagef("no lab of yours (uid %d) is running; other users' labs: %s: name one with --lab", uid, runningList(all))
+	default:
+		return "", usagef("%d of your labs are running (%s): name one with --lab (mrlab ls lists them)", len(mine), strings.Join(mine, ", "))
+	}
+}
+
+// notRunning says lab is not running and which labs are.
+func notRunning(dir, lab string) error {
+	all, _ := runningLabs(dir)
+	if len(all) == 0 {
+		return fmt.Errorf("lab %s: %w (no lab is running)", lab, live.ErrNotRunning)
+	}
+	return fmt.Errorf("lab %s: %w (running: %s)", lab, live.ErrNotRunning, runningList(all))
+}
+
+// runningLabEntry is a lab with a state file and who started it.
+type runningLabEntry struct {
+	name  string
+	owner int
+	state *live.State
+}
+
+// runningLabs reads every state file under dir. A state file that cannot
+// be read still names a lab (down can clean it), owned by nobody.
+func runningLabs(dir string) ([]runningLabEntry, error) {
+	names, err := live.ListStates(dir)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]runningLabEntry, 0, len(names))
+	for _, n := range names {
+		e := runningLabEntry{name: n, owner: -1}
+		if st, err := live.ReadState(dir, n); err == nil {
+			e.owner, e.state = st.Owner, st
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// runningList is "a (uid 0), b (uid 1000)".
+func runningList(ls []runningLabEntry) string {
+	parts := make([]string, len(ls))
+	for i, l := range ls {
+		parts[i] = fmt.Sprintf("%s (uid %d)", l.name, l.owner)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// labFlagValue is --lab as given to this command or to the command above
+// it (mrlab fault --lab X plane 1 down): flags go before or after the
+// subcommand.
+func labFlagValue(c *cli.Context) string {
+	for _, ctx := range c.Lineage() {
+		for _, n := range ctx.LocalFlagNames() {
+			if n == "lab" || n == "l" {
+				return ctx.String("lab")
+			}
+		}
+	}
+	return ""
 }
 
 func newDownCommand() *cli.Command {
@@ -298,7 +385,7 @@ func newDownCommand() *cli.Command {
 
 // client returns a client for the lab chosen by --lab.
 func client(c *cli.Context) (*live.Client, string, error) {
-	name, err := runningLab(c, c.String("lab"))
+	name, err := runningLab(c, labFlagValue(c))
 	if err != nil {
 		return nil, "", err
 	}
@@ -439,7 +526,7 @@ func newExecCommand() *cli.Command {
 			if len(argv) == 0 {
 				return usagef("exec: no command after %s", host)
 			}
-			name, err := runningLab(c, c.String("lab"))
+			name, err := runningLab(c, labFlagValue(c))
 			if err != nil {
 				return err
 			}
@@ -524,6 +611,7 @@ func newFaultCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "fault",
 		Usage: "fail, restore or impair links, switches and planes of a live lab",
+		Flags: flags,
 		Subcommands: []*cli.Command{
 			{Name: "link", Usage: "take a link down or up, or impair it (netem spelling)", ArgsUsage: "NAME down|up|impair NETEM...",
 				Flags: flags, Action: send("link", "down", "up", "impair"), SkipFlagParsing: true},

@@ -121,7 +121,7 @@ func topSource(c *cli.Context) (func(context.Context) (*prom.SnapshotJSON, error
 			return getSnapshot(ctx, http.DefaultClient, u, u)
 		}, u, nil
 	}
-	name, err := runningLab(c, c.String("lab"))
+	name, err := runningLab(c, labFlagValue(c))
 	if err != nil {
 		return nil, "", err
 	}

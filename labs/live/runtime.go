@@ -138,7 +138,7 @@ func Up(ctx context.Context, name string, eng Engine, opts Options) (_ *Lab, err
 	if opts.Devices != nil && len(opts.Devices) != len(specs) {
 		return nil, fmt.Errorf("lab %s: %d devices for %d hosts", name, len(opts.Devices), len(specs))
 	}
-	st := &State{Lab: name, PID: os.Getpid(), Started: time.Now().UTC(), Socket: socketPath(opts.RunDir, name)}
+	st := &State{Lab: name, PID: os.Getpid(), Started: time.Now().UTC(), Owner: CallerUID(), Socket: socketPath(opts.RunDir, name)}
 	st.StartTicks, _ = processStartTicks(st.PID)
 	seen := map[string]bool{}
 	for _, h := range specs {

@@ -35,8 +35,12 @@ type State struct {
 	PID        int       `json:"pid"`
 	StartTicks uint64    `json:"start_ticks"`
 	Started    time.Time `json:"started"`
-	Socket     string    `json:"socket"`
-	Log        string    `json:"log,omitempty"`
+	// Owner is the uid of the user who started the lab (SUDO_UID when
+	// started through sudo): commands without --lab act only on their
+	// caller's labs, so a shared box's users never touch each other's.
+	Owner  int    `json:"owner"`
+	Socket string `json:"socket"`
+	Log    string `json:"log,omitempty"`
 	// Metrics is the loopback host:port of the lab's Prometheus endpoint
 	// (http://<Metrics>/metrics), empty when it serves none.
 	Metrics string      `json:"metrics,omitempty"`
@@ -71,6 +75,20 @@ func (s *State) HostNames() []string {
 		names[i] = h.Name
 	}
 	return names
+}
+
+// CallerUID is the user a command acts for: SUDO_UID when root runs it
+// through sudo, else the real uid.
+func CallerUID() int {
+	uid := os.Getuid()
+	if uid == 0 {
+		if s := os.Getenv("SUDO_UID"); s != "" {
+			if n, err := strconv.Atoi(s); err == nil && n >= 0 {
+				return n
+			}
+		}
+	}
+	return uid
 }
 
 // ValidLabName checks a lab name: it becomes part of namespace and file
