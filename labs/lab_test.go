@@ -47,7 +47,7 @@ func TestExplicitLab(t *testing.T) {
 	bS0.ECN = fabric.ECNConfig{}
 	bS0.Impair = fabric.Impairment{Loss: fabric.LossModel{Kind: fabric.LossRandom, P: 0.01}}
 	bS1 := host
-	bS1.QueueBytes = 1000000
+	bS1.QueueBytes = 1 << 20 // tc reads 1MB as 1024²
 	want := []fabric.Link{
 		{Name: "a-s0", A: fabric.Endpoint{Node: "a", Port: 0}, B: fabric.Endpoint{Node: "s0", Port: 0}, Params: host},
 		{Name: "a-s1", A: fabric.Endpoint{Node: "a", Port: 1}, B: fabric.Endpoint{Node: "s1", Port: 0}, Params: aS1},
@@ -447,9 +447,14 @@ func TestParseSize(t *testing.T) {
 		bad  bool
 	}{
 		{in: "512KiB", want: 512 << 10},
-		{in: "1MB", want: 1000000},
+		{in: "1MB", want: 1 << 20},
+		{in: "1mb", want: 1 << 20},
+		{in: "512k", want: 512 << 10},
+		{in: "512kb", want: 512 << 10},
+		{in: "64K", want: 64 << 10},
+		{in: "1g", want: 1 << 30},
 		{in: "1.5MiB", want: 3 << 19},
-		{in: "64kb", want: 64000},
+		{in: "64kb", want: 64 << 10},
 		{in: "9000", want: 9000},
 		{in: "9000B", want: 9000},
 		{in: "2GiB", want: 2 << 30},

@@ -12,21 +12,25 @@ import (
 const maxSize = 1 << 40
 
 // sizeUnits are the suffixes ParseSize accepts, longest first so "KiB" is
-// tried before "B". Matching is case-insensitive: tc writes "kb" for
-// kilobytes, people write "KB"; both mean 1000 bytes, "KiB" means 1024.
+// tried before "B". Matching is case-insensitive. Sizes read as tc reads
+// them (tc(8): "kb or k: kilobytes", 1024 bytes): k, kb and KiB all mean
+// 1024, m, mb and MiB 1024², g, gb and GiB 1024³ — one reading in lab
+// files, every CLI flag and the examples, so "64K", "64KB" and "64KiB"
+// never mean different things in different places. Rates are not sizes:
+// they keep tc's decimal kbit/mbit/gbit (fabric.ParseRate).
 var sizeUnits = []struct {
 	suffix string
 	mult   float64
 }{
 	{"kib", 1 << 10}, {"mib", 1 << 20}, {"gib", 1 << 30},
-	{"kb", 1e3}, {"mb", 1e6}, {"gb", 1e9},
-	{"k", 1e3}, {"m", 1e6}, {"g", 1e9},
+	{"kb", 1 << 10}, {"mb", 1 << 20}, {"gb", 1 << 30},
+	{"k", 1 << 10}, {"m", 1 << 20}, {"g", 1 << 30},
 	{"b", 1},
 }
 
-// ParseSize parses a byte count: "512KiB", "1MB", "1.5MiB", "64kb", "9000"
-// (plain bytes) or "9000B". KiB/MiB/GiB are powers of 1024; K/KB, M/MB,
-// G/GB powers of 1000. The result is rounded to a whole byte.
+// ParseSize parses a byte count: "512KiB", "1MB", "1.5MiB", "64kb", "64K",
+// "9000" (plain bytes) or "9000B". Every unit is a power of 1024, as in tc
+// (see sizeUnits). The result is rounded to a whole byte.
 func ParseSize(s string) (int, error) {
 	t := strings.TrimSpace(s)
 	lower := strings.ToLower(t)
@@ -39,7 +43,7 @@ func ParseSize(s string) (int, error) {
 	}
 	v, err := strconv.ParseFloat(t, 64)
 	if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
-		return 0, fmt.Errorf("parsing size %q: want a number with an optional unit (B, KB, KiB, MB, MiB, GB, GiB)", s)
+		return 0, fmt.Errorf("parsing size %q: want a number with an optional unit (B, K/KB/KiB, M/MB/MiB, G/GB/GiB: powers of 1024, as tc reads them)", s)
 	}
 	b := math.Round(v * mult)
 	if b < 0 || b > maxSize {

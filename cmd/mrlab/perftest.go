@@ -226,21 +226,10 @@ func readPerftest(c *cli.Context, cmd string, name workload.Name) (perftestRun, 
 	return p, nil
 }
 
-// parseMsgSize reads a message size: perftest's spelling (a number with
-// an optional K or M, powers of 1024) or a lab file's (64KiB, 1MB...).
-func parseMsgSize(s string) (int, error) {
-	t := strings.TrimSpace(s)
-	for suffix, mult := range map[string]int{"K": 1 << 10, "M": 1 << 20} {
-		if num, ok := strings.CutSuffix(t, suffix); ok {
-			n, err := strconv.Atoi(num)
-			if err != nil {
-				return 0, fmt.Errorf("parsing size %q: %w", s, err)
-			}
-			return n * mult, nil
-		}
-	}
-	return labs.ParseSize(t)
-}
+// parseMsgSize reads a message size: perftest's (a plain number of
+// bytes) or a lab file's (64K, 64KiB, 1MB: powers of 1024, as tc reads
+// them; labs.ParseSize).
+func parseMsgSize(s string) (int, error) { return labs.ParseSize(s) }
 
 // parseSeconds reads a time: a bare number is seconds (perftest's -D),
 // else a number with a unit (10ms).

@@ -449,8 +449,9 @@ func xorshift(x uint64) uint64 {
 	return x
 }
 
-// parseSize reads 4096, 64KiB, 1MiB, 1GiB (K, M, G and KB, MB, GB are
-// binary too, as perftest's sizes are).
+// parseSize reads 4096, 64K, 64KiB, 1MiB, 1GiB: the same grammar as mrlab's
+// (labs.ParseSize: K, KB and KiB all 1024, as tc reads sizes), kept here
+// so the example builds alone; TestParseSizeMatchesLabs keeps them one.
 func parseSize(s string) (int, error) {
 	t := strings.TrimSpace(s)
 	mult := 1
@@ -459,8 +460,8 @@ func parseSize(s string) (int, error) {
 		m      int
 	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"KB", 1 << 10}, {"MB", 1 << 20}, {"GB", 1 << 30},
 		{"K", 1 << 10}, {"M", 1 << 20}, {"G", 1 << 30}, {"B", 1}} {
-		if strings.HasSuffix(t, u.suffix) {
-			t, mult = strings.TrimSuffix(t, u.suffix), u.m
+		if num, ok := strings.CutSuffix(strings.ToLower(t), strings.ToLower(u.suffix)); ok {
+			t, mult = num, u.m
 			break
 		}
 	}

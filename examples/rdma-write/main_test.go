@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mrlab/mrlab/labs"
+
 	"github.com/mrlab/mrlab/labs/uverbs/uverbstest"
 	"github.com/mrlab/mrlab/verbs"
 )
@@ -107,6 +109,18 @@ func TestCheckFindsCorruption(t *testing.T) {
 		b[n-1] ^= 0x10
 		if off := check(b, 3, 9); off != n-1 {
 			t.Errorf("%d bytes: corrupted last byte found at %d", n, off)
+		}
+	}
+}
+
+// TestParseSizeMatchesLabs: the example reads sizes as mrlab does (one
+// grammar: K, KB and KiB are 1024 everywhere).
+func TestParseSizeMatchesLabs(t *testing.T) {
+	for _, s := range []string{"4096", "64K", "64k", "64KB", "64kb", "64KiB", "1M", "1MB", "1MiB", "1mb", "1G", "1GiB", "9000B"} {
+		got, err := parseSize(s)
+		want, werr := labs.ParseSize(s)
+		if err != nil || werr != nil || got != want {
+			t.Errorf("%q: example reads %d (%v), mrlab %d (%v)", s, got, err, want, werr)
 		}
 	}
 }
