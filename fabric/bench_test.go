@@ -175,3 +175,34 @@ func BenchmarkBuildFatTree(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkReroute measures the route work of one link failure and its
+// repair, routing told at once (DetectionDelay -1), on fat trees of one and
+// several planes: the ns/op is two recomputations.
+func BenchmarkReroute(b *testing.B) {
+	for _, c := range []struct{ k, planes int }{{16, 1}, {16, 4}, {32, 8}} {
+		if testing.Short() && c.k > 16 {
+			continue
+		}
+		topo, err := fabric.FatTree(fabric.FatTreeParams{K: c.k, Planes: c.planes})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(fmt.Sprintf("k%d-planes%d", c.k, c.planes), func(b *testing.B) {
+			n, err := fabric.Build(sim.NewLoop(), packet.NewPool(), topo, fabric.BuildOptions{DetectionDelay: -1})
+			if err != nil {
+				b.Fatal(err)
+			}
+			link := topo.Links[len(topo.Links)-1].Name // a core uplink of the last plane
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if err := n.SetLinkUp(sim.Time(2*i+1), link, false); err != nil {
+					b.Fatal(err)
+				}
+				if err := n.SetLinkUp(sim.Time(2*i+2), link, true); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -16,6 +16,10 @@ const labBase = 198<<24 | 18<<16
 // maxSubnets is how many /24s fit in 198.18.0.0/15.
 const maxSubnets = 512
 
+// maxFatTreeK is the largest fat-tree radix: k^3/4 = 65,536 hosts, whose
+// k^2/2 = 2,048 edges use the whole /15 (edgeBlockBits).
+const maxFatTreeK = 64
+
 // maxPlanes is the most planes a builder makes.
 const maxPlanes = 64
 
@@ -65,9 +69,29 @@ func (t *Topology) addHostLink(host string, pl int, sw string, port int, lp Link
 
 // subnetHost returns the address of host h (0-based) in the lab's /24
 // number sub: 198.18.0.0 + sub<<8 + h+1 (sub 256.. spill into 198.19.x).
-func subnetHost(sub, h int) netip.Addr {
-	a := uint32(labBase) + uint32(sub)<<8 + uint32(h+1)
+func subnetHost(sub, h int) netip.Addr { return blockHost(sub, 8, h) }
+
+// blockHost returns the address of host h (0-based) in block sub of
+// 2^bits addresses of the lab's /15: 198.18.0.0 + sub<<bits + h+1.
+func blockHost(sub, bits, h int) netip.Addr {
+	a := uint32(labBase) + uint32(sub)<<bits + uint32(h+1)
 	return netip.AddrFrom4([4]byte{byte(a >> 24), byte(a >> 16), byte(a >> 8), byte(a)})
+}
+
+// edgeBlockBits is the size (as a power of two) of the address block of
+// each of edges edges of hosts hosts each: a /24 (8 bits) while the edges
+// fit 198.18.0.0/15 that way, else the smallest block that holds an edge's
+// hosts and a spare address (a k=64 fat tree: 2,048 edges of 32 hosts get
+// 64 addresses each, the whole /15).
+func edgeBlockBits(edges, hosts int) int {
+	if edges <= maxSubnets {
+		return 8
+	}
+	bits := 0
+	for 1<<bits < hosts+1 {
+		bits++
+	}
+	return bits
 }
 
 // LeafSpineParams describe a multi-plane leaf/spine fabric.
@@ -183,7 +207,7 @@ func BackToBack(p BackToBackParams) (*Topology, error) {
 type FatTreeParams struct {
 	// Name names the topology (default "fattree").
 	Name string
-	// K is the switch radix: even, 2..32.
+	// K is the switch radix: even, 2..64 (k=64: 65,536 hosts per plane).
 	K int
 	// Planes is the number of planes (0 means 1), each a full fat-tree.
 	Planes int
@@ -205,20 +229,21 @@ type FatTreeParams struct {
 // ports 0..k/2-1 go to the edges, ports k/2+c to core a*(k/2)+c (link
 // "p<p>-pod<i>-agg<a>-core<n>"); core ports are pod numbers.
 func FatTree(p FatTreeParams) (*Topology, error) {
-	if p.K < 2 || p.K%2 != 0 || p.K > 32 {
-		return nil, fmt.Errorf("fattree: k %d: want an even number in 2..32", p.K)
+	if p.K < 2 || p.K%2 != 0 || p.K > maxFatTreeK {
+		return nil, fmt.Errorf("fattree: k %d: want an even number in 2..%d", p.K, maxFatTreeK)
 	}
 	if err := commonParams("fattree", &p.Name, &p.Planes); err != nil {
 		return nil, err
 	}
 	host, fab := tierLinks(p.HostLink, p.FabricLink)
 	k, half := p.K, p.K/2
+	bits := edgeBlockBits(k*half, half)
 	t := &Topology{Name: p.Name, Planes: p.Planes}
 	for pod := 0; pod < k; pod++ {
 		for e := 0; e < half; e++ {
 			for i := 0; i < half; i++ {
 				n := (pod*half+e)*half + i
-				t.Hosts = append(t.Hosts, Host{Name: fmt.Sprintf("h%d", n), Addr: subnetHost(pod*half+e, i), Ports: p.Planes})
+				t.Hosts = append(t.Hosts, Host{Name: fmt.Sprintf("h%d", n), Addr: blockHost(pod*half+e, bits, i), Ports: p.Planes})
 			}
 		}
 	}

@@ -125,9 +125,46 @@ func TestFatTreeBuilderAndRoutes(t *testing.T) {
 			t.Errorf("%s received %d of 15", h.Name(), n)
 		}
 	}
-	for _, k := range []int{0, 3, 34} {
+	for _, k := range []int{0, 3, 66} {
 		if _, err := fabric.FatTree(fabric.FatTreeParams{K: k}); err == nil {
 			t.Errorf("FatTree(k=%d) accepted", k)
+		}
+	}
+}
+
+// TestFatTreeAddressPlan: edges keep their /24 while they fit the lab's
+// /15 (k <= 32), and k=64's 2,048 edges get 64 addresses each: every host
+// address unique, inside 198.18.0.0/15, and an edge's hosts in one block.
+func TestFatTreeAddressPlan(t *testing.T) {
+	lab := netip.MustParsePrefix("198.18.0.0/15")
+	for _, c := range []struct {
+		k     int
+		block int // addresses per edge
+	}{{4, 256}, {32, 256}, {64, 64}} {
+		topo, err := fabric.FatTree(fabric.FatTreeParams{K: c.k})
+		if err != nil {
+			t.Fatalf("k=%d: %v", c.k, err)
+		}
+		if want := c.k * c.k * c.k / 4; len(topo.Hosts) != want {
+			t.Fatalf("k=%d: %d hosts, want %d", c.k, len(topo.Hosts), want)
+		}
+		if err := topo.Validate(); err != nil {
+			t.Fatalf("k=%d: %v", c.k, err)
+		}
+		half := c.k / 2
+		seen := map[netip.Addr]bool{}
+		base := lab.Addr().As4()
+		b0 := uint32(base[0])<<24 | uint32(base[1])<<16
+		for i, h := range topo.Hosts {
+			if !lab.Contains(h.Addr) || seen[h.Addr] {
+				t.Fatalf("k=%d: host %s address %v outside the lab or repeated", c.k, h.Name, h.Addr)
+			}
+			seen[h.Addr] = true
+			a := h.Addr.As4()
+			off := uint32(a[0])<<24 | uint32(a[1])<<16 | uint32(a[2])<<8 | uint32(a[3]) - b0
+			if edge, want := int(off)/c.block, i/half; edge != want || int(off)%c.block != i%half+1 {
+				t.Fatalf("k=%d: host %s at %v: block %d offset %d, want block %d offset %d", c.k, h.Name, h.Addr, edge, int(off)%c.block, want, i%half+1)
+			}
 		}
 	}
 }

@@ -53,7 +53,7 @@ func (n *Network) FlowPath(host string, port int, ft FlowTuple, dirs []int) (_ [
 			return dirs, p.toNode == int(dst), nil
 		}
 		sw := to.sw
-		g := sw.route[dst]
+		g := sw.groupFor(dst)
 		if g < 0 {
 			return dirs, false, nil
 		}

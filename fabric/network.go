@@ -64,6 +64,7 @@ type Network struct {
 	addrTab  []int32
 	addrMap  map[uint32]int32
 
+	rt          routeState
 	routesDirty bool
 	routeTimer  sim.Timer
 }
@@ -646,6 +647,7 @@ func (n *Network) ctrlChange(now sim.Time, l *netLink) {
 		} else {
 			l.ctrl = ctrlDown
 		}
+		n.markRouted(l)
 		n.routesDirty = true // refresh recomputes once for all its links
 		return
 	}
@@ -675,6 +677,7 @@ func (n *Network) detected(now sim.Time, l *netLink) {
 	default:
 		return
 	}
+	n.markRouted(l)
 	// Links failing together (a switch) detect in the same nanosecond;
 	// recompute once after all of them.
 	if !n.routesDirty {

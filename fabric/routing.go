@@ -4,87 +4,369 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 )
 
-// recomputeRoutes rebuilds every switch's FIB from the links routing
-// believes up (linkCtrl Up or Failing): for each destination host, a
-// breadth-first search from the host over switches (hosts never transit)
-// gives each switch its hop count; the switch's ECMP group is every routed
-// port whose far end is one hop closer. All links cost one hop. Groups are
-// shared between destinations with the same next hops.
+// Routing computes every switch's FIB from the links routing believes up
+// (linkCtrl Up or Failing). The rule is a breadth-first search from each
+// destination host over switches (hosts never transit), giving each switch
+// its hop count; the switch's ECMP group is every routed port whose far end
+// is one hop closer. All links cost one hop. Groups list their ports in
+// port order, so the ECMP choice depends only on the group's members.
+//
+// Two facts make this cheap at any scale without changing its result:
+//
+//   - Away from the destination's own switches, a host's routes depend only
+//     on the set of switches it reaches over routed links (its attachment
+//     set): every host of a leaf, one per plane in a multi-plane fabric,
+//     routes alike. Hosts with the same attachment set form a destination
+//     class; a switch's FIB holds one entry per class (a k=64 fat tree has
+//     2,048 classes for 65,536 hosts), and the search runs once per class,
+//     from all the class's attachment switches at hop 1. At an attachment
+//     switch the group is the ports to the host itself (routeDirect), kept
+//     per host.
+//   - A change of a link's routed state is mostly local. Each class keeps
+//     its hop counts; for a switch-to-switch link whose ends are one hop
+//     apart for a class, only the farther end's group changes, unless that
+//     end loses its last member (or the link, coming up, shortens paths):
+//     then the class is searched again, in the link's component only
+//     (switches that no link joins, such as planes, are apart). A host
+//     link moves its host to the class of its new attachment set.
 //
 // This runs on the control plane (at Build and after a detection delay),
 // so it may allocate; lookups on the data path do not.
+
+// routeDirect in a switch's class FIB means: the class's hosts are
+// attached to this switch; the group is the host's own (directEntry).
+const routeDirect = -2
+
+// routeState is the routing bookkeeping of a Network. Switches are named
+// by their index in Network.switches (node id - numHosts).
+type routeState struct {
+	comp   []int32   // switch -> component
+	compSw [][]int32 // component -> its switches
+
+	// Switch-to-switch adjacency in port order: switch s's neighbours are
+	// adjTo[adjOff[s]:adjOff[s+1]], over ports adjPort.
+	adjOff  []int32
+	adjTo   []int32
+	adjPort []*Port
+
+	hostAttach [][]int32        // host -> switches it reaches over routed links, sorted
+	hostClass  []int32          // host -> destination class
+	hostDirect [][]directEntry  // host -> its group at each attachment switch
+	classes    [][]int32        // class -> attachment switches, sorted
+	classDist  [][]int16        // class -> hop count at each switch, -1 unreachable
+	classByKey map[string]int32 // attachment set -> class
+
+	dirty []int32 // links whose routed state changed since the last recompute
+
+	// Scratch.
+	routed []bool // by link, what routing believes now
+	queue  []int32
+	key    []byte
+	mem    []*Port
+}
+
+// directEntry is a host's group at one switch it is attached to.
+type directEntry struct{ sw, group int32 }
+
+// markRouted notes that link l's routed state changed.
+func (n *Network) markRouted(l *netLink) { n.rt.dirty = append(n.rt.dirty, int32(l.idx)) }
+
+// groupFor returns the index in s.groups of the ECMP group for host h, or
+// -1 when s has no route to it.
+func (s *switchNode) groupFor(h int32) int32 {
+	rt := &s.net.rt
+	g := s.route[rt.hostClass[h]]
+	if g != routeDirect {
+		return g
+	}
+	si := int32(s.id - s.net.numHosts)
+	for _, d := range rt.hostDirect[h] {
+		if d.sw == si {
+			return d.group
+		}
+	}
+	return -1
+}
+
+// recomputeRoutes brings every FIB up to date with what routing believes:
+// all of them the first time, then what the links marked since
+// (markRouted) change.
 func (n *Network) recomputeRoutes() {
 	n.routesDirty = false
-	nn := len(n.nodes)
-	dist := make([]int32, nn)
-	queue := make([]int, 0, nn)
-	keys := make([]map[string]int32, len(n.switches))
-	for i, sw := range n.switches {
-		if len(sw.route) != n.numHosts {
-			sw.route = make([]int32, n.numHosts)
-		}
-		sw.groups = sw.groups[:0]
-		keys[i] = map[string]int32{}
+	rt := &n.rt
+	first := rt.comp == nil
+	if first {
+		n.initRouting()
 	}
-	// What routing believes of each link, flattened for the inner loops.
-	routed := make([]bool, len(n.links))
+	if len(rt.routed) != len(n.links) {
+		rt.routed = make([]bool, len(n.links))
+	}
 	for i, l := range n.links {
-		routed[i] = l.routed()
+		rt.routed[i] = l.routed()
 	}
-	var key []byte
-	var members []*Port
-	for h := 0; h < n.numHosts; h++ {
-		for i := range dist {
-			dist[i] = -1
+	dirtyHost := make([]bool, n.numHosts)
+	if first {
+		for h := range dirtyHost {
+			dirtyHost[h] = true
 		}
-		dist[h] = 0
-		queue = append(queue[:0], h)
-		for len(queue) > 0 {
-			u := queue[0]
-			queue = queue[1:]
-			for _, p := range n.nodes[u].ports {
-				if p == nil || !routed[p.link.idx] {
-					continue
+	}
+	var swLinks []int32
+	for _, li := range rt.dirty {
+		a, b := n.links[li].ends[AtoB].fromNode, n.links[li].ends[BtoA].fromNode
+		ha, hb := n.nodes[a].host, n.nodes[b].host
+		if ha {
+			dirtyHost[a] = true
+		}
+		if hb {
+			dirtyHost[b] = true
+		}
+		if !ha && !hb {
+			swLinks = append(swLinks, li)
+		}
+	}
+	rt.dirty = rt.dirty[:0]
+
+	// Hosts whose attachments changed move class; a new class is searched
+	// in every component.
+	firstNew := len(rt.classes)
+	for h, d := range dirtyHost {
+		if d {
+			rt.hostAttach[h] = n.attachments(h, rt.hostAttach[h][:0])
+			rt.hostClass[h] = rt.classOf(rt.hostAttach[h], len(n.switches))
+		}
+	}
+	for _, sw := range n.switches {
+		for len(sw.route) < len(rt.classes) {
+			sw.route = append(sw.route, -1)
+		}
+	}
+	for c := firstNew; c < len(rt.classes); c++ {
+		for ci := range rt.compSw {
+			n.searchClass(int32(c), int32(ci))
+		}
+	}
+
+	// Switch-to-switch links: a local fix per class where hop counts stay,
+	// else a new search of the class in the link's component.
+	slices.Sort(swLinks)
+	swLinks = slices.Compact(swLinks)
+	research := map[[2]int32]bool{}
+	for _, li := range swLinks {
+		u := int32(n.links[li].ends[AtoB].fromNode - n.numHosts)
+		v := int32(n.links[li].ends[BtoA].fromNode - n.numHosts)
+		ci := rt.comp[u]
+		for c := 0; c < firstNew; c++ {
+			k := [2]int32{int32(c), ci}
+			if research[k] {
+				continue
+			}
+			dist := rt.classDist[c]
+			du, dv := dist[u], dist[v]
+			switch {
+			case du < 0 && dv < 0, du == dv:
+				// On no shortest path before, nor after: hop counts are
+				// equal or the link is unreachable for the class.
+			case du >= 0 && dv >= 0 && (du-dv == 1 || dv-du == 1):
+				x := u
+				if dv > du {
+					x = v
 				}
-				v := p.toNode
-				if dist[v] >= 0 || n.nodes[v].host {
-					continue
+				if !n.setClassGroup(int32(c), x) {
+					research[k] = true // x lost its last way closer
 				}
+			default:
+				research[k] = true // the link shortens paths
+			}
+		}
+	}
+	for k := range research {
+		n.searchClass(k[0], k[1])
+	}
+	for h, d := range dirtyHost {
+		if d {
+			n.directGroups(int32(h))
+		}
+	}
+}
+
+// initRouting sizes routing's tables and splits the switches into
+// components joined by links in any state (planes, in the builders'
+// fabrics).
+func (n *Network) initRouting() {
+	rt := &n.rt
+	ns := len(n.switches)
+	rt.adjOff = make([]int32, ns+1)
+	for s, sw := range n.switches {
+		for _, p := range sw.ports {
+			if p != nil && !n.nodes[p.toNode].host {
+				rt.adjTo = append(rt.adjTo, int32(p.toNode-n.numHosts))
+				rt.adjPort = append(rt.adjPort, p)
+			}
+		}
+		rt.adjOff[s+1] = int32(len(rt.adjTo))
+	}
+	rt.comp = make([]int32, ns)
+	for i := range rt.comp {
+		rt.comp[i] = -1
+	}
+	var q []int32
+	for s := range ns {
+		if rt.comp[s] >= 0 {
+			continue
+		}
+		ci := int32(len(rt.compSw))
+		rt.comp[s] = ci
+		q = append(q[:0], int32(s))
+		for i := 0; i < len(q); i++ {
+			for _, v := range rt.adjTo[rt.adjOff[q[i]]:rt.adjOff[q[i]+1]] {
+				if rt.comp[v] < 0 {
+					rt.comp[v] = ci
+					q = append(q, v)
+				}
+			}
+		}
+		rt.compSw = append(rt.compSw, slices.Clone(q))
+	}
+	rt.hostAttach = make([][]int32, n.numHosts)
+	rt.hostClass = make([]int32, n.numHosts)
+	rt.hostDirect = make([][]directEntry, n.numHosts)
+	rt.classByKey = map[string]int32{}
+}
+
+// attachments appends to dst the switches host h reaches over a routed
+// link, sorted and without repeats.
+func (n *Network) attachments(h int, dst []int32) []int32 {
+	for _, p := range n.nodes[h].ports {
+		if p != nil && n.rt.routed[p.link.idx] && !n.nodes[p.toNode].host {
+			dst = append(dst, int32(p.toNode-n.numHosts))
+		}
+	}
+	slices.Sort(dst)
+	return slices.Compact(dst)
+}
+
+// classOf returns the destination class of an attachment set, adding one
+// (with hop counts for switches switches, all unreachable) if it is new.
+func (rt *routeState) classOf(attach []int32, switches int) int32 {
+	rt.key = rt.key[:0]
+	for _, s := range attach {
+		rt.key = binary.LittleEndian.AppendUint32(rt.key, uint32(s))
+	}
+	if c, ok := rt.classByKey[string(rt.key)]; ok {
+		return c
+	}
+	c := int32(len(rt.classes))
+	rt.classes = append(rt.classes, slices.Clone(attach))
+	dist := make([]int16, switches)
+	for i := range dist {
+		dist[i] = -1
+	}
+	rt.classDist = append(rt.classDist, dist)
+	rt.classByKey[string(rt.key)] = c
+	return c
+}
+
+// searchClass recomputes class c's hop counts and FIB entries in component
+// ci: a breadth-first search from the class's attachment switches (hop 1)
+// over routed links.
+func (n *Network) searchClass(c, ci int32) {
+	rt := &n.rt
+	dist := rt.classDist[c]
+	for _, si := range rt.compSw[ci] {
+		dist[si] = -1
+	}
+	q := rt.queue[:0]
+	for _, si := range rt.classes[c] {
+		if rt.comp[si] == ci {
+			dist[si] = 1
+			q = append(q, si)
+		}
+	}
+	for i := 0; i < len(q); i++ {
+		u := q[i]
+		for j := rt.adjOff[u]; j < rt.adjOff[u+1]; j++ {
+			if v := rt.adjTo[j]; dist[v] < 0 && rt.routed[rt.adjPort[j].link.idx] {
 				dist[v] = dist[u] + 1
-				queue = append(queue, v)
+				q = append(q, v)
 			}
-		}
-		for i, sw := range n.switches {
-			sw.route[h] = -1
-			d := dist[sw.id]
-			if d < 0 {
-				continue
-			}
-			key, members = key[:0], members[:0]
-			for _, p := range sw.ports {
-				if p == nil || !routed[p.link.idx] {
-					continue
-				}
-				if dv := dist[p.toNode]; dv >= 0 && dv == d-1 {
-					members = append(members, p)
-					key = binary.LittleEndian.AppendUint32(key, uint32(p.idx))
-				}
-			}
-			if len(members) == 0 {
-				continue
-			}
-			gid, ok := keys[i][string(key)]
-			if !ok {
-				gid = int32(len(sw.groups))
-				sw.groups = append(sw.groups, append([]*Port(nil), members...))
-				keys[i][string(key)] = gid
-			}
-			sw.route[h] = gid
 		}
 	}
+	rt.queue = q
+	for _, si := range rt.compSw[ci] {
+		switch d := dist[si]; {
+		case d < 0:
+			n.switches[si].route[c] = -1
+		case d == 1:
+			n.switches[si].route[c] = routeDirect
+		default:
+			n.setClassGroup(c, si)
+		}
+	}
+}
+
+// setClassGroup sets switch si's FIB entry for class c (hop count >= 2) to
+// its routed links towards switches one hop closer. It reports false, and
+// leaves the entry alone, when there are none.
+func (n *Network) setClassGroup(c, si int32) bool {
+	rt := &n.rt
+	dist := rt.classDist[c]
+	want := dist[si] - 1
+	mem := rt.mem[:0]
+	for j := rt.adjOff[si]; j < rt.adjOff[si+1]; j++ {
+		if p := rt.adjPort[j]; dist[rt.adjTo[j]] == want && rt.routed[p.link.idx] {
+			mem = append(mem, p)
+		}
+	}
+	rt.mem = mem
+	if len(mem) == 0 {
+		return false
+	}
+	sw := n.switches[si]
+	sw.route[c] = sw.groupID(mem, rt)
+	return true
+}
+
+// directGroups recomputes host h's groups at its attachment switches: the
+// routed ports to h itself.
+func (n *Network) directGroups(h int32) {
+	rt := &n.rt
+	rt.hostDirect[h] = rt.hostDirect[h][:0]
+	for _, si := range rt.hostAttach[h] {
+		sw := n.switches[si]
+		mem := rt.mem[:0]
+		for _, p := range sw.ports {
+			if p != nil && rt.routed[p.link.idx] && p.toNode == int(h) {
+				mem = append(mem, p)
+			}
+		}
+		rt.mem = mem
+		if len(mem) > 0 {
+			rt.hostDirect[h] = append(rt.hostDirect[h], directEntry{sw: si, group: sw.groupID(mem, rt)})
+		}
+	}
+}
+
+// groupID returns the index of the group with exactly these members (in
+// this order), adding it if s has none.
+func (s *switchNode) groupID(members []*Port, rt *routeState) int32 {
+	rt.key = rt.key[:0]
+	for _, p := range members {
+		rt.key = binary.LittleEndian.AppendUint32(rt.key, uint32(p.idx))
+	}
+	if g, ok := s.groupKeys[string(rt.key)]; ok {
+		return g
+	}
+	g := int32(len(s.groups))
+	s.groups = append(s.groups, slices.Clone(members))
+	if s.groupKeys == nil {
+		s.groupKeys = map[string]int32{}
+	}
+	s.groupKeys[string(rt.key)] = g
+	return g
 }
 
 // Route returns the links of switch sw's ECMP group for destination dst,
@@ -102,11 +384,12 @@ func (n *Network) Route(sw string, dst netip.Addr) ([]string, error) {
 	if h < 0 {
 		return nil, fmt.Errorf("fabric: route: no host has address %v", dst)
 	}
-	if s.route[h] < 0 {
+	g := s.groupFor(h)
+	if g < 0 {
 		return nil, nil
 	}
 	var names []string
-	for _, p := range s.groups[s.route[h]] {
+	for _, p := range s.groups[g] {
 		names = append(names, p.link.name)
 	}
 	return names, nil

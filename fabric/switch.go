@@ -25,9 +25,11 @@ type switchNode struct {
 	seed uint64
 	// ports by port number (nil where unwired).
 	ports []*Port
-	// route maps a host index to a group in groups, -1 if unreachable.
-	route  []int32
-	groups [][]*Port
+	// route maps a destination class (routeState) to a group in groups:
+	// -1 if unreachable, routeDirect at the class's own switches.
+	route     []int32
+	groups    [][]*Port
+	groupKeys map[string]int32 // members' port indices -> group
 }
 
 var _ Node = (*switchNode)(nil)
@@ -54,11 +56,15 @@ func (s *switchNode) forward(now sim.Time, port int, b *packet.Buffer, atPs int6
 	}
 	ip.DecTTL()
 	h := b.Flow.Dst
-	if h < 0 || s.route[h] < 0 {
+	gi := int32(-1)
+	if h >= 0 {
+		gi = s.groupFor(h)
+	}
+	if gi < 0 {
 		s.drop(now, in, b, DropNoRoute)
 		return
 	}
-	g := s.groups[s.route[h]]
+	g := s.groups[gi]
 	out := g[0]
 	if len(g) > 1 {
 		f := &b.Flow
