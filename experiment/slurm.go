@@ -15,8 +15,8 @@ type SlurmOptions struct {
 	// on every node.
 	Mrlab string
 	// Partition and Time are sbatch's --partition and --time ("" for the
-	// cluster's defaults).
-	Partition, Time string
+	// cluster's defaults); MergeTime is the merge job's --time ("": Time).
+	Partition, Time, MergeTime string
 	// MaxParallel caps the array tasks running at once (0: no cap).
 	MaxParallel int
 	// Args are extra sbatch options, one per #SBATCH line of both
@@ -28,6 +28,9 @@ type SlurmOptions struct {
 	// (0 or 1: one; more for points shorter than the scheduler's
 	// start-up cost per job).
 	PerTask int
+	// MaxArraySize is the cluster's MaxArraySize (0: Slurm's default,
+	// DefaultMaxArraySize): an array whose indices reach it is refused.
+	MaxArraySize int
 }
 
 // SlurmJobs are the two batch scripts of a sweep on Slurm: a job array,
@@ -64,7 +67,10 @@ func SlurmScripts(p *Plan, o SlurmOptions) (SlurmJobs, error) {
 	if len(ids) == 0 {
 		return SlurmJobs{}, fmt.Errorf("slurm scripts: %s has no points to run", p.Describe())
 	}
-	for _, a := range append([]string{o.Partition, o.Time}, o.Args...) {
+	if _, err := SizeTasks(ids, nil, 0, o.MaxArraySize, max(o.PerTask, 1)); err != nil {
+		return SlurmJobs{}, fmt.Errorf("slurm scripts: %w", err)
+	}
+	for _, a := range append([]string{o.Partition, o.Time, o.MergeTime}, o.Args...) {
 		if strings.ContainsAny(a, "\n\r") {
 			return SlurmJobs{}, fmt.Errorf("slurm scripts: sbatch option %q spans lines", a)
 		}
@@ -83,15 +89,15 @@ func SlurmScripts(p *Plan, o SlurmOptions) (SlurmJobs, error) {
 	if o.MaxParallel > 0 {
 		array += fmt.Sprintf("%%%d", o.MaxParallel)
 	}
-	head := func(b *strings.Builder, what, job, output string) {
+	head := func(b *strings.Builder, what, job, output, limit string) {
 		fmt.Fprintf(b, "#!/bin/bash\n# %s of mrlab experiment %s.\n", what, p.Describe())
 		fmt.Fprintf(b, "# Written by mrlab experiment --slurm; follow it with: %s experiment --status %s\n", shellQuote(o.Mrlab), shellQuote(o.Dir))
 		fmt.Fprintf(b, "#SBATCH --job-name=%s\n#SBATCH --output=%s\n#SBATCH --ntasks=1\n#SBATCH --cpus-per-task=1\n", job, output)
 		if o.Partition != "" {
 			fmt.Fprintf(b, "#SBATCH --partition=%s\n", o.Partition)
 		}
-		if o.Time != "" {
-			fmt.Fprintf(b, "#SBATCH --time=%s\n", o.Time)
+		if limit != "" {
+			fmt.Fprintf(b, "#SBATCH --time=%s\n", limit)
 		}
 		for _, a := range o.Args {
 			fmt.Fprintf(b, "#SBATCH %s\n", a)
@@ -102,7 +108,7 @@ func SlurmScripts(p *Plan, o SlurmOptions) (SlurmJobs, error) {
 	if chunks != nil {
 		what = fmt.Sprintf("Points %s (%d per array task)", FormatIDs(ids), o.PerTask)
 	}
-	head(&a, what, "mrlab-"+p.Experiment, filepath.Join(logs, output))
+	head(&a, what, "mrlab-"+p.Experiment, filepath.Join(logs, output), o.Time)
 	fmt.Fprintf(&a, "#SBATCH --array=%s\n", array)
 	// exec: Slurm's signals (scancel, the time limit) reach mrlab, which
 	// marks the point failed before it goes.
@@ -112,7 +118,11 @@ func SlurmScripts(p *Plan, o SlurmOptions) (SlurmJobs, error) {
 		point = `"${chunks[$SLURM_ARRAY_TASK_ID]}"`
 	}
 	fmt.Fprintf(&a, "exec %s %s --point %s --out %s\n", shellQuote(o.Mrlab), shellJoin(p.Args), point, shellQuote(o.Dir))
-	head(&m, "The merge", "mrlab-"+p.Experiment+"-merge", filepath.Join(logs, "merge-%j.out"))
+	mergeTime := o.MergeTime
+	if mergeTime == "" {
+		mergeTime = o.Time
+	}
+	head(&m, "The merge", "mrlab-"+p.Experiment+"-merge", filepath.Join(logs, "merge-%j.out"), mergeTime)
 	fmt.Fprintf(&m, "exec %s %s --merge %s --out %s\n", shellQuote(o.Mrlab), shellJoin(p.Args), shellQuote(o.Dir), shellQuote(o.Dir))
 	return SlurmJobs{
 		ArrayFile: filepath.Join(logs, "points-"+p.ID+".sbatch"), MergeFile: filepath.Join(logs, "merge-"+p.ID+".sbatch"),

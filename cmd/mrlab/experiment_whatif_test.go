@@ -101,7 +101,7 @@ func TestExperimentWhatIf(t *testing.T) {
 			t.Errorf("%s: merged differs from local (%v, %v)", f, errA, errB)
 		}
 	}
-	code, out, errs = runCLI(t, append(exp, "--slurm", "--out", filepath.Join(tmp, "dry"), "--dry-run", "--mrlab", "/opt/mrlab")...)
+	code, out, errs = runCLI(t, append(exp, "--slurm", "--out", filepath.Join(tmp, "dry"), "--dry-run", "--mrlab", "/opt/mrlab", "--probe", "0")...)
 	if code != 0 || strings.Count(out, "--set links.default.rate=50gbit --impair 'fabric=delay 2us' --fault '150us link h6-p0 impair loss 2%' --") != 2 {
 		t.Errorf("--slurm --dry-run: exit %d, %s\n%s", code, errs, out)
 	}

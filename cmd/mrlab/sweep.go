@@ -25,7 +25,7 @@ Sweeps that outgrow one box run in three steps, on any scheduler:
   --merge DIR             build the report from DIR's results (into --out, default DIR);
                           refuses missing, duplicated and foreign points
   --status DIR            done / running / failed / missing points of DIR's plan
-  --slurm --out DIR       submit a Slurm job array (one task per point) and a merge
+  --slurm --out DIR       submit a Slurm job array (points packed into tasks of --min-task, --per-task auto) and a merge
                           job after it; --dry-run prints the scripts instead
 The local run is the same three steps on this machine's cores. See docs/sweeps.md.
 `
@@ -38,9 +38,11 @@ func sweepFlags() []cli.Flag {
 		&cli.StringFlag{Name: "status", Usage: "report the state of every point of the plan in `DIR`"},
 		&cli.BoolFlag{Name: "slurm", Usage: "submit the points as a Slurm job array, results and report into --out (a directory every node sees)"},
 		&cli.StringFlag{Name: "partition", Usage: "Slurm partition (sbatch --partition)"},
-		&cli.StringFlag{Name: "time", Usage: "Slurm time limit per point and for the merge (sbatch --time)"},
+		&cli.StringFlag{Name: "time", Usage: "Slurm time limit per array task and for the merge (sbatch --time)", DefaultText: "twice the longest task's estimate + 1 min"},
 		&cli.IntFlag{Name: "max-parallel", Usage: "at most `N` array tasks running at once on Slurm (array %N)"},
-		&cli.IntFlag{Name: "per-task", Usage: "with --slurm: `K` points one after another in each array task (for points of seconds, which Slurm's scheduling would outlast)", Value: 1},
+		&cli.StringFlag{Name: "per-task", Usage: "with --slurm: `K` points one after another in each array task, or auto: enough that a task runs --min-task by the probe's estimate, and few enough tasks for the cluster's MaxArraySize", Value: "auto"},
+		&cli.DurationFlag{Name: "min-task", Usage: "with --slurm --per-task auto: the shortest array task to aim for (Slurm's scheduling and start-up outlast shorter ones)", Value: experiment.DefaultMinTask},
+		&cli.DurationFlag{Name: "probe", Usage: "with --slurm: time spent here running sample points (the first of each lab) to estimate the tasks' length for --per-task auto and --time; 0 runs none", Value: 30 * time.Second},
 		&cli.StringSliceFlag{Name: "sbatch-arg", Usage: "extra sbatch option for both jobs, e.g. --sbatch-arg=--account=A (repeatable)"},
 		&cli.StringFlag{Name: "points", Usage: "with --slurm: only these point `IDS` (e.g. 3,7-9: rerun failed ones)"},
 		&cli.StringFlag{Name: "mrlab", Usage: "with --slurm: the mrlab binary the jobs run, at the same `PATH` on every node", DefaultText: "this one"},
@@ -319,11 +321,18 @@ func sweepSlurm(c *cli.Context, p *experiment.Plan, dir string) error {
 	if c.IsSet("max-parallel") && c.Int("max-parallel") < 1 {
 		return usagef("--max-parallel %d: want at least 1", c.Int("max-parallel"))
 	}
-	if c.Int("per-task") < 1 {
-		return usagef("--per-task %d: want at least 1", c.Int("per-task"))
+	perTask := 0
+	if s := c.String("per-task"); s != "auto" {
+		if perTask, err = strconv.Atoi(s); err != nil || perTask < 1 {
+			return usagef("--per-task %s: want at least 1, or auto", s)
+		}
 	}
-	jobs, err := experiment.SlurmScripts(p, experiment.SlurmOptions{Dir: abs, Mrlab: bin, Partition: c.String("partition"),
-		Time: c.String("time"), MaxParallel: c.Int("max-parallel"), Args: c.StringSlice("sbatch-arg"), Points: ids, PerTask: c.Int("per-task")})
+	o := experiment.SlurmOptions{Dir: abs, Mrlab: bin, Partition: c.String("partition"), Time: c.String("time"),
+		MaxParallel: c.Int("max-parallel"), Args: c.StringSlice("sbatch-arg"), Points: ids, PerTask: perTask}
+	if err := sizeSlurmTasks(c, p, &o); err != nil {
+		return err
+	}
+	jobs, err := experiment.SlurmScripts(p, o)
 	if err != nil {
 		return usageError{err}
 	}

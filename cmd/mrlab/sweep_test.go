@@ -91,7 +91,7 @@ func TestSweepCLI(t *testing.T) {
 
 	// --slurm --dry-run prints both scripts and writes nothing.
 	dry := filepath.Join(tmp, "dry")
-	code, out, errs = runCLI(t, append(exp, "--slurm", "--out", dry, "--dry-run", "--mrlab", "/opt/mrlab", "--partition", "p1", "--sbatch-arg=--qos=low")...)
+	code, out, errs = runCLI(t, append(exp, "--slurm", "--out", dry, "--dry-run", "--mrlab", "/opt/mrlab", "--partition", "p1", "--sbatch-arg=--qos=low", "--per-task", "1", "--probe", "0")...)
 	if code != 0 {
 		t.Fatalf("--dry-run: exit %d: %s", code, errs)
 	}
