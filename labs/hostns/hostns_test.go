@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -96,6 +97,16 @@ func TestCreateConfigureDelete(t *testing.T) {
 	}
 	if !strings.Contains(out, "198.18.0.1/32") {
 		t.Errorf("ip addr inside namespace: %s", out)
+	}
+	// /sys is the namespace's, as under ip netns exec: its devices are lo
+	// and mr0, whatever the root namespace has; the root's /sys is
+	// untouched.
+	out, err = runIn(n, "ls", "/sys/class/net")
+	if got := strings.Fields(out); err != nil || !slices.Equal(got, []string{"lo", "mr0"}) {
+		t.Errorf("ls /sys/class/net inside: %q, %v; want lo and mr0", out, err)
+	}
+	if _, err := os.Stat("/sys/class/net/mr0"); err == nil {
+		t.Errorf("mr0 shows in the root namespace's /sys")
 	}
 	after, err := TakeSnapshot(nil)
 	if err != nil {
