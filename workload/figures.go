@@ -29,6 +29,13 @@ import (
 // completed[j] - posted[i] <= t(j-i+1) exactly when, for some j,
 // completed[j] - t(j+1) <= max over i <= j of (posted[i] - t i).
 func peakGbps(posted, completed []sim.Time, size, cqMod int) float64 {
+	return PeakGbps(posted, completed, size, cqMod)
+}
+
+// PeakGbps is perftest's BW peak over posts and completions in time order
+// (see peakGbps); live runs (package verbsperf) compute theirs with it from
+// wall-clock offsets, so a live BW peak means what a simulated one does.
+func PeakGbps(posted, completed []sim.Time, size, cqMod int) float64 {
 	n := min(len(posted), len(completed))
 	if n == 0 || size <= 0 {
 		return 0

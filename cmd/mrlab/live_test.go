@@ -381,11 +381,11 @@ func TestLiveCLI(t *testing.T) {
 	if !topConn.MatchString(top) {
 		t.Errorf("top --once during perf lacks the connection:\n%s", top)
 	}
-	if out := <-perfed; !strings.HasPrefix(out, "code 0") || !strings.Contains(squash(out), "verified: true") {
+	if out := <-perfed; !strings.HasPrefix(out, "code 0") || !strings.Contains(squash(out), "data: every byte") {
 		t.Errorf("perf: %s", out)
 	}
 	if code, out := sh("perf", "--from", "h0", "--to", "h2", "--op", "write_lat", "--count", "200", "--transport", "rocev2", "--allow-lag"); code != 0 ||
-		!strings.Contains(out, "one-way latency, typical (us)") || !strings.Contains(squash(out), "verified: true") {
+		!strings.Contains(out, "t_typical[usec]") || !strings.Contains(squash(out), "data: every byte") {
 		t.Errorf("perf --op write_lat: code %d\n%s", code, out)
 	}
 	if out := <-traced; !regexp.MustCompile(`(?m)^t=\S+ h0->h2 conn \d+ path \d+:? .*(retransmit|tail-loss probe|RTO|SACK hole)`).MatchString(out) ||
@@ -516,7 +516,7 @@ func TestLiveCLI(t *testing.T) {
 			t.Errorf("perf on a lagging lab: code %d, first line %q\n%s", code, first, out)
 		}
 		code, out = sh("perf", "--lab", lname, "--from", "h0", "--to", "h1", "--duration", "200ms", "--size", "1MiB", "--allow-lag")
-		if code != 0 || !strings.HasPrefix(out, "LAGGING") || !strings.Contains(squash(out), "verified: true") {
+		if code != 0 || !strings.HasPrefix(out, "LAGGING") || !strings.Contains(squash(out), "data: every byte") {
 			t.Errorf("perf --allow-lag on a lagging lab: code %d\n%s", code, out)
 		}
 		// loss-ramp's default on a back-to-back lab: its one link.

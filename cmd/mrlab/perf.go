@@ -10,12 +10,13 @@ import (
 	"slices"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/mrlab/mrlab/internal/sim"
 	"github.com/mrlab/mrlab/labs/live"
 	"github.com/mrlab/mrlab/verbs"
+	"github.com/mrlab/mrlab/workload"
 	"github.com/mrlab/mrlab/workload/verbsperf"
 )
 
@@ -37,7 +38,7 @@ func newPerfCommand() *cli.Command {
 			if c.NArg() > 0 {
 				return usagef("perf: unexpected argument %q", c.Args().First())
 			}
-			req, err := perfRequest(c)
+			req, pt, err := perfRequest(c)
 			if err != nil {
 				return err
 			}
@@ -54,7 +55,7 @@ func newPerfCommand() *cli.Command {
 			// Ctrl-C kills both sides; the lab closes their connections.
 			ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			res, _, err := verbsPerf(ctx, c.String("run-dir"), name, req, c.Bool("use-event"), c.App.ErrWriter)
+			res, _, err := verbsPerf(ctx, c.String("run-dir"), name, req, perfOptions{Events: c.Bool("use-event"), CQMod: pt.Spec.CQMod, NoPeak: pt.NoPeak}, c.App.ErrWriter)
 			if err != nil {
 				if ctx.Err() != nil {
 					return errors.New("perf: interrupted; both sides stopped and the lab released what they held")
@@ -65,7 +66,10 @@ func newPerfCommand() *cli.Command {
 			if after, err := cl.Status(c.Context); err == nil {
 				fabric = fabricDelta(before.Engine.Counters, after.Engine.Counters)
 			}
-			return writePerf(c.App.Writer, req, res, fabric, c.Bool("json"), c.Bool("allow-lag"))
+			if err := writeOutJSON(pt, liveResult(req, res)); err != nil {
+				return err
+			}
+			return writePerf(c.App.Writer, req, pt.Format, res, fabric, c.Bool("json"), c.Bool("allow-lag"))
 		},
 	}
 }
@@ -88,44 +92,76 @@ func fabricDelta(before, after map[string]uint64) map[string]uint64 {
 	return d
 }
 
-// writePerf prints a perf result, the lab's timing verdict first when it
-// lagged, and returns the error that makes perf exit non-zero: a failed
-// run, unverified data, or a lagging lab without allowLag. fabric holds
-// the lab's fabric counters' growth during the run.
-func writePerf(w io.Writer, req live.PerfRequest, res *verbsperf.Result, fabric map[string]uint64, asJSON, allowLag bool) error {
+// writePerf prints a perf result as perftest prints it (the test
+// information, the column header and the result line: BW peak, BW
+// average and MsgRate, or the latency statistics), the lab's timing verdict
+// first when it lagged, then what perftest cannot say: whether every byte
+// arrived intact, the run's lab and wall time, the connection's and the
+// fabric's counters. With asJSON it prints one JSON object instead. It
+// returns the error that makes perf exit non-zero: a failed run,
+// unverified data, or a lagging lab without allowLag. fabric holds the
+// lab's fabric counters' growth during the run.
+func writePerf(w io.Writer, req live.PerfRequest, f workload.Format, res *verbsperf.Result, fabric map[string]uint64, asJSON, allowLag bool) error {
 	var t verbs.Timing
 	if res.Timing != nil {
 		t = *res.Timing
 	}
-	if t.Lagging && !asJSON {
-		// The first line of the output, before any figure.
-		if _, err := fmt.Fprintln(w, t); err != nil {
+	status := res.Status
+	if status == "ok" && t.Lagging {
+		status = "lagging: its figures are not true in wall time (first line)"
+	}
+	wr := liveResult(req, res)
+	r := &Report{}
+	if asJSON {
+		r.Fact("lagging", "lagging", t.Lagging)
+		r.Fact("from", "from", req.From)
+		r.Fact("to", "to", req.To)
+		r.Fact("op", "op", req.Op)
+		r.Fact("transport", "transport", res.Transport)
+		r.Fact("messages", "messages", res.Messages)
+		r.Fact("bytes", "bytes", res.Bytes)
+		r.Fact("elapsed", "elapsed (wall time)", res.Elapsed.String())
+		if l := wr.Latency; l != nil {
+			for _, x := range []struct {
+				key string
+				v   sim.Time
+			}{{"t_min_us", l.Min}, {"t_max_us", l.Max}, {"t_typical_us", l.P50}, {"t_avg_us", l.Mean}, {"t_stdev_us", l.Stdev}, {"percentile_99_us", l.P99}, {"percentile_99.9_us", l.P999}} {
+				r.Fact(x.key, x.key, fmt.Sprintf("%.2f", x.v.Micros()))
+			}
+		} else {
+			r.Fact("bw_peak_gbps", "BW peak (Gbit/s)", fmt.Sprintf("%.3f", wr.BWPeakGbps))
+			r.Fact("bw_average_gbps", "BW average (Gbit/s)", fmt.Sprintf("%.3f", wr.BWAverageGbps))
+			r.Fact("msg_rate_mpps", "MsgRate (Mpps)", fmt.Sprintf("%.6f", wr.MsgRateMpps))
+			r.Fact("goodput_gbps", "goodput (Gbit/s)", fmt.Sprintf("%.3f", res.Goodput/1e9))
+		}
+	} else {
+		if t.Lagging {
+			// The first line of the output, before any figure.
+			if _, err := fmt.Fprintln(w, t); err != nil {
+				return err
+			}
+		}
+		if err := workload.WritePerftest(w, []*workload.Result{wr}, f, false); err != nil {
 			return err
 		}
-	}
-	r := &Report{}
-	r.Fact("lagging", "lagging", t.Lagging)
-	r.Fact("from", "from", req.From)
-	r.Fact("to", "to", req.To)
-	r.Fact("op", "op", req.Op)
-	r.Fact("transport", "transport", res.Transport)
-	r.Fact("messages", "messages", res.Messages)
-	r.Fact("bytes", "bytes", res.Bytes)
-	if l := res.Latency; l != nil {
-		us := func(d time.Duration) string { return fmt.Sprintf("%.2f", float64(d)/1e3) }
-		r.Fact("lat_typical_us", "one-way latency, typical (us)", us(l.P50))
-		r.Fact("lat_min_us", "one-way latency, min (us)", us(l.Min))
-		r.Fact("lat_p99_us", "one-way latency, 99% (us)", us(l.P99))
-	} else {
-		r.Fact("elapsed", "elapsed (wall time)", res.Elapsed.String())
-		r.Fact("goodput_gbps", "goodput (Gbit/s)", fmt.Sprintf("%.3f", res.Goodput/1e9))
 	}
 	r.Fact("run_lab_time", "run: lab time", t.LabTime.String())
 	r.Fact("run_wall_time", "run: wall time", t.WallTime.String())
 	r.Fact("max_lateness", "lab's worst lateness", t.MaxLateness.String())
-	r.Fact("verified", "verified", res.Verified)
-	r.Fact("errors", "errors", res.Errors)
-	r.Fact("status", "status", res.Status)
+	verified := "off (--verify=false)"
+	switch {
+	case res.Verified:
+		verified = fmt.Sprintf("every byte of %d messages checked", res.Checked)
+	case req.Verify:
+		verified = fmt.Sprintf("NOT verified: %d of %d messages checked, %d errors", res.Checked, res.Messages, res.Errors)
+	}
+	if asJSON {
+		r.Fact("verified", "verified", res.Verified)
+		r.Fact("errors", "errors", res.Errors)
+	} else {
+		r.Fact("data", "data", verified)
+	}
+	r.Fact("status", "status", status)
 	counters := perfCounters(res)
 	tb := r.Table("counters", "Connection counters (client side)", Col("name", "counter", ""), Col("value", "value", ""))
 	for _, k := range slices.Sorted(maps.Keys(counters)) {
@@ -154,4 +190,36 @@ func writePerf(w io.Writer, req live.PerfRequest, res *verbsperf.Result, fabric 
 			req.From, req.To, t.MaxLateness, t.LabTime)
 	}
 	return nil
+}
+
+// liveResult is a live run's result in the shape mrlab sim's perftest
+// output and --out_json take, so that live and sim print the same table
+// for the same flags. A live run's figures are wall-clock ones.
+func liveResult(req live.PerfRequest, res *verbsperf.Result) *workload.Result {
+	name := workload.Name(req.Op)
+	if !strings.HasSuffix(req.Op, "_lat") {
+		name = workload.Name(req.Op + "_bw")
+	}
+	r := &workload.Result{
+		Workload: name, Transport: res.Transport, Hosts: 2, Flows: 1, Size: res.Spec.Size, Iterations: res.Spec.Count,
+		QueueDepth: res.Spec.Depth, MTU: res.MTU, Messages: res.Messages, Bytes: res.Bytes, Elapsed: sim.Time(res.Elapsed),
+		BWPeakGbps: res.BWPeakGbps, CQMod: res.CQMod, Duration: sim.Time(res.Spec.Duration), WindowMessages: res.Messages,
+		GoodputGbps: res.Goodput / 1e9, Retransmits: res.QP.Retransmits, Errors: res.Errors,
+	}
+	if r.CQMod == 0 {
+		r.CQMod = 1
+		if r.Size <= 8192 {
+			r.CQMod = 100
+		}
+	}
+	if s := res.Elapsed.Seconds(); s > 0 {
+		r.BWAverageGbps = float64(res.Bytes) * 8 / s / 1e9
+		r.MsgRateMpps = float64(res.Messages) / s / 1e6
+		r.TPS = float64(res.Messages) / s
+	}
+	if l := res.Latency; l != nil {
+		r.Latency = &workload.Dist{N: l.N, Min: sim.Time(l.Min), P50: sim.Time(l.P50), P99: sim.Time(l.P99), P999: sim.Time(l.P999),
+			Max: sim.Time(l.Max), Mean: sim.Time(l.Mean), Stdev: sim.Time(l.Stdev)}
+	}
+	return r
 }

@@ -151,7 +151,15 @@ func next(ctx context.Context, lines <-chan agentLine, host string) (agentLine, 
 
 // verbsPerf runs req through the verbs endpoints of its two hosts and
 // returns the client's result and the server's.
-func verbsPerf(ctx context.Context, dir, lab string, req live.PerfRequest, events bool, stderr io.Writer) (cli, srv *verbsperf.Result, err error) {
+// perfOptions are a perf run's client-side choices that the control
+// API's request does not carry.
+type perfOptions struct {
+	Events bool // wait for completions in the kernel
+	CQMod  int  // perftest's -Q for the BW peak (0: perftest's default)
+	NoPeak bool // perftest's -N
+}
+
+func verbsPerf(ctx context.Context, dir, lab string, req live.PerfRequest, opt perfOptions, stderr io.Writer) (cli, srv *verbsperf.Result, err error) {
 	st, err := live.ReadState(dir, lab)
 	if err != nil {
 		return nil, nil, err
@@ -167,7 +175,8 @@ func verbsPerf(ctx context.Context, dir, lab string, req live.PerfRequest, event
 	if err != nil {
 		return nil, nil, fmt.Errorf("perf: %w", err)
 	}
-	spec := verbsperf.Spec{Test: req.Op, Size: req.Size, Count: req.Count, Depth: req.Depth, Transport: tr, Verify: req.Verify, Events: events}
+	spec := verbsperf.Spec{Test: req.Op, Size: req.Size, Count: req.Count, Depth: req.Depth, Transport: tr, Verify: req.Verify, Events: opt.Events,
+		CQMod: opt.CQMod, NoPeak: opt.NoPeak}
 	if spec.Count == 0 {
 		spec.Duration = req.Duration
 	}

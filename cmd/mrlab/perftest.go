@@ -88,10 +88,23 @@ var ignoredPerftestFlags = []struct {
 	{"report-both", "", false, "only with --bidirectional"},
 }
 
-// ignoredFlags returns ignoredPerftestFlags as cli flags.
-func ignoredFlags() []cli.Flag {
+// liveIgnoredWhy says why a flag is ignored by live perf where the reason
+// differs from sim's: perf's two sides are separate programs in two hosts.
+var liveIgnoredWhy = map[string]string{
+	"port":               "perf's server listens on 18515, or the next free port, and tells the client",
+	"comm_rdma_cm":       "perf's sides exchange what they need through the lab",
+	"dont_xchg_versions": "perf's sides exchange what they need through the lab",
+	"ib-dev":             "the device is the --from host's NIC (the --to host's for the server)",
+}
+
+// ignoredFlags returns ignoredPerftestFlags as cli flags; live picks live
+// perf's reasons.
+func ignoredFlags(live bool) []cli.Flag {
 	var fs []cli.Flag
 	for _, f := range ignoredPerftestFlags {
+		if w, ok := liveIgnoredWhy[f.name]; live && ok {
+			f.why = w
+		}
 		var aliases []string
 		if f.alias != "" {
 			aliases = []string{f.alias}
@@ -108,9 +121,13 @@ func ignoredFlags() []cli.Flag {
 }
 
 // noteIgnored writes one line per ignored perftest flag that was given,
-// except those the command implements itself.
-func noteIgnored(c *cli.Context, w io.Writer, implemented ...string) {
+// except those the command implements itself; live picks live perf's
+// reasons.
+func noteIgnored(c *cli.Context, w io.Writer, live bool, implemented ...string) {
 	for _, f := range ignoredPerftestFlags {
+		if why, ok := liveIgnoredWhy[f.name]; live && ok {
+			f.why = why
+		}
 		if c.IsSet(f.name) && !slices.Contains(implemented, f.name) {
 			fmt.Fprintf(w, "mrlab: note: --%s ignored: %s\n", f.name, f.why)
 		}
@@ -265,8 +282,8 @@ func writeOutJSON(p perftestRun, r *workload.Result) error {
 // means what it says here: perf's sides are verbs clients.
 func perfFlags() []cli.Flag {
 	fs := []cli.Flag{
-		&cli.StringFlag{Name: "from", Required: true, Usage: "client host"},
-		&cli.StringFlag{Name: "to", Required: true, Usage: "server host"},
+		&cli.StringFlag{Name: "from", Usage: "client `HOST` (required)"},
+		&cli.StringFlag{Name: "to", Usage: "server `HOST` (required)"},
 		&cli.StringFlag{Name: "workload", Aliases: []string{"op"}, Value: string(workload.WriteBW),
 			Usage: "write_bw, send_bw, read_bw or write_lat (also write, send, read)"},
 		&cli.StringFlag{Name: "transport", Usage: "metaroce or rocev2 (default: the lab's)"},
@@ -276,7 +293,7 @@ func perfFlags() []cli.Flag {
 			Usage: "wait for completions in the kernel (a CQ event) instead of polling"},
 	}
 	fs = append(fs, perftestFlags()...)
-	for _, f := range ignoredFlags() {
+	for _, f := range ignoredFlags(true) {
 		if f.Names()[0] != "events" {
 			fs = append(fs, f)
 		}
@@ -288,7 +305,10 @@ func perfFlags() []cli.Flag {
 // as sim reads them, limited to what the live engine runs today (one
 // connection between two hosts, a bandwidth test); the others are refused
 // by name rather than ignored.
-func perfRequest(c *cli.Context) (live.PerfRequest, error) {
+func perfRequest(c *cli.Context) (live.PerfRequest, perftestRun, error) {
+	if c.String("from") == "" || c.String("to") == "" {
+		return live.PerfRequest{}, perftestRun{}, usagef("perf: --from and --to name the client and the server host (e.g. --from h0 --to h1; mrlab status lists the hosts)")
+	}
 	name := c.String("workload")
 	switch name {
 	case "write", "send", "read": // perf's older spelling
@@ -297,24 +317,24 @@ func perfRequest(c *cli.Context) (live.PerfRequest, error) {
 	switch workload.Name(name) {
 	case workload.WriteBW, workload.SendBW, workload.ReadBW, workload.WriteLat:
 	default:
-		return live.PerfRequest{}, usagef("perf: --workload %q: want write_bw, send_bw, read_bw or write_lat (the others run in mrlab sim)", c.String("workload"))
+		return live.PerfRequest{}, perftestRun{}, usagef("perf: --workload %q: want write_bw, send_bw, read_bw or write_lat (the others run in mrlab sim)", c.String("workload"))
 	}
 	p, err := readPerftest(c, "perf", workload.Name(name))
 	if err != nil {
-		return live.PerfRequest{}, err
+		return live.PerfRequest{}, perftestRun{}, err
 	}
 	for _, f := range []struct {
 		flag string
 		set  bool
 	}{
-		{"all", p.Sweep}, {"run_infinitely", p.Infinite}, {"qp", c.IsSet("qp")}, {"cq-mod", c.IsSet("cq-mod")},
-		{"margin", c.IsSet("margin")}, {"mtu", c.IsSet("mtu")}, {"out_json", p.OutJSON != ""}, {"noPeak", p.NoPeak},
+		{"all", p.Sweep}, {"run_infinitely", p.Infinite}, {"qp", c.IsSet("qp")},
+		{"margin", c.IsSet("margin")}, {"mtu", c.IsSet("mtu")},
 	} {
 		if f.set {
-			return live.PerfRequest{}, usagef("perf: --%s is not supported in a live lab yet (mrlab sim takes it)", f.flag)
+			return live.PerfRequest{}, perftestRun{}, usagef("perf: --%s is not supported in a live lab yet (mrlab sim takes it)", f.flag)
 		}
 	}
-	noteIgnored(c, c.App.ErrWriter, "events")
+	noteIgnored(c, c.App.ErrWriter, true, "events")
 	s := p.Spec
 	req := live.PerfRequest{From: c.String("from"), To: c.String("to"), Op: strings.TrimSuffix(name, "_bw"),
 		Transport: c.String("transport"), Size: cmp.Or(s.Size, workload.PerftestBWSize), Verify: c.Bool("verify")}
@@ -323,7 +343,7 @@ func perfRequest(c *cli.Context) (live.PerfRequest, error) {
 		// A ping-pong: one message in flight, perftest's 2 bytes.
 		req.Size = cmp.Or(s.Size, workload.PerftestLatSize)
 		if c.IsSet("tx-depth") && s.QueueDepth != 1 {
-			return live.PerfRequest{}, usagef("perf: --tx-depth %d: %s keeps one message in flight", s.QueueDepth, name)
+			return live.PerfRequest{}, perftestRun{}, usagef("perf: --tx-depth %d: %s keeps one message in flight", s.QueueDepth, name)
 		}
 	}
 	if s.Duration > 0 {
@@ -332,7 +352,7 @@ func perfRequest(c *cli.Context) (live.PerfRequest, error) {
 		if lat {
 			req.Depth = 1
 		}
-		return req, nil
+		return req, p, nil
 	}
 	// perftest's defaults: 5000 iterations for write_bw, 1000 for the
 	// others; tx depth 128, no more than the iterations.
@@ -345,5 +365,5 @@ func perfRequest(c *cli.Context) (live.PerfRequest, error) {
 	if lat {
 		req.Depth = 1
 	}
-	return req, nil
+	return req, p, nil
 }

@@ -138,7 +138,7 @@ func rdmaAction(c *cli.Context, lab *labs.Lab, name string) error {
 	if err != nil {
 		return err
 	}
-	noteIgnored(c, c.App.ErrWriter)
+	noteIgnored(c, c.App.ErrWriter, false)
 	spec := p.Spec
 	paths := 0 // the lab's
 	if c.IsSet("paths") {

@@ -234,7 +234,7 @@ func TestPerfSpelling(t *testing.T) {
 		var errb strings.Builder
 		app.ErrWriter = &errb
 		app.Commands = []*cli.Command{{Name: "perf", Flags: perfFlags(), Action: func(c *cli.Context) (err error) {
-			req, err = perfRequest(c)
+			req, _, err = perfRequest(c)
 			return err
 		}}}
 		for _, c := range app.Commands {
@@ -281,6 +281,7 @@ func TestPerfSpelling(t *testing.T) {
 		{[]string{"-a"}, "--all is not supported in a live lab yet"},
 		{[]string{"-s", "0"}, `--size "0"`},
 		{[]string{"-t", "0"}, `--tx-depth "0"`},
+		{[]string{"--from", ""}, "--from and --to name the client and the server host"},
 	} {
 		if _, code, errs := read(tc.args...); code != 2 || !strings.Contains(errs, tc.want) {
 			t.Errorf("%v: exit %d, %q; want exit 2 and %q", tc.args, code, errs, tc.want)

@@ -98,7 +98,7 @@ func newSimCommand() *cli.Command {
 	flags = append(flags, whatIfFlags()...)
 	flags = append(flags, perftestFlags()...)
 	flags = append(flags, rdmaFlags()...)
-	flags = append(flags, ignoredFlags()...)
+	flags = append(flags, ignoredFlags(false)...)
 	flags = append(flags, observeFlags()...)
 	flags = append(flags, webSimFlags()...)
 	usage = append(usage, rdmaWorkloadUsage()...)

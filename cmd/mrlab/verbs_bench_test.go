@@ -48,7 +48,7 @@ func BenchmarkVerbsEndpoint(b *testing.B) {
 		out := bw.pair(b, bin, "h4", "h0", "rdma-write", "--size", "1MiB", "-n", "64", "--depth", "16")
 		exGbps := column(b, out, "BW average[Gb/sec]", 3)
 		bwLag := lagged(out)
-		perfGbps := bw.perf(b, bin, "goodput (Gbit/s)", "--from", "h0", "--to", "h4", "--size", "1MiB", "--count", "64", "--depth", "16")
+		perfGbps := column(b, bw.perf(b, bin, "--from", "h0", "--to", "h4", "--size", "1MiB", "--count", "64", "--depth", "16", "--report_gbits"), "BW average[Gb/sec]", 3)
 		bw.down()
 
 		lat := upBench(b, "b2b", "vlat")
@@ -57,7 +57,7 @@ func BenchmarkVerbsEndpoint(b *testing.B) {
 		out = lat.pair(b, bin, "h1", "h0", "pingpong", "--op", "write", "--size", "2", "-n", "1000")
 		exLat := column(b, out, "t_typical[usec]", 4)
 		latLag := lagged(out)
-		perfLat := lat.perf(b, bin, "one-way latency, typical (us)", "--from", "h0", "--to", "h1", "--op", "write_lat", "--size", "2", "--count", "1000")
+		perfLat := column(b, lat.perf(b, bin, "--from", "h0", "--to", "h1", "--op", "write_lat", "--size", "2", "--count", "1000"), "t_typical[usec]", 4)
 		lat.down()
 
 		// The examples' own verdicts on the lab's timing: a lagging
@@ -184,23 +184,15 @@ func lagged(out string) float64 {
 	return 0
 }
 
-// perf runs mrlab perf on the lab and returns the figure it labels fact.
-func (bl *benchLab) perf(b *testing.B, bin, fact string, args ...string) float64 {
+// perf runs mrlab perf on the lab and returns what it printed.
+func (bl *benchLab) perf(b *testing.B, bin string, args ...string) string {
 	b.Helper()
 	cmd := exec.Command(filepath.Join(bin, "mrlab"), append([]string{"perf", "--run-dir", bl.dir, "--lab", bl.name, "--allow-lag"}, args...)...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		b.Fatalf("mrlab perf: %v\n%s", err, out)
 	}
-	for _, l := range strings.Split(string(out), "\n") {
-		if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == fact {
-			if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil {
-				return f
-			}
-		}
-	}
-	b.Fatalf("mrlab perf printed no %q:\n%s", fact, out)
-	return 0
+	return string(out)
 }
 
 // column reads field idx of the line below the perftest-style header

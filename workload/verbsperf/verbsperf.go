@@ -18,7 +18,9 @@ import (
 	"slices"
 	"time"
 
+	"github.com/mrlab/mrlab/internal/sim"
 	"github.com/mrlab/mrlab/verbs"
+	"github.com/mrlab/mrlab/workload"
 )
 
 // Tests.
@@ -40,6 +42,27 @@ type Spec struct {
 	Verify    bool            `json:"verify"`
 	// Events waits for completions in the kernel instead of polling.
 	Events bool `json:"events"`
+	// CQMod is perftest's CQ moderation for the BW peak (0: perftest's
+	// default for the size); NoPeak skips the peak (perftest's -N).
+	CQMod  int  `json:"cq_mod,omitempty"`
+	NoPeak bool `json:"no_peak,omitempty"`
+}
+
+// MaxPeakMessages is the most messages a bandwidth run records post and
+// completion times for (16 bytes each); a longer run, like any --duration
+// run (as in perftest), reports no BW peak.
+const MaxPeakMessages = 1 << 22
+
+// perftest's CQ moderation: one completion in 100 is signalled up to 8 KiB
+// messages, every one above.
+func (s *Spec) cqMod() int {
+	switch {
+	case s.CQMod > 0:
+		return s.CQMod
+	case s.Size <= 8192:
+		return 100
+	}
+	return 1
 }
 
 // Check validates a spec.
@@ -73,6 +96,12 @@ type Result struct {
 	Elapsed   time.Duration `json:"elapsed_ns"` // first post to last completion
 	Goodput   float64       `json:"goodput_bps"`
 	Latency   *Latency      `json:"latency,omitempty"`
+	// BWPeakGbps is perftest's BW peak (bandwidth tests of a count up to
+	// MaxPeakMessages; 0 otherwise) with CQMod its CQ moderation.
+	BWPeakGbps float64 `json:"bw_peak_gbps,omitempty"`
+	CQMod      int     `json:"cq_mod,omitempty"`
+	// MTU is the client NIC's path MTU: RDMA payload bytes per packet.
+	MTU int `json:"mtu,omitempty"`
 	// Checked counts messages whose every byte was compared; Verified is
 	// true when every message was checked and none differed.
 	Checked  int64  `json:"checked"`
@@ -456,7 +485,7 @@ func Run(ctx context.Context, dev *verbs.Device, to netip.AddrPort, spec Spec) (
 			}
 		}
 	}
-	res := &Result{Spec: spec, Status: "ok", Transport: s.qp.Transport().String()}
+	res := &Result{Spec: spec, Status: "ok", Transport: s.qp.Transport().String(), MTU: dev.PathMTU()}
 	credits := spec.Test == SendBW || spec.Test == WriteBW && spec.Verify
 	if spec.Test != SendBW && !spec.Verify {
 		for i := 0; i < spec.Depth; i++ { // a pattern, even unchecked
@@ -465,6 +494,12 @@ func Run(ctx context.Context, dev *verbs.Device, to netip.AddrPort, spec Spec) (
 	}
 	var posted, done, credited uint64
 	var lat []time.Duration
+	// Post and completion times, from the first post, for the BW peak.
+	var postAt, doneAt []sim.Time
+	peak := spec.Test != WriteLat && !spec.NoPeak && spec.Count > 0 && spec.Count <= MaxPeakMessages
+	if peak {
+		postAt, doneAt = make([]sim.Time, 0, spec.Count), make([]sim.Time, 0, spec.Count)
+	}
 	var t0 time.Time
 	sw, err := dev.StartTiming()
 	if err != nil {
@@ -516,6 +551,9 @@ func Run(ctx context.Context, dev *verbs.Device, to netip.AddrPort, spec Spec) (
 				}
 				return res, err
 			}
+			if peak {
+				postAt = append(postAt, sim.Time(time.Since(start)))
+			}
 			posted++
 		}
 		wc, err := s.next(ctx)
@@ -562,6 +600,9 @@ func Run(ctx context.Context, dev *verbs.Device, to netip.AddrPort, spec Spec) (
 			}
 			done++
 			last = time.Now()
+			if peak {
+				doneAt = append(doneAt, sim.Time(last.Sub(start)))
+			}
 		}
 	}
 	timing, err := sw.Stop()
@@ -577,6 +618,10 @@ func Run(ctx context.Context, dev *verbs.Device, to netip.AddrPort, spec Spec) (
 	}
 	if len(lat) > 0 {
 		res.Latency = summarize(lat)
+	}
+	if peak {
+		res.CQMod = spec.cqMod()
+		res.BWPeakGbps = workload.PeakGbps(postAt, doneAt, size, res.CQMod)
 	}
 	// Tell the server we are done and learn what it checked.
 	if err := s.sendImm(uint32(done)); err != nil {
