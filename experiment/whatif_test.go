@@ -34,7 +34,7 @@ func TestWhatIfRefused(t *testing.T) {
 		{"loss-sweep", WhatIf{Fault: []string{"1ms plane"}}, "--fault 1ms plane: want AT TARGET NAME ACTION"},
 		// A bed the what-if makes invalid is named.
 		{"loss-sweep", WhatIf{Set: []string{"links.default.rate=0"}}, "experiment loss-sweep, bed loss-sweep/lossy-0: --set links.default.rate=0"},
-		{"loss-sweep", WhatIf{Fault: []string{"1ms plane 9 down"}}, "bed loss-sweep/lossy-0: --fault 1ms plane 9 down: faults[0].plane: no plane 9"},
+		{"loss-sweep", WhatIf{Fault: []string{"1ms plane 9 down"}}, "bed loss-sweep/lossy-0: --fault 1ms plane 9 down: no plane 9"},
 		{"plane-scaling", WhatIf{Impair: []string{"plane:3=loss 1%"}}, "bed plane-scaling/planes-1: --impair plane:3=loss 1%: lab plane-scaling-planes-1 has no links in plane 3"},
 		// What the experiment varies.
 		{"loss-sweep", WhatIf{Impair: []string{"fabric=delay 5us"}}, "--impair fabric=delay 5us: loss-sweep varies impairments (random loss): the loss it sweeps"},

@@ -194,7 +194,11 @@ func (d *decoder) mapping(n *yaml.Node, path string, fields map[string]fieldFunc
 	for _, p := range d.pairs(n, path) {
 		f, ok := fields[p.key.Value]
 		if !ok {
-			d.errorf(p.key, join(path, p.key.Value), "unknown field (want one of %s)", keyList(fields))
+			names := make([]string, 0, len(fields))
+			for k := range fields {
+				names = append(names, k)
+			}
+			d.errorf(p.key, join(path, p.key.Value), "unknown field%s (want one of %s)", suggest(p.key.Value, names), keyList(fields))
 			continue
 		}
 		present[p.key.Value] = true

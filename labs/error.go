@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"sort"
 	"strconv"
+	"strings"
 )
 
 // Error is a problem in a lab file, located at the line and column of the
@@ -35,7 +36,10 @@ type Error struct {
 // flag: field: message for a value an override wrote.
 func (e *Error) Error() string {
 	if e.Flag != "" {
-		if e.Field == "" {
+		// --impair and --fault write entries the user never named
+		// (links.overrides[3], faults[7]): the flag itself says what
+		// is at fault. A --set names its own key.
+		if e.Field == "" || !strings.HasPrefix(e.Flag, "--set ") {
 			return e.Flag + ": " + e.Msg
 		}
 		return e.Flag + ": " + e.Field + ": " + e.Msg

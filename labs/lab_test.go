@@ -91,7 +91,7 @@ var badLabs = []struct {
 	{
 		name: "unknown key",
 		src:  "name: x\nseeed: 3\ntopology: {hosts: [{name: a}]}\n",
-		line: 2, col: 1, field: "seeed", msg: "unknown field (want one of ",
+		line: 2, col: 1, field: "seeed", msg: "unknown field (did you mean \"seed\"?) (want one of ",
 	},
 	{
 		name: "unknown nested key",

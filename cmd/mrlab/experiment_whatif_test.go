@@ -21,7 +21,7 @@ func TestExperimentWhatIfUsage(t *testing.T) {
 			[]string{"mrlab: what-if: --impair fabric=delay 5us: loss-sweep varies impairments (random loss)", "--set links.default.delay"}},
 		{[]string{"experiment", "loss-sweep", "--set", "links.default.rate"}, []string{"--set links.default.rate: want KEY=VALUE"}},
 		{[]string{"experiment", "loss-sweep", "--set", "links.default.rate=0"}, []string{"bed loss-sweep/lossy-0: --set links.default.rate=0: links.default.rate"}},
-		{[]string{"experiment", "congestion", "--fault", "1ms plane 3 down"}, []string{"bed congestion/oversub-pfc: --fault 1ms plane 3 down: faults[0].plane"}},
+		{[]string{"experiment", "congestion", "--fault", "1ms plane 3 down"}, []string{"bed congestion/oversub-pfc: --fault 1ms plane 3 down: no plane 3"}},
 		{[]string{"experiment", "congestion,loss-sweep", "--impair", "fabric=delay 5us"}, []string{"loss-sweep varies impairments"}},
 		{[]string{"experiment", "all", "--impair", "fabric=delay 5us"},
 			[]string{"collectives varies impairments", "incast varies impairments", "loss-sweep varies impairments", "regimes varies impairments",

@@ -113,7 +113,9 @@ func withFlagSuggestion(err error, flags []cli.Flag) error {
 		names = append(names, f.Names()...)
 	}
 	best, ok := labs.Closest(given, names)
-	if !ok {
+	// Every one-letter flag is one edit from every other: suggest one
+	// only for a different case (-d for -D), not -s for perftest's -H.
+	if !ok || len(given) == 1 && !strings.EqualFold(given, best) {
 		return err
 	}
 	dashes := "--"
