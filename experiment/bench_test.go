@@ -83,7 +83,7 @@ var lastEvents uint64
 func permMetaRoCE(lab *labs.Lab, mode softnic.PayloadMode) (uint64, time.Duration, uint64, error) {
 	runtime.GC()
 	loop := sim.NewLoop()
-	cl, _, err := workload.NewLabCluster(lab, loop, packet.NewPool(), workload.LabSetup{})
+	cl, _, err := lab.NewCluster(loop, packet.NewPool(), labs.ClusterSetup{})
 	if err != nil {
 		return 0, 0, 0, err
 	}

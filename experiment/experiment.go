@@ -8,7 +8,7 @@
 // setting; the experiment only picks which lab, workload, transport and
 // seed each simulation runs — a Point — and measures. Every point is one
 // `mrlab sim` command away (Point.Command), and that command runs the same
-// simulation: both build the lab with workload.NewLabCluster. Each case
+// simulation: both build the lab with labs.Lab.NewCluster. Each case
 // runs with several seeds (in parallel on the local cores); tables show
 // the median and the min-max over the seeds, and a target is met only if
 // the median meets it and no seed falls below the seeds' own figure.

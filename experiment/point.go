@@ -132,7 +132,7 @@ type pointRun struct {
 }
 
 // run runs the point as `mrlab sim` does: the lab with the point's seed,
-// workload.NewLabCluster (fault timeline armed), then the workload on a
+// lab.NewCluster (fault timeline armed), then the workload on a
 // fresh loop. The error is for a point that could not run at all; a
 // workload that failed after it started is in pointRun.err with what it
 // measured.
@@ -150,7 +150,7 @@ func (p Point) run(pr probe) (*pointRun, error) {
 	}
 	lab.Seed = p.Seed
 	r := &pointRun{point: p, lab: lab, loop: sim.NewLoop()}
-	r.cl, r.net, err = workload.NewLabCluster(lab, r.loop, packet.NewPool(), workload.LabSetup{Observe: pr.observe})
+	r.cl, r.net, err = lab.NewCluster(r.loop, packet.NewPool(), labs.ClusterSetup{Observe: pr.observe})
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", p.Lab, err)
 	}

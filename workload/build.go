@@ -6,7 +6,6 @@ import (
 	"github.com/mrlab/mrlab/fabric"
 	"github.com/mrlab/mrlab/internal/packet"
 	"github.com/mrlab/mrlab/internal/sim"
-	"github.com/mrlab/mrlab/labs"
 	"github.com/mrlab/mrlab/softnic"
 	"github.com/mrlab/mrlab/transport"
 	"github.com/mrlab/mrlab/transport/metaroce"
@@ -113,58 +112,6 @@ func AttachNIC(net *fabric.Network, nic *softnic.NIC) error {
 		wires[i] = p
 	}
 	return nic.SetWires(wires...)
-}
-
-// ForLab returns the NIC options a lab's transports section sets: every
-// NIC's MetaRoCE and RoCEv2 options and RoCEv2's queue pairs per host
-// pair. `mrlab sim`, `mrlab experiment` and live labs all build their NICs
-// from it, so one lab file means one configuration.
-func ForLab(lab *labs.Lab) NICOptions {
-	t := lab.Transports
-	return NICOptions{MetaRoCE: t.MetaRoCE, RoCEv2: t.RoCEv2, RoCEv2QPs: t.RoCEv2QPs}
-}
-
-// LabSetup configures NewLabCluster.
-type LabSetup struct {
-	// Observe, if set, sees the built fabric before anything is armed on
-	// the loop (captures, trace hashes, an experiment's probes).
-	Observe func(net *fabric.Network) error
-	// NoFaults leaves the lab's fault timeline unarmed.
-	NoFaults bool
-	// NIC, if set, adjusts the lab's NIC options (command-line overrides,
-	// tracers).
-	NIC func(*NICOptions)
-}
-
-// NewLabCluster builds a lab on loop the way `mrlab sim` runs a workload
-// on it, so `mrlab experiment` and `mrlab sim` run the same simulation for
-// the same lab and seed: the fabric (lab.Build), Observe, the fault
-// timeline from the loop's now, then a NIC for every host with the lab's
-// transports section (ForLab, then NIC).
-func NewLabCluster(lab *labs.Lab, loop *sim.Loop, pool *packet.Pool, setup LabSetup) (*Cluster, *fabric.Network, error) {
-	net, err := lab.Build(loop, pool)
-	if err != nil {
-		return nil, nil, err
-	}
-	if setup.Observe != nil {
-		if err := setup.Observe(net); err != nil {
-			return nil, nil, err
-		}
-	}
-	if !setup.NoFaults && len(lab.Faults) > 0 {
-		if err := lab.ScheduleFaults(loop, net, nil); err != nil {
-			return nil, nil, err
-		}
-	}
-	opts := ForLab(lab)
-	if setup.NIC != nil {
-		setup.NIC(&opts)
-	}
-	cl, err := NewCluster(lab.Name, loop, pool, net, lab.Seed, opts)
-	if err != nil {
-		return nil, nil, err
-	}
-	return cl, net, nil
 }
 
 // netCounters reads a fabric.Network's counters.

@@ -160,7 +160,7 @@ func benchOne(c *cli.Context, name string) (*benchResult, error) {
 	loop := sim.NewLoop()
 	// The lab as `mrlab sim` builds it (its transports section, its
 	// fault timeline), --paths overriding the lab's paths.
-	cl, _, err := workload.NewLabCluster(lab, loop, packet.NewPool(), workload.LabSetup{NIC: func(o *workload.NICOptions) {
+	cl, _, err := lab.NewCluster(loop, packet.NewPool(), labs.ClusterSetup{NIC: func(o *workload.NICOptions) {
 		if c.IsSet("paths") {
 			o.MetaRoCE.Paths = c.Int("paths")
 		}

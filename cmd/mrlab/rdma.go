@@ -170,7 +170,7 @@ func rdmaAction(c *cli.Context, lab *labs.Lab, name string) error {
 	var hashes []*fabric.TraceHash // one per run, in the order of the runs
 	build := func() (*workload.Cluster, error) {
 		loop = sim.NewLoop()
-		cl, _, err := workload.NewLabCluster(lab, loop, packet.NewPool(), workload.LabSetup{
+		cl, _, err := lab.NewCluster(loop, packet.NewPool(), labs.ClusterSetup{
 			Observe: func(net *fabric.Network) error {
 				var extra fabric.Observer
 				if c.Bool("trace-hash") {
@@ -191,7 +191,7 @@ func rdmaAction(c *cli.Context, lab *labs.Lab, name string) error {
 				}
 				obs.recording = rec
 				// The fault timeline is armed here rather than by
-				// NewLabCluster so the recording and the fault log hear of
+				// lab.NewCluster so the recording and the fault log hear of
 				// each fault. With --no-faults oneLab kept only the flags'
 				// faults.
 				if len(lab.Faults) > 0 {

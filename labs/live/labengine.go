@@ -211,7 +211,7 @@ func (e *labEngine) Start(loop *sim.Loop, pool *packet.Pool, deliver func(int, s
 	// run is the sim workload on a paced loop. Every NIC traces into the
 	// hub, which costs one atomic load per decision while nobody reads
 	// /trace.
-	opts := workload.ForLab(e.lab)
+	opts := e.lab.NICOptions()
 	opts.TraceFor = e.tracer
 	opts.SecureKeys = true
 	opts.HostQueue = hostQueueLen
