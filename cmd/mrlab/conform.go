@@ -15,6 +15,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/mrlab/mrlab/labs/conformudp"
 	"github.com/mrlab/mrlab/transport/metaroce"
 	"github.com/mrlab/mrlab/transport/metaroce/conformance"
 )
@@ -32,7 +33,7 @@ func newConformCommand() *cli.Command {
 			"over the control channel (mrlab conform serve runs mrlab's engine that way).\n" +
 			"Exits 1 when a test fails unexpectedly (a known failure, marked xfail, does not).",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "target", Value: "sim", Usage: "implementation under test: sim or udp:ADDR[:PORT] (port default " + strconv.Itoa(conformance.DefaultUDPPort) + ")"},
+			&cli.StringFlag{Name: "target", Value: "sim", Usage: "implementation under test: sim or udp:ADDR[:PORT] (port default " + strconv.Itoa(conformudp.DefaultUDPPort) + ")"},
 			&cli.StringFlag{Name: "run", Usage: "run only tests whose name or §SECTION matches this regular expression"},
 			&cli.BoolFlag{Name: "json", Usage: "print the results as JSON"},
 			&cli.BoolFlag{Name: "tap", Usage: "print the results as TAP version 13"},
@@ -43,7 +44,7 @@ func newConformCommand() *cli.Command {
 			&cli.StringFlag{Name: "mutate", Usage: "sim only: plant these faults in the engine (comma-separated; 'list' lists them)"},
 			&cli.StringFlag{Name: "control", Usage: "udp only: the IUT's control channel HOST:PORT", DefaultText: "ADDR:" + strconv.Itoa(conformance.ControlPort)},
 			&cli.Float64Flag{Name: "dilation", Value: 1, Usage: "udp only: one script microsecond lasts this many wall microseconds (the IUT must agree; mrlab's agent does)"},
-			&cli.DurationFlag{Name: "slack", Value: conformance.DefaultSlack, Usage: "udp only: wall time added to every expectation's window"},
+			&cli.DurationFlag{Name: "slack", Value: conformudp.DefaultSlack, Usage: "udp only: wall time added to every expectation's window"},
 		},
 		Subcommands: []*cli.Command{newConformServeCommand()},
 		Action:      conformAction,
@@ -137,7 +138,7 @@ func writeJUnit(path string, rep *conformance.Report) error {
 
 // conformTarget builds the target from the flags.
 func conformTarget(c *cli.Context) (conformance.Target, error) {
-	t, err := conformance.ParseTarget(c.String("target"))
+	t, err := conformudp.ParseTarget(c.String("target"))
 	if err != nil {
 		return nil, usagef("conform --target: %v", err)
 	}
@@ -154,7 +155,7 @@ func conformTarget(c *cli.Context) (conformance.Target, error) {
 			t.Mutations = set
 		}
 		return t, nil
-	case *conformance.UDPTarget:
+	case *conformudp.UDPTarget:
 		if c.IsSet("mutate") {
 			return nil, usagef("conform --mutate: only with --target sim")
 		}
@@ -194,7 +195,7 @@ func newConformServeCommand() *cli.Command {
 			"and the tester in another (mrlab exec h0 -- mrlab conform --target udp:H1ADDR).",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "listen", Value: "0.0.0.0", Usage: "IPv4 address to listen on"},
-			&cli.UintFlag{Name: "port", Value: conformance.DefaultUDPPort, Usage: "MetaRoCE UDP port"},
+			&cli.UintFlag{Name: "port", Value: conformudp.DefaultUDPPort, Usage: "MetaRoCE UDP port"},
 			&cli.UintFlag{Name: "control-port", Value: conformance.ControlPort, Usage: "control channel TCP port"},
 			&cli.DurationFlag{Name: "for", Usage: "stop after this long (0: until interrupted)"},
 		},
@@ -225,7 +226,7 @@ func conformServe(c *cli.Context) error {
 		ctx, cancel = context.WithTimeout(ctx, d)
 		defer cancel()
 	}
-	a := &conformance.Agent{Port: uint16(port), Addr: addr, Logf: func(format string, args ...any) {
+	a := &conformudp.Agent{Port: uint16(port), Addr: addr, Logf: func(format string, args ...any) {
 		fmt.Fprintf(c.App.ErrWriter, "%s %s\n", time.Now().Format("15:04:05.000"), fmt.Sprintf(format, args...))
 	}}
 	fmt.Fprintf(c.App.Writer, "serving MetaRoCE on udp %v:%d, control on tcp %v\n", addr, port, ln.Addr())

@@ -1,16 +1,12 @@
 package conformance
 
 import (
-	"bufio"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"net"
-	"net/netip"
 	"sort"
 	"strconv"
 	"strings"
-	"time"
 )
 
 // The control channel: how the tester drives the IUT's application side
@@ -30,50 +26,8 @@ import (
 // ControlPort is the control channel's default TCP port.
 const ControlPort = 4799
 
-// controlClient is the tester's end of a control channel.
-type controlClient struct {
-	conn net.Conn
-	r    *bufio.Reader
-}
-
-func dialControl(local netip.Addr, addr string) (*controlClient, error) {
-	d := net.Dialer{Timeout: 5 * time.Second}
-	if local.IsValid() {
-		d.LocalAddr = net.TCPAddrFromAddrPort(netip.AddrPortFrom(local, 0))
-	}
-	c, err := d.Dial("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("conformance control channel %s: %w", addr, err)
-	}
-	return &controlClient{conn: c, r: bufio.NewReader(c)}, nil
-}
-
-// call sends one request and returns the answer's value.
-func (c *controlClient) call(req string) (string, error) {
-	_ = c.conn.SetDeadline(time.Now().Add(30 * time.Second))
-	if _, err := fmt.Fprintf(c.conn, "%s\n", req); err != nil {
-		return "", fmt.Errorf("control %q: %w", req, err)
-	}
-	line, err := c.r.ReadString('\n')
-	if err != nil {
-		return "", fmt.Errorf("control %q: reading the answer: %w", req, err)
-	}
-	line = strings.TrimRight(line, "\r\n")
-	switch {
-	case line == "ok":
-		return "", nil
-	case strings.HasPrefix(line, "ok "):
-		return line[3:], nil
-	case strings.HasPrefix(line, "err "):
-		return "", fmt.Errorf("IUT: %s", line[4:])
-	}
-	return "", fmt.Errorf("control %q: malformed answer %q", req, line)
-}
-
-func (c *controlClient) close() error { return c.conn.Close() }
-
-// formatArgs writes KEY=VALUE pairs in a stable order.
-func formatArgs(args map[string]uint64) string {
+// FormatArgs writes KEY=VALUE pairs in a stable order.
+func FormatArgs(args map[string]uint64) string {
 	keys := make([]string, 0, len(args))
 	for k := range args {
 		keys = append(keys, k)
@@ -86,8 +40,8 @@ func formatArgs(args map[string]uint64) string {
 	return b.String()
 }
 
-// parseArgs reads KEY=VALUE words.
-func parseArgs(words []string) (map[string]uint64, error) {
+// ParseArgs reads KEY=VALUE words.
+func ParseArgs(words []string) (map[string]uint64, error) {
 	out := map[string]uint64{}
 	for _, w := range words {
 		k, v, ok := strings.Cut(w, "=")
@@ -103,15 +57,15 @@ func parseArgs(words []string) (map[string]uint64, error) {
 	return out, nil
 }
 
-// serveControl answers one control request against an IUT. reset is the
+// ServeControl answers one control request against an IUT. reset is the
 // caller's (it replaces the IUT).
-func serveControl(iut IUT, words []string) (string, error) {
+func ServeControl(iut IUT, words []string) (string, error) {
 	switch words[0] {
 	case "do":
 		if len(words) < 2 {
 			return "", fmt.Errorf("do needs a verb")
 		}
-		args, err := parseArgs(words[2:])
+		args, err := ParseArgs(words[2:])
 		if err != nil {
 			return "", err
 		}

@@ -86,7 +86,7 @@ func FuzzControl(f *testing.F) {
 		}
 		for _, l := range []string{"do dial", line} {
 			if w := strings.Fields(l); len(w) > 0 {
-				_, _ = serveControl(iut, w)
+				_, _ = ServeControl(iut, w)
 			}
 		}
 		_, _ = iut.Run(int64(1e6))

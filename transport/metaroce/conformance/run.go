@@ -64,6 +64,11 @@ type errSkip struct{ why string }
 
 func (e errSkip) Error() string { return e.why }
 
+// Unsupported returns the error a Target or IUT gives for a test it cannot run
+// (a setting or counter it lacks): the runner reports the test skipped
+// with why, not failed.
+func Unsupported(why string) error { return errSkip{why} }
+
 // Run runs one script against a fresh IUT from target. trace, if not nil,
 // gets every packet both ways.
 func Run(target Target, s *Script, trace io.Writer) Result {

@@ -35,14 +35,14 @@ func (t SimTarget) Open(settings map[string]uint64) (IUT, error) {
 	if seed == 0 {
 		seed = 1
 	}
-	e := newEngineIUT(sim.NewLoop(), metaroce.NewProtocol(opts), ports, simLineRate, seed)
+	e := newEngine(sim.NewLoop(), metaroce.NewProtocol(opts), ports, simLineRate, seed)
 	return e, nil
 }
 
-// engineIUT is the engine behind a NIC with a fixed memory layout, driven
+// Engine is the engine behind a NIC with a fixed memory layout, driven
 // by a sim.Loop. The sim target runs the loop in virtual time; the UDP
 // agent runs it paced to the wall clock and sets out to send packets.
-type engineIUT struct {
+type Engine struct {
 	loop  *sim.Loop
 	proto *metaroce.Protocol
 	cfg   transport.Config
@@ -58,16 +58,40 @@ type engineIUT struct {
 	out func(s Sent)
 }
 
+// NewAgentEngine starts the engine for a one-port IUT that the udp agent
+// (labs/conformudp) paces to the wall clock: settings are a script's
+// "iut:" settings, udpPort the MetaRoCE port it speaks, and out receives
+// every packet it sends. The agent drives time with RunUntil and Next.
+func NewAgentEngine(settings map[string]uint64, udpPort uint16, seed uint64, out func(Sent)) (*Engine, error) {
+	opts, ports, err := engineSettings(settings)
+	if err != nil {
+		return nil, err
+	}
+	if ports != 1 {
+		return nil, fmt.Errorf("unknown iut setting ports=%d: the agent has one port", ports)
+	}
+	opts.UDPPort = udpPort
+	e := newEngine(sim.NewLoop(), metaroce.NewProtocol(opts), 1, simLineRate, seed)
+	e.out = out
+	return e, nil
+}
+
+// RunUntil fires the engine's events up to virtual time t.
+func (e *Engine) RunUntil(t sim.Time) { e.loop.RunUntil(t) }
+
+// Next is the virtual time of the engine's next event (sim.Never if none).
+func (e *Engine) Next() sim.Time { return e.loop.Next() }
+
 type simPort struct {
-	e     *engineIUT
+	e     *Engine
 	q     int
 	busy  bool
 	done  sim.Timer
 	frame []byte
 }
 
-func newEngineIUT(loop *sim.Loop, p *metaroce.Protocol, ports int, rate float64, seed uint64) *engineIUT {
-	e := &engineIUT{loop: loop, proto: p, mem: newMemory(), nic: map[string]uint64{}}
+func newEngine(loop *sim.Loop, p *metaroce.Protocol, ports int, rate float64, seed uint64) *Engine {
+	e := &Engine{loop: loop, proto: p, mem: newMemory(), nic: map[string]uint64{}}
 	e.cfg = transport.Config{LocalID: 0x1001, Ports: ports, LineRate: rate, PathMTU: 4096, Memory: e.mem,
 		Complete: func(wc transport.Completion) { e.comps = append(e.comps, completionOf(wc)) },
 		Rand:     sim.NewRand(seed, "conformance/iut")}
@@ -87,10 +111,10 @@ func newEngineIUT(loop *sim.Loop, p *metaroce.Protocol, ports int, rate float64,
 	return e
 }
 
-func (e *engineIUT) Now() int64 { return int64(e.loop.Now()) }
+func (e *Engine) Now() int64 { return int64(e.loop.Now()) }
 
 // kick rearms the connection's timer and polls every idle port.
-func (e *engineIUT) kick() {
+func (e *Engine) kick() {
 	if e.conn == nil {
 		return
 	}
@@ -108,7 +132,7 @@ func (e *engineIUT) kick() {
 
 // poll takes one packet from the connection for port p, if it has one,
 // and keeps the port busy for its serialization time.
-func (e *engineIUT) poll(p *simPort) {
+func (e *Engine) poll(p *simPort) {
 	if e.conn == nil || p.busy {
 		return
 	}
@@ -132,7 +156,7 @@ func (e *engineIUT) poll(p *simPort) {
 	e.loop.Arm(&p.done, now+max(ser, 1))
 }
 
-func (e *engineIUT) Run(until int64) ([]Sent, error) {
+func (e *Engine) Run(until int64) ([]Sent, error) {
 	for len(e.sent) == 0 {
 		next := e.loop.Next()
 		if next == sim.Never || int64(next) > until {
@@ -148,7 +172,7 @@ func (e *engineIUT) Run(until int64) ([]Sent, error) {
 	return out, nil
 }
 
-func (e *engineIUT) Inject(pkt []byte, m InMeta) error {
+func (e *Engine) Inject(pkt []byte, m InMeta) error {
 	now := e.loop.Now()
 	rx := transport.RxMeta{Port: m.Port, SrcPort: m.SrcPort, CE: m.CE}
 	if m.Port < 0 || m.Port >= len(e.ports) {
@@ -176,7 +200,7 @@ func (e *engineIUT) Inject(pkt []byte, m InMeta) error {
 	return nil
 }
 
-func (e *engineIUT) Do(verb string, args map[string]uint64) error {
+func (e *Engine) Do(verb string, args map[string]uint64) error {
 	now := e.loop.Now()
 	defer e.kick()
 	switch verb {
@@ -210,13 +234,13 @@ func (e *engineIUT) Do(verb string, args map[string]uint64) error {
 	return e.conn.PostSend(now, wr)
 }
 
-func (e *engineIUT) Completions() ([]Completion, error) {
+func (e *Engine) Completions() ([]Completion, error) {
 	out := e.comps
 	e.comps = nil
 	return out, nil
 }
 
-func (e *engineIUT) Mem(key uint32, addr uint64, n int) ([]byte, error) {
+func (e *Engine) Mem(key uint32, addr uint64, n int) ([]byte, error) {
 	r, ok := e.mem.Region(key)
 	if !ok || n < 0 || addr < r.Addr || addr-r.Addr > uint64(len(r.Buf)) || uint64(n) > uint64(len(r.Buf))-(addr-r.Addr) {
 		return nil, fmt.Errorf("memory %#x+%d is not in region %#x", addr, n, key)
@@ -224,7 +248,7 @@ func (e *engineIUT) Mem(key uint32, addr uint64, n int) ([]byte, error) {
 	return append([]byte(nil), r.Buf[addr-r.Addr:][:n]...), nil
 }
 
-func (e *engineIUT) Counter(name string) (uint64, error) {
+func (e *Engine) Counter(name string) (uint64, error) {
 	if v, ok := e.nic[name]; ok || len(name) > 4 && name[:4] == "nic_" {
 		return v, nil
 	}
@@ -238,11 +262,11 @@ func (e *engineIUT) Counter(name string) (uint64, error) {
 	return v, nil
 }
 
-func (e *engineIUT) State() (string, error) {
+func (e *Engine) State() (string, error) {
 	if e.conn == nil {
 		return "none", nil
 	}
 	return e.conn.State().String(), nil
 }
 
-func (e *engineIUT) Close() error { return nil }
+func (e *Engine) Close() error { return nil }

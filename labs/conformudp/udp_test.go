@@ -1,4 +1,4 @@
-package conformance
+package conformudp
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"os"
 	"testing"
 	"time"
+
+	"github.com/mrlab/mrlab/transport/metaroce/conformance"
 )
 
 // TestUDPLoopback runs a handful of scripts over real UDP sockets on
@@ -31,13 +33,13 @@ func TestUDPLoopback(t *testing.T) {
 	})
 	target := &UDPTarget{Addr: netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), port),
 		Control: ln.Addr().String(), Local: netip.MustParseAddr("127.0.0.2"), Dilation: 10000, Slack: 200 * time.Millisecond}
-	all, err := Builtin()
+	all, err := conformance.Builtin()
 	if err != nil {
 		t.Fatal(err)
 	}
-	sel, err := Select(all, "^(setup-accept|write-single|write-hole-sack|send-recv|write-bad-rkey|malformed-crc|retx-exact-psn|dial-syn)$")
+	sel, err := conformance.Select(all, "^(setup-accept|write-single|write-hole-sack|send-recv|write-bad-rkey|malformed-crc|retx-exact-psn|dial-syn)$")
 	if s := os.Getenv("CONFORM_RUN"); s != "" {
-		sel, _ = Select(all, s)
+		sel, _ = conformance.Select(all, s)
 	}
 	if err != nil {
 		t.Fatal(err)
@@ -49,8 +51,8 @@ func TestUDPLoopback(t *testing.T) {
 	if testing.Verbose() {
 		trace = os.Stderr
 	}
-	for _, r := range RunAll(target, sel, trace) {
-		if r.Result != Pass {
+	for _, r := range conformance.RunAll(target, sel, trace) {
+		if r.Result != conformance.Pass {
 			t.Errorf("%s (§%s) over UDP: %s: %s", r.Name, r.Section, r.Result, r.Detail)
 		}
 	}

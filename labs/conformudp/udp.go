@@ -1,4 +1,4 @@
-package conformance
+package conformudp
 
 import (
 	"encoding/hex"
@@ -12,6 +12,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/mrlab/mrlab/transport/metaroce/conformance"
 )
 
 // DefaultSlack is the udp target's default Slack.
@@ -24,9 +26,9 @@ const DefaultSlack = 10 * time.Millisecond
 const DefaultUDPPort = 4798
 
 // ParseTarget reads a --target value: "sim" or "udp:ADDR[:PORT]".
-func ParseTarget(s string) (Target, error) {
+func ParseTarget(s string) (conformance.Target, error) {
 	if s == "" || s == "sim" {
-		return SimTarget{}, nil
+		return conformance.SimTarget{}, nil
 	}
 	rest, ok := strings.CutPrefix(s, "udp:")
 	if !ok {
@@ -81,18 +83,18 @@ func (t *UDPTarget) controlAddr() string {
 	if t.Control != "" {
 		return t.Control
 	}
-	return net.JoinHostPort(t.Addr.Addr().String(), strconv.Itoa(ControlPort))
+	return net.JoinHostPort(t.Addr.Addr().String(), strconv.Itoa(conformance.ControlPort))
 }
 
 // Open resets the IUT over the control channel and opens the tester's
 // sockets: one to receive on the MetaRoCE port, one per source port it
 // sends from.
-func (t *UDPTarget) Open(settings map[string]uint64) (IUT, error) {
+func (t *UDPTarget) Open(settings map[string]uint64) (conformance.IUT, error) {
 	dil := t.Dilation
 	if dil < 1 {
 		dil = 1
 	}
-	u := &udpIUT{t: t, dil: dil, ch: make(chan Sent, 4096), tx: newSockets(t.InNS, t.local(), t.Addr)}
+	u := &udpIUT{t: t, dil: dil, ch: make(chan conformance.Sent, 4096), tx: newSockets(t.InNS, t.local(), t.Addr)}
 	var err error
 	err = inNS(t.InNS, func() error {
 		u.ctl, err = dialControl(t.Local, t.controlAddr())
@@ -110,10 +112,10 @@ func (t *UDPTarget) Open(settings map[string]uint64) (IUT, error) {
 	for k, v := range settings {
 		args[k] = v
 	}
-	if _, err := u.ctl.call("reset" + formatArgs(args)); err != nil {
+	if _, err := u.ctl.call("reset" + conformance.FormatArgs(args)); err != nil {
 		u.Close()
 		if strings.Contains(err.Error(), "unknown iut setting") {
-			return nil, errSkip{err.Error()}
+			return nil, conformance.Unsupported(err.Error())
 		}
 		return nil, err
 	}
@@ -237,7 +239,7 @@ type udpIUT struct {
 	ctl   *controlClient
 	rx    *net.UDPConn
 	tx    *sockets
-	ch    chan Sent
+	ch    chan conformance.Sent
 	lost  int // packets the receive queue had no room for
 }
 
@@ -267,7 +269,7 @@ func (u *udpIUT) read() {
 		if from.Addr() != u.t.Addr.Addr() {
 			continue // not from the IUT
 		}
-		s := Sent{At: u.Now(), SrcPort: from.Port(), ECT: tos&3 != 0, Bytes: append([]byte(nil), buf[:n]...)}
+		s := conformance.Sent{At: u.Now(), SrcPort: from.Port(), ECT: tos&3 != 0, Bytes: append([]byte(nil), buf[:n]...)}
 		select {
 		case u.ch <- s:
 		default:
@@ -276,8 +278,8 @@ func (u *udpIUT) read() {
 	}
 }
 
-func (u *udpIUT) Run(until int64) ([]Sent, error) {
-	var out []Sent
+func (u *udpIUT) Run(until int64) ([]conformance.Sent, error) {
+	var out []conformance.Sent
 	timer := time.NewTimer(time.Until(u.wall(until)))
 	defer timer.Stop()
 	select {
@@ -301,9 +303,9 @@ func (u *udpIUT) Run(until int64) ([]Sent, error) {
 	}
 }
 
-func (u *udpIUT) Inject(pkt []byte, m InMeta) error {
+func (u *udpIUT) Inject(pkt []byte, m conformance.InMeta) error {
 	if m.Port != 0 {
-		return errSkip{"the udp target has one port: a test that picks the IUT's NIC port runs on sim only"}
+		return conformance.Unsupported("the udp target has one port: a test that picks the IUT's NIC port runs on sim only")
 	}
 	ecn := uint8(ecnECT0)
 	if m.CE {
@@ -313,16 +315,16 @@ func (u *udpIUT) Inject(pkt []byte, m InMeta) error {
 }
 
 func (u *udpIUT) Do(verb string, args map[string]uint64) error {
-	_, err := u.ctl.call("do " + verb + formatArgs(args))
+	_, err := u.ctl.call("do " + verb + conformance.FormatArgs(args))
 	return err
 }
 
-func (u *udpIUT) Completions() ([]Completion, error) {
+func (u *udpIUT) Completions() ([]conformance.Completion, error) {
 	v, err := u.ctl.call("completions")
 	if err != nil {
 		return nil, err
 	}
-	var out []Completion
+	var out []conformance.Completion
 	if err := json.Unmarshal([]byte(v), &out); err != nil {
 		return nil, fmt.Errorf("control completions: %w", err)
 	}
@@ -345,7 +347,7 @@ func (u *udpIUT) Counter(name string) (uint64, error) {
 	v, err := u.ctl.call("counter " + name)
 	if err != nil {
 		if strings.Contains(err.Error(), "unknown counter") {
-			return 0, errSkip{err.Error()}
+			return 0, conformance.Unsupported(err.Error())
 		}
 		return 0, err
 	}

@@ -1,4 +1,4 @@
-package conformance
+package conformudp
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"github.com/mrlab/mrlab/labs"
 	"github.com/mrlab/mrlab/labs/hostns"
 	"github.com/mrlab/mrlab/labs/live"
+	"github.com/mrlab/mrlab/transport/metaroce/conformance"
 )
 
 // liveScripts are the tests the live-lab run covers: one or more per spec
@@ -69,7 +70,7 @@ func TestUDPLiveLab(t *testing.T) {
 	var ln net.Listener
 	if err := ns1.Do(func() error {
 		var err error
-		ln, err = net.Listen("tcp4", net.JoinHostPort(addr1.String(), strconv.Itoa(ControlPort)))
+		ln, err = net.Listen("tcp4", net.JoinHostPort(addr1.String(), strconv.Itoa(conformance.ControlPort)))
 		return err
 	}); err != nil {
 		t.Fatal(err)
@@ -85,11 +86,11 @@ func TestUDPLiveLab(t *testing.T) {
 		}
 	}()
 
-	all, err := Builtin()
+	all, err := conformance.Builtin()
 	if err != nil {
 		t.Fatal(err)
 	}
-	sel, err := Select(all, liveScripts)
+	sel, err := conformance.Select(all, liveScripts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,9 +100,9 @@ func TestUDPLiveLab(t *testing.T) {
 	target := &UDPTarget{Addr: netip.AddrPortFrom(addr1, DefaultUDPPort), Local: addr0, InNS: ns0.Do,
 		Dilation: 10000, Slack: 200 * time.Millisecond}
 	sections := map[string]bool{}
-	for _, r := range RunAll(target, sel, nil) {
+	for _, r := range conformance.RunAll(target, sel, nil) {
 		sections[r.Section] = true
-		if r.Result != Pass {
+		if r.Result != conformance.Pass {
 			t.Errorf("%s (§%s) over the live lab: %s: %s", r.Name, r.Section, r.Result, r.Detail)
 		}
 	}

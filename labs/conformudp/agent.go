@@ -1,4 +1,4 @@
-package conformance
+package conformudp
 
 import (
 	"bufio"
@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/mrlab/mrlab/internal/sim"
-	"github.com/mrlab/mrlab/transport/metaroce"
+	"github.com/mrlab/mrlab/transport/metaroce/conformance"
 )
 
 // Agent runs mrlab's engine as an IUT for the udp target: MetaRoCE over a
@@ -77,7 +77,7 @@ type agentSession struct {
 	a    *Agent
 	port uint16
 	mu   sync.Mutex
-	e    *engineIUT
+	e    *conformance.Engine
 	tx   *sockets
 	peer netip.Addr
 	dil  float64
@@ -92,7 +92,7 @@ func (s *agentSession) vnow() sim.Time { return sim.Time(float64(time.Since(s.t0
 // catchUp runs the engine up to now. The caller holds mu.
 func (s *agentSession) catchUp() {
 	if s.e != nil {
-		s.e.loop.RunUntil(s.vnow())
+		s.e.RunUntil(s.vnow())
 	}
 }
 
@@ -107,7 +107,7 @@ func (s *agentSession) read(rx *net.UDPConn) {
 		s.mu.Lock()
 		if s.e != nil && from.Addr() == s.peer {
 			s.catchUp()
-			_ = s.e.Inject(buf[:n], InMeta{SrcPort: from.Port(), CE: tos&3 == ecnCE})
+			_ = s.e.Inject(buf[:n], conformance.InMeta{SrcPort: from.Port(), CE: tos&3 == ecnCE})
 
 			s.poke()
 		}
@@ -123,7 +123,7 @@ func (s *agentSession) poke() {
 }
 
 // drive fires engine e's timers on the wall clock until stop closes.
-func (s *agentSession) drive(e *engineIUT, stop, wake chan struct{}) {
+func (s *agentSession) drive(e *conformance.Engine, stop, wake chan struct{}) {
 	for {
 		s.mu.Lock()
 		if s.e != e {
@@ -131,7 +131,7 @@ func (s *agentSession) drive(e *engineIUT, stop, wake chan struct{}) {
 			return // a reset replaced it
 		}
 		s.catchUp()
-		next := e.loop.Next()
+		next := e.Next()
 		d := time.Hour
 		if next != sim.Never {
 			d = time.Until(s.t0.Add(time.Duration(float64(next) * s.dil)))
@@ -197,34 +197,21 @@ func (s *agentSession) request(peer netip.Addr, words []string) (string, error) 
 		return "", errors.New("no IUT: reset first")
 	}
 	s.catchUp()
-	v, err := serveControl(s.e, words)
+	v, err := conformance.ServeControl(s.e, words)
 	s.poke()
 	return v, err
 }
 
 func (s *agentSession) reset(peer netip.Addr, words []string) error {
-	args, err := parseArgs(words)
+	args, err := conformance.ParseArgs(words)
 	if err != nil {
 		return err
 	}
 	dil := float64(max(args["dilation"], 1))
 	delete(args, "dilation")
-	opts, ports, err := engineSettings(args)
-	if err != nil {
-		return err
-	}
-	if ports != 1 {
-		return fmt.Errorf("unknown iut setting ports=%d: the agent has one port", ports)
-	}
-	opts.UDPPort = s.port
-	s.end()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.peer, s.dil, s.t0 = peer, dil, time.Now()
-	s.tx = newSockets(s.a.InNS, s.a.bind(), netip.AddrPortFrom(peer, s.port))
-	s.e = newEngineIUT(sim.NewLoop(), metaroce.NewProtocol(opts), 1, simLineRate, uint64(time.Now().UnixNano()))
-	tx := s.tx
-	s.e.out = func(p Sent) {
+	// The engine exists before it runs, so tx is set before anything is sent.
+	var tx *sockets
+	e, err := conformance.NewAgentEngine(args, s.port, uint64(time.Now().UnixNano()), func(p conformance.Sent) {
 		ecn := uint8(ecnNotECT)
 		if p.ECT {
 			ecn = ecnECT0
@@ -232,7 +219,16 @@ func (s *agentSession) reset(peer netip.Addr, words []string) error {
 		if err := tx.send(p.SrcPort, ecn, p.Bytes); err != nil && s.a.Logf != nil {
 			s.a.Logf("conformance agent: %v", err)
 		}
+	})
+	if err != nil {
+		return err
 	}
+	s.end()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.peer, s.dil, s.t0 = peer, dil, time.Now()
+	tx = newSockets(s.a.InNS, s.a.bind(), netip.AddrPortFrom(peer, s.port))
+	s.tx, s.e = tx, e
 	s.stop, s.wake = make(chan struct{}), make(chan struct{}, 1)
 	go s.drive(s.e, s.stop, s.wake)
 	if s.a.Logf != nil {
