@@ -23,8 +23,8 @@ func init() {
 	})
 }
 
-// LossRates are the random loss probabilities of the sweep, in percent.
-var LossRates = []float64{0, 0.1, 0.5, 1, 2, 5, 10}
+// LossRates returns the random loss probabilities of the sweep, in percent.
+func LossRates() []float64 { return []float64{0, 0.1, 0.5, 1, 2, 5, 10} }
 
 // LossRow is one (loss rate, transport, fabric, seed) run of the sweep.
 type LossRow struct {
@@ -66,7 +66,7 @@ type lossParams struct {
 }
 
 func lossSweepParams(s Scale) lossParams {
-	p := lossParams{duration: 2 * sim.Millisecond, rates: LossRates, sides: []side{metaroceLossy, rocev2Lossy, rocev2Lossless}}
+	p := lossParams{duration: 2 * sim.Millisecond, rates: LossRates(), sides: []side{metaroceLossy, rocev2Lossy, rocev2Lossless}}
 	switch s {
 	case Quick:
 		p.duration = 500 * sim.Microsecond

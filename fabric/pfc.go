@@ -57,10 +57,10 @@ type PFCConfig struct {
 	XOn int
 }
 
-// DefaultPFC is a lab's PFC when a file says only "pfc: on": pause above
+// DefaultPFC returns a lab's PFC when a file says only "pfc: on": pause above
 // 64 KiB waiting from one ingress (about five microseconds of a 100 Gbit/s
 // link), resume at 56 KiB.
-var DefaultPFC = PFCConfig{XOff: 64 << 10, XOn: 56 << 10}
+func DefaultPFC() PFCConfig { return PFCConfig{XOff: 64 << 10, XOn: 56 << 10} }
 
 // Enabled reports whether the setting turns PFC on.
 func (c PFCConfig) Enabled() bool { return c.XOff > 0 }

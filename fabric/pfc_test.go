@@ -290,15 +290,15 @@ func TestPFCConfig(t *testing.T) {
 			t.Errorf("accepted PFC %+v", bad)
 		}
 	}
-	if err := fabric.DefaultPFC.Validate(); err != nil || !fabric.DefaultPFC.Enabled() {
-		t.Errorf("DefaultPFC %+v: %v", fabric.DefaultPFC, err)
+	if err := fabric.DefaultPFC().Validate(); err != nil || !fabric.DefaultPFC().Enabled() {
+		t.Errorf("DefaultPFC() %+v: %v", fabric.DefaultPFC(), err)
 	}
 }
 
 // TestPFCDeterministic: the same lossless run twice gives the same trace.
 func TestPFCDeterministic(t *testing.T) {
 	run := func() uint64 {
-		lp := fabric.LinkParams{Rate: 100e9, Delay: sim.Microsecond, QueueBytes: 32 << 10, PFC: fabric.DefaultPFC}
+		lp := fabric.LinkParams{Rate: 100e9, Delay: sim.Microsecond, QueueBytes: 32 << 10, PFC: fabric.DefaultPFC()}
 		topo := pfcTopo(t, fabric.LeafSpineParams{Leaves: 2, Spines: 2, HostsPerLeaf: 3, HostLink: lp, FabricLink: lp})
 		l := newLab(t, topo, fabric.BuildOptions{Seed: 3})
 		th := fabric.NewTraceHash()

@@ -531,7 +531,7 @@ transports:
 	if diff := cmp.Diff(wantMR, tr.MetaRoCE); diff != "" {
 		t.Errorf("metaroce options (-want +got):\n%s", diff)
 	}
-	dc := rocev2.DefaultDCQCN
+	dc := rocev2.DefaultDCQCN()
 	dc.G, dc.IncreaseInterval, dc.ByteCounter, dc.AI, dc.ClampTarget = 1.0/256, 55*sim.Microsecond, 0, 40e6, true
 	wantRo := rocev2.Options{AckTimeout: 131 * sim.Microsecond, RetryCount: rocev2.NoRetry, RNRRetry: 7, DCQCN: dc, MaxReads: 8}
 	if diff := cmp.Diff(wantRo, tr.RoCEv2); diff != "" {
@@ -563,7 +563,7 @@ transports:
 	if r := lab.Transports.RoCEv2; r.Timeout != 14 || r.AckTimeout != 0 || !r.NoDCQCN || lab.Transports.ConnsPerPeer(transport.RoCEv2, 8) != 3 {
 		t.Errorf("rocev2 %+v, qps %d", r, lab.Transports.RoCEv2QPs)
 	}
-	if p := lab.Topology().Links[0].Params.PFC; p != fabric.DefaultPFC {
-		t.Errorf("pfc: on gave %+v, want %+v", p, fabric.DefaultPFC)
+	if p := lab.Topology().Links[0].Params.PFC; p != fabric.DefaultPFC() {
+		t.Errorf("pfc: on gave %+v, want %+v", p, fabric.DefaultPFC())
 	}
 }

@@ -240,7 +240,7 @@ func decodeDCQCN(d *decoder, v *yaml.Node, p string, t *Transports) {
 		}
 		return
 	}
-	c := rocev2.DefaultDCQCN
+	c := rocev2.DefaultDCQCN()
 	if decodeKeys(d, v, p, dcqcnKeys, &c) != nil {
 		t.RoCEv2.DCQCN, t.RoCEv2.NoDCQCN = c, false
 	}
@@ -306,7 +306,7 @@ func decodePFC(d *decoder, v *yaml.Node, path string) (fabric.PFCConfig, bool) {
 			return fabric.PFCConfig{}, false
 		}
 		if on {
-			return fabric.DefaultPFC, true
+			return fabric.DefaultPFC(), true
 		}
 		return fabric.PFCConfig{}, true
 	}

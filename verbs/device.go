@@ -117,7 +117,7 @@ func OpenEndpoint(ctx context.Context, name string) (*Device, error) {
 func (d *Device) readLoop() {
 	defer close(d.done)
 	buf := make([]byte, verbsabi.MaxMessage+1)
-	oob := make([]byte, verbsabi.OOBSpace)
+	oob := make([]byte, verbsabi.OOBSpace())
 	var why error
 	for {
 		n, oobn, flags, _, err := d.conn.ReadMsgUnix(buf, oob)

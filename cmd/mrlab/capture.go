@@ -72,7 +72,7 @@ func captureAction(c *cli.Context) error {
 		return err
 	}
 	if c.Bool("dissector") {
-		_, err := c.App.Writer.Write(dissector.Lua)
+		_, err := c.App.Writer.Write(dissector.Lua())
 		return err
 	}
 	if len(args) != 1 {

@@ -161,5 +161,5 @@ func ParseRights(oob []byte) ([]int, error) {
 	return fds, nil
 }
 
-// OOBSpace is the control buffer a receiver needs for MaxFDs descriptors.
-var OOBSpace = unix.CmsgSpace(4 * MaxFDs)
+// OOBSpace returns the size of the control buffer a receiver needs for MaxFDs descriptors.
+func OOBSpace() int { return unix.CmsgSpace(4 * MaxFDs) }

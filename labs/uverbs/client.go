@@ -67,7 +67,7 @@ type outMsg struct {
 func (c *client) readLoop() {
 	defer c.ep.rwg.Done()
 	buf := make([]byte, verbsabi.MaxMessage+1)
-	oob := make([]byte, verbsabi.OOBSpace)
+	oob := make([]byte, verbsabi.OOBSpace())
 	why := "closed the endpoint"
 	for {
 		n, oobn, flags, _, err := c.conn.ReadMsgUnix(buf, oob)

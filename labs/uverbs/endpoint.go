@@ -45,18 +45,20 @@ type Loop interface {
 	Now() sim.Time
 }
 
-// DefaultLimits are the per-process limits of an endpoint.
-var DefaultLimits = verbsabi.Limits{
-	MaxMRs:       1024,
-	MaxQPs:       256,
-	MaxCQs:       256,
-	MaxCQE:       1 << 16,
-	MaxWR:        4096,
-	MaxSGE:       verbsabi.MaxSGE,
-	MaxListeners: 16,
-	MaxBacklog:   64,
-	MaxMRBytes:   4 << 30,
-	MaxPDs:       256,
+// DefaultLimits returns the per-process limits of an endpoint.
+func DefaultLimits() verbsabi.Limits {
+	return verbsabi.Limits{
+		MaxMRs:       1024,
+		MaxQPs:       256,
+		MaxCQs:       256,
+		MaxCQE:       1 << 16,
+		MaxWR:        4096,
+		MaxSGE:       verbsabi.MaxSGE,
+		MaxListeners: 16,
+		MaxBacklog:   64,
+		MaxMRBytes:   4 << 30,
+		MaxPDs:       256,
+	}
 }
 
 // MaxClients bounds the clients one endpoint serves at once (each holds
@@ -104,7 +106,7 @@ type Timing struct {
 const MaxWatches = 16
 
 func (c *Config) fill() {
-	l, d := &c.Limits, DefaultLimits
+	l, d := &c.Limits, DefaultLimits()
 	for _, p := range []struct {
 		v *uint32
 		d uint32

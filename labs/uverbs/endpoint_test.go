@@ -47,7 +47,7 @@ func (r *raw) send(msg []byte, fds ...int) {
 func (r *raw) recv() (verbsabi.Reply, bool) {
 	r.t.Helper()
 	buf := make([]byte, verbsabi.MaxMessage)
-	oob := make([]byte, verbsabi.OOBSpace)
+	oob := make([]byte, verbsabi.OOBSpace())
 	r.conn.SetReadDeadline(time.Now().Add(5 * time.Second))
 	n, oobn, _, _, err := r.conn.ReadMsgUnix(buf, oob)
 	if err != nil || n == 0 {

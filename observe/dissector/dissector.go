@@ -4,12 +4,16 @@
 // it; its test runs tshark on captures mrlab makes.
 package dissector
 
-import _ "embed"
+import (
+	"bytes"
+	_ "embed"
+)
 
-// Lua is the dissector script, metaroce.lua.
-//
 //go:embed metaroce.lua
-var Lua []byte
+var lua []byte
+
+// Lua returns the dissector script, metaroce.lua (a fresh copy).
+func Lua() []byte { return bytes.Clone(lua) }
 
 // FileName is the name to install the script under in a Wireshark plugin
 // directory.

@@ -32,7 +32,7 @@ func runTshark(t *testing.T, file string, args ...string) string {
 	t.Helper()
 	// The embedded copy is the one mrlab ships (and keys the test cache).
 	script := filepath.Join(t.TempDir(), FileName)
-	if err := os.WriteFile(script, Lua, 0o644); err != nil {
+	if err := os.WriteFile(script, Lua(), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	all := append([]string{"-n", "-X", "lua_script:" + script, "-r", file}, args...)

@@ -10,7 +10,7 @@ import (
 )
 
 func TestDCQCNRules(t *testing.T) {
-	p := DefaultDCQCN
+	p := DefaultDCQCN()
 	p.IncreaseInterval = 200 * sim.Microsecond
 	p.FastRecovery = 2
 	const line = 100e9
@@ -81,7 +81,7 @@ func TestDCQCNRules(t *testing.T) {
 // timer: F fast-recovery events, one additive, then hyper-additive; with
 // ClampTarget every cut sets the target to the current rate.
 func TestDCQCNIncreaseStages(t *testing.T) {
-	p := DefaultDCQCN
+	p := DefaultDCQCN()
 	p.AI, p.HAI, p.FastRecovery, p.ClampTarget, p.ByteCounter = 1e9, 10e9, 1, true, 0
 	const line = 100e9
 	var r rateControl
@@ -156,13 +156,13 @@ func TestDCQCNCutsAndRecovers(t *testing.T) {
 	h.loop.RunUntil(start + markFor)
 	s := h.a.conn.Stats()
 	cnps := h.b.conn.Stats().CNPsSent
-	np := DefaultDCQCN.CNPInterval
+	np := DefaultDCQCN().CNPInterval
 	if cnps == 0 || cnps > uint64(markFor/np)+1 {
 		t.Fatalf("%d CNPs in %v, want 1..%d (one per %v at most)", cnps, markFor, markFor/np+1, np)
 	}
-	if s.CNPsReceived != cnps || s.RateCuts == 0 || s.RateCuts > uint64(markFor/DefaultDCQCN.DecreaseInterval)+1 || s.Rate >= 25e9/2 {
+	if s.CNPsReceived != cnps || s.RateCuts == 0 || s.RateCuts > uint64(markFor/DefaultDCQCN().DecreaseInterval)+1 || s.Rate >= 25e9/2 {
 		t.Fatalf("CNPs received %d (sent %d), cuts %d, rate %.3g: want every CNP received, at most one cut per %v, below half line rate",
-			s.CNPsReceived, cnps, s.RateCuts, s.Rate, DefaultDCQCN.DecreaseInterval)
+			s.CNPsReceived, cnps, s.RateCuts, s.Rate, DefaultDCQCN().DecreaseInterval)
 	}
 	// Pacing: the late window of the marked period carried far fewer packets
 	// than the first 100us at line rate.

@@ -51,18 +51,21 @@ type DCQCN struct {
 	CNPInterval sim.Time
 }
 
-// DefaultDCQCN are the DCQCN constants used unless Options override them.
-var DefaultDCQCN = DCQCN{
-	G:                1.0 / 16,             // ns-3 RdmaHw EwmaGain
-	AlphaInterval:    55 * sim.Microsecond, // paper K; ns-3 AlphaResumInterval
-	DecreaseInterval: 4 * sim.Microsecond,  // ns-3 RateDecreaseInterval (NIC rate_reduce_monitor_period)
-	IncreaseInterval: 55 * sim.Microsecond, // paper T
-	ByteCounter:      0,                    // ns-3's RdmaHw has none (the paper: 10 MB)
-	FastRecovery:     5,                    // paper F; ns-3 FastRecoveryTimes
-	AI:               50e6,                 // HPCC's ns-3 config RATE_AI
-	HAI:              100e6,                // HPCC's ns-3 config RATE_HAI
-	MinRate:          100e6,                // ns-3 MinRate
-	CNPInterval:      50 * sim.Microsecond, // paper N
+// DefaultDCQCN returns the DCQCN constants used unless Options override
+// them (a fresh value: callers may change their copy).
+func DefaultDCQCN() DCQCN {
+	return DCQCN{
+		G:                1.0 / 16,             // ns-3 RdmaHw EwmaGain
+		AlphaInterval:    55 * sim.Microsecond, // paper K; ns-3 AlphaResumInterval
+		DecreaseInterval: 4 * sim.Microsecond,  // ns-3 RateDecreaseInterval (NIC rate_reduce_monitor_period)
+		IncreaseInterval: 55 * sim.Microsecond, // paper T
+		ByteCounter:      0,                    // ns-3's RdmaHw has none (the paper: 10 MB)
+		FastRecovery:     5,                    // paper F; ns-3 FastRecoveryTimes
+		AI:               50e6,                 // HPCC's ns-3 config RATE_AI
+		HAI:              100e6,                // HPCC's ns-3 config RATE_HAI
+		MinRate:          100e6,                // ns-3 MinRate
+		CNPInterval:      50 * sim.Microsecond, // paper N
+	}
 }
 
 // Options configure every queue pair of one Protocol (one NIC). The zero
@@ -192,7 +195,7 @@ func (o Options) resolved() (Options, error) {
 		return o, fmt.Errorf("rocev2 options: Port %d is negative", o.Port)
 	}
 	if o.DCQCN.G == 0 {
-		o.DCQCN = DefaultDCQCN
+		o.DCQCN = DefaultDCQCN()
 	}
 	d := &o.DCQCN
 	for _, f := range []struct {
