@@ -16,6 +16,7 @@ import (
 
 	"github.com/mrlab/mrlab/fabric"
 	"github.com/mrlab/mrlab/internal/sim"
+	"github.com/mrlab/mrlab/internal/tee"
 	"github.com/mrlab/mrlab/labs"
 	"github.com/mrlab/mrlab/labs/live"
 	"github.com/mrlab/mrlab/observe/prototrace"
@@ -298,17 +299,5 @@ func (t teeTracer) Tracef(now sim.Time, conn uint32, format string, args ...any)
 
 // joinTracers returns the non-nil tracers as one (nil if none).
 func joinTracers(ts ...transport.Tracer) transport.Tracer {
-	var keep teeTracer
-	for _, t := range ts {
-		if t != nil {
-			keep = append(keep, t)
-		}
-	}
-	switch len(keep) {
-	case 0:
-		return nil
-	case 1:
-		return keep[0]
-	}
-	return keep
+	return tee.Join(func(k []transport.Tracer) transport.Tracer { return teeTracer(k) }, ts...)
 }
