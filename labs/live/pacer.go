@@ -39,8 +39,11 @@ type PacerConfig struct {
 	// throttles a real-time thread that never sleeps (for 50ms of every
 	// second, by default): far worse lateness than a timer's.
 	Spin time.Duration
-	// NoRealtime keeps the loop's thread at normal priority (by default
-	// it asks for real-time priority; see wait.go).
+	// Policy is the loop thread's scheduling (sched.go); "" means
+	// PolicyFair.
+	Policy Policy
+	// NoRealtime keeps the loop's thread at normal priority: Policy
+	// PolicyNormal, whatever Policy says.
 	NoRealtime bool
 	// WarnEvery is the period of the "cannot keep real time" check. Default 1s.
 	WarnEvery time.Duration
@@ -58,8 +61,9 @@ type LagStats struct {
 	PacketsLate uint64        `json:"packets_late"` // packets handed to a host kernel late
 	Warnings    uint64        `json:"warnings"`     // periods that fell behind in a sustained way (see PacerConfig.Warn)
 	Behind      time.Duration `json:"behind_ns"`    // how far the loop trails the wall clock now
-	// Priority is the loop thread's scheduling: real-time unless the
-	// system refused it (then lateness is likelier on a busy machine).
+	// Priority is the loop thread's scheduling policy in force and why
+	// (sched.go): what was asked for unless the system refused it (then
+	// lateness is likelier on a busy machine).
 	Priority string `json:"priority,omitempty"`
 }
 
@@ -113,6 +117,11 @@ func NewPacer(loop *sim.Loop, pool *packet.Pool, cfg PacerConfig) (*Pacer, error
 	if cfg.WarnEvery <= 0 {
 		cfg.WarnEvery = time.Second
 	}
+	pol, err := ParsePolicy(string(cfg.Policy))
+	if err != nil {
+		return nil, err
+	}
+	cfg.Policy = pol
 	w, err := newWaiter()
 	if err != nil {
 		return nil, err
@@ -225,10 +234,12 @@ func (p *Pacer) Run(ctx context.Context) error {
 	// The loop keeps this thread (never unlocked: the runtime retires it
 	// with the goroutine, real-time priority and all).
 	runtime.LockOSThread()
-	p.lag.Priority = "normal"
-	if !p.cfg.NoRealtime {
-		p.lag.Priority = realtime()
+	pol := p.cfg.Policy
+	if p.cfg.NoRealtime {
+		pol = PolicyNormal
 	}
+	p.lag.Priority = applyPolicy(pol)
+	defer holdP()()
 	defer func() {
 		p.stopped.Store(true)
 		p.w.close()

@@ -2,7 +2,10 @@ package live
 
 import (
 	"fmt"
+	"runtime"
+	"sync"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -10,8 +13,8 @@ import (
 )
 
 // The loop's waiting. The loop goroutine keeps its OS thread and, where
-// the system allows it (root), runs it at real-time priority (SCHED_FIFO,
-// the lowest level): a thread of normal priority that sleeps is woken
+// the system allows it (root), runs it at a priority that wakes it on time
+// (sched.go): a thread of normal priority that sleeps is woken
 // milliseconds late on a busy machine, which is every lab's lateness. It
 // sleeps in epoll_wait on two descriptors of its own, a timerfd armed for
 // the next event (microsecond precision; Go's timers round sub-millisecond
@@ -84,12 +87,14 @@ func (p *Pacer) sleep(next sim.Time, wait time.Duration) {
 		p.sleeping.Store(false)
 		return
 	}
-	for {
-		n, err := unix.EpollWait(w.ep, w.events[:], -1)
-		if err == unix.EINTR {
-			continue
-		}
+	{
+		n, err := epollWaitHoldingP(w.ep, w.events[:])
 		p.sleeping.Store(false)
+		if err != nil {
+			// EINTR: a signal, perhaps the Go runtime's preemption
+			// request; Run's next calls are where it takes effect.
+			return
+		}
 		var buf [8]byte
 		for i := 0; i < n; i++ {
 			fd := int(w.events[i].Fd)
@@ -102,14 +107,40 @@ func (p *Pacer) sleep(next sim.Time, wait time.Duration) {
 	}
 }
 
-// realtime makes the calling thread SCHED_FIFO at the lowest real-time
-// priority and reports what it got. The kernel's real-time throttling
-// (sched_rt_runtime_us, 95% by default) keeps a runaway loop from taking a
-// whole CPU.
-func realtime() string {
-	attr := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: 1}
-	if err := unix.SchedSetAttr(0, &attr, 0); err != nil {
-		return fmt.Sprintf("normal (real-time priority refused: %v)", err)
+// epollWaitHoldingP waits in epoll_wait without telling the Go runtime:
+// the loop's thread keeps its P while it sleeps. Through the runtime's
+// syscall path a thread returning from a sleep must get a P back; on a
+// busy machine every P may be held by threads of normal priority that the
+// kernel is not running, and the loop's thread, however high its priority,
+// waits for one of them (measured: 30% of events more than 1 ms late at
+// nice -20 and load 16). Each running pacer adds a P (holdP) so the lab's
+// other goroutines keep as many as before. A signal (the runtime's
+// preemption request among them) ends the wait with EINTR.
+func epollWaitHoldingP(ep int, events []unix.EpollEvent) (int, error) {
+	n, _, errno := unix.RawSyscall6(unix.SYS_EPOLL_PWAIT, uintptr(ep), uintptr(unsafe.Pointer(&events[0])), uintptr(len(events)), ^uintptr(0), 0, 0)
+	if errno != 0 {
+		return 0, errno
 	}
-	return "real-time (SCHED_FIFO 1)"
+	return int(n), nil
+}
+
+// heldPs counts running pacers, each holding a P of its own.
+var heldPs struct {
+	sync.Mutex
+	n int
+}
+
+// holdP adds a P for the calling pacer's loop thread and returns the
+// function that gives it back.
+func holdP() (release func()) {
+	heldPs.Lock()
+	heldPs.n++
+	runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + 1)
+	heldPs.Unlock()
+	return func() {
+		heldPs.Lock()
+		heldPs.n--
+		runtime.GOMAXPROCS(max(runtime.GOMAXPROCS(0)-1, 1))
+		heldPs.Unlock()
+	}
 }
