@@ -91,8 +91,9 @@ type Pacer struct {
 	done    chan struct{}
 
 	// Loop-goroutine state.
-	injecting bool        // inject is running events up to a batch's read time
-	watches   []*lagWatch // open measurements' lateness watches
+	injecting bool            // inject is running events up to a batch's read time
+	watches   []*lagWatch     // open measurements' lateness watches
+	flushes   []*kernelOutput // outputs holding a batch being filled
 	lag       LagStats
 	curLag    time.Duration // lateness of the event running now
 	winLate   uint64        // late events in the current warning window
@@ -263,6 +264,7 @@ func (p *Pacer) Run(ctx context.Context) error {
 		if p.poller != nil {
 			p.poller.Poll(p.loop.Now())
 		}
+		p.flush()
 		if now-lastPublish > sim.Millisecond*10 {
 			p.checkWarn(now)
 			p.publish()
@@ -344,6 +346,7 @@ func (p *Pacer) runUntil(limit sim.Time) sim.Time {
 			if p.poller != nil {
 				p.poller.Poll(p.loop.Now())
 			}
+			p.flush()
 		}
 	}
 	p.curLag = 0
@@ -353,6 +356,16 @@ func (p *Pacer) runUntil(limit sim.Time) sim.Time {
 		p.lag.Behind = 0
 	}
 	return now
+}
+
+// flush hands every output's partly filled batch to its writer. Loop
+// goroutine only.
+func (p *Pacer) flush() {
+	for _, o := range p.flushes {
+		o.flush()
+		o.dirty = false
+	}
+	p.flushes = p.flushes[:0]
 }
 
 // sync moves the loop's clock up to the wall clock before outside input is

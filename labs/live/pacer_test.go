@@ -145,8 +145,11 @@ func TestKernelPathAllocs(t *testing.T) {
 		}
 		b.n = len(b.bufs)
 		p.inject(b)
-		for range b.bufs {
-			out.free <- <-out.queue
+		p.flush()
+		for len(out.queue) > 0 {
+			ob := <-out.queue
+			ob.n = 0
+			out.free <- ob
 		}
 	})
 	if allocs != 0 {
