@@ -134,58 +134,60 @@ func (in *kernelInput) readFrom(dev Device) error {
 // so a packet waits at most for the events due with it. One channel
 // operation and at most one wake-up of the writer per batch, not per
 // packet; batches come back warm (the writer returns them to the loop's
-// free list as soon as it has written them), so the copies touch the same
-// few cache lines and pages over and over, not the whole queue's worth (a
-// FIFO of per-packet slots at 100 Gbit/s cycled through 250 MB). When
-// every batch is in flight the packet is dropped and counted, like a full
-// device transmit queue. The writer hands the device up to its batch size
+// free list as soon as it has copied them out), so the copies touch the
+// same few cache lines and pages over and over, not the whole queue's
+// worth (a FIFO of per-packet slots at 100 Gbit/s cycled through 250 MB).
+// When n packets are queued the packet is dropped and counted, like a
+// full device transmit queue. The writer hands the device up to its batch size
 // of packets at once, in buffers with room for the device to coalesce a
 // flow's segments (a TUN's GRO).
 type kernelOutput struct {
 	p     *Pacer
-	size  int // each packet's room in a batch
+	size  int   // largest packet
+	limit int64 // packets queued or being written, at most
 	free  chan *outBatch
 	queue chan *outBatch
 	done  <-chan struct{}
 
+	queued atomic.Int64 // packets handed over and not yet copied out
+
 	// Loop-goroutine state.
 	cur   *outBatch // the batch being filled
-	made  int       // batches allocated (lazily, as traffic grows)
-	limit int       // batches allowed: the queue's length in packets
 	dirty bool      // cur is on the pacer's flush list
 
 	drops atomic.Uint64
 	sent  atomic.Uint64
 }
 
-// outBatch is a batch of packets for a kernel: packet i is data[i*size:]
-// [:lens[i]].
+// outBatch is a batch of packets for a kernel, back to back in data:
+// packet i ends at ends[i]. Its slices keep their capacity when the batch
+// is reused, so a batch allocates only while traffic grows.
 type outBatch struct {
 	data []byte
-	lens []int
-	n    int
+	ends []int
 }
 
-// outBatchPackets is how many packets a batch holds: about a TUN write's
-// batch, and 96 KiB of MTU-sized packets.
+// outBatchPackets is how many packets a batch holds at most: about a TUN
+// write's batch.
 const outBatchPackets = 64
 
 // groBytes is the room of each of the writer's buffers: what the device
 // may coalesce into one packet it hands the kernel.
 const groBytes = 16 << 10
 
-// newOutput returns an output that queues up to about n packets of up to
-// size bytes. It stops when the pacer does.
+// newOutput returns an output that queues up to n packets of up to size
+// bytes. It stops when the pacer does.
 func (p *Pacer) newOutput(n, size int) *kernelOutput {
-	limit := (n+outBatchPackets-1)/outBatchPackets + 1
-	return &kernelOutput{p: p, size: size, free: make(chan *outBatch, limit), queue: make(chan *outBatch, limit), done: p.done, limit: limit}
+	// At most one batch per packet queued (a lightly loaded loop flushes
+	// a packet at a time), plus the one being filled.
+	return &kernelOutput{p: p, size: size, limit: int64(n), free: make(chan *outBatch, n+1), queue: make(chan *outBatch, n+1), done: p.done}
 }
 
 // Send queues a copy of pkt. Loop goroutine only. It never blocks: it
-// returns false (and counts a drop) when the queue is full or pkt is
+// returns false (and counts a drop) when n packets are queued or pkt is
 // larger than size.
 func (o *kernelOutput) Send(pkt []byte) bool {
-	if len(pkt) > o.size {
+	if len(pkt) > o.size || o.queued.Load() >= o.limit {
 		o.drops.Add(1)
 		return false
 	}
@@ -194,12 +196,7 @@ func (o *kernelOutput) Send(pkt []byte) bool {
 		select {
 		case b = <-o.free:
 		default:
-			if o.made == o.limit {
-				o.drops.Add(1)
-				return false
-			}
-			o.made++
-			b = &outBatch{data: make([]byte, outBatchPackets*o.size), lens: make([]int, outBatchPackets)}
+			b = &outBatch{data: make([]byte, 0, 4*o.size), ends: make([]int, 0, outBatchPackets)}
 		}
 		o.cur = b
 		if !o.dirty {
@@ -207,9 +204,10 @@ func (o *kernelOutput) Send(pkt []byte) bool {
 			o.p.flushes = append(o.p.flushes, o)
 		}
 	}
-	b.lens[b.n] = copy(b.data[b.n*o.size:(b.n+1)*o.size], pkt)
-	b.n++
-	if b.n == outBatchPackets {
+	o.queued.Add(1)
+	b.data = append(b.data, pkt...)
+	b.ends = append(b.ends, len(b.data))
+	if len(b.ends) == outBatchPackets {
 		o.flush()
 	}
 	return true
@@ -217,8 +215,8 @@ func (o *kernelOutput) Send(pkt []byte) bool {
 
 // flush hands the batch being filled to the writer. Loop goroutine only.
 func (o *kernelOutput) flush() {
-	if o.cur != nil && o.cur.n > 0 {
-		o.queue <- o.cur // cannot block: queue has room for every batch
+	if o.cur != nil && len(o.cur.ends) > 0 {
+		o.queue <- o.cur // cannot block: queue has room for a batch per packet
 		o.cur = nil
 	}
 }
@@ -250,19 +248,25 @@ func (o *kernelOutput) WriteTo(dev Device) error {
 				bufs[i] = make([]byte, 0, hostns.Headroom+max(groBytes, o.size))
 			}
 		}
-		for i := 0; i < b.n; {
-			k := min(per, b.n-i)
+		n := len(b.ends)
+		for i, start := 0, 0; i < n; {
+			k := min(per, n-i)
 			for j := range k {
-				pkt := b.data[(i+j)*o.size:][:b.lens[i+j]]
+				pkt := b.data[start:b.ends[i+j]]
+				start = b.ends[i+j]
 				bufs[j] = bufs[j][:hostns.Headroom+len(pkt)]
 				copy(bufs[j][hostns.Headroom:], pkt)
 			}
 			i += k
-			if i == b.n {
+			if i == n {
 				// Copied out: the loop may fill it again while the
-				// device writes.
-				b.n = 0
-				o.free <- b // cannot block: free has room for every batch
+				// device writes (b is the loop's from here on).
+				b.data, b.ends = b.data[:0], b.ends[:0]
+				o.queued.Add(-int64(n))
+				select {
+				case o.free <- b:
+				default: // more batches than packets queued: let it go
+				}
 			}
 			_, err := dev.Write(bufs[:k], hostns.Headroom)
 			if err != nil {

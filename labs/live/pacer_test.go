@@ -148,7 +148,8 @@ func TestKernelPathAllocs(t *testing.T) {
 		p.flush()
 		for len(out.queue) > 0 {
 			ob := <-out.queue
-			ob.n = 0
+			out.queued.Add(-int64(len(ob.ends)))
+			ob.data, ob.ends = ob.data[:0], ob.ends[:0]
 			out.free <- ob
 		}
 	})
