@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"os"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -137,6 +138,7 @@ func benchPacketRate(b *testing.B, maxRate float64, size int) {
 	}
 	defer l.Close()
 	b.ResetTimer()
+	cpu0 := cpuTime()
 	start := time.Now()
 	close(src.gate)
 	deadline := start.Add(2 * time.Minute)
@@ -144,6 +146,7 @@ func benchPacketRate(b *testing.B, maxRate float64, size int) {
 		time.Sleep(200 * time.Microsecond)
 	}
 	el := time.Since(start)
+	cpu := cpuTime() - cpu0
 	got, sent := dst.wrote.Load(), src.read.Load()
 	b.StopTimer()
 	src.Close()
@@ -152,6 +155,16 @@ func benchPacketRate(b *testing.B, maxRate float64, size int) {
 		b.Fatalf("%d of %d packets forwarded in %v (%d read)", got, b.N, el, sent)
 	}
 	b.ReportMetric(float64(got)/el.Seconds(), "pps")
+	b.ReportMetric(cpu.Seconds()/el.Seconds(), "cores")
 	b.ReportMetric(float64(s.Lag.MaxLag)/1e6, "max-lag-ms")
 	b.ReportMetric(100*float64(max(sent-got, 0))/float64(max(sent, 1)), "in-flight-or-lost-%")
+}
+
+// cpuTime is the process's user and system CPU time so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
