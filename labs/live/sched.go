@@ -18,9 +18,10 @@ import (
 // SCHED_FIFO (the lab's default until this was measured) is throttled: a
 // real-time thread that keeps a CPU busy is stopped for
 // sched_rt_period_us - sched_rt_runtime_us (50 ms) of every second, and a
-// lab at its cap keeps its loop busy. Measured on b2b at 1 Gbit/s, mrlab
-// perf -D 3 (labs/live/README.md): FIFO lagged 55-130 ms in most runs on an
-// idle box. A fair-class thread is never throttled; at nice -20 it weighs
+// lab at its cap keeps its loop busy. Measured on b2b at 1 Gbit/s with
+// mrlab perf -D 3: FIFO lagged 55-100 ms in 5 of 5 runs on an idle box,
+// and in 2 of 6 at load 22-27 where fair lagged in none (labs/live/
+// README.md). A fair-class thread is never throttled; at nice -20 it weighs
 // 86 times a nice-0 thread, and with a short slice (sched_attr's
 // sched_runtime for SCHED_OTHER, Linux 6.12+ EEVDF) it preempts the
 // running task as soon as it wakes. That is the default, PolicyFair.

@@ -124,23 +124,18 @@ func epollWaitHoldingP(ep int, events []unix.EpollEvent) (int, error) {
 	return int(n), nil
 }
 
-// heldPs counts running pacers, each holding a P of its own.
-var heldPs struct {
-	sync.Mutex
-	n int
-}
+// holdPMu serializes pacers' changes to GOMAXPROCS.
+var holdPMu sync.Mutex
 
-// holdP adds a P for the calling pacer's loop thread and returns the
-// function that gives it back.
+// holdP adds a P for the calling pacer's loop thread, which keeps one
+// while it sleeps, and returns the function that gives it back.
 func holdP() (release func()) {
-	heldPs.Lock()
-	heldPs.n++
+	holdPMu.Lock()
 	runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + 1)
-	heldPs.Unlock()
+	holdPMu.Unlock()
 	return func() {
-		heldPs.Lock()
-		heldPs.n--
+		holdPMu.Lock()
 		runtime.GOMAXPROCS(max(runtime.GOMAXPROCS(0)-1, 1))
-		heldPs.Unlock()
+		holdPMu.Unlock()
 	}
 }
