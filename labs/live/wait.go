@@ -2,10 +2,7 @@ package live
 
 import (
 	"fmt"
-	"runtime"
-	"sync"
 	"time"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -87,14 +84,12 @@ func (p *Pacer) sleep(next sim.Time, wait time.Duration) {
 		p.sleeping.Store(false)
 		return
 	}
-	{
-		n, err := epollWaitHoldingP(w.ep, w.events[:])
-		p.sleeping.Store(false)
-		if err != nil {
-			// EINTR: a signal, perhaps the Go runtime's preemption
-			// request; Run's next calls are where it takes effect.
-			return
+	for {
+		n, err := unix.EpollWait(w.ep, w.events[:], -1)
+		if err == unix.EINTR {
+			continue
 		}
+		p.sleeping.Store(false)
 		var buf [8]byte
 		for i := 0; i < n; i++ {
 			fd := int(w.events[i].Fd)
@@ -104,38 +99,5 @@ func (p *Pacer) sleep(next sim.Time, wait time.Duration) {
 			}
 		}
 		return
-	}
-}
-
-// epollWaitHoldingP waits in epoll_wait without telling the Go runtime:
-// the loop's thread keeps its P while it sleeps. Through the runtime's
-// syscall path a thread returning from a sleep must get a P back; on a
-// busy machine every P may be held by threads of normal priority that the
-// kernel is not running, and the loop's thread, however high its priority,
-// waits for one of them (measured: 30% of events more than 1 ms late at
-// nice -20 and load 16). Each running pacer adds a P (holdP) so the lab's
-// other goroutines keep as many as before. A signal (the runtime's
-// preemption request among them) ends the wait with EINTR.
-func epollWaitHoldingP(ep int, events []unix.EpollEvent) (int, error) {
-	n, _, errno := unix.RawSyscall6(unix.SYS_EPOLL_PWAIT, uintptr(ep), uintptr(unsafe.Pointer(&events[0])), uintptr(len(events)), ^uintptr(0), 0, 0)
-	if errno != 0 {
-		return 0, errno
-	}
-	return int(n), nil
-}
-
-// holdPMu serializes pacers' changes to GOMAXPROCS.
-var holdPMu sync.Mutex
-
-// holdP adds a P for the calling pacer's loop thread, which keeps one
-// while it sleeps, and returns the function that gives it back.
-func holdP() (release func()) {
-	holdPMu.Lock()
-	runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + 1)
-	holdPMu.Unlock()
-	return func() {
-		holdPMu.Lock()
-		runtime.GOMAXPROCS(max(runtime.GOMAXPROCS(0)-1, 1))
-		holdPMu.Unlock()
 	}
 }
