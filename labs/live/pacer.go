@@ -240,6 +240,7 @@ func (p *Pacer) Run(ctx context.Context) error {
 		pol = PolicyNormal
 	}
 	p.lag.Priority = applyPolicy(pol)
+	defer holdP()()
 	defer func() {
 		p.stopped.Store(true)
 		p.w.close()
