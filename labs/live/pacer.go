@@ -233,7 +233,7 @@ func (p *Pacer) elapsed() sim.Time { return sim.Time(time.Since(p.start)) }
 // virtual time is wall time since Run started.
 func (p *Pacer) Run(ctx context.Context) error {
 	// The loop keeps this thread (never unlocked: the runtime retires it
-	// with the goroutine, real-time priority and all).
+	// with the goroutine, its scheduling policy and all).
 	runtime.LockOSThread()
 	pol := p.cfg.Policy
 	if p.cfg.NoRealtime {
