@@ -51,10 +51,10 @@ func (t Timing) clientNote() string {
 	case t.ClientWait <= 0:
 		return ""
 	case t.ClientStarved():
-		return fmt.Sprintf("; CLIENT STARVED: this program waited %v for a CPU (%.1f%% of the wall time, limit %.0f%%), so latencies it measured include those waits and its rates are lower wherever its queues ran dry",
+		return fmt.Sprintf("; CLIENT STARVED: this program's threads waited %v for a CPU in all (%.1f%% of the wall time, summed over threads; limit %.0f%%), so latencies it measured include those waits and its rates are lower wherever its queues ran dry",
 			t.ClientWait.Round(time.Microsecond), 100*float64(t.ClientWait)/float64(max(t.WallTime, 1)), 100*t.Limit)
 	}
-	return fmt.Sprintf(", this program waited %v for a CPU", t.ClientWait.Round(time.Microsecond))
+	return fmt.Sprintf(", this program's threads waited %v for a CPU", t.ClientWait.Round(time.Microsecond))
 }
 
 // String is the verdict in one line.

@@ -19,8 +19,8 @@ func TestTimingClientStarved(t *testing.T) {
 		want    string
 	}{
 		{"unknown", -1, false, false, "real time kept"},
-		{"short wait", 5 * time.Millisecond, false, false, "this program waited 5ms for a CPU"},
-		{"starved", 425 * time.Millisecond, false, true, "CLIENT STARVED: this program waited 425ms for a CPU (21.2% of the wall time"},
+		{"short wait", 5 * time.Millisecond, false, false, "this program's threads waited 5ms for a CPU"},
+		{"starved", 425 * time.Millisecond, false, true, "CLIENT STARVED: this program's threads waited 425ms for a CPU in all (21.2% of the wall time"},
 		{"lab and client", 30 * time.Millisecond, true, true, "LAGGING"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
