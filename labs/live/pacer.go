@@ -32,12 +32,15 @@ type PacerConfig struct {
 	// Default 1ms.
 	LagThreshold time.Duration
 	// Spin is the horizon below which the pacer waits for the next event by
-	// watching the clock instead of sleeping: a real-time thread's timer
-	// wakes it some microseconds late, which would add that much to every
-	// hop. Default 10us; negative disables spinning. Longer spins would
-	// keep the loop's thread busy through busy periods, and the kernel
-	// throttles a real-time thread that never sleeps (for 50ms of every
-	// second, by default): far worse lateness than a timer's.
+	// watching the clock instead of sleeping: a timer wakes the thread
+	// some microseconds late, which would add that much to every hop, and
+	// on a busy machine every wake-up must also win the CPU back. Default
+	// fairSpin under PolicyFair, 10us otherwise; negative disables
+	// spinning. A SCHED_FIFO thread must not spin longer: it would stay
+	// busy through busy periods, and the kernel throttles a real-time
+	// thread that never sleeps (for 50ms of every second, by default),
+	// far worse lateness than a timer's. A fair-class thread is never
+	// throttled.
 	Spin time.Duration
 	// Policy is the loop thread's scheduling (sched.go); "" means
 	// PolicyFair.
@@ -112,9 +115,6 @@ func NewPacer(loop *sim.Loop, pool *packet.Pool, cfg PacerConfig) (*Pacer, error
 	if cfg.LagThreshold <= 0 {
 		cfg.LagThreshold = time.Millisecond
 	}
-	if cfg.Spin == 0 {
-		cfg.Spin = 10 * time.Microsecond
-	}
 	if cfg.WarnEvery <= 0 {
 		cfg.WarnEvery = time.Second
 	}
@@ -122,7 +122,16 @@ func NewPacer(loop *sim.Loop, pool *packet.Pool, cfg PacerConfig) (*Pacer, error
 	if err != nil {
 		return nil, err
 	}
+	if cfg.NoRealtime {
+		pol = PolicyNormal
+	}
 	cfg.Policy = pol
+	if cfg.Spin == 0 {
+		cfg.Spin = 10 * time.Microsecond
+		if pol == PolicyFair {
+			cfg.Spin = fairSpin
+		}
+	}
 	w, err := newWaiter()
 	if err != nil {
 		return nil, err
@@ -235,11 +244,7 @@ func (p *Pacer) Run(ctx context.Context) error {
 	// The loop keeps this thread (never unlocked: the runtime retires it
 	// with the goroutine, its scheduling policy and all).
 	runtime.LockOSThread()
-	pol := p.cfg.Policy
-	if p.cfg.NoRealtime {
-		pol = PolicyNormal
-	}
-	p.lag.Priority = applyPolicy(pol)
+	p.lag.Priority = applyPolicy(p.cfg.Policy)
 	defer holdP()()
 	defer func() {
 		p.stopped.Store(true)
@@ -277,9 +282,16 @@ func (p *Pacer) Run(ctx context.Context) error {
 		}
 		wait := time.Duration(next - now)
 		if p.cfg.Spin > 0 && wait < p.cfg.Spin {
-			// Closer than a sleep's wake-up: watch the clock and the
-			// queues instead.
-			for p.elapsed() < next && len(p.posts) == 0 && len(p.input) == 0 && !p.stopping.Load() {
+			// Closer than a sleep's wake-up: watch the clock, the
+			// queues and the poller's clients instead.
+			for now := p.elapsed(); now < next && len(p.posts) == 0 && len(p.input) == 0 && !p.stopping.Load(); now = p.elapsed() {
+				if p.poller == nil {
+					continue
+				}
+				p.sync() // what a client posts now enters the lab now
+				if p.poller.Poll(p.loop.Now()) {
+					break // served a client: its work may be due sooner
+				}
 			}
 			continue
 		}

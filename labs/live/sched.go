@@ -66,6 +66,17 @@ func ParsePolicy(s string) (Policy, error) {
 // wakes within a few microseconds of its timer however busy the CPU is.
 const fairSlice = 100 * time.Microsecond
 
+// fairSpin is how close the next event must be for a loop under
+// PolicyFair to watch the clock rather than sleep (PacerConfig.Spin). A
+// loop that sleeps through the gaps between a lab's packets (12 µs per
+// 1500-byte packet at 1 Gbit/s) must win the CPU back at every wake-up;
+// at load 28-36 on 2 cores that made b2b mrlab perf -D 3 lag in 15 of 18
+// runs (19-73 ms), against 3 of 12 spinning through gaps under 200 µs
+// (most runs' worst lateness 4-15 ms), at the same write_bw (A/B,
+// alternating). While it spins it serves the verbs rings, so a client's
+// post waits no longer than before.
+const fairSpin = 200 * time.Microsecond
+
 // schedFlagResetOnFork keeps threads the loop's thread happens to create
 // (the Go runtime starts new Ms from whatever thread needs one) at the
 // default policy and nice level.
