@@ -59,7 +59,8 @@ func newUpCommand() *cli.Command {
 			&cli.StringFlag{Name: "max-rate", Value: fabric.FormatRate(live.DefaultMaxRate), Usage: "cap every link's rate to this (tc spelling; \"0\" keeps the lab's rates)"},
 			&cli.IntFlag{Name: "mtu", Value: live.DefaultMTU, Usage: "MTU of each host's mr0"},
 			&cli.DurationFlag{Name: "lag-threshold", Value: time.Millisecond, Usage: "events later than this count as late"},
-			&cli.BoolFlag{Name: "no-realtime", Usage: "keep the lab's event loop at normal scheduling priority (by default it asks for SCHED_FIFO, so a busy machine does not make it late)"},
+			&cli.StringFlag{Name: "sched", Value: string(live.PolicyFair), Usage: "scheduling of the lab's event loop: fair (nice -20 with a short slice: wakes on time, never throttled), fifo (SCHED_FIFO: the kernel throttles it 50 ms a second when busy) or normal; mrlab status says which is in force"},
+			&cli.BoolFlag{Name: "no-realtime", Usage: "keep the lab's event loop at normal scheduling priority (--sched normal)"},
 			&cli.DurationFlag{Name: "timeout", Value: 30 * time.Second, Usage: "how long to wait for a background lab to come up"},
 			&cli.StringFlag{Name: "metrics", Value: live.DefaultMetricsAddr, Usage: "serve Prometheus metrics on this loopback `ADDR` (port 0 picks one; \"off\" serves none)"},
 			&cli.DurationFlag{Name: "telemetry-interval", Value: live.DefaultTelemetryInterval, Usage: "how often telemetry (metrics, mrlab top) is sampled"},
@@ -102,6 +103,9 @@ func liveUp(c *cli.Context) error {
 	if m := c.Int("mtu"); m < 576 || m > packet.MaxSize {
 		return usagef("up: --mtu %d: want 576..%d", m, packet.MaxSize)
 	}
+	if _, err := live.ParsePolicy(c.String("sched")); err != nil {
+		return usagef("up: --sched: %v", err)
+	}
 	for _, f := range []string{"lag-threshold", "timeout"} {
 		if d := c.Duration(f); d <= 0 {
 			return usagef("up: --%s %v: want a positive duration", f, d)
@@ -131,7 +135,7 @@ func liveUp(c *cli.Context) error {
 	l, err := live.Up(ctx, lab.Name, eng, live.Options{
 		RunDir:  dir,
 		MTU:     c.Int("mtu"),
-		Pacer:   live.PacerConfig{LagThreshold: c.Duration("lag-threshold"), NoRealtime: c.Bool("no-realtime")},
+		Pacer:   live.PacerConfig{LagThreshold: c.Duration("lag-threshold"), Policy: live.Policy(c.String("sched")), NoRealtime: c.Bool("no-realtime")},
 		Logf:    logf,
 		Metrics: c.String("metrics"),
 	})
@@ -181,7 +185,7 @@ func upBackground(c *cli.Context, lab *labs.Lab) error {
 	args := []string{"up", "--foreground", "--run-dir", dir, "--max-rate", c.String("max-rate"),
 		"--mtu", strconv.Itoa(c.Int("mtu")), "--lag-threshold", c.Duration("lag-threshold").String(),
 		"--metrics", c.String("metrics"), "--telemetry-interval", c.Duration("telemetry-interval").String(),
-		"--name", lab.Name}
+		"--name", lab.Name, "--sched", c.String("sched")}
 	if c.Bool("no-realtime") {
 		args = append(args, "--no-realtime")
 	}

@@ -135,7 +135,7 @@ func writePerf(w io.Writer, req live.PerfRequest, f workload.Format, res *verbsp
 			r.Fact("goodput_gbps", "goodput (Gbit/s)", fmt.Sprintf("%.3f", res.Goodput/1e9))
 		}
 	} else {
-		if t.Lagging {
+		if t.Lagging || t.ClientStarved() {
 			// The first line of the output, before any figure.
 			if _, err := fmt.Fprintln(w, t); err != nil {
 				return err
@@ -148,6 +148,11 @@ func writePerf(w io.Writer, req live.PerfRequest, f workload.Format, res *verbsp
 	r.Fact("run_lab_time", "run: lab time", t.LabTime.String())
 	r.Fact("run_wall_time", "run: wall time", t.WallTime.String())
 	r.Fact("max_lateness", "lab's worst lateness", t.MaxLateness.String())
+	if t.ClientWait >= 0 {
+		// What the lab's lateness cannot see: the client's own waits
+		// for a CPU, which a latency figure includes.
+		r.Fact("client_cpu_wait", "client's CPU wait", t.ClientWait.String())
+	}
 	verified := "off (--verify=false)"
 	switch {
 	case res.Verified:

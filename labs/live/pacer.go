@@ -32,15 +32,21 @@ type PacerConfig struct {
 	// Default 1ms.
 	LagThreshold time.Duration
 	// Spin is the horizon below which the pacer waits for the next event by
-	// watching the clock instead of sleeping: a real-time thread's timer
-	// wakes it some microseconds late, which would add that much to every
-	// hop. Default 10us; negative disables spinning. Longer spins would
-	// keep the loop's thread busy through busy periods, and the kernel
-	// throttles a real-time thread that never sleeps (for 50ms of every
-	// second, by default): far worse lateness than a timer's.
+	// watching the clock instead of sleeping: a timer wakes the thread
+	// some microseconds late, which would add that much to every hop, and
+	// on a busy machine every wake-up must also win the CPU back. Default
+	// fairSpin under PolicyFair, 10us otherwise; negative disables
+	// spinning. A SCHED_FIFO thread must not spin longer: it would stay
+	// busy through busy periods, and the kernel throttles a real-time
+	// thread that never sleeps (for 50ms of every second, by default),
+	// far worse lateness than a timer's. A fair-class thread is never
+	// throttled.
 	Spin time.Duration
-	// NoRealtime keeps the loop's thread at normal priority (by default
-	// it asks for real-time priority; see wait.go).
+	// Policy is the loop thread's scheduling (sched.go); "" means
+	// PolicyFair.
+	Policy Policy
+	// NoRealtime keeps the loop's thread at normal priority: Policy
+	// PolicyNormal, whatever Policy says.
 	NoRealtime bool
 	// WarnEvery is the period of the "cannot keep real time" check. Default 1s.
 	WarnEvery time.Duration
@@ -58,8 +64,9 @@ type LagStats struct {
 	PacketsLate uint64        `json:"packets_late"` // packets handed to a host kernel late
 	Warnings    uint64        `json:"warnings"`     // periods that fell behind in a sustained way (see PacerConfig.Warn)
 	Behind      time.Duration `json:"behind_ns"`    // how far the loop trails the wall clock now
-	// Priority is the loop thread's scheduling: real-time unless the
-	// system refused it (then lateness is likelier on a busy machine).
+	// Priority is the loop thread's scheduling policy in force and why
+	// (sched.go): what was asked for unless the system refused it (then
+	// lateness is likelier on a busy machine).
 	Priority string `json:"priority,omitempty"`
 }
 
@@ -87,8 +94,9 @@ type Pacer struct {
 	done    chan struct{}
 
 	// Loop-goroutine state.
-	injecting bool        // inject is running events up to a batch's read time
-	watches   []*lagWatch // open measurements' lateness watches
+	injecting bool            // inject is running events up to a batch's read time
+	watches   []*lagWatch     // open measurements' lateness watches
+	flushes   []*kernelOutput // outputs holding a batch being filled
 	lag       LagStats
 	curLag    time.Duration // lateness of the event running now
 	winLate   uint64        // late events in the current warning window
@@ -107,11 +115,22 @@ func NewPacer(loop *sim.Loop, pool *packet.Pool, cfg PacerConfig) (*Pacer, error
 	if cfg.LagThreshold <= 0 {
 		cfg.LagThreshold = time.Millisecond
 	}
-	if cfg.Spin == 0 {
-		cfg.Spin = 10 * time.Microsecond
-	}
 	if cfg.WarnEvery <= 0 {
 		cfg.WarnEvery = time.Second
+	}
+	pol, err := ParsePolicy(string(cfg.Policy))
+	if err != nil {
+		return nil, err
+	}
+	if cfg.NoRealtime {
+		pol = PolicyNormal
+	}
+	cfg.Policy = pol
+	if cfg.Spin == 0 {
+		cfg.Spin = 10 * time.Microsecond
+		if pol == PolicyFair {
+			cfg.Spin = fairSpin
+		}
 	}
 	w, err := newWaiter()
 	if err != nil {
@@ -223,12 +242,10 @@ func (p *Pacer) elapsed() sim.Time { return sim.Time(time.Since(p.start)) }
 // virtual time is wall time since Run started.
 func (p *Pacer) Run(ctx context.Context) error {
 	// The loop keeps this thread (never unlocked: the runtime retires it
-	// with the goroutine, real-time priority and all).
+	// with the goroutine, its scheduling policy and all).
 	runtime.LockOSThread()
-	p.lag.Priority = "normal"
-	if !p.cfg.NoRealtime {
-		p.lag.Priority = realtime()
-	}
+	p.lag.Priority = applyPolicy(p.cfg.Policy)
+	defer holdP()()
 	defer func() {
 		p.stopped.Store(true)
 		p.w.close()
@@ -252,6 +269,7 @@ func (p *Pacer) Run(ctx context.Context) error {
 		if p.poller != nil {
 			p.poller.Poll(p.loop.Now())
 		}
+		p.flush()
 		if now-lastPublish > sim.Millisecond*10 {
 			p.checkWarn(now)
 			p.publish()
@@ -264,9 +282,16 @@ func (p *Pacer) Run(ctx context.Context) error {
 		}
 		wait := time.Duration(next - now)
 		if p.cfg.Spin > 0 && wait < p.cfg.Spin {
-			// Closer than a sleep's wake-up: watch the clock and the
-			// queues instead.
-			for p.elapsed() < next && len(p.posts) == 0 && len(p.input) == 0 && !p.stopping.Load() {
+			// Closer than a sleep's wake-up: watch the clock, the
+			// queues and the poller's clients instead.
+			for now := p.elapsed(); now < next && len(p.posts) == 0 && len(p.input) == 0 && !p.stopping.Load(); now = p.elapsed() {
+				if p.poller == nil {
+					continue
+				}
+				p.sync() // what a client posts now enters the lab now
+				if p.poller.Poll(p.loop.Now()) {
+					break // served a client: its work may be due sooner
+				}
 			}
 			continue
 		}
@@ -333,6 +358,7 @@ func (p *Pacer) runUntil(limit sim.Time) sim.Time {
 			if p.poller != nil {
 				p.poller.Poll(p.loop.Now())
 			}
+			p.flush()
 		}
 	}
 	p.curLag = 0
@@ -342,6 +368,16 @@ func (p *Pacer) runUntil(limit sim.Time) sim.Time {
 		p.lag.Behind = 0
 	}
 	return now
+}
+
+// flush hands every output's partly filled batch to its writer. Loop
+// goroutine only.
+func (p *Pacer) flush() {
+	for _, o := range p.flushes {
+		o.flush()
+		o.dirty = false
+	}
+	p.flushes = p.flushes[:0]
 }
 
 // sync moves the loop's clock up to the wall clock before outside input is

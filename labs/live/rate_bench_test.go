@@ -1,0 +1,170 @@
+package live
+
+import (
+	"context"
+	"encoding/binary"
+	"net/netip"
+	"os"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mrlab/mrlab/labs"
+)
+
+// The lab's own packet rate: how many packets a second the live runtime
+// forwards from one host's kernel to another's, with the kernels played
+// by devices that cost nothing (a reader that always has a full batch of
+// 1500-byte UDP packets queued, a writer that only counts), so the figure
+// is the runtime's: TUN hand-offs, the loop, the fabric and the NICs. The
+// b2b lab at its file's 100 Gbit/s, so no link limits the rate.
+//
+//	go test ./labs/live -run '^$' -bench LabPacketRate -benchtime 300000x -count 3
+//
+// Compare two builds (or modes) in the same run; the machine's load moves
+// the absolute figure.
+
+// genDevice is a host kernel that sends as fast as the lab reads: every
+// Read returns a full batch of copies of pkt. Writes are counted.
+type genDevice struct {
+	pkt    []byte
+	batch  int
+	read   atomic.Int64
+	wrote  atomic.Int64
+	closed chan struct{}
+	gate   chan struct{} // Read waits for it to close (the timer to start)
+	idle   bool          // a receiver: Read blocks until Close
+}
+
+func (d *genDevice) Read(bufs [][]byte, sizes []int, offset int) (int, error) {
+	if d.idle {
+		<-d.closed
+		return 0, os.ErrClosed
+	}
+	select {
+	case <-d.closed:
+		return 0, os.ErrClosed
+	case <-d.gate:
+	}
+	select {
+	case <-d.closed:
+		return 0, os.ErrClosed
+	default:
+	}
+	n := min(len(bufs), d.batch)
+	for i := 0; i < n; i++ {
+		sizes[i] = copy(bufs[i][offset:], d.pkt)
+	}
+	d.read.Add(int64(n))
+	return n, nil
+}
+
+func (d *genDevice) Write(bufs [][]byte, _ int) (int, error) {
+	d.wrote.Add(int64(len(bufs)))
+	return len(bufs), nil
+}
+
+func (d *genDevice) BatchSize() int { return d.batch }
+func (d *genDevice) MTU() int       { return DefaultMTU }
+func (d *genDevice) Close() error {
+	select {
+	case <-d.closed:
+	default:
+		close(d.closed)
+	}
+	return nil
+}
+
+// udp4 is an IPv4/UDP packet of total size n from src to dst, checksummed.
+func udp4(src, dst netip.Addr, n int) []byte {
+	b := make([]byte, n)
+	b[0] = 0x45
+	binary.BigEndian.PutUint16(b[2:], uint16(n))
+	b[8] = 64
+	b[9] = 17
+	s, d := src.As4(), dst.As4()
+	copy(b[12:], s[:])
+	copy(b[16:], d[:])
+	var sum uint32
+	for i := 0; i < 20; i += 2 {
+		sum += uint32(binary.BigEndian.Uint16(b[i:]))
+	}
+	for sum > 0xffff {
+		sum = sum&0xffff + sum>>16
+	}
+	binary.BigEndian.PutUint16(b[10:], ^uint16(sum))
+	binary.BigEndian.PutUint16(b[20:], 40000) // UDP ports
+	binary.BigEndian.PutUint16(b[22:], 5201)
+	binary.BigEndian.PutUint16(b[24:], uint16(n-20))
+	return b
+}
+
+// BenchmarkLabPacketRate forwards b.N packets h0 -> h1 through the b2b
+// lab and reports packets per second of wall time (pps), the loop's worst
+// lateness meanwhile and the packets lost on the way. Two regimes: 1500-
+// byte packets at the file's 100 Gbit/s (the host queues hold 20 ms of
+// that: 166,000 packets), and 256-byte packets with links capped at
+// 10 Gbit/s (queues of 16,700 packets).
+func BenchmarkLabPacketRate(b *testing.B) {
+	for _, tc := range []struct {
+		name    string
+		maxRate float64
+		size    int
+	}{
+		{"100g-1500B", 0, DefaultMTU},
+		{"10g-256B", 10e9, 256},
+	} {
+		b.Run(tc.name, func(b *testing.B) { benchPacketRate(b, tc.maxRate, tc.size) })
+	}
+}
+
+func benchPacketRate(b *testing.B, maxRate float64, size int) {
+	lab, err := labs.Builtin("b2b")
+	if err != nil {
+		b.Fatal(err)
+	}
+	eng, err := NewLabEngine(lab, EngineConfig{MaxRate: maxRate})
+	if err != nil {
+		b.Fatal(err)
+	}
+	hs := eng.Hosts()
+	const batch = 64
+	src := &genDevice{pkt: udp4(hs[0].Addr, hs[1].Addr, size), batch: batch, closed: make(chan struct{}), gate: make(chan struct{})}
+	dst := &genDevice{batch: batch, closed: make(chan struct{}), idle: true}
+	l, err := Up(context.Background(), testLabName("r"), eng, Options{RunDir: b.TempDir(), Devices: []Device{src, dst}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	b.ResetTimer()
+	cpu0 := cpuTime()
+	start := time.Now()
+	close(src.gate)
+	deadline := start.Add(2 * time.Minute)
+	for dst.wrote.Load() < int64(b.N) && time.Now().Before(deadline) {
+		time.Sleep(200 * time.Microsecond)
+	}
+	el := time.Since(start)
+	cpu := cpuTime() - cpu0
+	got, sent := dst.wrote.Load(), src.read.Load()
+	b.StopTimer()
+	src.Close()
+	s, _ := l.Status(context.Background())
+	if got < int64(b.N) {
+		b.Fatalf("%d of %d packets forwarded in %v (%d read)", got, b.N, el, sent)
+	}
+	b.ReportMetric(float64(got)/el.Seconds(), "pps")
+	b.ReportMetric(cpu.Seconds()/el.Seconds(), "cores")
+	b.ReportMetric(float64(s.Lag.MaxLag)/1e6, "max-lag-ms")
+	b.ReportMetric(100*float64(max(sent-got, 0))/float64(max(sent, 1)), "in-flight-or-lost-%")
+}
+
+// cpuTime is the process's user and system CPU time so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
