@@ -33,6 +33,11 @@ var (
 	ErrCanceled = errors.New("canceled")
 	// ErrBadMemory: the lab could not map the memory to register.
 	ErrBadMemory = errors.New("unusable memory")
+	// ErrLabStopped: the lab process is gone (it exited or was killed):
+	// nothing serves this host's NIC any more. Device.Err returns it, and
+	// every blocking call and post fails with it, as soon as the kernel
+	// closes the lab's end of the endpoint socket.
+	ErrLabStopped = errors.New("the lab stopped")
 	// ErrShutdown: the lab is stopping.
 	ErrShutdown = errors.New("lab shutting down")
 	// ErrNoTransport: the host's NIC does not speak that transport.
