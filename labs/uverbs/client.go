@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/mrlab/mrlab/internal/sanitize"
 	"github.com/mrlab/mrlab/internal/sim"
 	"github.com/mrlab/mrlab/internal/verbsabi"
 	"github.com/mrlab/mrlab/softnic"
@@ -303,7 +304,9 @@ func (c *client) doHello(now sim.Time, r *verbsabi.Request) {
 	*verbsabi.Word(page, 0) = verbsabi.DoorbellMagic
 	*verbsabi.Word(page, 4) = verbsabi.Version
 	e.nextID++
-	c.id, c.name, c.hello, c.db, c.dbPage = e.nextID, r.Name, true, db, page
+	// The name is the program's choice: sanitized here, where it enters
+	// the lab, for every log, trace line and status that shows it.
+	c.id, c.name, c.hello, c.db, c.dbPage = e.nextID, sanitize.Terminal(r.Name), true, db, page
 	if c.name == "" {
 		c.name = c.comm
 	}

@@ -29,6 +29,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/mrlab/mrlab/internal/sanitize"
 	"github.com/mrlab/mrlab/internal/sim"
 	"github.com/mrlab/mrlab/internal/verbsabi"
 	"github.com/mrlab/mrlab/softnic"
@@ -277,7 +278,7 @@ func readComm(pid int) string {
 	if n := len(b); n > 0 && b[n-1] == '\n' {
 		b = b[:n-1]
 	}
-	return string(b)
+	return sanitize.Terminal(string(b)) // the process chose it (prctl PR_SET_NAME)
 }
 
 // forget removes a closed client.
