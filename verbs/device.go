@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -177,15 +178,30 @@ func (d *Device) readLoop() {
 // close: if nothing listens on the endpoint's name any more, the lab
 // stopped (it exited or was killed: the kernel closed its sockets);
 // otherwise the endpoint ended this session.
+//
+// A dying lab's kernel closes its descriptors one by one, so the listener
+// may still take a connection for a moment after this session's socket
+// closed: a probe that connects waits up to probeWait for the endpoint to
+// hang up on it too. A live endpoint keeps a new connection open waiting
+// for its HELLO.
 func (d *Device) whyGone() error {
+	stopped := &Error{Op: "endpoint", Err: ErrLabStopped,
+		Msg: fmt.Sprintf("the lab stopped: its verbs endpoint @%s in this host is gone (the lab process exited or was killed)", d.name)}
 	c, err := net.Dial("unixpacket", "@"+d.name)
 	if err != nil {
-		return &Error{Op: "endpoint", Err: ErrLabStopped,
-			Msg: fmt.Sprintf("the lab stopped: its verbs endpoint @%s in this host is gone (the lab process exited or was killed)", d.name)}
+		return stopped
 	}
-	c.Close()
+	defer c.Close()
+	c.SetReadDeadline(time.Now().Add(probeWait))
+	var b [1]byte
+	if _, err := c.Read(b[:]); !errors.Is(err, os.ErrDeadlineExceeded) {
+		return stopped // hung up on the probe: the listener went away
+	}
 	return &Error{Op: "endpoint", Err: ErrClosed, Msg: "the endpoint closed this session (the lab is stopping, or it refused this process)"}
 }
+
+// probeWait is how long whyGone's probe waits for a dying lab to hang up.
+const probeWait = 200 * time.Millisecond
 
 // lose records why the endpoint is gone and wakes every CQ waiter: a
 // program blocked in CQ.Wait or spinning on Poll and Err learns it at once.

@@ -41,9 +41,18 @@ static void die(const char *what) {
  * listens on its name any more, the lab process is gone (the kernel closed
  * its sockets when it exited or was killed). */
 static void gone(void) {
+	const char *stopped = "the lab stopped: its verbs endpoint in this host is gone (the lab process exited or was killed)";
 	int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-	if (s >= 0 && connect(s, (struct sockaddr *)&sa, salen) < 0 && errno == ECONNREFUSED)
-		die("the lab stopped: its verbs endpoint in this host is gone (the lab process exited or was killed)");
+	if (s < 0)
+		die("the endpoint closed this session");
+	if (connect(s, (struct sockaddr *)&sa, salen) < 0)
+		die(stopped);
+	/* A dying lab's kernel closes its descriptors one by one: its listener
+	 * may take this probe just before it goes, then hang up on it. A live
+	 * endpoint keeps the probe open, waiting for its HELLO. */
+	struct pollfd p = {s, POLLIN | POLLRDHUP, 0};
+	if (poll(&p, 1, 200) > 0)
+		die(stopped);
 	die("the endpoint closed this session (the lab is stopping, or it refused this process)");
 }
 
