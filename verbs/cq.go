@@ -127,7 +127,8 @@ func (d *Device) CreateCQ(entries int) (*CQ, error) {
 func (cq *CQ) Entries() int { return cq.ring.Entries() }
 
 // Poll moves up to len(wc) completions into wc, oldest first, and returns
-// how many. It never blocks and makes no system call.
+// how many. It never blocks and makes no system call. Once the lab is
+// gone it returns 0 forever: a loop that spins on Poll checks Device.Err.
 func (cq *CQ) Poll(wc []WC) int {
 	cq.mu.Lock()
 	defer cq.mu.Unlock()
@@ -186,7 +187,8 @@ func (cq *CQ) Overrun() bool {
 // completion that comes sooner costs no system call.
 const WaitSpin = 50 * time.Microsecond
 
-// Wait returns when a completion is ready to Poll, or ctx is done. It
+// Wait returns when a completion is ready to Poll, or ctx is done, or the
+// endpoint is gone (with Device.Err: ErrLabStopped when the lab died). It
 // polls for WaitSpin, then arms the queue and blocks on its event
 // channel (the lab signals it with the next completion).
 func (cq *CQ) Wait(ctx context.Context) error {
@@ -205,6 +207,9 @@ func (cq *CQ) Wait(ctx context.Context) error {
 	}()
 	var b [8]byte
 	for {
+		if err := cq.d.Err(); err != nil {
+			return err
+		}
 		if !cq.arm() {
 			return &Error{Op: "wait", Err: ErrClosed, Msg: "CQ closed"}
 		}
@@ -224,6 +229,17 @@ func (cq *CQ) Wait(ctx context.Context) error {
 		if cq.ready() {
 			return nil
 		}
+	}
+}
+
+// wake makes a blocked Wait look again (the device lost its endpoint):
+// the same eventfd write the lab makes for a completion.
+func (cq *CQ) wake() {
+	cq.mu.Lock()
+	defer cq.mu.Unlock()
+	if cq.mem != nil {
+		var one = [8]byte{1}
+		_, _ = cq.efd.Write(one[:])
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -39,7 +40,9 @@ type Device struct {
 	closed   bool
 	closeErr error // why the endpoint went away
 
-	done      chan struct{} // closed when the reader exits
+	done      chan struct{}         // closed when the reader exits
+	name      string                // the endpoint's abstract socket name
+	lost      atomic.Pointer[error] // why the endpoint went away, once it has (Err)
 	closeOnce sync.Once
 	closeRes  error
 	hello     verbsabi.Reply
@@ -89,7 +92,7 @@ func OpenEndpoint(ctx context.Context, name string) (*Device, error) {
 		}
 		return nil, fmt.Errorf("verbs: opening endpoint @%s: %w", name, err)
 	}
-	d := &Device{conn: c.(*net.UnixConn), pending: map[uint32]chan result{}, done: make(chan struct{}), dbFD: -1}
+	d := &Device{conn: c.(*net.UnixConn), pending: map[uint32]chan result{}, done: make(chan struct{}), dbFD: -1, name: name}
 	go d.readLoop()
 	r, fds, err := d.call(ctx, &verbsabi.Request{Op: verbsabi.OpHello, Version: verbsabi.Version, Name: filepath.Base(os.Args[0])})
 	if err != nil {
@@ -151,19 +154,81 @@ func (d *Device) readLoop() {
 		}
 		ch <- result{r: r, fds: fds}
 	}
-	if why == nil {
-		why = &Error{Op: "endpoint", Err: ErrClosed, Msg: "the endpoint closed the connection (the lab stopped?)"}
+	d.mu.Lock()
+	closing := d.closed
+	d.mu.Unlock()
+	if why == nil && !closing {
+		why = d.whyGone()
 	}
 	d.mu.Lock()
 	d.closed = true
 	if d.closeErr == nil {
 		d.closeErr = why
 	}
+	err := d.closeErr
 	for seq, ch := range d.pending {
-		ch <- result{err: d.closeErr}
+		ch <- result{err: err}
 		delete(d.pending, seq)
 	}
 	d.mu.Unlock()
+	d.lose(err)
+}
+
+// whyGone says why the endpoint closed a session this process did not
+// close: if nothing listens on the endpoint's name any more, the lab
+// stopped (it exited or was killed: the kernel closed its sockets);
+// otherwise the endpoint ended this session.
+//
+// A dying lab's kernel closes its descriptors one by one, so the listener
+// may still take a connection for a moment after this session's socket
+// closed: a probe that connects waits up to probeWait for the endpoint to
+// hang up on it too. A live endpoint keeps a new connection open waiting
+// for its HELLO.
+func (d *Device) whyGone() error {
+	stopped := &Error{Op: "endpoint", Err: ErrLabStopped,
+		Msg: fmt.Sprintf("the lab stopped: its verbs endpoint @%s in this host is gone (the lab process exited or was killed)", d.name)}
+	c, err := net.Dial("unixpacket", "@"+d.name)
+	if err != nil {
+		return stopped
+	}
+	defer c.Close()
+	c.SetReadDeadline(time.Now().Add(probeWait))
+	var b [1]byte
+	if _, err := c.Read(b[:]); !errors.Is(err, os.ErrDeadlineExceeded) {
+		return stopped // hung up on the probe: the listener went away
+	}
+	return &Error{Op: "endpoint", Err: ErrClosed, Msg: "the endpoint closed this session (the lab is stopping, or it refused this process)"}
+}
+
+// probeWait is how long whyGone's probe waits for a dying lab to hang up.
+const probeWait = 200 * time.Millisecond
+
+// lose records why the endpoint is gone and wakes every CQ waiter: a
+// program blocked in CQ.Wait or spinning on Poll and Err learns it at once.
+func (d *Device) lose(err error) {
+	if err == nil || !d.lost.CompareAndSwap(nil, &err) {
+		return
+	}
+	d.maps.Range(func(k, _ any) bool {
+		if cq, ok := k.(*CQ); ok {
+			cq.wake()
+		}
+		return true
+	})
+}
+
+// Err returns nil while the endpoint serves this device, and once it does
+// not, why: an error matching ErrLabStopped when the lab stopped (exited
+// or was killed), ErrClosed when the device was closed or the endpoint
+// ended the session. It is one atomic load: a program that spins on
+// CQ.Poll (which cannot return an error) checks it in its loop. Every
+// blocking call (CQ.Wait, QP.Connect, Listener.Accept, the control calls)
+// and every post returns this error once it is set.
+func (d *Device) Err() error {
+	if p := d.lost.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 // call sends a request and waits for its reply. A canceled CONNECT or
@@ -253,6 +318,7 @@ func (d *Device) Close() error {
 		d.mu.Unlock()
 		d.closeRes = d.conn.Close()
 		<-d.done
+		d.lose(d.closeErr)
 		d.maps.Range(func(k, _ any) bool {
 			if u, ok := d.maps.LoadAndDelete(k); ok {
 				u.(unmapper).unmap()

@@ -29,6 +29,12 @@
 //	for cq.Poll(wc[:]) == 0 {
 //	}
 //
+// When the lab stops (it exits, or is killed), every blocking call and
+// every post returns an error matching ErrLabStopped as soon as the
+// kernel closes the lab's end of the endpoint socket; Poll cannot return
+// an error, so a loop that spins on it checks Device.Err (one atomic
+// load).
+//
 // examples/rdma-write and examples/pingpong are complete programs;
 // docs/verbs-abi.md specifies the endpoint's binary interface (version
 // ABIVersion) for clients in other languages.

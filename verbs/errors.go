@@ -33,6 +33,12 @@ var (
 	ErrCanceled = errors.New("canceled")
 	// ErrBadMemory: the lab could not map the memory to register.
 	ErrBadMemory = errors.New("unusable memory")
+	// ErrLabStopped: the lab process is gone (it exited or was killed):
+	// nothing serves this host's NIC any more. Device.Err returns it, and
+	// every blocking call and post fails with it, as soon as the kernel
+	// closes the lab's end of the endpoint socket. An error matching it
+	// matches ErrClosed too.
+	ErrLabStopped = errors.New("the lab stopped")
 	// ErrShutdown: the lab is stopping.
 	ErrShutdown = errors.New("lab shutting down")
 	// ErrNoTransport: the host's NIC does not speak that transport.
@@ -64,6 +70,10 @@ func (e *Error) Error() string {
 
 // Unwrap returns the sentinel error.
 func (e *Error) Unwrap() error { return e.Err }
+
+// Is makes a stopped lab's error match ErrClosed as well: the endpoint
+// is closed, for the stated reason.
+func (e *Error) Is(target error) bool { return e.Err == ErrLabStopped && target == ErrClosed }
 
 var codeErrs = map[verbsabi.Code]error{
 	verbsabi.CodeMalformed: ErrMalformed, verbsabi.CodeVersion: ErrVersion, verbsabi.CodeNotPermitted: ErrNotPermitted,

@@ -297,3 +297,62 @@ func TestPostPollAllocs(t *testing.T) {
 		t.Errorf("%.2f allocations per WRITE posted and polled", n)
 	}
 }
+
+// TestLabStopped stops the lab under a client blocked in CQ.Wait, one
+// blocked in Listener.Accept and one spinning on Poll: every one of them
+// returns an error matching ErrLabStopped (CQ.Wait used to block on its
+// eventfd forever), and so does every later post and control call.
+func TestLabStopped(t *testing.T) {
+	lab := uverbstest.Start(t, uverbstest.Options{})
+	a := open(t, lab, 0, 1<<16, verbs.AccessLocalWrite, verbs.MetaRoCE)
+	b := open(t, lab, 1, 1<<16, verbs.AccessLocalWrite|verbs.AccessRemoteWrite, verbs.MetaRoCE)
+	connectPair(t, lab, a, b)
+	spare, err := b.dev.CreateQP(verbs.QPConfig{PD: b.pd, SendCQ: b.cq, RecvCQ: b.cq})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := b.dev.Listen(b.pd, 18600, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Generous bounds only so a regression fails instead of hanging;
+	// the live test (cmd/mrlab TestLabKilled) asserts the 1 s.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	errs := make(chan error, 3)
+	go func() { errs <- a.cq.Wait(ctx) }()
+	go func() { errs <- ln.Accept(ctx, spare) }()
+	go func() {
+		var wc [4]verbs.WC
+		for b.cq.Poll(wc[:]) == 0 {
+			if err := b.dev.Err(); err != nil {
+				errs <- err
+				return
+			}
+			if ctx.Err() != nil {
+				errs <- ctx.Err()
+				return
+			}
+			runtime.Gosched()
+		}
+		errs <- fmt.Errorf("a completion %+v, with the lab idle", wc[0])
+	}()
+	time.Sleep(100 * time.Millisecond) // let the Wait arm and block
+	lab.Stop()
+	for range 3 {
+		if err := <-errs; !errors.Is(err, verbs.ErrLabStopped) {
+			t.Errorf("blocked call returned %v, want ErrLabStopped", err)
+		} else if !strings.Contains(err.Error(), "the lab stopped") {
+			t.Errorf("error %q does not say the lab stopped", err)
+		}
+	}
+	if err := a.qp.PostSend(verbs.SendWR{Op: verbs.OpWrite, SGL: []verbs.SGE{a.mr.SGE(0, 64)}, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()}); !errors.Is(err, verbs.ErrLabStopped) {
+		t.Errorf("PostSend after the lab stopped: %v, want ErrLabStopped", err)
+	}
+	if _, err := a.dev.AllocPD(); !errors.Is(err, verbs.ErrLabStopped) {
+		t.Errorf("AllocPD after the lab stopped: %v, want ErrLabStopped", err)
+	}
+	if err := a.cq.Wait(ctx); !errors.Is(err, verbs.ErrLabStopped) {
+		t.Errorf("CQ.Wait after the lab stopped: %v, want ErrLabStopped", err)
+	}
+}

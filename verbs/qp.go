@@ -348,7 +348,7 @@ func (q *QP) postable(op string) error {
 	if q.closed || q.mem == nil {
 		return &Error{Op: op, Err: ErrClosed, Msg: fmt.Sprintf("QP %d is closed", q.h)}
 	}
-	return nil
+	return q.d.Err()
 }
 
 // completed accounts for a polled completion of this QP.

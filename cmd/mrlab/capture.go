@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -21,6 +22,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/mrlab/mrlab/fabric"
+	"github.com/mrlab/mrlab/internal/sanitize"
 	"github.com/mrlab/mrlab/internal/sim"
 	"github.com/mrlab/mrlab/labs/live"
 	"github.com/mrlab/mrlab/observe/capture"
@@ -170,11 +172,38 @@ func newTraceCommand() *cli.Command {
 				return err
 			}
 			defer ls.Close()
-			if _, err := io.Copy(c.App.Writer, ls.body); err != nil && ls.ctx.Err() == nil {
+			if _, err := copySanitized(c.App.Writer, ls.body); err != nil && ls.ctx.Err() == nil {
 				return fmt.Errorf("lab %s: trace: %w", ls.name, err)
 			}
 			return nil
 		},
+	}
+}
+
+// copySanitized copies text lines from r to w, each sanitized for the
+// terminal (a trace line can hold names a lab host chose).
+func copySanitized(w io.Writer, r io.Reader) (int64, error) {
+	br := bufio.NewReaderSize(r, 64<<10)
+	var n int64
+	for {
+		line, err := br.ReadString('\n')
+		if line != "" {
+			out := sanitize.Terminal(strings.TrimSuffix(line, "\n"))
+			if strings.HasSuffix(line, "\n") {
+				out += "\n"
+			}
+			k, werr := io.WriteString(w, out)
+			n += int64(k)
+			if werr != nil {
+				return n, werr
+			}
+		}
+		if err == io.EOF {
+			return n, nil
+		}
+		if err != nil {
+			return n, err
+		}
 	}
 }
 

@@ -190,11 +190,15 @@ func newConformServeCommand() *cli.Command {
 		Name:      "serve",
 		Usage:     "run mrlab's MetaRoCE engine as the implementation under test for conform --target udp:",
 		ArgsUsage: " ",
-		Description: "Listens for MetaRoCE on UDP --port and for the tester's control channel on TCP\n" +
-			"--control-port, on --listen. Run it in a lab host (mrlab exec h1 -- mrlab conform serve)\n" +
-			"and the tester in another (mrlab exec h0 -- mrlab conform --target udp:H1ADDR).",
+		Description: "Listens for MetaRoCE on UDP --port on --listen, and for the tester's control channel on TCP\n" +
+			"--control-port on --control-listen. The control channel is unauthenticated and reads and\n" +
+			"writes the engine's memory: it listens on loopback unless told otherwise, and warns for\n" +
+			"any other address. Run it in a lab host, where only the lab's hosts reach its address\n" +
+			"(mrlab exec h1 -- mrlab conform serve --control-listen H1ADDR), and the tester in another\n" +
+			"(mrlab exec h0 -- mrlab conform --target udp:H1ADDR).",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "listen", Value: "0.0.0.0", Usage: "IPv4 address to listen on"},
+			&cli.StringFlag{Name: "listen", Value: "0.0.0.0", Usage: "IPv4 address for MetaRoCE (UDP)"},
+			&cli.StringFlag{Name: "control-listen", Value: "127.0.0.1", Usage: "IPv4 address for the control channel (TCP; anything but loopback warns: it is unauthenticated)"},
 			&cli.UintFlag{Name: "port", Value: conformudp.DefaultUDPPort, Usage: "MetaRoCE UDP port"},
 			&cli.UintFlag{Name: "control-port", Value: conformance.ControlPort, Usage: "control channel TCP port"},
 			&cli.DurationFlag{Name: "for", Usage: "stop after this long (0: until interrupted)"},
@@ -215,7 +219,15 @@ func conformServe(c *cli.Context) error {
 	if port == 0 || port > 65535 || cport == 0 || cport > 65535 {
 		return usagef("conform serve: ports must be in 1..65535")
 	}
-	ln, err := net.Listen("tcp4", net.JoinHostPort(addr.String(), strconv.Itoa(int(cport))))
+	caddr, err := netip.ParseAddr(c.String("control-listen"))
+	if err != nil || !caddr.Is4() {
+		return usagef("conform serve --control-listen %q: want an IPv4 address", c.String("control-listen"))
+	}
+	if !caddr.IsLoopback() {
+		fmt.Fprintf(c.App.ErrWriter, "warning: conform serve: the control channel on %v is unauthenticated and reads and writes the engine's memory: anyone who reaches %v:%d drives it (the default, 127.0.0.1, reaches only this host)\n",
+			caddr, caddr, cport)
+	}
+	ln, err := net.Listen("tcp4", net.JoinHostPort(caddr.String(), strconv.Itoa(int(cport))))
 	if err != nil {
 		return fmt.Errorf("conform serve: %w", err)
 	}

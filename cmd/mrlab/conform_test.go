@@ -64,3 +64,19 @@ func TestConformCLI(t *testing.T) {
 		}
 	}
 }
+
+// TestConformServeControlLoopback: the unauthenticated control channel
+// listens on loopback by default; any other address warns.
+func TestConformServeControlLoopback(t *testing.T) {
+	code, out, errs := runCLI(t, "conform", "serve", "--listen", "127.0.0.1", "--port", "47991", "--control-port", "47992", "--for", "100ms")
+	if code != 0 || !strings.Contains(out, "control on tcp 127.0.0.1:47992") || strings.Contains(errs, "warning") {
+		t.Errorf("default: exit %d, stdout %q, stderr %q; want control on 127.0.0.1 and no warning", code, out, errs)
+	}
+	code, out, errs = runCLI(t, "conform", "serve", "--listen", "127.0.0.1", "--port", "47993", "--control-port", "47994", "--control-listen", "0.0.0.0", "--for", "100ms")
+	if code != 0 || !strings.Contains(out, "control on tcp 0.0.0.0:47994") || !strings.Contains(errs, "warning: conform serve: the control channel on 0.0.0.0 is unauthenticated") {
+		t.Errorf("--control-listen 0.0.0.0: exit %d, stdout %q, stderr %q; want a warning", code, out, errs)
+	}
+	if code, _, errs = runCLI(t, "conform", "serve", "--control-listen", "::1"); code != 2 {
+		t.Errorf("--control-listen ::1: exit %d (%s), want a usage error", code, errs)
+	}
+}

@@ -57,7 +57,10 @@ func newPerfCommand() *cli.Command {
 			defer stop()
 			res, _, err := verbsPerf(ctx, c.String("run-dir"), name, req, perfOptions{Events: c.Bool("use-event"), CQMod: pt.Spec.CQMod, NoPeak: pt.NoPeak}, c.App.ErrWriter)
 			if err != nil {
-				if ctx.Err() != nil {
+				if ctx.Err() != nil && !errors.Is(err, errLabStopped) {
+					if !labAlive(c.String("run-dir"), name) {
+						return fmt.Errorf("perf: interrupted; both sides stopped, but lab %s is not running (its process is gone): `mrlab down %s` removes what it left", name, name)
+					}
 					return errors.New("perf: interrupted; both sides stopped and the lab released what they held")
 				}
 				return err

@@ -189,6 +189,17 @@ func verbsPerf(ctx context.Context, dir, lab string, req live.PerfRequest, opt p
 	js, _ := json.Marshal(spec)
 	run := &perfRun{dir: dir, lab: lab, stderr: stderr}
 	defer run.stop()
+	// The agents learn the lab died from their endpoints (verbs.Device.Err);
+	// perf watches the lab's process too, so that it says so (and ends
+	// the agents) even if an agent could not.
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	go watchLab(ctx, dir, lab, st, cancel)
+	defer func() {
+		if cause := context.Cause(ctx); errors.Is(cause, errLabStopped) {
+			err = cause
+		}
+	}()
 	timeout := "5m"
 	if spec.Duration > 0 {
 		timeout = (spec.Duration + 2*time.Minute).String()
@@ -221,6 +232,37 @@ func verbsPerf(ctx context.Context, dir, lab string, req live.PerfRequest, opt p
 		return cl.Result, sl.Result, errors.New("perf: a side reported no result")
 	}
 	return cl.Result, sl.Result, nil
+}
+
+// errLabStopped: the lab's process died during a perf run.
+var errLabStopped = errors.New("the lab stopped")
+
+// labWatchPeriod is how often perf looks whether the lab still runs: a
+// tenth of the 1 s within which perf says that the lab died.
+const labWatchPeriod = 100 * time.Millisecond
+
+// watchLab cancels ctx with errLabStopped once the process that st
+// records is gone.
+func watchLab(ctx context.Context, dir, lab string, st *live.State, cancel context.CancelCauseFunc) {
+	t := time.NewTicker(labWatchPeriod)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if !(live.SystemOps{}).ProcessAlive(st.PID, st.StartTicks) {
+			cancel(fmt.Errorf("perf: %w: lab %s's process %d is gone (killed or crashed); `mrlab down %s` removes what it left", errLabStopped, lab, st.PID, lab))
+			return
+		}
+	}
+}
+
+// labAlive reports whether lab's process still runs.
+func labAlive(dir, lab string) bool {
+	st, err := live.ReadState(dir, lab)
+	return err == nil && (live.SystemOps{}).ProcessAlive(st.PID, st.StartTicks)
 }
 
 // perfCounters are the counters perf reports.

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/mrlab/mrlab/internal/sanitize"
 )
 
 // Report is one command's output: a list of named facts followed by
@@ -76,7 +78,7 @@ func (r *Report) WriteText(w io.Writer) error {
 		width = max(width, utf8.RuneCountInString(f.label))
 	}
 	for _, f := range r.facts {
-		fmt.Fprintf(&b, "%-*s  %s\n", width+1, f.label+":", formatCell(f.value, ""))
+		fmt.Fprintf(&b, "%-*s  %s\n", width+1, f.label+":", textCell(f.value, ""))
 	}
 	for _, t := range r.tables {
 		if b.Len() > 0 {
@@ -90,7 +92,7 @@ func (r *Report) WriteText(w io.Writer) error {
 
 func (t *Table) writeText(b *bytes.Buffer) {
 	if t.Title != "" {
-		b.WriteString(t.Title + "\n")
+		b.WriteString(sanitize.Terminal(t.Title) + "\n")
 	}
 	if len(t.Rows) == 0 {
 		b.WriteString("  (none)\n")
@@ -106,7 +108,7 @@ func (t *Table) writeText(b *bytes.Buffer) {
 	for i, row := range t.Rows {
 		cells[i] = make([]string, len(row))
 		for j, v := range row {
-			s := formatCell(v, t.Columns[j].Format)
+			s := textCell(v, t.Columns[j].Format)
 			cells[i][j] = s
 			widths[j] = max(widths[j], utf8.RuneCountInString(s))
 			if !isNumber(v) {
@@ -143,6 +145,11 @@ func isNumber(v any) bool {
 	}
 	return false
 }
+
+// textCell is a cell as text for a terminal: anything a lab host could
+// have chosen (a program's name in status, a connection's in top) is
+// sanitized, so no cell moves the cursor or starts a line of its own.
+func textCell(v any, format string) string { return sanitize.Terminal(formatCell(v, format)) }
 
 func formatCell(v any, format string) string {
 	if format != "" && isNumber(v) {

@@ -92,3 +92,41 @@ func TestTopCommandURLAndJSON(t *testing.T) {
 		t.Errorf("-n 0: exit %d: %s", code, errs)
 	}
 }
+
+// TestReportTextSanitized: a cell a lab host chose (a program's name in
+// status, anything in top) cannot move the cursor, clear the screen or
+// start a row of its own in text output.
+func TestReportTextSanitized(t *testing.T) {
+	evil := "x\x1b[2J\x1b[H\x1b]0;owned\x07\r\n  h9       198.18.9.9\u202e"
+	r := &Report{}
+	r.Fact("name", "program", evil)
+	tb := r.Table("clients", "Verbs clients", Col("host", "host", ""), Col("name", "program", ""))
+	tb.Add("h0", evil)
+	var b strings.Builder
+	if err := r.WriteText(&b); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, bad := range []string{"\x1b", "\r", "\x07", "\u202e", "\n  h9"} {
+		if strings.Contains(out, bad) {
+			t.Errorf("text output keeps %q:\n%s", bad, out)
+		}
+	}
+	if got := strings.Count(out, "\n"); got != 5 {
+		t.Errorf("%d lines, want 5 (fact, blank, title, head, one row):\n%s", got, out)
+	}
+	if !strings.Contains(out, `x\x1b[2J`) {
+		t.Errorf("the escaped name is not shown:\n%s", out)
+	}
+}
+
+// TestCopySanitized: mrlab trace prints each line sanitized.
+func TestCopySanitized(t *testing.T) {
+	var b strings.Builder
+	if _, err := copySanitized(&b, strings.NewReader("t=1us h0: pid 7 (\x1b[31mred) opened\nt=2us ok\n")); err != nil {
+		t.Fatal(err)
+	}
+	if want := "t=1us h0: pid 7 (\\x1b[31mred) opened\nt=2us ok\n"; b.String() != want {
+		t.Errorf("got %q, want %q", b.String(), want)
+	}
+}

@@ -12,6 +12,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <sched.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -28,10 +29,42 @@
 static int sock, dbfd = -1;
 static uint8_t *dbpage;
 static uint32_t seq, rang;
+static struct sockaddr_un sa = {.sun_family = AF_UNIX};
+static socklen_t salen;
 
 static void die(const char *what) {
 	fprintf(stderr, "pingpong-c: %s\n", what);
 	exit(1);
+}
+
+/* gone reports why the endpoint closed the session and exits: if nothing
+ * listens on its name any more, the lab process is gone (the kernel closed
+ * its sockets when it exited or was killed). */
+static void gone(void) {
+	const char *stopped = "the lab stopped: its verbs endpoint in this host is gone (the lab process exited or was killed)";
+	int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (s < 0)
+		die("the endpoint closed this session");
+	if (connect(s, (struct sockaddr *)&sa, salen) < 0)
+		die(stopped);
+	/* A dying lab's kernel closes its descriptors one by one: its listener
+	 * may take this probe just before it goes, then hang up on it. A live
+	 * endpoint keeps the probe open, waiting for its HELLO. */
+	struct pollfd p = {s, POLLIN | POLLRDHUP, 0};
+	if (poll(&p, 1, 200) > 0)
+		die(stopped);
+	die("the endpoint closed this session (the lab is stopping, or it refused this process)");
+}
+
+/* check_endpoint returns while the endpoint still serves this client. A
+ * client that spins on its rings calls it about once a millisecond: the
+ * lab's death shows only on the control socket (EOF), never in the
+ * shared rings, which simply stop moving. An event-driven client polls
+ * the socket together with the CQ's eventfd instead. */
+static void check_endpoint(void) {
+	struct pollfd p = {sock, POLLIN | POLLRDHUP, 0};
+	if (poll(&p, 1, 0) > 0 && (p.revents & (POLLHUP | POLLRDHUP | POLLERR)))
+		gone();
 }
 
 /* call sends one request (with fd_in if >= 0) and reads its reply into
@@ -53,14 +86,19 @@ static uint32_t call(uint16_t op, const void *req, uint32_t len, int fd_in, void
 		c->cmsg_len = CMSG_LEN(sizeof(int));
 		memcpy(CMSG_DATA(c), &fd_in, sizeof(int));
 	}
-	if (sendmsg(sock, &m, 0) < 0)
+	if (sendmsg(sock, &m, MSG_NOSIGNAL) < 0) {
+		if (errno == EPIPE || errno == ECONNRESET)
+			gone();
 		die("sendmsg");
+	}
 	iov.iov_len = sizeof msg;
 	m.msg_control = ctl.buf;
 	m.msg_controllen = sizeof ctl.buf;
 	ssize_t n = recvmsg(sock, &m, MSG_CMSG_CLOEXEC);
+	if (n == 0)
+		gone();
 	if (n < (ssize_t)sizeof h)
-		die("the endpoint hung up");
+		die("the endpoint sent a short reply");
 	memcpy(&h, msg, sizeof h);
 	if (h.seq != seq || h.op != (op | MV_REPLY_BIT))
 		die("unexpected reply");
@@ -103,11 +141,25 @@ static void post(struct mv_ring *r, uint32_t *prod, struct mv_wqe *w) {
 	doorbell();
 }
 
-/* next_recv polls the CQ until a receive completes. */
+static double now_us(void) {
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return t.tv_sec * 1e6 + t.tv_nsec / 1e3;
+}
+
+/* next_recv polls the CQ until a receive completes, checking that the lab
+ * still runs once a millisecond while nothing arrives. */
 static struct mv_cqe next_recv(void) {
 	for (;;) {
-		while (mv_load(cq.mem, MV_PRODUCER) == cq_cons)
+		double checked = now_us();
+		while (mv_load(cq.mem, MV_PRODUCER) == cq_cons) {
 			sched_yield();
+			double t = now_us();
+			if (t - checked >= 1000) {
+				check_endpoint();
+				checked = t;
+			}
+		}
 		struct mv_cqe e;
 		memcpy(&e, mv_entry(&cq, cq_cons), sizeof e);
 		mv_store(cq.mem, MV_CONSUMER, ++cq_cons);
@@ -120,11 +172,6 @@ static struct mv_cqe next_recv(void) {
 	}
 }
 
-static double now_us(void) {
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return t.tv_sec * 1e6 + t.tv_nsec / 1e3;
-}
 
 static int cmp(const void *a, const void *b) {
 	double x = *(const double *)a, y = *(const double *)b;
@@ -145,13 +192,13 @@ int main(int argc, char **argv) {
 	const char *name = getenv("MRLAB_VERBS_ENDPOINT");
 	if (!name || !*name)
 		name = MV_SOCKET_NAME;
-	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	size_t nl = strlen(name);
 	if (nl + 1 > sizeof sa.sun_path)
 		die("endpoint name too long");
 	memcpy(sa.sun_path + 1, name, nl); /* abstract: leading NUL */
+	salen = offsetof(struct sockaddr_un, sun_path) + 1 + nl;
 	sock = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-	if (sock < 0 || connect(sock, (struct sockaddr *)&sa, offsetof(struct sockaddr_un, sun_path) + 1 + nl) < 0)
+	if (sock < 0 || connect(sock, (struct sockaddr *)&sa, salen) < 0)
 		die("no verbs endpoint here: run in a lab host (mrlab exec HOST -- ...)");
 
 	struct mv_hello hello = {MV_VERSION, 0, "pingpong-c"};

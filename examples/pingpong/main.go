@@ -142,6 +142,9 @@ func (s *side) recv(ctx context.Context) (verbs.WC, error) {
 		if ctx.Err() != nil {
 			return verbs.WC{}, ctx.Err()
 		}
+		if err := s.dev.Err(); err != nil {
+			return verbs.WC{}, err // the lab stopped: Poll alone would spin forever
+		}
 		if s.useEvent {
 			if err := s.cq.Wait(ctx); err != nil {
 				return verbs.WC{}, err

@@ -156,6 +156,9 @@ func (e *endpoint) next(ctx context.Context) (verbs.WC, error) {
 		if ctx.Err() != nil {
 			return verbs.WC{}, ctx.Err()
 		}
+		if err := e.dev.Err(); err != nil {
+			return verbs.WC{}, err // the lab stopped: Poll alone would spin forever
+		}
 		if e.use {
 			if err := e.cq.Wait(ctx); err != nil {
 				return verbs.WC{}, err

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/mrlab/mrlab/observe/telemetry/prom"
+	"github.com/mrlab/mrlab/observe/web"
 )
 
 // DefaultMetricsAddr is where a lab serves its Prometheus endpoint unless
@@ -70,7 +71,7 @@ func (l *Lab) listenMetrics() (net.Listener, error) {
 			return nil, fmt.Errorf("lab %s: metrics: %w", l.name, err)
 		}
 	}
-	l.msrv = &http.Server{Handler: ex.MetricsHandler(), ReadHeaderTimeout: 5 * time.Second}
+	l.msrv = &http.Server{Handler: web.RequireLoopbackHost("the lab's metrics endpoint", ex.MetricsHandler()), ReadHeaderTimeout: 5 * time.Second}
 	return ln, nil
 }
 

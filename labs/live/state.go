@@ -188,8 +188,13 @@ type SystemOps struct{}
 // NamespaceExists reports whether the named namespace exists.
 func (SystemOps) NamespaceExists(name string) bool { return hostns.Exists(name) }
 
-// DeleteNamespace deletes the named namespace.
-func (SystemOps) DeleteNamespace(name string) error { return hostns.Delete(name) }
+// DeleteNamespace ends the processes still in the named namespace (a
+// program run with `mrlab exec` that outlived its lab would keep the
+// namespace alive, unnamed) and deletes it.
+func (SystemOps) DeleteNamespace(name string) error {
+	_, err := endProcessesIn(name)
+	return errors.Join(err, hostns.Delete(name))
+}
 
 // ProcessAlive checks the pid and, when known, its start time. A process
 // that has exited but not been reaped yet (a zombie, as a lab killed with

@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/mrlab/mrlab/internal/sanitize"
 	"github.com/mrlab/mrlab/internal/sim"
 	"github.com/mrlab/mrlab/internal/verbsabi"
 	"github.com/mrlab/mrlab/softnic"
@@ -67,7 +68,7 @@ type outMsg struct {
 func (c *client) readLoop() {
 	defer c.ep.rwg.Done()
 	buf := make([]byte, verbsabi.MaxMessage+1)
-	oob := make([]byte, verbsabi.OOBSpace())
+	oob := make([]byte, verbsabi.OOBSpace()+credSpace)
 	why := "closed the endpoint"
 	for {
 		n, oobn, flags, _, err := c.conn.ReadMsgUnix(buf, oob)
@@ -78,6 +79,21 @@ func (c *client) readLoop() {
 			break
 		}
 		fds, ferr := verbsabi.ParseRights(oob[:oobn])
+		if ferr == nil {
+			if refused := c.ep.checkSender(c, oob[:oobn]); refused != "" {
+				// Every message is checked, not only the first: a process
+				// that left the host, or a socket passed to a process in
+				// another host, cannot drive this host's NIC.
+				verbsabi.CloseFDs(fds)
+				seq, op := uint32(0), verbsabi.OpHello
+				if n >= verbsabi.HeaderSize {
+					seq, op = verbsabi.Header(buf).Seq(), verbsabi.Header(buf).Op()
+				}
+				c.post(func(now sim.Time) { c.refuse(now, op, seq, refused) })
+				why = ""
+				break
+			}
+		}
 		var req verbsabi.Request
 		switch {
 		case ferr != nil:
@@ -213,6 +229,18 @@ func (c *client) malformed(now sim.Time, seq uint32, err error) {
 	c.close(now, "sent a malformed message: "+err.Error())
 }
 
+// refuse answers a message from a sender the endpoint does not admit
+// and closes the session (its connections, memory and queues go, as when
+// the process exits).
+func (c *client) refuse(now sim.Time, op verbsabi.Op, seq uint32, why string) {
+	if c.closed {
+		return
+	}
+	c.fail(now, op, seq, verbsabi.CodeNotPermitted, "%s", why)
+	c.ep.cfg.Logf("verbs endpoint %s: closing pid %d (%s): %s", c.ep.cfg.Host, c.pid, c.comm, why)
+	c.close(now, "refused: "+why)
+}
+
 // handle runs one request. Received descriptors are closed afterwards
 // whatever happened (REG_MR maps its memfd first).
 func (c *client) handle(now sim.Time, r *verbsabi.Request, fds []int) {
@@ -303,7 +331,9 @@ func (c *client) doHello(now sim.Time, r *verbsabi.Request) {
 	*verbsabi.Word(page, 0) = verbsabi.DoorbellMagic
 	*verbsabi.Word(page, 4) = verbsabi.Version
 	e.nextID++
-	c.id, c.name, c.hello, c.db, c.dbPage = e.nextID, r.Name, true, db, page
+	// The name is the program's choice: sanitized here, where it enters
+	// the lab, for every log, trace line and status that shows it.
+	c.id, c.name, c.hello, c.db, c.dbPage = e.nextID, sanitize.Terminal(r.Name), true, db, page
 	if c.name == "" {
 		c.name = c.comm
 	}

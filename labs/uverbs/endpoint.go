@@ -29,6 +29,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/mrlab/mrlab/internal/sanitize"
 	"github.com/mrlab/mrlab/internal/sim"
 	"github.com/mrlab/mrlab/internal/verbsabi"
 	"github.com/mrlab/mrlab/softnic"
@@ -154,6 +155,18 @@ func Listen(name string) (*net.UnixListener, error) {
 	if err != nil {
 		return nil, fmt.Errorf("verbs endpoint @%s: %w", name, err)
 	}
+	// Set on the listener, SO_PASSCRED is on every connection from the
+	// moment it exists, so even a client's first message (sent before
+	// accept returns) carries its sender's credentials.
+	rc, err := ln.SyscallConn()
+	var serr error
+	if err == nil {
+		err = rc.Control(func(fd uintptr) { serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_PASSCRED, 1) })
+	}
+	if err = errors.Join(err, serr); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("verbs endpoint @%s: SO_PASSCRED: %w", name, err)
+	}
 	return ln, nil
 }
 
@@ -216,6 +229,9 @@ func isTemporary(err error) bool {
 func (e *Endpoint) admit(conn *net.UnixConn) {
 	c := &client{ep: e, conn: conn, out: make(chan outMsg, 2*e.cfg.Limits.MaxQPs+16)}
 	pid, err := peerPID(conn)
+	if err == nil {
+		err = setPassCred(conn)
+	}
 	if err != nil {
 		c.refused = fmt.Sprintf("cannot identify the connecting process: %v", err)
 	} else {
@@ -244,6 +260,72 @@ func (e *Endpoint) admit(conn *net.UnixConn) {
 	e.wwg.Add(1)
 	go c.readLoop()
 	go c.writeLoop()
+}
+
+// credSpace is the control-message room for the sender's credentials
+// (SCM_CREDENTIALS) that the kernel attaches to every message once
+// SO_PASSCRED is set.
+var credSpace = unix.CmsgSpace(unix.SizeofUcred)
+
+// setPassCred asks the kernel to attach the sender's pid, uid and gid to
+// every message read from c. The kernel records them when a message is
+// sent, so messages a client sent before this call carry them too.
+func setPassCred(c *net.UnixConn) error {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) { serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_PASSCRED, 1) }); err != nil {
+		return err
+	}
+	if serr != nil {
+		return fmt.Errorf("SO_PASSCRED: %w", serr)
+	}
+	return nil
+}
+
+// senderPID returns the pid in a message's SCM_CREDENTIALS.
+func senderPID(oob []byte) (int, bool) {
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return 0, false
+	}
+	for i := range msgs {
+		if msgs[i].Header.Level == unix.SOL_SOCKET && msgs[i].Header.Type == unix.SCM_CREDENTIALS {
+			if cred, err := unix.ParseUnixCredentials(&msgs[i]); err == nil && cred.Pid > 0 {
+				return int(cred.Pid), true
+			}
+		}
+	}
+	return 0, false
+}
+
+// checkSender returns why a control message (its control data oob) may
+// not drive this host's NIC, "" if it may. It runs for every message,
+// not only at accept: the sending process (the kernel's SCM_CREDENTIALS,
+// not the pid that connected) must have every thread in the host's
+// namespace now. So a process that moved a thread out after HELLO, and a
+// process in another host that was passed a connected socket, are
+// refused on their next message. A process forked in the host may use
+// its parent's session.
+func (e *Endpoint) checkSender(c *client, oob []byte) string {
+	if e.cfg.Netns == (NetnsID{}) {
+		return ""
+	}
+	pid, ok := senderPID(oob)
+	if !ok {
+		return "the message carried no sender credentials (SCM_CREDENTIALS)"
+	}
+	comm := c.comm
+	if pid != c.pid {
+		comm = readComm(pid)
+	}
+	why := e.checkNetns(pid, comm)
+	if why != "" && pid != c.pid {
+		why = fmt.Sprintf("a message on pid %d's session came from another process: %s", c.pid, why)
+	}
+	return why
 }
 
 // checkNetns returns why the process pid may not use this endpoint: a
@@ -279,7 +361,7 @@ func readComm(pid int) string {
 	if n := len(b); n > 0 && b[n-1] == '\n' {
 		b = b[:n-1]
 	}
-	return string(b)
+	return sanitize.Terminal(string(b)) // the process chose it (prctl PR_SET_NAME)
 }
 
 // forget removes a closed client.

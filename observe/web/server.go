@@ -115,17 +115,33 @@ func (s *Server) routes() {
 
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if !loopbackHost(r.Host) {
+	if !LoopbackHost(r.Host) {
 		http.Error(w, "the mrlab web view answers only on a loopback address", http.StatusForbidden)
 		return
 	}
 	s.mux.ServeHTTP(w, r)
 }
 
-// loopbackHost reports whether a Host header names this machine's
-// loopback: an attacker's page that rebinds its name to 127.0.0.1 still
-// sends its own name.
-func loopbackHost(hostport string) bool {
+// RequireLoopbackHost wraps h so that it answers 403 to a request whose
+// Host header is not a loopback name or address (LoopbackHost): a page
+// on another site that rebinds its DNS name to 127.0.0.1 (DNS
+// rebinding) reaches the port but sends its own name, and reads nothing.
+// what names the service in the refusal.
+func RequireLoopbackHost(what string, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !LoopbackHost(r.Host) {
+			http.Error(w, what+" answers only requests addressed to a loopback name or address (Host: localhost, 127.0.0.1, [::1])", http.StatusForbidden)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// LoopbackHost reports whether a Host header names this machine's
+// loopback: localhost, or a loopback IP address, with or without a port.
+// An attacker's page that rebinds its name to 127.0.0.1 still sends its
+// own name.
+func LoopbackHost(hostport string) bool {
 	host, _, err := net.SplitHostPort(hostport)
 	if err != nil {
 		host = hostport

@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/mrlab/mrlab/internal/sanitize"
 	"github.com/mrlab/mrlab/internal/sim"
 )
 
@@ -42,7 +43,9 @@ type TraceEvent struct {
 // fabric lines "t=... fabric: drop (queue-full) at LINK h0->h1 conn 1
 // path 2 psn 18 WRITE", and notes "t=... who: text".
 func ParseTraceLine(line string) (TraceEvent, bool) {
-	line = strings.TrimRight(line, "\r\n")
+	// A trace line can hold names a lab host chose (a program's name):
+	// sanitized before any of it reaches the page.
+	line = sanitize.Terminal(strings.TrimRight(line, "\r\n"))
 	ev := TraceEvent{Path: -1, PSN: -1}
 	rest, ok := strings.CutPrefix(line, "t=")
 	if !ok {

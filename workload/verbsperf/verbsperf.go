@@ -177,6 +177,9 @@ func (s *side) next(ctx context.Context) (verbs.WC, error) {
 		if err := ctx.Err(); err != nil {
 			return verbs.WC{}, err
 		}
+		if err := s.dev.Err(); err != nil {
+			return verbs.WC{}, err // the lab stopped: Poll alone would spin forever
+		}
 		if s.ev {
 			if err := s.cq.Wait(ctx); err != nil {
 				return verbs.WC{}, err
