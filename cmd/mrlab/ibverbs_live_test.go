@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -88,6 +90,23 @@ func TestIbverbsPrograms(t *testing.T) {
 			}
 		})
 	}
+	// The library's own checks (ibverbs/ctest): state errors, bad keys,
+	// posting in ERROR, refused verbs; built against rdma-core's libibverbs.
+	t.Run("selftest", func(t *testing.T) {
+		bin := filepath.Join(t.TempDir(), "selftest")
+		if out, err := exec.Command("cc", "-O2", "-Wall", "-o", bin, "../../ibverbs/ctest/selftest.c", "-libverbs").CombinedOutput(); err != nil {
+			t.Fatalf("building the selftest: %v\n%s", err, out)
+		}
+		cli, srv := pair(t, bin)
+		for _, out := range []string{cli, srv} {
+			if strings.Contains(out, "FAIL") || !strings.Contains(out, "ok INIT to RTR to RTS") {
+				t.Errorf("selftest:\n%s", out)
+			}
+		}
+		if n := strings.Count(cli, "\nok "); n < 30 {
+			t.Errorf("selftest client passed %d checks, want 30 or more\n%s", n, cli)
+		}
+	})
 	bw := regexp.MustCompile(`(?m)^\s*(\d+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s*$`)
 	lat := regexp.MustCompile(`(?m)^\s*2\s+\d+\s+[\d.]+\s+[\d.]+\s+[\d.]+\s+[\d.]+`)
 	for _, tc := range []struct {

@@ -249,6 +249,7 @@ int mrv_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc) {
 		}
 		w->pkey_index = 0;
 		if (e.status != MV_WC_SUCCESS) {
+			mrv_log("QP %u: work request %llu completed with status %u", w->qp_num, (unsigned long long)w->wr_id, e.status);
 			w->vendor_err = e.status;
 			p->qpx.qp_base.state = IBV_QPS_ERR;
 			p->attr.qp_state = IBV_QPS_ERR;

@@ -434,7 +434,18 @@ static uint8_t lab_op(enum ibv_wr_opcode op) {
 	}
 }
 
-static int can_send(struct ibv_qp *qp) { return qp->state == IBV_QPS_RTS || qp->state == IBV_QPS_ERR; }
+/* can_send reports whether the QP takes send requests: in RTS, and in
+ * ERROR, where they are flushed here (the lab's QP is let go at the first
+ * post after an error, so nothing it does later can complete them). */
+static int can_send(struct ibv_qp *qp) {
+	struct mrv_qp *p = (struct mrv_qp *)qp;
+	if (qp->state == IBV_QPS_ERR && !p->flush) {
+		pthread_mutex_lock(&mrv_s.mu);
+		start_flush(p);
+		pthread_mutex_unlock(&mrv_s.mu);
+	}
+	return qp->state == IBV_QPS_RTS || qp->state == IBV_QPS_ERR;
+}
 
 int mrv_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad) {
 	struct mrv_qp *p = (struct mrv_qp *)qp;
@@ -483,6 +494,8 @@ int mrv_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr 
 int mrv_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad) {
 	struct mrv_qp *p = (struct mrv_qp *)qp;
 	int e = qp->state == IBV_QPS_RESET ? EINVAL : 0;
+	if (qp->state == IBV_QPS_ERR)
+		can_send(qp); /* flush here from now on */
 	uint32_t prod = p->rq_prod;
 	for (; wr && !e; wr = wr->next) {
 		if (wr->num_sge < 0 || wr->num_sge > 4) {
