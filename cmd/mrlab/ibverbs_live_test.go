@@ -80,12 +80,15 @@ func TestIbverbsPrograms(t *testing.T) {
 		}
 		return out, s
 	}
-	for _, size := range []string{"1", "4096", "65536", "1048576"} {
-		t.Run("ibv_rc_pingpong/"+size, func(t *testing.T) {
-			cli, srv := pair(t, "ibv_rc_pingpong", "-g", "0", "--chk", "-s", size, "-n", "20")
+	// Sizes up to 1 MiB; -e sleeps on completion channels, -N posts with
+	// ibv_wr_* (struct ibv_qp_ex), no -g addresses the peer by LID.
+	for _, args := range [][]string{{"-g", "0", "-s", "1"}, {"-g", "0", "-s", "4096"}, {"-g", "0", "-s", "65536"},
+		{"-g", "0", "-s", "1048576"}, {"-g", "0", "-e", "-s", "8192"}, {"-g", "0", "-N", "-s", "8192"}, {"-s", "100"}} {
+		t.Run("ibv_rc_pingpong "+strings.Join(args, " "), func(t *testing.T) {
+			cli, srv := pair(t, append([]string{"ibv_rc_pingpong", "--chk", "-n", "20"}, args...)...)
 			for _, out := range []string{cli, srv} {
 				if !strings.Contains(out, "20 iters in") {
-					t.Errorf("ibv_rc_pingpong -s %s: no result line\n%s", size, out)
+					t.Errorf("ibv_rc_pingpong %v: no result line\n%s", args, out)
 				}
 			}
 		})
@@ -116,6 +119,7 @@ func TestIbverbsPrograms(t *testing.T) {
 		{[]string{"ib_write_bw"}, bw},
 		{[]string{"ib_read_bw"}, bw},
 		{[]string{"ib_send_bw"}, bw},
+		{[]string{"ib_send_bw", "-e", "-n", "500"}, bw},
 		{[]string{"ib_write_bw", "-d", "rocev2_0", "-n", "1000"}, bw},
 		{[]string{"ib_write_bw", "-q", "4", "-n", "500"}, bw},
 		{[]string{"ib_write_bw", "-s", "1048576", "-n", "100"}, bw},
