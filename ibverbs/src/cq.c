@@ -249,7 +249,14 @@ int mrv_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc) {
 		}
 		w->pkey_index = 0;
 		if (e.status != MV_WC_SUCCESS) {
-			mrv_log("QP %u: work request %llu completed with status %u", w->qp_num, (unsigned long long)w->wr_id, e.status);
+			static const char *const names[] = {"", "local protection error (IBV_WC_LOC_PROT_ERR)",
+				"remote access error (IBV_WC_REM_ACCESS_ERR)", "remote invalid request (IBV_WC_REM_INV_REQ_ERR)",
+				"RNR retry counter exceeded (IBV_WC_RNR_RETRY_EXC_ERR)",
+				"transport retry counter exceeded (IBV_WC_RETRY_EXC_ERR)", "flushed (IBV_WC_WR_FLUSH_ERR)",
+				"local length error (IBV_WC_LOC_LEN_ERR)", "local QP operation error (IBV_WC_LOC_QP_OP_ERR)",
+				"general error (IBV_WC_GENERAL_ERR)"};
+			mrv_log("QP %u: work request %llu failed: %s", w->qp_num, (unsigned long long)w->wr_id,
+				e.status < sizeof names / sizeof names[0] ? names[e.status] : "unknown status");
 			w->vendor_err = e.status;
 			p->qpx.qp_base.state = IBV_QPS_ERR;
 			p->attr.qp_state = IBV_QPS_ERR;

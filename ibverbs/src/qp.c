@@ -339,6 +339,8 @@ int modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask) {
 	if (mask & IBV_QP_DEST_QPN) s->dest_qp_num = a->dest_qp_num;
 	s->qp_state = s->cur_qp_state = next;
 	qp->state = next;
+	if (next != cur && next == IBV_QPS_RTS)
+		mrv_log("QP %u in RTS", qp->qp_num);
 	return 0;
 }
 MRV_EXPORT(modify_qp, ibv_modify_qp, "IBVERBS_1.1");
