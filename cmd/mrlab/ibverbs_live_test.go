@@ -134,4 +134,26 @@ func TestIbverbsPrograms(t *testing.T) {
 			}
 		})
 	}
+
+	// Bandwidth beside mrlab perf's on the same lab and path, one after
+	// the other: logged, not asserted (wall-clock rates on a shared
+	// machine). Both print MiB/s (perftest's "MB" is 2^20 bytes).
+	t.Run("bandwidth vs mrlab perf", func(t *testing.T) {
+		avg := regexp.MustCompile(`(?m)^\s*65536\s+5000\s+[\d.]+\s+([\d.]+)`)
+		code, perf := lb.sh(t, "perf", "--lab", lb.name, "--from", "h0", "--to", "h2", "--allow-lag")
+		m := avg.FindStringSubmatch(perf)
+		if code != 0 || m == nil {
+			t.Fatalf("mrlab perf: code %d\n%s", code, perf)
+		}
+		cli, _ := pair(t, "ib_write_bw")
+		n := avg.FindStringSubmatch(cli)
+		if n == nil {
+			t.Fatalf("ib_write_bw printed no result\n%s", cli)
+		}
+		var a, b float64
+		fmt.Sscan(m[1], &a)
+		fmt.Sscan(n[1], &b)
+		t.Logf("write_bw 64 KiB x 5000 h0->h2: mrlab perf %.2f MiB/s, ib_write_bw on libmrlab-ibverbs %.2f MiB/s (ratio %.2f); mrlab perf's first line: %s",
+			a, b, b/a, strings.SplitN(perf, "\n", 2)[0])
+	})
 }

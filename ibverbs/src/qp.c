@@ -364,15 +364,43 @@ int query_qp(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask, struct ibv_qp_i
 }
 MRV_EXPORT(query_qp, ibv_query_qp, "IBVERBS_1.1");
 
+/* linger lets the lab's clock run on before a connected QP closes: the
+ * lab's transports drop an acknowledgement they still hold back (MetaRoCE
+ * holds one for up to AckEvery = 4 packets' time) when the connection
+ * closes, and the peer would then see its last request flushed where a
+ * NIC, which acknowledges at once, completes it. The wait is in lab time
+ * (WATCH/UNWATCH intervals), so a lab that lags behind the wall clock
+ * still gets there: 16 full packets at the port's line rate, at least
+ * 1 ms, and at most 5 s of wall time. */
+static void linger(void) {
+	struct mv_hello_reply *h = &mrv_s.hello;
+	uint64_t want = 1000000;
+	if (h->line_rate) {
+		uint64_t pkt = 16ULL * (h->path_mtu + 100) * 8 * 1000000000ULL / h->line_rate;
+		if (pkt > want)
+			want = pkt;
+	}
+	uint64_t lab = 0;
+	for (int i = 0; i < 5000 && lab < want; i++) {
+		struct mv_handle w, u = {0, 0};
+		struct mv_unwatch_reply r;
+		if (mrv_call(MV_WATCH, NULL, 0, -1, &w, sizeof w, NULL) != MV_OK)
+			return;
+		struct timespec ts = {0, 1000000};
+		nanosleep(&ts, NULL);
+		u.handle = w.handle;
+		if (mrv_call(MV_UNWATCH, &u, sizeof u, -1, &r, sizeof r, NULL) != MV_OK)
+			return;
+		lab += r.lab_ns;
+	}
+}
+
 int destroy_qp(struct ibv_qp *qp) {
 	struct mrv_qp *p = (struct mrv_qp *)qp;
 	if (!p->lab_gone && mv_load(p->sq.mem, MV_FLAG) == MV_QP_ESTABLISHED) {
-		/* Linger: the lab's transports drop an acknowledgement they
-		 * still hold back when the connection closes, and the peer
-		 * then sees its last request flushed (a NIC acknowledges at
-		 * once). 2 ms is well above the lab's ACK hold-back time. */
-		struct timespec ts = {0, 2000000};
-		nanosleep(&ts, NULL);
+		pthread_mutex_lock(&mrv_s.mu);
+		linger();
+		pthread_mutex_unlock(&mrv_s.mu);
 	}
 	pthread_mutex_lock(&mrv_s.mu);
 	teardown((struct mrv_qp *)qp);
