@@ -518,7 +518,16 @@ func newExecCommand() *cli.Command {
 		Name:      "exec",
 		Usage:     "run a command in a live lab host's network namespace",
 		ArgsUsage: "HOST -- CMD [ARG...]",
-		Flags:     []cli.Flag{runDirFlag(), labFlag()},
+		Description: `Runs CMD in HOST's network namespace (and a mount namespace of its own
+   whose /sys shows the host's devices).
+
+   With --ibverbs, unmodified ibverbs programs (perftest's ib_write_bw, ibverbs-utils'
+   ibv_rc_pingpong, ...) use the host's NIC: mrlab builds libmrlab-ibverbs.so (cc and
+   libibverbs-dev needed; cached under ~/.cache/mrlab/ibverbs) and preloads it in front of
+   rdma-core's libibverbs. Devices: metaroce0 (the first, so default flags use MetaRoCE)
+   and rocev2_0 (-d rocev2_0). ibverbs/README.md lists what is supported.`,
+		Flags: []cli.Flag{runDirFlag(), labFlag(),
+			&cli.BoolFlag{Name: "ibverbs", Usage: "preload mrlab's libibverbs-compatible library so ibverbs programs use the host's NIC"}},
 		Action: func(c *cli.Context) error {
 			if c.NArg() < 2 {
 				return usagef("exec: want HOST -- CMD [ARG...]")
@@ -541,6 +550,13 @@ func newExecCommand() *cli.Command {
 			}
 			cmd := exec.Command(argv[0], argv[1:]...)
 			cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, c.App.Writer, c.App.ErrWriter
+			if c.Bool("ibverbs") {
+				env, err := ibverbsEnv()
+				if err != nil {
+					return err
+				}
+				cmd.Env = env
+			}
 			// The child gets the terminal's signals itself; mrlab waits.
 			sigs := make(chan os.Signal, 4)
 			signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)

@@ -17,7 +17,8 @@
 //	<!-- expect-file: PATH: REGEX -->   the file PATH (in the scratch directory) matches REGEX
 //
 // A block whose info string says "live" needs root and network namespaces,
-// and a command running tshark, iperf3, ping or cc needs that tool (in CI
+// and a command running tshark, iperf3, ping, cc, ib_write_bw or ibv_devices
+// needs that tool (in CI
 // they must be there; elsewhere the lesson skips).
 package tutorial
 
@@ -211,7 +212,7 @@ func TestLessons(t *testing.T) {
 					testenv.RequireNamespaces(t)
 				}
 				for _, cmd := range b.script {
-					for _, tool := range []string{"tshark", "iperf3", "ping", "cc"} {
+					for _, tool := range []string{"tshark", "iperf3", "ping", "cc", "ib_write_bw", "ibv_devices"} {
 						if slices.Contains(strings.Fields(cmd), tool) {
 							testenv.RequireCommand(t, tool)
 						}

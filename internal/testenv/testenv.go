@@ -37,6 +37,26 @@ var packages = map[string]string{
 	"sbatch":    "slurm-client",
 	"squeue":    "slurm-client",
 	"scancel":   "slurm-client",
+	// Unmodified ibverbs programs on libmrlab-ibverbs (cmd/mrlab's
+	// TestIbverbsPrograms); libibverbs-dev's header builds the library.
+	"ibv_devices":     "ibverbs-utils",
+	"ibv_devinfo":     "ibverbs-utils",
+	"ibv_rc_pingpong": "ibverbs-utils",
+	"ib_write_bw":     "perftest",
+	"ib_read_bw":      "perftest",
+	"ib_send_bw":      "perftest",
+	"ib_write_lat":    "perftest",
+	"ib_read_lat":     "perftest",
+	"ib_send_lat":     "perftest",
+}
+
+// RequireFile ends the test unless path exists; pkg is the Debian package
+// scripts/test installs for it (so CI must have it).
+func RequireFile(t testing.TB, path, pkg string) {
+	t.Helper()
+	if _, err := os.Stat(path); err != nil {
+		missing(t, "needs %s (scripts/test installs Debian package %s as root)", path, pkg)
+	}
 }
 
 // missing ends the test for an absent prerequisite: it fails in CI and

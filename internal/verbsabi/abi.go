@@ -63,11 +63,16 @@ const (
 	OpWatch      Op = 0x0F
 	OpUnwatch    Op = 0x10
 	OpQueryQP    Op = 0x11
-	opMax        Op = 0x11
+	// OpRegMRAt is REG_MR with the region's address chosen by the client
+	// (its iova, as ibv_reg_mr gives a region the buffer's own virtual
+	// address) and an offset in the memfd at any byte: added so a
+	// libibverbs-compatible client can hand peers its own addresses.
+	OpRegMRAt Op = 0x12
+	opMax     Op = 0x12
 )
 
 var opNames = [...]string{"", "HELLO", "ALLOC_PD", "DEALLOC_PD", "REG_MR", "DEREG_MR", "CREATE_CQ", "DESTROY_CQ",
-	"CREATE_QP", "DESTROY_QP", "CONNECT", "LISTEN", "ACCEPT", "STOP_LISTEN", "CANCEL", "WATCH", "UNWATCH", "QUERY_QP"}
+	"CREATE_QP", "DESTROY_QP", "CONNECT", "LISTEN", "ACCEPT", "STOP_LISTEN", "CANCEL", "WATCH", "UNWATCH", "QUERY_QP", "REG_MR_AT"}
 
 func (o Op) String() string {
 	r := ""

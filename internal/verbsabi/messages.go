@@ -24,6 +24,7 @@ type Request struct {
 	Access   uint32 // REG_MR
 	Offset   uint64 // REG_MR: where the region starts in the memfd
 	Length   uint64 // REG_MR
+	IOVA     uint64 // REG_MR_AT: the region's first address
 	Key      uint32 // DEREG_MR: the region's lkey
 	CQ       uint32 // DESTROY_CQ
 	Entries  uint32 // CREATE_CQ
@@ -47,6 +48,7 @@ var reqLayout = [opMax + 1]struct{ size, fds int }{
 	OpDeregMR: {8, 0}, OpCreateCQ: {8, 0}, OpDestroyCQ: {8, 0}, OpCreateQP: {24, 0},
 	OpDestroyQP: {8, 0}, OpConnect: {16, 0}, OpListen: {8, 0}, OpAccept: {8, 0},
 	OpStopListen: {8, 0}, OpCancel: {8, 0}, OpWatch: {0, 0}, OpUnwatch: {8, 0}, OpQueryQP: {8, 0},
+	OpRegMRAt: {32, 1},
 }
 
 // RequestFDs returns how many descriptors a request of op carries.
@@ -108,6 +110,9 @@ func DecodeRequest(msg []byte, nfds int) (Request, error) {
 		r.PD, ok = u32(0), zero(4, 8)
 	case OpRegMR:
 		r.PD, r.Access, r.Offset, r.Length = u32(0), u32(4), le.Uint64(b[8:]), le.Uint64(b[16:])
+	case OpRegMRAt:
+		r.PD, r.Access, r.Offset, r.Length = u32(0), u32(4), le.Uint64(b[8:]), le.Uint64(b[16:])
+		r.IOVA = le.Uint64(b[24:])
 	case OpDeregMR:
 		r.Key, ok = u32(0), zero(4, 8)
 	case OpCreateCQ:
@@ -160,11 +165,14 @@ func AppendRequest(b []byte, r *Request) []byte {
 		copy(p[8:8+NameSize], truncName(r.Name))
 	case OpDeallocPD:
 		le.PutUint32(p, r.PD)
-	case OpRegMR:
+	case OpRegMR, OpRegMRAt:
 		le.PutUint32(p[0:], r.PD)
 		le.PutUint32(p[4:], r.Access)
 		le.PutUint64(p[8:], r.Offset)
 		le.PutUint64(p[16:], r.Length)
+		if r.Op == OpRegMRAt {
+			le.PutUint64(p[24:], r.IOVA)
+		}
 	case OpDeregMR:
 		le.PutUint32(p, r.Key)
 	case OpCreateCQ:
@@ -277,6 +285,7 @@ var replyLayout = [opMax + 1]struct{ size, fds int }{
 	OpDeregMR: {0, 0}, OpCreateCQ: {16, 2}, OpDestroyCQ: {0, 0}, OpCreateQP: {40, 1},
 	OpDestroyQP: {0, 0}, OpConnect: {16, 0}, OpListen: {8, 0}, OpAccept: {16, 0},
 	OpStopListen: {0, 0}, OpCancel: {0, 0}, OpWatch: {8, 0}, OpUnwatch: {48, 0}, OpQueryQP: {64, 0},
+	OpRegMRAt: {16, 0},
 }
 
 // ReplyFDs returns how many descriptors a successful reply to op carries
@@ -342,7 +351,7 @@ func AppendReply(b []byte, r *Reply) []byte {
 		for i, v := range []uint64{r.TxPackets, r.RxPackets, r.Retransmits, r.Timeouts, r.ECNEchoes, r.CEReceived} {
 			le.PutUint64(p[16+8*i:], v)
 		}
-	case OpRegMR:
+	case OpRegMR, OpRegMRAt:
 		le.PutUint32(p[0:], r.LKey)
 		le.PutUint32(p[4:], r.RKey)
 		le.PutUint64(p[8:], r.MRAddr)
@@ -420,7 +429,7 @@ func DecodeReply(msg []byte, nfds int) (Reply, error) {
 		for i, v := range []*uint64{&r.TxPackets, &r.RxPackets, &r.Retransmits, &r.Timeouts, &r.ECNEchoes, &r.CEReceived} {
 			*v = le.Uint64(b[16+8*i:])
 		}
-	case OpRegMR:
+	case OpRegMR, OpRegMRAt:
 		r.LKey, r.RKey, r.MRAddr = le.Uint32(b[0:]), le.Uint32(b[4:]), le.Uint64(b[8:])
 	case OpCreateCQ:
 		r.Handle, r.Entries, r.Size = le.Uint32(b[0:]), le.Uint32(b[4:]), le.Uint64(b[8:])

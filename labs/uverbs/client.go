@@ -264,7 +264,7 @@ func (c *client) handle(now sim.Time, r *verbsabi.Request, fds []int) {
 		c.allocPD(now, r)
 	case verbsabi.OpDeallocPD:
 		c.deallocPD(now, r)
-	case verbsabi.OpRegMR:
+	case verbsabi.OpRegMR, verbsabi.OpRegMRAt:
 		c.regMR(now, r, fds[0])
 	case verbsabi.OpDeregMR:
 		c.deregMR(now, r)

@@ -64,7 +64,10 @@ func (c *client) regMR(now sim.Time, r *verbsabi.Request, fd int) {
 	case r.Length == 0 || r.Length > 1<<40:
 		c.fail(now, r.Op, r.Seq, verbsabi.CodeInvalid, "region length %d", r.Length)
 		return
-	case r.Offset%verbsabi.PageSize != 0:
+	case r.Op == verbsabi.OpRegMRAt && r.IOVA > ^uint64(0)-r.Length:
+		c.fail(now, r.Op, r.Seq, verbsabi.CodeInvalid, "region at %#x of %d bytes wraps the address space", r.IOVA, r.Length)
+		return
+	case r.Op == verbsabi.OpRegMR && r.Offset%verbsabi.PageSize != 0:
 		c.fail(now, r.Op, r.Seq, verbsabi.CodeInvalid, "region offset %d in the memfd is not page-aligned", r.Offset)
 		return
 	case uint32(len(c.mrs)) >= lim.MaxMRs:
@@ -79,7 +82,10 @@ func (c *client) regMR(now sim.Time, r *verbsabi.Request, fd int) {
 		c.fail(now, r.Op, r.Seq, verbsabi.CodeBadMemory, "registering %d bytes: %v", r.Length, err)
 		return
 	}
-	mem, err := verbsabi.Map(fd, r.Offset, int(r.Length))
+	// REG_MR_AT may start a region anywhere in a page: map from the
+	// page's start, register the bytes asked for.
+	skip := r.Offset % verbsabi.PageSize
+	mem, err := verbsabi.Map(fd, r.Offset-skip, int(skip+r.Length))
 	if err != nil {
 		c.fail(now, r.Op, r.Seq, verbsabi.CodeBadMemory, "registering %d bytes: %v", r.Length, err)
 		return
@@ -94,7 +100,12 @@ func (c *client) regMR(now sim.Time, r *verbsabi.Request, fd int) {
 	if r.Access&verbsabi.AccessRemoteRead != 0 {
 		acc |= transport.AccessRemoteRead
 	}
-	m, err := p.pd.Register(mem, acc)
+	var m *softnic.MR
+	if r.Op == verbsabi.OpRegMRAt {
+		m, err = p.pd.RegisterAt(mem[skip:], acc, r.IOVA)
+	} else {
+		m, err = p.pd.Register(mem, acc)
+	}
 	if err != nil {
 		verbsabi.Unmap(mem)
 		c.fail(now, r.Op, r.Seq, verbsabi.CodeLimit, "registering %d bytes: %v", r.Length, err)

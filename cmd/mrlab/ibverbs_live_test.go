@@ -1,0 +1,159 @@
+package main
+
+import (
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mrlab/mrlab/ibverbs"
+	"github.com/mrlab/mrlab/internal/testenv"
+)
+
+// TestIbverbsPrograms runs Debian's unmodified ibverbs binaries
+// (ibverbs-utils, perftest) across a live mini lab through
+// `mrlab exec --ibverbs`: h0 (leaf 0) to h2 (leaf 1), so traffic crosses
+// the spines of both planes. Every run must exit 0 and print its normal
+// output; ibv_rc_pingpong's --chk checks every byte it bounces.
+func TestIbverbsPrograms(t *testing.T) {
+	testenv.RequireNamespaces(t)
+	testenv.RequireCommand(t, "cc")
+	testenv.RequireFile(t, ibverbs.Header, "libibverbs-dev")
+	for _, c := range []string{"ibv_devices", "ibv_devinfo", "ibv_rc_pingpong", "ib_write_bw", "ib_read_bw", "ib_send_bw",
+		"ib_write_lat", "ib_read_lat", "ib_send_lat"} {
+		testenv.RequireCommand(t, c)
+	}
+	t.Setenv("MRLAB_IBVERBS_CACHE", t.TempDir())
+	lb := newCLILab(t, "ibv")
+	if code, out := lb.sh(t, "up", lb.file); code != 0 {
+		t.Fatalf("up: %d\n%s", code, out)
+	}
+	on := func(host string, argv ...string) []string {
+		return append([]string{"exec", "--ibverbs", "--lab", lb.name, host, "--"}, argv...)
+	}
+
+	t.Run("ibv_devices", func(t *testing.T) {
+		code, out := lb.sh(t, on("h0", "ibv_devices")...)
+		// GUIDs: 02:<transport>:ff:fe and h0's address 198.18.0.1.
+		if code != 0 || !regexp.MustCompile(`metaroce0\s+0201fffec6120001`).MatchString(out) ||
+			!regexp.MustCompile(`rocev2_0\s+0202fffec6120001`).MatchString(out) {
+			t.Errorf("ibv_devices: code %d\n%s", code, out)
+		}
+	})
+	t.Run("ibv_devinfo", func(t *testing.T) {
+		code, out := lb.sh(t, on("h2", "ibv_devinfo", "-v")...)
+		for _, want := range []string{"hca_id:\tmetaroce0", "hca_id:\trocev2_0", "state:\t\t\tPORT_ACTIVE (4)",
+			"link_layer:\t\tEthernet", "GID[  0]:\t\t::ffff:198.18.1.1, RoCE v2", "max_qp:\t\t\t\t256", "max_sge:\t\t\t4"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("ibv_devinfo -v lacks %q", want)
+			}
+		}
+		if code != 0 || t.Failed() {
+			t.Errorf("ibv_devinfo -v: code %d\n%s", code, out)
+		}
+	})
+
+	// pair runs a server on h2 and its client on h0, which retries while
+	// the server is not listening yet, and returns both outputs.
+	pair := func(t *testing.T, argv ...string) (string, string) {
+		t.Helper()
+		srv := make(chan string, 1)
+		go func() {
+			code, out := lb.sh(t, on("h2", argv...)...)
+			srv <- fmt.Sprintf("exit %d\n%s", code, out)
+		}()
+		var code int
+		var out string
+		for i := 0; i < 100; i++ {
+			time.Sleep(200 * time.Millisecond)
+			code, out = lb.sh(t, on("h0", append(argv, "198.18.1.1")...)...)
+			if !strings.Contains(out, "Couldn't connect") && !strings.Contains(out, "Unable to open file descriptor for socket connection") {
+				break
+			}
+		}
+		s := <-srv
+		if code != 0 || !strings.HasPrefix(s, "exit 0\n") {
+			t.Errorf("%v: client exit %d\n%s\nserver %s", argv, code, out, s)
+		}
+		return out, s
+	}
+	// Sizes up to 1 MiB; -e sleeps on completion channels, -N posts with
+	// ibv_wr_* (struct ibv_qp_ex), no -g addresses the peer by LID.
+	for _, args := range [][]string{{"-g", "0", "-s", "1"}, {"-g", "0", "-s", "4096"}, {"-g", "0", "-s", "65536"},
+		{"-g", "0", "-s", "1048576"}, {"-g", "0", "-e", "-s", "8192"}, {"-g", "0", "-N", "-s", "8192"}, {"-s", "100"}} {
+		t.Run("ibv_rc_pingpong "+strings.Join(args, " "), func(t *testing.T) {
+			cli, srv := pair(t, append([]string{"ibv_rc_pingpong", "--chk", "-n", "20"}, args...)...)
+			for _, out := range []string{cli, srv} {
+				if !strings.Contains(out, "20 iters in") {
+					t.Errorf("ibv_rc_pingpong %v: no result line\n%s", args, out)
+				}
+			}
+		})
+	}
+	// The library's own checks (ibverbs/ctest): state errors, bad keys,
+	// posting in ERROR, refused verbs; built against rdma-core's libibverbs.
+	t.Run("selftest", func(t *testing.T) {
+		bin := filepath.Join(t.TempDir(), "selftest")
+		if out, err := exec.Command("cc", "-O2", "-Wall", "-o", bin, "../../ibverbs/ctest/selftest.c", "-libverbs").CombinedOutput(); err != nil {
+			t.Fatalf("building the selftest: %v\n%s", err, out)
+		}
+		cli, srv := pair(t, bin)
+		for _, out := range []string{cli, srv} {
+			if strings.Contains(out, "FAIL") || !strings.Contains(out, "ok INIT to RTR to RTS") {
+				t.Errorf("selftest:\n%s", out)
+			}
+		}
+		if n := strings.Count(cli, "\nok "); n < 30 {
+			t.Errorf("selftest client passed %d checks, want 30 or more\n%s", n, cli)
+		}
+	})
+	bw := regexp.MustCompile(`(?m)^\s*(\d+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s*$`)
+	lat := regexp.MustCompile(`(?m)^\s*2\s+\d+\s+[\d.]+\s+[\d.]+\s+[\d.]+\s+[\d.]+`)
+	for _, tc := range []struct {
+		argv []string
+		want *regexp.Regexp
+	}{
+		{[]string{"ib_write_bw"}, bw},
+		{[]string{"ib_read_bw"}, bw},
+		{[]string{"ib_send_bw"}, bw},
+		{[]string{"ib_send_bw", "-e", "-n", "500"}, bw},
+		{[]string{"ib_write_bw", "-d", "rocev2_0", "-n", "1000"}, bw},
+		{[]string{"ib_write_bw", "-q", "4", "-n", "500"}, bw},
+		{[]string{"ib_write_bw", "-s", "1048576", "-n", "100"}, bw},
+		{[]string{"ib_write_lat", "-n", "200"}, lat},
+		{[]string{"ib_read_lat", "-n", "200"}, lat},
+		{[]string{"ib_send_lat", "-n", "200"}, lat},
+	} {
+		t.Run(strings.Join(tc.argv, " "), func(t *testing.T) {
+			cli, _ := pair(t, tc.argv...)
+			if !tc.want.MatchString(cli) || !strings.Contains(cli, "#bytes") {
+				t.Errorf("%v printed no result table\n%s", tc.argv, cli)
+			}
+		})
+	}
+
+	// Bandwidth beside mrlab perf's on the same lab and path, one after
+	// the other: logged, not asserted (wall-clock rates on a shared
+	// machine). Both print MiB/s (perftest's "MB" is 2^20 bytes).
+	t.Run("bandwidth vs mrlab perf", func(t *testing.T) {
+		avg := regexp.MustCompile(`(?m)^\s*65536\s+5000\s+[\d.]+\s+([\d.]+)`)
+		code, perf := lb.sh(t, "perf", "--lab", lb.name, "--from", "h0", "--to", "h2", "--allow-lag")
+		m := avg.FindStringSubmatch(perf)
+		if code != 0 || m == nil {
+			t.Fatalf("mrlab perf: code %d\n%s", code, perf)
+		}
+		cli, _ := pair(t, "ib_write_bw")
+		n := avg.FindStringSubmatch(cli)
+		if n == nil {
+			t.Fatalf("ib_write_bw printed no result\n%s", cli)
+		}
+		var a, b float64
+		fmt.Sscan(m[1], &a)
+		fmt.Sscan(n[1], &b)
+		t.Logf("write_bw 64 KiB x 5000 h0->h2: mrlab perf %.2f MiB/s, ib_write_bw on libmrlab-ibverbs %.2f MiB/s (ratio %.2f); mrlab perf's first line: %s",
+			a, b, b/a, strings.SplitN(perf, "\n", 2)[0])
+	})
+}
