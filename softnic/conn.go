@@ -70,6 +70,12 @@ type Conn struct {
 	setup   *setupKey // the request that opened a passive end
 	service uint16
 	retired bool
+	// halfOpen: a passive end whose handshake has not completed, not yet
+	// handed to its listener (guard.go); src is its peer's source entry
+	// (set when first needed); poisoned: it caused a remote access
+	// error, and every later remote access on it is refused.
+	halfOpen, poisoned bool
+	src                *source
 }
 
 // Listen makes the NIC accept connection requests for l.Service with the
