@@ -39,12 +39,14 @@ type ConnOptions struct {
 
 // ListenOptions configure how a NIC accepts connection requests for one
 // service (ConnOptions.Service): the accepted connection's options and a
-// callback run once per new connection, before any of its data is
-// processed. Requests for a service nobody listens on are counted drops
-// (DropNoListener); the dialer's setup then times out.
+// callback run once per new connection, once its dialer has completed the
+// handshake (guard.go: until then it is half-open and bounded). Requests
+// for a service nobody listens on are counted drops (DropNoListener); the
+// dialer's setup then times out.
 type ListenOptions struct {
 	ConnOptions
-	// OnConn runs for each accepted connection. It may post receives.
+	// OnConn runs for each accepted connection whose handshake completed
+	// (never for a setup request alone). It may post receives.
 	OnConn func(c *Conn)
 }
 
