@@ -350,3 +350,95 @@ func TestKeyGuessingCostsHandshakes(t *testing.T) {
 		})
 	}
 }
+
+// FuzzSetupPath drives a listener's setup path with a fuzzed sequence of
+// setup requests, each 4 bytes: source (one of 24 addresses), operation
+// (a new request, a repeat of an earlier one, a request with one byte
+// changed, or time passing) and an argument. Whatever the sequence, the
+// half-open bounds hold, a listener only ever gets connections whose
+// handshake completed, nothing panics and no buffer leaks.
+func FuzzSetupPath(f *testing.F) {
+	f.Add([]byte{0, 0, 1, 0, 0, 1, 1, 0, 1, 0, 2, 0, 0, 2, 40, 7, 0, 3, 200, 0}, false)
+	f.Add([]byte{3, 0, 9, 9, 3, 0, 9, 9, 4, 2, 33, 1, 3, 3, 255, 0}, true)
+	f.Fuzz(func(t *testing.T, ops []byte, roce bool) {
+		if len(ops) > 4*2000 {
+			return
+		}
+		tc := realCases()[1]
+		if roce {
+			tc = realCases()[0]
+		}
+		p := newPair(t, 1, tc.protos)
+		tmpl := captureSetup(t, p, tc.kind)
+		p.ab[0].drop = nil
+		p.ba[0].drop = func([]byte) bool { return true }
+		p.b.Listen(&ListenOptions{ConnOptions: ConnOptions{PD: p.b.AllocPD()}, OnConn: func(c *Conn) {
+			if !handshakeDone(c.tc) {
+				t.Fatal("listener handed a connection whose handshake is not done")
+			}
+		}})
+		var sent [][]byte
+		for i := 0; i+4 <= len(ops); i += 4 {
+			src, op, arg := ops[i]%24, ops[i+1]%4, ops[i+2]
+			var ip []byte
+			switch op {
+			case 0:
+				ip = forge(tmpl, tc.kind, uint64(i+1)<<8|uint64(arg))
+			case 1:
+				if len(sent) == 0 {
+					continue
+				}
+				ip = append([]byte(nil), sent[int(arg)%len(sent)]...)
+			case 2:
+				ip = forge(tmpl, tc.kind, uint64(i+1))
+				pl := ip[IPv4UDPSize:]
+				pl[int(arg)%len(pl)] = ops[i+3]
+				if tc.kind == transport.RoCEv2 {
+					rocev2.SealICRC(ip)
+				} else {
+					wire.Seal(pl, wire.SetupSize)
+				}
+			case 3:
+				p.loop.RunUntil(p.loop.Now() + sim.Time(arg)*100*sim.Microsecond)
+				continue
+			}
+			binary.BigEndian.PutUint32(ip[12:], 0xc6120100+uint32(src))
+			binary.BigEndian.PutUint16(ip[10:], 0)
+			var sum uint32
+			for k := 0; k < 20; k += 2 {
+				sum += uint32(binary.BigEndian.Uint16(ip[k:]))
+			}
+			for sum > 0xffff {
+				sum = sum&0xffff + sum>>16
+			}
+			binary.BigEndian.PutUint16(ip[10:], ^uint16(sum))
+			if tc.kind == transport.RoCEv2 {
+				rocev2.SealICRC(ip)
+			}
+			sent = append(sent, ip)
+			buf := p.pool.Get(len(ip))
+			buf.SetLen(len(ip))
+			copy(buf.Data(), ip)
+			p.b.Receive(p.loop.Now(), 0, buf)
+			if h := p.b.HalfOpen(); h > halfOpenPerListener {
+				t.Fatalf("%d half-open on one listener", h)
+			}
+			for _, s := range p.b.Sources() {
+				if s.HalfOpen > halfOpenPerSource || s.HalfOpen < 0 {
+					t.Fatalf("source %v has %d half-open", s.Addr, s.HalfOpen)
+				}
+			}
+		}
+		p.loop.RunUntil(p.loop.Now() + 100*sim.Second)
+		if h := p.b.HalfOpen(); h != 0 {
+			t.Errorf("%d half-open left after 100 s", h)
+		}
+		for _, c := range p.b.Conns() {
+			c.Close()
+		}
+		p.loop.RunUntil(p.loop.Now() + 100*sim.Second)
+		if out := p.pool.Outstanding(); out != 0 {
+			t.Fatalf("%d buffers leaked", out)
+		}
+	})
+}
