@@ -124,8 +124,8 @@ func TestForgedSetupFlood(t *testing.T) {
 			// listener only once established.
 			p.ba[0].drop = nil
 			p.loop.RunUntil(p.loop.Now() + 60*sim.Second)
-			if h := p.b.HalfOpen(); h != 0 {
-				t.Fatalf("%d half-open connections left after a minute", h)
+			if h, n := p.b.HalfOpen(), len(p.b.Conns()); h != 0 || n != 0 {
+				t.Fatalf("%d half-open connections (%d in all) left after a minute", h, n)
 			}
 			var got *Conn
 			p.b.Listen(&ListenOptions{ConnOptions: ConnOptions{PD: p.b.AllocPD()}, OnConn: func(c *Conn) {
