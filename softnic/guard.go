@@ -86,15 +86,18 @@ func (n *NIC) sourceOf(addr uint32) *source {
 		n.sources = make(map[uint32]*source)
 	}
 	if len(n.sources) >= maxSources {
+		// Reuse the idle entry of the lowest address: deterministic,
+		// whatever the map's order (sim mode's traces).
+		victim, found := uint32(0), false
 		for k, s := range n.sources {
-			if s.st.HalfOpen == 0 && s.strikes == 0 {
-				delete(n.sources, k)
-				break
+			if s.st.HalfOpen == 0 && s.strikes == 0 && (!found || k < victim) {
+				victim, found = k, true
 			}
 		}
-		if len(n.sources) >= maxSources {
+		if !found {
 			return nil
 		}
+		delete(n.sources, victim)
 	}
 	s := &source{st: SourceStats{Addr: netip.AddrFrom4([4]byte{byte(addr >> 24), byte(addr >> 16), byte(addr >> 8), byte(addr)})}}
 	n.sources[addr] = s
