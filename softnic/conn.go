@@ -39,12 +39,14 @@ type ConnOptions struct {
 
 // ListenOptions configure how a NIC accepts connection requests for one
 // service (ConnOptions.Service): the accepted connection's options and a
-// callback run once per new connection, before any of its data is
-// processed. Requests for a service nobody listens on are counted drops
-// (DropNoListener); the dialer's setup then times out.
+// callback run once per new connection, once its dialer has completed the
+// handshake (guard.go: until then it is half-open and bounded). Requests
+// for a service nobody listens on are counted drops (DropNoListener); the
+// dialer's setup then times out.
 type ListenOptions struct {
 	ConnOptions
-	// OnConn runs for each accepted connection. It may post receives.
+	// OnConn runs for each accepted connection whose handshake completed
+	// (never for a setup request alone). It may post receives.
 	OnConn func(c *Conn)
 }
 
@@ -70,6 +72,12 @@ type Conn struct {
 	setup   *setupKey // the request that opened a passive end
 	service uint16
 	retired bool
+	// halfOpen: a passive end whose handshake has not completed, not yet
+	// handed to its listener (guard.go); src is its peer's source entry
+	// (set when first needed); poisoned: it caused a remote access
+	// error, and every later remote access on it is refused.
+	halfOpen, poisoned bool
+	src                *source
 }
 
 // Listen makes the NIC accept connection requests for l.Service with the

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"sort"
 
 	"github.com/mrlab/mrlab/internal/packet"
 	"github.com/mrlab/mrlab/transport"
@@ -50,23 +51,25 @@ var (
 	ErrTooManyMRs   = errors.New("softnic: memory region table full")
 )
 
-// maxMRs bounds the region table: the index takes the key's upper 24 bits.
+// maxMRs bounds how many regions a NIC holds at once.
 const maxMRs = 1<<24 - 1
 
 // mrAlign separates regions' address ranges: a region starts on a boundary
 // and a guard gap follows it, so off-by-one addresses hit no region.
 const mrAlign = 1 << 16
 
-// With a KeySource, the first region starts at a random aligned address in
-// [vaFloor, vaFloor+vaSpan) and each later one after a random number (below
-// maxVAGap) of extra guard gaps, so one region's address does not give
-// away the next one's.
+// Every region's key is 32 fresh random bits and its address a random
+// aligned address in [vaFloor, vaFloor+vaSpan), drawn independently of
+// every earlier region (both from the NIC's key stream: the seeded one in
+// sim mode, KeySource in live labs): a peer that knows some keys and
+// addresses learns nothing about the next ones, and the expected number of
+// guesses to hit one live region's key is 2^31. recentKeys of the keys
+// deregistered last are never drawn again, so a stale key cannot name the
+// region registered after it.
 const (
-	vaFloor   = 0x1000_0000_0000
-	vaSpan    = 0x4000_0000_0000
-	maxVAGap  = 1 << 12
-	keyMask   = 1<<24 - 1
-	keyTagMax = 255
+	vaFloor    = 0x1000_0000_0000
+	vaSpan     = 0x4000_0000_0000
+	recentKeys = 1024
 )
 
 // CryptoSource returns a rand.Source that reads crypto/rand: a NIC's
@@ -112,34 +115,70 @@ func (pd *PD) RegisterSynthetic(n int, access transport.Access) (*MR, error) {
 
 func (pd *PD) register(mr *MR) (*MR, error) {
 	n := pd.nic
-	var idx uint32
-	if k := len(n.freeMRs); k > 0 {
-		// Reuse a deregistered region's slot: a long-lived NIC whose
-		// clients register and deregister keeps a table of its live
-		// regions only. The fresh tag makes the old key invalid.
-		idx, n.freeMRs = n.freeMRs[k-1], n.freeMRs[:k-1]
-	} else if len(n.mrs) >= maxMRs {
+	if len(n.mrs) >= maxMRs {
 		return nil, fmt.Errorf("registering memory region of %d bytes: %w", mr.size, ErrTooManyMRs)
-	} else {
-		n.mrs = append(n.mrs, nil)
-		idx = uint32(len(n.mrs))
 	}
-	// The low byte is a tag drawn from the NIC's stream, as hardware mixes
-	// a key byte into each key, so a peer cannot guess a valid key from an
-	// index alone; with a KeySource the index is offset by a random base.
-	tag := uint32(n.keyRand.Uint32N(keyTagMax) + 1)
-	if old := n.mrs[idx-1]; old != nil {
-		// A reused slot steps its tag, as hardware steps a key's variant
-		// byte: a stale key names nothing for the next 254 reuses.
-		tag = old.key&0xff%keyTagMax + 1
+	key := n.keyRand.Uint32()
+	for key == 0 || n.mrs[key] != nil || n.recentKey(key) {
+		key = n.keyRand.Uint32()
 	}
-	if n.secure {
-		n.nextVA += n.keyRand.Uint64N(maxVAGap) * mrAlign
+	span := mrSpan(mr.size)
+	addr := n.drawVA(span)
+	for n.overlaps(addr, span) {
+		addr = n.drawVA(span)
 	}
-	mr.pd, mr.addr, mr.key, mr.valid = pd, n.nextVA, (idx+n.keyBase)&keyMask<<8|tag, true
-	n.nextVA += (uint64(mr.size) + 2*mrAlign - 1) &^ (mrAlign - 1)
-	n.mrs[idx-1] = mr
+	mr.pd, mr.addr, mr.key, mr.valid = pd, addr, key, true
+	n.mrs[key] = mr
+	n.addByAddr(mr)
 	return mr, nil
+}
+
+// drawVA draws a region's first address: aligned, and with room for span
+// bytes below vaFloor+vaSpan.
+func (n *NIC) drawVA(span uint64) uint64 {
+	slots := (vaSpan - min(span, vaSpan/2)) / mrAlign
+	return vaFloor + n.keyRand.Uint64N(slots)*mrAlign
+}
+
+// overlaps reports whether [addr, addr+span) meets a live region's range
+// or guard gap: a binary search of the regions by address.
+func (n *NIC) overlaps(addr, span uint64) bool {
+	i := sort.Search(len(n.byAddr), func(i int) bool { return n.byAddr[i].addr >= addr })
+	if i < len(n.byAddr) && n.byAddr[i].addr < addr+span {
+		return true
+	}
+	return i > 0 && n.byAddr[i-1].addr+mrSpan(n.byAddr[i-1].size) > addr
+}
+
+// mrSpan is the address space a region of size bytes takes: its bytes
+// rounded up to mrAlign and a guard gap.
+func mrSpan(size int) uint64 { return (uint64(size) + 2*mrAlign - 1) &^ (mrAlign - 1) }
+
+// addByAddr and dropByAddr keep n.byAddr sorted by address.
+func (n *NIC) addByAddr(m *MR) {
+	i := sort.Search(len(n.byAddr), func(i int) bool { return n.byAddr[i].addr >= m.addr })
+	n.byAddr = append(n.byAddr, nil)
+	copy(n.byAddr[i+1:], n.byAddr[i:])
+	n.byAddr[i] = m
+}
+
+func (n *NIC) dropByAddr(m *MR) {
+	i := sort.Search(len(n.byAddr), func(i int) bool { return n.byAddr[i].addr >= m.addr })
+	if i < len(n.byAddr) && n.byAddr[i] == m {
+		copy(n.byAddr[i:], n.byAddr[i+1:])
+		n.byAddr[len(n.byAddr)-1] = nil
+		n.byAddr = n.byAddr[:len(n.byAddr)-1]
+	}
+}
+
+// recentKey reports whether key was deregistered lately.
+func (n *NIC) recentKey(key uint32) bool {
+	for _, k := range n.oldKeys {
+		if k == key {
+			return true
+		}
+	}
+	return false
 }
 
 // LKey returns the key local scatter-gather elements use.
@@ -234,18 +273,21 @@ func (m *MR) Deregister() error {
 	m.valid = false
 	m.buf, m.syn = nil, nil
 	n := m.pd.nic
-	n.freeMRs = append(n.freeMRs, (m.key>>8-n.keyBase)&keyMask)
+	delete(n.mrs, m.key)
+	n.dropByAddr(m)
+	if len(n.oldKeys) < recentKeys {
+		n.oldKeys = append(n.oldKeys, m.key)
+	} else {
+		n.oldKeys[n.oldNext] = m.key
+		n.oldNext = (n.oldNext + 1) % recentKeys
+	}
 	return nil
 }
 
 // lookup returns the valid region a key names, or nil.
 func (n *NIC) lookup(key uint32) *MR {
-	idx := (key>>8 - n.keyBase) & keyMask
-	if idx == 0 || int(idx) > len(n.mrs) {
-		return nil
-	}
-	m := n.mrs[idx-1]
-	if m.key != key || !m.valid {
+	m := n.mrs[key]
+	if m == nil || !m.valid {
 		return nil
 	}
 	return m
@@ -386,6 +428,7 @@ func (v *memView) region(key uint32, addr uint64, n int, access transport.Access
 		v.nic.stats.AccessErrors++
 		if v.conn != nil {
 			v.conn.stats.AccessErrors++
+			v.nic.poison(v.conn)
 		}
 		return nil, 0, transport.StatusRemoteAccess
 	}
@@ -397,7 +440,7 @@ func (v *memView) region(key uint32, addr uint64, n int, access transport.Access
 }
 
 func (v *memView) lookupRange(key uint32, addr uint64, n int, access transport.Access) (*MR, uint64, bool) {
-	if n < 0 {
+	if n < 0 || (access&remoteAccess != 0 && v.conn != nil && v.conn.poisoned) {
 		return nil, 0, false
 	}
 	m := v.nic.lookup(key)

@@ -59,11 +59,11 @@ type Config struct {
 	// Seed seeds the NIC's random streams (key tags, connections'
 	// streams).
 	Seed uint64
-	// KeySource, if set, draws memory keys, connection ids and region
-	// addresses, so that they differ in every run and no host can predict
-	// another's: live labs pass CryptoSource. nil draws key tags from Seed
-	// and numbers connections and regions from fixed bases, as sim mode's
-	// reproducible traces need.
+	// KeySource, if set, draws memory keys, region addresses and the base
+	// of connection ids, so that they differ in every run and no host can
+	// predict another's: live labs pass CryptoSource. nil draws keys and
+	// addresses from Seed and numbers connections from a fixed base, as
+	// sim mode's reproducible traces need.
 	KeySource rand.Source
 	// Protocols are the transports this NIC speaks, one instance per NIC
 	// (a Protocol holds NIC-wide state). Dial picks one by kind; incoming
@@ -137,18 +137,19 @@ type NIC struct {
 	retired TransportTotals // counters of retired connections
 	setups  map[setupKey]*Conn
 	listen  map[uint16]*ListenOptions // by service
+	half    map[uint16][]*Conn        // half-open passive connections by service, oldest first
+	sources map[uint32]*source        // per source address (guard.go)
 	onIdle  []func(sim.Time)
 	ipID    uint16
 	hostQ   int
 	keyRand *rand.Rand
-	secure  bool // keyRand is a KeySource: bases and gaps are random too
 
 	nextPD   uint32
-	nextVA   uint64
-	mrs      []*MR
-	freeMRs  []uint32 // indexes of deregistered regions' slots
-	keyBase  uint32   // added to a region's index in its key (mod 2^24)
-	connBase uint32   // added to a connection's index in its id
+	mrs      map[uint32]*MR // live regions by key
+	byAddr   []*MR          // live regions by address
+	oldKeys  []uint32       // ring of the last recentKeys deregistered keys
+	oldNext  int
+	connBase uint32 // added to a connection's index in its id
 
 	stats Stats
 }
@@ -195,13 +196,11 @@ func New(cfg Config) (*NIC, error) {
 		setups:  make(map[setupKey]*Conn),
 		hostQ:   cfg.HostQueue,
 		keyRand: sim.NewRand(cfg.Seed, cfg.Name+"/nic/keys"),
-		nextVA:  0x7f00_0000_0000,
+		mrs:     make(map[uint32]*MR),
 	}
 	if cfg.KeySource != nil {
-		n.keyRand, n.secure = rand.New(cfg.KeySource), true
-		n.keyBase = n.keyRand.Uint32N(maxMRs + 1)
+		n.keyRand = rand.New(cfg.KeySource)
 		n.connBase = n.keyRand.Uint32N(maxConnBase)
-		n.nextVA = vaFloor + n.keyRand.Uint64N(vaSpan)&^(mrAlign-1)
 	}
 	for _, p := range cfg.Protocols {
 		e := protoEntry{p: p, kind: p.Kind(), port: p.UDPPort()}
@@ -438,8 +437,9 @@ func (n *NIC) receiveTransport(now sim.Time, port int, p *packet.Buffer, ip head
 	n.afterIO(now, c)
 }
 
-// accept opens the passive end of a connection from a setup request, or
-// hands a repeated request to the connection the first one opened.
+// accept opens the passive end of a connection from a setup request, half
+// open until its handshake completes (guard.go), or hands a repeated
+// request to the connection the first one opened.
 func (n *NIC) accept(now sim.Time, e *protoEntry, ip header.IPv4, payload []byte, rx transport.RxMeta) {
 	key := setupKey{src: ip.SrcU32(), port: e.port, sum: fnv64(payload)}
 	if c := n.setups[key]; c != nil {
@@ -458,6 +458,10 @@ func (n *NIC) accept(now sim.Time, e *protoEntry, ip header.IPv4, payload []byte
 		n.stats.Drops[DropNoListener]++
 		return
 	}
+	src := n.sourceOf(ip.SrcU32())
+	if !n.admit(now, src, service) {
+		return
+	}
 	c := n.newConn(e, ip.Src(), l.ConnOptions)
 	c.service = service
 	tc, err := e.p.Accept(now, n.connConfig(c), payload, rx)
@@ -470,12 +474,9 @@ func (n *NIC) accept(now sim.Time, e *protoEntry, ip header.IPv4, payload []byte
 	c.state = tc.State()
 	n.setups[key] = c
 	c.setup = &key
-	n.stats.Accepted++
 	c.stats.RxPackets++
 	c.stats.RxBytes += uint64(len(payload))
-	if l.OnConn != nil {
-		l.OnConn(c)
-	}
+	n.addHalf(c, src)
 	n.afterIO(now, c)
 }
 
@@ -511,12 +512,14 @@ func (n *NIC) rearm(c *Conn) {
 
 func (n *NIC) checkState(c *Conn) {
 	s := c.tc.State()
-	if s == c.state {
-		return
+	if s != c.state {
+		c.state = s
+		if c.onState != nil {
+			c.onState(c, s)
+		}
 	}
-	c.state = s
-	if c.onState != nil {
-		c.onState(c, s)
+	if c.halfOpen {
+		n.checkHalf(c)
 	}
 }
 

@@ -31,11 +31,15 @@ const (
 	// DropSpoofed: a host packet to send whose IPv4 source is not the
 	// NIC's address (a raw socket posing as another host).
 	DropSpoofed
+	// DropSetupLimit: a connection request refused because its source had
+	// too many half-open connections or was rate-limited for access
+	// errors (guard.go). Nothing is sent back.
+	DropSetupLimit
 	numDropReasons
 )
 
 var dropNames = [numDropReasons]string{"malformed", "not-mine", "unknown-conn", "wrong-peer", "no-listener",
-	"no-host-port", "icrc", "host-queue-full", "port-down", "spoofed"}
+	"no-host-port", "icrc", "host-queue-full", "port-down", "spoofed", "setup-limit"}
 
 // String names the drop reason in statistics and metrics.
 func (r DropReason) String() string {
@@ -65,10 +69,14 @@ type Stats struct {
 	CEReceived uint64
 	// ECTSent counts transport packets sent with ECT(0).
 	ECTSent uint64
-	// Accepted counts connections opened by the passive side; Refused
-	// those of them the application refused (Conn.Refuse): connection
-	// requests it did not ask for.
+	// Accepted counts passive connections whose handshake completed and
+	// that went to a listener; Refused those of them the application
+	// refused (Conn.Refuse): connection requests it did not ask for.
 	Accepted, Refused uint64
+	// HalfOpenOpened counts passive connections opened by a request
+	// (half-open until their handshake completes); HalfOpenEvicted those
+	// a listener's bound evicted (guard.go).
+	HalfOpenOpened, HalfOpenEvicted uint64
 	// CQOverruns counts completions lost because a completion queue was
 	// full.
 	CQOverruns uint64

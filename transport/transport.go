@@ -316,6 +316,23 @@ type ServiceReader interface {
 	SetupService(payload []byte) uint16
 }
 
+// Handshaker is implemented by connections whose passive end is
+// Established before its dialer has proven it heard the answer (MetaRoCE
+// answers a SYN Established; its dialer's EST or first packet confirms).
+// A NIC hands a passive connection to its listener only once
+// HandshakeDone; for other transports, once it is Established.
+type Handshaker interface {
+	HandshakeDone() bool
+}
+
+// Aborter is implemented by connections that can be dropped silently: the
+// connection moves to Error, sends nothing more (no teardown message),
+// and leaves its protocol's tables. A NIC aborts half-open passive
+// connections it evicts.
+type Aborter interface {
+	Abort(now sim.Time)
+}
+
 // Protocol is one transport as a NIC's demultiplexer sees it. A NIC makes one
 // Protocol per transport it speaks; NIC-wide transport state (MetaRoCE's
 // receiver fair-share allocator) lives in it.

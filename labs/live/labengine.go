@@ -358,6 +358,7 @@ func (e *labEngine) Status(now sim.Time) EngineStatus {
 	}
 	for i, nic := range e.nics {
 		s.NICs[e.hosts[i].Name] = nicStat(nic.Stats())
+		sourceStats(s.NICs[e.hosts[i].Name], nic.Sources())
 	}
 	return s
 }
@@ -372,12 +373,38 @@ func nicStat(st softnic.Stats) NICStat {
 		"host_tx_packets": st.HostTxPackets, "host_rx_packets": st.HostRxPackets,
 		"ce_received": st.CEReceived, "drops": st.Dropped(), "accepted": st.Accepted, "refused": st.Refused,
 		"access_errors": st.AccessErrors, "protection_errors": st.ProtectionErrors,
+		"half_open_opened": st.HalfOpenOpened, "half_open_evicted": st.HalfOpenEvicted,
 	}
 	for _, r := range softnic.DropReasons() {
 		m[nicDropPrefix+r.String()] = st.Drops[r]
 	}
 	return m
 }
+
+// sourceStats adds a NIC's per-source counters (softnic.SourceStats: the
+// setup requests of each source address, their fate, the access errors
+// its connections caused and whether it is rate-limited now) to m as
+// "src:ADDR:counter", zero or not once the source is known.
+func sourceStats(m NICStat, srcs []softnic.SourceStats) {
+	for _, s := range srcs {
+		p := nicSourcePrefix + s.Addr.String() + ":"
+		limited := uint64(0)
+		if s.Limited {
+			limited = 1
+		}
+		for k, v := range map[string]uint64{
+			"requests": s.Requests, "established": s.Established, "half_open": uint64(s.HalfOpen),
+			"refused_half_open": s.RefusedHalfOpen, "refused_limited": s.RefusedLimited, "evicted": s.Evicted,
+			"access_errors": s.AccessErrors, "poisoned_conns": s.PoisonedConns, "limited": limited,
+		} {
+			m[p+k] = v
+		}
+	}
+}
+
+// nicSourcePrefix starts the name of a per-source counter in NICStat
+// ("src:198.18.0.1:access_errors").
+const nicSourcePrefix = "src:"
 
 // nicDropPrefix starts the name of a NIC's per-reason drop counter in
 // NICStat ("drops_spoofed", "drops_host-queue-full", ...).

@@ -95,6 +95,7 @@ type registrar interface {
 type labCollector struct {
 	l       *Lab
 	nicDrop *prometheus.Desc
+	nicSrc  *prometheus.Desc
 	nicCtr  map[string]*prometheus.Desc
 	kernel  map[string]*prometheus.Desc
 }
@@ -106,11 +107,16 @@ var nicCounters = map[string]string{
 	"protection_errors": "Local scatter-gather elements refused by the region table.",
 	"host_tx_packets":   "Packets from the host kernel the NIC sent.",
 	"host_rx_packets":   "Packets the NIC delivered to the host kernel.",
+	"half_open_opened":  "Passive connections opened by a setup request (half-open until the dialer completes the handshake).",
+	"half_open_evicted": "Half-open connections a listener's bound evicted.",
 }
 
 func newLabCollector(l *Lab) *labCollector {
 	c := &labCollector{l: l, nicCtr: map[string]*prometheus.Desc{}, kernel: map[string]*prometheus.Desc{},
-		nicDrop: prometheus.NewDesc("mrlab_nic_drops_total", "Packets a NIC dropped, by reason.", []string{"host", "reason"}, nil)}
+		nicDrop: prometheus.NewDesc("mrlab_nic_drops_total", "Packets a NIC dropped, by reason.", []string{"host", "reason"}, nil),
+		nicSrc: prometheus.NewDesc("mrlab_nic_source", "A NIC's counters per source address: setup requests, established, half_open (now), "+
+			"refused_half_open, refused_limited, evicted, access_errors, poisoned_conns (connections errored for an access error), limited (1 while refused).",
+			[]string{"host", "source", "counter"}, nil)}
 	for k, help := range nicCounters {
 		c.nicCtr[k] = prometheus.NewDesc("mrlab_nic_"+k+"_total", help, []string{"host"}, nil)
 	}
@@ -123,6 +129,7 @@ func newLabCollector(l *Lab) *labCollector {
 
 func (c *labCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.nicDrop
+	ch <- c.nicSrc
 	for _, d := range c.nicCtr {
 		ch <- d
 	}
@@ -145,6 +152,10 @@ func (c *labCollector) Collect(ch chan<- prometheus.Metric) {
 		for k, v := range st {
 			if reason, ok := strings.CutPrefix(k, nicDropPrefix); ok {
 				counter(c.nicDrop, v, host, reason)
+			} else if src, ok := strings.CutPrefix(k, nicSourcePrefix); ok {
+				if i := strings.LastIndexByte(src, ':'); i > 0 {
+					ch <- prometheus.MustNewConstMetric(c.nicSrc, prometheus.GaugeValue, float64(v), host, src[:i], src[i+1:])
+				}
 			} else if d := c.nicCtr[k]; d != nil {
 				counter(d, v, host)
 			}

@@ -84,7 +84,15 @@ func (c *Conn) transmitNak(port int, b []byte) (int, transport.TxMeta) {
 		}
 		wire.Nak(b).Put(&f)
 		c.st.naksSent++
-		return wire.Seal(b, wire.NakSize), transport.TxMeta{SrcPort: k.sport}
+		n := wire.Seal(b, wire.NakSize)
+		if k.reason == wire.NakAccess {
+			// A remote access error is fatal to the responder's end, as
+			// to an RC QP's: the NAK goes out, then the connection errs
+			// (its own requests flushed, the peer told by CLOSE), so a
+			// peer guessing keys pays a handshake per guess.
+			c.fail(transport.StatusFlushed, 0, false)
+		}
+		return n, transport.TxMeta{SrcPort: k.sport}
 	}
 	return 0, transport.TxMeta{}
 }

@@ -369,7 +369,9 @@ func (c *Conn) fail(status transport.Status, cause uint32, hasCause bool) {
 	if c.cfg.Trace != nil {
 		c.tracef("connection failed: %v", status)
 	}
-	wasUp := c.state == transport.StateEstablished
+	// A passive end its dialer never confirmed tells nobody: the SYN may
+	// have been forged, and a CLOSE would answer it again.
+	wasUp := c.state == transport.StateEstablished && (c.dialer || c.confirmed)
 	c.shutdown(transport.StateError, status, cause, hasCause)
 	if wasUp {
 		c.startCtl(wire.TypeClose) // tell the peer, best effort

@@ -106,8 +106,10 @@
 //	        Dial                         Accept(SYN)
 //	         |                               |
 //	   Connecting --SYN (retried)-->    Established (SYN_ACK retried;
-//	         |                           no data until confirmed)
-//	SYN_ACK: Established --EST-->         confirmed
+//	         |                           no data until confirmed; the
+//	         |                           NIC holds it half-open, bounded)
+//	SYN_ACK: Established --EST-->         confirmed (HandshakeDone: to
+//	                                      the listener)
 //	         |                               |
 //	   Close: flush, Closed --CLOSE (retried)--> flush, Closed
 //	                   <--CLOSE_ACK--
@@ -123,7 +125,10 @@
 // NAKed, never written, and reported at both ends: the initiator's request
 // completes with StatusRemoteAccess, and the target reports the error on
 // the receive the message took or, if it took none, as a completion with
-// ID 0. A dead link or a whole dead plane is invisible to the application.
+// ID 0. A remote access error is fatal at both ends, as in RC: the
+// target's connection errs after its NAK, the initiator's on receiving it
+// (its other requests flushed), so each guess at a key costs a handshake.
+// A dead link or a whole dead plane is invisible to the application.
 //
 // # Cost
 //

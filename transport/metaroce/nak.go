@@ -70,6 +70,16 @@ func (c *Conn) onNak(n wire.Nak) {
 			status = transport.StatusRemoteInvalidRequest
 		}
 		c.st.protectionNaks++
+		if n.Reason() == wire.NakAccess {
+			// Fatal to the requester's end, as a remote access error is
+			// to an RC QP: the request completes with the error, every
+			// other is flushed, the connection is in Error.
+			if c.cfg.Trace != nil {
+				c.tracef("NAK msn %d stream %d: %v, connection fails", ch.msn, m.wr.Stream, n.Reason())
+			}
+			c.fail(status, ch.msn, true)
+			return
+		}
 		if c.cfg.Trace != nil && !m.failed {
 			c.tracef("NAK msn %d stream %d: %v, failing the request", ch.msn, m.wr.Stream, n.Reason())
 		}

@@ -28,7 +28,8 @@ func send(id uint64, stream uint16, src uint64, n int) *transport.WorkRequest {
 var ignoreBytes = cmpopts.IgnoreFields(transport.Completion{}, "Bytes")
 
 // TestProtectionErrors: requests the target must refuse are NAKed, nothing
-// is written, and both ends report the error.
+// is written, and both ends report the error; a remote access error leaves
+// both ends in error (as an RC QP), an invalid request does not.
 func TestProtectionErrors(t *testing.T) {
 	const target = addrRW + 0x80000
 	tests := []struct {
@@ -115,7 +116,17 @@ func TestProtectionErrors(t *testing.T) {
 			if st := metaConn(l.cb).Stats(); st.ProtectionNaksSent != 1 || st.NaksSent == 0 {
 				t.Errorf("target stats: %d protection NAKs, %d NAKs sent", st.ProtectionNaksSent, st.NaksSent)
 			}
-			// The connection is still good.
+			if tc.wantSender == transport.StatusRemoteAccess {
+				// Fatal at both ends, as in RC: a guess costs a handshake.
+				if sa, sb := l.ca.T.State(), l.cb.T.State(); sa != transport.StateError || sb != transport.StateError {
+					t.Errorf("after a remote access error: initiator %v, target %v, want both in error", sa, sb)
+				}
+				if err := l.ca.PostSend(write(2, 0, addrRW, addrRW+0x90000, 100)); err == nil {
+					t.Error("initiator took a request after a remote access error")
+				}
+				return
+			}
+			// Other refusals leave the connection good.
 			if err := l.ca.PostSend(write(2, 0, addrRW, addrRW+0x90000, 100)); err != nil {
 				t.Fatal(err)
 			}

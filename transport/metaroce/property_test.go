@@ -58,6 +58,12 @@ type propRun struct {
 	pendingRecvs [2]int
 }
 
+// mixProtection puts requests that a protection check refuses among the
+// random ones. Off: a remote access error is fatal to the connection (as
+// in RC), and this model expects every other request to complete;
+// TestProtectionErrors and the conformance suite check refusals.
+const mixProtection = false
+
 func registerProp(h *transporttest.Host) {
 	src := make([]byte, pSrcSize)
 	for i := range src {
@@ -95,16 +101,17 @@ func (p *propRun) post(i int) {
 		op.dstKey, op.dstAddr = pDstKey, pDstAddr+p.dstOff[j]
 		p.dstOff[j] += uint64(n)
 		wr.RemoteAddr, wr.RKey = op.dstAddr, pDstKey
-		switch p.rnd.IntN(12) {
-		case 0:
+		switch k := p.rnd.IntN(12); {
+		case !mixProtection:
+		case k == 0:
 			wr.RKey, op.status, op.badAt = 99, transport.StatusRemoteAccess, true
-		case 1:
+		case k == 1:
 			wr.RemoteAddr, op.status, op.badAt = pDstAddr+pDstSize-uint64(n)/2, transport.StatusRemoteAccess, n > 1
 			if n <= 1 {
 				op.status, op.badAt = transport.StatusOK, false
 				wr.RemoteAddr = op.dstAddr
 			}
-		case 2:
+		case k == 2:
 			wr.RemoteAddr, wr.RKey, op.status, op.badAt = pROAddr, pROKey, transport.StatusRemoteAccess, true
 		}
 		if op.status != transport.StatusOK && op.recv {
@@ -129,7 +136,7 @@ func (p *propRun) post(i int) {
 		p.bufOff[i] += uint64(n) + 64
 		wr.NumSGE = 1 + p.rnd.IntN(4)
 		splitSGL(wr, p.rnd, pBufKey, op.dstAddr, n)
-		if p.rnd.IntN(12) == 0 {
+		if p.rnd.IntN(12) == 0 && mixProtection {
 			wr.RKey, op.status, op.badAt = 77, transport.StatusRemoteAccess, true
 		}
 	}

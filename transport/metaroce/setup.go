@@ -182,6 +182,27 @@ func (c *Conn) accept(s wire.Setup) {
 	}
 }
 
+// HandshakeDone implements transport.Handshaker: a dialer's handshake is
+// done when it is Established; a passive end's when the dialer confirmed
+// (its EST or its first packet arrived), so a SYN alone never hands a
+// connection to a listener.
+func (c *Conn) HandshakeDone() bool {
+	return c.state == transport.StateEstablished && (c.dialer || c.confirmed)
+}
+
+// Abort implements transport.Aborter: the connection goes to Error at once
+// and sends nothing more (no SYN_ACK retry, no CLOSE). A NIC aborts a
+// half-open passive end it evicts.
+func (c *Conn) Abort(now sim.Time) {
+	c.now = now
+	if c.state == transport.StateError || c.state == transport.StateClosed {
+		return
+	}
+	c.shutdown(transport.StateError, transport.StatusFlushed, 0, false)
+	c.ctl.pending, c.ctl.due, c.ctl.est, c.ctl.closeAck = 0, false, false, false
+	c.timers.Disarm(&c.ctlTimer)
+}
+
 // onClose handles the peer's teardown.
 func (c *Conn) onClose(rx transport.RxMeta) {
 	if c.peer == 0 {

@@ -419,6 +419,14 @@ func (c *Conn) fail(now sim.Time, status transport.Status, why string) {
 	c.resp.flush(c)
 }
 
+// Abort implements transport.Aborter: the QP goes to Error at once, sends
+// nothing more (no REP retry, no DREQ) and leaves the protocol's table of
+// accepted REQs. A NIC aborts a half-open passive QP it evicts.
+func (c *Conn) Abort(now sim.Time) {
+	c.fail(now, transport.StatusFlushed, "aborted before the handshake completed")
+	c.p.forget(c)
+}
+
 func (c *Conn) stopTimers() {
 	c.req.ackDeadline, c.req.rnrUntil = sim.Never, 0
 	c.rp.stop()
