@@ -25,6 +25,7 @@ var floors = map[string]int{
 	"transport":  2,
 	"fabric":     2,
 	"verbs":      2,
+	"ibverbs":    2,
 	"softnic":    3,
 	"workload":   4,
 	"observe":    4,

@@ -65,7 +65,13 @@ func poll(t *testing.T, cq *verbs.CQ, limit time.Duration) verbs.WC {
 // connectPair accepts on h1 port 18515 and connects h0 to it.
 func connectPair(t *testing.T, lab *uverbstest.Lab, a, b *side) {
 	t.Helper()
-	ln, err := b.dev.Listen(b.pd, 18515, 0)
+	connectPairOn(t, lab, a, b, 18515)
+}
+
+// connectPairOn accepts on h1's port and connects h0 to it.
+func connectPairOn(t *testing.T, lab *uverbstest.Lab, a, b *side, port uint16) {
+	t.Helper()
+	ln, err := b.dev.Listen(b.pd, port, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +80,7 @@ func connectPair(t *testing.T, lab *uverbstest.Lab, a, b *side) {
 	defer cancel()
 	acc := make(chan error, 1)
 	go func() { acc <- ln.Accept(ctx, b.qp) }()
-	if err := a.qp.Connect(ctx, netip.AddrPortFrom(b.dev.Addr(), 18515)); err != nil {
+	if err := a.qp.Connect(ctx, netip.AddrPortFrom(b.dev.Addr(), port)); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-acc; err != nil {
@@ -133,40 +139,65 @@ func TestWriteSendRecv(t *testing.T) {
 }
 
 // TestBadKeysAndRanges: wrong keys and SGEs outside a region complete with
-// the verbs error statuses; the QP and its device go on working.
+// the verbs error statuses. A remote access error is fatal to the QP, as
+// on an RC QP (IB: the responder NAKs and both ends go to ERROR), so each
+// case runs on a fresh pair and the next request after it is flushed.
 func TestBadKeysAndRanges(t *testing.T) {
 	lab := uverbstest.Start(t, uverbstest.Options{})
-	a := open(t, lab, 0, 64<<10, verbs.AccessLocalWrite, verbs.MetaRoCE)
-	b := open(t, lab, 1, 64<<10, verbs.AccessLocalWrite|verbs.AccessRemoteWrite, verbs.TransportDefault)
-	connectPair(t, lab, a, b)
 	cases := []struct {
 		name string
-		wr   verbs.SendWR
+		wr   func(a, b *side) verbs.SendWR
 		want verbs.Status
 	}{
-		{"bad lkey", verbs.SendWR{Op: verbs.OpWrite, SGL: []verbs.SGE{{Addr: a.mr.Addr(), Length: 64, LKey: a.mr.LKey() ^ 0x5500}},
-			RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()}, verbs.StatusLocalProtection},
-		{"SGE past the region", verbs.SendWR{Op: verbs.OpWrite, SGL: []verbs.SGE{a.mr.SGE(64<<10-8, 64)},
-			RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()}, verbs.StatusLocalProtection},
-		{"bad rkey", verbs.SendWR{Op: verbs.OpWrite, SGL: []verbs.SGE{a.mr.SGE(0, 64)},
-			RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey() ^ 0x5500}, verbs.StatusRemoteAccess},
-		{"remote range past the region", verbs.SendWR{Op: verbs.OpWrite, SGL: []verbs.SGE{a.mr.SGE(0, 64)},
-			RemoteAddr: b.mr.Addr() + 64<<10 - 8, RKey: b.mr.RKey()}, verbs.StatusRemoteAccess},
-		{"peer's region read without remote read access", verbs.SendWR{Op: verbs.OpRead, SGL: []verbs.SGE{a.mr.SGE(0, 64)},
-			RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()}, verbs.StatusRemoteAccess},
-		{"a good WRITE after the failures", verbs.SendWR{Op: verbs.OpWrite,
-			SGL: []verbs.SGE{a.mr.SGE(0, 64)}, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()}, verbs.StatusSuccess},
+		{"bad lkey", func(a, b *side) verbs.SendWR {
+			return verbs.SendWR{Op: verbs.OpWrite, SGL: []verbs.SGE{{Addr: a.mr.Addr(), Length: 64, LKey: a.mr.LKey() ^ 0x5500}},
+				RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()}
+		}, verbs.StatusLocalProtection},
+		{"SGE past the region", func(a, b *side) verbs.SendWR {
+			return verbs.SendWR{Op: verbs.OpWrite, SGL: []verbs.SGE{a.mr.SGE(64<<10-8, 64)}, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()}
+		}, verbs.StatusLocalProtection},
+		{"bad rkey", func(a, b *side) verbs.SendWR {
+			return verbs.SendWR{Op: verbs.OpWrite, SGL: []verbs.SGE{a.mr.SGE(0, 64)}, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey() ^ 0x5500}
+		}, verbs.StatusRemoteAccess},
+		{"remote range past the region", func(a, b *side) verbs.SendWR {
+			return verbs.SendWR{Op: verbs.OpWrite, SGL: []verbs.SGE{a.mr.SGE(0, 64)}, RemoteAddr: b.mr.Addr() + 64<<10 - 8, RKey: b.mr.RKey()}
+		}, verbs.StatusRemoteAccess},
+		{"peer's region read without remote read access", func(a, b *side) verbs.SendWR {
+			return verbs.SendWR{Op: verbs.OpRead, SGL: []verbs.SGE{a.mr.SGE(0, 64)}, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()}
+		}, verbs.StatusRemoteAccess},
 	}
 	for i, c := range cases {
-		c.wr.ID = uint64(100 + i)
-		if err := a.qp.PostSend(c.wr); err != nil {
-			t.Fatalf("%s: %v", c.name, err)
-		}
-		wc := poll(t, a.cq, 5*time.Second)
-		if wc.ID != c.wr.ID || wc.Status != c.want {
-			t.Errorf("%s: completion %+v, want status %v", c.name, wc, c.want)
-		}
+		t.Run(c.name, func(t *testing.T) {
+			a := open(t, lab, 0, 64<<10, verbs.AccessLocalWrite, verbs.MetaRoCE)
+			b := open(t, lab, 1, 64<<10, verbs.AccessLocalWrite|verbs.AccessRemoteWrite, verbs.TransportDefault)
+			connectPairOn(t, lab, a, b, uint16(18515+i))
+			wr := c.wr(a, b)
+			wr.ID = uint64(100 + i)
+			if err := a.qp.PostSend(wr); err != nil {
+				t.Fatal(err)
+			}
+			if wc := poll(t, a.cq, 5*time.Second); wc.ID != wr.ID || wc.Status != c.want {
+				t.Errorf("completion %+v, want status %v", wc, c.want)
+			}
+			// A good WRITE next: it works after a local error; after a
+			// remote access error the QP is in ERROR and flushes it.
+			next := verbs.SendWR{ID: 200, Op: verbs.OpWrite, SGL: []verbs.SGE{a.mr.SGE(0, 64)}, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()}
+			want := verbs.StatusSuccess
+			if c.want == verbs.StatusRemoteAccess {
+				want = verbs.StatusFlushed
+			}
+			if err := a.qp.PostSend(next); err != nil {
+				if want == verbs.StatusFlushed {
+					return // refused at post: the QP is in ERROR
+				}
+				t.Fatal(err)
+			}
+			if wc := poll(t, a.cq, 5*time.Second); wc.ID != next.ID || wc.Status != want {
+				t.Errorf("the next WRITE: completion %+v, want status %v", wc, want)
+			}
+		})
 	}
+	a := open(t, lab, 0, 4096, verbs.AccessLocalWrite, verbs.MetaRoCE)
 	if err := a.qp.PostSend(verbs.SendWR{Op: verbs.Opcode(9)}); !errors.Is(err, verbs.ErrInvalid) {
 		t.Errorf("bad opcode: %v", err)
 	}
@@ -174,21 +205,31 @@ func TestBadKeysAndRanges(t *testing.T) {
 
 // TestIsolation: a process reaches only its own regions. Another process's
 // lkey on the same host, or the rkey of a region another process on the
-// peer host registered, is refused like a wrong key.
+// peer host registered, is refused like a wrong key (each request on a
+// fresh pair: a remote access error ends its QP).
 func TestIsolation(t *testing.T) {
 	lab := uverbstest.Start(t, uverbstest.Options{})
-	a := open(t, lab, 0, 64<<10, verbs.AccessLocalWrite, verbs.MetaRoCE)
-	b := open(t, lab, 1, 64<<10, verbs.AccessLocalWrite|verbs.AccessRemoteWrite, verbs.TransportDefault)
 	other0 := open(t, lab, 0, 64<<10, verbs.AccessLocalWrite, verbs.MetaRoCE)
 	other1 := open(t, lab, 1, 64<<10, verbs.AccessLocalWrite|verbs.AccessRemoteWrite|verbs.AccessRemoteRead, verbs.TransportDefault)
-	connectPair(t, lab, a, b)
 	secret := other1.mr.Bytes()
 	copy(secret, "other process's bytes")
-	for i, wr := range []verbs.SendWR{
-		{Op: verbs.OpWrite, SGL: []verbs.SGE{other0.mr.SGE(0, 64)}, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()},
-		{Op: verbs.OpWrite, SGL: []verbs.SGE{a.mr.SGE(0, 64)}, RemoteAddr: other1.mr.Addr(), RKey: other1.mr.RKey()},
-		{Op: verbs.OpRead, SGL: []verbs.SGE{a.mr.SGE(0, 64)}, RemoteAddr: other1.mr.Addr(), RKey: other1.mr.RKey()},
+	var touched []*side
+	for i, mk := range []func(a, b *side) verbs.SendWR{
+		func(a, b *side) verbs.SendWR {
+			return verbs.SendWR{Op: verbs.OpWrite, SGL: []verbs.SGE{other0.mr.SGE(0, 64)}, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()}
+		},
+		func(a, b *side) verbs.SendWR {
+			return verbs.SendWR{Op: verbs.OpWrite, SGL: []verbs.SGE{a.mr.SGE(0, 64)}, RemoteAddr: other1.mr.Addr(), RKey: other1.mr.RKey()}
+		},
+		func(a, b *side) verbs.SendWR {
+			return verbs.SendWR{Op: verbs.OpRead, SGL: []verbs.SGE{a.mr.SGE(0, 64)}, RemoteAddr: other1.mr.Addr(), RKey: other1.mr.RKey()}
+		},
 	} {
+		a := open(t, lab, 0, 64<<10, verbs.AccessLocalWrite, verbs.MetaRoCE)
+		b := open(t, lab, 1, 64<<10, verbs.AccessLocalWrite|verbs.AccessRemoteWrite, verbs.TransportDefault)
+		connectPairOn(t, lab, a, b, uint16(18515+i))
+		touched = append(touched, a)
+		wr := mk(a, b)
 		wr.ID = uint64(i)
 		if err := a.qp.PostSend(wr); err != nil {
 			t.Fatal(err)
@@ -201,8 +242,13 @@ func TestIsolation(t *testing.T) {
 			t.Errorf("request %d (%v): %+v, want %v", i, wr.Op, wc, want)
 		}
 	}
-	if !bytes.HasPrefix(secret, []byte("other process's bytes")) || !bytes.Equal(a.mr.Bytes()[:64], make([]byte, 64)) {
+	if !bytes.HasPrefix(secret, []byte("other process's bytes")) {
 		t.Error("a request crossed into another process's memory")
+	}
+	for _, a := range touched {
+		if !bytes.Equal(a.mr.Bytes()[:64], make([]byte, 64)) {
+			t.Error("a READ brought another process's bytes back")
+		}
 	}
 }
 

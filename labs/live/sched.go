@@ -41,20 +41,20 @@ const (
 )
 
 // Policies lists the policies Up accepts, the default first.
-var Policies = []Policy{PolicyFair, PolicyFIFO, PolicyNormal}
+func Policies() []Policy { return []Policy{PolicyFair, PolicyFIFO, PolicyNormal} }
 
 // ParsePolicy checks a policy name ("" means the default).
 func ParsePolicy(s string) (Policy, error) {
 	if s == "" {
 		return PolicyFair, nil
 	}
-	for _, p := range Policies {
+	for _, p := range Policies() {
 		if string(p) == s {
 			return p, nil
 		}
 	}
-	names := make([]string, len(Policies))
-	for i, p := range Policies {
+	names := make([]string, len(Policies()))
+	for i, p := range Policies() {
 		names[i] = string(p)
 	}
 	return "", fmt.Errorf("scheduling policy %q: want one of %s", s, strings.Join(names, ", "))
