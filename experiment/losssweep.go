@@ -167,7 +167,7 @@ func lossRun(c lossCase, p Point) (LossRow, error) {
 		LossPct: c.loss, Transport: c.side.kind.String(), Fabric: c.side.fabric(), Seed: p.Seed, Command: p.Command(),
 		GoodputGbps: res.GoodputGbps, Bytes: res.Bytes, Elapsed: res.Elapsed,
 		Retransmits: res.Retransmits, Timeouts: res.Timeouts,
-		LossDrops: d[fabric.DropImpairment], QueueDrops: d[fabric.DropQueueFull], PFCPauses: snap.PFCPauses(),
+		LossDrops: d[fabric.DropImpairment] + d[fabric.DropFCS], QueueDrops: d[fabric.DropQueueFull], PFCPauses: snap.PFCPauses(),
 		Errors: res.Errors, Error: errText(run.err), DataOK: res.Check.OK,
 	}, nil
 }
