@@ -133,7 +133,8 @@ type Options struct {
 	// (a sequence-error NAK) once per hole; the requester resends only the
 	// NAKed PSN, and on a timeout only the oldest unacknowledged one. Both
 	// ends must have it on (the lab's option applies to every NIC). READs
-	// keep go-back-N.
+	// keep go-back-N. Kept packets are copies: a NIC in synthetic payload
+	// mode cannot follow their content (use real bytes).
 	SelectiveRepeat bool
 	// SRWindow is how many PSNs past the expected one the responder keeps;
 	// 0 means the requester's window (Window's default).
