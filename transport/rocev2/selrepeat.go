@@ -65,15 +65,6 @@ func (w *reorderWindow) take(p ib.PSN) ([]byte, bool) {
 	return w.slots[i], true
 }
 
-// holds reports whether a packet for p is kept.
-func (w *reorderWindow) holds(p ib.PSN) bool {
-	if w.n == 0 {
-		return false
-	}
-	i := int(uint32(p)) & (len(w.slots) - 1)
-	return w.have[i] && w.psn[i] == p
-}
-
 // reset forgets every kept packet (the QP failed or closed).
 func (w *reorderWindow) reset() {
 	clear(w.have)
