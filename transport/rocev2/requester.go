@@ -63,6 +63,11 @@ type requester struct {
 	// (NewReno's partial ACK), and that PSN is resent at once.
 	recovering bool
 	recoverTo  ib.PSN
+	// lastResent and lastResentAt are the last selective resend: a NAK
+	// for the same PSN within a round trip of it is a repeat the resend
+	// already answers.
+	lastResent   ib.PSN
+	lastResentAt sim.Time
 	rs         resendQueue
 	rtt        rttEstimator
 	backoff    int
@@ -289,6 +294,7 @@ func (r *requester) buildResend(c *Conn, now sim.Time, b []byte) int {
 		c.stats.DataPackets++
 		c.stats.Retransmitted++
 		c.stats.SelectiveResends++
+		r.lastResent, r.lastResentAt = psn, now
 		r.rtt.retransmitted()
 		r.armTimer(now)
 		if c.tr != nil {
@@ -555,7 +561,11 @@ func (r *requester) sequenceNAK(c *Conn, now sim.Time, psn ib.PSN) {
 		return // nothing sent past it: about to send it anyway
 	}
 	if r.o.SelectiveRepeat && r.selective(r.una) {
-		// The responder kept what followed: resend just the hole.
+		// The responder kept what followed: resend just the hole, unless
+		// it went within the last round trip (a repeated NAK).
+		if r.una == r.lastResent && r.lastResentAt != 0 && now-r.lastResentAt < r.rtt.rto(0, c.o.AckTimeout) {
+			return
+		}
 		r.rs.push(r.una)
 		return
 	}

@@ -68,6 +68,7 @@ type responder struct {
 	// behind packets the window could not keep is still NAKed.
 	ooo     reorderWindow
 	srNaked bool
+	srSince int // packets past the gap since that NAK
 	hiSeen  ib.PSN
 	hiSet   bool
 }
@@ -487,6 +488,15 @@ func (r *responder) keep(c *Conn, now sim.Time, pk *ib.Packet, raw []byte) {
 	if cl := pk.BTH.Opcode().Class(); (cl == ib.ClassSend || cl == ib.ClassWrite) && r.ooo.put(r.epsn, p, raw) {
 		c.stats.OutOfOrderKept++
 	}
+	if r.srNaked {
+		// The NAK or the resend it asked for may be lost: say it again
+		// every AckEvery packets past the gap (IRN NAKs every one).
+		if r.srSince++; r.srSince >= r.o.AckEvery && !(r.nakPending && r.nakSyn.Kind() == ib.KindRNR) {
+			r.srSince = 0
+			r.queueNAK(ib.SyndromeNAKSequence, r.epsn)
+		}
+		return
+	}
 	r.nakHole(c, now, p)
 }
 
@@ -495,7 +505,7 @@ func (r *responder) nakHole(c *Conn, now sim.Time, p ib.PSN) {
 	if r.srNaked || (r.nakPending && r.nakSyn.Kind() == ib.KindRNR) {
 		return
 	}
-	r.srNaked = true
+	r.srNaked, r.srSince = true, 0
 	r.queueNAK(ib.SyndromeNAKSequence, r.epsn)
 	if c.tr != nil {
 		c.tr.Tracef(now, c.localID, "qp %#x: psn %d past a gap (expected %d), selective repeat: NAK %d", c.qpn, p, r.epsn, r.epsn)
