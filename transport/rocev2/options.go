@@ -130,8 +130,9 @@ type Options struct {
 	// SelectiveRepeat (NVIDIA selective_repeat_forced_en; IRN): the
 	// responder keeps WRITE and SEND packets that arrive past a gap, up to
 	// SRWindow PSNs ahead of the expected one, and NAKs the expected PSN
-	// (a sequence-error NAK) once per hole; the requester resends only the
-	// NAKed PSN, and on a timeout only the oldest unacknowledged one. Both
+	// (a sequence-error NAK) per hole, repeated every AckEvery packets
+	// past it; the requester resends only the NAKed PSN (once per round
+	// trip), and on a timeout only the oldest unacknowledged one. Both
 	// ends must have it on (the lab's option applies to every NIC). READs
 	// keep go-back-N. Kept packets are copies: a NIC in synthetic payload
 	// mode cannot follow their content (use real bytes).

@@ -477,8 +477,9 @@ func (r *responder) flush(c *Conn) {
 // keep handles a request packet past ePSN under selective repeat: a WRITE
 // or SEND within the window is kept for later placement (a READ request,
 // or a packet beyond the window, is dropped, to be asked for again), and
-// the first packet past a gap NAKs ePSN, the first missing PSN: one NAK
-// per hole, as the requester resends just that PSN.
+// the first packet past a gap NAKs ePSN, the first missing PSN, as the
+// requester resends just that PSN; every AckEvery packets past it the NAK
+// is repeated, in case it or the resend was lost.
 func (r *responder) keep(c *Conn, now sim.Time, pk *ib.Packet, raw []byte) {
 	p := pk.BTH.PSN()
 	c.stats.OutOfSequence++
