@@ -68,11 +68,11 @@ type requester struct {
 	// already answers.
 	lastResent   ib.PSN
 	lastResentAt sim.Time
-	rs         resendQueue
-	rtt        rttEstimator
-	backoff    int
-	cwnd       int
-	progAt     sim.Time
+	rs           resendQueue
+	rtt          rttEstimator
+	backoff      int
+	cwnd         int
+	progAt       sim.Time
 }
 
 func (r *requester) init(o *Options, start ib.PSN, window int) {
