@@ -16,9 +16,21 @@ const (
 )
 
 // side is one side of a comparison: a transport on a kind of fabric.
+// modern marks RoCEv2 with the loss recovery of current NICs (selective
+// repeat, adaptive retransmission, slow restart) on its own beds.
 type side struct {
-	kind transport.Kind
-	pfc  bool
+	kind   transport.Kind
+	pfc    bool
+	modern bool
+}
+
+// transport names the side's transport as rows show it: "rocev2-modern"
+// for RoCEv2 with the loss recovery of current NICs.
+func (s side) transport() string {
+	if s.modern {
+		return s.kind.String() + "-modern"
+	}
+	return s.kind.String()
 }
 
 func (s side) fabric() string {
@@ -28,12 +40,13 @@ func (s side) fabric() string {
 	return FabricLossy
 }
 
-func (s side) String() string { return s.kind.String() + " " + s.fabric() }
+func (s side) String() string { return s.transport() + " " + s.fabric() }
 
 var (
-	metaroceLossy  = side{transport.MetaRoCE, false}
-	rocev2Lossy    = side{transport.RoCEv2, false}
-	rocev2Lossless = side{transport.RoCEv2, true}
+	metaroceLossy  = side{transport.MetaRoCE, false, false}
+	rocev2Lossy    = side{transport.RoCEv2, false, false}
+	rocev2Lossless = side{transport.RoCEv2, true, false}
+	rocev2Modern   = side{transport.RoCEv2, false, true}
 )
 
 // hostsByLeaf picks n hosts of a leaf/spine bed spread over its leaves,

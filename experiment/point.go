@@ -9,6 +9,8 @@ import (
 	"github.com/mrlab/mrlab/internal/packet"
 	"github.com/mrlab/mrlab/internal/sim"
 	"github.com/mrlab/mrlab/labs"
+	"github.com/mrlab/mrlab/softnic"
+	"github.com/mrlab/mrlab/transport"
 	"github.com/mrlab/mrlab/workload"
 )
 
@@ -159,6 +161,12 @@ func (p Point) run(pr probe) (*pointRun, error) {
 	}
 	spec := p.Spec
 	spec.Seed = p.Seed
+	if spec.Transport == transport.RoCEv2 && lab.Transports.RoCEv2.SelectiveRepeat {
+		// Selective repeat places kept packets from copies, whose
+		// content a synthetic-payload NIC cannot follow (it tracks
+		// content by where it lies in the received packet): real bytes.
+		spec.Payload = softnic.PayloadBytes
+	}
 	spec.Timeout = p.timeout()
 	spec.OnMessage = pr.onMessage
 	r.res, r.err = workload.Run(r.cl, spec)

@@ -53,6 +53,12 @@ func TestRegimesTiny(t *testing.T) {
 		if x.Transport == transport.MetaRoCE.String() && (x.Error != "" || !x.DataOK) {
 			t.Errorf("%s: error %q, data ok %v", x.Command, x.Error, x.DataOK)
 		}
+		// A lost packet used the wire (fabric.LossAtWire): no transport
+		// fills more than the loss ceiling, (1-p)^hops of the wire limit
+		// (1% for the draw's noise). With loss at enqueue it could.
+		if x.LossP > 0 && float64(x.OfCeiling) > 1.01 {
+			t.Errorf("%s: %.3f of the loss ceiling, above 1", x.Command, float64(x.OfCeiling))
+		}
 	}
 }
 

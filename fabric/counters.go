@@ -31,8 +31,9 @@ type LinkCounters struct {
 	// the far node.
 	TxPackets, TxBytes uint64
 	RxPackets, RxBytes uint64
-	// Drops by reason: DropQueueFull, DropImpairment, DropLinkDown, and
-	// DropNoRoute for packets reaching a host with no NIC attached.
+	// Drops by reason: DropQueueFull, DropImpairment, DropLinkDown,
+	// DropFCS (lost or corrupted on the wire, discarded by the far port),
+	// and DropNoRoute for packets reaching a host with no NIC attached.
 	Drops      DropCounts
 	ECNMarks   uint64
 	Duplicated uint64
@@ -66,8 +67,13 @@ type PortCounters struct {
 	// (DropMalformed, DropTTL, DropNoRoute) or that routing sent to it
 	// while its link was down (DropBlackHole), plus the drops of the
 	// port's outgoing link direction (DropQueueFull, DropImpairment,
-	// DropLinkDown).
+	// DropLinkDown), plus the FCS errors of frames that arrived on it
+	// (DropFCS: counted at the receiving port, as a NIC or switch does,
+	// not at the sender's).
 	Drops DropCounts
+	// FCSErrors counts the frames this port received with a bad FCS: lost
+	// or corrupted on the wire by the incoming direction's impairment.
+	FCSErrors uint64
 	// NodeDrops is the node's part of Drops.
 	NodeDrops DropCounts
 	// ECNMarks and the queue figures are the outgoing direction's.
@@ -95,6 +101,10 @@ func (n *Network) Counters() Snapshot {
 			QueueAvgBytes: lc.QueueAvgBytes,
 		}
 		pc.Drops.add(&p.c.drops)
+		// FCS errors belong to the port that received the frame.
+		pc.Drops[DropFCS] -= p.c.drops[DropFCS]
+		pc.FCSErrors = p.peer.c.drops[DropFCS]
+		pc.Drops[DropFCS] += pc.FCSErrors
 		s.Ports = append(s.Ports, pc)
 	}
 	slices.SortFunc(s.Links, func(a, b LinkCounters) int {

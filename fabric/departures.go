@@ -25,8 +25,9 @@ import (
 //     disarmed) and, by the epoch in b.Hop, what is propagating;
 //   - a rate change (SetRate, an impairment's rate) applies to packets
 //     enqueued after it: departures already scheduled keep their times;
-//   - impairments are drawn at enqueue (duplicates, delay, and whether to
-//     corrupt; the bit itself flips at arrival);
+//   - impairments are drawn at enqueue (duplicates, delay, whether to
+//     corrupt and, on the wire, whether to lose; the loss or the flipped
+//     bit happens at arrival);
 //   - observers still see EvTransmit when serialization starts: obsTimer
 //     walks the ring's start times, and only when an observer is set. It
 //     only reports, so a run is the same with and without observers.
@@ -82,10 +83,11 @@ func (p *Port) enqueueFast(now sim.Time, b *packet.Buffer, atPs int64) {
 		}
 	}
 	atArr := end + int64(p.params.Delay)*1000
+	flags := p.wireLoss(now, b)
 	if p.deliverImpaired {
-		p.impairDelivery(now, b, atArr)
+		p.impairDelivery(now, b, atArr, flags)
 	} else {
-		p.schedule(b, atArr, false)
+		p.schedule(b, atArr, flags)
 	}
 	if p.onIdle != nil {
 		// Idle in the nanosecond the last bit leaves (floor), as Idle says.

@@ -245,7 +245,7 @@ func TestDeterministicTrace(t *testing.T) {
 		marks += l.ECNMarks
 	}
 	// The run must exercise what it claims to.
-	if d[fabric.DropImpairment] == 0 || d[fabric.DropBlackHole] == 0 || marks == 0 {
+	if d[fabric.DropFCS] == 0 || d[fabric.DropBlackHole] == 0 || marks == 0 {
 		t.Errorf("trace run too tame: drops %v, %d marks", d, marks)
 	}
 	t.Logf("trace %x, %d events, drops %v, %d marks", h1, n1, d, marks)
@@ -253,7 +253,19 @@ func TestDeterministicTrace(t *testing.T) {
 
 // Loss models applied by a link match their Markov steady state.
 func TestLinkLossMatchesSteadyState(t *testing.T) {
-	for _, spec := range []string{"loss gemodel 1% 10% 70% 0.1%", "loss state 1% 10% 2% 5% 0.1%", "loss random 1%"} {
+	for _, c := range []struct {
+		spec string
+		at   fabric.LossPoint
+	}{
+		{"loss gemodel 1% 10% 70% 0.1%", fabric.LossAtWire},
+		{"loss state 1% 10% 2% 5% 0.1%", fabric.LossAtEnqueue},
+		{"loss random 1%", fabric.LossAtWire},
+	} {
+		spec := c.spec
+		reason := fabric.DropFCS
+		if c.at == fabric.LossAtEnqueue {
+			reason = fabric.DropImpairment
+		}
 		imp, err := fabric.ParseImpairment(spec)
 		if err != nil {
 			t.Fatal(err)
@@ -262,14 +274,16 @@ func TestLinkLossMatchesSteadyState(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		l, port, _ := b2b(t, fabric.LinkParams{Rate: 100e9, Impair: imp}, fabric.BuildOptions{Seed: 77})
+		l, port, _ := b2b(t, fabric.LinkParams{Rate: 100e9, Impair: imp, LossAt: c.at}, fabric.BuildOptions{Seed: 77})
 		var outcomes []bool // true = lost
 		l.net.SetObserver(observerFunc(func(ev fabric.Event, r fabric.DropReason) {
 			switch {
 			case ev == fabric.EvEnqueue:
 				outcomes = append(outcomes, false)
-			case ev == fabric.EvDrop && r == fabric.DropImpairment:
-				outcomes = append(outcomes, true)
+			case ev == fabric.EvDrop && r == reason && c.at == fabric.LossAtWire:
+				outcomes[len(outcomes)-1] = true // enqueued, lost on the wire
+			case ev == fabric.EvDrop && r == reason:
+				outcomes = append(outcomes, true) // dropped before the queue
 			}
 		}))
 		const n = 400_000
@@ -288,8 +302,8 @@ func TestLinkLossMatchesSteadyState(t *testing.T) {
 		}
 		rate, burst := float64(lost)/n, float64(lost)/float64(bursts)
 		lc, _ := l.net.Counters().Link("p0-h0-h1", fabric.AtoB)
-		if lc.Drops[fabric.DropImpairment] != uint64(lost) || len(outcomes) != n {
-			t.Fatalf("%s: counter %d, observed %d of %d", spec, lc.Drops[fabric.DropImpairment], lost, len(outcomes))
+		if lc.Drops[reason] != uint64(lost) || len(outcomes) != n {
+			t.Fatalf("%s: counter %d, observed %d of %d", spec, lc.Drops[reason], lost, len(outcomes))
 		}
 		if math.Abs(rate-want.Rate) > 0.05*want.Rate || math.Abs(burst-want.MeanBurst) > 0.05*want.MeanBurst {
 			t.Errorf("%s: rate %.5f burst %.3f; steady state %.5f, %.3f", spec, rate, burst, want.Rate, want.MeanBurst)
@@ -406,8 +420,13 @@ func TestSettersAndSnapshotOrder(t *testing.T) {
 	ports[0].Send(0, udp(l.pool, topo.Hosts[3].Addr, topo.Hosts[4].Addr, 1, 2, 100, 0))
 	l.loop.Run()
 	c := l.net.Counters()
-	if pc, _ := c.Port("h3", 0); pc.Drops[fabric.DropImpairment] != 1 {
+	// The packet was lost on the wire into p0-leaf0: the switch's port
+	// counts the FCS error, h3's sent it through a free line.
+	if pc, _ := c.Port("h3", 0); pc.Drops.Total() != 0 || pc.TxPackets != 1 {
 		t.Errorf("h3 port drops %v", pc.Drops)
+	}
+	if lc, _ := c.Link("h3-p0", fabric.AtoB); lc.Drops[fabric.DropFCS] != 1 || lc.TxPackets != 1 {
+		t.Errorf("h3-p0 link: %d transmitted, drops %v", lc.TxPackets, lc.Drops)
 	}
 	var order []string
 	for _, p := range c.Ports[:13] {

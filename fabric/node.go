@@ -40,6 +40,9 @@ const (
 	DropBlackHole             // hashed to a failed port before detection
 	DropTTL                   // TTL expired
 	DropMalformed             // not a valid IPv4 packet
+	// DropFCS: lost or corrupted on the wire by the link's impairment
+	// (LossAtWire); the receiving port discards the frame as an FCS error.
+	DropFCS
 	numDropReasons
 )
 
@@ -88,6 +91,7 @@ var dropReasonNames = [...]string{
 	DropBlackHole:  "black-hole",
 	DropTTL:        "ttl",
 	DropMalformed:  "malformed",
+	DropFCS:        "fcs-error",
 }
 
 // String returns the reason's name, as counters and traces print it.

@@ -46,8 +46,8 @@ const DefaultQueueBytes = 1 << 20
 //
 // The model, in the order a packet meets it:
 //
-//   - Send/enqueue: link down => DropLinkDown; the loss model (netem applies
-//     loss at enqueue) => DropImpairment; if the server is busy and the
+//   - Send/enqueue: link down => DropLinkDown; with LossAtEnqueue (tc-netem)
+//     the loss model => DropImpairment; if the server is busy and the
 //     waiting bytes plus this packet exceed the capacity => DropQueueFull.
 //     The queue counts packets waiting, not the one being serialized. ECN is
 //     decided here, from the queue the packet finds (see ECNConfig).
@@ -64,10 +64,17 @@ const DefaultQueueBytes = 1 << 20
 //     switch forwards it with the exact picosecond time, so equal-rate
 //     store-and-forward hops never see a phantom queue from rounding.
 //     Duplicates are copies made here (they take no link time, like a
-//     fault, and get their own delay draw); corruption flips one random bit
-//     after the IPv4 header here, so the IP header stays valid, switches
-//     forward the packet and the receiver's integrity check must catch it
-//     (a packet no longer than its IPv4 header gets the bit anywhere).
+//     fault, and get their own delay draw).
+//   - loss on the wire (LossAtWire, the default): the loss model is drawn
+//     for each packet the queue admits (on the fast path at enqueue, with
+//     PFC when its serialization ends); a lost packet is serialized and
+//     propagated like any other and the receiving port discards it as an
+//     FCS error (DropFCS), so loss costs wire time as on a real link. A
+//     corrupted packet is the same FCS error. With LossAtEnqueue a
+//     corrupted packet instead arrives with one random bit flipped after
+//     the IPv4 header, so the IP header stays valid, switches forward it
+//     and the receiver's integrity check must catch it (a packet no longer
+//     than its IPv4 header gets the bit anywhere).
 //   - link down: queued and serializing packets are dropped (DropLinkDown),
 //     and so are packets still propagating when they reach the far end.
 //
@@ -160,9 +167,14 @@ type departure struct {
 	b              *packet.Buffer
 }
 
-// corruptFlag in b.Hop marks a packet to be corrupted on arrival; the rest
-// of Hop is the link epoch it was sent in.
-const corruptFlag = 1
+// corruptFlag in b.Hop marks a packet to be corrupted on arrival, lostFlag
+// one the wire loses (LossAtWire); the rest of Hop, above hopFlagBits, is
+// the link epoch it was sent in.
+const (
+	corruptFlag = 1
+	lostFlag    = 2
+	hopFlagBits = 2
+)
 
 // dirCounts are a link direction's counters.
 type dirCounts struct {
@@ -260,7 +272,7 @@ func (p *Port) enqueue(now sim.Time, b *packet.Buffer, atPs int64) {
 		p.drop(now, b, DropLinkDown)
 		return
 	}
-	if p.lossOn && p.loss.lose(p.rng) && !(p.imp.ECN && p.markLost(now, b)) {
+	if p.lossOn && p.params.LossAt == LossAtEnqueue && p.loss.lose(p.rng) && !(p.imp.ECN && p.markLost(now, b)) {
 		p.drop(now, b, DropImpairment)
 		return
 	}
@@ -381,10 +393,11 @@ func (p *Port) finishTx(now sim.Time, b *packet.Buffer, notify bool) {
 		p.pfcRelease(now, b)
 	}
 	atPs := p.busyPs + int64(p.params.Delay)*1000
+	flags := p.wireLoss(now, b)
 	if p.deliverImpaired {
-		p.impairDelivery(now, b, atPs)
+		p.impairDelivery(now, b, atPs, flags)
 	} else {
-		p.schedule(b, atPs, false)
+		p.schedule(b, atPs, flags)
 	}
 	if p.qLen > 0 {
 		if p.pfcHeld() {
@@ -401,14 +414,21 @@ func (p *Port) finishTx(now sim.Time, b *packet.Buffer, notify bool) {
 	}
 }
 
+// wireLoss draws the loss model for a packet the line takes, when loss
+// happens on the wire (LossAtWire): lostFlag if the wire will lose it
+// (netem's "ecn" marks an ECN-capable packet instead), else 0.
+func (p *Port) wireLoss(now sim.Time, b *packet.Buffer) int {
+	if p.lossOn && p.params.LossAt == LossAtWire && p.loss.lose(p.rng) && !(p.imp.ECN && p.markLost(now, b)) {
+		return lostFlag
+	}
+	return 0
+}
+
 // schedule delivers b to the far end at atPs (picoseconds): the event fires
 // in the nanosecond after, and b.Stamp keeps the exact time for the next
-// hop's serializer.
-func (p *Port) schedule(b *packet.Buffer, atPs int64, corrupt bool) {
-	b.Hop = p.epoch << 1
-	if corrupt {
-		b.Hop |= corruptFlag
-	}
+// hop's serializer. flags are corruptFlag and lostFlag.
+func (p *Port) schedule(b *packet.Buffer, atPs int64, flags int) {
+	b.Hop = p.epoch<<hopFlagBits | flags
 	b.Stamp = sim.Time(atPs)
 	b.Timer.Init(p.arriveFn, b)
 	p.net.s.Arm(&b.Timer, sim.Time((atPs+999)/1000))
@@ -420,16 +440,29 @@ func (p *Port) arrive(now sim.Time, b *packet.Buffer) {
 		// included) before the packet moves on.
 		p.observeStarts(now)
 	}
-	if b.Hop>>1 != p.epoch || !p.up {
+	if b.Hop>>hopFlagBits != p.epoch || !p.up {
 		// Sent before the link went down: lost on the wire.
 		p.drop(now, b, DropLinkDown)
 		return
 	}
-	if b.Hop&corruptFlag != 0 {
+	if f := b.Hop & (corruptFlag | lostFlag); f != 0 {
 		b.Hop = 0
+		if f&lostFlag != 0 {
+			p.drop(now, b, DropFCS)
+			return
+		}
+		p.c.corrupts++
+		if p.params.LossAt == LossAtWire {
+			// The flipped bit fails the frame's CRC: the receiving MAC
+			// discards it. The packet is reported corrupt, then dropped.
+			if o := p.net.obs; o != nil {
+				o.Observe(now, EvCorrupt, Point{Link: p.idx}, b, DropNone)
+			}
+			p.drop(now, b, DropFCS)
+			return
+		}
 		flipBit(b.Data(), p.rng)
 		b.Flow = packet.FlowTag{} // the bit may be in the UDP ports
-		p.c.corrupts++
 		if o := p.net.obs; o != nil {
 			o.Observe(now, EvCorrupt, Point{Link: p.idx}, b, DropNone)
 		}

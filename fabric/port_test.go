@@ -440,19 +440,22 @@ func TestImpairmentDelayDistributions(t *testing.T) {
 func TestImpairmentDuplicateCorruptReorder(t *testing.T) {
 	cases := []struct {
 		spec                      string
+		at                        fabric.LossPoint
 		dupFrac, corrupt, reorder bool
+		fcs                       bool
 	}{
 		{spec: "duplicate 30%", dupFrac: true},
-		{spec: "corrupt 100%", corrupt: true},
+		{spec: "corrupt 100%", at: fabric.LossAtEnqueue, corrupt: true},
+		{spec: "corrupt 30%", fcs: true},
 		{spec: "delay 20us reorder 25%", reorder: true},
 	}
 	for _, c := range cases {
-		t.Run(c.spec, func(t *testing.T) {
+		t.Run(c.spec+"/"+c.at.String(), func(t *testing.T) {
 			imp, err := fabric.ParseImpairment(c.spec)
 			if err != nil {
 				t.Fatal(err)
 			}
-			topo, err := fabric.BackToBack(fabric.BackToBackParams{Link: fabric.LinkParams{Rate: 100e9, Delay: 1000, Impair: imp}})
+			topo, err := fabric.BackToBack(fabric.BackToBackParams{Link: fabric.LinkParams{Rate: 100e9, Delay: 1000, Impair: imp, LossAt: c.at}})
 			l := newLab(t, mustTopo(t, topo, err), fabric.BuildOptions{Seed: 4})
 			hs, err := udpgen.AttachAll(l.net, l.pool, l.loop)
 			if err != nil {
@@ -480,6 +483,19 @@ func TestImpairmentDuplicateCorruptReorder(t *testing.T) {
 				}
 				if got.Duplicates != lc.Duplicated || got.OutOfOrder != 0 {
 					t.Errorf("receiver saw %d duplicates (want %d), %d out of order", got.Duplicates, lc.Duplicated, got.OutOfOrder)
+				}
+			case c.fcs:
+				// On the wire a flipped bit is an FCS error: the frame
+				// used the line and the receiving port discards it.
+				pc, _ := l.net.Counters().Port("h1", 0)
+				if got.Packets+lc.Corrupted != n || lc.TxPackets != n || got.Corrupt != 0 ||
+					lc.Drops[fabric.DropFCS] != lc.Corrupted || pc.FCSErrors != lc.Corrupted || pc.Drops[fabric.DropFCS] != lc.Corrupted ||
+					math.Abs(float64(lc.Corrupted)/n-0.3) > 0.02 {
+					t.Errorf("received %d (%d corrupt), transmitted %d, corrupted %d, FCS drops %d, h1 FCS errors %d of %d",
+						got.Packets, got.Corrupt, lc.TxPackets, lc.Corrupted, lc.Drops[fabric.DropFCS], pc.FCSErrors, n)
+				}
+				if h0, _ := l.net.Counters().Port("h0", 0); h0.Drops[fabric.DropFCS] != 0 {
+					t.Errorf("sender's port counts the receiver's FCS errors: %v", h0.Drops)
 				}
 			case c.corrupt:
 				// The bit lands after the IPv4 header: every packet still

@@ -11,7 +11,8 @@ import (
 
 // The port's netem stage: what an Impairment does to the packets of one
 // link direction after they leave the wire (delay, jitter, reordering,
-// duplication, corruption, slotting) and, in enqueue, loss or its ECN mark.
+// duplication, corruption, slotting) and loss or its ECN mark (in enqueue
+// for LossAtEnqueue, in wireLoss on the wire).
 
 // setImpairment installs imp (already validated).
 func (p *Port) setImpairment(imp Impairment) {
@@ -35,19 +36,21 @@ func (p *Port) setImpairment(imp Impairment) {
 	p.setRate(p.params.Rate)
 }
 
-func (p *Port) impairDelivery(now sim.Time, b *packet.Buffer, atPs int64) {
+func (p *Port) impairDelivery(now sim.Time, b *packet.Buffer, atPs int64, flags int) {
 	if p.dupOn && p.chance(&p.dupCr, p.imp.Duplicate, p.imp.DupCorr) {
 		c := p.net.pool.Copy(b)
 		p.c.dups++
 		if o := p.net.obs; o != nil {
 			o.Observe(now, EvDuplicate, Point{Link: p.idx}, c, DropNone)
 		}
-		p.schedule(c, p.slotted(atPs, atPs+int64(p.extraDelay())*1000, c.Len()), false)
+		p.schedule(c, p.slotted(atPs, atPs+int64(p.extraDelay())*1000, c.Len()), 0)
 	}
 	// The bit flips on the wire: decided now, done when the packet
 	// arrives (so a capture of the sending side shows it intact).
-	corrupt := p.corruptOn && p.chance(&p.corruptCr, p.imp.Corrupt, p.imp.CorruptCorr)
-	p.schedule(b, p.slotted(atPs, atPs+int64(p.extraDelay())*1000, b.Len()), corrupt)
+	if p.corruptOn && p.chance(&p.corruptCr, p.imp.Corrupt, p.imp.CorruptCorr) {
+		flags |= corruptFlag
+	}
+	p.schedule(b, p.slotted(atPs, atPs+int64(p.extraDelay())*1000, b.Len()), flags)
 }
 
 // chance draws an event of probability prob: netem's correlated draw when

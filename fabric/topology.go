@@ -17,7 +17,10 @@
 package fabric
 
 import (
+	"fmt"
 	"net/netip"
+	"strconv"
+	"strings"
 
 	"github.com/mrlab/mrlab/internal/sim"
 )
@@ -78,6 +81,51 @@ type LinkParams struct {
 	// PFC makes the link lossless with priority flow control (see
 	// pfc.go); the zero value leaves it lossy.
 	PFC PFCConfig
+	// LossAt says where Impair's loss and corruption hit a packet: on the
+	// wire (the zero value, as a lossy optic or a bad cable does) or at
+	// enqueue (as tc-netem does). See LossPoint.
+	LossAt LossPoint
+}
+
+// LossPoint says where a link impairment loses and corrupts packets.
+type LossPoint uint8
+
+// Loss points.
+const (
+	// LossAtWire: a packet the loss model picks is admitted to the queue,
+	// serialized and propagated like any other, and discarded by the
+	// receiving port as a frame with a bad FCS (DropFCS): it costs the
+	// wire its time, as on a real link. A corrupted packet is the same
+	// FCS error (one flipped bit always fails the Ethernet CRC), so it
+	// never reaches the far node either. netem's "ecn" still marks at
+	// enqueue what the loss model would drop.
+	LossAtWire LossPoint = iota
+	// LossAtEnqueue is tc-netem's behaviour, for labs that emulate tc: a
+	// lost packet is dropped before the queue (DropImpairment) and takes
+	// no wire time; a corrupted packet is delivered with one bit flipped
+	// after its IPv4 header, for the receiver's integrity checks to catch.
+	LossAtEnqueue
+)
+
+var lossPointNames = [...]string{LossAtWire: "wire", LossAtEnqueue: "enqueue"}
+
+// String returns "wire" or "enqueue", the lab file's spelling.
+func (l LossPoint) String() string {
+	if int(l) < len(lossPointNames) {
+		return lossPointNames[l]
+	}
+	return "losspoint(" + strconv.Itoa(int(l)) + ")"
+}
+
+// ParseLossPoint reads "wire" or "enqueue" (also "netem"); "" is wire.
+func ParseLossPoint(s string) (LossPoint, error) {
+	switch strings.ToLower(s) {
+	case "wire", "":
+		return LossAtWire, nil
+	case "enqueue", "netem":
+		return LossAtEnqueue, nil
+	}
+	return 0, fmt.Errorf("loss point %q: want wire or enqueue", s)
 }
 
 // ECNMode selects how a queue marks ECN-capable packets.

@@ -279,6 +279,11 @@ var badLabs = []struct {
 		line: 5, col: 10, field: "links.host.pfc.xoff", msg: "missing",
 	},
 	{
+		name: "loss_at bad word",
+		src:  "name: x\ntopology: {hosts: [{name: a}]}\nlinks:\n  default:\n    loss_at: receiver\n",
+		line: 5, col: 14, field: "links.default.loss_at", msg: `"receiver" is not a loss point (want wire`,
+	},
+	{
 		name: "unknown transport section",
 		src:  "name: x\ntopology: {hosts: [{name: a}]}\ntransports:\n  tcp: {cwnd: 10}\n",
 		line: 4, col: 3, field: "transports.tcp", msg: "unknown field (want one of metaroce, rocev2)",
@@ -565,5 +570,39 @@ transports:
 	}
 	if p := lab.Topology().Links[0].Params.PFC; p != fabric.DefaultPFC() {
 		t.Errorf("pfc: on gave %+v, want %+v", p, fabric.DefaultPFC())
+	}
+}
+
+// TestLossAtKey: links.*.loss_at lands in the link parameters; the
+// default is the wire, enqueue is tc-netem's drop before the queue.
+func TestLossAtKey(t *testing.T) {
+	src := `name: t
+topology:
+  leafspine: {leaves: 2, hosts_per_leaf: 1}
+impair: loss random 1%
+links:
+  fabric: {loss_at: enqueue}
+  overrides:
+    - {link: p0-leaf0-spine0, loss_at: wire}
+`
+	lab, err := Parse("t.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, k := range lab.Topology().Links {
+		want := fabric.LossAtEnqueue
+		if k.Name == "p0-leaf0-spine0" || k.Name[0] == 'h' {
+			want = fabric.LossAtWire
+		}
+		if k.Params.LossAt != want || k.Params.Impair.Loss.P != 0.01 {
+			t.Errorf("%s: loss_at %v (loss %v), want %v", k.Name, k.Params.LossAt, k.Params.Impair.Loss.P, want)
+		}
+		if want == fabric.LossAtEnqueue {
+			n++
+		}
+	}
+	if n == 0 {
+		t.Error("no link took loss_at: enqueue")
 	}
 }

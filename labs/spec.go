@@ -110,6 +110,7 @@ type linkSpec struct {
 	ecn    *fabric.ECNConfig
 	impair *impairSpec
 	pfc    *fabric.PFCConfig
+	lossAt *fabric.LossPoint
 }
 
 // apply overwrites the parameters s sets.
@@ -131,6 +132,9 @@ func (s *linkSpec) apply(p *fabric.LinkParams) {
 	}
 	if s.pfc != nil {
 		p.PFC = *s.pfc
+	}
+	if s.lossAt != nil {
+		p.LossAt = *s.lossAt
 	}
 }
 
@@ -276,6 +280,19 @@ func (s *linkSpec) decode(d *decoder, v *yaml.Node, path string, extra map[strin
 		"pfc": func(v *yaml.Node, p string) {
 			if c, ok := decodePFC(d, v, p); ok {
 				s.pfc = &c
+			}
+		},
+		// loss_at: wire (default) or enqueue (tc-netem's drop before the
+		// queue); see fabric.LossPoint.
+		"loss_at": func(v *yaml.Node, p string) {
+			var t string
+			if d.str(v, p, &t) {
+				l, err := fabric.ParseLossPoint(t)
+				if err != nil || t == "" {
+					d.errorf(v, p, "%q is not a loss point (want wire: lost frames use the wire and fail the far port's FCS, or enqueue: tc-netem's drop before the queue)", t)
+					return
+				}
+				s.lossAt = &l
 			}
 		},
 	}

@@ -152,6 +152,14 @@ var rocev2Keys = []optionKey[Transports]{
 	}},
 	durationKey("cm_timeout", func(t *Transports) *sim.Time { return &t.RoCEv2.CMTimeout }),
 	intKey("cm_retries", 1, 1<<10, func(t *Transports) *int { return &t.RoCEv2.CMRetries }),
+	// Loss recovery of current NICs (docs/rocev2-baseline.md): off unless
+	// the lab turns them on.
+	onOffKey("selective_repeat", false, func(t *Transports) *bool { return &t.RoCEv2.SelectiveRepeat }),
+	intKey("sr_window", 1, 1<<22-1, func(t *Transports) *int { return &t.RoCEv2.SRWindow }),
+	onOffKey("adaptive_retrans", false, func(t *Transports) *bool { return &t.RoCEv2.AdaptiveRetrans }),
+	durationKey("adaptive_min_timeout", func(t *Transports) *sim.Time { return &t.RoCEv2.AdaptiveMinTimeout }),
+	onOffKey("slow_restart", false, func(t *Transports) *bool { return &t.RoCEv2.SlowRestart }),
+	onOffKey("tx_window", false, func(t *Transports) *bool { return &t.RoCEv2.TxWindow }),
 }
 
 // dcqcnKeys are the keys of transports.rocev2.dcqcn when it is a mapping

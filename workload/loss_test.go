@@ -24,7 +24,7 @@ func TestEveryWorkloadUnderLoss(t *testing.T) {
 				if !res.Check.OK || res.Errors != 0 {
 					t.Fatalf("check %+v errors %d %s", res.Check, res.Errors, res.FirstError)
 				}
-				if res.Drops["fabric impairment"] == 0 {
+				if res.Drops["fabric fcs-error"] == 0 {
 					t.Errorf("no packet lost to the 1%% loss: %v", res.Drops)
 				}
 				t.Logf("%.2f Gb/s, retx %d, drops %v, %v", res.GoodputGbps, res.Retransmits, res.Drops, res.Elapsed)
@@ -60,7 +60,7 @@ func TestMetaRoCEUnderLossLarger(t *testing.T) {
 			if !res.Check.OK || res.Errors != 0 {
 				t.Fatalf("check %+v errors %d %s", res.Check, res.Errors, res.FirstError)
 			}
-			lost := res.Drops["fabric impairment"]
+			lost := res.Drops["fabric fcs-error"]
 			if lost < 20 || res.Retransmits == 0 {
 				t.Errorf("too little loss to mean anything: %d lost, %d retransmitted", lost, res.Retransmits)
 			}

@@ -107,7 +107,7 @@ func TestObserveFlags(t *testing.T) {
 		t.Errorf("%d plots", len(entries))
 	}
 	tb, _ := os.ReadFile(trace)
-	if !strings.Contains(string(tb), "h0->h1 conn 1 path") || !strings.Contains(string(tb), "SACK hole") || !strings.Contains(string(tb), "fabric: drop (impairment) at p0-h0-h1:AtoB") {
+	if !strings.Contains(string(tb), "h0->h1 conn 1 path") || !strings.Contains(string(tb), "SACK hole") || !strings.Contains(string(tb), "fabric: drop (fcs-error) at p0-h0-h1:AtoB") {
 		t.Errorf("trace lacks loss recovery:\n%.2000s", tb)
 	}
 	var text bytes.Buffer

@@ -389,7 +389,7 @@ func TestLiveCLI(t *testing.T) {
 		t.Errorf("perf --op write_lat: code %d\n%s", code, out)
 	}
 	if out := <-traced; !regexp.MustCompile(`(?m)^t=\S+ h0->h2 conn \d+ path \d+:? .*(retransmit|tail-loss probe|RTO|SACK hole)`).MatchString(out) ||
-		!strings.Contains(out, "fabric: drop (impairment) at h0-p0") {
+		!strings.Contains(out, "fabric: drop (fcs-error) at h0-p0") {
 		t.Errorf("trace of a lossy run lacks loss reactions or drops:\n%.2000s", out)
 	}
 	t.Run("ctrl-c frees the lab", func(t *testing.T) {

@@ -15,11 +15,11 @@ func TestWhatIfs(t *testing.T) {
 		t.Errorf("goodput %.2f Gb/s at 100gbit, %.2f at --set links.default.rate=10gbit", base.GoodputGbps, slow.GoodputGbps)
 	}
 	lossy := rdmaJSON(t, "b2b", "--workload", "write_bw", "-n", "200", "--impair", "all=loss 2%").Results[0]
-	if base.Retransmits != 0 || lossy.Retransmits == 0 || lossy.Drops["fabric impairment"] == 0 {
+	if base.Retransmits != 0 || lossy.Retransmits == 0 || lossy.Drops["fabric fcs-error"] == 0 {
 		t.Errorf("retransmissions %d without, %d with --impair all=loss 2%% (drops %v)", base.Retransmits, lossy.Retransmits, lossy.Drops)
 	}
 	one := rdmaJSON(t, "b2b", "--workload", "write_bw", "-n", "200", "--impair", "p0-h0-h1:ba=loss 50%").Results[0]
-	if one.Drops["fabric impairment"] == 0 {
+	if one.Drops["fabric fcs-error"] == 0 {
 		t.Errorf("--impair p0-h0-h1:ba: no impairment drops (%v)", one.Drops)
 	}
 

@@ -577,8 +577,8 @@ func checkObservability(t *testing.T, l *Lab, src, dst string) {
 	if sent < float64(r.Bytes) {
 		t.Errorf("/metrics: %s's uplinks sent %v bytes during the run, which moved %d", src, sent, r.Bytes)
 	}
-	if d := delta(fmt.Sprintf(`mrlab_link_drops_total{direction="AtoB",link="%s",reason="impairment"}`, uplink)); d <= 0 {
-		t.Errorf("/metrics: %v impairment drops on %s:AtoB during the run under 2%% loss", d, uplink)
+	if d := delta(fmt.Sprintf(`mrlab_link_drops_total{direction="AtoB",link="%s",reason="fcs-error"}`, uplink)); d <= 0 {
+		t.Errorf("/metrics: %v fcs-error drops on %s:AtoB during the run under 2%% loss", d, uplink)
 	}
 
 	trStop()
@@ -591,7 +591,7 @@ func checkObservability(t *testing.T, l *Lab, src, dst string) {
 			t.Errorf("trace filter host=%s let through %q", src, ln)
 		case lossReaction.MatchString(ln):
 			reactions++
-		case strings.Contains(ln, "fabric: drop (impairment) at "+uplink):
+		case strings.Contains(ln, "fabric: drop (fcs-error) at "+uplink):
 			drops++
 		}
 	}

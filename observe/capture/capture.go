@@ -438,6 +438,7 @@ var reasonNames = [...]string{
 	fabric.DropBlackHole:  "black hole (failed port)",
 	fabric.DropTTL:        "TTL expired",
 	fabric.DropMalformed:  "malformed IPv4",
+	fabric.DropFCS:        "FCS error (lost on the wire)",
 }
 
 func appendReason(b []byte, r fabric.DropReason) []byte {

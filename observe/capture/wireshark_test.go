@@ -21,7 +21,7 @@ import (
 func corruptLab(t *testing.T) (*sim.Loop, *packet.Pool, *fabric.Network) {
 	t.Helper()
 	topo, err := fabric.LeafSpine(fabric.LeafSpineParams{Leaves: 2, Spines: 1, HostsPerLeaf: 2,
-		HostLink: fabric.LinkParams{Rate: 10e9, Delay: 500}, FabricLink: fabric.LinkParams{Rate: 40e9, Delay: 1000}})
+		HostLink: fabric.LinkParams{Rate: 10e9, Delay: 500}, FabricLink: fabric.LinkParams{Rate: 40e9, Delay: 1000, LossAt: fabric.LossAtEnqueue}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -80,7 +80,7 @@ func tracedCluster(t *testing.T, loop *sim.Loop, pool *packet.Pool, n *fabric.Ne
 }
 
 var (
-	dropRe = regexp.MustCompile(`^t=(\S+) fabric: drop \(impairment\) at p\d-h0-h1:AtoB h0->h1 conn \d+ path (\d+) psn (\d+) (WRITE|PROBE)`)
+	dropRe = regexp.MustCompile(`^t=(\S+) fabric: drop \((?:impairment|fcs-error)\) at p\d-h0-h1:AtoB h0->h1 conn \d+ path (\d+) psn (\d+) (WRITE|PROBE)`)
 	holeRe = regexp.MustCompile(`^t=(\S+) h0->h1 conn \d+ path (\d+): SACK hole psn (\d+), retransmit$`)
 )
 

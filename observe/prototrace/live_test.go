@@ -70,7 +70,7 @@ func TestHub(t *testing.T) {
 		switch {
 		case strings.Contains(l, "h0->h1 conn 1 path 0: SACK hole"):
 			holes++
-		case strings.Contains(l, "fabric: drop (impairment)") && strings.Contains(l, " path 0 "):
+		case (strings.Contains(l, "fabric: drop (impairment)") || strings.Contains(l, "fabric: drop (fcs-error)")) && strings.Contains(l, " path 0 "):
 			drops++
 		case strings.Contains(l, " path ") && !strings.Contains(l, "path 0"):
 			t.Errorf("filter let through %q", l)

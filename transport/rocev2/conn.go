@@ -132,7 +132,8 @@ func newConn(p *Protocol, now sim.Time, cfg transport.Config, active bool) (*Con
 		startPSN = c.qpn * 0x9E3779B1
 	}
 	c.req.init(o, ib.PSN(startPSN&ib.PSNMask), c.defaultWindow())
-	c.resp.init(o)
+	c.req.conn = c
+	c.resp.init(o, c.req.window)
 	c.rp.init(cfg.LineRate, &o.DCQCN, !o.NoDCQCN)
 	c.stats.Rate = cfg.LineRate
 	c.cm.deadline = sim.Never
@@ -243,7 +244,7 @@ func (c *Conn) Receive(now sim.Time, payload []byte, rx transport.RxMeta) {
 	}
 	switch class {
 	case ib.ClassSend, ib.ClassWrite, ib.ClassReadRequest, ib.ClassUnsupported:
-		c.resp.receive(c, now, &pk)
+		c.resp.receive(c, now, &pk, payload)
 	case ib.ClassAck, ib.ClassReadResponse:
 		c.req.receive(c, now, &pk)
 	case ib.ClassCNP:

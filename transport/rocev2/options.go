@@ -125,6 +125,42 @@ type Options struct {
 	// Linux CM's max_cm_retries).
 	CMTimeout sim.Time
 	CMRetries int
+
+	// Loss recovery of current NICs (docs/rocev2-baseline.md says which
+	// NIC generation each models). All off is a ConnectX-4/5-era QP:
+	// go-back-N and a fixed local ACK timer.
+
+	// SelectiveRepeat (NVIDIA selective_repeat_forced_en; IRN): the
+	// responder keeps WRITE and SEND packets that arrive past a gap, up to
+	// SRWindow PSNs ahead of the expected one, and NAKs the expected PSN
+	// (a sequence-error NAK) per hole, repeated every AckEvery packets
+	// past it; the requester resends only the NAKed PSN (once per round
+	// trip), and on a timeout only the oldest unacknowledged one. Both
+	// ends must have it on (the lab's option applies to every NIC). READs
+	// keep go-back-N. Kept packets are copies: a NIC in synthetic payload
+	// mode cannot follow their content (use real bytes).
+	SelectiveRepeat bool
+	// SRWindow is how many PSNs past the expected one the responder keeps;
+	// 0 means the requester's window (Window's default).
+	SRWindow int
+	// AdaptiveRetrans (roce_adp_retrans_en): the local ACK timer starts
+	// from the QP's measured round trip, srtt + 4 rttvar (RFC 6298), at
+	// least AdaptiveMinTimeout, doubles on every timeout without progress
+	// and returns to the measured value on progress; the configured ACK
+	// timeout is its ceiling, and the QP fails after RetryCount x the ACK
+	// timeout without progress, as NVIDIA's profile does.
+	AdaptiveRetrans bool
+	// AdaptiveMinTimeout is the adaptive timer's floor; 0 means 4 us, the
+	// firmware's minimum base timeout (adp_retx_base_timeout_min).
+	AdaptiveMinTimeout sim.Time
+	// SlowRestart (roce_slow_restart_en): after a local ACK timeout the QP
+	// may have one packet outstanding, and one more for every packet
+	// acknowledged (doubling per round trip), back up to its window.
+	SlowRestart bool
+	// TxWindow (roce_tx_window_en; IRN's BDP cap): the requester's window
+	// is the bandwidth-delay product of the line rate over the smallest
+	// round trip measured (at least AckEvery packets), not Window.
+	TxWindow bool
 }
 
 // NoRetry asks for zero retries in RetryCount or RNRRetry.
@@ -228,6 +264,15 @@ func (o Options) resolved() (Options, error) {
 	}
 	if o.CMRetries == 0 {
 		o.CMRetries = 15
+	}
+	if o.SRWindow < 0 || o.SRWindow >= 1<<22 {
+		return o, fmt.Errorf("rocev2 options: SRWindow %d out of range 0..2^22", o.SRWindow)
+	}
+	if o.AdaptiveMinTimeout < 0 {
+		return o, fmt.Errorf("rocev2 options: AdaptiveMinTimeout %v is negative", o.AdaptiveMinTimeout)
+	}
+	if o.AdaptiveMinTimeout == 0 {
+		o.AdaptiveMinTimeout = 4 * sim.Microsecond
 	}
 	return o, nil
 }

@@ -51,6 +51,28 @@ type requester struct {
 	retrying bool
 	readsOut int // READ requests sent whose data is not all in
 	maxReads int
+
+	// Loss recovery of current NICs (selrepeat.go): the selective-repeat
+	// resend queue, the round-trip estimator behind the adaptive timer
+	// and the transmit window, the adaptive timer's backoff, the slow
+	// restart window (0: not restarting) and when progress last came.
+	conn *Conn // for the line rate and the negotiated MTU
+	// recovering is set by a selective-repeat timeout until una passes
+	// recoverTo (hi at the timeout): every ACK short of it means the
+	// responder's next hole, sent before the timeout, is lost too
+	// (NewReno's partial ACK), and that PSN is resent at once.
+	recovering bool
+	recoverTo  ib.PSN
+	// lastResent and lastResentAt are the last selective resend: a NAK
+	// for the same PSN within a round trip of it is a repeat the resend
+	// already answers.
+	lastResent   ib.PSN
+	lastResentAt sim.Time
+	rs           resendQueue
+	rtt          rttEstimator
+	backoff      int
+	cwnd         int
+	progAt       sim.Time
 }
 
 func (r *requester) init(o *Options, start ib.PSN, window int) {
@@ -125,7 +147,36 @@ func (r *requester) grow() {
 
 // hasWork reports whether build could send something if the pacer allowed.
 func (r *requester) hasWork() bool {
-	return r.rnrUntil == 0 && r.next < r.tail && r.nxt.Diff(r.una) < r.window
+	return r.rnrUntil == 0 && (r.rs.n > 0 || r.next < r.tail && r.nxt.Diff(r.una) < r.effWindow())
+}
+
+// effWindow is the packets the requester may have outstanding: Window,
+// or with TxWindow the BDP of the line rate over the smallest measured
+// round trip (at least AckEvery), and during a slow restart cwnd.
+func (r *requester) effWindow() int {
+	w := r.window
+	if r.o.TxWindow && r.rtt.ok && r.conn != nil && r.conn.cfg.LineRate > 0 {
+		bdp := int(r.conn.cfg.LineRate*r.rtt.min.Seconds()/8/float64(r.conn.mtu)) + 1
+		w = min(w, max(bdp, r.o.AckEvery))
+	}
+	if r.cwnd > 0 {
+		w = min(w, r.cwnd)
+	}
+	return w
+}
+
+// rto is the local ACK timer: AckTimeout, or with AdaptiveRetrans the
+// measured srtt + 4 rttvar (at least AdaptiveMinTimeout), doubled per
+// timeout without progress; AckTimeout caps both.
+func (r *requester) rto() sim.Time {
+	if !r.o.AdaptiveRetrans {
+		return r.o.AckTimeout
+	}
+	t := r.rtt.rto(r.o.AdaptiveMinTimeout, r.o.AckTimeout)
+	for i := 0; i < r.backoff && t < r.o.AckTimeout; i++ {
+		t *= 2
+	}
+	return min(t, r.o.AckTimeout)
 }
 
 func (r *requester) deadline() sim.Time {
@@ -140,7 +191,15 @@ func (r *requester) deadline() sim.Time {
 // 0 if nothing may be sent (queue empty, window full, RNR wait, READ
 // limit, or a WQE with a local error in the way).
 func (r *requester) build(c *Conn, now sim.Time, b []byte) int {
-	if r.rnrUntil != 0 || r.next == r.tail || r.nxt.Diff(r.una) >= r.window {
+	if r.rnrUntil != 0 {
+		return 0
+	}
+	if r.rs.n > 0 {
+		if n := r.buildResend(c, now, b); n > 0 {
+			return n
+		}
+	}
+	if r.next == r.tail || r.nxt.Diff(r.una) >= r.effWindow() {
 		return 0
 	}
 	w := r.at(r.next)
@@ -172,7 +231,7 @@ func (r *requester) build(c *Conn, now sim.Time, b []byte) int {
 		r.next++
 		r.readsOut++
 	} else {
-		n = r.buildData(c, w, idx, b)
+		n = r.buildData(c, w, idx, r.nxt, false, b)
 		if n == 0 {
 			if w.bad != transport.StatusOK {
 				r.checkBarrier(c, now)
@@ -187,18 +246,67 @@ func (r *requester) build(c *Conn, now sim.Time, b []byte) int {
 	c.stats.DataPackets++
 	if psn.Before(r.hi) {
 		c.stats.Retransmitted++
+		r.rtt.retransmitted()
+	} else {
+		r.rtt.sent(psn, now)
 	}
 	if r.nxt.After(r.hi) {
 		r.hi = r.nxt
 	}
-	if r.ackDeadline == sim.Never {
-		r.ackDeadline = now + c.o.AckTimeout
-	}
+	r.armTimer(now)
 	return n
 }
 
-// buildData writes packet idx of a WRITE or SEND.
-func (r *requester) buildData(c *Conn, w *sendWQE, idx int, b []byte) int {
+// armTimer starts the ACK timer if it is not running.
+func (r *requester) armTimer(now sim.Time) {
+	if r.ackDeadline == sim.Never {
+		r.ackDeadline = now + r.rto()
+		if r.una == r.nxt || r.progAt == 0 {
+			r.progAt = now
+		}
+	}
+}
+
+// buildResend writes the next PSN of the selective-repeat queue that is
+// still unacknowledged (a WRITE or SEND packet; ackReq set, so the
+// responder answers at once), or returns 0.
+func (r *requester) buildResend(c *Conn, now sim.Time, b []byte) int {
+	for {
+		psn, ok := r.rs.pop()
+		if !ok {
+			return 0
+		}
+		if psn.Before(r.una) || !psn.Before(r.hi) {
+			continue // acknowledged meanwhile, or never sent
+		}
+		p := r.locate(psn)
+		if p >= r.assigned {
+			continue
+		}
+		w := r.at(p)
+		if w.wr.Op == transport.OpRead || w.bad != transport.StatusOK {
+			continue
+		}
+		n := r.buildData(c, w, psn.Diff(w.psn), psn, true, b)
+		if n == 0 {
+			return 0
+		}
+		c.stats.DataPackets++
+		c.stats.Retransmitted++
+		c.stats.SelectiveResends++
+		r.lastResent, r.lastResentAt = psn, now
+		r.rtt.retransmitted()
+		r.armTimer(now)
+		if c.tr != nil {
+			c.tr.Tracef(now, c.localID, "qp %#x: selective repeat: resend psn %d", c.qpn, psn)
+		}
+		return n
+	}
+}
+
+// buildData writes packet idx of a WRITE or SEND with PSN psn; a resend
+// asks for an ACK and leaves the coalescing count alone.
+func (r *requester) buildData(c *Conn, w *sendWQE, idx int, psn ib.PSN, resend bool, b []byte) int {
 	pos := ib.PositionOf(idx, w.npkts)
 	last := pos == ib.PosLast || pos == ib.PosOnly
 	off := idx * c.mtu
@@ -216,13 +324,16 @@ func (r *requester) buildData(c *Conn, w *sendWQE, idx int, b []byte) int {
 	if len(b) < total {
 		return 0
 	}
-	r.sinceAckReq++
-	ackReq := last || r.sinceAckReq >= r.o.AckEvery || r.nxt.Add(1).Diff(r.una) >= r.window
-	if ackReq {
-		r.sinceAckReq = 0
+	ackReq := resend
+	if !resend {
+		r.sinceAckReq++
+		ackReq = last || r.sinceAckReq >= r.o.AckEvery || psn.Add(1).Diff(r.una) >= r.effWindow()
+		if ackReq {
+			r.sinceAckReq = 0
+		}
 	}
 	ib.BTH(b).Encode(&ib.BTHFields{Opcode: op, PadCount: pad, PKey: ib.DefaultPKey,
-		DestQP: c.peerQPN, AckReq: ackReq, PSN: r.nxt})
+		DestQP: c.peerQPN, AckReq: ackReq, PSN: psn})
 	h := ib.BTHSize
 	if op.HasRETH() {
 		ib.RETH(b[h:]).Encode(w.wr.RemoteAddr, w.wr.RKey, uint32(w.length))
@@ -314,8 +425,17 @@ func (r *requester) ackThrough(c *Conn, now sim.Time, to ib.PSN) bool {
 		}
 		return false
 	}
+	acked := to.Diff(r.una)
 	r.una = to
-	r.progress(c, now)
+	r.rtt.acked(to, now)
+	r.progress(c, now, acked)
+	if r.recovering {
+		if r.una.Before(r.recoverTo) && r.selective(r.una) {
+			r.rs.push(r.una)
+		} else {
+			r.recovering = false
+		}
+	}
 	if implied && r.consumeRetry(c, now) {
 		r.rewind(c, now, to, "ACK beyond missing READ response")
 	}
@@ -323,18 +443,26 @@ func (r *requester) ackThrough(c *Conn, now sim.Time, to ib.PSN) bool {
 	return true
 }
 
-// progress runs after una moved: fresh retry budgets, no rewind guard, the
-// send point past anything acknowledged, and a restarted ACK timer.
-func (r *requester) progress(c *Conn, now sim.Time) {
+// progress runs after una moved by acked PSNs: fresh retry budgets, no
+// rewind guard, no timer backoff, a slow restart's window opened by what
+// was acknowledged, the send point past anything acknowledged, and a
+// restarted ACK timer.
+func (r *requester) progress(c *Conn, now sim.Time, acked int) {
 	r.retries, r.rnrRetries = r.o.RetryCount, r.o.RNRRetry
 	r.retrying = false
+	r.backoff, r.progAt = 0, now
+	if r.cwnd > 0 {
+		if r.cwnd += acked; r.cwnd >= r.window {
+			r.cwnd = 0
+		}
+	}
 	if r.nxt.Before(r.una) {
 		r.nxt = r.una
 		r.next = r.locate(r.una)
 		r.recountReads()
 	}
 	if r.una != r.nxt {
-		r.ackDeadline = now + c.o.AckTimeout
+		r.ackDeadline = now + r.rto()
 	} else {
 		r.ackDeadline = sim.Never
 	}
@@ -412,6 +540,7 @@ func (r *requester) rewind(c *Conn, now sim.Time, to ib.PSN, why string) {
 	r.recountReads()
 	r.retrying = true
 	r.sinceAckReq = 0
+	r.rtt.retransmitted()
 }
 
 // sequenceNAK handles a PSN sequence error NAK: the responder lost psn and
@@ -430,6 +559,15 @@ func (r *requester) sequenceNAK(c *Conn, now sim.Time, psn ib.PSN) {
 	}
 	if r.una == r.nxt {
 		return // nothing sent past it: about to send it anyway
+	}
+	if r.o.SelectiveRepeat && r.selective(r.una) {
+		// The responder kept what followed: resend just the hole, unless
+		// it went within the last round trip (a repeated NAK).
+		if r.una == r.lastResent && r.lastResentAt != 0 && now-r.lastResentAt < r.rtt.rto(0, c.o.AckTimeout) {
+			return
+		}
+		r.rs.push(r.una)
+		return
 	}
 	// una is psn unless a READ before it still misses data; go back to the
 	// oldest point either way, as rxe retries from its completer's PSN.
@@ -523,7 +661,8 @@ func (r *requester) readResponse(c *Conn, now sim.Time, pk *ib.Packet) {
 	c.stats.ReadResponsesReceived++
 	w.rcvd++
 	r.una = q.Add(1)
-	r.progress(c, now)
+	r.rtt.acked(r.una, now)
+	r.progress(c, now, 1)
 	if w.rcvd == w.npkts {
 		r.complete(c, transport.StatusOK)
 		r.checkBarrier(c, now)
@@ -549,19 +688,52 @@ func (r *requester) onTimer(c *Conn, now sim.Time) {
 	if r.ackDeadline > now {
 		return
 	}
-	if r.una == r.nxt {
+	if r.una == r.nxt && r.rs.n == 0 {
 		r.ackDeadline = sim.Never
 		return
 	}
 	c.stats.Timeouts++
 	if c.tr != nil {
-		c.tr.Tracef(now, c.localID, "qp %#x: local ACK timeout, psn %d..%d unacknowledged", c.qpn, r.una, r.nxt.Add(-1))
+		if r.o.AdaptiveRetrans {
+			c.tr.Tracef(now, c.localID, "qp %#x: local ACK timeout, psn %d..%d unacknowledged (adaptive timer %v)", c.qpn, r.una, r.nxt.Add(-1), r.rto())
+		} else {
+			c.tr.Tracef(now, c.localID, "qp %#x: local ACK timeout, psn %d..%d unacknowledged", c.qpn, r.una, r.nxt.Add(-1))
+		}
 	}
-	if !r.consumeRetry(c, now) {
+	if r.o.AdaptiveRetrans {
+		// NVIDIA's adaptive profile: the QP fails when no progress came
+		// for retry_cnt x the ACK timeout, however many short timeouts
+		// fired meanwhile.
+		if now-r.progAt >= sim.Time(r.o.RetryCount)*r.o.AckTimeout {
+			c.fail(now, transport.StatusRetryExceeded, "transport retry count exceeded (adaptive retransmission)")
+			return
+		}
+		r.backoff++
+	} else if !r.consumeRetry(c, now) {
 		return
 	}
-	r.rewind(c, now, r.una, "local ACK timeout")
-	r.ackDeadline = now + c.o.AckTimeout
+	if r.o.SlowRestart {
+		r.cwnd = 1
+	}
+	if r.o.SelectiveRepeat && r.selective(r.una) {
+		r.rs.push(r.una)
+		r.rtt.retransmitted()
+		r.recovering, r.recoverTo = true, r.hi
+	} else {
+		r.rs.reset()
+		r.rewind(c, now, r.una, "local ACK timeout")
+	}
+	r.ackDeadline = now + r.rto()
+}
+
+// selective reports whether psn may be resent alone: a WRITE or SEND
+// packet already sent (a READ keeps go-back-N).
+func (r *requester) selective(psn ib.PSN) bool {
+	if !psn.Before(r.hi) {
+		return false
+	}
+	p := r.locate(psn)
+	return p < r.assigned && r.at(p).wr.Op != transport.OpRead
 }
 
 // flush completes every WQE: the oldest with st, the rest flushed.
@@ -575,4 +747,6 @@ func (r *requester) flush(c *Conn, st transport.Status) {
 	r.next, r.assigned = r.tail, r.tail
 	r.una, r.nxt = r.postPSN, r.postPSN
 	r.ackDeadline, r.rnrUntil = sim.Never, 0
+	r.rs.reset()
+	r.recovering = false
 }

@@ -26,7 +26,8 @@ type readResp struct {
 // expects (ePSN) and places it at once: SEND data at the running offset of
 // the current receive, WRITE data at the RETH's address plus the running
 // offset. That is why it cannot take packets out of order, and why one
-// loss costs everything sent after it.
+// loss costs everything sent after it — unless selective repeat keeps the
+// packets past a gap (ooo) and places them once the gap fills.
 type responder struct {
 	o          *Options
 	q          []recvWQE
@@ -60,10 +61,26 @@ type responder struct {
 	cnpAt      sim.Time
 
 	dead bool // a fatal NAK was queued: drop everything
+
+	// Selective repeat (Options.SelectiveRepeat): packets kept past a gap;
+	// srNaked marks that the NAK for the current ePSN went out; hiSeen is
+	// one past the highest PSN seen past a gap (valid if hiSet), so a hole
+	// behind packets the window could not keep is still NAKed.
+	ooo     reorderWindow
+	srNaked bool
+	srSince int // packets past the gap since that NAK
+	hiSeen  ib.PSN
+	hiSet   bool
 }
 
-func (r *responder) init(o *Options) {
+func (r *responder) init(o *Options, window int) {
 	r.o = o
+	if o.SelectiveRepeat {
+		if o.SRWindow > 0 {
+			window = o.SRWindow
+		}
+		r.ooo.init(window)
+	}
 	r.q = make([]recvWQE, 16)
 	n := 1
 	for n < o.MaxReads {
@@ -111,8 +128,9 @@ func (r *responder) noteCE(c *Conn, now sim.Time) {
 	}
 }
 
-// receive handles a request packet (SEND, WRITE, READ request).
-func (r *responder) receive(c *Conn, now sim.Time, pk *ib.Packet) {
+// receive handles a request packet (SEND, WRITE, READ request); raw is
+// the packet's bytes, kept if selective repeat holds it past a gap.
+func (r *responder) receive(c *Conn, now sim.Time, pk *ib.Packet, raw []byte) {
 	if r.dead {
 		c.stats.Dropped++
 		return
@@ -128,6 +146,9 @@ func (r *responder) receive(c *Conn, now sim.Time, pk *ib.Packet) {
 			r.ackPending = true // re-ACK: our ACK may have been lost
 		}
 		return
+	case d > 0 && r.o.SelectiveRepeat:
+		r.keep(c, now, pk, raw)
+		return
 	case d > 0:
 		c.stats.OutOfSequence++
 		if !r.nakSent {
@@ -139,6 +160,16 @@ func (r *responder) receive(c *Conn, now sim.Time, pk *ib.Packet) {
 		}
 		return
 	}
+	r.accept(c, now, pk)
+	if r.o.SelectiveRepeat {
+		r.drain(c, now)
+	}
+}
+
+// accept places the request packet at ePSN.
+func (r *responder) accept(c *Conn, now sim.Time, pk *ib.Packet) {
+	op := pk.BTH.Opcode()
+	p := pk.BTH.PSN()
 	var ok bool
 	var comp transport.Completion
 	switch op.Class() {
@@ -156,7 +187,7 @@ func (r *responder) receive(c *Conn, now sim.Time, pk *ib.Packet) {
 	if !ok {
 		return
 	}
-	r.nakSent = false
+	r.nakSent, r.srNaked = false, false
 	r.epsn = r.epsn.Add(1)
 	r.unacked++
 	if pk.BTH.AckReq() || r.unacked >= r.o.AckEvery {
@@ -334,7 +365,7 @@ func (r *responder) readRequest(c *Conn, now sim.Time, pk *ib.Packet, dup bool) 
 	*r.read(r.rt) = readResp{psn: p, va: va, rkey: key, length: dlen, npkts: np}
 	r.rt++
 	if !dup {
-		r.nakSent = false
+		r.nakSent, r.srNaked = false, false
 		r.epsn = r.epsn.Add(np)
 		r.msn++
 	}
@@ -359,6 +390,7 @@ func (r *responder) queueNAK(s ib.Syndrome, p ib.PSN) {
 func (r *responder) fatal(c *Conn, now sim.Time, s ib.Syndrome, p ib.PSN, why string) {
 	r.queueNAK(s, p)
 	r.dead = true
+	r.ooo.reset()
 	r.rh, r.rt = 0, 0
 	c.fail(now, transport.StatusFlushed, "responder: "+why+", sending "+s.String())
 }
@@ -431,6 +463,7 @@ func (r *responder) buildReadResponse(c *Conn, now sim.Time, b []byte) int {
 // pending READs. A pending NAK is kept so an errored QP still sends it.
 func (r *responder) flush(c *Conn) {
 	r.rh, r.rt = 0, 0
+	r.ooo.reset()
 	r.inMsg = false
 	r.ackPending = false
 	r.cnpPending = false
@@ -438,5 +471,73 @@ func (r *responder) flush(c *Conn) {
 		w := r.at(r.head)
 		r.head++
 		c.done(transport.Completion{ID: w.wr.ID, Op: transport.OpRecv, Status: transport.StatusFlushed})
+	}
+}
+
+// keep handles a request packet past ePSN under selective repeat: a WRITE
+// or SEND within the window is kept for later placement (a READ request,
+// or a packet beyond the window, is dropped, to be asked for again), and
+// the first packet past a gap NAKs ePSN, the first missing PSN, as the
+// requester resends just that PSN; every AckEvery packets past it the NAK
+// is repeated, in case it or the resend was lost.
+func (r *responder) keep(c *Conn, now sim.Time, pk *ib.Packet, raw []byte) {
+	p := pk.BTH.PSN()
+	c.stats.OutOfSequence++
+	if !r.hiSet || p.Add(1).After(r.hiSeen) {
+		r.hiSeen, r.hiSet = p.Add(1), true
+	}
+	if cl := pk.BTH.Opcode().Class(); (cl == ib.ClassSend || cl == ib.ClassWrite) && r.ooo.put(r.epsn, p, raw) {
+		c.stats.OutOfOrderKept++
+	}
+	if r.srNaked {
+		// The NAK or the resend it asked for may be lost: say it again
+		// every AckEvery packets past the gap (IRN NAKs every one).
+		if r.srSince++; r.srSince >= r.o.AckEvery && !(r.nakPending && r.nakSyn.Kind() == ib.KindRNR) {
+			r.srSince = 0
+			r.queueNAK(ib.SyndromeNAKSequence, r.epsn)
+		}
+		return
+	}
+	r.nakHole(c, now, p)
+}
+
+// nakHole queues the sequence-error NAK for ePSN unless it went out.
+func (r *responder) nakHole(c *Conn, now sim.Time, p ib.PSN) {
+	if r.srNaked || (r.nakPending && r.nakSyn.Kind() == ib.KindRNR) {
+		return
+	}
+	r.srNaked, r.srSince = true, 0
+	r.queueNAK(ib.SyndromeNAKSequence, r.epsn)
+	if c.tr != nil {
+		c.tr.Tracef(now, c.localID, "qp %#x: psn %d past a gap (expected %d), selective repeat: NAK %d", c.qpn, p, r.epsn, r.epsn)
+	}
+}
+
+// drain places the kept packets that are now in sequence, then NAKs the
+// next hole if anything was seen past it.
+func (r *responder) drain(c *Conn, now sim.Time) {
+	for !r.dead {
+		raw, ok := r.ooo.take(r.epsn)
+		if !ok {
+			break
+		}
+		var pk ib.Packet
+		if pk.Decode(raw) != nil {
+			c.stats.Malformed++ // cannot happen: it decoded when kept
+			break
+		}
+		before := r.epsn
+		r.accept(c, now, &pk)
+		if r.epsn == before {
+			break // refused (RNR or a fatal error): the requester goes back
+		}
+	}
+	if r.dead || r.nakPending && r.nakSyn.Kind() == ib.KindRNR {
+		return
+	}
+	if r.ooo.n > 0 || (r.hiSet && r.hiSeen.After(r.epsn)) {
+		r.nakHole(c, now, r.epsn)
+	} else {
+		r.hiSet = false
 	}
 }

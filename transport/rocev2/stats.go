@@ -30,6 +30,11 @@ type ConnStats struct {
 	// READ responses past a missing one.
 	Duplicates    uint64
 	OutOfSequence uint64
+	// OutOfOrderKept counts packets past a gap that selective repeat kept
+	// (placed once the gap filled); SelectiveResends the requester's
+	// resends of single PSNs a NAK or a timeout asked for.
+	OutOfOrderKept   uint64
+	SelectiveResends uint64
 	// Malformed counts undecodable or misdirected payloads and responses
 	// that match nothing outstanding; Dropped counts valid packets the QP's
 	// state refused (not yet connected, closed, in error).
