@@ -51,8 +51,10 @@ func newUpCommand() *cli.Command {
 			"to what one process can pace in real time. By default up returns once the lab is\n" +
 			"running in the background (log in RUN_DIR/LAB.log); --foreground keeps it attached.\n" +
 			"The lab serves Prometheus metrics on a loopback port (mrlab status shows it);\n" +
-			"mrlab top, mrlab trace and mrlab capture watch it through its control socket.",
-		Flags: []cli.Flag{
+			"mrlab top, mrlab trace and mrlab capture watch it through its control socket.\n" +
+			"--set, --impair and --fault change the lab as they do for mrlab sim; faults fire in\n" +
+			"real time from the moment the lab is up (--impair LINK:ab=NETEM impairs one direction).",
+		Flags: append([]cli.Flag{
 			runDirFlag(),
 			&cli.BoolFlag{Name: "foreground", Usage: "run the lab in this process until interrupted"},
 			&cli.StringFlag{Name: "name", Usage: "run the lab under this name instead of the lab file's (namespaces, state and --lab use it), so one lab file runs several times side by side"},
@@ -63,7 +65,8 @@ func newUpCommand() *cli.Command {
 			&cli.DurationFlag{Name: "timeout", Value: 30 * time.Second, Usage: "how long to wait for a background lab to come up"},
 			&cli.StringFlag{Name: "metrics", Value: live.DefaultMetricsAddr, Usage: "serve Prometheus metrics on this loopback `ADDR` (port 0 picks one; \"off\" serves none)"},
 			&cli.DurationFlag{Name: "telemetry-interval", Value: live.DefaultTelemetryInterval, Usage: "how often telemetry (metrics, mrlab top) is sampled"},
-		},
+			&cli.BoolFlag{Name: "no-faults", Usage: "do not arm the lab file's fault timeline (--fault's faults still fire)"},
+		}, whatIfFlags()...),
 		Action: liveUp,
 	}
 }
@@ -184,6 +187,14 @@ func upBackground(c *cli.Context, lab *labs.Lab) error {
 		"--name", lab.Name}
 	if c.Bool("no-realtime") {
 		args = append(args, "--no-realtime")
+	}
+	if c.Bool("no-faults") {
+		args = append(args, "--no-faults")
+	}
+	for _, f := range []string{"set", "impair", "fault"} {
+		for _, v := range flagValues(c, f) {
+			args = append(args, "--"+f, v)
+		}
 	}
 	if arg != "" {
 		args = append(args, arg)
@@ -583,6 +594,30 @@ func newFaultCommand() *cli.Command {
 				return usagef("fault %s %s: unknown action %q (want %s)", target, f.Name, f.Action, strings.Join(actions, ", "))
 			}
 			rest := args[2:]
+			if target == "link" {
+				// One direction, as tc on one end: NAME:ab or a
+				// trailing "dir ab" (the lab files' clause).
+				if name, d, ok := strings.Cut(f.Name, ":"); ok {
+					f.Name, f.Dir = name, d
+				}
+				if n := len(rest); n >= 2 && rest[n-2] == "dir" {
+					if f.Dir != "" && f.Dir != rest[n-1] {
+						return usagef("fault link %s:%s: and dir %s: two directions", f.Name, f.Dir, rest[n-1])
+					}
+					f.Dir, rest = rest[n-1], rest[:n-2]
+				}
+				if f.Dir != "" {
+					d, err := labs.ParseDir(f.Dir)
+					if err != nil {
+						return usagef("fault link %s: %v", f.Name, err)
+					}
+					if d == labs.DirBoth {
+						f.Dir = ""
+					} else if f.Action != "impair" {
+						return usagef("fault link %s:%s %s: a link goes %s in both directions (for one direction's black hole: fault link %s:%s impair loss 100%%)", f.Name, f.Dir, f.Action, f.Action, f.Name, f.Dir)
+					}
+				}
+			}
 			if f.Action == "impair" {
 				if strings.TrimSpace(strings.Join(rest, "")) == "" {
 					return usagef("fault link %s impair: want netem parameters, e.g. loss 1%% delay 100us (or \"none\")", f.Name)
@@ -603,7 +638,11 @@ func newFaultCommand() *cli.Command {
 			if err := cl.Fault(c.Context, f); err != nil {
 				return err
 			}
-			fmt.Fprintf(c.App.Writer, "lab %s: %s %s %s\n", name, target, f.Name, strings.Join(append([]string{f.Action}, f.Impair...), " "))
+			subject := f.Name
+			if f.Dir != "" {
+				subject += ":" + f.Dir
+			}
+			fmt.Fprintf(c.App.Writer, "lab %s: %s %s %s\n", name, target, subject, strings.Join(append([]string{f.Action}, f.Impair...), " "))
 			return nil
 		}
 	}
@@ -613,7 +652,7 @@ func newFaultCommand() *cli.Command {
 		Usage: "fail, restore or impair links, switches and planes of a live lab",
 		Flags: flags,
 		Subcommands: []*cli.Command{
-			{Name: "link", Usage: "take a link down or up, or impair it (netem spelling)", ArgsUsage: "NAME down|up|impair NETEM...",
+			{Name: "link", Usage: "take a link down or up, or impair it (netem spelling; NAME:ab or a trailing dir ab|ba for one direction)", ArgsUsage: "NAME[:ab|:ba] down|up|impair NETEM... [dir ab|ba]",
 				Flags: flags, Action: send("link", "down", "up", "impair"), SkipFlagParsing: true},
 			{Name: "switch", Usage: "take a switch (all its links) down or up", ArgsUsage: "NAME down|up",
 				Flags: flags, Action: send("switch", "down", "up"), SkipFlagParsing: true},
