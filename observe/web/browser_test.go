@@ -125,3 +125,43 @@ func checkLinkElements(t *testing.T, b *webtest.Browser, topo *Topology) {
 		t.Errorf("%d link direction elements, want %d", len(seen), len(want))
 	}
 }
+
+// The page opens a replay on its first frame with traffic (frame 0 is
+// recorded before anything is sent: an empty picture), and t= opens it at
+// a lab time.
+func TestBrowserOpenFrame(t *testing.T) {
+	r := recordRun(t, prototrace.TraceDrops)
+	rp, err := ReadReplay(bytes.NewReader(r.file), "run.replay")
+	if err != nil {
+		t.Fatal(err)
+	}
+	open := rp.OpenFrame()
+	if s := rp.Snapshot(open, nil); open == 0 || len(s.Conns) == 0 {
+		t.Fatalf("open frame %d (%d connections): want the first frame with traffic, after the empty frame 0", open, len(s.Conns))
+	}
+	if busyFrame(rp.Snapshot(open-1, nil)) {
+		t.Fatalf("frame %d before the open frame %d has traffic", open-1, open)
+	}
+	srv := httptest.NewServer(NewReplayServer(rp, 0))
+	t.Cleanup(srv.Close)
+	b := webtest.New(t)
+	for _, tc := range []struct {
+		query string
+		want  int
+	}{
+		{"", open},
+		{"?t=100us", rp.FrameAt(100 * sim.Microsecond)},
+		{"?k=0", 0},
+	} {
+		if err := b.Open(srv.URL + "/" + tc.query); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.WaitFor(fmt.Sprintf("window.mrlab.ready && window.mrlab.k === %d", tc.want), 5*time.Second); err != nil {
+			k, _ := webtest.Eval[int](b, `window.mrlab.k`)
+			t.Errorf("open %q: at frame %d, want %d: %v", tc.query, k, tc.want, err)
+		}
+	}
+	if errs := b.Errors(); len(errs) > 0 {
+		t.Errorf("console errors:\n%s", strings.Join(errs, "\n"))
+	}
+}
