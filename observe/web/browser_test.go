@@ -81,6 +81,7 @@ func TestBrowserReplay(t *testing.T) {
 	if err != nil || rows != sel.NumPaths {
 		t.Errorf("selected connection: %d path rows, want %d (%v)", rows, sel.NumPaths, err)
 	}
+	checkNoOverlap(t, b)
 	shot := filepath.Join(webtest.ShotDir(t), "replay.png")
 	if err := b.Screenshot(shot); err != nil {
 		t.Errorf("%v (%s)", err, shot)
@@ -164,4 +165,57 @@ func TestBrowserOpenFrame(t *testing.T) {
 	if errs := b.Errors(); len(errs) > 0 {
 		t.Errorf("console errors:\n%s", strings.Join(errs, "\n"))
 	}
+}
+
+// checkNoOverlap checks that no two labels drawn on the fabric (link
+// impairments) or in the ladder (trace events) overlap, as drawn.
+func checkNoOverlap(t *testing.T, b *webtest.Browser) {
+	t.Helper()
+	type overlap struct {
+		Labels int      `json:"labels"`
+		Pairs  []string `json:"pairs"`
+	}
+	got, err := webtest.Eval[overlap](b, `(() => {
+		const es = [...document.querySelectorAll(".ev-label, .impair-label")];
+		const rs = es.map((e) => e.getBoundingClientRect());
+		const pairs = [];
+		for (let i = 0; i < rs.length; i++)
+			for (let j = i + 1; j < rs.length; j++) {
+				const a = rs[i], c = rs[j];
+				if (a.width && c.width && a.left < c.right - 0.5 && c.left < a.right - 0.5 && a.top < c.bottom - 0.5 && c.top < a.bottom - 0.5)
+					pairs.push(es[i].textContent + " / " + es[j].textContent);
+			}
+		return { labels: es.length, pairs };
+	})()`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Labels == 0 {
+		t.Error("no labels drawn")
+	}
+	if len(got.Pairs) > 0 {
+		t.Errorf("%d of %d labels overlap: %q", len(got.Pairs), got.Labels, got.Pairs)
+	}
+}
+
+// The README's screenshot run: at the frame it shows, with h1's busiest
+// connection selected, no two labels overlap (its ladder has dozens of
+// events in a few microseconds, the fabric a loss label on every link).
+func TestBrowserLabelsDoNotOverlap(t *testing.T) {
+	rp, k, sel := spineFailure(t)
+	srv := httptest.NewServer(NewReplayServer(rp, 0))
+	t.Cleanup(srv.Close)
+	b := webtest.New(t)
+	if err := b.Open(fmt.Sprintf("%s/?k=%d&host=%s&conn=%d", srv.URL, k, sel.Host, sel.ID)); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.WaitFor(fmt.Sprintf("window.mrlab.k === %d && document.querySelectorAll('#conn tr.path').length > 0 && document.querySelectorAll('.ev-label').length > 0", k), 20*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	checkNoOverlap(t, b)
+	shot := filepath.Join(webtest.ShotDir(t), "labels.png")
+	if err := b.Screenshot(shot); err != nil {
+		t.Error(err)
+	}
+	t.Logf("screenshot: %s (frame %d, %s conn %d)", shot, k, sel.Host, sel.ID)
 }
