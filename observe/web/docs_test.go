@@ -80,6 +80,22 @@ func spineFailure(t testing.TB) (*Replay, int, ConnKey) {
 	return rp, k, busiestLadder(rp, k, func(c ConnState) bool { return c.Host == "h1" })
 }
 
+// TestReadmeScreenshotCommand: the README gives the command and page of
+// its first screenshot, the run spineFailure records.
+func TestReadmeScreenshotCommand(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp, k, sel := spineFailure(t)
+	page := fmt.Sprintf("?t=%v&host=%s&conn=%d", rp.times[k], sel.Host, sel.ID)
+	for _, want := range []string{"go run ./cmd/mrlab " + strings.TrimPrefix(SpineFailureCommand, "mrlab "), page} {
+		if !strings.Contains(string(readme), want) {
+			t.Errorf("README lacks %q (the screenshot's command and page)", want)
+		}
+	}
+}
+
 // TestDocsScreenshots regenerates the README's screenshots of the web
 // view (go test ./observe/web -run DocsScreenshots -update-docs) and
 // reports how long the page takes to draw a frame while playing.
