@@ -457,7 +457,7 @@ func statusReport(s live.Status, allLinks bool) *Report {
 	// mr0's own counters are the host kernel's: its tx is towards the lab,
 	// and tx drops are packets the lab did not read in time.
 	ht := r.Table("hosts", "Hosts (mr0: the host kernel's counters of its interface)", Col("name", "host", ""), Col("addr", "address", ""), Col("namespace", "namespace", ""),
-		Col("from_kernel", "from kernel", ""), Col("to_kernel", "to kernel", ""), Col("to_kernel_drops", "drops", ""),
+		Col("from_kernel", "from kernel", ""), Col("to_kernel", "to kernel", ""), Col("to_kernel_drops", "to-kernel drops", ""),
 		Col("mr0_tx_dropped", "mr0 tx drop", ""), Col("mr0_rx_dropped", "mr0 rx drop", ""), Col("mr0_errors", "mr0 errors", ""))
 	for _, h := range s.Hosts {
 		var txd, rxd, errs any = "-", "-", "-"
