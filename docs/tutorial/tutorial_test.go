@@ -372,7 +372,7 @@ func compareShown(shown, got []string, varies []*regexp.Regexp) string {
 		}
 		return l
 	}
-	shown = outputLines(strings.Join(shown, "\n"))
+	shown, got = outputLines(strings.Join(shown, "\n")), outputLines(strings.Join(got, "\n"))
 	for i := 0; i < max(len(shown), len(got)); i++ {
 		var s, g string
 		if i < len(shown) {
@@ -567,6 +567,23 @@ func TestParseLesson(t *testing.T) {
 	if len(bs) != 2 || len(bs[0].script) != 2 || bs[0].script[0] != "mrlab sim b2b -n 5" || bs[0].script[1] != "echo hi" ||
 		len(bs[0].expect) != 1 || !bs[1].live || bs[1].expect[0].kind != "expect-value" {
 		t.Fatalf("%+v", bs)
+	}
+	if got := bs[0].shown; len(got) != 2 || len(got[0]) != 1 || got[0][0] != "sample output" || len(got[1]) != 0 || bs[0].shownAt[0] != [2]int{4, 5} {
+		t.Fatalf("shown output %q at %v", got, bs[0].shownAt)
+	}
+	// Exact, but for trailing blanks; a varies pattern and blank runs
+	// compare equal in a live block.
+	if d := compareShown([]string{"a  1", "b"}, []string{"a  1 ", "b", ""}, nil); d != "" {
+		t.Error(d)
+	}
+	if d := compareShown([]string{"a  1"}, []string{"a  2"}, nil); d == "" {
+		t.Error("a changed figure compared equal")
+	}
+	if d := compareShown([]string{"rate 1.5 Gb/s  ok"}, []string{"rate 12.25 Gb/s ok"}, []*regexp.Regexp{regexp.MustCompile(`[\d.]+ Gb/s`)}); d != "" {
+		t.Error(d)
+	}
+	if d := compareShown([]string{"rate 1.5 Gb/s ok"}, []string{"rate 1.5 Gb/s LAGGING"}, []*regexp.Regexp{regexp.MustCompile(`[\d.]+ Gb/s`)}); d == "" {
+		t.Error("a varies pattern hid a word outside it")
 	}
 	for _, tc := range []struct {
 		e   expectation
