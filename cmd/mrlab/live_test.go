@@ -309,7 +309,7 @@ func TestObservabilityCommands(t *testing.T) {
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != 200 || !strings.Contains(string(body), `mrlab_link_transmit_bytes_total{direction="AtoB",link="h0-p0"}`) {
+	if resp.StatusCode != 200 || !strings.Contains(string(body), `mrlab_link_transmit_bytes_total{direction="AtoB",lab="`+labName+`",link="h0-p0"}`) {
 		t.Errorf("GET %s: %s\n%.500s", metricsURL, resp.Status, body)
 	}
 	// A bad trace filter is a usage error, before the lab is asked.
@@ -563,7 +563,7 @@ func TestLiveCLI(t *testing.T) {
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if !strings.Contains(string(body), `mrlab_link_transmit_bytes_total{direction="AtoB",link="h0-p0"}`) {
+	if !strings.Contains(string(body), `mrlab_link_transmit_bytes_total{direction="AtoB",lab="`+name+`",link="h0-p0"}`) {
 		t.Errorf("GET %s: %s\n%.500s", st.Metrics, resp.Status, body)
 	}
 	if code, out := sh("down"); code != 0 {

@@ -228,7 +228,7 @@ func (e *labEngine) Start(loop *sim.Loop, pool *packet.Pool, deliver func(int, s
 	}
 	// Telemetry: every link direction, idle or not, so Prometheus series
 	// do not come and go, and every connection of every NIC as it opens.
-	e.exp = prom.New()
+	e.exp = prom.New(e.lab.Name)
 	e.sampler = telemetry.NewSampler(loop, sim.Time(e.cfg.TelemetryInterval), e.exp)
 	e.sampler.AddNetwork(net, true)
 	for i, nic := range e.nics {

@@ -339,8 +339,8 @@ func TestLiveLab(t *testing.T) {
 		// The same counters in Prometheus, with the kernel's own of mr0.
 		m := scrape(t, l.State().Metrics)
 		for _, series := range []string{
-			fmt.Sprintf(`mrlab_nic_drops_total{host="%s",reason="spoofed"}`, h1.Name),
-			fmt.Sprintf(`mrlab_nic_refused_total{host="%s"}`, h4.Name),
+			fmt.Sprintf(`mrlab_nic_drops_total{host="%s",lab="%s",reason="spoofed"}`, h1.Name, l.Name()),
+			fmt.Sprintf(`mrlab_nic_refused_total{host="%s",lab="%s"}`, h4.Name, l.Name()),
 		} {
 			if metricValue(m, series) < 1 {
 				t.Errorf("/metrics: %s = %v, want >= 1", series, metricValue(m, series))
@@ -528,7 +528,7 @@ func checkObservability(t *testing.T, l *Lab, src, dst string) {
 	}
 	t.Logf("telemetry: %s->%s conn %d sending at %.3g bit/s, cwnd %d, srtt %v, %d retransmits; %s placed %d bytes",
 		sender.Host, sender.Peer, sender.Conn, sender.SendRate, sender.Cwnd, sender.SRTT, sender.Retransmits, dst, receiver.BytesAcked)
-	want := fmt.Sprintf(`mrlab_conn_acked_bytes_total{conn="%d",host="%s",peer="%s",transport="metaroce"}`, receiver.Conn, dst, src)
+	want := fmt.Sprintf(`mrlab_conn_acked_bytes_total{conn="%d",host="%s",lab="%s",peer="%s",transport="metaroce"}`, receiver.Conn, dst, l.Name(), src)
 	if v := metricValue(during, want); v <= 0 {
 		t.Errorf("/metrics during the run: %s = %v, want > 0", want, v)
 	}
@@ -566,12 +566,12 @@ func checkObservability(t *testing.T, l *Lab, src, dst string) {
 		}
 	}
 	delta := func(series string) float64 { return metricValue(after, series) - metricValue(before, series) }
-	sent := delta(fmt.Sprintf(`mrlab_link_transmit_bytes_total{direction="AtoB",link="%s-p0"}`, src)) +
-		delta(fmt.Sprintf(`mrlab_link_transmit_bytes_total{direction="AtoB",link="%s-p1"}`, src))
+	sent := delta(fmt.Sprintf(`mrlab_link_transmit_bytes_total{direction="AtoB",lab="%s",link="%s-p0"}`, l.Name(), src)) +
+		delta(fmt.Sprintf(`mrlab_link_transmit_bytes_total{direction="AtoB",lab="%s",link="%s-p1"}`, l.Name(), src))
 	if sent < float64(r.Bytes) {
 		t.Errorf("/metrics: %s's uplinks sent %v bytes during the run, which moved %d", src, sent, r.Bytes)
 	}
-	if d := delta(fmt.Sprintf(`mrlab_link_drops_total{direction="AtoB",link="%s",reason="impairment"}`, uplink)); d <= 0 {
+	if d := delta(fmt.Sprintf(`mrlab_link_drops_total{direction="AtoB",lab="%s",link="%s",reason="impairment"}`, l.Name(), uplink)); d <= 0 {
 		t.Errorf("/metrics: %v impairment drops on %s:AtoB during the run under 2%% loss", d, uplink)
 	}
 
