@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -374,9 +375,12 @@ func labFlagValue(c *cli.Context) string {
 func newDownCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "down",
-		Usage:     "stop a live lab and remove its namespaces (also after its process died)",
+		Usage:     "stop a live lab and remove its namespaces (also after its process died) and its log",
 		ArgsUsage: "[LAB]",
-		Flags:     []cli.Flag{runDirFlag()},
+		Description: "down removes everything up created, RUN_DIR/LAB.log (a background lab's output) included,\n" +
+			"so run directories do not fill with the logs of labs long gone; --keep-log keeps it\n" +
+			"(to read why a lab failed, read it before down, or keep it).",
+		Flags: []cli.Flag{runDirFlag(), &cli.BoolFlag{Name: "keep-log", Usage: "keep RUN_DIR/LAB.log"}},
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 1 {
 				return usagef("down: want at most one lab")
@@ -387,6 +391,15 @@ func newDownCommand() *cli.Command {
 			}
 			if err := live.Down(c.Context, c.String("run-dir"), name, nil); err != nil {
 				return err
+			}
+			logPath := live.LogPath(c.String("run-dir"), name)
+			if c.Bool("keep-log") {
+				if _, err := os.Stat(logPath); err == nil {
+					fmt.Fprintf(c.App.Writer, "lab %s down (log kept: %s)\n", name, logPath)
+					return nil
+				}
+			} else if err := os.Remove(logPath); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				fmt.Fprintf(c.App.ErrWriter, "mrlab: lab %s: removing its log: %v\n", name, err)
 			}
 			fmt.Fprintf(c.App.Writer, "lab %s down\n", name)
 			return nil

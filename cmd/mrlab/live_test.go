@@ -193,12 +193,20 @@ func TestClientCommandsAgainstARunningLab(t *testing.T) {
 		t.Errorf("perf --op jump: code %d, %s", code, errs)
 	}
 
-	// The lab still answers after all the bad requests; then down.
+	// The lab still answers after all the bad requests; then down, which
+	// removes the lab's log (a background lab's; this one has none, so
+	// one is planted).
 	if code, _, errs := mrlab(append([]string{"status"}, rd...)...); code != 0 {
 		t.Fatalf("status after bad requests: %s", errs)
 	}
+	if err := os.WriteFile(live.LogPath(dir, name), []byte("log\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	if code, out, errs := mrlab(append([]string{"down"}, rd...)...); code != 0 || !strings.Contains(out, "down") {
 		t.Fatalf("down: code %d %s%s", code, out, errs)
+	}
+	if _, err := os.Stat(live.LogPath(dir, name)); !os.IsNotExist(err) {
+		t.Errorf("the lab's log after down: %v", err)
 	}
 	if _, err := os.Stat(live.StatePath(dir, name)); !os.IsNotExist(err) {
 		t.Errorf("state file after down: %v", err)
