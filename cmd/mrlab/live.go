@@ -126,7 +126,7 @@ func liveUp(c *cli.Context) error {
 	logf := func(format string, args ...any) {
 		fmt.Fprintf(c.App.ErrWriter, "%s mrlab: %s\n", time.Now().Format("15:04:05.000"), fmt.Sprintf(format, args...))
 	}
-	eng, err := live.NewLabEngine(lab, live.EngineConfig{MaxRate: maxRate, TelemetryInterval: c.Duration("telemetry-interval"), Logf: logf})
+	eng, err := live.NewLabEngine(lab, live.EngineConfig{Name: lab.Name, MaxRate: maxRate, TelemetryInterval: c.Duration("telemetry-interval"), Logf: logf})
 	if err != nil {
 		return err
 	}

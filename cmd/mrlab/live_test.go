@@ -59,7 +59,8 @@ func upOnDevices(t *testing.T) (dir, name string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng, err := live.NewLabEngine(lab, live.EngineConfig{MaxRate: live.DefaultMaxRate})
+	name = fmt.Sprintf("cli%d", os.Getpid()%100000)
+	eng, err := live.NewLabEngine(lab, live.EngineConfig{MaxRate: live.DefaultMaxRate, Name: name})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +69,6 @@ func upOnDevices(t *testing.T) (dir, name string) {
 		devs = append(devs, newIdleDevice())
 	}
 	dir = t.TempDir()
-	name = fmt.Sprintf("cli%d", os.Getpid()%100000)
 	l, err := live.Up(context.Background(), name, eng, live.Options{RunDir: dir, Devices: devs})
 	if err != nil {
 		t.Fatal(err)

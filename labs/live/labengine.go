@@ -45,6 +45,10 @@ const MinTelemetryInterval = 10 * time.Millisecond
 
 // EngineConfig configures NewLabEngine.
 type EngineConfig struct {
+	// Name is the name the lab runs under (Up's name), which its
+	// Prometheus series carry as their lab label; empty means the lab
+	// file's name.
+	Name string
 	// MaxRate caps every link's rate (and a rate impairment) in bits per
 	// second; 0 keeps the lab's rates.
 	MaxRate float64
@@ -228,7 +232,11 @@ func (e *labEngine) Start(loop *sim.Loop, pool *packet.Pool, deliver func(int, s
 	}
 	// Telemetry: every link direction, idle or not, so Prometheus series
 	// do not come and go, and every connection of every NIC as it opens.
-	e.exp = prom.New(e.lab.Name)
+	name := e.cfg.Name
+	if name == "" {
+		name = e.lab.Name
+	}
+	e.exp = prom.New(name)
 	e.sampler = telemetry.NewSampler(loop, sim.Time(e.cfg.TelemetryInterval), e.exp)
 	e.sampler.AddNetwork(net, true)
 	for i, nic := range e.nics {

@@ -40,7 +40,7 @@ func upLive(t *testing.T, builtin, tag string, opts Options) (*Lab, *labs.Lab) {
 	t.Helper()
 	lab := loadTestLab(t, builtin)
 	name := testLabName(tag)
-	eng, err := NewLabEngine(lab, EngineConfig{MaxRate: DefaultMaxRate})
+	eng, err := NewLabEngine(lab, EngineConfig{MaxRate: DefaultMaxRate, Name: name})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -346,7 +346,7 @@ func TestLiveLab(t *testing.T) {
 				t.Errorf("/metrics: %s = %v, want >= 1", series, metricValue(m, series))
 			}
 		}
-		if v := metricValue(m, `mrlab_host_mr0_tx_packets_total{host="h0"}`); v <= 0 {
+		if v := metricValue(m, fmt.Sprintf(`mrlab_host_mr0_tx_packets_total{host="h0",lab="%s"}`, l.Name())); v <= 0 {
 			t.Errorf("/metrics: h0's mr0 tx packets %v", v)
 		}
 	})
@@ -553,11 +553,11 @@ func checkObservability(t *testing.T, l *Lab, src, dst string) {
 	var after string
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		after = scrape(t, st.Metrics)
-		if metricValue(after, "mrlab_lab_time_seconds") >= s.VirtualTime.Seconds() {
+		if metricValue(after, `mrlab_lab_time_seconds{lab="`+l.Name()+`"}`) >= s.VirtualTime.Seconds() {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("/metrics: lab time %v s, not past the run's end at %v", metricValue(after, "mrlab_lab_time_seconds"), s.VirtualTime)
+			t.Fatalf("/metrics: lab time %v s, not past the run's end at %v", metricValue(after, `mrlab_lab_time_seconds{lab="`+l.Name()+`"}`), s.VirtualTime)
 		}
 	}
 	for _, want := range []string{"# TYPE mrlab_link_transmit_bytes_total counter", "# TYPE mrlab_lab_time_seconds gauge", "mrlab_link_drops_total{"} {
