@@ -34,9 +34,9 @@ type Exporter struct {
 	latest []telemetry.Sample
 	at     sim.Time
 
-	reg   *prometheus.Registry
+	reg *prometheus.Registry
 	// wrap registers collectors on reg with the lab label on every series.
-	wrap prometheus.Registerer
+	wrap  prometheus.Registerer
 	descs map[telemetry.Kind][]metricDesc
 	labT  *prometheus.Desc
 }
