@@ -137,6 +137,73 @@ func (l *errorList) err() error {
 // yamlLine finds the line in a yaml parser message ("yaml: line 3: ...").
 var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 
+// syntaxErrorIn is syntaxError for the text data: a flow mapping or
+// sequence left open ("{planes: 2" with no "}") is reported where it
+// opens, since the parser notices only lines later, at whatever it then
+// reads (often the line before, the mapping's key, or the file's end).
+func syntaxErrorIn(file string, data []byte, err error) *Error {
+	e := syntaxError(file, err)
+	if !strings.Contains(err.Error(), "did not find expected ',' or") {
+		return e
+	}
+	if line, col, open, ok := unclosedFlow(data); ok {
+		e.Line, e.Col = line, col
+		e.Msg = fmt.Sprintf("YAML syntax: this %q is never closed (%s)", open, strings.TrimPrefix(e.Msg, "YAML syntax: "))
+	}
+	return e
+}
+
+// unclosedFlow finds the first flow collection ({ or [ starting a value)
+// in data that no matching bracket closes, outside quotes and comments.
+// It returns its 1-based line and column.
+func unclosedFlow(data []byte) (line, col int, open byte, ok bool) {
+	type opener struct {
+		c         byte
+		line, col int
+	}
+	var stack []opener
+	for n, l := range strings.Split(string(data), "\n") {
+		var quote byte
+		prev := byte(' ') // the last non-blank byte before i, ' ' at the start
+		for i := 0; i < len(l); i++ {
+			c := l[i]
+			switch {
+			case quote != 0:
+				if c == '\\' && quote == '"' {
+					i++
+				} else if c == quote {
+					quote = 0
+				}
+				continue
+			case c == '#' && (i == 0 || l[i-1] == ' ' || l[i-1] == '\t'):
+				i = len(l) // a comment: the rest of the line
+				continue
+			case (c == '"' || c == '\'') && strings.IndexByte(" :,[{-", prev) >= 0:
+				quote = c
+			case (c == '{' || c == '[') && strings.IndexByte(" :,[{-", prev) >= 0:
+				stack = append(stack, opener{c, n + 1, i + 1})
+			case (c == '}' || c == ']') && len(stack) > 0:
+				stack = stack[:len(stack)-1]
+			}
+			if c != ' ' && c != '\t' {
+				prev = c
+			}
+		}
+	}
+	if len(stack) == 0 {
+		return 0, 0, 0, false
+	}
+	// The innermost left open on the first line that left one open: the
+	// bracket the parser wanted closed.
+	o := stack[0]
+	for _, x := range stack[1:] {
+		if x.line == o.line {
+			o = x
+		}
+	}
+	return o.line, o.col, o.c, true
+}
+
 // syntaxError turns a yaml parser error into an *Error with its line.
 func syntaxError(file string, err error) *Error {
 	e := &Error{File: file, Msg: err.Error(), Err: err}

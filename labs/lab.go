@@ -101,7 +101,7 @@ func parseTree(file string, data []byte) (*yaml.Node, error) {
 		if errors.Is(err, io.EOF) {
 			return nil, &Error{File: file, Msg: "empty lab file (want at least name: and topology:)"}
 		}
-		return nil, syntaxError(file, err)
+		return nil, syntaxErrorIn(file, data, err)
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); err == nil {

@@ -349,6 +349,16 @@ var badLabs = []struct {
 		line: 3, col: 0, field: "", msg: "YAML syntax: found character that cannot start any token",
 	},
 	{
+		name: "unclosed flow mapping",
+		src:  "name: x\ntopology:\n  leafspine: {planes: 2, leaves: 2\nlinks:\n  default: {rate: 10gbit}\nseed: 1\n",
+		line: 3, col: 14, field: "", msg: `YAML syntax: this '{' is never closed`,
+	},
+	{
+		name: "unclosed flow sequence",
+		src:  "name: x # a {comment\ntopology: {hosts: [{name: \"a{\"}, {name: b}\nseed: 1\n",
+		line: 2, col: 19, field: "", msg: `YAML syntax: this '[' is never closed`,
+	},
+	{
 		name: "empty file",
 		src:  "",
 		line: 0, col: 0, field: "", msg: "empty lab file",

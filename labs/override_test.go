@@ -182,7 +182,7 @@ func TestImpairOverride(t *testing.T) {
 		t.Errorf("unknown link: %v", err)
 	}
 	_, err = ResolveWith("leafspine", []Override{mo(t)(ImpairOverride("--impair all=loss 1000%", "all", "loss 1000%"))})
-	if err == nil || !strings.HasPrefix(err.Error(), "--impair all=loss 1000%: ") {
+	if err == nil || !strings.HasPrefix(err.Error(), "--impair all=loss 1000%: parsing impairment") {
 		t.Errorf("bad netem: %v", err)
 	}
 }
@@ -220,7 +220,7 @@ func TestFaultOverride(t *testing.T) {
 		{"2ms link p0-leaf9-spine0 down", `--fault 2ms link p0-leaf9-spine0 down: no link named "p0-leaf9-spine0"`},
 		{"soon link h0-p0 down", `--fault soon link h0-p0 down: "soon" is not a duration`},
 		{"1ms link h0-p0 explode", `--fault 1ms link h0-p0 explode: "explode" is not an action`},
-		{"1ms link h0-p0 impair", `--fault 1ms link h0-p0 impair: missing (action impair needs impair:`},
+		{"1ms link h0-p0 impair", `--fault 1ms link h0-p0 impair: missing`},
 	} {
 		o, err := FaultOverride("--fault "+tc.text, tc.text)
 		if err == nil {

@@ -59,7 +59,7 @@ func newCaptureCommand() *cli.Command {
 			"dissector (install it as ~/.local/lib/wireshark/plugins/metaroce.lua).",
 		Flags: []cli.Flag{runDirFlag(), labFlag(),
 			&cli.StringFlag{Name: "write", Aliases: []string{"w"}, Usage: "write the capture to `FILE` (- for stdout)"},
-			&cli.StringFlag{Name: "filter", Aliases: []string{"f"}, Usage: "keep only matching packets (host=, conn=, path=, port=)"},
+			&cli.StringFlag{Name: "filter", Aliases: []string{"f"}, Usage: "keep only matching packets: host=, conn=, path=, port= terms, or pcap syntax as tshark -f takes it (udp port 4791, host h3 and port 4791)"},
 			&cli.IntFlag{Name: "count", Aliases: []string{"c"}, Usage: "stop after this many packets"},
 			&cli.DurationFlag{Name: "duration", Aliases: []string{"d"}, Usage: "stop after this long (wall clock)"},
 			&cli.BoolFlag{Name: "dissector", Usage: "print the MetaRoCE Wireshark Lua dissector and exit"},
@@ -358,7 +358,7 @@ func observeFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "capture", Usage: "capture packets at `POINTS` (comma-separated hosts, switches, links; h0:1 a port, LINK:AtoB a direction) as pcapng"},
 		&cli.StringFlag{Name: "capture-dir", Value: "captures", Usage: "directory for --capture files, one POINT.pcapng per point"},
-		&cli.StringFlag{Name: "capture-filter", Usage: "keep only matching packets in captures (host=, conn=, path=, port=)"},
+		&cli.StringFlag{Name: "capture-filter", Usage: "keep only matching packets in captures: host=, conn=, path=, port= terms, or pcap syntax (udp port 4791)"},
 		&cli.StringFlag{Name: "telemetry", Usage: "write per-connection, per-path and per-link time series to `FILE` (.csv for CSV, else JSON lines)"},
 		&cli.StringFlag{Name: "telemetry-interval", Value: "10us", Usage: "telemetry and --record sampling period (lab time)"},
 		&cli.BoolFlag{Name: "telemetry-all-links", Usage: "sample idle link directions too"},

@@ -21,7 +21,7 @@ func TestHelpListsSubcommands(t *testing.T) {
 		{[]string{"lab", "--help"}, []string{"COMMANDS:", "validate", "show", "list"}},
 		{[]string{"lab"}, []string{"COMMANDS:", "validate", "show", "list"}},
 		{[]string{"help", "fault"}, []string{"COMMANDS:", "link", "switch", "plane"}},
-		{[]string{"help", "fault", "link"}, []string{"mrlab fault link", "NAME down|up|impair NETEM"}},
+		{[]string{"help", "fault", "link"}, []string{"mrlab fault link", "NAME[:ab|:ba] down|up|impair NETEM... [dir ab|ba]"}},
 		{[]string{"lab", "help", "validate"}, []string{"mrlab lab validate", "FILE|NAME"}},
 		{[]string{"help"}, []string{"COMMANDS:", "sim", "version", "--version"}},
 		{[]string{"help", "sim"}, []string{"perftest (same flags as ib_write_bw & co.)", "--tx-depth value, -t value, --qd value"}},

@@ -39,6 +39,7 @@ func newConformCommand() *cli.Command {
 			&cli.BoolFlag{Name: "tap", Usage: "print the results as TAP version 13"},
 			&cli.StringFlag{Name: "junit", Usage: "also write the results as JUnit XML to `FILE`"},
 			&cli.BoolFlag{Name: "list", Usage: "list the tests (name, section, summary) and exit"},
+			&cli.BoolFlag{Name: "progress", Usage: "print each test's result on stderr as it ends (always with --target udp:)"},
 			&cli.StringFlag{Name: "scripts", Usage: "run the scripts (*.mrt) in `DIR` instead of the built-in ones"},
 			&cli.BoolFlag{Name: "trace", Aliases: []string{"v"}, Usage: "print every packet both ways to stderr"},
 			&cli.StringFlag{Name: "mutate", Usage: "sim only: plant these faults in the engine (comma-separated; 'list' lists them)"},
@@ -86,7 +87,14 @@ func conformAction(c *cli.Context) error {
 	if c.Bool("trace") {
 		trace = c.App.ErrWriter
 	}
-	results := conformance.RunAll(target, sel, trace)
+	// A remote target runs in wall time (minutes at a high --dilation):
+	// say how far it got as it goes, on stderr (stdout keeps the report,
+	// whole, for --json and --tap).
+	progress := io.Discard
+	if _, udp := target.(*conformudp.UDPTarget); udp || c.Bool("progress") {
+		progress = c.App.ErrWriter
+	}
+	results := runConform(target, sel, trace, progress, time.Now)
 	rep := conformance.NewReport(target.Name(), results)
 	if f := c.String("junit"); f != "" {
 		if err := writeJUnit(f, rep); err != nil {
@@ -108,6 +116,30 @@ func conformAction(c *cli.Context) error {
 		return cli.Exit(fmt.Sprintf("conform: %d of %d tests failed", rep.Failed, len(rep.Tests)), 1)
 	}
 	return nil
+}
+
+// runConform runs the scripts in order, as conformance.RunAll does, and
+// prints each one's result to progress as it ends: "[3/140] setup-accept
+// pass (1.2s, 4s so far)".
+func runConform(t conformance.Target, sel []*conformance.Script, trace, progress io.Writer, now func() time.Time) []conformance.Result {
+	out := make([]conformance.Result, 0, len(sel))
+	start := now()
+	for i, s := range sel {
+		if trace != nil {
+			fmt.Fprintf(trace, "=== %s (§%s)\n", s.Name, s.Section)
+		}
+		t0 := now()
+		r := conformance.Run(t, s, trace)
+		out = append(out, r)
+		res := r.Result
+		if r.XFail != "" {
+			res += " (known failure)"
+		}
+		end := now()
+		fmt.Fprintf(progress, "conform: [%d/%d] %s %s (%v, %v so far)\n", i+1, len(sel), s.Name, res,
+			end.Sub(t0).Round(time.Millisecond), end.Sub(start).Round(time.Second))
+	}
+	return out
 }
 
 func loadScripts(dir string) ([]*conformance.Script, error) {

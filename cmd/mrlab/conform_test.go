@@ -3,10 +3,14 @@ package main
 import (
 	"encoding/json"
 	"encoding/xml"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/mrlab/mrlab/transport/metaroce/conformance"
 )
 
 // TestConformCLI: the default run passes against mrlab's engine; --json
@@ -80,3 +84,41 @@ func TestConformServeControlLoopback(t *testing.T) {
 		t.Errorf("--control-listen ::1: exit %d (%s), want a usage error", code, errs)
 	}
 }
+
+// TestConformProgress: each test's result is printed as it ends, in
+// order, before the next runs (a remote target's run lasts minutes), and
+// the report on stdout stays whole.
+func TestConformProgress(t *testing.T) {
+	all, err := conformance.Builtin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sel, err := conformance.Select(all, "^setup-accept$|^sack-")
+	if err != nil || len(sel) < 2 {
+		t.Fatalf("select: %d, %v", len(sel), err)
+	}
+	// The clock says how many scripts had ended when each line was
+	// printed: progress lines must not wait for the end.
+	var lines []string
+	w := writerFunc(func(p []byte) (int, error) { lines = append(lines, string(p)); return len(p), nil })
+	var ticks int
+	clock := func() time.Time { ticks++; return time.Unix(int64(ticks), 0) }
+	res := runConform(conformance.SimTarget{}, sel, nil, w, clock)
+	if len(lines) != len(sel) || len(res) != len(sel) {
+		t.Fatalf("%d progress lines for %d tests:\n%s", len(lines), len(sel), strings.Join(lines, ""))
+	}
+	for i, l := range lines {
+		want := fmt.Sprintf("conform: [%d/%d] %s %s (1s, %ds so far)\n", i+1, len(sel), sel[i].Name, res[i].Result, 2*i+2)
+		if l != want {
+			t.Errorf("line %d: %q, want %q", i, l, want)
+		}
+	}
+	code, out, errOut := runCLI(t, "conform", "--run", "^setup-accept$", "--progress")
+	if code != 0 || !strings.Contains(errOut, "conform: [1/1] setup-accept pass") || strings.Contains(out, "[1/1]") {
+		t.Errorf("conform --progress: exit %d\nstdout %s\nstderr %s", code, out, errOut)
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

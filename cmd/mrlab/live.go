@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -51,8 +52,10 @@ func newUpCommand() *cli.Command {
 			"to what one process can pace in real time. By default up returns once the lab is\n" +
 			"running in the background (log in RUN_DIR/LAB.log); --foreground keeps it attached.\n" +
 			"The lab serves Prometheus metrics on a loopback port (mrlab status shows it);\n" +
-			"mrlab top, mrlab trace and mrlab capture watch it through its control socket.",
-		Flags: []cli.Flag{
+			"mrlab top, mrlab trace and mrlab capture watch it through its control socket.\n" +
+			"--set, --impair and --fault change the lab as they do for mrlab sim; faults fire in\n" +
+			"real time from the moment the lab is up (--impair LINK:ab=NETEM impairs one direction).",
+		Flags: append([]cli.Flag{
 			runDirFlag(),
 			&cli.BoolFlag{Name: "foreground", Usage: "run the lab in this process until interrupted"},
 			&cli.StringFlag{Name: "name", Usage: "run the lab under this name instead of the lab file's (namespaces, state and --lab use it), so one lab file runs several times side by side"},
@@ -64,7 +67,8 @@ func newUpCommand() *cli.Command {
 			&cli.DurationFlag{Name: "timeout", Value: 30 * time.Second, Usage: "how long to wait for a background lab to come up"},
 			&cli.StringFlag{Name: "metrics", Value: live.DefaultMetricsAddr, Usage: "serve Prometheus metrics on this loopback `ADDR` (port 0 picks one; \"off\" serves none)"},
 			&cli.DurationFlag{Name: "telemetry-interval", Value: live.DefaultTelemetryInterval, Usage: "how often telemetry (metrics, mrlab top) is sampled"},
-		},
+			&cli.BoolFlag{Name: "no-faults", Usage: "do not arm the lab file's fault timeline (--fault's faults still fire)"},
+		}, whatIfFlags()...),
 		Action: liveUp,
 	}
 }
@@ -126,7 +130,7 @@ func liveUp(c *cli.Context) error {
 	logf := func(format string, args ...any) {
 		fmt.Fprintf(c.App.ErrWriter, "%s mrlab: %s\n", time.Now().Format("15:04:05.000"), fmt.Sprintf(format, args...))
 	}
-	eng, err := live.NewLabEngine(lab, live.EngineConfig{MaxRate: maxRate, TelemetryInterval: c.Duration("telemetry-interval"), Logf: logf})
+	eng, err := live.NewLabEngine(lab, live.EngineConfig{Name: lab.Name, MaxRate: maxRate, TelemetryInterval: c.Duration("telemetry-interval"), Logf: logf})
 	if err != nil {
 		return err
 	}
@@ -188,6 +192,14 @@ func upBackground(c *cli.Context, lab *labs.Lab) error {
 		"--name", lab.Name, "--sched", c.String("sched")}
 	if c.Bool("no-realtime") {
 		args = append(args, "--no-realtime")
+	}
+	if c.Bool("no-faults") {
+		args = append(args, "--no-faults")
+	}
+	for _, f := range []string{"set", "impair", "fault"} {
+		for _, v := range flagValues(c, f) {
+			args = append(args, "--"+f, v)
+		}
 	}
 	if arg != "" {
 		args = append(args, arg)
@@ -367,9 +379,12 @@ func labFlagValue(c *cli.Context) string {
 func newDownCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "down",
-		Usage:     "stop a live lab and remove its namespaces (also after its process died)",
+		Usage:     "stop a live lab and remove its namespaces (also after its process died) and its log",
 		ArgsUsage: "[LAB]",
-		Flags:     []cli.Flag{runDirFlag()},
+		Description: "down removes everything up created, RUN_DIR/LAB.log (a background lab's output) included,\n" +
+			"so run directories do not fill with the logs of labs long gone; --keep-log keeps it\n" +
+			"(to read why a lab failed, read it before down, or keep it).",
+		Flags: []cli.Flag{runDirFlag(), &cli.BoolFlag{Name: "keep-log", Usage: "keep RUN_DIR/LAB.log"}},
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 1 {
 				return usagef("down: want at most one lab")
@@ -380,6 +395,15 @@ func newDownCommand() *cli.Command {
 			}
 			if err := live.Down(c.Context, c.String("run-dir"), name, nil); err != nil {
 				return err
+			}
+			logPath := live.LogPath(c.String("run-dir"), name)
+			if c.Bool("keep-log") {
+				if _, err := os.Stat(logPath); err == nil {
+					fmt.Fprintf(c.App.Writer, "lab %s down (log kept: %s)\n", name, logPath)
+					return nil
+				}
+			} else if err := os.Remove(logPath); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				fmt.Fprintf(c.App.ErrWriter, "mrlab: lab %s: removing its log: %v\n", name, err)
 			}
 			fmt.Fprintf(c.App.Writer, "lab %s down\n", name)
 			return nil
@@ -450,7 +474,7 @@ func statusReport(s live.Status, allLinks bool) *Report {
 	// mr0's own counters are the host kernel's: its tx is towards the lab,
 	// and tx drops are packets the lab did not read in time.
 	ht := r.Table("hosts", "Hosts (mr0: the host kernel's counters of its interface)", Col("name", "host", ""), Col("addr", "address", ""), Col("namespace", "namespace", ""),
-		Col("from_kernel", "from kernel", ""), Col("to_kernel", "to kernel", ""), Col("to_kernel_drops", "drops", ""),
+		Col("from_kernel", "from kernel", ""), Col("to_kernel", "to kernel", ""), Col("to_kernel_drops", "to-kernel drops", ""),
 		Col("mr0_tx_dropped", "mr0 tx drop", ""), Col("mr0_rx_dropped", "mr0 rx drop", ""), Col("mr0_errors", "mr0 errors", ""))
 	for _, h := range s.Hosts {
 		var txd, rxd, errs any = "-", "-", "-"
@@ -603,6 +627,30 @@ func newFaultCommand() *cli.Command {
 				return usagef("fault %s %s: unknown action %q (want %s)", target, f.Name, f.Action, strings.Join(actions, ", "))
 			}
 			rest := args[2:]
+			if target == "link" {
+				// One direction, as tc on one end: NAME:ab or a
+				// trailing "dir ab" (the lab files' clause).
+				if name, d, ok := strings.Cut(f.Name, ":"); ok {
+					f.Name, f.Dir = name, d
+				}
+				if n := len(rest); n >= 2 && rest[n-2] == "dir" {
+					if f.Dir != "" && f.Dir != rest[n-1] {
+						return usagef("fault link %s:%s: and dir %s: two directions", f.Name, f.Dir, rest[n-1])
+					}
+					f.Dir, rest = rest[n-1], rest[:n-2]
+				}
+				if f.Dir != "" {
+					d, err := labs.ParseDir(f.Dir)
+					if err != nil {
+						return usagef("fault link %s: %v", f.Name, err)
+					}
+					if d == labs.DirBoth {
+						f.Dir = ""
+					} else if f.Action != "impair" {
+						return usagef("fault link %s:%s %s: a link goes %s in both directions (for one direction's black hole: fault link %s:%s impair loss 100%%)", f.Name, f.Dir, f.Action, f.Action, f.Name, f.Dir)
+					}
+				}
+			}
 			if f.Action == "impair" {
 				if strings.TrimSpace(strings.Join(rest, "")) == "" {
 					return usagef("fault link %s impair: want netem parameters, e.g. loss 1%% delay 100us (or \"none\")", f.Name)
@@ -623,7 +671,11 @@ func newFaultCommand() *cli.Command {
 			if err := cl.Fault(c.Context, f); err != nil {
 				return err
 			}
-			fmt.Fprintf(c.App.Writer, "lab %s: %s %s %s\n", name, target, f.Name, strings.Join(append([]string{f.Action}, f.Impair...), " "))
+			subject := f.Name
+			if f.Dir != "" {
+				subject += ":" + f.Dir
+			}
+			fmt.Fprintf(c.App.Writer, "lab %s: %s %s %s\n", name, target, subject, strings.Join(append([]string{f.Action}, f.Impair...), " "))
 			return nil
 		}
 	}
@@ -633,7 +685,7 @@ func newFaultCommand() *cli.Command {
 		Usage: "fail, restore or impair links, switches and planes of a live lab",
 		Flags: flags,
 		Subcommands: []*cli.Command{
-			{Name: "link", Usage: "take a link down or up, or impair it (netem spelling)", ArgsUsage: "NAME down|up|impair NETEM...",
+			{Name: "link", Usage: "take a link down or up, or impair it (netem spelling; NAME:ab or a trailing dir ab|ba for one direction)", ArgsUsage: "NAME[:ab|:ba] down|up|impair NETEM... [dir ab|ba]",
 				Flags: flags, Action: send("link", "down", "up", "impair"), SkipFlagParsing: true},
 			{Name: "switch", Usage: "take a switch (all its links) down or up", ArgsUsage: "NAME down|up",
 				Flags: flags, Action: send("switch", "down", "up"), SkipFlagParsing: true},

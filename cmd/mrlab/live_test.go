@@ -10,6 +10,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -57,7 +59,8 @@ func upOnDevices(t *testing.T) (dir, name string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng, err := live.NewLabEngine(lab, live.EngineConfig{MaxRate: live.DefaultMaxRate})
+	name = fmt.Sprintf("cli%d", os.Getpid()%100000)
+	eng, err := live.NewLabEngine(lab, live.EngineConfig{MaxRate: live.DefaultMaxRate, Name: name})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +69,6 @@ func upOnDevices(t *testing.T) (dir, name string) {
 		devs = append(devs, newIdleDevice())
 	}
 	dir = t.TempDir()
-	name = fmt.Sprintf("cli%d", os.Getpid()%100000)
 	l, err := live.Up(context.Background(), name, eng, live.Options{RunDir: dir, Devices: devs})
 	if err != nil {
 		t.Fatal(err)
@@ -97,6 +99,9 @@ func TestUpBadLabFile(t *testing.T) {
 		{"--metrics", "localhost:9464", "loopback"},
 		{"--metrics", "127.0.0.1", "missing port"},
 		{"--telemetry-interval", "1ms", "at least 10ms"},
+		{"--impair", "nope:ab=loss 1%", "--impair"},
+		{"--impair", "h0-p0:up=loss 1%", `direction "up"`},
+		{"--fault", "2ms link nope down", "--fault"},
 	} {
 		code, _, stderr := mrlab("up", "--run-dir", t.TempDir(), tc[0], tc[1], "leafspine")
 		if code != 2 || !strings.Contains(stderr, tc[2]) {
@@ -141,6 +146,13 @@ func TestClientCommandsAgainstARunningLab(t *testing.T) {
 		{[]string{"fault", "link", "h0-p0", "impair", ""}, 2, "want netem parameters"},
 		{[]string{"fault", "link", "h0-p0", "impair"}, 2, "want netem parameters"},
 		{[]string{"fault", "plane", "1", "up"}, 0, "plane 1 up"},
+		{[]string{"fault", "link", "h1-p0:ab", "impair", "delay", "10ms", "2ms", "25%"}, 0, "h1-p0:ab impair delay 10ms 2ms 25%"},
+		{[]string{"fault", "link", "h1-p1", "impair", "loss", "1%", "dir", "ba"}, 0, "h1-p1:ba impair loss 1%"},
+		{[]string{"fault", "link", "h1-p1:ab", "impair", "loss", "1%", "dir", "ba"}, 2, "two directions"},
+		{[]string{"fault", "link", "h1-p1:up", "impair", "loss", "1%"}, 2, `unknown direction "up"`},
+		{[]string{"fault", "link", "h1-p1:ab", "down"}, 2, "both directions"},
+		{[]string{"fault", "link", "h1-p1:both", "impair", "loss", "2%"}, 0, "h1-p1 impair loss 2%"},
+		{[]string{"fault", "link", "h1-p1:ba", "impair", "delay", "1ms"}, 0, "h1-p1:ba impair delay 1ms"},
 		{[]string{"fault", "plane", "1", "down", "--lab", name}, 0, "plane 1 down"},
 		{[]string{"fault", "plane", "1", "up"}, 0, "plane 1 up"},
 	} {
@@ -154,6 +166,21 @@ func TestClientCommandsAgainstARunningLab(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "DOWN") || !strings.Contains(out, "loss") {
 		t.Errorf("status after faults lacks the down link or the impairment:\n%s", out)
 	}
+	// Each direction's impairment as set, in status and in the fabric.
+	cl, err := live.Dial(dir, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := cl.Status(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range st.Engine.Links {
+		want := map[string]string{"h0-p0": "delay 20us loss random 1%", "h1-p0": "ab: delay 10ms 2ms 25%", "h1-p1": "ab: loss random 2%; ba: delay 1ms"}[k.Name]
+		if k.Impair != want {
+			t.Errorf("status: link %s impair %q, want %q", k.Name, k.Impair, want)
+		}
+	}
 
 	// exec on an unknown host.
 	code, _, errs = mrlab(append(append([]string{"exec"}, rd...), "h99", "--", "true")...)
@@ -166,12 +193,20 @@ func TestClientCommandsAgainstARunningLab(t *testing.T) {
 		t.Errorf("perf --op jump: code %d, %s", code, errs)
 	}
 
-	// The lab still answers after all the bad requests; then down.
+	// The lab still answers after all the bad requests; then down, which
+	// removes the lab's log (a background lab's; this one has none, so
+	// one is planted).
 	if code, _, errs := mrlab(append([]string{"status"}, rd...)...); code != 0 {
 		t.Fatalf("status after bad requests: %s", errs)
 	}
+	if err := os.WriteFile(live.LogPath(dir, name), []byte("log\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	if code, out, errs := mrlab(append([]string{"down"}, rd...)...); code != 0 || !strings.Contains(out, "down") {
 		t.Fatalf("down: code %d %s%s", code, out, errs)
+	}
+	if _, err := os.Stat(live.LogPath(dir, name)); !os.IsNotExist(err) {
+		t.Errorf("the lab's log after down: %v", err)
 	}
 	if _, err := os.Stat(live.StatePath(dir, name)); !os.IsNotExist(err) {
 		t.Errorf("state file after down: %v", err)
@@ -282,7 +317,7 @@ func TestObservabilityCommands(t *testing.T) {
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != 200 || !strings.Contains(string(body), `mrlab_link_transmit_bytes_total{direction="AtoB",link="h0-p0"}`) {
+	if resp.StatusCode != 200 || !strings.Contains(string(body), `mrlab_link_transmit_bytes_total{direction="AtoB",lab="`+labName+`",link="h0-p0"}`) {
 		t.Errorf("GET %s: %s\n%.500s", metricsURL, resp.Status, body)
 	}
 	// A bad trace filter is a usage error, before the lab is asked.
@@ -317,7 +352,8 @@ func TestLiveCLI(t *testing.T) {
 	lb := newCLILab(t, "cli")
 	bin, dir, name, lab := lb.bin, lb.dir, lb.name, lb.file
 	sh := func(args ...string) (int, string) { return lb.sh(t, args...) }
-	if code, out := sh("up", lab); code != 0 {
+	// A what-if on up: one direction of a link no test here uses.
+	if code, out := sh("up", "--impair", "h3-p1:ba=delay 1ms", lab); code != 0 {
 		t.Fatalf("up: %d\n%s", code, out)
 	}
 	if code, out := sh("up", lab); code == 0 || !strings.Contains(out, "already running") {
@@ -328,6 +364,61 @@ func TestLiveCLI(t *testing.T) {
 		code, out := sh("exec", "h0", "--", "ping", "-c", "3", "-i", "0.2", "-W", "2", "198.18.1.1")
 		if code != 0 || !strings.Contains(out, "3 received") {
 			t.Errorf("exec ping: code %d\n%s", code, out)
+		}
+	})
+	t.Run("directional netem", func(t *testing.T) {
+		// tc's netem on one interface delays one direction: delay 10ms
+		// 2ms on h0's uplinks (both planes: ping may take either) adds
+		// 8..12 ms to each echo request and nothing to its reply; the
+		// same on the way back too doubles it.
+		testenv.RequireCommand(t, "ping")
+		median := func() float64 {
+			_, out := sh("exec", "h0", "--", "ping", "-c", "9", "-i", "0.1", "-W", "2", "198.18.1.1")
+			var rtts []float64
+			for _, m := range regexp.MustCompile(`time=([0-9.]+) ms`).FindAllStringSubmatch(out, -1) {
+				v, _ := strconv.ParseFloat(m[1], 64)
+				rtts = append(rtts, v)
+			}
+			if len(rtts) < 5 {
+				t.Fatalf("ping: %d replies of 9\n%s", len(rtts), out)
+			}
+			slices.Sort(rtts)
+			return rtts[len(rtts)/2]
+		}
+		for _, k := range []string{"h0-p0:ab", "h0-p1:ab"} {
+			if code, out := sh("fault", "link", k, "impair", "delay", "10ms", "2ms", "25%"); code != 0 || !strings.Contains(out, k+" impair delay 10ms") {
+				t.Fatalf("fault link %s impair: code %d\n%s", k, code, out)
+			}
+		}
+		one := median()
+		for _, k := range []string{"h0-p0", "h0-p1"} {
+			if code, out := sh("fault", "link", k, "impair", "delay", "10ms", "2ms", "25%", "dir", "ba"); code != 0 {
+				t.Fatalf("fault link %s impair ... dir ba: code %d\n%s", k, code, out)
+			}
+		}
+		both := median()
+		for _, k := range []string{"h0-p0", "h0-p1"} {
+			sh("fault", "link", k, "impair", "none")
+		}
+		t.Logf("ping h0 -> h2 median RTT: %.2f ms with delay 10ms 2ms 25%% one way, %.2f ms both ways (load %s)", one, both, loadavg())
+		if one < 8 || one > 14 {
+			t.Errorf("one direction delayed 10ms±2ms: median RTT %.2f ms, want 8..14", one)
+		}
+		if both < 16 || both > 26 {
+			t.Errorf("both directions delayed 10ms±2ms: median RTT %.2f ms, want 16..26", both)
+		}
+		cl, err := live.Dial(dir, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := cl.Status(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range st.Engine.Links {
+			if want := map[string]string{"h3-p1": "ba: delay 1ms"}[k.Name]; k.Impair != want {
+				t.Errorf("status: link %s impair %q, want %q (up --impair h3-p1:ba; h0's cleared)", k.Name, k.Impair, want)
+			}
 		}
 	})
 	code, out := sh("exec", "h0", "--", "sh", "-c", "exit 7")
@@ -480,7 +571,7 @@ func TestLiveCLI(t *testing.T) {
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if !strings.Contains(string(body), `mrlab_link_transmit_bytes_total{direction="AtoB",link="h0-p0"}`) {
+	if !strings.Contains(string(body), `mrlab_link_transmit_bytes_total{direction="AtoB",lab="`+name+`",link="h0-p0"}`) {
 		t.Errorf("GET %s: %s\n%.500s", st.Metrics, resp.Status, body)
 	}
 	if code, out := sh("down"); code != 0 {
@@ -536,4 +627,14 @@ func TestLiveCLI(t *testing.T) {
 	if fmt.Sprint(before) != fmt.Sprint(after) {
 		t.Errorf("root namespace changed:\nbefore %v\nafter  %v", before, after)
 	}
+}
+
+// loadavg is the machine's load average, for timing figures in logs.
+func loadavg() string {
+	b, _ := os.ReadFile("/proc/loadavg")
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "?"
+	}
+	return strings.Join(f[:3], " ")
 }

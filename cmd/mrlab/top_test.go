@@ -13,7 +13,7 @@ import (
 )
 
 func topExporter() *prom.Exporter {
-	e := prom.New()
+	e := prom.New("")
 	for _, s := range []telemetry.Sample{
 		{Kind: telemetry.KindConn, Host: "h0", Peer: "h2", Conn: 1, Transport: "metaroce", Rate: 2e9, Cwnd: 8192, SRTT: 5300, Retransmits: 4},
 		{Kind: telemetry.KindConn, Host: "h1", Peer: "h2", Conn: 1, Transport: "metaroce", Rate: 40e9, Cwnd: 1 << 20, SRTT: 12000, RateHint: 45e9, ECNFraction: 0.125},

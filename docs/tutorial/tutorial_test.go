@@ -3,8 +3,24 @@
 // says you will see is checked.
 //
 // A lesson's ```console blocks hold commands ("$ " lines; a trailing "\"
-// continues one) and sample output (other lines, not checked). The test
-// runs each block's commands as one shell script in a scratch directory
+// continues one) and the output each prints (the lines after it, up to the
+// next command). The output shown is what the command printed when the
+// lesson was last generated, and the test checks it exactly: a command's
+// shown lines must equal what it prints now (trailing blanks aside). A
+// command with no lines after it shows no output and is not compared. To
+// regenerate the shown output from a run (after a change that moves a
+// figure, or to start showing a command's output: put any line after it),
+//
+//	go test ./docs/tutorial -run TestLessons -update
+//
+// rewrites the lessons in place (live lessons need root; review the diff).
+// Runs are deterministic in sim mode, so a sim block matches byte for byte.
+// A live lab runs on the wall clock, so its figures vary from run to run; a
+// live block lists what varies, each with its reason in the lesson:
+//
+//	<!-- varies: REGEX -->  matches of REGEX (and runs of blanks) are not compared
+//
+// The test runs each block's commands as one shell script in a scratch directory
 // that looks like a checkout (labs/, examples/, go.mod ... are links to
 // the repository's), with a freshly built mrlab first on PATH and "sudo "
 // dropped (the test runs as root when it runs live lessons). HTML
@@ -15,6 +31,11 @@
 //	<!-- expect-lines: N REGEX -->      exactly N lines match REGEX
 //	<!-- expect-value: REGEX OP NUM --> REGEX's first group, a number, is OP (<, <=, >, >=, ==) NUM
 //	<!-- expect-file: PATH: REGEX -->   the file PATH (in the scratch directory) matches REGEX
+//	<!-- image: PATH -> IMG -->         the lesson's image IMG is the file PATH the block wrote,
+//	                                    byte for byte (-update copies it)
+//
+// The expectations below state in words what a block shows; they hold on
+// every run, also where a live block's figures vary.
 //
 // A block whose info string says "live" needs root and network namespaces,
 // and a command running tshark, iperf3, ping, cc, ib_write_bw or ibv_devices
@@ -24,7 +45,9 @@ package tutorial
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -46,7 +69,12 @@ type block struct {
 	line   int // of the opening fence
 	live   bool
 	script []string
-	expect []expectation
+	// shown[i] is the output the lesson shows for script[i], and
+	// shownAt[i] the file lines it occupies: [start, end), 0-based.
+	shown   [][]string
+	shownAt [][2]int
+	varies  []*regexp.Regexp
+	expect  []expectation
 }
 
 type expectation struct {
@@ -55,7 +83,10 @@ type expectation struct {
 	text string
 }
 
-var expectRe = regexp.MustCompile(`^<!-- (expect(?:-not|-lines|-value|-file)?): (.*) -->$`)
+var (
+	expectRe = regexp.MustCompile(`^<!-- (expect(?:-not|-lines|-value|-file)?|image): (.*) -->$`)
+	variesRe = regexp.MustCompile(`^<!-- varies: (.*) -->$`)
+)
 
 // parseLesson reads a lesson's blocks.
 func parseLesson(path string) ([]block, error) {
@@ -84,7 +115,7 @@ func parseLesson(path string) ([]block, error) {
 			if cont != "" {
 				cont += " " + strings.TrimSpace(strings.TrimSuffix(l, "\\"))
 				if !strings.HasSuffix(l, "\\") {
-					cur.script = append(cur.script, cont)
+					cur.addCommand(cont, n)
 					cont = ""
 				}
 				continue
@@ -94,15 +125,40 @@ func parseLesson(path string) ([]block, error) {
 					cont = strings.TrimSpace(strings.TrimSuffix(cmd, "\\"))
 					continue
 				}
-				cur.script = append(cur.script, cmd)
+				cur.addCommand(cmd, n)
+				continue
 			}
+			if len(cur.script) == 0 {
+				return nil, fmt.Errorf("%s:%d: output before the block's first command", path, n)
+			}
+			i := len(cur.script) - 1
+			cur.shown[i] = append(cur.shown[i], l)
+			cur.shownAt[i][1] = n
 		case cur != nil:
 			if m := expectRe.FindStringSubmatch(strings.TrimSpace(l)); m != nil {
 				cur.expect = append(cur.expect, expectation{line: n, kind: m[1], text: m[2]})
 			}
+			if m := variesRe.FindStringSubmatch(strings.TrimSpace(l)); m != nil {
+				re, err := regexp.Compile(m[1])
+				if err != nil {
+					return nil, fmt.Errorf("%s:%d: varies: %w", path, n, err)
+				}
+				if !cur.live {
+					return nil, fmt.Errorf("%s:%d: a sim block's output does not vary: show what it prints", path, n)
+				}
+				cur.varies = append(cur.varies, re)
+			}
 		}
 	}
 	return blocks, sc.Err()
+}
+
+// addCommand appends a command whose last line is file line n (1-based);
+// its output starts on the next line.
+func (b *block) addCommand(cmd string, n int) {
+	b.script = append(b.script, cmd)
+	b.shown = append(b.shown, nil)
+	b.shownAt = append(b.shownAt, [2]int{n, n})
 }
 
 // mrlabBinary builds mrlab once for all lessons.
@@ -220,24 +276,167 @@ func TestLessons(t *testing.T) {
 				}
 			}
 			t.Cleanup(func() { downLabs(binDir, runDir) })
+			var edits []edit
 			for _, b := range blocks {
-				out := runBlock(t, lesson, b, env, work, binDir, runDir)
+				outs := runBlock(t, lesson, b, env, work, binDir, runDir)
+				out := strings.Join(outs, "\n")
 				for _, e := range b.expect {
 					if err := check(e, out, work); err != nil {
 						t.Errorf("%s:%d: %v\n--- output of the block at line %d:\n%s", lesson, e.line, err, b.line, out)
 					}
+				}
+				for i, shown := range b.shown {
+					if len(shown) == 0 {
+						continue
+					}
+					got := outputLines(outs[i])
+					if *update {
+						edits = append(edits, edit{b.shownAt[i], got})
+						continue
+					}
+					if diff := compareShown(shown, got, b.varies); diff != "" {
+						t.Errorf("%s:%d: the output shown for `%s` is not what it prints (go test ./docs/tutorial -run TestLessons -update regenerates it):\n%s",
+							lesson, b.shownAt[i][0]+1, b.script[i], diff)
+					}
+				}
+				for _, e := range b.expect {
+					if e.kind != "image" {
+						continue
+					}
+					if err := checkImage(e.text, work, *update); err != nil {
+						t.Errorf("%s:%d: %v", lesson, e.line, err)
+					}
+				}
+				if *update {
+					for _, re := range b.varies {
+						if !slices.ContainsFunc(outs, func(o string) bool { return slices.ContainsFunc(outputLines(o), re.MatchString) }) {
+							t.Errorf("%s:%d: varies %q matches nothing the block shows", lesson, b.line, re)
+						}
+					}
+				}
+			}
+			if *update && len(edits) > 0 && !t.Failed() {
+				if err := applyEdits(lesson, edits); err != nil {
+					t.Fatal(err)
 				}
 			}
 		})
 	}
 }
 
-// runBlock runs a block's commands as one script and returns its output.
-func runBlock(t *testing.T, lesson string, b block, env []string, work, binDir, runDir string) string {
+var update = flag.Bool("update", false, "rewrite the lessons' shown output with what their commands print now")
+
+// edit replaces lines [at[0], at[1]) of a lesson.
+type edit struct {
+	at    [2]int
+	lines []string
+}
+
+// applyEdits rewrites a lesson with edits (in file order, not overlapping).
+func applyEdits(path string, edits []edit) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	lines := strings.Split(string(data), "\n")
+	for i := len(edits) - 1; i >= 0; i-- {
+		e := edits[i]
+		lines = slices.Replace(lines, e.at[0], e.at[1], e.lines...)
+	}
+	return os.WriteFile(path, []byte(strings.Join(lines, "\n")), 0o644)
+}
+
+// outputLines is a command's output as a lesson shows it: its lines with
+// trailing blanks and trailing empty lines dropped (Markdown editors trim
+// them).
+func outputLines(out string) []string {
+	lines := strings.Split(out, "\n")
+	for i, l := range lines {
+		lines[i] = strings.TrimRight(l, " \t")
+	}
+	for len(lines) > 0 && lines[len(lines)-1] == "" {
+		lines = lines[:len(lines)-1]
+	}
+	return lines
+}
+
+// compareShown returns "" if got is what the lesson shows, else the first
+// difference. In a live block each match of a varies pattern, and each
+// run of blanks (columns move when a figure's width does), compares equal.
+func compareShown(shown, got []string, varies []*regexp.Regexp) string {
+	mask := func(l string) string {
+		for _, re := range varies {
+			l = re.ReplaceAllString(l, "…")
+		}
+		if len(varies) > 0 {
+			l = strings.Join(strings.Fields(l), " ")
+		}
+		return l
+	}
+	shown, got = outputLines(strings.Join(shown, "\n")), outputLines(strings.Join(got, "\n"))
+	for i := 0; i < max(len(shown), len(got)); i++ {
+		var s, g string
+		if i < len(shown) {
+			s = shown[i]
+		}
+		if i < len(got) {
+			g = got[i]
+		}
+		if i >= len(shown) || i >= len(got) || mask(s) != mask(g) {
+			return fmt.Sprintf("line %d of %d shown / %d printed:\nshown:   %q\nprinted: %q\n--- printed:\n%s", i+1, len(shown), len(got), s, g, strings.Join(got, "\n"))
+		}
+	}
+	return ""
+}
+
+// checkImage checks (or with update, makes) a lesson's image "RUN -> IMG":
+// the file RUN the block wrote in the scratch directory work is IMG.
+func checkImage(spec, work string, update bool) error {
+	run, img, ok := strings.Cut(spec, " -> ")
+	if !ok {
+		return fmt.Errorf("image %q: want RUNFILE -> LESSONFILE", spec)
+	}
+	got, err := os.ReadFile(filepath.Join(work, run))
+	if err != nil {
+		return fmt.Errorf("image: the block did not write %s: %w", run, err)
+	}
+	if update {
+		return os.WriteFile(img, got, 0o644)
+	}
+	want, err := os.ReadFile(img)
+	if err != nil {
+		return err
+	}
+	if !bytes.Equal(got, want) {
+		return fmt.Errorf("image %s is not the %s this run drew (-update copies it)", img, run)
+	}
+	return nil
+}
+
+// rootWarning is what tshark prints on stderr when run as root: the
+// lesson's test runs as root, its readers need not, so it is not output.
+const rootWarning = `Running as user "root" and group "root". This could be dangerous.`
+
+// progressLine is the line a long sim run prints on stderr every few
+// seconds of wall time when stderr is not a terminal (on one, a bar that
+// clears itself): how many depends on the machine, so it is not output.
+var progressLine = regexp.MustCompile(`(?m)^mrlab: .*, \S+ elapsed\n`)
+
+// cmdMark separates the commands' outputs in a block's script output.
+const cmdMark = "@@tutorial-command-output@@"
+
+// runBlock runs a block's commands as one script and returns each
+// command's output (stdout and stderr as a terminal interleaves them).
+func runBlock(t *testing.T, lesson string, b block, env []string, work, binDir, runDir string) []string {
 	t.Helper()
 	var script strings.Builder
 	script.WriteString("set -e\n")
-	for _, c := range b.script {
+	for i, c := range b.script {
+		if i > 0 {
+			// A newline first, in case the output before did not end
+			// with one; split removes it.
+			fmt.Fprintf(&script, "printf '\\n%s\\n'\n", cmdMark)
+		}
 		script.WriteString(strings.TrimPrefix(c, "sudo ") + "\n")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -253,7 +452,15 @@ func runBlock(t *testing.T, lesson string, b block, env []string, work, binDir, 
 	if err != nil {
 		t.Fatalf("%s:%d: %v\n%s\n--- output:\n%s", lesson, b.line, err, script.String(), out)
 	}
-	return string(out)
+	// The lessons' labs run in a scratch run directory; a reader's run in
+	// the default one, which the output shows.
+	clean := strings.ReplaceAll(string(out), runDir, "/run/mrlab")
+	clean = progressLine.ReplaceAllString(strings.ReplaceAll(clean, rootWarning+"\n", ""), "")
+	outs := strings.Split(clean, "\n"+cmdMark+"\n")
+	if len(outs) != len(b.script) {
+		t.Fatalf("%s:%d: %d command outputs for %d commands (a command printed the marker?)", lesson, b.line, len(outs), len(b.script))
+	}
+	return outs
 }
 
 // check tests one expectation against a block's output.
@@ -313,6 +520,8 @@ func check(e expectation, out, work string) error {
 		if r, known := ok[op]; !known || !r {
 			return fmt.Errorf("expect-value %q: got %v", e.text, got)
 		}
+	case "image":
+		return nil // checkImage
 	case "expect-file":
 		file, pattern, ok := strings.Cut(e.text, ": ")
 		if !ok {
@@ -359,6 +568,23 @@ func TestParseLesson(t *testing.T) {
 	if len(bs) != 2 || len(bs[0].script) != 2 || bs[0].script[0] != "mrlab sim b2b -n 5" || bs[0].script[1] != "echo hi" ||
 		len(bs[0].expect) != 1 || !bs[1].live || bs[1].expect[0].kind != "expect-value" {
 		t.Fatalf("%+v", bs)
+	}
+	if got := bs[0].shown; len(got) != 2 || len(got[0]) != 1 || got[0][0] != "sample output" || len(got[1]) != 0 || bs[0].shownAt[0] != [2]int{4, 5} {
+		t.Fatalf("shown output %q at %v", got, bs[0].shownAt)
+	}
+	// Exact, but for trailing blanks; a varies pattern and blank runs
+	// compare equal in a live block.
+	if d := compareShown([]string{"a  1", "b"}, []string{"a  1 ", "b", ""}, nil); d != "" {
+		t.Error(d)
+	}
+	if d := compareShown([]string{"a  1"}, []string{"a  2"}, nil); d == "" {
+		t.Error("a changed figure compared equal")
+	}
+	if d := compareShown([]string{"rate 1.5 Gb/s  ok"}, []string{"rate 12.25 Gb/s ok"}, []*regexp.Regexp{regexp.MustCompile(`[\d.]+ Gb/s`)}); d != "" {
+		t.Error(d)
+	}
+	if d := compareShown([]string{"rate 1.5 Gb/s ok"}, []string{"rate 1.5 Gb/s LAGGING"}, []*regexp.Regexp{regexp.MustCompile(`[\d.]+ Gb/s`)}); d == "" {
+		t.Error("a varies pattern hid a word outside it")
 	}
 	for _, tc := range []struct {
 		e   expectation

@@ -80,6 +80,9 @@ type FaultRequest struct {
 	Name   string   `json:"name"`
 	Action string   `json:"action"`
 	Impair []string `json:"impair,omitempty"`
+	// Dir limits a link's impairment to one direction, as tc does on one
+	// interface: "ab" (from the link's a end to b) or "ba"; empty: both.
+	Dir string `json:"dir,omitempty"`
 }
 
 // PerfRequest is a transport workload between two hosts' NICs: the

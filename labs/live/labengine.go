@@ -45,6 +45,10 @@ const MinTelemetryInterval = 10 * time.Millisecond
 
 // EngineConfig configures NewLabEngine.
 type EngineConfig struct {
+	// Name is the name the lab runs under (Up's name), which its
+	// Prometheus series carry as their lab label; empty means the lab
+	// file's name.
+	Name string
 	// MaxRate caps every link's rate (and a rate impairment) in bits per
 	// second; 0 keeps the lab's rates.
 	MaxRate float64
@@ -104,7 +108,7 @@ type labEngine struct {
 	index   map[string]int        // host name -> index in hosts and nics
 
 	// What faults set, for status: the fabric does not report it back.
-	impair    map[string]fabric.Impairment
+	impair    map[string]*[2]fabric.Impairment // by link: AtoB, BtoA
 	swDown    map[string]bool
 	planeDown map[int]bool
 }
@@ -120,11 +124,11 @@ func NewLabEngine(lab *labs.Lab, cfg EngineConfig) (Engine, error) {
 	if cfg.TelemetryInterval < MinTelemetryInterval {
 		return nil, fmt.Errorf("lab %s: telemetry interval %v: want at least %v", lab.Name, cfg.TelemetryInterval, MinTelemetryInterval)
 	}
-	e := &labEngine{lab: lab, topo: topo, cfg: cfg, impair: map[string]fabric.Impairment{}, swDown: map[string]bool{}, planeDown: map[int]bool{},
+	e := &labEngine{lab: lab, topo: topo, cfg: cfg, impair: map[string]*[2]fabric.Impairment{}, swDown: map[string]bool{}, planeDown: map[int]bool{},
 		names: map[netip.Addr]string{}, index: map[string]int{}}
 	for _, k := range topo.Links {
 		if !k.Params.Impair.IsZero() {
-			e.impair[k.Name] = k.Params.Impair
+			e.impair[k.Name] = &[2]fabric.Impairment{k.Params.Impair, k.Params.Impair}
 		}
 	}
 	for _, h := range topo.Hosts {
@@ -228,7 +232,11 @@ func (e *labEngine) Start(loop *sim.Loop, pool *packet.Pool, deliver func(int, s
 	}
 	// Telemetry: every link direction, idle or not, so Prometheus series
 	// do not come and go, and every connection of every NIC as it opens.
-	e.exp = prom.New()
+	name := e.cfg.Name
+	if name == "" {
+		name = e.lab.Name
+	}
+	e.exp = prom.New(name)
 	e.sampler = telemetry.NewSampler(loop, sim.Time(e.cfg.TelemetryInterval), e.exp)
 	e.sampler.AddNetwork(net, true)
 	for i, nic := range e.nics {
@@ -236,7 +244,7 @@ func (e *labEngine) Start(loop *sim.Loop, pool *packet.Pool, deliver func(int, s
 	}
 	e.sampler.Start(loop.Now())
 	// The lab file's fault timeline runs in real time from now.
-	return e.lab.ScheduleFaults(loop, net, func(now sim.Time, f *labs.Fault, err error) {
+	return e.lab.ScheduleFaults(loop, recorder{e}, func(now sim.Time, f *labs.Fault, err error) {
 		if e.cfg.Logf == nil {
 			return
 		}
@@ -253,7 +261,8 @@ func (e *labEngine) FromKernel(host int, now sim.Time, p *packet.Buffer) {
 }
 
 // Fault applies a fault request: link/switch/plane down or up, or a link
-// impairment in netem spelling ("none" clears it).
+// impairment in netem spelling ("none" clears it), in both directions or,
+// with Dir, one (as tc qdisc on one end's interface).
 func (e *labEngine) Fault(now sim.Time, f FaultRequest) error {
 	var up bool
 	switch f.Action {
@@ -267,6 +276,20 @@ func (e *labEngine) Fault(now sim.Time, f FaultRequest) error {
 	default:
 		return fmt.Errorf("fault %s %s: unknown action %q (want down, up or impair)", f.Target, f.Name, f.Action)
 	}
+	dir := fabric.Both
+	if f.Dir != "" {
+		d, err := labs.ParseDir(f.Dir)
+		if err != nil {
+			return fmt.Errorf("fault %s %s: %w", f.Target, f.Name, err)
+		}
+		if f.Action != "impair" && d != labs.DirBoth {
+			// A link's state is one for both directions: routing sees
+			// a link, not a direction, as tc's down acts on an interface.
+			return fmt.Errorf("fault %s %s:%s %s: a link goes %s in both directions (for one direction's black hole: impair loss 100%% dir %s)", f.Target, f.Name, f.Dir, f.Action, f.Action, f.Dir)
+		}
+		dir = d.Direction()
+	}
+	r := recorder{e}
 	switch f.Target {
 	case "link":
 		if f.Action == "impair" {
@@ -281,43 +304,99 @@ func (e *labEngine) Fault(now sim.Time, f FaultRequest) error {
 					return fmt.Errorf("fault link %s impair: %w", f.Name, err)
 				}
 			}
-			if e.cfg.MaxRate > 0 && imp.Rate > e.cfg.MaxRate {
-				imp.Rate = e.cfg.MaxRate
-			}
-			if err := e.net.SetImpairment(f.Name, fabric.Both, imp); err != nil {
-				return err
-			}
-			if imp.IsZero() {
-				delete(e.impair, f.Name)
-			} else {
-				e.impair[f.Name] = imp
-			}
-			return nil
+			return r.SetImpairment(f.Name, dir, imp)
 		}
-		return e.net.SetLinkUp(now, f.Name, up)
+		return r.SetLinkUp(now, f.Name, up)
 	case "switch":
-		if err := e.net.SetSwitchUp(now, f.Name, up); err != nil {
-			return err
-		}
-		e.swDown[f.Name] = !up
-		return nil
+		return r.SetSwitchUp(now, f.Name, up)
 	case "plane":
 		n, err := strconv.Atoi(f.Name)
 		if err != nil || n < 0 || n >= max(e.topo.Planes, 1) {
 			return fmt.Errorf("fault plane %q: want a plane number 0..%d", f.Name, max(e.topo.Planes, 1)-1)
 		}
-		if err := e.net.SetPlaneUp(now, n, up); err != nil {
-			return err
-		}
-		e.planeDown[n] = !up
-		for _, sw := range e.topo.Switches {
-			if sw.Plane == n {
-				e.swDown[sw.Name] = !up
-			}
-		}
-		return nil
+		return r.SetPlaneUp(now, n, up)
 	}
 	return fmt.Errorf("fault: unknown target %q (want link, switch or plane)", f.Target)
+}
+
+// recorder applies faults to the fabric and records what they set, for
+// status (the fabric does not report impairments or admin states back).
+// Faults typed at the lab and the lab file's timeline (up --fault,
+// --impair LINK:ab) both go through it.
+type recorder struct{ e *labEngine }
+
+var _ labs.Faulter = recorder{}
+
+func (r recorder) SetLinkUp(now sim.Time, link string, up bool) error {
+	return r.e.net.SetLinkUp(now, link, up)
+}
+
+func (r recorder) SetSwitchUp(now sim.Time, sw string, up bool) error {
+	if err := r.e.net.SetSwitchUp(now, sw, up); err != nil {
+		return err
+	}
+	r.e.swDown[sw] = !up
+	return nil
+}
+
+func (r recorder) SetPlaneUp(now sim.Time, plane int, up bool) error {
+	if err := r.e.net.SetPlaneUp(now, plane, up); err != nil {
+		return err
+	}
+	r.e.planeDown[plane] = !up
+	for _, sw := range r.e.topo.Switches {
+		if sw.Plane == plane {
+			r.e.swDown[sw.Name] = !up
+		}
+	}
+	return nil
+}
+
+// SetImpairment caps an impairment's rate at the lab's maximum (a live
+// lab cannot serialize faster) and records it per direction.
+func (r recorder) SetImpairment(link string, dir fabric.Direction, imp fabric.Impairment) error {
+	if r.e.cfg.MaxRate > 0 && imp.Rate > r.e.cfg.MaxRate {
+		imp.Rate = r.e.cfg.MaxRate
+	}
+	if err := r.e.net.SetImpairment(link, dir, imp); err != nil {
+		return err
+	}
+	cur := r.e.impair[link]
+	if cur == nil {
+		cur = &[2]fabric.Impairment{}
+	}
+	for d := fabric.AtoB; d <= fabric.BtoA; d++ {
+		if dir == fabric.Both || dir == d {
+			cur[d] = imp
+		}
+	}
+	if cur[0].IsZero() && cur[1].IsZero() {
+		delete(r.e.impair, link)
+	} else {
+		r.e.impair[link] = cur
+	}
+	return nil
+}
+
+// impairText is a link's impairment as status shows it: netem's words
+// when both directions have the same, else each direction's with its
+// name ("ab: delay 10ms 2ms 25%").
+func impairText(d *[2]fabric.Impairment) string {
+	if d == nil {
+		return ""
+	}
+	ab, ba := d[fabric.AtoB].String(), d[fabric.BtoA].String()
+	if ab == ba {
+		return ab
+	}
+	var parts []string
+	if !d[fabric.AtoB].IsZero() {
+		parts = append(parts, "ab: "+ab)
+	}
+	if !d[fabric.BtoA].IsZero() {
+		parts = append(parts, "ba: "+ba)
+	}
+	return strings.Join(parts, "; ")
 }
 
 // Status reports every link's state and counters (both directions
@@ -329,9 +408,7 @@ func (e *labEngine) Status(now sim.Time) EngineStatus {
 	for _, k := range e.topo.Links {
 		byName[k.Name] = len(s.Links)
 		ls := LinkStatus{Name: k.Name, Up: true}
-		if imp, ok := e.impair[k.Name]; ok {
-			ls.Impair = imp.String()
-		}
+		ls.Impair = impairText(e.impair[k.Name])
 		s.Links = append(s.Links, ls)
 	}
 	for _, c := range snap.Links {

@@ -40,7 +40,7 @@ func upLive(t *testing.T, builtin, tag string, opts Options) (*Lab, *labs.Lab) {
 	t.Helper()
 	lab := loadTestLab(t, builtin)
 	name := testLabName(tag)
-	eng, err := NewLabEngine(lab, EngineConfig{MaxRate: DefaultMaxRate})
+	eng, err := NewLabEngine(lab, EngineConfig{MaxRate: DefaultMaxRate, Name: name})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -344,15 +344,15 @@ func TestLiveLab(t *testing.T) {
 		// The same counters in Prometheus, with the kernel's own of mr0.
 		m := scrape(t, l.State().Metrics)
 		for _, series := range []string{
-			fmt.Sprintf(`mrlab_nic_drops_total{host="%s",reason="spoofed"}`, h1.Name),
-			fmt.Sprintf(`mrlab_nic_half_open_opened_total{host="%s"}`, h4.Name),
-			fmt.Sprintf(`mrlab_nic_source{counter="requests",host="%s",source="%s"}`, h4.Name, h1.Addr),
+			fmt.Sprintf(`mrlab_nic_drops_total{host="%s",lab="%s",reason="spoofed"}`, h1.Name, l.Name()),
+			fmt.Sprintf(`mrlab_nic_half_open_opened_total{host="%s",lab="%s"}`, h4.Name, l.Name()),
+			fmt.Sprintf(`mrlab_nic_source{counter="requests",host="%s",lab="%s",source="%s"}`, h4.Name, l.Name(), h1.Addr),
 		} {
 			if metricValue(m, series) < 1 {
 				t.Errorf("/metrics: %s = %v, want >= 1", series, metricValue(m, series))
 			}
 		}
-		if v := metricValue(m, `mrlab_host_mr0_tx_packets_total{host="h0"}`); v <= 0 {
+		if v := metricValue(m, fmt.Sprintf(`mrlab_host_mr0_tx_packets_total{host="h0",lab="%s"}`, l.Name())); v <= 0 {
 			t.Errorf("/metrics: h0's mr0 tx packets %v", v)
 		}
 	})
@@ -534,7 +534,7 @@ func checkObservability(t *testing.T, l *Lab, src, dst string) {
 	}
 	t.Logf("telemetry: %s->%s conn %d sending at %.3g bit/s, cwnd %d, srtt %v, %d retransmits; %s placed %d bytes",
 		sender.Host, sender.Peer, sender.Conn, sender.SendRate, sender.Cwnd, sender.SRTT, sender.Retransmits, dst, receiver.BytesAcked)
-	want := fmt.Sprintf(`mrlab_conn_acked_bytes_total{conn="%d",host="%s",peer="%s",transport="metaroce"}`, receiver.Conn, dst, src)
+	want := fmt.Sprintf(`mrlab_conn_acked_bytes_total{conn="%d",host="%s",lab="%s",peer="%s",transport="metaroce"}`, receiver.Conn, dst, l.Name(), src)
 	if v := metricValue(during, want); v <= 0 {
 		t.Errorf("/metrics during the run: %s = %v, want > 0", want, v)
 	}
@@ -559,11 +559,11 @@ func checkObservability(t *testing.T, l *Lab, src, dst string) {
 	var after string
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		after = scrape(t, st.Metrics)
-		if metricValue(after, "mrlab_lab_time_seconds") >= s.VirtualTime.Seconds() {
+		if metricValue(after, `mrlab_lab_time_seconds{lab="`+l.Name()+`"}`) >= s.VirtualTime.Seconds() {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("/metrics: lab time %v s, not past the run's end at %v", metricValue(after, "mrlab_lab_time_seconds"), s.VirtualTime)
+			t.Fatalf("/metrics: lab time %v s, not past the run's end at %v", metricValue(after, `mrlab_lab_time_seconds{lab="`+l.Name()+`"}`), s.VirtualTime)
 		}
 	}
 	for _, want := range []string{"# TYPE mrlab_link_transmit_bytes_total counter", "# TYPE mrlab_lab_time_seconds gauge", "mrlab_link_drops_total{"} {
@@ -572,12 +572,12 @@ func checkObservability(t *testing.T, l *Lab, src, dst string) {
 		}
 	}
 	delta := func(series string) float64 { return metricValue(after, series) - metricValue(before, series) }
-	sent := delta(fmt.Sprintf(`mrlab_link_transmit_bytes_total{direction="AtoB",link="%s-p0"}`, src)) +
-		delta(fmt.Sprintf(`mrlab_link_transmit_bytes_total{direction="AtoB",link="%s-p1"}`, src))
+	sent := delta(fmt.Sprintf(`mrlab_link_transmit_bytes_total{direction="AtoB",lab="%s",link="%s-p0"}`, l.Name(), src)) +
+		delta(fmt.Sprintf(`mrlab_link_transmit_bytes_total{direction="AtoB",lab="%s",link="%s-p1"}`, l.Name(), src))
 	if sent < float64(r.Bytes) {
 		t.Errorf("/metrics: %s's uplinks sent %v bytes during the run, which moved %d", src, sent, r.Bytes)
 	}
-	if d := delta(fmt.Sprintf(`mrlab_link_drops_total{direction="AtoB",link="%s",reason="fcs-error"}`, uplink)); d <= 0 {
+	if d := delta(fmt.Sprintf(`mrlab_link_drops_total{direction="AtoB",lab="%s",link="%s",reason="fcs-error"}`, l.Name(), uplink)); d <= 0 {
 		t.Errorf("/metrics: %v fcs-error drops on %s:AtoB during the run under 2%% loss", d, uplink)
 	}
 

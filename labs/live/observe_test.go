@@ -24,7 +24,7 @@ func TestObservabilityOnDevices(t *testing.T) {
 		t.Skip("runs a 1.5s perf run in real time")
 	}
 	lab := loadTestLabFile(t, "testdata/mini.yaml")
-	eng, err := NewLabEngine(lab, EngineConfig{MaxRate: DefaultMaxRate})
+	eng, err := NewLabEngine(lab, EngineConfig{MaxRate: DefaultMaxRate, Name: testLabName("o")})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -120,7 +120,12 @@ func (c *client) onState(conn *softnic.Conn, s transport.State) {
 		if x.dead {
 			return
 		}
-		x.setState(stateOf(s))
+		// A QP the lab broke (its CQ overran, a bad ring index) stays in
+		// ERROR as an RC QP does after a fatal error: closing its
+		// connection must not make it read CLOSED, a clean close.
+		if !x.broken {
+			x.setState(stateOf(s))
+		}
 		c.settle(now, x)
 		if s == transport.StateClosed || s == transport.StateError {
 			c.ep.tracef(now, conn.ID(), "pid %d (%s) QP %d %v", c.pid, c.name, x.h, s)

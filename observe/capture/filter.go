@@ -26,6 +26,8 @@ type Filter struct {
 	// Ports keeps UDP packets with any of these source or destination
 	// ports (a path's entropy is its source port).
 	Ports []uint16
+	// UDP keeps only UDP packets (pcap's "udp").
+	UDP bool
 }
 
 var _ Matcher = (*Filter)(nil)
@@ -36,9 +38,14 @@ var _ Matcher = (*Filter)(nil)
 //
 //	host=h3  host=198.18.0.4  conn=4  path=9  port=49213
 //
-// hostAddr resolves host names (nil accepts addresses only). Errors wrap
-// filter.ErrBadFilter.
+// or in pcap-filter(7)'s syntax for the primitives a lab needs, as tshark
+// -f and tcpdump take it ("udp port 4791", "host h3 and port 4791"; see
+// parsePcapFilter). hostAddr resolves host names (nil accepts addresses
+// only). Errors wrap filter.ErrBadFilter.
 func ParseFilter(s string, hostAddr func(name string) (netip.Addr, bool)) (*Filter, error) {
+	if isPcapFilter(s) {
+		return parsePcapFilter(s, hostAddr)
+	}
 	t, err := filter.Parse(s, filter.Host, filter.Conn, filter.Path, filter.Port)
 	if err != nil {
 		return nil, err
@@ -65,7 +72,7 @@ func ParseFilter(s string, hostAddr func(name string) (netip.Addr, bool)) (*Filt
 
 // Empty reports whether the filter matches everything.
 func (f *Filter) Empty() bool {
-	return len(f.Hosts) == 0 && len(f.Conns) == 0 && len(f.Paths) == 0 && len(f.Ports) == 0
+	return len(f.Hosts) == 0 && len(f.Conns) == 0 && len(f.Paths) == 0 && len(f.Ports) == 0 && !f.UDP
 }
 
 // Transport ports the filter understands.
@@ -100,7 +107,7 @@ func (f *Filter) Match(ip []byte) bool {
 			return false
 		}
 	}
-	if len(f.Conns) == 0 && len(f.Paths) == 0 && len(f.Ports) == 0 {
+	if len(f.Conns) == 0 && len(f.Paths) == 0 && len(f.Ports) == 0 && !f.UDP {
 		return true
 	}
 	hl := v.HeaderLength()

@@ -23,6 +23,13 @@ func rocePacket(src, dst string, qp uint32) []byte {
 	return udpPacket(src, dst, 49152, roceV2Port, bth)
 }
 
+// icmpPacket is an IPv4 packet that is not UDP.
+func icmpPacket(src, dst string) []byte {
+	p := udpPacket(src, dst, 0, 0, []byte{8, 0, 0, 0})
+	p[9] = 1 // protocol: ICMP
+	return p
+}
+
 func TestFilterMatch(t *testing.T) {
 	names := map[string]netip.Addr{"h0": netip.MustParseAddr("198.18.0.1"), "h1": netip.MustParseAddr("198.18.0.2")}
 	resolve := func(n string) (netip.Addr, bool) { a, ok := names[n]; return a, ok }
@@ -34,20 +41,29 @@ func TestFilterMatch(t *testing.T) {
 		"udp h2->h3 other port":    udpPacket("198.18.0.3", "198.18.0.4", 1000, 53, []byte("dns?")),
 		"truncated mr h0->h1 conn": udpPacket("198.18.0.1", "198.18.0.2", 1, metaRoCEPort, []byte{1, 2}),
 		"not even ip":              {0x45, 0},
+		"icmp h0->h1":              icmpPacket("198.18.0.1", "198.18.0.2"),
 	}
 	cases := []struct {
 		filter string
 		want   []string
 	}{
 		{"", []string{"mr h0->h1 path 9 conn 4", "mr h1->h0 path 9 conn 7", "mr h0->h2 path 3 conn 4", "roce h2->h3 qp 4",
-			"udp h2->h3 other port", "truncated mr h0->h1 conn", "not even ip"}},
-		{"host=h1", []string{"mr h0->h1 path 9 conn 4", "mr h1->h0 path 9 conn 7", "truncated mr h0->h1 conn"}},
+			"udp h2->h3 other port", "truncated mr h0->h1 conn", "not even ip", "icmp h0->h1"}},
+		{"host=h1", []string{"mr h0->h1 path 9 conn 4", "mr h1->h0 path 9 conn 7", "truncated mr h0->h1 conn", "icmp h0->h1"}},
 		{"host=198.18.0.4", []string{"roce h2->h3 qp 4", "udp h2->h3 other port"}},
 		{"conn=4", []string{"mr h0->h1 path 9 conn 4", "mr h0->h2 path 3 conn 4", "roce h2->h3 qp 4"}},
 		{"conn=4,conn=7,path=9", []string{"mr h0->h1 path 9 conn 4", "mr h1->h0 path 9 conn 7"}},
 		{"host=h0,conn=4,host=h1", []string{"mr h0->h1 path 9 conn 4", "mr h0->h2 path 3 conn 4"}},
 		{"port=53", []string{"udp h2->h3 other port"}},
 		{"port=50001", []string{"mr h1->h0 path 9 conn 7"}},
+		// pcap-filter(7)'s spelling, as tshark -f and tcpdump take it.
+		{"udp port 4791", []string{"roce h2->h3 qp 4"}},
+		{"port 4791 or port 53", []string{"roce h2->h3 qp 4", "udp h2->h3 other port"}},
+		{"host h1 and udp", []string{"mr h0->h1 path 9 conn 4", "mr h1->h0 path 9 conn 7", "truncated mr h0->h1 conn"}},
+		{"host h1", []string{"mr h0->h1 path 9 conn 4", "mr h1->h0 path 9 conn 7", "truncated mr h0->h1 conn", "icmp h0->h1"}},
+		{"ip and (host 198.18.0.3 or host h1) and udp port 50002", []string{"mr h0->h2 path 3 conn 4"}},
+		{"udp", []string{"mr h0->h1 path 9 conn 4", "mr h1->h0 path 9 conn 7", "mr h0->h2 path 3 conn 4", "roce h2->h3 qp 4",
+			"udp h2->h3 other port", "truncated mr h0->h1 conn"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.filter, func(t *testing.T) {
@@ -69,7 +85,8 @@ func TestFilterMatch(t *testing.T) {
 }
 
 func TestParseFilterErrors(t *testing.T) {
-	for _, s := range []string{"host", "host=h9", "conn=-1", "path=256", "port=70000", "color=red", "host=::1"} {
+	for _, s := range []string{"host", "host=h9", "conn=-1", "path=256", "port=70000", "color=red", "host=::1",
+		"tcp port 80", "src host h0", "not port 53", "host h0 or port 53", "port 70000", "host ::1", "udp or port 4", "port 4791 and", "host h9"} {
 		if _, err := ParseFilter(s, nil); !errors.Is(err, filter.ErrBadFilter) {
 			t.Errorf("ParseFilter(%q) = %v, want ErrBadFilter", s, err)
 		}
@@ -91,5 +108,19 @@ func FuzzFilterMatch(f *testing.F) {
 	flt, _ := ParseFilter("host=198.18.0.1,conn=4,path=9,port=50000", nil)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		flt.Match(b)
+	})
+}
+
+// FuzzParseFilter: any string parses or is refused with ErrBadFilter,
+// never panics, in either syntax.
+func FuzzParseFilter(f *testing.F) {
+	for _, s := range []string{"udp port 4791", "host h0 and (port 1 or port 2)", "host=h0,port=4", "((", "or", "and and", "udp or"} {
+		f.Add(s)
+	}
+	resolve := func(n string) (netip.Addr, bool) { return netip.MustParseAddr("198.18.0.1"), n == "h0" }
+	f.Fuzz(func(t *testing.T, s string) {
+		if _, err := ParseFilter(s, resolve); err != nil && !errors.Is(err, filter.ErrBadFilter) {
+			t.Errorf("ParseFilter(%q): %v, not ErrBadFilter", s, err)
+		}
 	})
 }

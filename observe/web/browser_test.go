@@ -81,6 +81,7 @@ func TestBrowserReplay(t *testing.T) {
 	if err != nil || rows != sel.NumPaths {
 		t.Errorf("selected connection: %d path rows, want %d (%v)", rows, sel.NumPaths, err)
 	}
+	checkNoOverlap(t, b)
 	shot := filepath.Join(webtest.ShotDir(t), "replay.png")
 	if err := b.Screenshot(shot); err != nil {
 		t.Errorf("%v (%s)", err, shot)
@@ -124,4 +125,97 @@ func checkLinkElements(t *testing.T, b *webtest.Browser, topo *Topology) {
 	if len(seen) != len(want) {
 		t.Errorf("%d link direction elements, want %d", len(seen), len(want))
 	}
+}
+
+// The page opens a replay on its first frame with traffic (frame 0 is
+// recorded before anything is sent: an empty picture), and t= opens it at
+// a lab time.
+func TestBrowserOpenFrame(t *testing.T) {
+	r := recordRun(t, prototrace.TraceDrops)
+	rp, err := ReadReplay(bytes.NewReader(r.file), "run.replay")
+	if err != nil {
+		t.Fatal(err)
+	}
+	open := rp.OpenFrame()
+	if s := rp.Snapshot(open, nil); open == 0 || len(s.Conns) == 0 {
+		t.Fatalf("open frame %d (%d connections): want the first frame with traffic, after the empty frame 0", open, len(s.Conns))
+	}
+	if busyFrame(rp.Snapshot(open-1, nil)) {
+		t.Fatalf("frame %d before the open frame %d has traffic", open-1, open)
+	}
+	srv := httptest.NewServer(NewReplayServer(rp, 0))
+	t.Cleanup(srv.Close)
+	b := webtest.New(t)
+	for _, tc := range []struct {
+		query string
+		want  int
+	}{
+		{"", open},
+		{"?t=100us", rp.FrameAt(100 * sim.Microsecond)},
+		{"?k=0", 0},
+	} {
+		if err := b.Open(srv.URL + "/" + tc.query); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.WaitFor(fmt.Sprintf("window.mrlab.ready && window.mrlab.k === %d", tc.want), 5*time.Second); err != nil {
+			k, _ := webtest.Eval[int](b, `window.mrlab.k`)
+			t.Errorf("open %q: at frame %d, want %d: %v", tc.query, k, tc.want, err)
+		}
+	}
+	if errs := b.Errors(); len(errs) > 0 {
+		t.Errorf("console errors:\n%s", strings.Join(errs, "\n"))
+	}
+}
+
+// checkNoOverlap checks that no two labels drawn on the fabric (link
+// impairments) or in the ladder (trace events) overlap, as drawn.
+func checkNoOverlap(t *testing.T, b *webtest.Browser) {
+	t.Helper()
+	type overlap struct {
+		Labels int      `json:"labels"`
+		Pairs  []string `json:"pairs"`
+	}
+	got, err := webtest.Eval[overlap](b, `(() => {
+		const es = [...document.querySelectorAll(".ev-label, .impair-label")];
+		const rs = es.map((e) => e.getBoundingClientRect());
+		const pairs = [];
+		for (let i = 0; i < rs.length; i++)
+			for (let j = i + 1; j < rs.length; j++) {
+				const a = rs[i], c = rs[j];
+				if (a.width && c.width && a.left < c.right - 0.5 && c.left < a.right - 0.5 && a.top < c.bottom - 0.5 && c.top < a.bottom - 0.5)
+					pairs.push(es[i].textContent + " / " + es[j].textContent);
+			}
+		return { labels: es.length, pairs };
+	})()`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Labels == 0 {
+		t.Error("no labels drawn")
+	}
+	if len(got.Pairs) > 0 {
+		t.Errorf("%d of %d labels overlap: %q", len(got.Pairs), got.Labels, got.Pairs)
+	}
+}
+
+// The README's screenshot run: at the frame it shows, with h1's busiest
+// connection selected, no two labels overlap (its ladder has dozens of
+// events in a few microseconds, the fabric a loss label on every link).
+func TestBrowserLabelsDoNotOverlap(t *testing.T) {
+	rp, k, sel := spineFailure(t)
+	srv := httptest.NewServer(NewReplayServer(rp, 0))
+	t.Cleanup(srv.Close)
+	b := webtest.New(t)
+	if err := b.Open(fmt.Sprintf("%s/?k=%d&host=%s&conn=%d", srv.URL, k, sel.Host, sel.ID)); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.WaitFor(fmt.Sprintf("window.mrlab.k === %d && document.querySelectorAll('#conn tr.path').length > 0 && document.querySelectorAll('.ev-label').length > 0", k), 20*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	checkNoOverlap(t, b)
+	shot := filepath.Join(webtest.ShotDir(t), "labels.png")
+	if err := b.Screenshot(shot); err != nil {
+		t.Error(err)
+	}
+	t.Logf("screenshot: %s (frame %d, %s conn %d)", shot, k, sel.Host, sel.ID)
 }

@@ -53,6 +53,49 @@ func busiestLadder(rp *Replay, k int, from func(ConnState) bool) ConnKey {
 	return best
 }
 
+// SpineFailureCommand is the README's command for its first screenshot:
+// the run spineFailure records, and the page's parameters (h1's
+// connection with the most trace events is conn 1 in this run).
+const SpineFailureCommand = "mrlab sim leafspine --transport metaroce --fault '300us switch p0-spine1 down' --web"
+
+// spineFailure records the README's first screenshot's run: the default
+// lab, a spine failing under a MetaRoCE permutation (mrlab sim's default
+// workload), sampled every 10 us (--telemetry-interval's default). It
+// returns the frame shown, after the failure was detected and traffic
+// moved, and h1's connection with the busiest ladder then.
+func spineFailure(t testing.TB) (*Replay, int, ConnKey) {
+	t.Helper()
+	fault, err := labs.FaultOverride("--fault", "300us switch p0-spine1 down")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lab, err := labs.ResolveWith("leafspine", []labs.Override{fault})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := workload.DemoSpec()
+	spec.Transport = 0 // MetaRoCE
+	rp := recordLab(t, lab, spec, 10*sim.Microsecond)
+	k := rp.FrameAt(460 * sim.Microsecond)
+	return rp, k, busiestLadder(rp, k, func(c ConnState) bool { return c.Host == "h1" })
+}
+
+// TestReadmeScreenshotCommand: the README gives the command and page of
+// its first screenshot, the run spineFailure records.
+func TestReadmeScreenshotCommand(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp, k, sel := spineFailure(t)
+	page := fmt.Sprintf("?t=%v&host=%s&conn=%d", rp.times[k], sel.Host, sel.ID)
+	for _, want := range []string{"go run ./cmd/mrlab " + strings.TrimPrefix(SpineFailureCommand, "mrlab "), page} {
+		if !strings.Contains(string(readme), want) {
+			t.Errorf("README lacks %q (the screenshot's command and page)", want)
+		}
+	}
+}
+
 // TestDocsScreenshots regenerates the README's screenshots of the web
 // view (go test ./observe/web -run DocsScreenshots -update-docs) and
 // reports how long the page takes to draw a frame while playing.
@@ -62,23 +105,11 @@ func TestDocsScreenshots(t *testing.T) {
 	}
 	docs := filepath.Join("..", "..", "docs")
 
-	// The default lab, a spine failing under a MetaRoCE permutation.
-	lab, err := labs.Resolve("leafspine")
-	if err != nil {
-		t.Fatal(err)
-	}
-	lab.Faults = append(lab.Faults, labs.Fault{At: 300 * sim.Microsecond, Target: labs.TargetSwitch, Name: "p0-spine1", Action: labs.ActionDown})
-	spec := workload.DemoSpec()
-	spec.Transport = 0 // MetaRoCE
-	rp := recordLab(t, lab, spec, 10*sim.Microsecond)
-	// After the failure was detected and traffic moved, a connection
-	// crossing the spines.
-	k := rp.FrameAt(460 * sim.Microsecond)
-	sel := busiestLadder(rp, k, func(c ConnState) bool { return c.Host == "h1" })
+	rp, k, sel := spineFailure(t)
 	shoot(t, rp, k, sel, filepath.Join(docs, "web-spine-failure.png"))
 
 	// The 64-host, 8-plane lab in an all-to-all of 4 MiB per host.
-	lab, err = labs.Resolve("leafspine-64h-8p")
+	lab, err := labs.Resolve("leafspine-64h-8p")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -440,6 +440,32 @@ func (rp *Replay) FrameAt(t sim.Time) int {
 	return max(i, 0)
 }
 
+// OpenFrame is the frame a replay opens on: the first with an open
+// connection or bytes sent on a link (frame 0, recorded at the start of
+// the run before anything happened, is an empty picture), or 0 if none.
+func (rp *Replay) OpenFrame() int {
+	for k := range rp.times {
+		if busyFrame(rp.Snapshot(k, nil)) {
+			return k
+		}
+	}
+	return 0
+}
+
+// busyFrame says a snapshot has something to show: a connection, or a
+// link direction that has sent bytes or queues some.
+func busyFrame(s *Snapshot) bool {
+	if len(s.Conns) > 0 {
+		return true
+	}
+	for _, d := range s.Dirs {
+		if d.TxBytes > 0 || d.Queue > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // Snapshot rebuilds the lab's state at frame k, with the paths of the
 // connections sel selects (nil: none).
 func (rp *Replay) Snapshot(k int, sel func(ConnKey) bool) *Snapshot {

@@ -61,6 +61,9 @@ type Info struct {
 	Interval sim.Time `json:"interval,omitempty"`
 	Times    []int64  `json:"times,omitempty"`
 	Planned  []string `json:"planned,omitempty"`
+	// Open is the frame the page opens on without k= or t=: the first
+	// with traffic.
+	Open int `json:"open"`
 	// CanFault says the fault buttons work (live labs).
 	CanFault bool `json:"can_fault"`
 }
@@ -81,7 +84,7 @@ func NewReplayServer(rp *Replay, fps int) *Server {
 		times[i] = int64(t)
 	}
 	s := &Server{replay: rp, fps: fpsOr(fps), info: Info{Mode: "replay", Lab: h.Lab, Title: title, Topology: h.Topology,
-		View: rp.view, Frames: rp.Frames(), Start: start, End: end, Interval: h.Interval, Times: times, Planned: h.Faults}}
+		View: rp.view, Frames: rp.Frames(), Start: start, End: end, Interval: h.Interval, Times: times, Planned: h.Faults, Open: rp.OpenFrame()}}
 	s.routes()
 	return s
 }

@@ -82,10 +82,12 @@ class Control:
     def status(self):
         return self.call("GET", "/status")
 
-    def fault(self, target, name, action, impair=None):
+    def fault(self, target, name, action, impair=None, dir=None):
         req = {"target": target, "name": str(name), "action": action}
         if impair:
             req["impair"] = list(impair)
+        if dir:
+            req["dir"] = dir
         self.call("POST", "/fault", req)
 
     def perf(self, request, timeout=None):

@@ -194,16 +194,23 @@ class Lab:
         clients, lag."""
         return self.control.status()
 
-    def fault(self, target, name, action, *impair):
+    def fault(self, target, name, action, *impair, dir=None):
         """Applies a fault: target is "link", "switch" or "plane"; action
         "down", "up" or, for links, "impair" with netem words
-        (fault("link", "h0-p0", "impair", "loss", "1%"))."""
+        (fault("link", "h0-p0", "impair", "loss", "1%")); dir="ab" or
+        "ba" impairs one direction of the link only (a link name
+        "h0-p0:ab" says the same)."""
         if target not in ("link", "switch", "plane"):
             raise LabError("fault: target %r: want link, switch or plane" % (target,))
-        self.control.fault(target, name, action, impair)
+        if target == "link" and ":" in str(name):
+            name, d = str(name).split(":", 1)
+            if dir and dir != d:
+                raise LabError("fault: link %s: directions %r and %r" % (name, d, dir))
+            dir = d
+        self.control.fault(target, name, action, impair, dir)
 
-    def link(self, name, action, *impair):
-        self.fault("link", name, action, *impair)
+    def link(self, name, action, *impair, dir=None):
+        self.fault("link", name, action, *impair, dir=dir)
 
     def switch(self, name, action):
         self.fault("switch", name, action)

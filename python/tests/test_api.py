@@ -127,6 +127,8 @@ class LabTest(unittest.TestCase):
             self.assertEqual(lab.status()["engine"]["links"][0]["name"], "h0-p0")
             lab.plane(1, "down")
             lab.link("h0-p0", "impair", "loss", "1%")
+            lab.link("h0-p0:ab", "impair", "delay", "10ms")
+            lab.link("h1-p0", "impair", "delay", "1ms", dir="ba")
             with self.assertRaises(mrlab.LabError) as e:
                 lab.link("nope", "down")
             self.assertEqual(e.exception.status, 400)
@@ -141,6 +143,8 @@ class LabTest(unittest.TestCase):
         seen = [(m, p, b) for m, p, _, b in self.srv.seen]
         self.assertIn(("POST", "/fault", {"target": "plane", "name": "1", "action": "down"}), seen)
         self.assertIn(("POST", "/fault", {"target": "link", "name": "h0-p0", "action": "impair", "impair": ["loss", "1%"]}), seen)
+        self.assertIn(("POST", "/fault", {"target": "link", "name": "h0-p0", "action": "impair", "impair": ["delay", "10ms"], "dir": "ab"}), seen)
+        self.assertIn(("POST", "/fault", {"target": "link", "name": "h1-p0", "action": "impair", "impair": ["delay", "1ms"], "dir": "ba"}), seen)
         self.assertTrue(all(h == "lab" for _, _, h, _ in self.srv.seen))
         calls = self.calls()
         self.assertEqual(calls[0], "up --run-dir %s --name demo --max-rate 100mbit labs/examples/b2b.yaml" % self.dir)

@@ -34,7 +34,9 @@ type Exporter struct {
 	latest []telemetry.Sample
 	at     sim.Time
 
-	reg   *prometheus.Registry
+	reg *prometheus.Registry
+	// wrap registers collectors on reg with the lab label on every series.
+	wrap  prometheus.Registerer
 	descs map[telemetry.Kind][]metricDesc
 	labT  *prometheus.Desc
 }
@@ -109,9 +111,16 @@ func labelValues(s *telemetry.Sample) []string {
 }
 
 // New returns an Exporter with its own registry (no Go runtime metrics:
-// the lab's figures only).
-func New() *Exporter {
+// the lab's figures only). Every series it serves, its own and those of
+// the collectors Register adds, carries the label lab="LAB" (so one
+// Prometheus scraping several labs, or a lab run twice under two names,
+// keeps their series apart); an empty lab adds no label.
+func New(lab string) *Exporter {
 	e := &Exporter{reg: prometheus.NewRegistry(), descs: map[telemetry.Kind][]metricDesc{}}
+	e.wrap = e.reg
+	if lab != "" {
+		e.wrap = prometheus.WrapRegistererWith(prometheus.Labels{"lab": lab}, e.reg)
+	}
 	e.labT = prometheus.NewDesc("mrlab_lab_time_seconds", "Lab time of the latest telemetry sample.", nil, nil)
 	for _, k := range []telemetry.Kind{telemetry.KindConn, telemetry.KindPath, telemetry.KindLink} {
 		for _, m := range telemetry.Metrics(k) {
@@ -141,14 +150,14 @@ func New() *Exporter {
 				desc: prometheus.NewDesc(name, help, labels, nil)})
 		}
 	}
-	e.reg.MustRegister(e)
+	e.wrap.MustRegister(e)
 	return e
 }
 
 // Register adds a collector of the caller's own to the exporter's registry,
 // so /metrics serves its series too (the live runtime's NIC drops and
 // host interface counters). The collector is called on scrape goroutines.
-func (e *Exporter) Register(c prometheus.Collector) error { return e.reg.Register(c) }
+func (e *Exporter) Register(c prometheus.Collector) error { return e.wrap.Register(c) }
 
 // Write implements telemetry.Sink (loop goroutine).
 func (e *Exporter) Write(s *telemetry.Sample) error {

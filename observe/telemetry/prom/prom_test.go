@@ -3,12 +3,18 @@ package prom
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/mrlab/mrlab/fabric"
 	"github.com/mrlab/mrlab/internal/sim"
@@ -17,7 +23,7 @@ import (
 )
 
 func TestExporter(t *testing.T) {
-	e := New()
+	e := New("mini")
 	// First instant; then a second one replaces it.
 	e.Write(&telemetry.Sample{T: 10, Kind: telemetry.KindConn, Host: "h0", Peer: "h1", Conn: 4, Cwnd: 1})
 	e.EndBatch(10)
@@ -51,19 +57,19 @@ func TestExporter(t *testing.T) {
 	}
 	metrics := get("/metrics")
 	for _, want := range []string{
-		`mrlab_lab_time_seconds 2e-05`,
-		`mrlab_conn_cwnd_bytes{conn="4",host="h0",peer="h1",transport="metaroce"} 65536`,
-		`mrlab_conn_srtt_seconds{conn="4",host="h0",peer="h1",transport="metaroce"} 5e-06`,
-		`mrlab_conn_retransmissions_total{conn="4",host="h0",peer="h1",transport="metaroce"} 3`,
-		`mrlab_conn_delivery_rate_bytes_per_second{conn="4",host="h0",peer="h1",transport="metaroce"} 1e+09`,
-		`mrlab_path_udp_source_port{conn="4",host="h0",path="9",peer="h1",plane="1"} 50877`,
-		`mrlab_path_entropy_changes_total{conn="4",host="h0",path="9",peer="h1",plane="1"} 2`,
-		`mrlab_link_queue_bytes{direction="AtoB",link="p0-leaf0-spine1"} 3000`,
-		`mrlab_link_utilization_ratio{direction="AtoB",link="p0-leaf0-spine1"} 0.5`,
-		`mrlab_link_drops_total{direction="AtoB",link="p0-leaf0-spine1",reason="queue-full"} 5`,
-		`mrlab_link_drops_total{direction="AtoB",link="p0-leaf0-spine1",reason="impairment"} 2`,
-		`mrlab_link_drops_total{direction="AtoB",link="p0-leaf0-spine1",reason="link-down"} 0`,
-		`mrlab_link_drops_total{direction="BtoA",link="p0-leaf0-spine1",reason="unknown"} 3`,
+		`mrlab_lab_time_seconds{lab="mini"} 2e-05`,
+		`mrlab_conn_cwnd_bytes{conn="4",host="h0",lab="mini",peer="h1",transport="metaroce"} 65536`,
+		`mrlab_conn_srtt_seconds{conn="4",host="h0",lab="mini",peer="h1",transport="metaroce"} 5e-06`,
+		`mrlab_conn_retransmissions_total{conn="4",host="h0",lab="mini",peer="h1",transport="metaroce"} 3`,
+		`mrlab_conn_delivery_rate_bytes_per_second{conn="4",host="h0",lab="mini",peer="h1",transport="metaroce"} 1e+09`,
+		`mrlab_path_udp_source_port{conn="4",host="h0",lab="mini",path="9",peer="h1",plane="1"} 50877`,
+		`mrlab_path_entropy_changes_total{conn="4",host="h0",lab="mini",path="9",peer="h1",plane="1"} 2`,
+		`mrlab_link_queue_bytes{direction="AtoB",lab="mini",link="p0-leaf0-spine1"} 3000`,
+		`mrlab_link_utilization_ratio{direction="AtoB",lab="mini",link="p0-leaf0-spine1"} 0.5`,
+		`mrlab_link_drops_total{direction="AtoB",lab="mini",link="p0-leaf0-spine1",reason="queue-full"} 5`,
+		`mrlab_link_drops_total{direction="AtoB",lab="mini",link="p0-leaf0-spine1",reason="impairment"} 2`,
+		`mrlab_link_drops_total{direction="AtoB",lab="mini",link="p0-leaf0-spine1",reason="link-down"} 0`,
+		`mrlab_link_drops_total{direction="BtoA",lab="mini",link="p0-leaf0-spine1",reason="unknown"} 3`,
 		`# TYPE mrlab_link_drops_total counter`,
 		`# TYPE mrlab_conn_cwnd_bytes gauge`,
 	} {
@@ -127,4 +133,73 @@ func TestListenLoopbackOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	ln.Close()
+}
+
+// TestExamples: the scrape configuration and rules Prometheus's own
+// checker accepts; the Grafana dashboard's queries parse as PromQL
+// (checked as recording rules, Grafana's variables filled in); and every
+// mrlab series the rules and dashboard read is one the exporter serves,
+// each query selecting by the lab label.
+func TestExamples(t *testing.T) {
+	promtool := testenv.RequireCommand(t, "promtool")
+	if out, err := exec.Command(promtool, "check", "config", "examples/prometheus.yml").CombinedOutput(); err != nil {
+		t.Errorf("promtool check config: %v\n%s", err, out)
+	}
+	data, err := os.ReadFile("examples/grafana-dashboard.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dash struct {
+		Panels []struct {
+			Title   string `json:"title"`
+			Targets []struct {
+				Expr string `json:"expr"`
+			} `json:"targets"`
+		} `json:"panels"`
+	}
+	if err := json.Unmarshal(data, &dash); err != nil {
+		t.Fatalf("grafana-dashboard.json: %v", err)
+	}
+	fill := strings.NewReplacer("$lab", "lab-a", "$__rate_interval", "1m")
+	var rules strings.Builder
+	rules.WriteString("groups:\n  - name: dashboard\n    rules:\n")
+	var exprs []string
+	for i, p := range dash.Panels {
+		for _, tg := range p.Targets {
+			if !strings.Contains(tg.Expr, `lab="$lab"`) {
+				t.Errorf("panel %q: %s does not select the dashboard's lab", p.Title, tg.Expr)
+			}
+			exprs = append(exprs, tg.Expr)
+			fmt.Fprintf(&rules, "      - record: dashboard:panel%d\n        expr: %q\n", i, fill.Replace(tg.Expr))
+		}
+	}
+	if len(exprs) < 6 {
+		t.Fatalf("dashboard has %d queries", len(exprs))
+	}
+	rf := filepath.Join(t.TempDir(), "dashboard-rules.yml")
+	if err := os.WriteFile(rf, []byte(rules.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(promtool, "check", "rules", rf).CombinedOutput(); err != nil {
+		t.Errorf("the dashboard's queries: promtool check rules: %v\n%s", err, out)
+	}
+	// The series they read exist.
+	served := map[string]bool{}
+	ch := make(chan *prometheus.Desc, 64)
+	go func() { New("x").Describe(ch); close(ch) }()
+	for d := range ch {
+		if m := regexp.MustCompile(`fqName: "(\w+)"`).FindStringSubmatch(d.String()); m != nil {
+			served[m[1]] = true
+		}
+	}
+	ruleText, err := os.ReadFile("examples/mrlab-rules.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Series names, not the rules' own (lab:mrlab_...:rate1m).
+	for _, m := range regexp.MustCompile(`(?:^|[^:\w])(mrlab_\w+)`).FindAllStringSubmatch(strings.Join(exprs, "\n")+string(ruleText), -1) {
+		if name := m[1]; !served[name] {
+			t.Errorf("the examples read %s, which the exporter does not serve", name)
+		}
+	}
 }

@@ -6,7 +6,9 @@
 // frame only.
 //
 // URL parameters (handy for scripts and screenshots): host=H&conn=N
-// selects a connection, k=FRAME starts a replay there, pick=link:NAME (or
+// selects a connection, k=FRAME starts a replay there (t=460us: at the
+// last frame at or before that lab time; neither: at the first frame with
+// traffic, not an empty frame 0), pick=link:NAME (or
 // switch:NAME, plane:N, host:NAME) opens that item, play=1 starts playing.
 
 import { Fabric } from "./fabric.js";
@@ -292,12 +294,26 @@ async function main() {
     openStream();
   } else {
     setupReplayControls(info);
-    await loadFrame(Number(q.get("k") || 0));
+    await loadFrame(startFrame(q, info));
     if (q.get("play")) setPlaying(true);
   }
   window.mrlab.ready = true;
   window.mrlab.select = select;
   window.mrlab.seek = loadFrame;
+}
+
+// startFrame is the frame a replay opens on: k=, else t=, else the
+// server's choice (the first frame with traffic).
+function startFrame(q, info) {
+  if (q.has("k")) return Number(q.get("k"));
+  const m = /^([\d.]+)\s*(ns|us|µs|ms|s)?$/.exec(q.get("t") || "");
+  if (m) {
+    const ns = Number(m[1]) * { ns: 1, us: 1e3, "µs": 1e3, ms: 1e6, s: 1e9 }[m[2] || "ns"];
+    let k = 0;
+    while (k + 1 < info.times.length && info.times[k + 1] <= ns) k++;
+    return k;
+  }
+  return info.open || 0;
 }
 
 window.addEventListener("error", (e) => stats.errors.push(String(e.message)));

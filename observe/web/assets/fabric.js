@@ -6,7 +6,7 @@
 // netem string on impaired links. highlight() marks the links a
 // connection's paths use.
 
-import { svg, clear, utilColor, fmtRate, fmtBytes } from "./util.js";
+import { svg, clear, utilColor, fmtRate, fmtBytes, textWidth } from "./util.js";
 
 const OFFSET = 1.8; // half the gap between a link's two direction lines
 const GAP = 14; // between plane boxes
@@ -192,16 +192,37 @@ export class Fabric {
     }
     for (const [i, text] of want) {
       let el = this.labels.get(i);
+      if (el && el.textContent !== text) {
+        el.remove(); // placed again: its width changed
+        this.labels.delete(i);
+        el = null;
+      }
       if (!el) {
-        const [x1, y1, x2, y2] = this.geom[2 * i];
-        // Along the link, a little past its middle, so labels of
-        // neighbouring links stagger.
-        const t = 0.35 + 0.3 * ((i * 7) % 5) / 4;
-        el = svg(this.gLabels, "text", { x: x1 + t * (x2 - x1), y: y1 + t * (y2 - y1) - 3, class: "impair-label" });
+        el = this.placeLabel(i, text);
         this.labels.set(i, el);
       }
-      if (el.textContent !== text) el.textContent = text;
     }
+  }
+
+  // placeLabel draws link i's impairment label along the link, at the
+  // first of a few points (middle first) where it overlaps no label
+  // already drawn; where every point overlaps, the least crowded one.
+  placeLabel(i, text) {
+    const [x1, y1, x2, y2] = this.geom[2 * i];
+    const w = textWidth(text, 7) + 2, h = 8;
+    const boxes = [...this.labels.values()].map((e) => e.box);
+    let best = null;
+    for (const t of [0.5, 0.35, 0.65, 0.25, 0.75, 0.42, 0.58, 0.18, 0.82]) {
+      const x = x1 + t * (x2 - x1), y = y1 + t * (y2 - y1) - 3;
+      const box = { x0: x - w / 2, x1: x + w / 2, y0: y - h + 1, y1: y + 1 };
+      const n = boxes.filter((b) => b.x0 < box.x1 && box.x0 < b.x1 && b.y0 < box.y1 && box.y0 < b.y1).length;
+      if (!best || n < best.n) best = { x, y, box, n };
+      if (n === 0) break;
+    }
+    const el = svg(this.gLabels, "text", { x: best.x, y: best.y, class: "impair-label" });
+    el.textContent = text;
+    el.box = best.box;
+    return el;
   }
 
   // highlight marks the directions a selected connection's paths use:

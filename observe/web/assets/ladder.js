@@ -6,7 +6,7 @@
 // tick on its lane. A packet takes half the path's smoothed RTT to cross,
 // so a drop is drawn where on its way the link that dropped it lies.
 
-import { svg, clear, fmtTime } from "./util.js";
+import { svg, clear, fmtTime, textWidth } from "./util.js";
 
 const LEFT = 64, RIGHT = 16, TOP = 40;
 const COLORS = {
@@ -56,16 +56,22 @@ export class Ladder {
     svg(root, "text", { x: W / 2, y: H - 4, class: "axis mid" }).textContent =
       `${evs.length} trace events of ${a}→${b} conn ${sel.id}`;
     if (!evs.length) return;
-    // Labels go in rows beside the lanes; one that would overlap the
-    // last in every row is left out (its tooltip still tells).
-    const rows = new Map();
+    // Labels go in rows beside the lanes, measured as drawn; one that
+    // would overlap any label already placed (whatever its zone) in each
+    // of its rows is left out (its tooltip still tells).
+    const placed = [];
     const label = (g, zone, x0, y0, dir, s, color) => {
-      x0 = Math.min(x0, W - RIGHT - s.length * 5.6);
-      const r = rows.get(zone) || rows.set(zone, [-1e9, -1e9, -1e9]).get(zone);
-      const i = r.findIndex((end) => end < x0);
-      if (i < 0) return;
-      r[i] = x0 + s.length * 5.6 + 6;
-      text(g, x0, y0 + dir * i * 11, s, color);
+      const w = textWidth(s, 10) + 4;
+      x0 = Math.max(LEFT, Math.min(x0, W - RIGHT - w));
+      for (let i = 0; i < 4; i++) {
+        const y = y0 + dir * i * 11;
+        if (y < 10 || y > H - 16) break; // inside the panel, above the axis
+        const box = { x0, x1: x0 + w, y0: y - 9, y1: y + 2 };
+        if (placed.some((b) => b.x0 < box.x1 && box.x0 < b.x1 && b.y0 < box.y1 && box.y0 < b.y1)) continue;
+        placed.push(box);
+        text(g, x0, y, s, color);
+        return;
+      }
     };
     for (const e of evs) {
       const fromA = e.host === a;

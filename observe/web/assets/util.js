@@ -89,3 +89,12 @@ export function utilColor(u) {
 export function rampStops() {
   return RAMP.map(([u, c]) => [u, `rgb(${c[0]},${c[1]},${c[2]})`]);
 }
+
+// textWidth is the width of s in px at font size px, as the page's
+// sans-serif draws it.
+let measureCtx = null;
+export function textWidth(s, px) {
+  if (!measureCtx) measureCtx = document.createElement("canvas").getContext("2d");
+  measureCtx.font = `${px}px system-ui, -apple-system, "Segoe UI", "DejaVu Sans", sans-serif`;
+  return measureCtx.measureText(s).width;
+}
