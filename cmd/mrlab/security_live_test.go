@@ -337,8 +337,4 @@ func mountsOf(t *testing.T, prefix string) int {
 	return strings.Count(string(b), prefix)
 }
 
-func loadavg() string {
-	b, _ := os.ReadFile("/proc/loadavg")
-	return strings.TrimSpace(string(b))
-}
 
