@@ -13,7 +13,8 @@ import (
 // come from RTTs it measures and from the NIC's line rate (see doc.go).
 type Options struct {
 	// Paths is the number of paths each connection sprays over (1..256;
-	// default 16). Path p uses NIC port (plane) p mod Config.Ports.
+	// default: 8 per NIC port, at least 16, see DefaultPaths). Path p uses
+	// NIC port (plane) p mod Config.Ports.
 	Paths int
 	// AckEvery: the receiver sends an ACK once this many data packets of
 	// the connection (on any paths) have arrived since its last ACK
@@ -106,7 +107,6 @@ func (o Options) withDefaults() (Options, error) {
 			*v = d
 		}
 	}
-	def(&o.Paths, 16)
 	def(&o.AckEvery, 4)
 	deft(&o.RTOMax, 5*sim.Millisecond)
 	def(&o.TimeoutsBeforeFail, 3)
@@ -135,7 +135,7 @@ func (o Options) withDefaults() (Options, error) {
 		o.UDPPort = wire.UDPPort
 	}
 	switch {
-	case o.Paths < 1 || o.Paths > 256:
+	case o.Paths < 0 || o.Paths > 256:
 		return o, fmt.Errorf("metaroce options: Paths %d not in 1..256", o.Paths)
 	case o.SendQueue < 1 || o.SendQueue > 65535:
 		return o, fmt.Errorf("metaroce options: SendQueue %d not in 1..65535", o.SendQueue)
@@ -149,6 +149,16 @@ func (o Options) withDefaults() (Options, error) {
 		return o, fmt.Errorf("metaroce options: negative AckDelay or RTOMax")
 	}
 	return o, nil
+}
+
+// DefaultPaths is how many paths a connection over ports NIC ports
+// (planes) sprays over when Options.Paths is 0: 8 per plane, at least 16,
+// at most 256. A plane's paths share its window's share of packets: with
+// 2 per plane an 8-plane connection saw each path's SACK show a hole
+// behind a lost packet only when the window held several packets per
+// path, and the planes' ECMP fabrics were sampled by 2 routes each.
+func DefaultPaths(ports int) int {
+	return min(max(16, 8*ports), 256)
 }
 
 // Validate reports whether NewProtocol would accept o (lab files check
