@@ -26,7 +26,7 @@
 //     sequence number (DSN) per chunk makes placement idempotent and lets a
 //     chunk move between paths unambiguously. Payload bytes move in
 //     exactly two functions (payload.go).
-//   - Paths. Each path (default 8 per NIC port, at least 16, up to 256;
+//   - Paths. Each path (default 4 per NIC port, at least 16, up to 256;
 //     path p uses NIC port p mod Ports) has its own UDP source port (ECMP entropy), PSN space and
 //     scoreboard (scoreboard.go), RTT estimate, ECN signal and share of
 //     the connection's window.

@@ -171,11 +171,11 @@ func (c *Conn) rackDetect() {
 				next = min(next, at)
 				continue
 			}
-			left += sb.markLost(psn)
-			found++
 			if p.lastProgress >= e.sentAt {
 				judged++
 			}
+			left += sb.markLost(psn)
+			found++
 			if c.cfg.Trace != nil {
 				c.tracef("path %d: psn %d out %v, a later packet arrived: lost", p.id, psn, c.now-e.sentAt)
 			}
