@@ -60,7 +60,7 @@ func conformAction(c *cli.Context) error {
 		return usagef("conform: --json and --tap are exclusive")
 	}
 	if c.String("mutate") == "list" {
-		for _, m := range metaroce.Mutations {
+		for _, m := range metaroce.Mutations() {
 			fmt.Fprintln(c.App.Writer, m.Name)
 		}
 		return nil
@@ -204,7 +204,7 @@ func parseMutations(s string) (metaroce.Mutation, error) {
 	var set metaroce.Mutation
 	for _, name := range strings.Split(s, ",") {
 		found := false
-		for _, m := range metaroce.Mutations {
+		for _, m := range metaroce.Mutations() {
 			if m.Name == name {
 				set |= m.M
 				found = true

@@ -336,5 +336,3 @@ func mountsOf(t *testing.T, prefix string) int {
 	}
 	return strings.Count(string(b), prefix)
 }
-
-

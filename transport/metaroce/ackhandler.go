@@ -19,6 +19,9 @@ func (c *Conn) onAck(a wire.Ack) {
 		r, off = a.Record(off)
 		c.onPathAck(&r)
 	}
+	if c.state == transport.StateEstablished {
+		c.rackDetect()
+	}
 }
 
 // onPathAck processes one path's state from an ACK: settle what it
@@ -81,7 +84,10 @@ func (c *Conn) onPathAck(r *wire.PathAck) {
 	}
 	sb.advance()
 	drx := int(uint16(r.RxCount - p.lastRx))
-	dce := int(uint16(r.CECount-p.lastCE)) * int(1-c.mutBit(MutIgnoreECN))
+	dce := int(uint16(r.CECount - p.lastCE))
+	if c.mutated(MutIgnoreECN) {
+		dce = 0
+	}
 	if drx > 4*maxPathWindow || dce > drx {
 		drx, dce = 0, 0 // an older record, overtaken
 	} else {
@@ -117,21 +123,64 @@ func (c *Conn) onPathAck(r *wire.PathAck) {
 // newly acknowledged.
 func (c *Conn) ackEntry(p *sndPath, psn uint32) (int, int) {
 	wasLost := p.sb.lost
+	e := p.sb.entry(psn)
+	switch {
+	case e.acked:
+	case e.lost:
+		c.s.reo.spurious() // declared lost, arrived: not resent yet
+	case e.resent:
+		c.s.reo.recovered()
+	}
 	e, newly, left := p.sb.ack(psn)
 	if !newly {
 		return 0, 0
 	}
 	c.s.inflight -= left
+	if !e.resent {
+		c.s.rack.delivered(e.order, e.sentAt, c.now)
+	}
 	if p.sb.lost != wasLost {
 		c.flagPath(p) // a PSN declared lost arrived after all
 	}
-	if e.kind != sbProbe {
+	switch {
+	case e.kind != sbProbe:
 		ch := c.chunk(e.dsn)
 		if ch.where == chunkOnPath && ch.path == p.id && ch.gen == p.gen && ch.psn == psn {
 			c.chunkResolved(e.dsn)
 		}
+	case e.moved && !e.resent && !e.refused:
+		c.movedArrived(e.dsn)
 	}
 	return 1, int(e.size)
+}
+
+// movedArrived settles chunk dsn when the first transmission of a PSN it
+// left (a tail-loss probe sent it again, or a timeout moved it) turns out
+// to have arrived: that packet carried the chunk, so the chunk is
+// delivered wherever its later copy is (spec §4: the cumulative ACK of
+// every PSN that carried a message's chunks completes it). A copy queued
+// for resending is dropped from the queue when its turn comes; a copy
+// outstanding on a path becomes a filler there.
+func (c *Conn) movedArrived(dsn uint32) {
+	if dsn-c.s.dsnBase >= c.s.dsnNext-c.s.dsnBase {
+		return // settled long ago
+	}
+	ch := c.chunk(dsn)
+	switch ch.where {
+	case chunkOnPath:
+		if q := &c.s.paths[ch.path]; ch.gen == q.gen && q.sb.outstanding(ch.psn) {
+			if e := q.sb.entry(ch.psn); !e.acked && e.kind == sbData && e.dsn == dsn {
+				c.s.inflight -= q.sb.move(ch.psn)
+			}
+		}
+	case chunkQueued, chunkRNR:
+	default:
+		return
+	}
+	if c.cfg.Trace != nil {
+		c.tracef("dsn %d: an earlier transmission arrived", dsn)
+	}
+	c.chunkResolved(dsn)
 }
 
 // detectLoss declares lost every outstanding PSN of p sent before the
@@ -143,13 +192,24 @@ func (c *Conn) detectLoss(p *sndPath) {
 		trace = func(psn uint32) { c.tracef("path %d: SACK hole psn %d, retransmit", p.id, psn) }
 	}
 	newLosses, left := p.sb.detectLoss(trace)
-	if newLosses == 0 {
-		return
+	if newLosses > 0 {
+		c.lossesFound(p, newLosses, newLosses, left)
 	}
+}
+
+// lossesFound accounts for n transmissions of p newly declared lost,
+// whose payload (left bytes) left flight.
+// Of them, judged were sent before the path's latest ACK progress: those
+// are loss on a route that works and count in the loss rate and the
+// path's repath test; the rest are the silence of a path whose ACKs have
+// stopped, which its timers judge (probe.go).
+func (c *Conn) lossesFound(p *sndPath, newLosses, judged, left int) {
 	c.s.inflight -= left
 	p.st.losses += uint64(newLosses)
 	c.st.losses += uint64(newLosses)
-	c.s.lossLost += float64(newLosses)
+	c.s.lossLost += float64(judged)
 	c.flagPath(p)
-	c.noteLosses(p, newLosses)
+	if judged > 0 {
+		c.noteLosses(p, judged)
+	}
 }

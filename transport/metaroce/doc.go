@@ -26,8 +26,8 @@
 //     sequence number (DSN) per chunk makes placement idempotent and lets a
 //     chunk move between paths unambiguously. Payload bytes move in
 //     exactly two functions (payload.go).
-//   - Paths. Each path (default 16, up to 256; path p uses NIC port p mod
-//     Ports) has its own UDP source port (ECMP entropy), PSN space and
+//   - Paths. Each path (default 4 per NIC port, at least 16, up to 256;
+//     path p uses NIC port p mod Ports) has its own UDP source port (ECMP entropy), PSN space and
 //     scoreboard (scoreboard.go), RTT estimate, ECN signal and share of
 //     the connection's window.
 //
@@ -63,7 +63,14 @@
 //
 // A hole in a path's SACK vector below a PSN sent later that has arrived is
 // loss, not reordering (paths are FIFO): that PSN is sent again at once,
-// under the same PSN. A path whose ACKs stop gets a tail-loss probe one
+// under the same PSN. Across paths (lossdetect.go, RACK's rule): a packet
+// is lost when one sent after it on any path has arrived and it has been
+// out longer than that packet's round trip plus a reordering window made
+// of the paths' RTT spread, four RTT variations and the peer's ACK delay
+// (widened after a loss found spurious, narrowed back after repairs), so
+// a path with one packet in flight needs no timer to find its loss. An
+// ACK of a chunk's earlier transmission (one a tail-loss probe or a move
+// sent again) settles the chunk. A path whose ACKs stop gets a tail-loss probe one
 // PTO (RTT + 4 x variation + the peer's ACK delay) after its last
 // transmission or progress; more probes follow while chance can explain
 // their loss; only then a timeout, which moves the path's chunks to paths
@@ -88,7 +95,8 @@
 // that deliver; one whose CE-marked fraction stays above
 // RepathMarkFraction for RepathMarkRounds rounds while fewer than half of
 // the paths do drains and moves. Left entropies are remembered (the last
-// eight), and a new entropy is never a remembered one, so a gray link is
+// eight, whatever the reason they were left, re-probing included), and a
+// new entropy is never a remembered one, so a gray link is
 // left for good while a uniformly lossy fabric moves no path.
 //
 // # ACKs

@@ -59,12 +59,21 @@ const (
 // mutated reports whether the connection runs with planted fault m.
 func (c *Conn) mutated(m Mutation) bool { return c.opts.Mutations&m != 0 }
 
-// mutBit is 1 with planted fault m, else 0: for hooks that shift a value.
+// mutBit is 1 with planted fault m, else 0 (setup.go's SYN_ACK echo).
 func (c *Conn) mutBit(m Mutation) uint32 {
 	if c.mutated(m) {
 		return 1
 	}
 	return 0
+}
+
+// placeAt is where byte off of a placement at addr goes (MutPlaceOffset
+// moves it one byte on).
+func (c *Conn) placeAt(addr uint64, off uint32) uint64 {
+	if c.mutated(MutPlaceOffset) {
+		return addr + uint64(off) + 1
+	}
+	return addr + uint64(off)
 }
 
 // mutateAck plants the ACK faults in one path's state as sent.
@@ -92,15 +101,21 @@ func (c *Conn) mutateParse(pkt []byte, typ wire.Type, body []byte, err error) (w
 	return wire.Header(pkt).Type(), pkt[:len(pkt)-wire.TrailerSize], nil
 }
 
-// Mutations lists every planted fault with its name.
-var Mutations = []struct {
+// NamedMutation is a planted fault and its name.
+type NamedMutation struct {
 	Name string
 	M    Mutation
-}{
-	{"sack-off-by-one", MutSACKOffByOne}, {"retx-wrong-psn", MutRetxWrongPSN}, {"ignore-ecn", MutIgnoreECN},
-	{"no-ce-count", MutNoCECount}, {"place-offset", MutPlaceOffset}, {"accept-bad-key", MutAcceptBadKey},
-	{"ignore-crc", MutIgnoreCRC}, {"cum-off-by-one", MutCumOffByOne}, {"late-tail-probe", MutLateTailProbe},
-	{"keep-entropy", MutKeepEntropy}, {"ignore-rate-hint", MutIgnoreRateHint}, {"no-syn-echo", MutNoSynEcho},
-	{"rnr-as-access", MutRNRAsAccess}, {"place-duplicate", MutPlaceDuplicate}, {"ignore-gen", MutIgnoreGen},
-	{"no-ackreq", MutNoAckReq},
+}
+
+// Mutations returns every planted fault with its name, a fresh slice on
+// every call (no package state a caller could change).
+func Mutations() []NamedMutation {
+	return []NamedMutation{
+		{"sack-off-by-one", MutSACKOffByOne}, {"retx-wrong-psn", MutRetxWrongPSN}, {"ignore-ecn", MutIgnoreECN},
+		{"no-ce-count", MutNoCECount}, {"place-offset", MutPlaceOffset}, {"accept-bad-key", MutAcceptBadKey},
+		{"ignore-crc", MutIgnoreCRC}, {"cum-off-by-one", MutCumOffByOne}, {"late-tail-probe", MutLateTailProbe},
+		{"keep-entropy", MutKeepEntropy}, {"ignore-rate-hint", MutIgnoreRateHint}, {"no-syn-echo", MutNoSynEcho},
+		{"rnr-as-access", MutRNRAsAccess}, {"place-duplicate", MutPlaceDuplicate}, {"ignore-gen", MutIgnoreGen},
+		{"no-ackreq", MutNoAckReq},
+	}
 }

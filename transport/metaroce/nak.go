@@ -24,6 +24,12 @@ func (c *Conn) onNak(n wire.Nak) {
 		return
 	}
 	e := p.sb.entry(psn)
+	if e.kind == sbProbe && e.moved && !e.acked && e.dsn == n.DSN() {
+		// The chunk's earlier transmission was refused: its arrival must
+		// not settle the chunk (movedArrived); the copy sent since meets
+		// the same answer on its own.
+		e.refused = true
+	}
 	if e.acked || e.kind == sbProbe || e.dsn != n.DSN() || e.kind == sbAbort && n.Reason() != wire.NakRNR {
 		c.st.staleAcks++
 		return

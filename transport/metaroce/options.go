@@ -13,7 +13,8 @@ import (
 // come from RTTs it measures and from the NIC's line rate (see doc.go).
 type Options struct {
 	// Paths is the number of paths each connection sprays over (1..256;
-	// default 16). Path p uses NIC port (plane) p mod Config.Ports.
+	// default: 4 per NIC port, at least 16, see DefaultPaths). Path p uses
+	// NIC port (plane) p mod Config.Ports.
 	Paths int
 	// AckEvery: the receiver sends an ACK once this many data packets of
 	// the connection (on any paths) have arrived since its last ACK
@@ -106,7 +107,6 @@ func (o Options) withDefaults() (Options, error) {
 			*v = d
 		}
 	}
-	def(&o.Paths, 16)
 	def(&o.AckEvery, 4)
 	deft(&o.RTOMax, 5*sim.Millisecond)
 	def(&o.TimeoutsBeforeFail, 3)
@@ -135,7 +135,7 @@ func (o Options) withDefaults() (Options, error) {
 		o.UDPPort = wire.UDPPort
 	}
 	switch {
-	case o.Paths < 1 || o.Paths > 256:
+	case o.Paths < 0 || o.Paths > 256:
 		return o, fmt.Errorf("metaroce options: Paths %d not in 1..256", o.Paths)
 	case o.SendQueue < 1 || o.SendQueue > 65535:
 		return o, fmt.Errorf("metaroce options: SendQueue %d not in 1..65535", o.SendQueue)
@@ -149,6 +149,16 @@ func (o Options) withDefaults() (Options, error) {
 		return o, fmt.Errorf("metaroce options: negative AckDelay or RTOMax")
 	}
 	return o, nil
+}
+
+// DefaultPaths is how many paths a connection over ports NIC ports
+// (planes) sprays over when Options.Paths is 0: 4 per plane, at least 16,
+// at most 256. With 2 per plane an 8-plane connection sampled each
+// plane's ECMP fabric by 2 routes. (8 per plane carries more of an
+// 8-plane fat-tree, but on 4 planes a plane's failure then costs more:
+// see the plane-failure claim.)
+func DefaultPaths(ports int) int {
+	return min(max(16, 4*ports), 256)
 }
 
 // Validate reports whether NewProtocol would accept o (lab files check

@@ -80,6 +80,7 @@ type sndPath struct {
 	timeouts     int      // consecutive
 	failures     int      // probe timeouts since the path failed (back-off)
 	lastProgress sim.Time // last ACK that acknowledged something new
+	rackAt       sim.Time // earliest reorder deadline of its transmissions (lossdetect.go); 0: none
 	timer        sim.Timer
 
 	// Loss record of the current entropy, for the repath test.
@@ -156,8 +157,8 @@ func (c *Conn) newEntropy() uint16 {
 	}
 }
 
-// noteBad records an entropy the connection left because its route lost,
-// marked or dropped everything.
+// noteBad records an entropy the connection left (its route lost, marked
+// or dropped everything, or a probe on it went unanswered).
 func (c *Conn) noteBad(e uint16) {
 	c.s.bad[c.s.badNext%badEntropies] = e
 	c.s.badNext++
@@ -174,11 +175,14 @@ func (c *Conn) repath(p *sndPath, why repathReason, abandon bool) {
 		moved = c.abandon(p)
 	}
 	old := p.entropy
-	if why != whyReprobe {
-		c.noteBad(old)
-	}
+	// Every entropy left is remembered, re-probing's too (spec §10: a
+	// connection never re-picks one of the last eight it left): a probe
+	// unanswered on it is as much evidence against the route as a loss.
+	c.noteBad(old)
 	p.entropy = c.newEntropy()
-	p.entropy += (old - p.entropy) * uint16(c.mutBit(MutKeepEntropy))
+	if c.mutated(MutKeepEntropy) {
+		p.entropy = old
+	}
 	p.gen++
 	p.sb.restart()
 	c.flagPath(p)

@@ -43,7 +43,7 @@ func (c *Conn) place(sgl []transport.SGE, off uint32, src []byte, access transpo
 			continue
 		}
 		k := min(int(s.Len-off), len(src))
-		if st := c.cfg.Memory.Write(s.LKey, s.Addr+uint64(off+c.mutBit(MutPlaceOffset)), src[:k], access); st != transport.StatusOK {
+		if st := c.cfg.Memory.Write(s.LKey, c.placeAt(s.Addr, off), src[:k], access); st != transport.StatusOK {
 			return false
 		}
 		src = src[k:]

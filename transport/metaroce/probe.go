@@ -101,7 +101,7 @@ func (c *Conn) sendProbe(p *sndPath, b []byte) (int, transport.TxMeta) {
 			return n, transport.TxMeta{SrcPort: p.entropy, ECT: true}
 		}
 	}
-	psn := p.sb.push(sbEntry{kind: sbProbe})
+	psn := p.sb.push(sbEntry{kind: sbProbe, sentAt: c.now, order: c.nextOrder()})
 	n := c.encodeProbe(b, p, psn, false)
 	if p.state == PathActive || p.state == PathDraining {
 		p.tlpSent, p.tlpSentAt = true, c.now
@@ -144,6 +144,12 @@ func (c *Conn) onPathTimer(p *sndPath) {
 		return
 	}
 	now := c.now
+	if p.rackAt != 0 && p.rackAt != sim.Never && now >= p.rackAt {
+		c.rackDetect()
+		if c.state != transport.StateEstablished {
+			return
+		}
+	}
 	switch p.state {
 	case PathActive, PathDraining:
 		if p.sb.empty() || now < c.probeDue(p) {
@@ -197,7 +203,10 @@ func (c *Conn) probeDue(p *sndPath) sim.Time {
 	if p.tlpSent {
 		return p.tlpSentAt + c.probeInterval(p)
 	}
-	return p.tlpBase + c.pto(p)<<(3*c.mutBit(MutLateTailProbe))
+	if c.mutated(MutLateTailProbe) {
+		return p.tlpBase + 8*c.pto(p)
+	}
+	return p.tlpBase + c.pto(p)
 }
 
 // probeInterval is the wait after p's latest tail-loss probe: a PTO while
@@ -306,6 +315,9 @@ func (c *Conn) armPath(p *sndPath) {
 	case PathActive, PathDraining:
 		if !p.sb.empty() {
 			at = c.probeDue(p)
+			if p.rackAt != 0 {
+				at = min(at, p.rackAt)
+			}
 		}
 	case PathProbing, PathFailed:
 		at = p.probeAt

@@ -343,7 +343,11 @@ func (c *Conn) bindRecv(d wire.Data, pid int, msn uint32, r *rcvMsg, rx transpor
 		if c.cfg.Trace != nil {
 			c.tracef("RNR: msn %d wants receive %d, %d posted", msn, t, c.r.rqNext)
 		}
-		c.queueNak(d, pid, wire.NakRNR+wire.NakReason(c.mutBit(MutRNRAsAccess)), rx)
+		reason := wire.NakRNR
+		if c.mutated(MutRNRAsAccess) {
+			reason = wire.NakAccess
+		}
+		c.queueNak(d, pid, reason, rx)
 		return consumedNak
 	}
 	pr := c.recv(t)

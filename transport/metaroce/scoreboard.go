@@ -1,6 +1,9 @@
 package metaroce
 
-import "github.com/mrlab/mrlab/transport/metaroce/wire"
+import (
+	"github.com/mrlab/mrlab/internal/sim"
+	"github.com/mrlab/mrlab/transport/metaroce/wire"
+)
 
 // sbKind is what a scoreboard entry carries.
 type sbKind uint8
@@ -14,14 +17,17 @@ const (
 // sbEntry is one PSN on a path's scoreboard.
 type sbEntry struct {
 	dsn      uint32
-	txSeq    uint32 // path-local transmission order of the latest send
-	size     uint16 // payload bytes counted in flight
+	txSeq    uint32   // path-local transmission order of the latest send
+	order    uint32   // connection-wide transmission order of the latest send (lossdetect.go)
+	sentAt   sim.Time // when the latest send went
+	size     uint16   // payload bytes counted in flight
 	kind     sbKind
 	acked    bool
 	lost     bool // declared lost, waiting to be sent again
 	resent   bool // sent more than once: an ACK of it is ambiguous
 	presumed bool // out of flight: its path's ACKs stopped (a tail-loss probe went)
 	moved    bool // a filler whose chunk was sent again elsewhere: its loss is the chunk's
+	refused  bool // a moved filler the receiver NAKed: its arrival placed nothing
 }
 
 // maxPathWindow is the most PSNs a path has outstanding: the SACK window.
@@ -214,11 +220,12 @@ func (s *scoreboard) nextLost() (psn uint32, ok bool) {
 	return 0, false
 }
 
-// resend records that a lost entry is sent again under the same PSN: it
-// is back in flight with a new transmission order, and its ACK will be
-// ambiguous.
-func (s *scoreboard) resend(psn uint32) {
+// resend records that a lost entry is sent again under the same PSN at
+// now, the connection's transmission order: it is back in flight with a
+// new transmission order, and its ACK will be ambiguous.
+func (s *scoreboard) resend(psn uint32, now sim.Time, order uint32) {
 	e := s.entry(psn)
+	e.sentAt, e.order = now, order
 	if e.lost {
 		e.lost = false
 		s.lost--

@@ -144,7 +144,7 @@ func TestScoreboard(t *testing.T) {
 					if next, ok := s.nextLost(); !ok || next != psn {
 						t.Fatalf("nextLost = %d %v, want %d", next, ok, psn)
 					}
-					s.resend(psn)
+					s.resend(psn, 0, 0)
 				}
 				if st.detect {
 					s.detectLoss(func(psn uint32) { got.Detected = append(got.Detected, psn) })

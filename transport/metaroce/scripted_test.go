@@ -102,7 +102,8 @@ func TestDropDataPacket(t *testing.T) {
 		if st.Retransmits != 1 || st.Losses != 1 || st.Timeouts != 0 || st.EntropyChanges != 0 {
 			t.Errorf("k=%d: stats %+v", k, st)
 		}
-		if got := l.tr.Grep("SACK hole psn"); len(got) != 1 || !strings.Contains(got[0], "path 3:") {
+		got := append(l.tr.Grep("SACK hole psn"), l.tr.Grep("a later packet arrived: lost")...)
+		if len(got) != 1 || !strings.Contains(got[0], "path 3:") {
 			t.Errorf("k=%d: trace of the hole: %q", k, got)
 		}
 	}

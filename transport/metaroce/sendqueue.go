@@ -69,7 +69,6 @@ type sndState struct {
 	// Path shares: the usable paths' total and largest weight, recomputed
 	// when sharesDirty.
 	weightSum, weightTop float64
-	usable               int32
 
 	// RTT (rtt.go): smoothed and variation over all paths, the latest
 	// sample, the minimum (the base RTT); dataRTT says a data packet has
@@ -80,6 +79,11 @@ type sndState struct {
 	// (path.go).
 	lossBase float64
 	baseAt   sim.Time
+
+	// rack is the latest-sent packet known to have arrived (lossdetect.go).
+	rack rackState
+	// usable is how many paths take new data (with the path shares).
+	usable int32
 
 	// bad holds recently bad entropies, a ring (path.go).
 	bad     [badEntropies]uint16
@@ -92,6 +96,7 @@ type sndState struct {
 	// dataRTT, fullRTT: a data, a full-size data packet has been measured
 	// (rtt.go).
 	dataRTT, fullRTT bool
+	reo              reoAdapt // the reordering window's scale (lossdetect.go)
 }
 
 // portPick is path choice on one port: a round-robin cursor, the packets

@@ -32,6 +32,9 @@ func (c *Conn) transmitData(port int, b []byte) (int, transport.TxMeta) {
 			}
 		}
 	}
+	for c.s.rexHead < len(c.s.rexmit) && c.chunk(c.s.rexmit[c.s.rexHead]).where != chunkQueued {
+		c.popRexmit() // settled while queued (movedArrived)
+	}
 	if c.s.rexHead < len(c.s.rexmit) {
 		dsn := c.s.rexmit[c.s.rexHead]
 		ch := c.chunk(dsn)
@@ -40,10 +43,7 @@ func (c *Conn) transmitData(port int, b []byte) (int, transport.TxMeta) {
 			size = 0
 		}
 		if p := c.pickHealthy(port, size); p != nil {
-			c.s.rexHead++
-			if c.s.rexHead == len(c.s.rexmit) {
-				c.s.rexmit, c.s.rexHead = c.s.rexmit[:0], 0
-			}
+			c.popRexmit()
 			c.st.retransmits++
 			return c.dataSent(c.sendChunk(p, dsn, b, 0), p)
 		}
@@ -55,6 +55,14 @@ func (c *Conn) transmitData(port int, b []byte) (int, transport.TxMeta) {
 		}
 	}
 	return 0, transport.TxMeta{}
+}
+
+// popRexmit drops the head of the retransmit queue.
+func (c *Conn) popRexmit() {
+	c.s.rexHead++
+	if c.s.rexHead == len(c.s.rexmit) {
+		c.s.rexmit, c.s.rexHead = c.s.rexmit[:0], 0
+	}
 }
 
 // dataSent finishes a data transmission: pacing and the packet's framing.
@@ -196,7 +204,7 @@ func (c *Conn) flagPath(p *sndPath) {
 // sendChunk sends chunk dsn on path p under a new PSN.
 func (c *Conn) sendChunk(p *sndPath, dsn uint32, b []byte, extra wire.Flags) int {
 	ch := c.chunk(dsn)
-	e := sbEntry{dsn: dsn, size: ch.size, kind: sbData}
+	e := sbEntry{dsn: dsn, size: ch.size, kind: sbData, sentAt: c.now, order: c.nextOrder()}
 	if f, st := c.chunkFailed(ch); f {
 		ch.abort, ch.status = true, st
 		e.kind, e.size = sbAbort, 0
@@ -263,23 +271,31 @@ func (c *Conn) resendLost(p *sndPath, b []byte) int {
 		c.flagPath(p)
 		return 0
 	}
-	p.sb.resend(psn)
-	c.flagPath(p)
 	e := p.sb.entry(psn)
+	first := !e.resent // its first transmission is the one found lost
+	p.sb.resend(psn, c.now, c.nextOrder())
+	c.flagPath(p)
 	var n int
 	switch e.kind {
 	case sbProbe:
-		if e.moved && e.dsn-c.s.dsnBase < c.s.dsnNext-c.s.dsnBase {
-			// A transmission of a chunk that went again elsewhere was lost.
+		if first && e.moved && e.dsn-c.s.dsnBase < c.s.dsnNext-c.s.dsnBase {
+			// A transmission of a chunk that went again elsewhere was
+			// lost (once: the filler's own resends carry nothing).
 			if ch := c.chunk(e.dsn); ch.where != chunkFree {
 				c.countLoss(ch, e.dsn)
 			}
+		}
+		if c.state != transport.StateEstablished {
+			return 0 // the loss failed the connection
 		}
 		n = c.encodeProbe(b, p, psn, true)
 	default:
 		ch := c.chunk(e.dsn)
 		if e.kind == sbData {
 			c.countLoss(ch, e.dsn)
+		}
+		if c.state != transport.StateEstablished {
+			return 0 // the loss failed the connection
 		}
 		if f, st := c.chunkFailed(ch); f {
 			ch.abort, ch.status = true, st
@@ -288,20 +304,34 @@ func (c *Conn) resendLost(p *sndPath, b []byte) int {
 		if ch.tx < math.MaxUint8 {
 			ch.tx++
 		}
-		n = c.encodeChunk(b, p, psn+c.mutBit(MutRetxWrongPSN), e.dsn, true, 0)
+		wirePSN := psn
+		if c.mutated(MutRetxWrongPSN) {
+			wirePSN++
+		}
+		n = c.encodeChunk(b, p, wirePSN, e.dsn, true, 0)
 		if ch.abort && e.kind == sbData {
 			p.sb.strip(psn, sbAbort)
 		}
 
 	}
 	c.s.inflight += int(e.size)
-	c.sentOnPath(p, n)
+	// A resend does not restart the path's tail-loss timer: only new data
+	// and ACK progress do, so a path whose every packet is found lost by
+	// other paths' ACKs still times out and moves (probe.go).
+	c.countSend(p, n)
 	p.st.retransmits++
 	c.st.retransmits++
 	if c.cfg.Trace != nil {
 		c.tracef("path %d: retransmit psn %d (dsn %d)", p.id, psn, e.dsn)
 	}
 	return n
+}
+
+// nextOrder returns the connection's next transmission order
+// (lossdetect.go).
+func (c *Conn) nextOrder() uint32 {
+	c.s.rack.txOrder++
+	return c.s.rack.txOrder
 }
 
 // countLoss counts a SACK-proven loss of a transmission of chunk dsn and

@@ -15,7 +15,7 @@ func TestMutationsKilled(t *testing.T) {
 		t.Fatal(err)
 	}
 	killed := 0
-	for _, m := range metaroce.Mutations {
+	for _, m := range metaroce.Mutations() {
 		var by []string
 		for _, s := range all {
 			if s.XFail != "" {
@@ -32,7 +32,7 @@ func TestMutationsKilled(t *testing.T) {
 			t.Logf("%-18s SURVIVED", m.Name)
 		}
 	}
-	n := len(metaroce.Mutations)
+	n := len(metaroce.Mutations())
 	t.Logf("%d of %d planted faults killed", killed, n)
 	if n < 12 || killed*10 < n*9 {
 		t.Errorf("%d of %d planted faults killed; want at least 90%% of at least 12", killed, n)

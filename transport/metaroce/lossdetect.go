@@ -1,0 +1,199 @@
+package metaroce
+
+import (
+	"math"
+
+	"github.com/mrlab/mrlab/internal/sim"
+	"github.com/mrlab/mrlab/transport"
+	"github.com/mrlab/mrlab/transport/metaroce/wire"
+)
+
+// Loss detection across paths (RFC 8985's RACK, with the connection's
+// paths in place of one sequence space).
+//
+// Every transmission under a PSN (data, filler, probe, a resend) gets the
+// connection's next transmission order and its send time. A path's own
+// SACK proves a loss at once (paths are FIFO: scoreboard.go); across paths
+// order is not kept, so a packet is declared lost when
+//
+//   - a packet sent after it, on any path, is known to have arrived (its
+//     first transmission was acknowledged: an ACK of a resent PSN does not
+//     say which copy arrived), and
+//   - it has been out for longer than that packet's round trip (send to
+//     the ACK that reported it) plus the reordering window.
+//
+// A packet declared lost that turns out to have arrived (its ACK came
+// before its resend went: an ACK after the resend is ambiguous, and under
+// ACK loss often the original's late report) widens the window by one more of itself, up to 9 times; it narrows back
+// by one step per 15 losses repaired without such a proof (RFC 8985's
+// DSACK-driven adaptation). The cap at the smoothed RTT applies before
+// the widening.
+//
+// The reordering window is what the paths' measured round trips allow a
+// packet sent earlier to arrive later: the spread of the paths' smoothed
+// RTTs, four times the connection's RTT variation (RFC 6298's margin: a
+// path's queue moves faster than its smoothed RTT), and the peer's ACK
+// delay (a later
+// packet's ACK may have gone at once and ours after the peer's full
+// delay), at least one full packet's serialization at the line rate and at
+// most the smoothed RTT. On a symmetric, quiet fabric it is a few packet
+// times; where paths differ in length or queueing it grows with them, so
+// reordering is never taken for loss, and no constant tuned to a bed sets
+// it. When a candidate's time has not come, a reorder timer fires at the
+// earliest deadline and the rule runs again.
+
+// rackState is the connection's RACK record: the latest-sent packet known
+// to have arrived. The zero value has seen nothing.
+type rackState struct {
+	// rtt is from its send to the ACK that reported it, in nanoseconds
+	// (at most a few seconds: 32 bits, to keep Conn small); 0: none yet.
+	rtt   uint32
+	order uint32 // its transmission order
+	// txOrder is the latest transmission order the connection gave out.
+	txOrder uint32
+}
+
+// reoAdapt scales the reordering window: its multiplier is raised by one
+// (at most maxReoMult) when a packet declared lost proves to have arrived
+// (spurious) and lowered by one after reoDecay recoveries without one.
+// The low four bits hold the multiplier, the high four the recoveries
+// counted (one byte: Conn stays in its size class). The zero value is an
+// unscaled window.
+type reoAdapt uint8
+
+func (r reoAdapt) mult() uint8        { return uint8(r) & 0x0f }
+func (r reoAdapt) calm() uint8        { return uint8(r) >> 4 }
+func mkReo(mult, calm uint8) reoAdapt { return reoAdapt(calm<<4 | mult) }
+
+// maxReoMult and reoDecay bound the window's adaptation (RFC 8985 §6.2's
+// reo_wnd_mult, with spurious arrivals in place of DSACKs).
+const (
+	maxReoMult = 8
+	reoDecay   = 15
+)
+
+// spurious notes that a transmission declared lost arrived after all.
+func (r *reoAdapt) spurious() {
+	*r = mkReo(min(r.mult()+1, maxReoMult), 0)
+}
+
+// recovered notes a loss repaired without a spurious arrival since the
+// last one.
+func (r *reoAdapt) recovered() {
+	switch m, k := r.mult(), r.calm()+1; {
+	case m == 0:
+	case k >= reoDecay:
+		*r = mkReo(m-1, 0)
+	default:
+		*r = mkReo(m, k)
+	}
+}
+
+// delivered notes that the transmission (order, sentAt) arrived, as
+// reported by an ACK processed at now. A resent PSN's ACK is ambiguous
+// (Karn) and must not be passed.
+func (r *rackState) delivered(order uint32, sentAt, now sim.Time) {
+	if r.rtt > 0 && !wire.Seq(order).After(wire.Seq(r.order)) {
+		return
+	}
+	r.order, r.rtt = order, uint32(min(max(now-sentAt, 1), math.MaxUint32))
+}
+
+// verdict says what the rule makes of one outstanding transmission
+// (order, sentAt) at now with reordering window reo: lost; or not yet,
+// with when it will be (sim.Never: no packet sent after it has arrived).
+func (r *rackState) verdict(order uint32, sentAt, now, reo sim.Time) (lost bool, at sim.Time) {
+	if r.rtt == 0 || !wire.Seq(order).Before(wire.Seq(r.order)) {
+		return false, sim.Never
+	}
+	at = sentAt + sim.Time(r.rtt) + reo
+	if now >= at {
+		return true, at
+	}
+	return false, at
+}
+
+// reorderWindow is the window above from the paths' largest and smallest
+// smoothed RTTs, the connection's RTT variation, the peer's ACK delay, one
+// packet's serialization (gran) and the smoothed RTT (its cap).
+func reorderWindow(maxRTT, minRTT, rttvar, peerAckDelay, gran, srtt sim.Time) sim.Time {
+	w := max(maxRTT-minRTT, 0) + 4*rttvar + peerAckDelay
+	w = max(w, gran)
+	if srtt > 0 {
+		w = min(w, srtt)
+	}
+	return w
+}
+
+// reorder returns the connection's reordering window now.
+func (c *Conn) reorder() sim.Time {
+	lo, hi := sim.Never, sim.Time(0)
+	for i := range c.s.paths {
+		if p := &c.s.paths[i]; p.hasRTT && p.state == PathActive {
+			lo, hi = min(lo, p.srtt), max(hi, p.srtt)
+		}
+	}
+	if hi == 0 {
+		lo = 0
+	}
+	w := reorderWindow(hi, lo, c.s.rttvar, c.peerAckDelay, c.granularity(), max(c.s.srtt, c.s.recentRTT))
+	return w * sim.Time(1+c.s.reo.mult())
+}
+
+// rackDetect runs the rule over every path's outstanding transmissions,
+// declares lost those whose time has come and sets each path's reorder
+// deadline (rackAt: its earliest candidate whose time has not come), which
+// its timer honours (probe.go).
+func (c *Conn) rackDetect() {
+	if c.s.rack.rtt == 0 {
+		return
+	}
+	reo := c.reorder()
+	for i := range c.s.paths {
+		p := &c.s.paths[i]
+		next := sim.Never
+		if p.sb.empty() || p.state == PathProbing || p.state == PathFailed {
+			c.setRackAt(p, next)
+			continue
+		}
+		found, judged, left := 0, 0, 0
+		sb := &p.sb
+		for psn := sb.una; psn != sb.nxt; psn++ {
+			e := sb.entry(psn)
+			if !wire.Seq(e.order).Before(wire.Seq(c.s.rack.order)) && !e.resent {
+				break // first transmissions after it: so is the rest of the path
+			}
+			if e.acked || e.lost {
+				continue
+			}
+			lost, at := c.s.rack.verdict(e.order, e.sentAt, c.now, reo)
+			if !lost {
+				next = min(next, at)
+				continue
+			}
+			if p.lastProgress >= e.sentAt {
+				judged++
+			}
+			left += sb.markLost(psn)
+			found++
+			if c.cfg.Trace != nil {
+				c.tracef("path %d: psn %d out %v, a later packet arrived: lost", p.id, psn, c.now-e.sentAt)
+			}
+		}
+		if found > 0 {
+			c.lossesFound(p, found, judged, left)
+		}
+		c.setRackAt(p, next)
+		if c.state != transport.StateEstablished {
+			return
+		}
+	}
+}
+
+// setRackAt sets p's reorder deadline and re-arms its timer if it moved.
+func (c *Conn) setRackAt(p *sndPath, at sim.Time) {
+	if p.rackAt != at {
+		p.rackAt = at
+		c.armPath(p)
+	}
+}

@@ -1,0 +1,153 @@
+package metaroce
+
+import (
+	"testing"
+
+	"github.com/mrlab/mrlab/internal/sim"
+	"github.com/mrlab/mrlab/transport"
+	"github.com/mrlab/mrlab/transport/transporttest"
+)
+
+// TestRack: the rule of lossdetect.go from sequences of deliveries, with
+// transmission orders across the 32-bit wrap.
+func TestRack(t *testing.T) {
+	const us = sim.Microsecond
+	type delivery struct {
+		order       uint32
+		sentAt, now sim.Time
+	}
+	type query struct {
+		order       uint32
+		sentAt, now sim.Time
+		reo         sim.Time
+		lost        bool
+		at          sim.Time
+	}
+	for _, tc := range []struct {
+		name string
+		del  []delivery
+		q    []query
+	}{{
+		name: "nothing delivered: nothing is lost",
+		q:    []query{{order: 1, sentAt: 0, now: 100 * us, reo: us, at: sim.Never}},
+	}, {
+		name: "sent before a delivered packet, its RTT and the window passed: lost",
+		del:  []delivery{{order: 5, sentAt: 10 * us, now: 20 * us}},
+		q: []query{
+			{order: 4, sentAt: 9 * us, now: 20 * us, reo: 2 * us, at: 21 * us},
+			{order: 4, sentAt: 9 * us, now: 21 * us, reo: 2 * us, lost: true, at: 21 * us},
+			{order: 5, sentAt: 10 * us, now: 50 * us, reo: 2 * us, at: sim.Never},
+			{order: 6, sentAt: 11 * us, now: 50 * us, reo: 2 * us, at: sim.Never},
+		},
+	}, {
+		name: "an older delivery does not move the record",
+		del:  []delivery{{order: 5, sentAt: 10 * us, now: 20 * us}, {order: 3, sentAt: 8 * us, now: 30 * us}},
+		q:    []query{{order: 4, sentAt: 9 * us, now: 21 * us, reo: 2 * us, lost: true, at: 21 * us}},
+	}, {
+		name: "a newer delivery takes its own RTT",
+		del:  []delivery{{order: 5, sentAt: 10 * us, now: 20 * us}, {order: 7, sentAt: 12 * us, now: 15 * us}},
+		q:    []query{{order: 6, sentAt: 11 * us, now: 15 * us, reo: us, at: 15 * us, lost: true}},
+	}, {
+		name: "orders across the wrap",
+		del:  []delivery{{order: 2, sentAt: 10 * us, now: 20 * us}},
+		q: []query{
+			{order: 0xffffffff, sentAt: 9 * us, now: 30 * us, reo: us, lost: true, at: 20 * us},
+			{order: 3, sentAt: 9 * us, now: 30 * us, reo: us, at: sim.Never},
+		},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			var r rackState
+			for _, d := range tc.del {
+				r.delivered(d.order, d.sentAt, d.now)
+			}
+			for i, q := range tc.q {
+				lost, at := r.verdict(q.order, q.sentAt, q.now, q.reo)
+				if lost != q.lost || at != q.at {
+					t.Errorf("query %d: verdict = %v, %v; want %v, %v", i, lost, at, q.lost, q.at)
+				}
+			}
+		})
+	}
+}
+
+// TestReorderWindow: the window is the paths' RTT spread plus four
+// variations plus the peer's ACK delay, at least a packet time, at most
+// the smoothed RTT.
+func TestReorderWindow(t *testing.T) {
+	const us = sim.Microsecond
+	for _, tc := range []struct {
+		name                                   string
+		maxRTT, minRTT, v, ackDelay, gran, rtt sim.Time
+		want                                   sim.Time
+	}{
+		{"quiet symmetric fabric: a packet time", 10 * us, 10 * us, 0, 0, us / 3, 10 * us, us / 3},
+		{"spread, variation and ACK delay add", 14 * us, 10 * us, us, 2 * us, us / 3, 12 * us, 10 * us},
+		{"never above the smoothed RTT", 40 * us, 10 * us, 4 * us, 2 * us, us / 3, 20 * us, 20 * us},
+		{"no RTT yet: no cap", 0, 0, 0, 10 * us, us / 3, 0, 10 * us},
+	} {
+		if got := reorderWindow(tc.maxRTT, tc.minRTT, tc.v, tc.ackDelay, tc.gran, tc.rtt); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestEntropyMemory: every entropy a path leaves is remembered, those
+// left while re-probing too, and a new entropy is never one of the last
+// eight (spec §10).
+func TestEntropyMemory(t *testing.T) {
+	l := newLab(t, transporttest.Config{Seed: 3}, Options{Paths: 1})
+	c := metaConn(l.ca)
+	p := &c.s.paths[0]
+	var left []uint16
+	for i, why := range []repathReason{whyTimeout, whyReprobe, whyReprobe, whyLosses, whyReprobe, whyReprobe,
+		whyReprobe, whyMarks, whyReprobe, whyReprobe, whyReprobe} {
+		left = append(left, p.entropy)
+		c.repath(p, why, false)
+		recent := left[max(len(left)-badEntropies, 0):]
+		for _, e := range recent {
+			if p.entropy == e {
+				t.Fatalf("repath %d (%v): new entropy %d is one of the last %d left %v", i, why, p.entropy, len(recent), recent)
+			}
+			found := false
+			for _, b := range c.s.bad {
+				found = found || b == e
+			}
+			if !found {
+				t.Errorf("repath %d (%v): entropy %d left is not remembered (%v)", i, why, e, c.s.bad)
+			}
+		}
+	}
+	if c.State() != transport.StateEstablished {
+		t.Errorf("state %v", c.State())
+	}
+}
+
+// TestReoAdapt: spurious losses widen the window one step at a time up to
+// maxReoMult; reoDecay recoveries without one narrow it by a step.
+func TestReoAdapt(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		steps string // s: spurious, r: recovered
+		mult  uint8
+	}{
+		{"none", "", 0},
+		{"recoveries alone change nothing", "rrrrrrrrrrrrrrrrrrrr", 0},
+		{"each spurious loss widens", "sss", 3},
+		{"capped", "ssssssssssss", maxReoMult},
+		{"fifteen recoveries narrow one step", "ss" + "rrrrrrrrrrrrrrr", 1},
+		{"fourteen do not", "ss" + "rrrrrrrrrrrrrr", 2},
+		{"a spurious loss restarts the count", "ss" + "rrrrrrrrrr" + "s" + "rrrrrrrrrr", 3},
+	} {
+		var r reoAdapt
+		for _, s := range tc.steps {
+			if s == 's' {
+				r.spurious()
+			} else {
+				r.recovered()
+			}
+		}
+		if r.mult() != tc.mult {
+			t.Errorf("%s: mult %d, want %d", tc.name, r.mult(), tc.mult)
+		}
+	}
+}

@@ -1,0 +1,89 @@
+package metaroce_test
+
+// Loss recovery with shallow queues (issue 27): few messages outstanding,
+// so each path holds one or two packets and a path's own SACK rarely shows
+// a hole. Loss detection across paths (lossdetect.go) finds such losses
+// about one round trip after they were sent.
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/mrlab/mrlab/internal/sim"
+	"github.com/mrlab/mrlab/transport"
+	"github.com/mrlab/mrlab/workload"
+)
+
+// TestTargetShallowLoss: 16 outstanding messages, random loss on every
+// link, goodput as a fraction of the same bed loss-free.
+//
+// With one stream, completions come in post order, so a lost packet holds
+// every later message's completion (and the application's next posts) for
+// the round trip its resend takes: on the 4-hop bed at 1% per link, 47%
+// of the windows of 16 one-packet messages lose one, which bounds the
+// fraction near 1/(1+0.47) = 0.68 whatever the loss detection; with 16
+// streams a loss holds one message only. The floors are the figures
+// measured at the commit that added the test, less a margin.
+func TestTargetShallowLoss(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long")
+	}
+	leafspine := bed{topo: "leafspine", rate: 100e9, hpl: 2, spines: 2}
+	long := leafspine
+	long.delay = 10 * sim.Microsecond
+	for _, c := range []struct {
+		name    string
+		b       bed
+		size    int
+		streams int
+		loss    float64
+		min     float64
+	}{
+		{"b2b 4KiB", bed{topo: "b2b", rate: 100e9}, 4 << 10, 1, 0.01, 0.95},
+		{"b2b 4KiB", bed{topo: "b2b", rate: 100e9}, 4 << 10, 1, 0.1, 0.74},
+		{"leafspine 4KiB", leafspine, 4 << 10, 1, 0.01, 0.60},
+		{"leafspine 4KiB", leafspine, 4 << 10, 16, 0.01, 0.90},
+		{"leafspine 4KiB", leafspine, 4 << 10, 16, 0.1, 0.42},
+		{"leafspine 10us 64KiB", long, 64 << 10, 1, 0.01, 0.48},
+		{"leafspine 10us 64KiB", long, 64 << 10, 16, 0.01, 0.60},
+	} {
+		t.Run(fmt.Sprintf("%s %d streams %g%%", c.name, c.streams, 100*c.loss), func(t *testing.T) {
+			run := func(loss float64) outcome {
+				b := c.b
+				b.loss = lossModel(loss, false)
+				spec := b.bulk(transport.MetaRoCE, 200)
+				spec.Size, spec.QueueDepth, spec.Streams = c.size, 16, c.streams
+				spec.Duration = max(spec.Duration, sim.Millisecond)
+				return b.run(t, job{spec: spec})
+			}
+			free, lossy := run(0), run(c.loss)
+			ratio := lossy.goodput / free.goodput
+			t.Logf("%.1f Gb/s loss-free, %.1f Gb/s at %g%%: %.3f (%d retransmissions, %d timeouts)",
+				free.goodput/1e9, lossy.goodput/1e9, 100*c.loss, ratio, lossy.res.Retransmits, lossy.res.Timeouts)
+			if ratio < c.min {
+				t.Errorf("%.3f of loss-free goodput, want >= %.2f", ratio, c.min)
+			}
+		})
+	}
+}
+
+// TestTargetPlanesDefaultPaths: an 8-plane k=4 fat-tree permutation with
+// the default options (4 paths per plane: 32) carries at least 0.74 of
+// its capacity loss-free in steady state, 64 KiB WRITEs, 64 outstanding
+// per connection (16 cover under one base RTT of an 800 Gbit/s host).
+// Measured 0.771; 64 paths give 0.847 (the issue's target is 0.8), see
+// DefaultPaths for why that is not the default.
+func TestTargetPlanesDefaultPaths(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long")
+	}
+	b := bed{topo: "fattree", rate: 100e9, planes: 8}
+	spec := workload.Spec{Name: workload.Permutation, Transport: transport.MetaRoCE, Size: 64 << 10, QueueDepth: 64,
+		Duration: 400 * sim.Microsecond}
+	o := b.run(t, job{spec: spec, from: 100 * sim.Microsecond, to: spec.Duration})
+	frac := o.goodput / (16 * 8 * b.rate * wireLimit(transport.MetaRoCE, 64<<10))
+	t.Logf("%.0f Gb/s = %.3f of capacity, %d retransmissions, %d timeouts", o.goodput/1e9, frac, o.res.Retransmits, o.res.Timeouts)
+	if frac < 0.74 {
+		t.Errorf("%.3f of capacity, want >= 0.74", frac)
+	}
+}
