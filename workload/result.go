@@ -107,8 +107,9 @@ type Result struct {
 	Check DataCheck `json:"data_check"`
 }
 
-// DataCheck is the end-of-run comparison of destination memory with what
-// was sent.
+// DataCheck is the data oracle's verdict: every message checked at its
+// completion (Messages, Failures) and, at the end of the run, destination
+// memory compared with what was sent (Regions, BadRegions).
 type DataCheck struct {
 	OK bool `json:"ok"`
 	// Bytes is how many destination bytes were compared (message bytes and
@@ -119,6 +120,15 @@ type DataCheck struct {
 	Regions    int    `json:"regions"`
 	BadRegions int    `json:"bad_regions"`
 	FirstBad   string `json:"first_bad,omitempty"`
+	// Messages counts messages checked whole at the instant their
+	// completion was reported, MessageBytes their bytes (see oracle.go).
+	// Failures counts those that were wrong then, and placements where no
+	// message was due (after the slot's message completed, into a guard);
+	// FirstFailure describes the first, with the first bad offset.
+	Messages     int64  `json:"messages_checked"`
+	MessageBytes int64  `json:"message_bytes_checked"`
+	Failures     int64  `json:"failures"`
+	FirstFailure string `json:"first_failure,omitempty"`
 }
 
 // checkSlot compares one receive slot, stride bytes of mem at offset at:
