@@ -91,6 +91,16 @@ type Result struct {
 	// plane's NIC ports over the run, as a fraction of those ports'
 	// capacity.
 	PlaneUtil []float64 `json:"plane_util"`
+	// Corrupted counts packets the fabric's impairments flipped a bit of
+	// and CorruptDropped those the receivers dropped for a bad checksum
+	// (RoCEv2's ICRC at the NIC, MetaRoCE's CRC32C in the transport; the
+	// same packets as "nic icrc" and the transport's checksum drops).
+	// Duplicated counts copies the fabric made and DupReceived data
+	// packets the receivers got again (copies and needless resends).
+	Corrupted      uint64 `json:"corrupted"`
+	CorruptDropped uint64 `json:"corrupt_dropped"`
+	Duplicated     uint64 `json:"duplicated"`
+	DupReceived    uint64 `json:"dup_received"`
 	// PacketsSent counts every packet the NICs sent (data, ACKs, control).
 	PacketsSent uint64 `json:"packets_sent"`
 
