@@ -14,7 +14,7 @@ func (c *Conn) ReportStats(s *transport.Stats) {
 		Retransmits: st.Retransmits, Timeouts: st.Timeouts, ECNEchoes: st.ECEReceived,
 		EntropyChanges: st.EntropyChanges,
 		ChecksumDrops:  st.DropChecksum, Duplicates: st.DupPackets,
-		InFlight:       st.InFlight, SRTT: st.SRTT, RateHint: st.RateHint * 8,
+		InFlight: st.InFlight, SRTT: st.SRTT, RateHint: st.RateHint * 8,
 		PacingRate: c.paceRate() * 8,
 	}
 	for i := range st.Paths {
