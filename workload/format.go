@@ -90,6 +90,16 @@ func detailRows(rs []*Result) [][]string {
 			}
 			return fmt.Sprintf("%d (%s)", r.Errors, r.FirstError)
 		})},
+		{"goodput sanity", col(func(r *Result) string {
+			s := &r.Sanity
+			switch {
+			case !s.Judged:
+				return "-"
+			case s.OK:
+				return fmt.Sprintf("ok (%.0f%% of the %.4g Gb/s no-loss bound)", 100*s.Fraction, s.BoundGbps)
+			}
+			return "WARNING: " + s.Why
+		})},
 		{"data check", col(func(r *Result) string {
 			c := &r.Check
 			if c.OK {

@@ -115,6 +115,10 @@ type Result struct {
 	Refused int `json:"refused,omitempty"`
 	// Check is the data check.
 	Check DataCheck `json:"data_check"`
+	// Sanity compares goodput with what the lab and workload allow with
+	// no loss (see Sanity); a failed one is a warning, an error with
+	// mrlab sim --strict.
+	Sanity Sanity `json:"sanity"`
 }
 
 // DataCheck is the data oracle's verdict: every message checked at its

@@ -64,6 +64,7 @@ func (r *runner) summarise(res *Result) {
 		res.BWPeakGbps = peakGbps(r.posts, r.doneAt, r.spec.Size, r.spec.CQMod)
 	}
 	res.MessageTime = summarize(r.msgTimes)
+	defer func() { res.Sanity = r.sanity(res) }()
 	res.FlowTime = summarize(r.flowTime)
 	res.Flows = res.FlowTime.N
 	res.Retransmits = end.retx - b.retx
