@@ -158,3 +158,25 @@ func TestOracleSmallMessages(t *testing.T) {
 		}
 	}
 }
+
+// TestCorruptionAndDuplicationCounted runs write_bw over links that flip
+// bits and duplicate packets: the result counts both (fabric side and
+// receivers' side), the receivers drop corrupt packets (by ICRC or CRC32C;
+// a flip in the IPv4 header is a malformed drop instead), and every
+// message checks out.
+func TestCorruptionAndDuplicationCounted(t *testing.T) {
+	for _, k := range []transport.Kind{transport.MetaRoCE, transport.RoCEv2} {
+		for _, mode := range []softnic.PayloadMode{softnic.PayloadBytes, softnic.PayloadSynthetic} {
+			cl, _ := lab{hosts: 2, seed: 1, corrupt: 0.01, dup: 0.01}.build(t)
+			res, err := Run(cl, Spec{Name: WriteBW, Transport: k, Size: 64 << 10, Iterations: 100, QueueDepth: 8, Payload: mode})
+			if err != nil {
+				t.Fatalf("%v %v: %v", k, mode, err)
+			}
+			if res.Corrupted == 0 || res.CorruptDropped == 0 || res.CorruptDropped > res.Corrupted ||
+				res.Duplicated == 0 || res.DupReceived == 0 || res.Check.Messages != 100 {
+				t.Errorf("%v %v: corrupted %d, dropped as corrupt %d, duplicated %d, duplicates received %d, checked %d",
+					k, mode, res.Corrupted, res.CorruptDropped, res.Duplicated, res.DupReceived, res.Check.Messages)
+			}
+		}
+	}
+}
