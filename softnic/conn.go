@@ -162,6 +162,8 @@ func (c *Conn) complete(tc transport.Completion) {
 	cq := c.scq
 	if tc.Op == transport.OpRecv || tc.Op == transport.OpRecvImm {
 		cq = c.rcq
+	} else if tc.Status == transport.StatusOK {
+		c.stats.BytesCompleted += uint64(tc.Bytes)
 	}
 	if cq != nil {
 		cq.push(Completion{Completion: tc, Conn: c})

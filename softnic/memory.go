@@ -42,6 +42,7 @@ type MR struct {
 	access transport.Access
 	key    uint32
 	valid  bool
+	tap    *regionTap // the data oracle's hooks (oracle.go); nil: none
 }
 
 // Errors from memory registration.
@@ -327,6 +328,9 @@ func (v *memView) Read(dst []byte, key uint32, addr uint64, access transport.Acc
 	if st != transport.StatusOK {
 		return st
 	}
+	if m.tap != nil {
+		off = m.tap.readAt(off, len(dst), m.size)
+	}
 	if m.syn == nil {
 		copy(dst, m.buf[off:])
 		return st
@@ -371,9 +375,20 @@ func (v *memView) Write(key uint32, addr uint64, src []byte, access transport.Ac
 			runs, base = p.Synthetic, b
 		}
 	}
+	if m.tap != nil {
+		m.tap.write(v, m, off, src, runs, base)
+		return st
+	}
+	v.place(m, off, src, runs, base)
+	return st
+}
+
+// place places src at offset off of m: runs (at packet offset base) say
+// which ranges of src carry a content stream.
+func (v *memView) place(m *MR, off uint64, src []byte, runs []packet.Run, base int) {
 	if len(runs) == 0 && m.syn == nil {
 		copy(m.buf[off:], src)
-		return st
+		return
 	}
 	// Walk src in order: real bytes up to each run that overlaps it, then
 	// the run's part.
@@ -398,7 +413,6 @@ func (v *memView) Write(key uint32, addr uint64, src []byte, access transport.Ac
 		cur = e
 	}
 	v.writeBytes(m, off+uint64(cur), src[cur:])
-	return st
 }
 
 // writeBytes places real bytes.

@@ -596,6 +596,7 @@ func (n *NIC) sendOne(now sim.Time, pt *nicPort) bool {
 			s := n.pool.Get(IPv4UDPSize + k)
 			s.SetLen(k)
 			copy(s.Data(), b.Data()[:k])
+			moveRuns(s, b)
 			b.Free()
 			b = s
 		} else {

@@ -10,7 +10,7 @@ func refFill(b []byte, seed uint64) {
 	v := mix64(seed)
 	var t [8]byte
 	for i := 0; i < len(b); i += 8 {
-		binary.LittleEndian.PutUint64(t[:], v)
+		binary.LittleEndian.PutUint64(t[:], scramble(v))
 		copy(b[i:], t[:])
 		v += patternStep
 	}

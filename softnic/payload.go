@@ -1,6 +1,10 @@
 package softnic
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/mrlab/mrlab/internal/packet"
+)
 
 // PayloadMode is how a run holds payload: as real bytes in memory regions
 // and packets, or as synthetic content streams that are checked as exactly
@@ -27,6 +31,21 @@ func (m PayloadMode) String() string {
 		return "synthetic"
 	}
 	return fmt.Sprintf("PayloadMode(%d)", uint8(m))
+}
+
+// moveRuns gives dst, a copy of src's packet bytes from its start, src's
+// content runs: without them a small packet copied out of the buffer it
+// was built in (sendOne) would reach the peer as zeros.
+func moveRuns(dst, src *packet.Buffer) {
+	if len(src.Synthetic) == 0 {
+		return
+	}
+	d, _ := dst.Offset(dst.Data())
+	s, _ := src.Offset(src.Data())
+	for _, r := range src.Synthetic {
+		r.Off += int32(d - s)
+		dst.Synthetic = append(dst.Synthetic, r)
+	}
 }
 
 // ParsePayloadMode parses "bytes" or "synthetic".

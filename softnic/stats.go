@@ -121,4 +121,12 @@ type ConnStats struct {
 	AccessErrors, ProtectionErrors uint64
 	// PortTxPackets counts packets sent per port (plane).
 	PortTxPackets []uint64
+	// BytesCompleted counts the bytes of this end's WRITEs, SENDs and
+	// READs that completed OK: every byte acknowledged by the peer (for a
+	// READ, arrived), counted as each message completes.
+	BytesCompleted uint64
 }
+
+// BytesCompleted returns ConnStats.BytesCompleted without copying the
+// rest (telemetry reads it every interval).
+func (c *Conn) BytesCompleted() uint64 { return c.stats.BytesCompleted }

@@ -11,6 +11,10 @@ type TransportTotals struct {
 	// ECNEchoes counts congestion notifications senders acted on (ECN
 	// echoes in MetaRoCE ACKs, CNPs in RoCEv2).
 	ECNEchoes uint64
+	// ChecksumDrops counts packets a transport dropped for a bad checksum
+	// of its own (the NIC's ICRC drops are Stats.Drops[DropICRC]);
+	// Duplicates data packets received again.
+	ChecksumDrops, Duplicates uint64
 }
 
 // add adds one connection's counters.
@@ -18,6 +22,8 @@ func (t *TransportTotals) add(s *transport.Stats) {
 	t.Retransmits += s.Retransmits
 	t.Timeouts += s.Timeouts
 	t.ECNEchoes += s.ECNEchoes
+	t.ChecksumDrops += s.ChecksumDrops
+	t.Duplicates += s.Duplicates
 }
 
 // TransportStats returns the connection's transport figures, whichever

@@ -36,6 +36,11 @@ type Stats struct {
 	ECNEchoes uint64
 	// EntropyChanges counts re-pathing decisions (new UDP source ports).
 	EntropyChanges uint64
+	// ChecksumDrops counts packets this end dropped because the
+	// transport's own checksum failed (MetaRoCE's CRC32C; RoCEv2's ICRC is
+	// checked by the NIC, which counts its drops). Duplicates counts data
+	// packets received again (already placed or acknowledged).
+	ChecksumDrops, Duplicates uint64
 
 	// Cwnd is the congestion window in bytes, summed over paths; InFlight
 	// the payload bytes sent and not yet acknowledged.

@@ -126,9 +126,11 @@ func (c netCounters) Counters() FabricSnapshot {
 			drops[fabric.DropReason(r).String()] = n
 		}
 	}
-	var marks uint64
+	f := FabricSnapshot{Drops: drops, PFCPauses: s.PFCPauses()}
 	for _, l := range s.Links {
-		marks += l.ECNMarks
+		f.Marks += l.ECNMarks
+		f.Corrupted += l.Corrupted
+		f.Duplicated += l.Duplicated
 	}
-	return FabricSnapshot{Drops: drops, Marks: marks, PFCPauses: s.PFCPauses()}
+	return f
 }

@@ -58,6 +58,9 @@ type FabricSnapshot struct {
 	Drops     map[string]uint64
 	Marks     uint64
 	PFCPauses uint64
+	// Corrupted counts packets an impairment flipped a bit of;
+	// Duplicated copies an impairment made.
+	Corrupted, Duplicated uint64
 }
 
 // check validates the cluster.

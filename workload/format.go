@@ -79,6 +79,8 @@ func detailRows(rs []*Result) [][]string {
 		{"timeouts", col(func(r *Result) string { return fmt.Sprint(r.Timeouts) })},
 		{"ECN marks (fabric / rcvd)", col(func(r *Result) string { return fmt.Sprintf("%d / %d", r.ECNMarks, r.CEReceived) })},
 		{"drops", col(func(r *Result) string { return formatDrops(r.Drops) })},
+		{"corrupted (fabric / dropped)", col(func(r *Result) string { return fmt.Sprintf("%d / %d", r.Corrupted, r.CorruptDropped) })},
+		{"duplicated (fabric / received)", col(func(r *Result) string { return fmt.Sprintf("%d / %d", r.Duplicated, r.DupReceived) })},
 		{"PFC pauses", col(func(r *Result) string { return fmt.Sprint(r.PFCPauses) })},
 		{"plane utilisation", col(func(r *Result) string { return formatUtil(r.PlaneUtil) })},
 		{"packets sent", col(func(r *Result) string { return fmt.Sprint(r.PacketsSent) })},
@@ -88,11 +90,23 @@ func detailRows(rs []*Result) [][]string {
 			}
 			return fmt.Sprintf("%d (%s)", r.Errors, r.FirstError)
 		})},
-		{"data check", col(func(r *Result) string {
-			if r.Check.OK {
-				return fmt.Sprintf("ok (%d regions, %d bytes)", r.Check.Regions, r.Check.Bytes)
+		{"goodput sanity", col(func(r *Result) string {
+			s := &r.Sanity
+			switch {
+			case !s.Judged:
+				return "-"
+			case s.OK:
+				return fmt.Sprintf("ok (%.0f%% of the %.4g Gb/s no-loss bound)", 100*s.Fraction, s.BoundGbps)
 			}
-			return fmt.Sprintf("FAILED %d of %d regions (%s)", r.Check.BadRegions, r.Check.Regions, r.Check.FirstBad)
+			return "WARNING: " + s.Why
+		})},
+		{"data check", col(func(r *Result) string {
+			c := &r.Check
+			if c.OK {
+				return fmt.Sprintf("ok (%d messages at completion, %d regions at the end)", c.Messages, c.Regions)
+			}
+			return fmt.Sprintf("FAILED %d of %d messages at completion, %d of %d regions at the end (%s)",
+				c.Failures, c.Messages, c.BadRegions, c.Regions, c.FirstBad)
 		})},
 	}
 	out := make([][]string, len(rows))

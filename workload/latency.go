@@ -48,6 +48,7 @@ type latSide struct {
 	src, dst *softnic.MR
 	free     []int   // source slots whose send completed
 	last     []int64 // by destination slot: the message it holds, or -1
+	watch    *slots  // the data oracle's view of dst
 	recvs    int64   // receives posted (send_lat: they fill dst in turn)
 	side     int
 	stalled  bool // a reply is due but no slot is free yet
@@ -100,6 +101,9 @@ func (e *latEngine) setup(r *runner) error {
 			s.last[j] = -1
 		}
 		r.source[h] = e.op != transport.OpRead || i == 1
+		s.watch = r.oracle.watch(s.dst, latSlots, size, stride, func(j int) string {
+			return fmt.Sprintf("%s slot %d (last message completed there: %d)", r.cl.Hosts[h], j, s.last[j])
+		})
 		e.sides[i] = s
 	}
 	e.sides[0].peer, e.sides[1].peer = e.sides[1], e.sides[0]
@@ -154,6 +158,7 @@ func (e *latEngine) ping(now sim.Time) {
 func (s *latSide) read(msg int64) {
 	size := s.e.spec.Size
 	slot := int(msg % latSlots)
+	s.watch.expect(slot)
 	wr := transport.WorkRequest{ID: uint64(slot), Op: transport.OpRead, NumSGE: 1,
 		RemoteAddr: s.peer.src.Addr() + uint64(slot*size), RKey: s.peer.src.RKey()}
 	wr.SGL[0] = s.dst.SGE(slot*(size+guard), size)
@@ -176,6 +181,7 @@ func (s *latSide) write(now sim.Time, msg int64) {
 	s.src.Fill(slot*size, size, s.seed(msg))
 	wr := transport.WorkRequest{ID: uint64(slot), Op: s.e.op, NumSGE: 1, Imm: uint32(msg)<<8 | uint32(slot)}
 	if s.e.op == transport.OpWriteImm {
+		s.peer.watch.expect(slot)
 		wr.RemoteAddr = s.peer.dst.Addr() + uint64(slot*(size+guard))
 		wr.RKey = s.peer.dst.RKey()
 	}
@@ -198,6 +204,7 @@ func (s *latSide) postRecv() bool {
 	if s.e.op == transport.OpSendImm {
 		size := s.e.spec.Size
 		slot := int(s.recvs % latSlots)
+		s.watch.expect(slot)
 		wr.ID = uint64(slot)
 		wr.NumSGE = 1
 		wr.SGL[0] = s.dst.SGE(slot*(size+guard), size)
@@ -220,6 +227,7 @@ func (s *latSide) complete(now sim.Time, wc *softnic.Completion) {
 	switch wc.Op {
 	case transport.OpRead:
 		slot := int(wc.ID)
+		s.watch.complete(slot, e.spec.Size, s.peer.seed(int64(slot)))
 		s.last[slot] = int64(slot)
 		e.pong(now)
 	case transport.OpWriteImm, transport.OpWrite, transport.OpSendImm, transport.OpSend:
@@ -241,6 +249,11 @@ func (s *latSide) complete(now sim.Time, wc *softnic.Completion) {
 			}
 		}
 		if slot < latSlots {
+			n := e.spec.Size
+			if e.op == transport.OpSendImm {
+				n = min(n, int(wc.Bytes))
+			}
+			s.watch.complete(slot, n, s.peer.seed(msg))
 			s.last[slot] = msg
 		}
 		if !s.postRecv() {

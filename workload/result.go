@@ -91,6 +91,16 @@ type Result struct {
 	// plane's NIC ports over the run, as a fraction of those ports'
 	// capacity.
 	PlaneUtil []float64 `json:"plane_util"`
+	// Corrupted counts packets the fabric's impairments flipped a bit of
+	// and CorruptDropped those the receivers dropped for a bad checksum
+	// (RoCEv2's ICRC at the NIC, MetaRoCE's CRC32C in the transport; the
+	// same packets as "nic icrc" and the transport's checksum drops).
+	// Duplicated counts copies the fabric made and DupReceived data
+	// packets the receivers got again (copies and needless resends).
+	Corrupted      uint64 `json:"corrupted"`
+	CorruptDropped uint64 `json:"corrupt_dropped"`
+	Duplicated     uint64 `json:"duplicated"`
+	DupReceived    uint64 `json:"dup_received"`
 	// PacketsSent counts every packet the NICs sent (data, ACKs, control).
 	PacketsSent uint64 `json:"packets_sent"`
 
@@ -105,10 +115,15 @@ type Result struct {
 	Refused int `json:"refused,omitempty"`
 	// Check is the data check.
 	Check DataCheck `json:"data_check"`
+	// Sanity compares goodput with what the lab and workload allow with
+	// no loss (see Sanity); a failed one is a warning, an error with
+	// mrlab sim --strict.
+	Sanity Sanity `json:"sanity"`
 }
 
-// DataCheck is the end-of-run comparison of destination memory with what
-// was sent.
+// DataCheck is the data oracle's verdict: every message checked at its
+// completion (Messages, Failures) and, at the end of the run, destination
+// memory compared with what was sent (Regions, BadRegions).
 type DataCheck struct {
 	OK bool `json:"ok"`
 	// Bytes is how many destination bytes were compared (message bytes and
@@ -119,6 +134,15 @@ type DataCheck struct {
 	Regions    int    `json:"regions"`
 	BadRegions int    `json:"bad_regions"`
 	FirstBad   string `json:"first_bad,omitempty"`
+	// Messages counts messages checked whole at the instant their
+	// completion was reported, MessageBytes their bytes (see oracle.go).
+	// Failures counts those that were wrong then, and placements where no
+	// message was due (after the slot's message completed, into a guard);
+	// FirstFailure describes the first, with the first bad offset.
+	Messages     int64  `json:"messages_checked"`
+	MessageBytes int64  `json:"message_bytes_checked"`
+	Failures     int64  `json:"failures"`
+	FirstFailure string `json:"first_failure,omitempty"`
 }
 
 // checkSlot compares one receive slot, stride bytes of mem at offset at:

@@ -58,6 +58,7 @@ type runner struct {
 	finished bool
 
 	res      Result
+	oracle   oracle
 	msgTimes []sim.Time
 	flowTime []sim.Time
 	posts    []sim.Time // every post of a measured message, in time order
@@ -144,6 +145,9 @@ func Launch(cl *Cluster, spec Spec, onDone func(*Result, error)) (*Running, erro
 	if err := r.eng.setup(r); err != nil {
 		return nil, err
 	}
+	if testAfterSetup != nil {
+		testAfterSetup(r)
+	}
 	for i, nic := range cl.NICs {
 		if r.pd[i] == nil {
 			continue
@@ -228,8 +232,10 @@ func (r *runner) register(i, n int, access transport.Access) (*softnic.MR, error
 	return mr, nil
 }
 
-// testBeforeVerify, if set (by tests), runs just before the data check.
-var testBeforeVerify func(r *runner)
+// testBeforeVerify, if set (by tests), runs just before the data check;
+// testAfterSetup once the engine has registered its memory (to plant
+// faults in it).
+var testBeforeVerify, testAfterSetup func(r *runner)
 
 // connect asks for a connection from host from to host to. dialH and accH
 // receive the two ends' completions.
@@ -447,6 +453,7 @@ func (r *runner) fail(err error) {
 	res.Hosts = len(r.hosts)
 	r.summarise(res)
 	res.Check = DataCheck{FirstBad: "not checked: the run failed"}
+	r.oracle.report(&res.Check) // what was checked at completions still counts
 	r.close()
 	r.onDone(res, err)
 }
@@ -466,12 +473,13 @@ func (r *runner) finish(now sim.Time) {
 		testBeforeVerify(r)
 	}
 	res.Check = r.eng.verify()
+	r.oracle.report(&res.Check)
 	r.summarise(res)
 	r.close()
 	var err error
-	if !res.Check.OK {
-		err = fmt.Errorf("%s: %w: %d of %d regions differ (first: %s)", r.spec.Name, ErrDataDiff,
-			res.Check.BadRegions, res.Check.Regions, res.Check.FirstBad)
+	if c := &res.Check; !c.OK {
+		err = fmt.Errorf("%s: %w: %d of %d messages failed at completion, %d of %d regions differ at the end (first: %s)",
+			r.spec.Name, ErrDataDiff, c.Failures, c.Messages, c.BadRegions, c.Regions, c.FirstBad)
 	}
 	r.onDone(res, err)
 }

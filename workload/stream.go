@@ -56,6 +56,7 @@ type flow struct {
 	dstq      ring        // free destination slots, oldest first
 	inflight  []inflight  // by request slot
 	last      []int64     // by destination slot: the message it holds, or -1
+	watch     *slots      // the data oracle's view of dst
 	posted    int64
 	completed int64
 	target    int64 // messages to send, or -1 in duration mode
@@ -263,6 +264,10 @@ func (f *flow) setup(r *runner) error {
 	for i := range f.last {
 		f.last[i] = -1
 	}
+	f.watch = r.oracle.watch(f.dst, f.slots, f.size, f.stride, func(d int) string {
+		return fmt.Sprintf("flow %d (%s->%s) slot %d (last message completed there: %d)",
+			f.id, r.cl.Hosts[f.from], r.cl.Hosts[f.to], d, f.last[d])
+	})
 	f.dstq = newRing(f.slots)
 	for i := 0; i < f.slots; i++ {
 		f.dstq.push(i)
@@ -350,11 +355,13 @@ func (f *flow) post(now sim.Time) bool {
 		wr.SGL[0] = f.src.SGE(slot*f.size, f.size)
 		if f.e.op == transport.OpWrite {
 			inf.dst = f.dstq.pop()
+			f.watch.expect(inf.dst)
 			wr.RemoteAddr = f.dst.Addr() + uint64(inf.dst*f.stride)
 			wr.RKey = f.dst.RKey()
 		}
 	case transport.OpRead:
 		inf.dst = f.dstq.pop()
+		f.watch.expect(inf.dst)
 		inf.msg = msg % int64(f.slots)
 		wr.SGL[0] = f.dst.SGE(inf.dst*f.stride, f.size)
 		wr.RemoteAddr = f.remote.Addr() + uint64(int(inf.msg)*f.stride)
@@ -384,8 +391,14 @@ func (f *flow) complete(now sim.Time, wc *softnic.Completion) {
 	if wc.Status != transport.StatusOK {
 		f.e.r.bad(wc, "failed")
 		f.stopped = true // an RC connection in error flushes the rest
+		if inf.dst >= 0 {
+			f.watch.open[inf.dst] = false // no defined content: the end check says
+		}
 	} else {
 		if inf.dst >= 0 {
+			// A WRITE's bytes are at the responder, a READ's here, when
+			// the requester's completion is reported.
+			f.watch.complete(inf.dst, f.size, f.seed(inf.msg))
 			f.last[inf.dst] = inf.msg
 		}
 		f.e.r.message(now, inf.posted, f.size)
@@ -428,6 +441,7 @@ func (rs *recvSide) post(st int) bool {
 		return false
 	}
 	d := f.dstq.pop()
+	f.watch.expect(d)
 	wr := transport.WorkRequest{ID: uint64(d), Op: transport.OpRecv, Stream: uint16(st), NumSGE: 1}
 	wr.SGL[0] = f.dst.SGE(d*f.stride, f.size)
 	if err := f.req.acc.PostRecv(&wr); err != nil {
@@ -450,12 +464,16 @@ func (rs *recvSide) complete(now sim.Time, wc *softnic.Completion) {
 	}
 	f.dstq.push(d)
 	f.recvTotal++
+	msg := f.recvDone[st]*int64(f.e.spec.Streams) + int64(st)
 	if wc.Status != transport.StatusOK {
 		f.e.r.bad(wc, "failed")
+		f.watch.open[d] = false
 	} else if int(wc.Bytes) != f.size {
 		f.e.r.bad(wc, fmt.Sprintf("short (%d of %d bytes)", wc.Bytes, f.size))
+		f.watch.complete(d, int(wc.Bytes), f.seed(msg))
 	} else {
-		f.last[d] = f.recvDone[st]*int64(f.e.spec.Streams) + int64(st)
+		f.watch.complete(d, f.size, f.seed(msg))
+		f.last[d] = msg
 	}
 	f.recvDone[st]++
 	rs.post(st)

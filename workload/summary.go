@@ -16,6 +16,8 @@ type counters struct {
 	fabric   FabricSnapshot
 	pktsSent uint64
 	ceRecv   uint64
+	badSum   uint64 // transports' checksum drops (the NICs' ICRC drops are in nic)
+	dups     uint64 // duplicate data packets received
 }
 
 func (r *runner) snapshot() counters {
@@ -33,6 +35,8 @@ func (r *runner) snapshot() counters {
 		ts := n.TransportTotals()
 		c.retx += ts.Retransmits
 		c.timeouts += ts.Timeouts
+		c.badSum += ts.ChecksumDrops
+		c.dups += ts.Duplicates
 	}
 	if r.cl.Fabric != nil {
 		c.fabric = r.cl.Fabric.Counters()
@@ -60,6 +64,7 @@ func (r *runner) summarise(res *Result) {
 		res.BWPeakGbps = peakGbps(r.posts, r.doneAt, r.spec.Size, r.spec.CQMod)
 	}
 	res.MessageTime = summarize(r.msgTimes)
+	defer func() { res.Sanity = r.sanity(res) }()
 	res.FlowTime = summarize(r.flowTime)
 	res.Flows = res.FlowTime.N
 	res.Retransmits = end.retx - b.retx
@@ -68,6 +73,13 @@ func (r *runner) summarise(res *Result) {
 	res.CEReceived = end.ceRecv - b.ceRecv
 	res.ECNMarks = end.fabric.Marks - b.fabric.Marks
 	res.PFCPauses = end.fabric.PFCPauses - b.fabric.PFCPauses
+	res.Corrupted = end.fabric.Corrupted - b.fabric.Corrupted
+	res.Duplicated = end.fabric.Duplicated - b.fabric.Duplicated
+	res.CorruptDropped = end.badSum - b.badSum
+	res.DupReceived = end.dups - b.dups
+	for i := range end.nic {
+		res.CorruptDropped += end.nic[i].Drops[softnic.DropICRC] - b.nic[i].Drops[softnic.DropICRC]
+	}
 	for i := range end.nic {
 		if d := end.nic[i].CQOverruns - b.nic[i].CQOverruns; d > 0 {
 			res.Errors += int(d)

@@ -15,6 +15,7 @@ import (
 type lab struct {
 	hosts, planes, leaves int
 	loss                  float64
+	corrupt, dup          float64 // impairment probabilities on every link
 	delay                 sim.Time
 	seed                  uint64
 	obs                   fabric.Observer
@@ -30,6 +31,7 @@ func (l lab) build(t testing.TB) (*Cluster, *packet.Pool) {
 	if l.loss > 0 {
 		link.Impair.Loss = fabric.LossModel{Kind: fabric.LossRandom, P: l.loss}
 	}
+	link.Impair.Corrupt, link.Impair.Duplicate = l.corrupt, l.dup
 	var topo *fabric.Topology
 	var err error
 	if l.hosts == 2 && l.leaves == 0 {

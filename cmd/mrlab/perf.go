@@ -162,6 +162,9 @@ func writePerf(w io.Writer, req live.PerfRequest, f workload.Format, res *verbsp
 		verified = fmt.Sprintf("every byte of %d messages checked", res.Checked)
 	case req.Verify:
 		verified = fmt.Sprintf("NOT verified: %d of %d messages checked, %d errors", res.Checked, res.Messages, res.Errors)
+		if res.FirstBad != "" {
+			verified += " (first: " + res.FirstBad + ")"
+		}
 	}
 	if asJSON {
 		r.Fact("verified", "verified", res.Verified)

@@ -322,6 +322,25 @@ func rdmaAction(c *cli.Context, lab *labs.Lab, name string) error {
 			return fmt.Errorf("sim %s: %s: data check failed", name, strings.ToLower(r.Transport))
 		}
 	}
+	return checkSanity(c, name, results)
+}
+
+// checkSanity warns about every run whose goodput is implausibly low for
+// its lab (workload.Sanity) and, with --strict, fails.
+func checkSanity(c *cli.Context, name string, results []*workload.Result) error {
+	var bad error
+	for _, r := range results {
+		if r.Sanity.OK {
+			continue
+		}
+		fmt.Fprintf(c.App.ErrWriter, "mrlab: warning: sim %s: %s %s: %s\n", name, strings.ToLower(r.Transport), labs.FormatSize(r.Size), r.Sanity.Why)
+		if bad == nil {
+			bad = fmt.Errorf("sim %s: %s: %s (--strict)", name, strings.ToLower(r.Transport), r.Sanity.Why)
+		}
+	}
+	if c.Bool("strict") {
+		return bad
+	}
 	return nil
 }
 

@@ -93,6 +93,7 @@ func newSimCommand() *cli.Command {
 		&cli.StringFlag{Name: "transport", Usage: "transport for workloads that use one: metaroce or rocev2", DefaultText: "the lab's transport"},
 		&cli.BoolFlag{Name: "trace-hash", Usage: "hash every packet event into a trace hash (same lab and seed => same hash); slows the run"},
 		&cli.BoolFlag{Name: "no-faults", Usage: "do not arm the lab's fault timeline"},
+		&cli.BoolFlag{Name: "strict", Usage: fmt.Sprintf("exit non-zero when a bandwidth run's goodput is under %.0f%% of what the lab and workload allow with no loss (always a warning)", 100*workload.SanityFraction)},
 		&cli.BoolFlag{Name: "json", Usage: "print one JSON object"},
 	}
 	flags = append(flags, whatIfFlags()...)

@@ -121,6 +121,11 @@ func perfResult(req PerfRequest, r *workload.Result, err error) PerfResult {
 		res.Counters = map[string]uint64{
 			"retransmits": r.Retransmits, "timeouts": r.Timeouts, "ecn_marks": r.ECNMarks,
 			"ce_received": r.CEReceived, "packets_sent": r.PacketsSent, "refused_connections": uint64(r.Refused),
+			// The data oracle: messages checked whole as each completed, and
+			// those that failed then; corrupt and duplicate packets.
+			"messages_checked": uint64(r.Check.Messages), "check_failures": uint64(r.Check.Failures),
+			"corrupted": r.Corrupted, "corrupt_dropped": r.CorruptDropped,
+			"duplicated": r.Duplicated, "dup_received": r.DupReceived,
 		}
 		for k, v := range r.Drops {
 			res.Counters["drops_"+k] = v

@@ -60,7 +60,7 @@ func TestSamplerRoCEv2Lab(t *testing.T) {
 	rec, res := rocev2Lab(t, 20*sim.Microsecond)
 	var lastConn *Sample
 	var retxAt sim.Time = -1
-	var maxSend, maxUtil float64
+	var maxSend, maxUtil, maxRate float64
 	linkDrops := uint64(0)
 	sawIdleReverse := 0
 	for i := range rec.Samples {
@@ -77,6 +77,7 @@ func TestSamplerRoCEv2Lab(t *testing.T) {
 				retxAt = s.T
 			}
 			maxSend = max(maxSend, s.SendRate)
+			maxRate = max(maxRate, s.Rate)
 			lastConn = s
 		case KindLink:
 			if s.Link == "p0-h0-h1:AtoB" {
@@ -110,5 +111,13 @@ func TestSamplerRoCEv2Lab(t *testing.T) {
 	// The sender's series ends where the workload's own count does.
 	if lastConn.Retransmits != res.Retransmits {
 		t.Errorf("telemetry says %d retransmissions, the workload %d", lastConn.Retransmits, res.Retransmits)
+	}
+	// The sender's record carries what the peer acknowledged: every byte
+	// of the run by the end, at a rate near the goodput's at its peak.
+	if lastConn.BytesAcked != uint64(res.Bytes) {
+		t.Errorf("sender's bytes_acked %d, the workload delivered %d", lastConn.BytesAcked, res.Bytes)
+	}
+	if maxRate < res.GoodputGbps*1e9/2 {
+		t.Errorf("sender's peak rate_bps %.3g, goodput %.3g Gb/s", maxRate, res.GoodputGbps)
 	}
 }

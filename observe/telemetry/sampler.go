@@ -45,10 +45,14 @@ type connEntry struct {
 	id         uint32
 	transport  string
 	src        transport.StatsReporter
-	st         transport.Stats // the last report, its paths' storage reused
-	prev       prev
-	paths      []prev
-	removed    bool
+	// acked, if set, returns the bytes of this end's requests the peer
+	// acknowledged (softnic.Conn.BytesCompleted): the sender's side of
+	// bytes_acked and rate_bps.
+	acked   func() uint64
+	st      transport.Stats // the last report, its paths' storage reused
+	prev    prev
+	paths   []prev
+	removed bool
 }
 
 type linkEntry struct {
@@ -165,9 +169,11 @@ func rates(p *prev, now sim.Time, bytes, pkts, ce, tx uint64) (rate, send, ecn f
 	return rate, send, ecn
 }
 
-// sampleConn writes a connection's sample and one per path. Its delivery
-// rate (rate_bps) counts the bytes it placed as a receiver, so a flow's
-// goodput shows on its receiving end; a path's entropy changes are the
+// sampleConn writes a connection's sample and one per path. Its delivered
+// bytes (bytes_acked) and delivery rate (rate_bps) count the bytes its own
+// requests had acknowledged (as a sender, message by message as they
+// complete) plus the bytes it placed (as a receiver), so a flow's goodput
+// shows on both its ends; a path's entropy changes are the
 // transport's count or, where it keeps none, the changes the sampler saw.
 func (s *Sampler) sampleConn(now sim.Time, e *connEntry) {
 	e.src.ReportStats(&e.st)
@@ -175,8 +181,13 @@ func (s *Sampler) sampleConn(now sim.Time, e *connEntry) {
 	smp := &s.s
 	*smp = Sample{T: now, Kind: KindConn, Host: e.host, Peer: e.peer, Conn: e.id, Transport: e.transport,
 		Cwnd: int64(cs.Cwnd), InFlight: int64(cs.InFlight), SRTT: cs.SRTT, RTO: cs.RTO, PacingRate: cs.PacingRate,
-		RateHint: cs.RateHint, BytesAcked: cs.BytesPlaced, Retransmits: cs.Retransmits, Timeouts: cs.Timeouts}
-	smp.Rate, smp.SendRate, smp.ECNFraction = rates(&e.prev, now, cs.BytesPlaced, cs.PacketsAcked, cs.CEAcked, cs.TxBytes)
+		RateHint: cs.RateHint, Retransmits: cs.Retransmits, Timeouts: cs.Timeouts}
+	delivered := cs.BytesPlaced
+	if e.acked != nil {
+		delivered += e.acked()
+	}
+	smp.BytesAcked = delivered
+	smp.Rate, smp.SendRate, smp.ECNFraction = rates(&e.prev, now, delivered, cs.PacketsAcked, cs.CEAcked, cs.TxBytes)
 
 	for len(e.paths) < len(cs.Paths) {
 		e.paths = append(e.paths, prev{})

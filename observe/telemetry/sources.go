@@ -93,7 +93,8 @@ func (s *Sampler) sampleNIC(now sim.Time, ns *nicSource) {
 					peer = n
 				}
 			}
-			e = &connEntry{host: ns.host, peer: peer, id: c.ID(), transport: c.Kind().String(), src: c.Transport()}
+			e = &connEntry{host: ns.host, peer: peer, id: c.ID(), transport: c.Kind().String(), src: c.Transport(),
+				acked: c.BytesCompleted}
 			ns.conns[c.ID()] = e
 		}
 		if e.removed {

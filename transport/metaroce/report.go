@@ -13,7 +13,8 @@ func (c *Conn) ReportStats(s *transport.Stats) {
 		TxBytes: st.BytesSent, BytesPlaced: st.BytesPlaced,
 		Retransmits: st.Retransmits, Timeouts: st.Timeouts, ECNEchoes: st.ECEReceived,
 		EntropyChanges: st.EntropyChanges,
-		InFlight:       st.InFlight, SRTT: st.SRTT, RateHint: st.RateHint * 8,
+		ChecksumDrops:  st.DropChecksum, Duplicates: st.DupPackets,
+		InFlight: st.InFlight, SRTT: st.SRTT, RateHint: st.RateHint * 8,
 		PacingRate: c.paceRate() * 8,
 	}
 	for i := range st.Paths {

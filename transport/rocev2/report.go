@@ -16,6 +16,6 @@ func (c *Conn) ReportStats(s *transport.Stats) {
 	})
 	*s = transport.Stats{
 		TxBytes: st.TxBytes, Retransmits: st.Retransmitted, Timeouts: st.Timeouts, ECNEchoes: st.CNPsReceived,
-		Cwnd: cwnd, PacingRate: st.Rate, Paths: paths,
+		Cwnd: cwnd, PacingRate: st.Rate, Paths: paths, Duplicates: st.Duplicates,
 	}
 }

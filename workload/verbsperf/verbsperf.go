@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"net/netip"
 	"runtime"
 	"slices"
@@ -104,8 +105,11 @@ type Result struct {
 	MTU int `json:"mtu,omitempty"`
 	// Checked counts messages whose every byte was compared; Verified is
 	// true when every message was checked and none differed.
-	Checked  int64  `json:"checked"`
-	Verified bool   `json:"verified"`
+	Checked  int64 `json:"checked"`
+	Verified bool  `json:"verified"`
+	// FirstBad names the first message that did not check out and the
+	// offset of its first wrong byte (this side's checks).
+	FirstBad string `json:"first_bad,omitempty"`
 	Errors   int    `json:"errors"`
 	Status   string `json:"status"`
 	// The client's system calls on the data path (verbs.Stats).
@@ -148,6 +152,9 @@ type side struct {
 	have []verbs.WC
 	ev   bool
 	size int
+	// key keys the data pattern: the client draws it and sends it in the
+	// hello, so each connection's content differs from any other's.
+	key uint64
 }
 
 func newSide(dev *verbs.Device, spec *Spec, depth int) (*side, error) {
@@ -216,11 +223,13 @@ func (s *side) sendImm(imm uint32) error {
 	return s.qp.PostSend(verbs.SendWR{ID: 1 << 40, Op: verbs.OpSendImm, Imm: imm})
 }
 
-// fill writes message msg's pattern into b; check returns whether b holds
-// it. xorshift64 words seeded by the message, so no copy of the data is
-// needed to check it.
-func fill(b []byte, msg uint64) {
-	x := (seed ^ (msg+1)*0x9e3779b97f4a7c15) | 1
+// fill writes message msg's pattern into b; firstBad returns the offset of
+// the first byte of b that differs from it (-1: none). xorshift64 words
+// seeded by the connection's key and the message, so no copy of the data
+// is needed to check it, and a chunk of another message or connection, or
+// from another offset, never checks out.
+func (s *side) fill(b []byte, msg uint64) {
+	x := (s.key ^ (msg+1)*0x9e3779b97f4a7c15) | 1
 	var t [8]byte
 	for i := 0; i < len(b); i += 8 {
 		x ^= x << 13
@@ -235,25 +244,31 @@ func fill(b []byte, msg uint64) {
 	}
 }
 
-func check(b []byte, msg uint64) bool {
-	x := (seed ^ (msg+1)*0x9e3779b97f4a7c15) | 1
+func (s *side) firstBad(b []byte, msg uint64) int {
+	x := (s.key ^ (msg+1)*0x9e3779b97f4a7c15) | 1
 	var t [8]byte
 	for i := 0; i < len(b); i += 8 {
 		x ^= x << 13
 		x ^= x >> 7
 		x ^= x << 17
-		if i+8 <= len(b) {
-			if binary.LittleEndian.Uint64(b[i:]) != x {
-				return false
-			}
-		} else {
-			binary.LittleEndian.PutUint64(t[:], x)
-			if string(b[i:]) != string(t[:len(b)-i]) {
-				return false
+		binary.LittleEndian.PutUint64(t[:], x)
+		for j := 0; j < 8 && i+j < len(b); j++ {
+			if b[i+j] != t[j] {
+				return i + j
 			}
 		}
 	}
-	return true
+	return -1
+}
+
+// check reports whether b holds message msg, noting the first bad offset
+// of the first message that does not in res.
+func (s *side) check(res *Result, b []byte, msg uint64) bool {
+	d := s.firstBad(b, msg)
+	if d >= 0 && res.FirstBad == "" {
+		res.FirstBad = fmt.Sprintf("message %d: byte %d of %d wrong", msg, d, len(b))
+	}
+	return d < 0
 }
 
 // The hello (client -> server, 64 bytes): magic, test, size, depth,
@@ -261,7 +276,7 @@ func check(b []byte, msg uint64) bool {
 // (server -> client): the server's region. The fin reply: checked, bad.
 var tests = []string{WriteBW, SendBW, ReadBW, WriteLat}
 
-func putHello(b []byte, spec *Spec, addr uint64, rkey uint32) {
+func putHello(b []byte, spec *Spec, addr uint64, rkey uint32, key uint64) {
 	le := binary.LittleEndian
 	le.PutUint32(b[0:], magic)
 	b[4] = byte(slices.Index(tests, spec.Test))
@@ -272,6 +287,7 @@ func putHello(b []byte, spec *Spec, addr uint64, rkey uint32) {
 	le.PutUint64(b[16:], uint64(spec.Size))
 	le.PutUint64(b[24:], addr)
 	le.PutUint32(b[32:], rkey)
+	le.PutUint64(b[40:], key)
 }
 
 // ErrProtocol is a peer that does not speak this package's protocol.
@@ -330,6 +346,9 @@ func Serve(ctx context.Context, dev *verbs.Device, port uint16, listening func(p
 		return nil, fmt.Errorf("%w: %v", ErrProtocol, err)
 	}
 	peerAddr, peerKey := le.Uint64(h[24:]), le.Uint32(h[32:])
+	if s.key = le.Uint64(h[40:]); s.key == 0 {
+		s.key = seed // a client that sends no key
+	}
 	res := &Result{Spec: spec, Status: "ok"}
 	access := verbs.AccessLocalWrite | verbs.AccessRemoteWrite | verbs.AccessRemoteRead
 	if s.buf, err = s.pd.AllocMR(spec.Depth*spec.Size, access); err != nil {
@@ -348,7 +367,7 @@ func Serve(ctx context.Context, dev *verbs.Device, port uint16, listening func(p
 	}
 	if spec.Test == ReadBW {
 		for i := 0; i < spec.Depth; i++ {
-			fill(slot(uint64(i)), uint64(i))
+			s.fill(slot(uint64(i)), uint64(i))
 		}
 	}
 	ready := s.ctl.Bytes()[replyOff:]
@@ -389,11 +408,11 @@ func Serve(ctx context.Context, dev *verbs.Device, port uint16, listening func(p
 		}
 		switch spec.Test {
 		case WriteBW:
-			ok = wc.Op == verbs.OpRecvImm && uint64(wc.Imm) == i && int(wc.Bytes) == size && (!spec.Verify || check(data, i))
+			ok = wc.Op == verbs.OpRecvImm && uint64(wc.Imm) == i && int(wc.Bytes) == size && (!spec.Verify || s.check(res, data, i))
 		case SendBW:
-			ok = wc.Op == verbs.OpRecv && int(wc.Bytes) == size && (!spec.Verify || check(data, i))
+			ok = wc.Op == verbs.OpRecv && int(wc.Bytes) == size && (!spec.Verify || s.check(res, data, i))
 		case WriteLat:
-			ok = wc.Op == verbs.OpRecvImm && uint64(wc.Imm) == i && (!spec.Verify || check(data, i))
+			ok = wc.Op == verbs.OpRecvImm && uint64(wc.Imm) == i && (!spec.Verify || s.check(res, data, i))
 			// The echo goes back from our own memory: the bytes that landed.
 			if err := s.qp.PostSend(verbs.SendWR{ID: i, Op: verbs.OpWriteImm, Imm: uint32(i), SGL: []verbs.SGE{s.buf.SGE(0, size)},
 				RemoteAddr: peerAddr, RKey: peerKey}); err != nil {
@@ -469,7 +488,8 @@ func Run(ctx context.Context, dev *verbs.Device, to netip.AddrPort, spec Spec) (
 	if err := s.qp.Connect(ctx, to); err != nil {
 		return nil, err
 	}
-	putHello(s.ctl.Bytes()[helloOff:], &spec, s.buf.Addr()+uint64(size), s.buf.RKey())
+	s.key = rand.Uint64() | 1 // this connection's pattern key, told to the server
+	putHello(s.ctl.Bytes()[helloOff:], &spec, s.buf.Addr()+uint64(size), s.buf.RKey(), s.key)
 	if err := s.qp.PostSend(verbs.SendWR{ID: 1 << 40, Op: verbs.OpSend, SGL: []verbs.SGE{s.ctl.SGE(helloOff, 64)}}); err != nil {
 		return nil, err
 	}
@@ -492,7 +512,7 @@ func Run(ctx context.Context, dev *verbs.Device, to netip.AddrPort, spec Spec) (
 	credits := spec.Test == SendBW || spec.Test == WriteBW && spec.Verify
 	if spec.Test != SendBW && !spec.Verify {
 		for i := 0; i < spec.Depth; i++ { // a pattern, even unchecked
-			fill(s.buf.Bytes()[slot(uint64(i)):slot(uint64(i))+size], uint64(i))
+			s.fill(s.buf.Bytes()[slot(uint64(i)):slot(uint64(i))+size], uint64(i))
 		}
 	}
 	var posted, done, credited uint64
@@ -542,7 +562,7 @@ func Run(ctx context.Context, dev *verbs.Device, to netip.AddrPort, spec Spec) (
 				if spec.Test == WriteLat {
 					b = s.buf.Bytes()[:size]
 				}
-				fill(b, posted)
+				s.fill(b, posted)
 			}
 			if posted == 0 {
 				start = time.Now()
@@ -574,7 +594,7 @@ func Run(ctx context.Context, dev *verbs.Device, to netip.AddrPort, spec Spec) (
 			}
 			if spec.Verify {
 				res.Checked++
-				if !check(s.buf.Bytes()[size:2*size], i) {
+				if !s.check(res, s.buf.Bytes()[size:2*size], i) {
 					res.Errors++
 				}
 			}
@@ -597,7 +617,7 @@ func Run(ctx context.Context, dev *verbs.Device, to netip.AddrPort, spec Spec) (
 			if spec.Test == ReadBW && spec.Verify {
 				res.Checked++
 				off := slot(wc.ID)
-				if !check(s.buf.Bytes()[off:off+size], wc.ID%uint64(spec.Depth)) {
+				if !s.check(res, s.buf.Bytes()[off:off+size], wc.ID%uint64(spec.Depth)) {
 					res.Errors++
 				}
 			}

@@ -2,7 +2,9 @@ package verbsperf
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -80,15 +82,26 @@ func TestTests(t *testing.T) {
 }
 
 func TestCheckFindsChanges(t *testing.T) {
-	for _, n := range []int{1, 7, 8, 9, 4096} {
+	s, other := &side{key: 5}, &side{key: 6}
+	for _, n := range []int{1, 7, 8, 9, 4096, 3 * 4096} {
 		b := make([]byte, n)
-		fill(b, 5)
-		if !check(b, 5) || check(b, 6) {
-			t.Fatalf("%d bytes: pattern check wrong", n)
+		s.fill(b, 5)
+		if s.firstBad(b, 5) != -1 || s.firstBad(b, 6) < 0 || other.firstBad(b, 5) < 0 {
+			t.Fatalf("%d bytes: pattern check wrong (another message or connection key passes)", n)
 		}
 		b[n/2] ^= 1
-		if check(b, 5) {
-			t.Errorf("%d bytes: a flipped bit passes", n)
+		var res Result
+		if s.check(&res, b, 5) || s.firstBad(b, 5) != n/2 || !strings.Contains(res.FirstBad, fmt.Sprintf("byte %d of %d", n/2, n)) {
+			t.Errorf("%d bytes: a flipped bit at %d: first bad %d, %q", n, n/2, s.firstBad(b, 5), res.FirstBad)
+		}
+		b[n/2] ^= 1
+		// A chunk from 4 KiB further on (a power-of-two stride) is wrong.
+		if n > 8192 {
+			c := append([]byte(nil), b...)
+			copy(c[:4096], b[4096:8192])
+			if s.firstBad(c, 5) != 0 {
+				t.Errorf("a chunk from 4 KiB on passes at offset 0")
+			}
 		}
 	}
 }

@@ -231,5 +231,20 @@ func (v *view) String() string {
 }
 
 // pattern is the payload byte at message offset off for seed s: what the
-// tester writes and what memory checks expect.
-func pattern(seed uint64, off int) byte { return byte(uint64(off)*7 + seed*13 + 1) }
+// tester writes and what memory checks expect. It is byte off%8 of word
+// off/8 of a keyed counter-mode PRNG (the words scramble(key + i*step), as
+// softnic's content streams): it repeats at no stride, so a chunk placed
+// at, or read from, a wrong offset — 4 KiB or any power of two off —
+// never checks out (the old (7i + 13S + 1) mod 256 repeated every 256
+// bytes).
+func pattern(seed uint64, off int) byte {
+	z := seed*0x9e3779b97f4a7c15 + 0x6a09e667f3bcc909
+	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
+	z = (z ^ z>>27) * 0x94d049bb133111eb
+	key := z ^ z>>31
+	x := key + uint64(off/8)*0x9e3779b97f4a7c15
+	x ^= x >> 33
+	x *= 0xc4ceb9fe1a85ec53
+	x ^= x >> 29
+	return byte(x >> (8 * uint(off%8)))
+}

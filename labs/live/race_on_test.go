@@ -1,0 +1,7 @@
+//go:build race
+
+package live
+
+// raceEnabled: the test binary runs under the race detector, which
+// allocates on its own; allocation counts are skipped.
+const raceEnabled = true
