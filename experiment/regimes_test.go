@@ -39,11 +39,11 @@ func regimeCheck(t *testing.T, what string) Check {
 
 // TestRegimesTiny: MetaRoCE's regime targets hold in every cell of the
 // tiny matrix, every seed: loss-free >= 97% of the wire limit with no
-// timeout, >= 90% of loss-free at 1% loss, >= 85% of the loss ceiling at
-// 10%; no MetaRoCE run fails or corrupts data.
+// timeout, >= 90% of loss-free at 1% loss; no MetaRoCE run fails or
+// corrupts data. The 10% target is TestClaimRegimesTenPercentLoss.
 func TestRegimesTiny(t *testing.T) {
 	for _, what := range []string{"MetaRoCE loss-free write_bw, every cell: goodput", "MetaRoCE loss-free write_bw, every cell: timeouts",
-		"MetaRoCE write_bw at 1% loss", "MetaRoCE write_bw at 10% loss"} {
+		"MetaRoCE write_bw at 1% loss"} {
 		if c := regimeCheck(t, what); !c.Met {
 			t.Errorf("%s: %s, want %s (%s)", c.What, c.Measured, c.Target, c.Note)
 		}
@@ -59,6 +59,15 @@ func TestRegimesTiny(t *testing.T) {
 		if x.LossP > 0 && float64(x.OfCeiling) > 1.01 {
 			t.Errorf("%s: %.3f of the loss ceiling, above 1", x.Command, float64(x.OfCeiling))
 		}
+	}
+}
+
+// TestClaimRegimesTenPercentLoss: at 10% random and bursty loss MetaRoCE
+// fills >= 85% of the loss ceiling in every cell, every seed.
+func TestClaimRegimesTenPercentLoss(t *testing.T) {
+	cl := newClaim(t)
+	if c := regimeCheck(t, "MetaRoCE write_bw at 10% loss"); !c.Met {
+		cl.Errorf("%s: %s, want %s (%s)", c.What, c.Measured, c.Target, c.Note)
 	}
 }
 

@@ -156,7 +156,7 @@ func TestLiveSetupFlood(t *testing.T) {
 	}
 	if l.state.Metrics == "" {
 		t.Log("no metrics endpoint")
-	} else if m := scrape(t, l.state.Metrics); !strings.Contains(m, `mrlab_nic_source{counter="refused_half_open",host="h1",source="`+h0.Addr+`"}`) {
+	} else if m := scrape(t, l.state.Metrics); !strings.Contains(m, `mrlab_nic_source{counter="refused_half_open",host="h1",lab="`+l.Name()+`",source="`+h0.Addr+`"}`) {
 		t.Error("metrics lack the per-source refused_half_open series")
 	}
 }
