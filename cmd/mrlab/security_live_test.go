@@ -201,7 +201,11 @@ func labKillRound(t *testing.T, l *cliLab, bin, evil string, round int) time.Dur
 	}
 	killAt := time.Now()
 	pfd := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}
-	if n, err := unix.Poll(pfd, 30000); n != 1 || err != nil {
+	n, err := unix.Poll(pfd, 30000)
+	for err == unix.EINTR && time.Since(killAt) < 30*time.Second { // the Go runtime's signals interrupt poll
+		n, err = unix.Poll(pfd, int((30*time.Second - time.Since(killAt)).Milliseconds()))
+	}
+	if n != 1 || err != nil {
 		t.Fatalf("round %d: the lab's process did not exit within 30 s of kill -9 (%d, %v)", round, n, err)
 	}
 	killed := time.Now()
