@@ -240,6 +240,14 @@ int mrv_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc) {
 			continue; /* a destroyed QP's */
 		struct mrv_slot *s;
 		int recv = e.opcode == MV_WC_RECV || e.opcode == MV_WC_RECV_IMM;
+		/* The lab flushes a connection's receives when its peer closes;
+		 * an RC NIC does not (the peer's QP going away moves nothing
+		 * here to ERROR), and a program still polling for its last
+		 * completions (ibv_rc_pingpong) would fail on them. They stay
+		 * posted, and are flushed here (flush_one) if the QP enters
+		 * ERROR. */
+		if (recv && e.status == MV_WC_FLUSHED && p->qpx.qp_base.state != IBV_QPS_ERR)
+			continue;
 		if (recv) {
 			s = &p->rslots[pos & (p->rq.entries - 1)];
 			p->rq_done++;
