@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
@@ -16,6 +17,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/mrlab/mrlab/ibverbs"
 	"github.com/mrlab/mrlab/internal/testenv"
 	"github.com/mrlab/mrlab/labs/hostns"
 	"github.com/mrlab/mrlab/labs/live"
@@ -33,7 +35,9 @@ const labDeathLimit = time.Second
 // mrlab binary, and asserts issue 25's figures:
 //   - lab kill: labKillRounds times, the lab process is killed -9 under
 //     mrlab perf, examples/rdma-write (event-driven in even rounds,
-//     polling in odd ones), examples/pingpong and the C client; every
+//     polling in odd ones), examples/pingpong, the C client and Debian's
+//     ibv_rc_pingpong through libmrlab-ibverbs (`mrlab exec --ibverbs`,
+//     with -e in even rounds), server and client; every
 //     client (servers included) exits non-zero within labDeathLimit of
 //     the lab process's exit (its pidfd) saying "the lab stopped", perf
 //     never claims the lab released what
@@ -49,6 +53,9 @@ const labDeathLimit = time.Second
 func TestLiveSecurity(t *testing.T) {
 	testenv.RequireNamespaces(t)
 	cc := testenv.RequireCommand(t, "cc")
+	testenv.RequireFile(t, ibverbs.Header, "libibverbs-dev")
+	testenv.RequireCommand(t, "ibv_rc_pingpong")
+	t.Setenv("MRLAB_IBVERBS_CACHE", t.TempDir())
 	l := newCLILab(t, "sk")
 	bin := filepath.Dir(l.bin)
 	if out, err := exec.Command("go", "build", "-o", bin+"/", "../../examples/rdma-write", "../../examples/pingpong").CombinedOutput(); err != nil {
@@ -107,9 +114,9 @@ func labKillRound(t *testing.T, l *cliLab, bin, evil string, round int) time.Dur
 		nsKeys[[2]uint64{s.Dev, s.Ino}] = ns
 	}
 	h1 := st.Hosts[1].Addr
-	event := []string{}
+	event, ibvEvent := []string{}, []string{}
 	if round%2 == 0 {
-		event = []string{"--use-event"}
+		event, ibvEvent = []string{"--use-event"}, []string{"-e"}
 	}
 	type client struct {
 		name string
@@ -119,12 +126,14 @@ func labKillRound(t *testing.T, l *cliLab, bin, evil string, round int) time.Dur
 		{"rdma-write server", append([]string{"exec", "--lab", l.name, "h1", "--", filepath.Join(bin, "rdma-write"), "--listen", "--port", "18600", "--timeout", "5m"}, event...)},
 		{"pingpong server", append([]string{"exec", "--lab", l.name, "h1", "--", filepath.Join(bin, "pingpong"), "--listen", "--port", "18601", "--timeout", "5m"}, event...)},
 		{"pingpong server for C", []string{"exec", "--lab", l.name, "h1", "--", filepath.Join(bin, evil), "--listen", "--port", "18602", "--timeout", "5m"}},
+		{"ibv_rc_pingpong server", append([]string{"exec", "--ibverbs", "--lab", l.name, "h1", "--", "ibv_rc_pingpong", "-g", "0", "-n", "100000000"}, ibvEvent...)},
 	}
 	clients := []client{
 		{"perf", append([]string{"perf", "--lab", l.name, "--from", "h0", "--to", "h2", "-D", "120"}, event...)},
 		{"rdma-write", append([]string{"exec", "--lab", l.name, "h0", "--", filepath.Join(bin, "rdma-write"), "--to", h1, "--port", "18600", "-n", "1000000", "--size", "64KiB", "--timeout", "5m"}, event...)},
 		{"pingpong", append([]string{"exec", "--lab", l.name, "h0", "--", filepath.Join(bin, "pingpong"), "--to", h1, "--port", "18601", "-n", "100000000", "--timeout", "5m"}, event...)},
 		{"C client", []string{"exec", "--lab", l.name, "h3", "--", filepath.Join(bin, "pingpong-c"), h1, "18602", "64", "100000000"}},
+		{"ibv_rc_pingpong", append([]string{"exec", "--ibverbs", "--lab", l.name, "h0", "--", "ibv_rc_pingpong", "-g", "0", "-n", "100000000"}, append(ibvEvent, h1)...)},
 	}
 	var mu sync.Mutex
 	var ends []exited
@@ -156,13 +165,16 @@ func labKillRound(t *testing.T, l *cliLab, bin, evil string, round int) time.Dur
 	for _, c := range servers {
 		start(c)
 	}
-	waitClients(t, l, st, 3)
+	waitClients(t, l, st, len(servers))
+	// ibv_rc_pingpong's server says HELLO before it listens for its
+	// client (TCP port 18515), which does not retry.
+	waitListening(t, l, "h1", 18515)
 	for _, c := range clients {
 		start(c)
 	}
 	// Running: every program has said HELLO (perf's two agents), and the
 	// data moves for a moment.
-	waitClients(t, l, st, 3+5)
+	waitClients(t, l, st, len(servers)+len(clients)+1)
 	time.Sleep(300 * time.Millisecond)
 	mu.Lock()
 	early := append([]exited(nil), ends...)
@@ -189,18 +201,12 @@ func labKillRound(t *testing.T, l *cliLab, bin, evil string, round int) time.Dur
 	}
 	killAt := time.Now()
 	pfd := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}
-	for {
-		// A signal to the test process (the Go runtime's preemption)
-		// interrupts the wait: wait again for what is left.
-		left := 30*time.Second - time.Since(killAt)
-		n, err := unix.Poll(pfd, int(max(left, 0)/time.Millisecond))
-		if err == unix.EINTR && left > 0 {
-			continue
-		}
-		if n != 1 || err != nil {
-			t.Fatalf("round %d: the lab's process did not exit within 30 s of kill -9 (%d, %v)", round, n, err)
-		}
-		break
+	n, err := unix.Poll(pfd, 30000)
+	for err == unix.EINTR && time.Since(killAt) < 30*time.Second { // the Go runtime's signals interrupt poll
+		n, err = unix.Poll(pfd, int((30*time.Second - time.Since(killAt)).Milliseconds()))
+	}
+	if n != 1 || err != nil {
+		t.Fatalf("round %d: the lab's process did not exit within 30 s of kill -9 (%d, %v)", round, n, err)
 	}
 	killed := time.Now()
 	t.Logf("round %d: the lab's process exited %v after kill -9", round+1, killed.Sub(killAt).Round(time.Millisecond))
@@ -268,6 +274,19 @@ func waitClients(t *testing.T, l *cliLab, st *live.State, n int) {
 		}
 	}
 	t.Fatalf("%d verbs clients after 60 s, want %d", have, n)
+}
+
+// waitListening waits until a TCP socket listens on port in host's
+// namespace (its /proc/net/tcp).
+func waitListening(t *testing.T, l *cliLab, host string, port int) {
+	t.Helper()
+	want := fmt.Sprintf(":%04X 00000000:0000 0A", port)
+	for end := time.Now().Add(60 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		if _, out := l.sh(t, "exec", "--lab", l.name, host, "--", "cat", "/proc/net/tcp"); strings.Contains(out, want) {
+			return
+		}
+	}
+	t.Fatalf("nothing listens on TCP port %d in %s after 60 s", port, host)
 }
 
 // checkStatusSanitized: the program named with escape sequences shows

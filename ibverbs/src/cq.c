@@ -98,6 +98,7 @@ struct ibv_cq *create_cq(struct ibv_context *c, int cqe, void *cq_context, struc
 	q->cq.cqe = cqe;
 	pthread_mutex_init(&q->cq.mutex, NULL);
 	pthread_cond_init(&q->cq.cond, NULL);
+	mrv_track_cq(q, 1);
 	return &q->cq;
 }
 MRV_EXPORT(create_cq, ibv_create_cq, "IBVERBS_1.1");
@@ -108,8 +109,9 @@ int destroy_cq(struct ibv_cq *cq) {
 	pthread_mutex_lock(&mrv_s.mu);
 	uint32_t st = mrv_call(MV_DESTROY_CQ, &r, sizeof r, -1, NULL, 0, NULL);
 	pthread_mutex_unlock(&mrv_s.mu);
-	if (st != MV_OK)
+	if (st != MV_OK && !mrv_is_dead()) /* a dead lab holds nothing */
 		return mrv_errno(st);
+	mrv_track_cq(q, 0);
 	if (cq->channel) {
 		epoll_ctl(cq->channel->fd, EPOLL_CTL_DEL, q->evfd, NULL);
 		__atomic_sub_fetch(&cq->channel->refcnt, 1, __ATOMIC_SEQ_CST);
@@ -124,6 +126,10 @@ MRV_EXPORT(destroy_cq, ibv_destroy_cq, "IBVERBS_1.1");
 int get_cq_event(struct ibv_comp_channel *ch, struct ibv_cq **cq, void **ctx) {
 	int nonblock = fcntl(ch->fd, F_GETFL) & O_NONBLOCK;
 	for (;;) {
+		if (mrv_is_dead()) {
+			errno = EIO; /* the lab stopped (death.c) */
+			return -1;
+		}
 		struct epoll_event ev;
 		int n = epoll_wait(ch->fd, &ev, 1, nonblock ? 0 : -1);
 		if (n < 0 && errno == EINTR)
@@ -138,6 +144,10 @@ int get_cq_event(struct ibv_comp_channel *ch, struct ibv_cq **cq, void **ctx) {
 		uint64_t v;
 		if (read(q->evfd, &v, sizeof v) != sizeof v)
 			continue; /* another thread took it */
+		if (mrv_is_dead()) {
+			errno = EIO;
+			return -1;
+		}
 		*cq = &q->cq;
 		*ctx = q->cq.cq_context;
 		return 0;
@@ -214,6 +224,10 @@ static int flush_one(struct mrv_cq *q, struct ibv_wc *wc) {
 
 int mrv_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc) {
 	struct mrv_cq *q = (struct mrv_cq *)cq;
+	if (mrv_is_dead()) {
+		errno = EIO; /* the lab stopped: nothing more will complete */
+		return -1;
+	}
 	uint32_t prod = mv_load(q->ring.mem, MV_PRODUCER), cons = q->cons;
 	int got = 0;
 	while (got < n && cons != prod) {
@@ -226,6 +240,14 @@ int mrv_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc) {
 			continue; /* a destroyed QP's */
 		struct mrv_slot *s;
 		int recv = e.opcode == MV_WC_RECV || e.opcode == MV_WC_RECV_IMM;
+		/* The lab flushes a connection's receives when its peer closes;
+		 * an RC NIC does not (the peer's QP going away moves nothing
+		 * here to ERROR), and a program still polling for its last
+		 * completions (ibv_rc_pingpong) would fail on them. They stay
+		 * posted, and are flushed here (flush_one) if the QP enters
+		 * ERROR. */
+		if (recv && e.status == MV_WC_FLUSHED && p->qpx.qp_base.state != IBV_QPS_ERR)
+			continue;
 		if (recv) {
 			s = &p->rslots[pos & (p->rq.entries - 1)];
 			p->rq_done++;

@@ -14,6 +14,8 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <infiniband/verbs.h>
 
 #include "mrlab_verbs.h"
@@ -35,6 +37,9 @@ struct mrv_session {
 	uint32_t seq, rang;
 	struct mv_hello_reply hello;
 	pthread_mutex_t mu;
+	int up;                  /* HELLO answered: a hang-up is the session's loss */
+	struct sockaddr_un addr; /* the endpoint's name, dialed again by death.c */
+	socklen_t addrlen;
 };
 
 struct mrv_device {
@@ -46,6 +51,7 @@ struct mrv_device {
 struct mrv_context {
 	struct verbs_context vctx; /* ibv_context is its last member */
 	struct mrv_device *dev;
+	struct mrv_context *next; /* death.c's list */
 };
 
 struct mrv_pd { struct ibv_pd pd; uint32_t h; };
@@ -57,6 +63,7 @@ struct mrv_cq {
 	struct mv_ring ring;
 	size_t size;
 	int evfd;
+	struct mrv_cq *next; /* death.c's list */
 };
 
 struct mrv_slot { uint64_t wr_id; uint8_t signaled, opcode; };
@@ -116,5 +123,16 @@ int mrv_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr 
 int mrv_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
 struct ibv_qp *mrv_create_qp_ex(struct ibv_context *c, struct ibv_qp_init_attr_ex *a);
 int mrv_unsupported(void);
+
+/* death.c: the lab's death (or the session's loss). mrv_dead is set once
+ * the session is lost; mrv_lost decides why, says so on stderr once, sets
+ * it and wakes every CQ's and context's eventfd. */
+extern int mrv_dead;
+int mrv_is_dead(void);
+void mrv_lost(void);
+int mrv_start_watch(int sock);
+void mrv_wake_fd(int fd);
+void mrv_track_cq(struct mrv_cq *q, int add);
+void mrv_track_context(struct mrv_context *x, int add);
 
 #endif

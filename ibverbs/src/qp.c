@@ -480,7 +480,9 @@ static int can_send(struct ibv_qp *qp) {
 int mrv_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad) {
 	struct mrv_qp *p = (struct mrv_qp *)qp;
 	int e = 0;
-	if (!can_send(qp))
+	if (mrv_is_dead())
+		e = EIO; /* the lab stopped (death.c) */
+	else if (!can_send(qp))
 		e = EINVAL;
 	for (; wr && !e; wr = wr->next) {
 		uint8_t op = lab_op(wr->opcode);
@@ -523,7 +525,7 @@ int mrv_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr 
 
 int mrv_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad) {
 	struct mrv_qp *p = (struct mrv_qp *)qp;
-	int e = qp->state == IBV_QPS_RESET ? EINVAL : 0;
+	int e = mrv_is_dead() ? EIO : qp->state == IBV_QPS_RESET ? EINVAL : 0;
 	if (qp->state == IBV_QPS_ERR)
 		can_send(qp); /* flush here from now on */
 	uint32_t prod = p->rq_prod;
@@ -650,6 +652,8 @@ static void wr_set_inline_data(struct ibv_qp_ex *x, void *addr, size_t len) {
 
 static int wr_complete(struct ibv_qp_ex *x) {
 	struct mrv_qp *p = QP(x);
+	if (mrv_is_dead() && !p->wr_err)
+		p->wr_err = EIO;
 	if (p->wr_err) {
 		p->wr_prod = p->sq_prod;
 		return p->wr_err;

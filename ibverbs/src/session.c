@@ -110,8 +110,13 @@ uint32_t mrv_send(uint16_t op, const void *req, uint32_t len) {
 
 uint32_t mrv_call(uint16_t op, const void *req, uint32_t len, int fd_in, void *body, uint32_t cap, int fds[2]) {
 	uint32_t seq = ++mrv_s.seq;
-	if (mrv_s.sock < 0 || sendreq(op, seq, req, len, fd_in) < 0)
+	if (mrv_s.sock < 0 || mrv_is_dead())
 		return MV_SHUTDOWN;
+	if (sendreq(op, seq, req, len, fd_in) < 0) {
+		if (mrv_s.up)
+			mrv_lost();
+		return MV_SHUTDOWN;
+	}
 	for (;;) {
 		uint8_t msg[MV_MAX_MESSAGE];
 		union { struct cmsghdr c; char buf[CMSG_SPACE(2 * sizeof(int))]; } ctl;
@@ -122,6 +127,8 @@ uint32_t mrv_call(uint16_t op, const void *req, uint32_t len, int fd_in, void *b
 			if (n < 0 && errno == EINTR)
 				continue;
 			mrv_log("the lab's verbs endpoint hung up");
+			if (mrv_s.up)
+				mrv_lost();
 			return MV_SHUTDOWN;
 		}
 		struct mv_hdr h;
@@ -176,10 +183,12 @@ int mrv_open_session(void) {
 	if (nl + 1 > sizeof sa.sun_path)
 		return ENAMETOOLONG;
 	memcpy(sa.sun_path + 1, name, nl);
+	mrv_s.addr = sa;
+	mrv_s.addrlen = offsetof(struct sockaddr_un, sun_path) + 1 + nl;
 	int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
 	if (s < 0)
 		return errno;
-	if (connect(s, (struct sockaddr *)&sa, offsetof(struct sockaddr_un, sun_path) + 1 + nl) < 0) {
+	if (connect(s, (struct sockaddr *)&sa, mrv_s.addrlen) < 0) {
 		int e = errno;
 		close(s);
 		mrv_log("no verbs endpoint in this network namespace (run the program in a lab host: mrlab exec --ibverbs HOST -- ...)");
@@ -203,6 +212,10 @@ int mrv_open_session(void) {
 		mrv_s.sock = -1;
 		return EPROTO;
 	}
+	mrv_s.up = 1;
+	int e = mrv_start_watch(s);
+	if (e)
+		mrv_log("no thread to watch for the lab's death: %s", strerror(e));
 	return 0;
 }
 
@@ -280,7 +293,10 @@ struct ibv_context *open_device(struct ibv_device *d) {
 	c->abi_compat = __VERBS_ABI_IS_EXTENDED;
 	c->device = d;
 	c->cmd_fd = -1;
-	c->async_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK); /* no asynchronous events are ever raised */
+	/* Readable once the lab died: get_async_event then reports
+	 * IBV_EVENT_DEVICE_FATAL (death.c). Blocking unless the program sets
+	 * O_NONBLOCK, as the kernel's. */
+	c->async_fd = eventfd(0, EFD_CLOEXEC);
 	c->num_comp_vectors = 1;
 	pthread_mutex_init(&c->mutex, NULL);
 	c->ops.poll_cq = mrv_poll_cq;
@@ -297,17 +313,42 @@ struct ibv_context *open_device(struct ibv_device *d) {
 	/* Left NULL, so verbs.h's inline wrappers fail with EOPNOTSUPP (or
 	 * ENOSYS): create_cq_ex, create_srq_ex, open_xrcd, create_flow,
 	 * alloc_dm, create_wq, ... */
+	mrv_track_context(x, 1);
 	return c;
 }
 MRV_EXPORT(open_device, ibv_open_device, "IBVERBS_1.1");
 
 int close_device(struct ibv_context *c) {
+	mrv_track_context((struct mrv_context *)verbs_get_ctx(c), 0);
 	if (c->async_fd >= 0)
 		close(c->async_fd);
 	free(verbs_get_ctx(c));
 	return 0;
 }
 MRV_EXPORT(close_device, ibv_close_device, "IBVERBS_1.1");
+
+/* The only asynchronous event is the lab's death: IBV_EVENT_DEVICE_FATAL
+ * (rdma-core's own ibv_get_async_event would read a kernel event record
+ * and call the provider's ops, which this context has not). */
+int get_async_event(struct ibv_context *c, struct ibv_async_event *ev) {
+	uint64_t v;
+	for (;;) {
+		ssize_t n = read(c->async_fd, &v, sizeof v);
+		if (n == sizeof v)
+			break;
+		if (n < 0 && errno == EINTR)
+			continue;
+		return -1;
+	}
+	memset(ev, 0, sizeof *ev);
+	ev->event_type = IBV_EVENT_DEVICE_FATAL;
+	ev->element.port_num = 0;
+	return 0;
+}
+MRV_EXPORT(get_async_event, ibv_get_async_event, "IBVERBS_1.1");
+
+void ack_async_event(struct ibv_async_event *ev) { (void)ev; }
+MRV_EXPORT(ack_async_event, ibv_ack_async_event, "IBVERBS_1.1");
 
 int mrv_query_device(struct ibv_context *c, struct ibv_device_attr *a) {
 	struct mv_hello_reply *h = &mrv_s.hello;

@@ -329,10 +329,42 @@ func (c *Conn) Close(now sim.Time) {
 		return
 	}
 	wasUp := c.state == transport.StateEstablished
+	var ack lastAck
+	if wasUp {
+		ack = c.owedAck()
+	}
 	c.shutdown(transport.StateClosed, transport.StatusFlushed, 0, false)
 	if wasUp {
 		c.startCtl(wire.TypeClose)
+		if ack.b != nil {
+			if c.proto.lastAcks == nil {
+				c.proto.lastAcks = make(map[*Conn]lastAck)
+			}
+			c.proto.lastAcks[c] = ack
+			// The CLOSE's first attempt follows the ACK on its port and
+			// route, so it cannot overtake it.
+			c.ctl.port, c.ctl.sport = uint8(ack.port), ack.sport
+		}
 	}
+}
+
+// owedAck encodes the ACK the receiver owes (due, or held back for
+// AckEvery or AckDelay) when the connection closes: a NIC acknowledges
+// what it received before its QP is destroyed, so a message the peer's
+// program saw arrive completes successfully at the sender, instead of
+// being flushed by the CLOSE. Zero if nothing is owed.
+func (c *Conn) owedAck() lastAck {
+	if !c.r.ackDue && c.r.pending == 0 && !c.ackTimer.Armed() {
+		return lastAck{}
+	}
+	c.r.ackDue = true
+	b := make([]byte, c.mss+wire.MaxOverhead) // once per connection
+	for port := range c.cfg.Ports {
+		if n, meta := c.transmitAck(port, b); n > 0 {
+			return lastAck{b[:n], port, meta.SrcPort}
+		}
+	}
+	return lastAck{}
 }
 
 // shutdown ends the connection: completes everything outstanding (the

@@ -22,6 +22,17 @@ type Protocol struct {
 	accepted map[uint64]uint32 // SYN nonce -> local connection id
 	ports    int
 	lineRate float64
+	// lastAcks holds, for a connection closed while its receiver owed an
+	// ACK, that ACK until it is sent, before the CLOSE (Conn.Close). Here
+	// rather than in Conn, which stays within its size class.
+	lastAcks map[*Conn]lastAck
+}
+
+// lastAck is an ACK encoded at Close, sent on port with entropy sport.
+type lastAck struct {
+	b     []byte
+	port  int
+	sport uint16
 }
 
 var (

@@ -54,6 +54,12 @@ func (c *Conn) onCtlTimer() {
 
 // transmitControl sends a due connection-management packet.
 func (c *Conn) transmitControl(port int, b []byte) (int, transport.TxMeta) {
+	if len(c.proto.lastAcks) > 0 {
+		if a, ok := c.proto.lastAcks[c]; ok && a.port == port {
+			delete(c.proto.lastAcks, c)
+			return copy(b, a.b), transport.TxMeta{SrcPort: a.sport}
+		}
+	}
 	switch {
 	case c.ctl.due && int(c.ctl.port) == port:
 		c.ctl.due = false
