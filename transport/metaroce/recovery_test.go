@@ -22,8 +22,11 @@ import (
 // the round trip its resend takes: on the 4-hop bed at 1% per link, 47%
 // of the windows of 16 one-packet messages lose one, which bounds the
 // fraction near 1/(1+0.47) = 0.68 whatever the loss detection; with 16
-// streams a loss holds one message only. The floors are the figures
-// measured at the commit that added the test, less a margin.
+// streams a loss holds one message only. The floors are regression guards:
+// the figures measured where a lost packet began to cost wire time
+// (fabric.LossAtWire, the merge of #27's honest links with this test),
+// less a margin of about 0.03. The targets (0.85 at 1%, 0.5 at
+// 10%) are missed in the one-stream cases for the reason above.
 func TestTargetShallowLoss(t *testing.T) {
 	if testing.Short() {
 		t.Skip("long")
@@ -39,13 +42,13 @@ func TestTargetShallowLoss(t *testing.T) {
 		loss    float64
 		min     float64
 	}{
-		{"b2b 4KiB", bed{topo: "b2b", rate: 100e9}, 4 << 10, 1, 0.01, 0.95},
+		{"b2b 4KiB", bed{topo: "b2b", rate: 100e9}, 4 << 10, 1, 0.01, 0.92},
 		{"b2b 4KiB", bed{topo: "b2b", rate: 100e9}, 4 << 10, 1, 0.1, 0.74},
 		{"leafspine 4KiB", leafspine, 4 << 10, 1, 0.01, 0.60},
 		{"leafspine 4KiB", leafspine, 4 << 10, 16, 0.01, 0.90},
-		{"leafspine 4KiB", leafspine, 4 << 10, 16, 0.1, 0.42},
-		{"leafspine 10us 64KiB", long, 64 << 10, 1, 0.01, 0.48},
-		{"leafspine 10us 64KiB", long, 64 << 10, 16, 0.01, 0.60},
+		{"leafspine 4KiB", leafspine, 4 << 10, 16, 0.1, 0.39},
+		{"leafspine 10us 64KiB", long, 64 << 10, 1, 0.01, 0.45},
+		{"leafspine 10us 64KiB", long, 64 << 10, 16, 0.01, 0.58},
 	} {
 		t.Run(fmt.Sprintf("%s %d streams %g%%", c.name, c.streams, 100*c.loss), func(t *testing.T) {
 			run := func(loss float64) outcome {
