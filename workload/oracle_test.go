@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/mrlab/mrlab/fabric"
 	"github.com/mrlab/mrlab/internal/sim"
 	"github.com/mrlab/mrlab/softnic"
 	"github.com/mrlab/mrlab/transport"
@@ -167,7 +168,9 @@ func TestOracleSmallMessages(t *testing.T) {
 func TestCorruptionAndDuplicationCounted(t *testing.T) {
 	for _, k := range []transport.Kind{transport.MetaRoCE, transport.RoCEv2} {
 		for _, mode := range []softnic.PayloadMode{softnic.PayloadBytes, softnic.PayloadSynthetic} {
-			cl, _ := lab{hosts: 2, seed: 1, corrupt: 0.01, dup: 0.01}.build(t)
+			// Corrupted frames delivered, as netem does, so the
+			// transports' checksums drop them.
+			cl, _ := lab{hosts: 2, seed: 1, corrupt: 0.01, dup: 0.01, lossAt: fabric.LossAtEnqueue}.build(t)
 			res, err := Run(cl, Spec{Name: WriteBW, Transport: k, Size: 64 << 10, Iterations: 100, QueueDepth: 8, Payload: mode})
 			if err != nil {
 				t.Fatalf("%v %v: %v", k, mode, err)

@@ -19,6 +19,11 @@ type lab struct {
 	delay                 sim.Time
 	seed                  uint64
 	obs                   fabric.Observer
+	// lossAt is where impaired frames are lost or corrupted: on the wire
+	// (the default: the receiving port drops a corrupted frame as an FCS
+	// error) or at enqueue, as netem does (a corrupted frame reaches the
+	// NIC, whose checksum must catch it).
+	lossAt fabric.LossPoint
 }
 
 func (l lab) build(t testing.TB) (*Cluster, *packet.Pool) {
@@ -32,6 +37,7 @@ func (l lab) build(t testing.TB) (*Cluster, *packet.Pool) {
 		link.Impair.Loss = fabric.LossModel{Kind: fabric.LossRandom, P: l.loss}
 	}
 	link.Impair.Corrupt, link.Impair.Duplicate = l.corrupt, l.dup
+	link.LossAt = l.lossAt
 	var topo *fabric.Topology
 	var err error
 	if l.hosts == 2 && l.leaves == 0 {
