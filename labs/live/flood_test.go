@@ -143,7 +143,10 @@ func TestLiveSetupFlood(t *testing.T) {
 	if maxHalf > 16 {
 		t.Errorf("%d half-open connections at once", maxHalf)
 	}
-	if d := rss1 - rss0; d > 10<<20 {
+	// The race detector's shadow memory grows with every allocation the
+	// lab makes (measured +18 MB under -race, +6-7 MB without): the
+	// memory bound is asserted on an ordinary build only.
+	if d := rss1 - rss0; d > 10<<20 && !raceEnabled {
 		t.Errorf("lab RSS grew %d MB over the flood, want at most 10", d>>20)
 	}
 	s, err := l.Status(ctx)
