@@ -12,9 +12,7 @@ package transport
 
 import (
 	"errors"
-	"fmt"
 	"math/rand/v2"
-	"net"
 
 	"github.com/mrlab/mrlab/internal/sim"
 )
@@ -299,11 +297,13 @@ type Tracer interface {
 	Tracef(now sim.Time, conn uint32, format string, args ...any)
 }
 
-// Errors returned by Post*. ErrClosed wraps net.ErrClosed, as every
-// closed resource's error does.
+// Errors returned by Post*. ErrClosed is transport's own sentinel, so the
+// sans-I/O floor imports no net; the NIC (softnic.Conn) returns it wrapped
+// together with net.ErrClosed, as every closed resource's error is
+// (STYLE.md 9).
 var (
 	ErrQueueFull    = errors.New("transport: send queue full")
-	ErrClosed       = fmt.Errorf("transport: connection closed: %w", net.ErrClosed)
+	ErrClosed       = errors.New("transport: connection closed")
 	ErrBadRequest   = errors.New("transport: bad work request")
 	ErrNotConnected = errors.New("transport: connection not established")
 )
