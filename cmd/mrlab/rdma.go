@@ -133,196 +133,266 @@ func rdmaSpec(c *cli.Context, name string, seed uint64, hosts int) (perftestRun,
 }
 
 // rdmaAction runs an RDMA workload (or the comparison) on lab.
+//
+// The steps: read the flags (newRDMARun), run the comparison, the
+// endless run or each size (runSizes) on clusters from build, gather the
+// observers', faults' and trace hashes' report (extras), write the
+// results (writeResults) and judge them (verdict).
 func rdmaAction(c *cli.Context, lab *labs.Lab, name string) error {
-	p, err := rdmaSpec(c, name, lab.Seed, len(lab.Topology().Hosts))
+	r, err := newRDMARun(c, lab, name)
 	if err != nil {
 		return err
 	}
-	noteIgnored(c, c.App.ErrWriter, false)
-	spec := p.Spec
-	paths := 0 // the lab's
-	if c.IsSet("paths") {
-		n, err := strconv.Atoi(c.String("paths"))
-		if err != nil || n < 1 || n > 256 {
-			return usagef("sim: --paths %q: want a whole number from 1 to 256", c.String("paths"))
-		}
-		paths = n
-	}
-	kinds := []transport.Kind{transport.MetaRoCE, transport.RoCEv2}
-	if c.IsSet("transport") {
-		k, err := transport.ParseKind(c.String("transport"))
-		if err != nil {
-			return usageError{fmt.Errorf("sim: --transport: %w", err)}
-		}
-		kinds = []transport.Kind{k}
-	}
-	if name == compareWorkload && len(kinds) > 1 && observing(c) {
-		return usagef("sim: captures, telemetry, traces and recordings follow one run: add --transport or --workload NAME")
-	}
-	if p.Sweep && observing(c) {
-		return usagef("sim: captures, telemetry and traces follow one run: drop --all")
-	}
-	// obs and loop belong to the last cluster built; with observation on
-	// there is exactly one.
-	var obs *simObserver
-	var loop *sim.Loop
-	var faults *faultLog           // the last run's (every run fires the same timeline)
-	var hashes []*fabric.TraceHash // one per run, in the order of the runs
-	build := func() (*workload.Cluster, error) {
-		loop = sim.NewLoop()
-		cl, _, err := lab.NewCluster(loop, packet.NewPool(), labs.ClusterSetup{
-			Observe: func(net *fabric.Network) error {
-				var extra fabric.Observer
-				if c.Bool("trace-hash") {
-					h := fabric.NewTraceHash()
-					hashes = append(hashes, h)
-					extra = h
-				}
-				kind := lab.Transport
-				if len(kinds) == 1 {
-					kind = kinds[0]
-				}
-				rec, err := openRecording(c, loop, net, lab, name, kind, true)
-				if err != nil {
-					return err
-				}
-				if obs, err = openSimObserver(c, loop, net, capture.Tee(extra, rec.FabricObserver())); err != nil {
-					return err
-				}
-				obs.recording = rec
-				// The fault timeline is armed here rather than by
-				// lab.NewCluster so the recording and the fault log hear of
-				// each fault. With --no-faults oneLab kept only the flags'
-				// faults.
-				if len(lab.Faults) > 0 {
-					faults = &faultLog{}
-					return lab.ScheduleFaults(loop, net, rec.faultReport(faults.record))
-				}
-				return nil
-			},
-			NoFaults: true,
-			NIC: func(o *workload.NICOptions) {
-				o.PathMTU = p.MTU
-				if paths > 0 {
-					o.MetaRoCE.Paths = paths
-				}
-				o.TraceFor = obs.Tracer
-			},
-		})
-		if err != nil {
-			return nil, err
-		}
-		obs.AttachCluster(cl)
-		return cl, nil
-	}
-
+	spec := r.p.Spec
 	var results []*workload.Result
 	var runErr error
 	switch {
 	case name == compareWorkload:
-		results, runErr = workload.CompareWith(build, spec, runner(c, "sim compare on "+lab.Name), kinds...)
-	case p.Infinite:
-		spec.Transport = lab.Transport
-		if c.IsSet("transport") {
-			spec.Transport = kinds[0]
-		}
-		return runInfinitely(c, build, spec, p)
+		results, runErr = workload.CompareWith(r.build, spec, runner(c, "sim compare on "+lab.Name), r.kinds...)
+	case r.p.Infinite:
+		spec.Transport = r.transport()
+		return runInfinitely(c, r.build, spec, r.p)
 	default:
-		spec.Transport = lab.Transport
-		if c.IsSet("transport") {
-			spec.Transport = kinds[0]
+		spec.Transport = r.transport()
+		var err error
+		if results, runErr, err = r.runSizes(spec); err != nil {
+			return err
 		}
-		sizes := []int{spec.Size}
-		if p.Sweep {
-			sizes = workload.SweepSizes()
+	}
+	extra, traceHashes, err := r.extras(results)
+	if err != nil && runErr == nil {
+		runErr = err
+	}
+	if len(results) > 0 {
+		if err := r.writeResults(results, &extra, traceHashes); err != nil {
+			return err
 		}
-		for _, size := range sizes {
-			s := spec
-			s.Size = size
-			cl, err := build()
-			if err != nil {
-				return err
-			}
-			r, err := runner(c, fmt.Sprintf("sim %s %s on %s", name, labs.FormatSize(size), lab.Name))(cl, s)
-			if r != nil {
-				if p.NoPeak {
-					r.BWPeakGbps = 0
-				}
-				results = append(results, r)
-			}
-			if err != nil {
-				if p.Sweep {
-					err = fmt.Errorf("size %d: %w", size, err)
-				}
+		if name != compareWorkload {
+			if err := writeOutJSON(r.p, results[len(results)-1]); err != nil && runErr == nil {
 				runErr = err
-				break
 			}
 		}
 	}
-	var extra Report
-	if obs != nil {
-		if err := obs.Close(loop.Now(), &extra); err != nil && runErr == nil {
-			runErr = err
+	return r.verdict(results, runErr)
+}
+
+// rdmaRun is one RDMA workload command: its flags, and what building its
+// clusters leaves for the report.
+type rdmaRun struct {
+	c     *cli.Context
+	lab   *labs.Lab
+	name  string
+	p     perftestRun
+	paths int              // --paths; 0: the lab's
+	kinds []transport.Kind // the transports to run, in order
+	// obs and loop belong to the last cluster built; with observation on
+	// there is exactly one.
+	obs    *simObserver
+	loop   *sim.Loop
+	faults *faultLog           // the last run's (every run fires the same timeline)
+	hashes []*fabric.TraceHash // one per run, in the order of the runs
+}
+
+// newRDMARun reads the RDMA workload flags for lab and refuses the
+// combinations that cannot be observed.
+func newRDMARun(c *cli.Context, lab *labs.Lab, name string) (*rdmaRun, error) {
+	p, err := rdmaSpec(c, name, lab.Seed, len(lab.Topology().Hosts))
+	if err != nil {
+		return nil, err
+	}
+	noteIgnored(c, c.App.ErrWriter, false)
+	r := &rdmaRun{c: c, lab: lab, name: name, p: p, kinds: []transport.Kind{transport.MetaRoCE, transport.RoCEv2}}
+	if c.IsSet("paths") {
+		n, err := strconv.Atoi(c.String("paths"))
+		if err != nil || n < 1 || n > 256 {
+			return nil, usagef("sim: --paths %q: want a whole number from 1 to 256", c.String("paths"))
+		}
+		r.paths = n
+	}
+	if c.IsSet("transport") {
+		k, err := transport.ParseKind(c.String("transport"))
+		if err != nil {
+			return nil, usageError{fmt.Errorf("sim: --transport: %w", err)}
+		}
+		r.kinds = []transport.Kind{k}
+	}
+	if name == compareWorkload && len(r.kinds) > 1 && observing(c) {
+		return nil, usagef("sim: captures, telemetry, traces and recordings follow one run: add --transport or --workload NAME")
+	}
+	if p.Sweep && observing(c) {
+		return nil, usagef("sim: captures, telemetry and traces follow one run: drop --all")
+	}
+	return r, nil
+}
+
+// transport is the transport of a run that is not the comparison: the
+// lab's, or --transport's.
+func (r *rdmaRun) transport() transport.Kind {
+	if r.c.IsSet("transport") {
+		return r.kinds[0]
+	}
+	return r.lab.Transport
+}
+
+// build builds a cluster of the lab on a new loop, with the NIC options
+// the flags ask for and the observers attached.
+func (r *rdmaRun) build() (*workload.Cluster, error) {
+	r.loop = sim.NewLoop()
+	cl, _, err := r.lab.NewCluster(r.loop, packet.NewPool(), labs.ClusterSetup{
+		Observe:  r.observe,
+		NoFaults: true,
+		NIC: func(o *workload.NICOptions) {
+			o.PathMTU = r.p.MTU
+			if r.paths > 0 {
+				o.MetaRoCE.Paths = r.paths
+			}
+			o.TraceFor = r.obs.Tracer
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	r.obs.AttachCluster(cl)
+	return cl, nil
+}
+
+// observe attaches the trace hash, the recording and the other observers
+// the flags ask for to a new cluster's network, and arms the lab's fault
+// timeline.
+func (r *rdmaRun) observe(net *fabric.Network) error {
+	c, lab := r.c, r.lab
+	var extra fabric.Observer
+	if c.Bool("trace-hash") {
+		h := fabric.NewTraceHash()
+		r.hashes = append(r.hashes, h)
+		extra = h
+	}
+	kind := lab.Transport
+	if len(r.kinds) == 1 {
+		kind = r.kinds[0]
+	}
+	rec, err := openRecording(c, r.loop, net, lab, r.name, kind, true)
+	if err != nil {
+		return err
+	}
+	if r.obs, err = openSimObserver(c, r.loop, net, capture.Tee(extra, rec.FabricObserver())); err != nil {
+		return err
+	}
+	r.obs.recording = rec
+	// The fault timeline is armed here rather than by lab.NewCluster so the
+	// recording and the fault log hear of each fault. With --no-faults
+	// oneLab kept only the flags' faults.
+	if len(lab.Faults) > 0 {
+		r.faults = &faultLog{}
+		return lab.ScheduleFaults(r.loop, net, rec.faultReport(r.faults.record))
+	}
+	return nil
+}
+
+// runSizes runs spec once, or with --all once per perftest size, each on
+// a cluster of its own; it stops at the first error. runErr is a run's
+// error, reported with the results so far; buildErr a cluster that could
+// not be built, which ends the command at once.
+func (r *rdmaRun) runSizes(spec workload.Spec) (results []*workload.Result, runErr, buildErr error) {
+	sizes := []int{spec.Size}
+	if r.p.Sweep {
+		sizes = workload.SweepSizes()
+	}
+	for _, size := range sizes {
+		s := spec
+		s.Size = size
+		cl, err := r.build()
+		if err != nil {
+			return results, nil, err
+		}
+		res, err := runner(r.c, fmt.Sprintf("sim %s %s on %s", r.name, labs.FormatSize(size), r.lab.Name))(cl, s)
+		if res != nil {
+			if r.p.NoPeak {
+				res.BWPeakGbps = 0
+			}
+			results = append(results, res)
+		}
+		if err != nil {
+			if r.p.Sweep {
+				err = fmt.Errorf("size %d: %w", size, err)
+			}
+			return results, err, nil
 		}
 	}
-	if faults != nil && !p.Sweep {
-		faults.report(&extra)
+	return results, nil, nil
+}
+
+// extras gathers what follows the results: the observers' report, the
+// faults fired (and those after the run's end) and each run's trace hash,
+// by transport. The error is the observers' closing.
+func (r *rdmaRun) extras(results []*workload.Result) (Report, map[string]string, error) {
+	var extra Report
+	var err error
+	if r.obs != nil {
+		err = r.obs.Close(r.loop.Now(), &extra)
+	}
+	if r.faults != nil && !r.p.Sweep {
+		r.faults.report(&extra)
 		t := extra.tables[len(extra.tables)-1]
-		for _, f := range lab.Faults {
-			if f.At > loop.Now() {
-				t.Add(f.At, strings.TrimPrefix(f.String(), f.At.String()+" "), "not reached: after the run's end at "+loop.Now().String())
+		for _, f := range r.lab.Faults {
+			if f.At > r.loop.Now() {
+				t.Add(f.At, strings.TrimPrefix(f.String(), f.At.String()+" "), "not reached: after the run's end at "+r.loop.Now().String())
 			}
 		}
 	}
 	// Trace hashes per run: a run's hash is its packet trace's fingerprint.
 	traceHashes := map[string]string{}
-	if len(results) == len(hashes) && !p.Sweep {
-		for i, h := range hashes {
+	if len(results) == len(r.hashes) && !r.p.Sweep {
+		for i, h := range r.hashes {
 			traceHashes[results[i].Transport] = fmt.Sprintf("%016x", h.Sum())
 			extra.Fact("trace_hash_"+results[i].Transport, "trace hash "+results[i].Transport,
 				fmt.Sprintf("%016x (%d events)", h.Sum(), h.Events()))
 		}
 	}
-	if len(results) > 0 {
-		var werr error
-		switch {
-		case c.Bool("json"):
-			// One JSON object, whatever the number of runs.
-			werr = workload.WriteJSON(c.App.Writer, simResults{Workload: name, Lab: lab.Name, Seed: lab.Seed,
-				Results: results, TraceHashes: traceHashes})
-		case name == compareWorkload:
-			werr = workload.WriteComparison(c.App.Writer, results)
-		default:
-			werr = workload.WritePerftest(c.App.Writer, results, p.Format, true)
-		}
-		if werr != nil {
-			return werr
-		}
-		if !c.Bool("json") && !extra.Empty() {
-			fmt.Fprintln(c.App.Writer)
-			if err := extra.WriteText(c.App.Writer); err != nil {
-				return err
-			}
-		}
-		if name != compareWorkload {
-			if err := writeOutJSON(p, results[len(results)-1]); err != nil && runErr == nil {
-				runErr = err
-			}
-		}
+	return extra, traceHashes, err
+}
+
+// writeResults writes the results as JSON (one object, whatever the
+// number of runs), as the comparison table or as perftest's, then the
+// extra report.
+func (r *rdmaRun) writeResults(results []*workload.Result, extra *Report, traceHashes map[string]string) error {
+	c := r.c
+	var err error
+	switch {
+	case c.Bool("json"):
+		err = workload.WriteJSON(c.App.Writer, simResults{Workload: r.name, Lab: r.lab.Name, Seed: r.lab.Seed,
+			Results: results, TraceHashes: traceHashes})
+	case r.name == compareWorkload:
+		err = workload.WriteComparison(c.App.Writer, results)
+	default:
+		err = workload.WritePerftest(c.App.Writer, results, r.p.Format, true)
 	}
+	if err != nil {
+		return err
+	}
+	if !c.Bool("json") && !extra.Empty() {
+		fmt.Fprintln(c.App.Writer)
+		return extra.WriteText(c.App.Writer)
+	}
+	return nil
+}
+
+// verdict is the command's error: the run's (a bad spec is a usage
+// error), a failed data check, or with --strict an implausible goodput.
+func (r *rdmaRun) verdict(results []*workload.Result, runErr error) error {
 	if runErr != nil {
 		if errors.Is(runErr, workload.ErrBadSpec) {
 			// --from h9 and the like: a mistake in the command line.
-			return usageError{fmt.Errorf("sim %s: %w", name, runErr)}
+			return usageError{fmt.Errorf("sim %s: %w", r.name, runErr)}
 		}
-		return fmt.Errorf("sim %s: %w", name, runErr)
+		return fmt.Errorf("sim %s: %w", r.name, runErr)
 	}
-	for _, r := range results {
-		if !r.Check.OK {
-			return fmt.Errorf("sim %s: %s: data check failed", name, strings.ToLower(r.Transport))
+	for _, res := range results {
+		if !res.Check.OK {
+			return fmt.Errorf("sim %s: %s: data check failed", r.name, strings.ToLower(res.Transport))
 		}
 	}
-	return checkSanity(c, name, results)
+	return checkSanity(r.c, r.name, results)
 }
 
 // checkSanity warns about every run whose goodput is implausibly low for
