@@ -399,104 +399,140 @@ func openSimObserver(c *cli.Context, loop *sim.Loop, net *fabric.Network, extra 
 	for _, h := range net.Topology().Hosts {
 		o.names[h.Addr] = h.Name
 	}
-	hostAddr := func(name string) (netip.Addr, bool) {
-		for a, n := range o.names {
-			if n == name {
-				return a, true
-			}
-		}
-		return netip.Addr{}, false
-	}
 	var observers []fabric.Observer
 	if extra != nil {
 		observers = append(observers, extra)
 	}
-	fail := func(err error) (*simObserver, error) {
+	capObs, err := o.openCapture(c)
+	if err == nil {
+		err = o.openTelemetry(c, loop)
+	}
+	var traceObs fabric.Observer
+	if err == nil {
+		traceObs, err = o.openTrace(c)
+	}
+	if err != nil {
 		o.abort()
 		return nil, err
 	}
-
-	if pts := c.String("capture"); pts != "" {
-		specs, err := capture.ParseSpecs(pts)
-		if err != nil {
-			return fail(usageError{fmt.Errorf("--capture: %w", err)})
+	for _, ob := range []fabric.Observer{capObs, traceObs} {
+		if ob != nil {
+			observers = append(observers, ob)
 		}
-		var m capture.Matcher
-		if fs := c.String("capture-filter"); fs != "" {
-			f, err := capture.ParseFilter(fs, hostAddr)
-			if err != nil {
-				return fail(usageError{fmt.Errorf("--capture-filter: %w", err)})
-			}
-			m = f
-		}
-		o.capDir = c.String("capture-dir")
-		if o.capture, err = capture.Open(o.capDir, specs, capture.NetworkLayout(net), m); err != nil {
-			if errors.Is(err, capture.ErrBadSpec) {
-				return fail(usageError{fmt.Errorf("--capture: %w", err)})
-			}
-			return fail(err)
-		}
-		observers = append(observers, o.capture)
-	} else if c.IsSet("capture-filter") {
-		return fail(usagef("--capture-filter needs --capture"))
-	}
-
-	if f := c.String("telemetry"); f != "" || c.String("plot-dir") != "" {
-		every, err := sim.ParseTime(c.String("telemetry-interval"))
-		if err != nil || every <= 0 {
-			return fail(usagef("--telemetry-interval %q: want a positive duration such as 10us", c.String("telemetry-interval")))
-		}
-		var sinks telemetry.Multi
-		if f != "" {
-			if o.sink, err = telemetry.Create(f); err != nil {
-				return fail(err)
-			}
-			o.telFile = f
-			sinks = append(sinks, o.sink)
-		}
-		if d := c.String("plot-dir"); d != "" {
-			var formats []string
-			for _, pf := range strings.Split(c.String("plot-format"), ",") {
-				if pf = strings.TrimSpace(pf); pf != "png" && pf != "svg" {
-					return fail(usagef("--plot-format %q: want png, svg or png,svg", c.String("plot-format")))
-				}
-				formats = append(formats, pf)
-			}
-			o.plotDir, o.plotFmt = d, formats
-			o.rec = &telemetry.Recorder{}
-			sinks = append(sinks, o.rec)
-		}
-		o.sampler = telemetry.NewSampler(loop, every, sinks)
-		o.sampler.AddNetwork(net, c.Bool("telemetry-all-links"))
-		o.sampler.Start(loop.Now())
-	}
-
-	if dest := c.String("trace"); dest != "" {
-		f, err := prototrace.ParseFilter(c.String("trace-filter"))
-		if err != nil {
-			return fail(usageError{fmt.Errorf("--trace-filter: %w", err)})
-		}
-		events, err := prototrace.ParseFabricEvents(c.String("trace-fabric"))
-		if err != nil {
-			return fail(usageError{fmt.Errorf("--trace-fabric: %w", err)})
-		}
-		w := c.App.Writer
-		if dest != "-" {
-			if o.traceF, err = os.Create(dest); err != nil {
-				return fail(fmt.Errorf("--trace: %w", err))
-			}
-			w = o.traceF
-		}
-		o.traceTo = dest
-		o.trace = prototrace.New(w, f)
-		if events != 0 {
-			observers = append(observers, o.trace.Fabric(net, o.name, events))
-		}
-	} else if c.IsSet("trace-filter") {
-		return fail(usagef("--trace-filter needs --trace"))
 	}
 	net.SetObserver(capture.Tee(observers...))
 	return o, nil
+}
+
+// hostAddr returns the address of the host named name.
+func (o *simObserver) hostAddr(name string) (netip.Addr, bool) {
+	for a, n := range o.names {
+		if n == name {
+			return a, true
+		}
+	}
+	return netip.Addr{}, false
+}
+
+// openCapture opens --capture's pcapng files (nil observer without it).
+func (o *simObserver) openCapture(c *cli.Context) (fabric.Observer, error) {
+	pts := c.String("capture")
+	if pts == "" {
+		if c.IsSet("capture-filter") {
+			return nil, usagef("--capture-filter needs --capture")
+		}
+		return nil, nil
+	}
+	specs, err := capture.ParseSpecs(pts)
+	if err != nil {
+		return nil, usageError{fmt.Errorf("--capture: %w", err)}
+	}
+	var m capture.Matcher
+	if fs := c.String("capture-filter"); fs != "" {
+		f, err := capture.ParseFilter(fs, o.hostAddr)
+		if err != nil {
+			return nil, usageError{fmt.Errorf("--capture-filter: %w", err)}
+		}
+		m = f
+	}
+	o.capDir = c.String("capture-dir")
+	if o.capture, err = capture.Open(o.capDir, specs, capture.NetworkLayout(o.net), m); err != nil {
+		if errors.Is(err, capture.ErrBadSpec) {
+			return nil, usageError{fmt.Errorf("--capture: %w", err)}
+		}
+		return nil, err
+	}
+	return o.capture, nil
+}
+
+// openTelemetry starts the sampler of --telemetry and --plot-dir, if
+// either is given.
+func (o *simObserver) openTelemetry(c *cli.Context, loop *sim.Loop) error {
+	f := c.String("telemetry")
+	if f == "" && c.String("plot-dir") == "" {
+		return nil
+	}
+	every, err := sim.ParseTime(c.String("telemetry-interval"))
+	if err != nil || every <= 0 {
+		return usagef("--telemetry-interval %q: want a positive duration such as 10us", c.String("telemetry-interval"))
+	}
+	var sinks telemetry.Multi
+	if f != "" {
+		if o.sink, err = telemetry.Create(f); err != nil {
+			return err
+		}
+		o.telFile = f
+		sinks = append(sinks, o.sink)
+	}
+	if d := c.String("plot-dir"); d != "" {
+		var formats []string
+		for _, pf := range strings.Split(c.String("plot-format"), ",") {
+			if pf = strings.TrimSpace(pf); pf != "png" && pf != "svg" {
+				return usagef("--plot-format %q: want png, svg or png,svg", c.String("plot-format"))
+			}
+			formats = append(formats, pf)
+		}
+		o.plotDir, o.plotFmt = d, formats
+		o.rec = &telemetry.Recorder{}
+		sinks = append(sinks, o.rec)
+	}
+	o.sampler = telemetry.NewSampler(loop, every, sinks)
+	o.sampler.AddNetwork(o.net, c.Bool("telemetry-all-links"))
+	o.sampler.Start(loop.Now())
+	return nil
+}
+
+// openTrace opens --trace's protocol trace; the observer (nil if none)
+// puts the fabric events --trace-fabric asks for in it.
+func (o *simObserver) openTrace(c *cli.Context) (fabric.Observer, error) {
+	dest := c.String("trace")
+	if dest == "" {
+		if c.IsSet("trace-filter") {
+			return nil, usagef("--trace-filter needs --trace")
+		}
+		return nil, nil
+	}
+	f, err := prototrace.ParseFilter(c.String("trace-filter"))
+	if err != nil {
+		return nil, usageError{fmt.Errorf("--trace-filter: %w", err)}
+	}
+	events, err := prototrace.ParseFabricEvents(c.String("trace-fabric"))
+	if err != nil {
+		return nil, usageError{fmt.Errorf("--trace-fabric: %w", err)}
+	}
+	w := c.App.Writer
+	if dest != "-" {
+		if o.traceF, err = os.Create(dest); err != nil {
+			return nil, fmt.Errorf("--trace: %w", err)
+		}
+		w = o.traceF
+	}
+	o.traceTo = dest
+	o.trace = prototrace.New(w, f)
+	if events == 0 {
+		return nil, nil
+	}
+	return o.trace.Fabric(o.net, o.name, events), nil
 }
 
 func (o *simObserver) name(a netip.Addr) string { return o.names[a] }

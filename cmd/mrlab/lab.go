@@ -124,11 +124,31 @@ func labShow(c *cli.Context) error {
 	return r.WriteText(c.App.Writer)
 }
 
-// showReport summarizes a lab.
+// showReport summarizes a lab: its facts, then tables of its hosts,
+// switches, links (each one with allLinks, alike ones grouped without)
+// and faults.
 func showReport(lab *labs.Lab, allLinks bool) *Report {
-	s := lab.Summary()
 	topo := lab.Topology()
 	r := &Report{}
+	labFacts(r, lab)
+	ht := r.Table("host_list", "Hosts", Col("name", "host", ""), Col("addr", "address", ""), Col("ports", "ports", ""))
+	for _, h := range topo.Hosts {
+		ht.Add(h.Name, h.Addr.String(), h.Ports)
+	}
+	switchTable(r, topo)
+	if allLinks {
+		linkTable(r, topo)
+	} else {
+		linkGroupTable(r, topo)
+	}
+	faultTable(r, lab)
+	return r
+}
+
+// labFacts adds a lab's facts: name, file, seed, transport, the topology's
+// counts and the failure detection delay.
+func labFacts(r *Report, lab *labs.Lab) {
+	s := lab.Summary()
 	r.Fact("lab", "lab", lab.Name)
 	if lab.Description != "" {
 		r.Fact("description", "description", lab.Description)
@@ -159,10 +179,10 @@ func showReport(lab *labs.Lab, allLinks bool) *Report {
 	}
 
 	r.Fact("transports", "transports", formatTransports(lab.Transports))
-	ht := r.Table("host_list", "Hosts", Col("name", "host", ""), Col("addr", "address", ""), Col("ports", "ports", ""))
-	for _, h := range topo.Hosts {
-		ht.Add(h.Name, h.Addr.String(), h.Ports)
-	}
+}
+
+// switchTable adds the switches, a row per plane and role.
+func switchTable(r *Report, topo *fabric.Topology) {
 	st := r.Table("switch_list", "Switches", Col("plane", "plane", ""), Col("role", "role", ""), Col("count", "count", ""), Col("names", "names", ""))
 	type group struct {
 		plane int
@@ -186,7 +206,22 @@ func showReport(lab *labs.Lab, allLinks bool) *Report {
 	for _, g := range gkeys {
 		st.Add(g.plane, g.role, len(groups[g]), elide(groups[g], 6))
 	}
+}
 
+// linkTable adds every link, a row each.
+func linkTable(r *Report, topo *fabric.Topology) {
+	lt := r.Table("link_list", "Links", Col("name", "link", ""), Col("a", "a", ""), Col("b", "b", ""),
+		Col("rate", "rate", ""), Col("delay", "delay", ""), Col("queue", "queue", ""), Col("ecn", "ecn", ""), Col("pfc", "pfc", ""), Col("impair", "impair", ""))
+	for _, k := range topo.Links {
+		p := k.Params
+		lt.Add(k.Name, endpoint(k.A), endpoint(k.B), fabric.FormatRate(p.Rate), p.Delay, labs.FormatSize(p.QueueBytes), formatECN(p.ECN), formatPFC(p.PFC), formatImpair(p.Impair))
+	}
+}
+
+// linkGroupTable adds the links with alike links (same class, host or
+// fabric, and parameters) sharing a row, so a 64-host lab's summary stays
+// short and overrides stand out.
+func linkGroupTable(r *Report, topo *fabric.Topology) {
 	hosts := map[string]bool{}
 	for _, h := range topo.Hosts {
 		hosts[h.Name] = true
@@ -197,36 +232,29 @@ func showReport(lab *labs.Lab, allLinks bool) *Report {
 		}
 		return "fabric"
 	}
-	if allLinks {
-		lt := r.Table("link_list", "Links", Col("name", "link", ""), Col("a", "a", ""), Col("b", "b", ""),
-			Col("rate", "rate", ""), Col("delay", "delay", ""), Col("queue", "queue", ""), Col("ecn", "ecn", ""), Col("pfc", "pfc", ""), Col("impair", "impair", ""))
-		for _, k := range topo.Links {
-			p := k.Params
-			lt.Add(k.Name, endpoint(k.A), endpoint(k.B), fabric.FormatRate(p.Rate), p.Delay, labs.FormatSize(p.QueueBytes), formatECN(p.ECN), formatPFC(p.PFC), formatImpair(p.Impair))
-		}
-	} else {
-		// Alike links (same class and parameters) share a row, so a
-		// 64-host lab's summary stays short and overrides stand out.
-		lt := r.Table("link_groups", "Links (alike links grouped; --links lists each)", Col("class", "class", ""), Col("count", "count", ""),
-			Col("rate", "rate", ""), Col("delay", "delay", ""), Col("queue", "queue", ""), Col("ecn", "ecn", ""), Col("pfc", "pfc", ""), Col("impair", "impair", ""), Col("names", "names", ""))
-		type lg struct {
-			class  string
-			params fabric.LinkParams
-		}
-		var order []lg
-		members := map[lg][]string{}
-		for _, k := range topo.Links {
-			g := lg{class(k), k.Params}
-			if _, seen := members[g]; !seen {
-				order = append(order, g)
-			}
-			members[g] = append(members[g], k.Name)
-		}
-		for _, g := range order {
-			p := g.params
-			lt.Add(g.class, len(members[g]), fabric.FormatRate(p.Rate), p.Delay, labs.FormatSize(p.QueueBytes), formatECN(p.ECN), formatPFC(p.PFC), formatImpair(p.Impair), elide(members[g], 3))
-		}
+	lt := r.Table("link_groups", "Links (alike links grouped; --links lists each)", Col("class", "class", ""), Col("count", "count", ""),
+		Col("rate", "rate", ""), Col("delay", "delay", ""), Col("queue", "queue", ""), Col("ecn", "ecn", ""), Col("pfc", "pfc", ""), Col("impair", "impair", ""), Col("names", "names", ""))
+	type lg struct {
+		class  string
+		params fabric.LinkParams
 	}
+	var order []lg
+	members := map[lg][]string{}
+	for _, k := range topo.Links {
+		g := lg{class(k), k.Params}
+		if _, seen := members[g]; !seen {
+			order = append(order, g)
+		}
+		members[g] = append(members[g], k.Name)
+	}
+	for _, g := range order {
+		p := g.params
+		lt.Add(g.class, len(members[g]), fabric.FormatRate(p.Rate), p.Delay, labs.FormatSize(p.QueueBytes), formatECN(p.ECN), formatPFC(p.PFC), formatImpair(p.Impair), elide(members[g], 3))
+	}
+}
+
+// faultTable adds the lab's faults in time order.
+func faultTable(r *Report, lab *labs.Lab) {
 	ft := r.Table("faults", "Faults", Col("at", "at", ""), Col("target", "target", ""), Col("action", "action", ""), Col("impair", "impair", ""), Col("line", "line", ""))
 	faults := append([]labs.Fault(nil), lab.Faults...)
 	sort.SliceStable(faults, func(i, j int) bool { return faults[i].At < faults[j].At })
@@ -244,7 +272,6 @@ func showReport(lab *labs.Lab, allLinks bool) *Report {
 		}
 		ft.Add(f.At, f.Subject(), f.Action.String(), imp, line)
 	}
-	return r
 }
 
 func endpoint(e fabric.Endpoint) string { return e.Node + ":" + strconv.Itoa(e.Port) }
