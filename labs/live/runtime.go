@@ -107,6 +107,60 @@ func Up(ctx context.Context, name string, eng Engine, opts Options) (_ *Lab, err
 	if err := ValidLabName(name); err != nil {
 		return nil, err
 	}
+	if err := opts.fill(name); err != nil {
+		return nil, err
+	}
+	specs := eng.Hosts()
+	st, err := newState(name, specs, opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := claim(opts.RunDir, st, opts.Ops, opts.Logf); err != nil {
+		return nil, err
+	}
+	l := &Lab{name: name, opts: opts, state: st, eng: eng, stopping: make(chan struct{}), finished: make(chan struct{}), started: time.Now()}
+	defer func() {
+		if err != nil {
+			if terr := l.teardown(); terr != nil {
+				err = errors.Join(err, terr)
+			}
+		}
+	}()
+	devs := opts.Devices
+	if devs == nil {
+		if devs, err = l.createHosts(specs); err != nil {
+			return nil, err
+		}
+	}
+	for i, h := range specs {
+		l.hosts = append(l.hosts, &hostIO{spec: h, ns: st.Hosts[i].Namespace, dev: devs[i], label: h.Name})
+	}
+	if err = l.startEngine(); err != nil {
+		return nil, err
+	}
+	if err = l.startVerbs(); err != nil {
+		return nil, err
+	}
+	if err = l.serve(); err != nil {
+		return nil, err
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	l.cancel = cancel
+	for _, h := range l.hosts {
+		go h.in.readFrom(h.dev)
+		go h.out.WriteTo(h.dev)
+	}
+	go l.run(runCtx)
+	opts.Logf("lab %s up: %d hosts, control socket %s", name, len(l.hosts), st.Socket)
+	if st.Metrics != "" {
+		opts.Logf("lab %s: Prometheus metrics at http://%s/metrics", name, st.Metrics)
+	}
+	return l, nil
+}
+
+// fill sets the options left zero to their defaults and checks the MTU and
+// the metrics address of lab name.
+func (opts *Options) fill(name string) error {
 	if opts.RunDir == "" {
 		opts.RunDir = DefaultRunDir
 	}
@@ -114,7 +168,7 @@ func Up(ctx context.Context, name string, eng Engine, opts Options) (_ *Lab, err
 		opts.MTU = DefaultMTU
 	}
 	if opts.MTU < 576 || opts.MTU > packet.MaxSize {
-		return nil, fmt.Errorf("lab %s: MTU %d: want 576..%d", name, opts.MTU, packet.MaxSize)
+		return fmt.Errorf("lab %s: MTU %d: want 576..%d", name, opts.MTU, packet.MaxSize)
 	}
 	if opts.Routes == nil {
 		opts.Routes = []netip.Prefix{defaultSubnet}
@@ -129,9 +183,15 @@ func Up(ctx context.Context, name string, eng Engine, opts Options) (_ *Lab, err
 		opts.Metrics = DefaultMetricsAddr
 	}
 	if err := ValidMetricsAddr(opts.Metrics); err != nil {
-		return nil, fmt.Errorf("lab %s: %w", name, err)
+		return fmt.Errorf("lab %s: %w", name, err)
 	}
-	specs := eng.Hosts()
+	return nil
+}
+
+// newState is the state file of lab name with hosts specs, before it is
+// claimed: each host's namespace and interface (or device, with
+// opts.Devices).
+func newState(name string, specs []HostSpec, opts Options) (*State, error) {
 	if len(specs) == 0 {
 		return nil, fmt.Errorf("lab %s has no hosts", name)
 	}
@@ -157,38 +217,25 @@ func Up(ctx context.Context, name string, eng Engine, opts Options) (_ *Lab, err
 			st.Hosts[i].Namespace, st.Hosts[i].Iface = "", fmt.Sprintf("device%d", i)
 		}
 	}
-	if err := claim(opts.RunDir, st, opts.Ops, opts.Logf); err != nil {
-		return nil, err
-	}
-	l := &Lab{name: name, opts: opts, state: st, eng: eng, stopping: make(chan struct{}), finished: make(chan struct{}), started: time.Now()}
-	defer func() {
-		if err != nil {
-			if terr := l.teardown(); terr != nil {
-				err = errors.Join(err, terr)
-			}
-		}
-	}()
-	devs := opts.Devices
-	if devs == nil {
-		if devs, err = l.createHosts(specs); err != nil {
-			return nil, err
-		}
-	}
-	for i, h := range specs {
-		l.hosts = append(l.hosts, &hostIO{spec: h, ns: st.Hosts[i].Namespace, dev: devs[i], label: h.Name})
-	}
+	return st, nil
+}
 
+// startEngine starts the engine on a real-time loop with the pacer, and
+// gives each host its kernel input and output.
+func (l *Lab) startEngine() error {
+	opts, eng := &l.opts, l.eng
 	loop := sim.NewLoop()
 	pool := packet.NewPool()
 	pc := opts.Pacer
 	if pc.Warn == nil {
 		pc.Warn = func(msg string) { opts.Logf("warning: %s", msg) }
 	}
+	var err error
 	if l.pacer, err = NewPacer(loop, pool, pc); err != nil {
-		return nil, err
+		return err
 	}
 	if err = eng.Start(loop, pool, l.deliver); err != nil {
-		return nil, fmt.Errorf("lab %s: starting fabric and NICs: %w", name, err)
+		return fmt.Errorf("lab %s: starting fabric and NICs: %w", l.name, err)
 	}
 	for i, h := range l.hosts {
 		i := i
@@ -203,24 +250,7 @@ func Up(ctx context.Context, name string, eng Engine, opts Options) (_ *Lab, err
 		// host's NIC would have handed its kernel.
 		h.out = l.pacer.newOutput(kernelQueueLen(h.spec.Rate, opts.MTU), opts.MTU)
 	}
-	if err = l.startVerbs(); err != nil {
-		return nil, err
-	}
-	if err = l.serve(); err != nil {
-		return nil, err
-	}
-	runCtx, cancel := context.WithCancel(ctx)
-	l.cancel = cancel
-	for _, h := range l.hosts {
-		go h.in.readFrom(h.dev)
-		go h.out.WriteTo(h.dev)
-	}
-	go l.run(runCtx)
-	opts.Logf("lab %s up: %d hosts, control socket %s", name, len(l.hosts), st.Socket)
-	if st.Metrics != "" {
-		opts.Logf("lab %s: Prometheus metrics at http://%s/metrics", name, st.Metrics)
-	}
-	return l, nil
+	return nil
 }
 
 // createHosts creates each host's namespace and TUN, recording every
