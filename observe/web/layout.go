@@ -150,8 +150,22 @@ func Layout(t *Topology) View {
 // tier-1 switches are centered over their hosts; higher tiers spread over
 // their pod's span, or the whole width.
 func layoutPlane(v *View, p int) float64 {
-	var tier1, hosts []int
-	upper := map[int][]int{}
+	tier1, hosts, upper := planeNodes(v, p)
+	slices.SortFunc(tier1, byPodName(v))
+	groups, loose := underSwitches(v, hosts)
+	widest := len(tier1)
+	for _, ns := range upper {
+		widest = max(widest, len(ns))
+	}
+	w := placeTier1(v, tier1, groups, loose, widest)
+	placeUpper(v, tier1, upper, w)
+	return w
+}
+
+// planeNodes returns plane p's tier-1 switches, host ports and the
+// switches of each higher tier, as indexes into v.Nodes.
+func planeNodes(v *View, p int) (tier1, hosts []int, upper map[int][]int) {
+	upper = map[int][]int{}
 	for i, n := range v.Nodes {
 		switch {
 		case n.Plane != p:
@@ -163,15 +177,33 @@ func layoutPlane(v *View, p int) float64 {
 			upper[n.Tier] = append(upper[n.Tier], i)
 		}
 	}
-	byPodName := func(a, b int) int {
+	return tier1, hosts, upper
+}
+
+// byPodName orders switches by pod, then naturally by name.
+func byPodName(v *View) func(a, b int) int {
+	return func(a, b int) int {
 		na, nb := &v.Nodes[a], &v.Nodes[b]
 		if na.Pod != nb.Pod {
 			return na.Pod - nb.Pod
 		}
 		return natural.Compare(na.Name, nb.Name)
 	}
-	slices.SortFunc(tier1, byPodName)
-	// Which switch each host port hangs off.
+}
+
+// byHost orders host ports naturally by host name, then by port.
+func byHost(v *View) func(a, b int) int {
+	return func(a, b int) int {
+		if c := natural.Compare(v.Nodes[a].Name, v.Nodes[b].Name); c != 0 {
+			return c
+		}
+		return v.Nodes[a].Port - v.Nodes[b].Port
+	}
+}
+
+// underSwitches groups host ports by the tier-1 switch they hang off;
+// loose are those that hang off none (back to back), sorted.
+func underSwitches(v *View, hosts []int) (groups map[int][]int, loose []int) {
 	under := map[int]int{}
 	for _, l := range v.Links {
 		for _, e := range [][2]int{{l.A, l.B}, {l.B, l.A}} {
@@ -180,8 +212,7 @@ func layoutPlane(v *View, p int) float64 {
 			}
 		}
 	}
-	groups := map[int][]int{}
-	var loose []int
+	groups = map[int][]int{}
 	for _, h := range hosts {
 		if s, ok := under[h]; ok {
 			groups[s] = append(groups[s], h)
@@ -189,13 +220,14 @@ func layoutPlane(v *View, p int) float64 {
 			loose = append(loose, h)
 		}
 	}
-	byHost := func(a, b int) int {
-		if c := natural.Compare(v.Nodes[a].Name, v.Nodes[b].Name); c != 0 {
-			return c
-		}
-		return v.Nodes[a].Port - v.Nodes[b].Port
-	}
-	slices.SortFunc(loose, byHost)
+	slices.SortFunc(loose, byHost(v))
+	return groups, loose
+}
+
+// placeTier1 places the tier-1 switches side by side, each over its hosts'
+// slots, and the loose hosts after them, and returns the plane's width:
+// enough for every slot and for the widest tier's switches.
+func placeTier1(v *View, tier1 []int, groups map[int][]int, loose []int, widest int) float64 {
 	// Slots: a switch gets at least enough for its box.
 	minSlots := int(math.Ceil(swGap / minHostGap))
 	slots := 0
@@ -203,16 +235,12 @@ func layoutPlane(v *View, p int) float64 {
 		slots += max(len(groups[s]), minSlots)
 	}
 	slots += len(loose)
-	widest := len(tier1)
-	for _, ns := range upper {
-		widest = max(widest, len(ns))
-	}
 	w := max(float64(slots)*minHostGap, float64(widest)*swGap, minBoxW-2*pad)
 	gap := w / float64(max(slots, 1))
 	x := 0.0
 	for _, s := range tier1 {
 		g := groups[s]
-		slices.SortFunc(g, byHost)
+		slices.SortFunc(g, byHost(v))
 		n := max(len(g), minSlots)
 		span := float64(n) * gap
 		v.Nodes[s].X = x + span/2
@@ -232,7 +260,12 @@ func layoutPlane(v *View, p int) float64 {
 			v.Nodes[h].X = (float64(i) + 0.5) * w / float64(len(loose))
 		}
 	}
-	// Pods' spans at tier 1, for the tiers above.
+	return w
+}
+
+// placeUpper spreads each higher tier's switches over their pod's span at
+// tier 1, and those of no pod over the plane's width w.
+func placeUpper(v *View, tier1 []int, upper map[int][]int, w float64) {
 	type span struct{ lo, hi float64 }
 	pods := map[int]*span{}
 	for _, s := range tier1 {
@@ -248,7 +281,7 @@ func layoutPlane(v *View, p int) float64 {
 		sp.lo, sp.hi = min(sp.lo, n.X), max(sp.hi, n.X)
 	}
 	for _, ns := range upper {
-		slices.SortFunc(ns, byPodName)
+		slices.SortFunc(ns, byPodName(v))
 		byPod := map[int][]int{}
 		var rest []int
 		for _, s := range ns {
@@ -264,7 +297,6 @@ func layoutPlane(v *View, p int) float64 {
 		}
 		spread(v, rest, 0, w)
 	}
-	return w
 }
 
 // spread places nodes evenly across [lo, hi].
