@@ -13,6 +13,20 @@ import (
 // document.
 func WriteMarkdown(w io.Writer, reports []*Report, plotDir string) error {
 	var b bytes.Buffer
+	mdPreamble(&b, reports)
+	mdSummary(&b, reports)
+	for _, r := range reports {
+		mdExperiment(&b, r, plotDir)
+	}
+	if _, err := w.Write(b.Bytes()); err != nil {
+		return fmt.Errorf("writing results document: %w", err)
+	}
+	return nil
+}
+
+// mdPreamble writes the document's title and what its figures are (a
+// what-if run's warning first), with the seeds and scale.
+func mdPreamble(b *bytes.Buffer, reports []*Report) {
 	whatIfs := map[string]bool{}
 	for _, r := range reports {
 		if !r.WhatIf.IsZero() {
@@ -23,7 +37,7 @@ func WriteMarkdown(w io.Writer, reports []*Report, plotDir string) error {
 		b.WriteString("# mrlab what-if results: NOT the standard results\n\n")
 		b.WriteString("> **What-if run.** ")
 		if len(whatIfs) == 1 && len(reports) > 0 && !reports[0].WhatIf.IsZero() {
-			fmt.Fprintf(&b, "Every bed of every experiment below ran with `%s`", reports[0].WhatIf)
+			fmt.Fprintf(b, "Every bed of every experiment below ran with `%s`", reports[0].WhatIf)
 		} else {
 			b.WriteString("The beds of the experiments marked *what-if* below ran with the changes each section lists")
 		}
@@ -42,8 +56,12 @@ func WriteMarkdown(w io.Writer, reports []*Report, plotDir string) error {
 	b.WriteString("a target is met only if the median meets it and no seed falls below the seeds' own figure. ")
 	b.WriteString("Every row of an experiment's JSON carries the `mrlab sim` command that reproduces it.\n\n")
 	if len(reports) > 0 {
-		fmt.Fprintf(&b, "Seeds %s, scale %s.\n\n", seedList(reports[0].Seeds), reports[0].Scale)
+		fmt.Fprintf(b, "Seeds %s, scale %s.\n\n", seedList(reports[0].Seeds), reports[0].Scale)
 	}
+}
+
+// mdSummary writes the summary table: every check of every experiment.
+func mdSummary(b *bytes.Buffer, reports []*Report) {
 	b.WriteString("## Summary\n\n")
 	b.WriteString("| experiment | seeds' claim | check | target | measured | |\n|---|---|---|---|---|---|\n")
 	for _, r := range reports {
@@ -59,74 +77,73 @@ func WriteMarkdown(w io.Writer, reports []*Report, plotDir string) error {
 			if !r.WhatIf.IsZero() {
 				mark += " (what-if)"
 			}
-			fmt.Fprintf(&b, "| [%s](#%s) | %s | %s | %s | %s | %s |\n", r.Experiment, r.Experiment, claim, mdCell(c.What), mdCell(c.Target), mdCell(c.Measured), mark)
+			fmt.Fprintf(b, "| [%s](#%s) | %s | %s | %s | %s | %s |\n", r.Experiment, r.Experiment, claim, mdCell(c.What), mdCell(c.Target), mdCell(c.Measured), mark)
 		}
 	}
 	b.WriteString("\n")
-	for _, r := range reports {
-		fmt.Fprintf(&b, "## %s\n\n", r.Experiment)
-		fmt.Fprintf(&b, "%s.\n\n", strings.ToUpper(r.Title[:1])+r.Title[1:])
-		fmt.Fprintf(&b, "- **Seeds' claim:** %s.\n- **Target:** %s.\n", r.Claim, r.Target)
-		what := ""
-		if !r.WhatIf.IsZero() {
-			what = " " + r.WhatIf.String()
+}
+
+// mdExperiment writes one experiment's section: claim, target and command,
+// setup, results table, checks, notes and plots.
+func mdExperiment(b *bytes.Buffer, r *Report, plotDir string) {
+	fmt.Fprintf(b, "## %s\n\n", r.Experiment)
+	fmt.Fprintf(b, "%s.\n\n", strings.ToUpper(r.Title[:1])+r.Title[1:])
+	fmt.Fprintf(b, "- **Seeds' claim:** %s.\n- **Target:** %s.\n", r.Claim, r.Target)
+	what := ""
+	if !r.WhatIf.IsZero() {
+		what = " " + r.WhatIf.String()
+	}
+	fmt.Fprintf(b, "- **Run:** `mrlab experiment %s --seed %d --seeds %d --scale %s%s`", r.Experiment, firstSeed(r.Seeds), len(r.Seeds), r.Scale, what)
+	if r.Wall > 0 {
+		fmt.Fprintf(b, " (%.0f s of wall time on the machine that made this page)", r.Wall.Seconds())
+	}
+	b.WriteString(".\n")
+	if !r.WhatIf.IsZero() {
+		fmt.Fprintf(b, "- **What-if:** every bed ran with `%s`; the setup below gives the beds' settings before it. Not the standard results.\n", r.WhatIf)
+	}
+	b.WriteString("\n**Setup**\n\n")
+	for _, s := range r.Setup {
+		fmt.Fprintf(b, "- %s\n", s)
+	}
+	b.WriteString("\n**Results**\n\n")
+	t := r.table
+	fmt.Fprintf(b, "| %s |\n|", strings.Join(t.Columns, " | "))
+	for range t.Columns {
+		b.WriteString("---|")
+	}
+	b.WriteString("\n")
+	for _, row := range t.Rows {
+		cells := make([]string, len(row))
+		for i, c := range row {
+			cells[i] = mdCell(c)
 		}
-		fmt.Fprintf(&b, "- **Run:** `mrlab experiment %s --seed %d --seeds %d --scale %s%s`", r.Experiment, firstSeed(r.Seeds), len(r.Seeds), r.Scale, what)
-		if r.Wall > 0 {
-			fmt.Fprintf(&b, " (%.0f s of wall time on the machine that made this page)", r.Wall.Seconds())
-		}
-		b.WriteString(".\n")
-		if !r.WhatIf.IsZero() {
-			fmt.Fprintf(&b, "- **What-if:** every bed ran with `%s`; the setup below gives the beds' settings before it. Not the standard results.\n", r.WhatIf)
-		}
-		b.WriteString("\n**Setup**\n\n")
-		for _, s := range r.Setup {
-			fmt.Fprintf(&b, "- %s\n", s)
-		}
-		b.WriteString("\n**Results**\n\n")
-		t := r.table
-		fmt.Fprintf(&b, "| %s |\n|", strings.Join(t.Columns, " | "))
-		for range t.Columns {
-			b.WriteString("---|")
-		}
-		b.WriteString("\n")
-		for _, row := range t.Rows {
-			cells := make([]string, len(row))
-			for i, c := range row {
-				cells[i] = mdCell(c)
+		fmt.Fprintf(b, "| %s |\n", strings.Join(cells, " | "))
+	}
+	if len(r.Checks) > 0 {
+		b.WriteString("\n**Checks**\n\n")
+		for _, c := range r.Checks {
+			mark := "met"
+			if !c.Met {
+				mark = "**missed**"
 			}
-			fmt.Fprintf(&b, "| %s |\n", strings.Join(cells, " | "))
-		}
-		if len(r.Checks) > 0 {
-			b.WriteString("\n**Checks**\n\n")
-			for _, c := range r.Checks {
-				mark := "met"
-				if !c.Met {
-					mark = "**missed**"
-				}
-				fmt.Fprintf(&b, "- %s: %s — target %s: %s", c.What, c.Measured, c.Target, mark)
-				if c.Note != "" {
-					fmt.Fprintf(&b, " (%s)", c.Note)
-				}
-				b.WriteString("\n")
+			fmt.Fprintf(b, "- %s: %s — target %s: %s", c.What, c.Measured, c.Target, mark)
+			if c.Note != "" {
+				fmt.Fprintf(b, " (%s)", c.Note)
 			}
-		}
-		if len(r.Notes) > 0 {
-			b.WriteString("\n**Notes**\n\n")
-			for _, n := range r.Notes {
-				fmt.Fprintf(&b, "- %s\n", n)
-			}
-		}
-		b.WriteString("\n")
-		for _, f := range r.PlotFiles() {
-			fmt.Fprintf(&b, "![%s](%s/%s.png)\n\n([SVG](%s/%s.svg), data: [CSV](%s/%s.csv), [JSON](%s/%s.json))\n\n",
-				f, plotDir, f, plotDir, f, plotDir, r.Experiment, plotDir, r.Experiment)
+			b.WriteString("\n")
 		}
 	}
-	if _, err := w.Write(b.Bytes()); err != nil {
-		return fmt.Errorf("writing results document: %w", err)
+	if len(r.Notes) > 0 {
+		b.WriteString("\n**Notes**\n\n")
+		for _, n := range r.Notes {
+			fmt.Fprintf(b, "- %s\n", n)
+		}
 	}
-	return nil
+	b.WriteString("\n")
+	for _, f := range r.PlotFiles() {
+		fmt.Fprintf(b, "![%s](%s/%s.png)\n\n([SVG](%s/%s.svg), data: [CSV](%s/%s.csv), [JSON](%s/%s.json))\n\n",
+			f, plotDir, f, plotDir, f, plotDir, r.Experiment, plotDir, r.Experiment)
+	}
 }
 
 func firstSeed(seeds []uint64) uint64 {
