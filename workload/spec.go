@@ -201,6 +201,16 @@ func (s Spec) withDefaults(cl *Cluster, hosts []string) (Spec, error) {
 	if _, err := ParseName(string(s.Name)); err != nil {
 		return s, fmt.Errorf("%w: %w", ErrBadSpec, err)
 	}
+	s.fillDefaults(cl)
+	if err := s.check(); err != nil {
+		return s, err
+	}
+	return s, s.checkHosts(hosts)
+}
+
+// fillDefaults sets the fields left zero to perftest's defaults for the
+// workload (connections per pair from cl, if not nil).
+func (s *Spec) fillDefaults(cl *Cluster) {
 	if s.Transport == 0 {
 		s.Transport = transport.MetaRoCE
 	}
@@ -258,30 +268,39 @@ func (s Spec) withDefaults(cl *Cluster, hosts []string) (Spec, error) {
 	if s.Timeout == 0 {
 		s.Timeout = 10 * sim.Second
 	}
+}
+
+// check checks the filled-in spec's sizes, counts and durations.
+func (s *Spec) check() error {
 	switch {
 	case s.Size < 1 || s.Size > 1<<30:
-		return s, fmt.Errorf("%w: size %d outside 1..1GiB", ErrBadSpec, s.Size)
+		return fmt.Errorf("%w: size %d outside 1..1GiB", ErrBadSpec, s.Size)
 	case s.Iterations < 1:
-		return s, fmt.Errorf("%w: iterations %d < 1", ErrBadSpec, s.Iterations)
+		return fmt.Errorf("%w: iterations %d < 1", ErrBadSpec, s.Iterations)
 	case s.QueueDepth < 1 || s.QueueDepth > 4096:
-		return s, fmt.Errorf("%w: queue depth %d outside 1..4096", ErrBadSpec, s.QueueDepth)
+		return fmt.Errorf("%w: queue depth %d outside 1..4096", ErrBadSpec, s.QueueDepth)
 	case s.Conns < 1 || s.Conns > 256:
-		return s, fmt.Errorf("%w: conns %d outside 1..256", ErrBadSpec, s.Conns)
+		return fmt.Errorf("%w: conns %d outside 1..256", ErrBadSpec, s.Conns)
 	case s.Streams < 1 || s.Streams > 1024:
-		return s, fmt.Errorf("%w: streams %d outside 1..1024", ErrBadSpec, s.Streams)
+		return fmt.Errorf("%w: streams %d outside 1..1024", ErrBadSpec, s.Streams)
 	case s.Streams > 1 && s.Transport == transport.RoCEv2:
-		return s, fmt.Errorf("%w: rocev2 has one stream per connection (got streams %d)", ErrBadSpec, s.Streams)
+		return fmt.Errorf("%w: rocev2 has one stream per connection (got streams %d)", ErrBadSpec, s.Streams)
 	case s.Duration < 0 || s.Margin < 0 || s.Interval < 0:
-		return s, fmt.Errorf("%w: negative duration, margin or interval", ErrBadSpec)
+		return fmt.Errorf("%w: negative duration, margin or interval", ErrBadSpec)
 	case s.Duration > 0 && 2*s.Margin >= s.Duration:
-		return s, fmt.Errorf("%w: duration %v must exceed twice the margin %v", ErrBadSpec, s.Duration, s.Margin)
+		return fmt.Errorf("%w: duration %v must exceed twice the margin %v", ErrBadSpec, s.Duration, s.Margin)
 	}
 	if s.Duration == 0 && s.Iterations < s.Conns && s.Name != AllToAll && s.Name != AllReduce {
-		return s, fmt.Errorf("%w: %d iterations over %d connections per pair: every connection needs a message", ErrBadSpec, s.Iterations, s.Conns)
+		return fmt.Errorf("%w: %d iterations over %d connections per pair: every connection needs a message", ErrBadSpec, s.Iterations, s.Conns)
 	}
 	if s.Name.IsLatency() && (s.QueueDepth != 1 || s.Conns != 1 || s.Streams != 1) {
-		return s, fmt.Errorf("%w: %s is ping-pong on one connection: queue depth, conns and streams must be 1", ErrBadSpec, s.Name)
+		return fmt.Errorf("%w: %s is ping-pong on one connection: queue depth, conns and streams must be 1", ErrBadSpec, s.Name)
 	}
+	return nil
+}
+
+// checkHosts checks that From and To name hosts of the cluster, each once.
+func (s *Spec) checkHosts(hosts []string) error {
 	idx := map[string]int{}
 	for i, h := range hosts {
 		idx[h] = i
@@ -292,15 +311,15 @@ func (s Spec) withDefaults(cl *Cluster, hosts []string) (Spec, error) {
 			if _, ok := idx[h]; !ok {
 				known := append([]string(nil), hosts...)
 				sort.Strings(known)
-				return s, fmt.Errorf("%w: unknown host %q (hosts: %s)", ErrBadSpec, h, strings.Join(known, ", "))
+				return fmt.Errorf("%w: unknown host %q (hosts: %s)", ErrBadSpec, h, strings.Join(known, ", "))
 			}
 			if seen[h] {
-				return s, fmt.Errorf("%w: host %q named twice", ErrBadSpec, h)
+				return fmt.Errorf("%w: host %q named twice", ErrBadSpec, h)
 			}
 			seen[h] = true
 		}
 	}
-	return s, nil
+	return nil
 }
 
 // mix64 is SplitMix64's finalizer.
