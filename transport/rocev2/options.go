@@ -233,25 +233,8 @@ func (o Options) resolved() (Options, error) {
 	if o.DCQCN.G == 0 {
 		o.DCQCN = DefaultDCQCN()
 	}
-	d := &o.DCQCN
-	for _, f := range []struct {
-		name string
-		bad  bool
-	}{
-		{"G", d.G < 0 || d.G > 1},
-		{"AlphaInterval", d.AlphaInterval <= 0},
-		{"DecreaseInterval", d.DecreaseInterval < 0},
-		{"IncreaseInterval", d.IncreaseInterval <= 0},
-		{"ByteCounter", d.ByteCounter < 0},
-		{"FastRecovery", d.FastRecovery < 0},
-		{"AI", d.AI < 0},
-		{"HAI", d.HAI < 0},
-		{"MinRate", d.MinRate <= 0},
-		{"CNPInterval", d.CNPInterval < 0},
-	} {
-		if f.bad {
-			return o, fmt.Errorf("rocev2 options: DCQCN.%s out of range (DCQCN %+v)", f.name, *d)
-		}
+	if err := o.DCQCN.check(); err != nil {
+		return o, err
 	}
 	if o.CMTimeout < 0 {
 		return o, fmt.Errorf("rocev2 options: CMTimeout %v is negative", o.CMTimeout)
@@ -275,6 +258,30 @@ func (o Options) resolved() (Options, error) {
 		o.AdaptiveMinTimeout = 4 * sim.Microsecond
 	}
 	return o, nil
+}
+
+// check returns an error naming the first DCQCN constant out of range.
+func (d *DCQCN) check() error {
+	for _, f := range []struct {
+		name string
+		bad  bool
+	}{
+		{"G", d.G < 0 || d.G > 1},
+		{"AlphaInterval", d.AlphaInterval <= 0},
+		{"DecreaseInterval", d.DecreaseInterval < 0},
+		{"IncreaseInterval", d.IncreaseInterval <= 0},
+		{"ByteCounter", d.ByteCounter < 0},
+		{"FastRecovery", d.FastRecovery < 0},
+		{"AI", d.AI < 0},
+		{"HAI", d.HAI < 0},
+		{"MinRate", d.MinRate <= 0},
+		{"CNPInterval", d.CNPInterval < 0},
+	} {
+		if f.bad {
+			return fmt.Errorf("rocev2 options: DCQCN.%s out of range (DCQCN %+v)", f.name, *d)
+		}
+	}
+	return nil
 }
 
 func retries(name string, v int) (int, error) {
