@@ -271,15 +271,44 @@ func write(ctx context.Context, cfg *config) error {
 	if e.buf, err = e.pd.AllocMR(slots*cfg.size, verbs.AccessLocalWrite); err != nil {
 		return err
 	}
+	raddr, rkey, err := connectWriter(ctx, e, cfg, slots)
+	if err != nil {
+		return err
+	}
+	n := uint64(cfg.n)
+	sent := make([]time.Time, 0, n) // when message i was posted
+	done := make([]time.Time, 0, n) // when message i's WRITE completed
+	// The lab paces an emulated network to the wall clock; the stopwatch
+	// says whether it kept up while we measured.
+	sw, err := e.dev.StartTiming()
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	if err := transfer(ctx, e, cfg, slots, raddr, rkey, &sent, &done); err != nil {
+		return err
+	}
+	timing, err := sw.Stop()
+	if err != nil {
+		return err
+	}
+	report(e, cfg, start, sent, done, timing)
+	return nil
+}
+
+// connectWriter connects to the server, says hello (slots, size, count
+// and the pattern's seed) and returns the address and key of the
+// server's slots from its ready message.
+func connectWriter(ctx context.Context, e *endpoint, cfg *config, slots int) (raddr uint64, rkey uint32, err error) {
 	// Receives for the server's ready message and its credits, in place
 	// before the connection exists.
 	for i := 0; i <= slots; i++ {
 		if err := e.qp.PostRecv(verbs.RecvWR{ID: uint64(i), SGL: []verbs.SGE{e.ctl.SGE(64, 16)}}); err != nil {
-			return err
+			return 0, 0, err
 		}
 	}
 	if err := e.qp.Connect(ctx, cfg.to); err != nil {
-		return err
+		return 0, 0, err
 	}
 	// Said before the transfer (perftest prints its local and remote
 	// addresses first too), so a script can wait for it.
@@ -292,39 +321,35 @@ func write(ctx context.Context, cfg *config) error {
 	binary.LittleEndian.PutUint64(hello[16:], uint64(cfg.n))
 	binary.LittleEndian.PutUint64(hello[24:], cfg.seed)
 	if err := e.qp.PostSend(verbs.SendWR{ID: 1 << 40, Op: verbs.OpSend, SGL: []verbs.SGE{e.ctl.SGE(0, 32)}}); err != nil {
-		return err
+		return 0, 0, err
 	}
-	var raddr uint64
-	var rkey uint32
 	for raddr == 0 {
 		wc, err := e.next(ctx)
 		if err != nil {
-			return err
+			return 0, 0, err
 		}
 		if wc.Op == verbs.OpRecv {
 			ready := e.ctl.Bytes()[64:]
 			raddr, rkey = binary.LittleEndian.Uint64(ready), binary.LittleEndian.Uint32(ready[8:])
 			if int(binary.LittleEndian.Uint32(ready[12:])) != slots {
-				return fmt.Errorf("the server made %d slots, not %d", binary.LittleEndian.Uint32(ready[12:]), slots)
+				return 0, 0, fmt.Errorf("the server made %d slots, not %d", binary.LittleEndian.Uint32(ready[12:]), slots)
 			}
 		}
 	}
 	if err := e.qp.PostRecv(verbs.RecvWR{ID: uint64(slots) + 1, SGL: []verbs.SGE{e.ctl.SGE(64, 16)}}); err != nil {
-		return err
+		return 0, 0, err
 	}
+	return raddr, rkey, nil
+}
 
+// transfer writes cfg.n messages to the server's slots at raddr, a slot
+// reused only once the server has credited (checked) its previous
+// message; it appends each message's post and completion times to sent
+// and done.
+func transfer(ctx context.Context, e *endpoint, cfg *config, slots int, raddr uint64, rkey uint32, sent, done *[]time.Time) error {
 	size := cfg.size
 	n := uint64(cfg.n)
 	var posted, written, credited uint64
-	sent := make([]time.Time, 0, n) // when message i was posted
-	done := make([]time.Time, 0, n) // when message i's WRITE completed
-	// The lab paces an emulated network to the wall clock; the stopwatch
-	// says whether it kept up while we measured.
-	sw, err := e.dev.StartTiming()
-	if err != nil {
-		return err
-	}
-	start := time.Now()
 	for credited < n {
 		// Post while a slot is free: its previous message was checked.
 		for posted < n && posted < credited+uint64(slots) {
@@ -338,7 +363,7 @@ func write(ctx context.Context, cfg *config) error {
 			if err != nil {
 				return err
 			}
-			sent = append(sent, time.Now())
+			*sent = append(*sent, time.Now())
 			posted++
 		}
 		wc, err := e.next(ctx)
@@ -348,7 +373,7 @@ func write(ctx context.Context, cfg *config) error {
 		switch wc.Op {
 		case verbs.OpWriteImm:
 			written++
-			done = append(done, time.Now())
+			*done = append(*done, time.Now())
 		case verbs.OpRecvImm:
 			if wc.Imm&creditBad != 0 {
 				return fmt.Errorf("the server found message %d corrupted", wc.Imm&^creditBad)
@@ -362,11 +387,6 @@ func write(ctx context.Context, cfg *config) error {
 			}
 		}
 	}
-	timing, err := sw.Stop()
-	if err != nil {
-		return err
-	}
-	report(e, cfg, start, sent, done, timing)
 	return nil
 }
 
