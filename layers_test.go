@@ -51,6 +51,7 @@ var wallClock = map[string]bool{
 type goFile struct {
 	path string // slash-separated, relative to the module root
 	ast  *ast.File
+	fset *token.FileSet
 }
 
 func sources(t *testing.T) []goFile {
@@ -70,11 +71,11 @@ func sources(t *testing.T) []goFile {
 		if !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
 			return nil
 		}
-		f, err := parser.ParseFile(fset, p, nil, parser.SkipObjectResolution)
+		f, err := parser.ParseFile(fset, p, nil, parser.SkipObjectResolution|parser.ParseComments)
 		if err != nil {
 			return err
 		}
-		out = append(out, goFile{filepath.ToSlash(p), f})
+		out = append(out, goFile{filepath.ToSlash(p), f, fset})
 		return nil
 	})
 	if err != nil {
