@@ -129,19 +129,24 @@ type QP struct {
 	h      uint32
 	cfg    QPConfig
 	mem    []byte
-	sq, rq verbsabi.Ring
+	sq, rq workQueue
 
-	mu           sync.Mutex // guards posting and mem
-	sqProd       uint32
-	rqProd       uint32
-	sendOut      atomic.Int64 // posted and not yet polled
-	recvOut      atomic.Int64
-	remote       netip.AddrPort
-	connID       uint32
-	transport    Transport
-	closed       bool
-	wqe          verbsabi.WQE
-	sendN, recvN int64
+	mu        sync.Mutex // guards posting and mem
+	remote    netip.AddrPort
+	connID    uint32
+	transport Transport
+	closed    bool
+	wqe       verbsabi.WQE
+}
+
+// workQueue is one of a QP's work queues (send or receive) as the
+// application posts to it.
+type workQueue struct {
+	ring verbsabi.Ring
+	prod uint32       // entries posted; published as the producer index
+	out  atomic.Int64 // posted and not yet polled
+	n    int64        // the most outstanding
+	name string       // "send" or "receive", for errors
 }
 
 // CreateQP creates a queue pair in the reset state: post receives (and
@@ -164,15 +169,17 @@ func (d *Device) CreateQP(cfg QPConfig) (*QP, error) {
 	if err != nil {
 		return nil, err
 	}
-	q := &QP{d: d, h: r.Handle, cfg: cfg, sendN: int64(r.SQEntries), recvN: int64(r.RQEntries)}
+	q := &QP{d: d, h: r.Handle, cfg: cfg}
+	q.sq.n, q.sq.name = int64(r.SQEntries), "send"
+	q.rq.n, q.rq.name = int64(r.RQEntries), "receive"
 	mem, err := verbsabi.Map(fds[0], 0, int(r.Size))
 	unix.Close(fds[0])
 	if err == nil && (r.RQOffset > r.Size || r.SQOffset > r.RQOffset) {
 		err = fmt.Errorf("ring offsets %d and %d outside %d bytes", r.SQOffset, r.RQOffset, r.Size)
 	}
 	if err == nil {
-		if q.sq, err = verbsabi.NewRing(mem[r.SQOffset:r.RQOffset], int(r.SQEntries), verbsabi.WQESize); err == nil {
-			q.rq, err = verbsabi.NewRing(mem[r.RQOffset:], int(r.RQEntries), verbsabi.WQESize)
+		if q.sq.ring, err = verbsabi.NewRing(mem[r.SQOffset:r.RQOffset], int(r.SQEntries), verbsabi.WQESize); err == nil {
+			q.rq.ring, err = verbsabi.NewRing(mem[r.RQOffset:], int(r.RQEntries), verbsabi.WQESize)
 		}
 		if err != nil {
 			verbsabi.Unmap(mem)
@@ -251,7 +258,7 @@ func (q *QP) State() QPState {
 	if q.mem == nil {
 		return QPError
 	}
-	return QPState(q.sq.Flag())
+	return QPState(q.sq.ring.Flag())
 }
 
 // Connect connects the QP to the listener on port of the host at the
@@ -276,18 +283,11 @@ func (q *QP) Connect(ctx context.Context, to netip.AddrPort) error {
 // holds, and with ErrInvalid for a malformed one. It makes no system call
 // while the lab polls (a doorbell write otherwise).
 func (q *QP) PostSend(wrs ...SendWR) error {
-	q.mu.Lock()
-	if err := q.postable("PostSend"); err != nil {
-		q.mu.Unlock()
+	if err := q.begin(&q.sq, "PostSend", len(wrs)); err != nil {
 		return err
 	}
-	if q.sendOut.Load()+int64(len(wrs)) > q.sendN || int(q.sqProd-q.sq.Consumer())+len(wrs) > q.sq.Entries() {
-		q.mu.Unlock()
-		return &Error{Op: "PostSend", Err: ErrQueueFull, Msg: fmt.Sprintf("send queue of %d entries has %d outstanding", q.sendN, q.sendOut.Load())}
-	}
 	for i := range wrs {
-		w := &wrs[i]
-		if w.Op < OpWrite || w.Op > OpRead || len(w.SGL) > MaxSGE {
+		if w := &wrs[i]; w.Op < OpWrite || w.Op > OpRead || len(w.SGL) > MaxSGE {
 			q.mu.Unlock()
 			return &Error{Op: "PostSend", Err: ErrInvalid, Msg: fmt.Sprintf("work request %d: op %v with %d SGEs", i, w.Op, len(w.SGL))}
 		}
@@ -296,30 +296,16 @@ func (q *QP) PostSend(wrs ...SendWR) error {
 		w := &wrs[i]
 		q.wqe = verbsabi.WQE{ID: w.ID, Opcode: uint8(w.Op), NumSGE: uint8(len(w.SGL)), Stream: w.Stream, Imm: w.Imm,
 			RemoteAddr: w.RemoteAddr, RKey: w.RKey}
-		for j, s := range w.SGL {
-			q.wqe.SGL[j] = verbsabi.SGE{Addr: s.Addr, Len: s.Length, LKey: s.LKey}
-		}
-		verbsabi.PutWQE(q.sq.Entry(q.sqProd), &q.wqe)
-		q.sqProd++
+		q.sq.put(&q.wqe, w.SGL)
 	}
-	q.sendOut.Add(int64(len(wrs)))
-	q.sq.SetProducer(q.sqProd)
-	q.mu.Unlock()
-	q.d.posted.Add(uint64(len(wrs)))
-	q.d.ring()
+	q.commit(&q.sq, len(wrs))
 	return nil
 }
 
 // PostRecv posts receives in order, all or none (see PostSend).
 func (q *QP) PostRecv(wrs ...RecvWR) error {
-	q.mu.Lock()
-	if err := q.postable("PostRecv"); err != nil {
-		q.mu.Unlock()
+	if err := q.begin(&q.rq, "PostRecv", len(wrs)); err != nil {
 		return err
-	}
-	if q.recvOut.Load()+int64(len(wrs)) > q.recvN || int(q.rqProd-q.rq.Consumer())+len(wrs) > q.rq.Entries() {
-		q.mu.Unlock()
-		return &Error{Op: "PostRecv", Err: ErrQueueFull, Msg: fmt.Sprintf("receive queue of %d entries has %d outstanding", q.recvN, q.recvOut.Load())}
 	}
 	for i := range wrs {
 		if len(wrs[i].SGL) > MaxSGE {
@@ -330,18 +316,45 @@ func (q *QP) PostRecv(wrs ...RecvWR) error {
 	for i := range wrs {
 		w := &wrs[i]
 		q.wqe = verbsabi.WQE{ID: w.ID, NumSGE: uint8(len(w.SGL))}
-		for j, s := range w.SGL {
-			q.wqe.SGL[j] = verbsabi.SGE{Addr: s.Addr, Len: s.Length, LKey: s.LKey}
-		}
-		verbsabi.PutWQE(q.rq.Entry(q.rqProd), &q.wqe)
-		q.rqProd++
+		q.rq.put(&q.wqe, w.SGL)
 	}
-	q.recvOut.Add(int64(len(wrs)))
-	q.rq.SetProducer(q.rqProd)
-	q.mu.Unlock()
-	q.d.posted.Add(uint64(len(wrs)))
-	q.d.ring()
+	q.commit(&q.rq, len(wrs))
 	return nil
+}
+
+// begin locks the QP to post n requests to wq, or fails (unlocked) when
+// the QP is closed or wq has no room for them; op names the call.
+func (q *QP) begin(wq *workQueue, op string, n int) error {
+	q.mu.Lock()
+	if err := q.postable(op); err != nil {
+		q.mu.Unlock()
+		return err
+	}
+	if wq.out.Load()+int64(n) > wq.n || int(wq.prod-wq.ring.Consumer())+n > wq.ring.Entries() {
+		q.mu.Unlock()
+		return &Error{Op: op, Err: ErrQueueFull, Msg: fmt.Sprintf("%s queue of %d entries has %d outstanding", wq.name, wq.n, wq.out.Load())}
+	}
+	return nil
+}
+
+// put writes w, with its scatter/gather list sgl, into the ring's next
+// entry.
+func (wq *workQueue) put(w *verbsabi.WQE, sgl []SGE) {
+	for j, s := range sgl {
+		w.SGL[j] = verbsabi.SGE{Addr: s.Addr, Len: s.Length, LKey: s.LKey}
+	}
+	verbsabi.PutWQE(wq.ring.Entry(wq.prod), w)
+	wq.prod++
+}
+
+// commit publishes the n requests put since begin, unlocks the QP and
+// rings the doorbell.
+func (q *QP) commit(wq *workQueue, n int) {
+	wq.out.Add(int64(n))
+	wq.ring.SetProducer(wq.prod)
+	q.mu.Unlock()
+	q.d.posted.Add(uint64(n))
+	q.d.ring()
 }
 
 func (q *QP) postable(op string) error {
@@ -354,9 +367,9 @@ func (q *QP) postable(op string) error {
 // completed accounts for a polled completion of this QP.
 func (q *QP) completed(op Opcode) {
 	if op == OpRecv || op == OpRecvImm {
-		q.recvOut.Add(-1)
+		q.rq.out.Add(-1)
 	} else {
-		q.sendOut.Add(-1)
+		q.sq.out.Add(-1)
 	}
 }
 

@@ -60,8 +60,8 @@ func (c *client) bind(now sim.Time, q *qp, conn *softnic.Conn) {
 	c.bound = append(c.bound, q)
 	q.setState(stateOf(conn.State()))
 	sp, rp := q.sq.Producer(), q.rq.Producer()
-	c.drainRQ(q, rp)
-	c.drainSQ(q, sp)
+	c.drain(q, &q.rq, rp)
+	c.drain(q, &q.sq, sp)
 	c.publish()
 	c.settle(now, q)
 }

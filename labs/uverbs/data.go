@@ -30,12 +30,12 @@ func (c *client) poll(now sim.Time) bool {
 		// of the receive it announces.
 		sp := q.sq.Producer()
 		rp := q.rq.Producer()
-		if !q.rqFull && rp != q.rqHead {
-			c.drainRQ(q, rp)
+		if !q.rq.full && rp != q.rq.head {
+			c.drain(q, &q.rq, rp)
 			found = true
 		}
-		if !q.sqFull && sp != q.sqHead {
-			c.drainSQ(q, sp)
+		if !q.sq.full && sp != q.sq.head {
+			c.drain(q, &q.sq, sp)
 			found = true
 		}
 	}
@@ -48,74 +48,72 @@ func (c *client) poll(now sim.Time) bool {
 // posted reports whether any connected QP has work waiting in a ring.
 func (c *client) posted() bool {
 	for _, q := range c.bound {
-		if !q.rqFull && q.rq.Producer() != q.rqHead || !q.sqFull && q.sq.Producer() != q.sqHead {
+		if q.rq.waiting() || q.sq.waiting() {
 			return true
 		}
 	}
 	return false
 }
 
-// drainSQ posts the send ring's entries up to prod to the connection,
-// until the transport's queue is full (the rest waits for a completion).
-func (c *client) drainSQ(q *qp, prod uint32) {
+// drain posts the entries of ring r (q.sq or q.rq) up to prod to the
+// connection, until the transport's queue is full (the rest waits for a
+// completion). An entry the transport refuses outright completes at once
+// with the refusal's status.
+func (c *client) drain(q *qp, r *workRing, prod uint32) {
 	if q.broken || q.conn == nil {
 		return
 	}
-	if prod-q.sqHead > uint32(q.sq.Entries()) {
-		c.breakQP(q, "its send ring's producer index is out of range")
+	recv := r == &q.rq
+	if prod-r.head > uint32(r.Entries()) {
+		why := "its send ring's producer index is out of range"
+		if recv {
+			why = "its receive ring's producer index is out of range"
+		}
+		c.breakQP(q, why)
 		return
 	}
-	head := q.sqHead
+	head := r.head
 	for head != prod {
-		verbsabi.GetWQE(q.sq.Entry(head), &q.w)
-		st := sendRequest(&q.w, &q.wr)
-		if st == verbsabi.StatusSuccess {
-			err := q.conn.PostSend(&q.wr)
-			if errors.Is(err, transport.ErrQueueFull) {
-				q.sqFull = true
-				break
-			}
-			st = postStatus(err)
+		verbsabi.GetWQE(r.Entry(head), &q.w)
+		st, full := q.post(recv)
+		if full {
+			r.full = true
+			break
 		}
 		if st != verbsabi.StatusSuccess {
-			c.push(q.scq, &verbsabi.CQE{ID: q.w.ID, QP: q.h, Opcode: q.w.Opcode, Status: st})
+			cq, op := q.scq, q.w.Opcode
+			if recv {
+				cq, op = q.rcq, verbsabi.OpcodeRecv
+			}
+			c.push(cq, &verbsabi.CQE{ID: q.w.ID, QP: q.h, Opcode: op, Status: st})
 		}
 		head++
 		c.nposted++
 	}
-	q.sqHead = head
-	q.sq.SetConsumer(head)
+	r.head = head
+	r.SetConsumer(head)
 }
 
-// drainRQ posts the receive ring's entries up to prod.
-func (c *client) drainRQ(q *qp, prod uint32) {
-	if q.broken || q.conn == nil {
-		return
-	}
-	if prod-q.rqHead > uint32(q.rq.Entries()) {
-		c.breakQP(q, "its receive ring's producer index is out of range")
-		return
-	}
-	head := q.rqHead
-	for head != prod {
-		verbsabi.GetWQE(q.rq.Entry(head), &q.w)
-		st := recvRequest(&q.w, &q.wr)
-		if st == verbsabi.StatusSuccess {
-			err := q.conn.PostRecv(&q.wr)
-			if errors.Is(err, transport.ErrQueueFull) {
-				q.rqFull = true
-				break
-			}
-			st = postStatus(err)
+// post hands the WQE in q.w to the connection as a receive (recv) or a
+// send. It returns the completion status of one refused outright, and
+// full when the transport's queue has no room for it.
+func (q *qp) post(recv bool) (st uint8, full bool) {
+	var err error
+	if recv {
+		if st = recvRequest(&q.w, &q.wr); st != verbsabi.StatusSuccess {
+			return st, false
 		}
-		if st != verbsabi.StatusSuccess {
-			c.push(q.rcq, &verbsabi.CQE{ID: q.w.ID, QP: q.h, Opcode: verbsabi.OpcodeRecv, Status: st})
+		err = q.conn.PostRecv(&q.wr)
+	} else {
+		if st = sendRequest(&q.w, &q.wr); st != verbsabi.StatusSuccess {
+			return st, false
 		}
-		head++
-		c.nposted++
+		err = q.conn.PostSend(&q.wr)
 	}
-	q.rqHead = head
-	q.rq.SetConsumer(head)
+	if errors.Is(err, transport.ErrQueueFull) {
+		return st, true
+	}
+	return postStatus(err), false
 }
 
 // sendRequest turns a send WQE into a work request; a WQE no transport
@@ -192,13 +190,13 @@ func (c *client) drainNIC() {
 	for i := 0; i < len(c.bound); i++ {
 		q := c.bound[i]
 		sp, rp := q.sq.Producer(), q.rq.Producer()
-		if q.rqFull {
-			q.rqFull = false
-			c.drainRQ(q, rp)
+		if q.rq.full {
+			q.rq.full = false
+			c.drain(q, &q.rq, rp)
 		}
-		if q.sqFull {
-			q.sqFull = false
-			c.drainSQ(q, sp)
+		if q.sq.full {
+			q.sq.full = false
+			c.drain(q, &q.sq, sp)
 		}
 	}
 	c.publish()

@@ -32,20 +32,27 @@ type qp struct {
 	scq, rcq *cq
 	kind     transport.Kind
 	mem      []byte
-	sq, rq   verbsabi.Ring
-	sqHead   uint32 // entries taken; published as the consumer index
-	rqHead   uint32
+	sq, rq   workRing
 	conn     *softnic.Conn
 	state    uint32
 	pend     pending   // CONNECT or ACCEPT waiting to be answered
 	ln       *listener // the listener an ACCEPT waits on
-	sqFull   bool      // the transport's send queue is full: retry on a completion
-	rqFull   bool
-	broken   bool // its rings are no longer read (a bad index, a CQ overrun)
+	broken   bool      // its rings are no longer read (a bad index, a CQ overrun)
 	dead     bool
 	w        verbsabi.WQE
 	wr       transport.WorkRequest
 }
+
+// workRing is one of a QP's work rings (send or receive) as the loop
+// takes entries from it.
+type workRing struct {
+	verbsabi.Ring
+	head uint32 // entries taken; published as the consumer index
+	full bool   // the transport's queue is full: retry on a completion
+}
+
+// waiting reports whether the ring holds entries the loop may take now.
+func (r *workRing) waiting() bool { return !r.full && r.Producer() != r.head }
 
 // pending is a request answered later.
 type pending struct {
@@ -176,8 +183,8 @@ func (c *client) createQP(now sim.Time, r *verbsabi.Request) {
 		return
 	}
 	q := &qp{h: c.handleID(), c: c, pd: p, scq: scq, rcq: rcq, kind: kind, mem: mem}
-	q.sq, _ = verbsabi.NewRing(mem[:sqBytes], ns, verbsabi.WQESize)
-	q.rq, _ = verbsabi.NewRing(mem[sqBytes:], nr, verbsabi.WQESize)
+	q.sq.Ring, _ = verbsabi.NewRing(mem[:sqBytes], ns, verbsabi.WQESize)
+	q.rq.Ring, _ = verbsabi.NewRing(mem[sqBytes:], nr, verbsabi.WQESize)
 	scq.reserved += ns
 	rcq.reserved += nr
 	scq.refs++
