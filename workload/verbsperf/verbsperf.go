@@ -225,29 +225,23 @@ func (s *side) sendImm(imm uint32) error {
 // is needed to check it, and a chunk of another message or connection, or
 // from another offset, never checks out.
 func (s *side) fill(b []byte, msg uint64) {
-	x := (s.key ^ (msg+1)*0x9e3779b97f4a7c15) | 1
+	x := newPattern(s.key, msg)
 	var t [8]byte
 	for i := 0; i < len(b); i += 8 {
-		x ^= x << 13
-		x ^= x >> 7
-		x ^= x << 17
 		if i+8 <= len(b) {
-			binary.LittleEndian.PutUint64(b[i:], x)
+			binary.LittleEndian.PutUint64(b[i:], x.next())
 		} else {
-			binary.LittleEndian.PutUint64(t[:], x)
+			binary.LittleEndian.PutUint64(t[:], x.next())
 			copy(b[i:], t[:])
 		}
 	}
 }
 
 func (s *side) firstBad(b []byte, msg uint64) int {
-	x := (s.key ^ (msg+1)*0x9e3779b97f4a7c15) | 1
+	x := newPattern(s.key, msg)
 	var t [8]byte
 	for i := 0; i < len(b); i += 8 {
-		x ^= x << 13
-		x ^= x >> 7
-		x ^= x << 17
-		binary.LittleEndian.PutUint64(t[:], x)
+		binary.LittleEndian.PutUint64(t[:], x.next())
 		for j := 0; j < 8 && i+j < len(b); j++ {
 			if b[i+j] != t[j] {
 				return i + j
@@ -255,6 +249,22 @@ func (s *side) firstBad(b []byte, msg uint64) int {
 		}
 	}
 	return -1
+}
+
+// pattern is the xorshift64 state behind a message's bytes.
+type pattern uint64
+
+// newPattern starts message msg's pattern on connection key.
+func newPattern(key, msg uint64) pattern { return pattern((key ^ (msg+1)*0x9e3779b97f4a7c15) | 1) }
+
+// next returns the pattern's next 8 bytes (little-endian in the message).
+func (p *pattern) next() uint64 {
+	x := uint64(*p)
+	x ^= x << 13
+	x ^= x >> 7
+	x ^= x << 17
+	*p = pattern(x)
+	return x
 }
 
 // check reports whether b holds message msg, noting the first bad offset
