@@ -2,7 +2,9 @@ package verbs
 
 import (
 	"context"
+	"errors"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -135,5 +137,42 @@ func TestDrainBreaksOnBadProducer(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestConnectAcceptNeedIdleQP: CONNECT and ACCEPT refuse a QP that is
+// already connected, naming it, and ACCEPT a QP of another protection
+// domain than its listener's.
+func TestConnectAcceptNeedIdleQP(t *testing.T) {
+	lab := uverbstest.Start(t, uverbstest.Options{})
+	q, _ := connectedPair(t, lab)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	busy := "is already connected or connecting"
+	if err := q.Connect(ctx, netip.AddrPortFrom(lab.NICs[1].Addr(), 4100)); !errors.Is(err, ErrBusy) || !strings.Contains(err.Error(), busy) {
+		t.Errorf("CONNECT on a connected QP: %v", err)
+	}
+	ln, err := q.d.Listen(q.cfg.PD, 4101, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	if err := ln.Accept(ctx, q); !errors.Is(err, ErrBusy) || !strings.Contains(err.Error(), busy) {
+		t.Errorf("ACCEPT onto a connected QP: %v", err)
+	}
+	pd2, err := q.d.AllocPD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cq, err := q.d.CreateCQ(16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := q.d.CreateQP(QPConfig{PD: pd2, SendCQ: cq, RecvCQ: cq, MaxSend: 4, MaxRecv: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ln.Accept(ctx, other); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "protection domain") {
+		t.Errorf("ACCEPT onto another PD's QP: %v", err)
 	}
 }

@@ -23,17 +23,30 @@ type listener struct {
 	waiting []*qp // QPs whose ACCEPT waits for a connection, oldest first
 }
 
-func (c *client) connect(now sim.Time, r *verbsabi.Request) {
-	e := c.ep
+// idleQP returns request r's QP if it exists and is neither connected nor
+// connecting (CONNECT and ACCEPT need one); otherwise it fails r and
+// returns nil.
+func (c *client) idleQP(now sim.Time, r *verbsabi.Request) *qp {
 	q := c.qps[r.QP]
-	peer := netip.AddrFrom4(r.Addr)
 	switch {
 	case q == nil:
 		c.fail(now, r.Op, r.Seq, verbsabi.CodeNoObject, "no QP %d", r.QP)
-		return
+		return nil
 	case q.conn != nil || q.pend.seq != 0 || q.state != verbsabi.QPReset:
 		c.fail(now, r.Op, r.Seq, verbsabi.CodeBusy, "QP %d is already connected or connecting", r.QP)
+		return nil
+	}
+	return q
+}
+
+func (c *client) connect(now sim.Time, r *verbsabi.Request) {
+	e := c.ep
+	q := c.idleQP(now, r)
+	if q == nil {
 		return
+	}
+	peer := netip.AddrFrom4(r.Addr)
+	switch {
 	case r.Port == 0:
 		c.fail(now, r.Op, r.Seq, verbsabi.CodeInvalid, "port 0 is the lab's own (mrlab's workloads): connect to a port of 1..65535")
 		return
@@ -221,18 +234,16 @@ func (l *listener) unwait(q *qp) {
 }
 
 func (c *client) accept(now sim.Time, r *verbsabi.Request) {
-	l, q := c.lns[r.Listener], c.qps[r.QP]
-	switch {
-	case l == nil:
+	l := c.lns[r.Listener]
+	if l == nil {
 		c.fail(now, r.Op, r.Seq, verbsabi.CodeNoObject, "no listener %d", r.Listener)
 		return
-	case q == nil:
-		c.fail(now, r.Op, r.Seq, verbsabi.CodeNoObject, "no QP %d", r.QP)
+	}
+	q := c.idleQP(now, r)
+	if q == nil {
 		return
-	case q.conn != nil || q.pend.seq != 0 || q.state != verbsabi.QPReset:
-		c.fail(now, r.Op, r.Seq, verbsabi.CodeBusy, "QP %d is already connected or connecting", r.QP)
-		return
-	case q.pd != l.pd:
+	}
+	if q.pd != l.pd {
 		c.fail(now, r.Op, r.Seq, verbsabi.CodeInvalid, "QP %d is in protection domain %d, the listener's is %d", q.h, q.pd.h, l.pd.h)
 		return
 	}
