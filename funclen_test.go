@@ -15,11 +15,7 @@ const maxFuncLines = 100
 // split, by "path Func" (methods as Type.Method), each with why it waits.
 // Add none: split the function instead. An entry whose function is back
 // under the bound fails the test too, so the list only shrinks.
-var longFuncsAllowed = map[string]string{
-	// transport/metaroce belongs to the MetaRoCE engine's redesign (#27)
-	// this session; the inject statement's builder is split with it.
-	"transport/metaroce/conformance/build.go builder.build": "#27 owns transport/metaroce this session",
-}
+var longFuncsAllowed = map[string]string{}
 
 // TestFunctionLength: no non-test function (or function literal) outside
 // generated files is longer than maxFuncLines, but those allowed above.

@@ -87,89 +87,137 @@ func (b *builder) value(f Field) (uint64, error) {
 
 // build makes the packet an inject statement describes. Defaults fill
 // every field the statement leaves out (docs/conformance.md).
+//
+// The steps: read the statement's fields (fields), fill the defaults
+// every packet shares (commonDefaults) and those of its type
+// (typeDefaults), then lay the packet out (encode).
 func (b *builder) build(st *Stmt) ([]byte, InMeta, error) {
-	t, _ := typeByName(st.Verb)
 	m := InMeta{SrcPort: 49152}
-	num := map[string]uint64{}
-	var sack [4]uint64
-	var recs []string
-	var sinks string
+	in, err := b.fields(st)
+	if err != nil {
+		return nil, m, err
+	}
+	b.commonDefaults(in)
+	payload, flags, size, err := b.typeDefaults(in)
+	if err != nil {
+		return nil, m, err
+	}
+	pkt, err := in.encode(payload, flags, size)
+	if err != nil {
+		return nil, m, err
+	}
+	m.Port = int(in.num["port"])
+	if in.has("sport") {
+		m.SrcPort = uint16(in.num["sport"])
+	}
+	m.CE = in.num["ce"] != 0
+	return pkt, m, nil
+}
+
+// injection is an inject statement's fields as build reads them.
+type injection struct {
+	t     wire.Type
+	num   map[string]uint64 // fields and pseudo-fields by name, defaults filled in
+	sack  [4]uint64
+	recs  []string // ACK path records, as written
+	sinks string   // a READ request's sink list, as written
+}
+
+func (in *injection) has(k string) bool { _, ok := in.num[k]; return ok }
+
+// def sets field k to v unless the statement gave it.
+func (in *injection) def(k string, v uint64) {
+	if !in.has(k) {
+		in.num[k] = v
+	}
+}
+
+// fields reads an inject statement's fields, refusing one its packet type
+// does not have.
+func (b *builder) fields(st *Stmt) (*injection, error) {
+	t, _ := typeByName(st.Verb)
+	in := &injection{t: t, num: map[string]uint64{}}
 	for _, f := range st.Fields {
 		switch f.Key {
 		case "sack":
 			if f.Val.Kind != Text && f.Val.Kind != Exact {
-				return nil, m, fmt.Errorf("sack=%s: want a bit list", f.Val.String)
+				return nil, fmt.Errorf("sack=%s: want a bit list", f.Val.String)
 			}
 			s, err := parseSACK(f.Val.String)
 			if err != nil {
-				return nil, m, err
+				return nil, err
 			}
-			sack = s
+			in.sack = s
 			continue
 		case "rec":
-			recs = append(recs, f.Val.String)
+			in.recs = append(in.recs, f.Val.String)
 			continue
 		case "sinks":
-			sinks = f.Val.String
+			in.sinks = f.Val.String
 			continue
 		case "crc":
 			if f.Val.String != "bad" {
-				return nil, m, fmt.Errorf("crc=%s: only crc=bad", f.Val.String)
+				return nil, fmt.Errorf("crc=%s: only crc=bad", f.Val.String)
 			}
-			num["crc"] = 1
+			in.num["crc"] = 1
 			continue
 		}
 		_, isFlag := flagNames[f.Key]
 		if _, ok := commonSlots[f.Key]; !ok && !isFlag && !injectMeta[f.Key] {
 			if _, ok := slotsFor(t)[f.Key]; !ok {
-				return nil, m, fmt.Errorf("%s has no field %q", t, f.Key)
+				return nil, fmt.Errorf("%s has no field %q", t, f.Key)
 			}
 		}
 		v, err := b.value(f)
 		if err != nil {
-			return nil, m, err
+			return nil, err
 		}
-		num[f.Key] = v
+		in.num[f.Key] = v
 	}
-	if num["len"]+num["extra"] > maxInject {
-		return nil, m, fmt.Errorf("len and extra add up to %d bytes; a UDP packet holds at most %d", num["len"]+num["extra"], maxInject)
+	if in.num["len"]+in.num["extra"] > maxInject {
+		return nil, fmt.Errorf("len and extra add up to %d bytes; a UDP packet holds at most %d", in.num["len"]+in.num["extra"], maxInject)
 	}
-	has := func(k string) bool { _, ok := num[k]; return ok }
-	def := func(k string, v uint64) {
-		if !has(k) {
-			num[k] = v
-		}
-	}
-	// Common defaults.
+	return in, nil
+}
+
+// commonDefaults fills the fields every packet has: the tester's
+// connection, path 0, the tester's clock and, for data and probes, the
+// path's next PSN.
+func (b *builder) commonDefaults(in *injection) {
+	t, num := in.t, in.num
 	if t == wire.TypeSyn {
-		def("dst_conn", 0)
+		in.def("dst_conn", 0)
 	}
-	def("dst_conn", b.vars["conn"])
-	def("path", 0)
-	def("gen", 0)
-	def("ts", uint64(uint32(b.now)))
+	in.def("dst_conn", b.vars["conn"])
+	in.def("path", 0)
+	in.def("gen", 0)
+	in.def("ts", uint64(uint32(b.now)))
 	key := uint16(num["path"])<<8 | uint16(num["gen"]&0xff)
 	if t.IsData() || t == wire.TypeProbe {
-		def("psn", uint64(b.nextPSN[key]))
+		in.def("psn", uint64(b.nextPSN[key]))
 		b.nextPSN[key] = uint32(num["psn"]) + 1
 	}
-	payload := []byte(nil)
-	size := map[wire.Type]int{wire.TypeAck: wire.AckSize, wire.TypeNak: wire.NakSize, wire.TypeSyn: wire.SetupSize,
+}
+
+// typeDefaults fills the fields of the packet's type and returns its
+// payload (data: the pattern, a READ request: its sinks), its flags and
+// its header size.
+func (b *builder) typeDefaults(in *injection) (payload []byte, flags wire.Flags, size int, err error) {
+	t, num, def := in.t, in.num, in.def
+	size = map[wire.Type]int{wire.TypeAck: wire.AckSize, wire.TypeNak: wire.NakSize, wire.TypeSyn: wire.SetupSize,
 		wire.TypeSynAck: wire.SetupSize}[t]
 	if size == 0 {
 		size = wire.CommonSize
 	}
-	flags := wire.Flags(0)
 	switch {
 	case t.IsData():
 		size = wire.DataSize
 		def("dsn", uint64(b.nextDSN))
 		b.nextDSN = uint32(num["dsn"]) + 1
 		def("offset", 0)
-		if t == wire.TypeReadReq && sinks != "" {
-			var err error
-			if payload, err = sinkList(sinks); err != nil {
-				return nil, m, err
+		if t == wire.TypeReadReq && in.sinks != "" {
+			if payload, err = sinkList(in.sinks); err != nil {
+				return nil, 0, 0, err
 			}
 		} else {
 			def("len", 0)
@@ -191,7 +239,7 @@ func (b *builder) build(st *Stmt) ([]byte, InMeta, error) {
 		if num["offset"]+uint64(len(payload)) >= num["msg_len"] {
 			flags |= wire.FlagLast
 		}
-		if has("imm") {
+		if in.has("imm") {
 			flags |= wire.FlagImm
 		}
 	case t == wire.TypeProbe:
@@ -200,7 +248,7 @@ func (b *builder) build(st *Stmt) ([]byte, InMeta, error) {
 		def("cum", num["psn"])
 		def("echo_ts", uint64(uint32(b.now)))
 		def("rate_hint", wire.NoRateHint)
-		def("records", uint64(len(recs)))
+		def("records", uint64(len(in.recs)))
 	case t == wire.TypeSyn || t == wire.TypeSynAck:
 		def("src_conn", TesterConn)
 		def("ack_delay", 10000)
@@ -212,16 +260,24 @@ func (b *builder) build(st *Stmt) ([]byte, InMeta, error) {
 		def("dsn_window", 16384)
 		def("line_rate", 100000)
 	}
-	pkt := make([]byte, size+len(payload), size+len(payload)+wire.AckRecordSACKSize*len(recs)+wire.TrailerSize+int(num["extra"]))
+	return payload, flags, size, nil
+}
+
+// encode lays the packet out: header fields (flags as given, or as set
+// by the flag pseudo-fields), payload, an ACK's SACK and records,
+// padding, the CRC trailer (spoiled with crc=bad) and truncation.
+func (in *injection) encode(payload []byte, flags wire.Flags, size int) ([]byte, error) {
+	t, num := in.t, in.num
+	pkt := make([]byte, size+len(payload), size+len(payload)+wire.AckRecordSACKSize*len(in.recs)+wire.TrailerSize+int(num["extra"]))
 	copy(pkt[size:], payload)
 	wire.Header(pkt).SetType(t)
-	if has("rawtype") {
+	if in.has("rawtype") {
 		pkt[0] = pkt[0]&0xf0 | byte(num["rawtype"]&0xf)
 	}
-	if has("version") {
+	if in.has("version") {
 		pkt[0] = byte(num["version"]&0xf)<<4 | pkt[0]&0xf
 	}
-	if has("flags") {
+	if in.has("flags") {
 		flags = wire.Flags(num["flags"])
 	}
 	for n, bit := range flagNames {
@@ -243,11 +299,11 @@ func (b *builder) build(st *Stmt) ([]byte, InMeta, error) {
 		}
 	}
 	if t == wire.TypeAck {
-		wire.Ack(pkt).SetSACK(&sack)
-		for _, r := range recs {
+		wire.Ack(pkt).SetSACK(&in.sack)
+		for _, r := range in.recs {
 			pa, err := parseRecord(r)
 			if err != nil {
-				return nil, m, err
+				return nil, err
 			}
 			pkt = pkt[:wire.PutRecord(pkt[:cap(pkt)], len(pkt), &pa)]
 		}
@@ -262,12 +318,7 @@ func (b *builder) build(st *Stmt) ([]byte, InMeta, error) {
 	if tr := int(num["trunc"]); tr > 0 {
 		pkt = pkt[:max(0, len(pkt)-tr)]
 	}
-	m.Port = int(num["port"])
-	if has("sport") {
-		m.SrcPort = uint16(num["sport"])
-	}
-	m.CE = num["ce"] != 0
-	return pkt, m, nil
+	return pkt, nil
 }
 
 // parseRecord reads an injected ACK path record: path/gen/cum/sackbits,
