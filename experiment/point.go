@@ -188,3 +188,23 @@ func errText(err error) string {
 	}
 	return err.Error()
 }
+
+// sanityFailure is why the run failed goodput sanity, as its row records
+// it (the rows' Sanity), or "": a bandwidth run on a bed with no loss on
+// its links (no impairment loss or corruption, no fault timeline) whose
+// goodput fell below workload.SanityFraction of what the bed's capacity
+// and the workload allow with no loss (workload.Sanity) — a collapse no
+// bed explains, so a bug. On a lossy bed a collapse is what the experiment
+// measures (RoCEv2's go-back-N in the loss sweep): not judged here; the
+// rows' goodput shows it.
+func (r *pointRun) sanityFailure() string {
+	if r.res == nil || r.res.Sanity.OK || !r.res.Sanity.Judged || len(r.lab.Faults) > 0 {
+		return ""
+	}
+	for _, k := range r.lab.Topology().Links {
+		if imp := k.Params.Impair; imp.Loss != (fabric.LossModel{}) || imp.Corrupt > 0 {
+			return ""
+		}
+	}
+	return r.res.Sanity.Why
+}
