@@ -61,6 +61,12 @@ const (
 	// the chunk before it (offset - chunk size) under its own offset and
 	// address (§3 READ responses, §10 loss).
 	MutReadRetxStale
+	// MutNoGrayRepath: the repath test never moves a path, however many
+	// of its packets it loses (§10 gray paths).
+	MutNoGrayRepath
+	// MutRepathAnyLoss: a path moves on any loss, without comparing its
+	// losses with the typical path's (§10 gray paths).
+	MutRepathAnyLoss
 )
 
 // mutated reports whether the connection runs with planted fault m.
@@ -129,6 +135,7 @@ func Mutations() []NamedMutation {
 		{"keep-entropy", MutKeepEntropy}, {"ignore-rate-hint", MutIgnoreRateHint}, {"no-syn-echo", MutNoSynEcho},
 		{"rnr-as-access", MutRNRAsAccess}, {"place-duplicate", MutPlaceDuplicate}, {"ignore-gen", MutIgnoreGen},
 		{"no-ackreq", MutNoAckReq}, {"sack-first-word", MutSACKFirstWord}, {"read-retx-stale", MutReadRetxStale},
+		{"no-gray-repath", MutNoGrayRepath}, {"repath-any-loss", MutRepathAnyLoss},
 	}
 }
 

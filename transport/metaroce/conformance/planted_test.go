@@ -25,6 +25,8 @@ func TestScriptsKillTheirFaults(t *testing.T) {
 	}{
 		{"sack-long-run", metaroce.MutSACKFirstWord},
 		{"read-resp-retx-bytes", metaroce.MutReadRetxStale},
+		{"path-gray-repath", metaroce.MutNoGrayRepath},
+		{"path-even-loss-stays", metaroce.MutRepathAnyLoss},
 	} {
 		t.Run(c.script, func(t *testing.T) {
 			s := byName[c.script]
