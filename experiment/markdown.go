@@ -44,7 +44,7 @@ func WriteMarkdown(w io.Writer, reports []*Report, plotDir string) error {
 	b.WriteString("a target is met only if the median meets it and no seed falls below the seeds' own figure. ")
 	b.WriteString("Every row of an experiment's JSON carries the `mrlab sim` command that reproduces it. ")
 	fmt.Fprintf(&b, "Goodput sanity: a bandwidth run on a loss-free bed (no loss or corruption on its links, no fault timeline) whose goodput is under %.0f%% of what the bed's capacity and the workload allow with no loss "+
-		"is a collapse no bed explains: its row says so (`sanity`), its experiment lists it below, and `mrlab experiment` exits non-zero; on a lossy bed a collapse is the measurement.\n\n", 100*workload.SanityFraction)
+		"is a collapse no bed explains: its row says so (`sanity`), its experiment lists it below, and `mrlab experiment` exits non-zero; on a lossy bed a collapse is the measurement, as it is for RoCEv2 with go-back-N where queues drop (no PFC).\n\n", 100*workload.SanityFraction)
 	if len(reports) > 0 {
 		fmt.Fprintf(&b, "Seeds %s, scale %s.\n\n", seedList(reports[0].Seeds), reports[0].Scale)
 	}

@@ -6,33 +6,40 @@ import (
 	"testing"
 
 	"github.com/mrlab/mrlab/labs"
+	"github.com/mrlab/mrlab/transport"
 	"github.com/mrlab/mrlab/workload"
 )
 
 // TestSanityFailureMarksRuns: a bandwidth run whose goodput failed sanity
 // is marked on its row only on a loss-free bed (no impairment loss or
-// corruption, no fault timeline); a lossy bed's collapse is the
+// corruption, no fault timeline), and for RoCEv2 with go-back-N only where
+// the fabric does not drop (PFC); a lossy bed's collapse is the
 // measurement, an unjudged run (latency, collectives) never fails.
 func TestSanityFailureMarksRuns(t *testing.T) {
 	const why = "goodput 0.0123 Gb/s is 0.012% of the 100 Gb/s the lab's capacity and the workload allow with no loss (under 5%)"
 	for _, c := range []struct {
-		lab    string
-		judged bool
-		want   string
+		lab       string
+		transport transport.Kind
+		judged    bool
+		want      string
 	}{
-		{"loss-sweep/lossy-0", true, why},
-		{"b2b", true, why},
-		{"loss-sweep/lossy-1", true, ""},  // random loss on every link
-		{"leafspine-faults", true, ""},    // a fault timeline
-		{"loss-sweep/lossy-0", false, ""}, // not a bandwidth run
+		{"loss-sweep/lossy-0", transport.MetaRoCE, true, why},
+		{"b2b", transport.MetaRoCE, true, why},
+		{"incast/lossy", transport.MetaRoCE, true, why},
+		{"incast/pfc", transport.RoCEv2, true, why},           // lossless: no collapse explained
+		{"loss-sweep/modern-0", transport.RoCEv2, true, why},  // selective repeat
+		{"incast/lossy", transport.RoCEv2, true, ""},          // go-back-N where queues drop: the baseline's known collapse
+		{"loss-sweep/lossy-1", transport.MetaRoCE, true, ""},  // random loss on every link
+		{"leafspine-faults", transport.MetaRoCE, true, ""},    // a fault timeline
+		{"loss-sweep/lossy-0", transport.MetaRoCE, false, ""}, // not a bandwidth run
 	} {
 		lab, err := labs.Builtin(c.lab)
 		if err != nil {
 			t.Fatal(err)
 		}
-		r := &pointRun{lab: lab, res: &workload.Result{Sanity: workload.Sanity{Judged: c.judged, OK: false, Why: why}}}
+		r := &pointRun{lab: lab, point: Point{Spec: workload.Spec{Transport: c.transport}}, res: &workload.Result{Sanity: workload.Sanity{Judged: c.judged, OK: false, Why: why}}}
 		if got := r.sanityFailure(); got != c.want {
-			t.Errorf("%s (judged %v): sanity failure %q, want %q", c.lab, c.judged, got, c.want)
+			t.Errorf("%s %v (judged %v): sanity failure %q, want %q", c.lab, c.transport, c.judged, got, c.want)
 		}
 		r.res.Sanity.OK = true
 		if got := r.sanityFailure(); got != "" {
