@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -187,5 +188,12 @@ func checkCorruption(t *testing.T, l *Lab, src, dst string) {
 				t.Errorf("/metrics: corrupt_dropped %v, links' corrupted %v; status counted %d, %d in this run alone", mDropped, mLink, dropped, corrupted)
 			}
 		})
+	}
+	// The endpoint with the new series passes Prometheus's own lint.
+	promtool := testenv.RequireCommand(t, "promtool")
+	cmd := exec.Command(promtool, "check", "metrics")
+	cmd.Stdin = strings.NewReader(scrape(t, l.State().Metrics))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Errorf("promtool check metrics: %v\n%s", err, out)
 	}
 }
