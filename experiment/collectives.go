@@ -50,6 +50,8 @@ type CollectiveRow struct {
 	Errors      int     `json:"app_errors"`
 	Error       string  `json:"error,omitempty"`
 	DataOK      bool    `json:"data_ok"`
+	// Sanity says why the run failed goodput sanity (pointRun.sanityFailure).
+	Sanity string `json:"sanity,omitempty"`
 }
 
 type collParams struct {
@@ -206,6 +208,6 @@ func collectiveRun(c collCase, pt Point) (CollectiveRow, error) {
 		Seed: pt.Seed, Command: pt.Command(), Conns: res.Conns, Size: res.Size, Ops: res.Iterations,
 		OpTimeP50: res.FlowTime.P50, OpTimeMax: res.FlowTime.Max, AlgBWGbps: res.AlgBWGbps, BusBWGbps: res.BusBWGbps, GoodputGbps: res.GoodputGbps,
 		Retransmits: res.Retransmits, Timeouts: res.Timeouts, PFCPauses: res.PFCPauses,
-		Errors: res.Errors, Error: errText(run.err), DataOK: res.Check.OK,
+		Errors: res.Errors, Error: errText(run.err), DataOK: res.Check.OK, Sanity: run.sanityFailure(),
 	}, nil
 }

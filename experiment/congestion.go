@@ -42,6 +42,8 @@ type CongestionRow struct {
 	Errors      int     `json:"app_errors"`
 	Error       string  `json:"error,omitempty"`
 	DataOK      bool    `json:"data_ok"`
+	// Sanity says why the run failed goodput sanity (pointRun.sanityFailure).
+	Sanity string `json:"sanity,omitempty"`
 }
 
 type congestionCase struct {
@@ -161,7 +163,7 @@ func congestionRun(p congestionParams, c congestionCase, pt Point) (CongestionRo
 		Bottleneck: c.link + " " + c.dir.String(), CapacityGb: lc.Rate / 1e9, PeakQueue: lc.QueueMaxBytes,
 		QueueDrops: snap.Drops()[fabric.DropQueueFull], PFCPauses: snap.PFCPauses(), ECNMarks: res.ECNMarks,
 		GoodputGbps: res.GoodputGbps, Retransmits: res.Retransmits, Timeouts: res.Timeouts,
-		Errors: res.Errors, Error: errText(run.err), DataOK: res.Check.OK}
+		Errors: res.Errors, Error: errText(run.err), DataOK: res.Check.OK, Sanity: run.sanityFailure()}
 	from, to := run.t0+p.duration/4, run.t0+p.duration
 	i, j := -1, -1
 	for k, t := range times {

@@ -69,6 +69,8 @@ type IncastRow struct {
 	Errors      int     `json:"app_errors"`
 	Error       string  `json:"error,omitempty"`
 	DataOK      bool    `json:"data_ok"`
+	// Sanity says why the run failed goodput sanity (pointRun.sanityFailure).
+	Sanity string `json:"sanity,omitempty"`
 
 	// RateRTTs and Rates are the per-sender rates over one-RTT windows
 	// (Gb/s) at window starts in base RTTs, for the plot (8 senders or
@@ -292,6 +294,7 @@ func incastRun(p incastParams, c incastCase, pt Point) (IncastRow, error) {
 	res := run.res
 	row.GoodputGbps, row.Retransmits, row.Timeouts = res.GoodputGbps, res.Retransmits, res.Timeouts
 	row.Errors, row.Error, row.DataOK = res.Errors, errText(run.err), res.Check.OK
+	row.Sanity = run.sanityFailure()
 	snap := run.net.Counters()
 	lc, _ := snap.Link("h0-p0", fabric.BtoA)
 	row.PeakQueue, row.QueueDrops, row.PFCPauses = lc.QueueMaxBytes, snap.Drops()[fabric.DropQueueFull], snap.PFCPauses()

@@ -57,6 +57,8 @@ type LossRow struct {
 	Errors int    `json:"app_errors"`
 	Error  string `json:"error,omitempty"`
 	DataOK bool   `json:"data_ok"`
+	// Sanity says why the run failed goodput sanity (pointRun.sanityFailure).
+	Sanity string `json:"sanity,omitempty"`
 }
 
 type lossParams struct {
@@ -173,7 +175,7 @@ func lossRun(c lossCase, p Point) (LossRow, error) {
 		GoodputGbps: res.GoodputGbps, Bytes: res.Bytes, Elapsed: res.Elapsed,
 		Retransmits: res.Retransmits, Timeouts: res.Timeouts,
 		LossDrops: d[fabric.DropImpairment] + d[fabric.DropFCS], QueueDrops: d[fabric.DropQueueFull], PFCPauses: snap.PFCPauses(),
-		Errors: res.Errors, Error: errText(run.err), DataOK: res.Check.OK,
+		Errors: res.Errors, Error: errText(run.err), DataOK: res.Check.OK, Sanity: run.sanityFailure(),
 	}, nil
 }
 

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/mrlab/mrlab/workload"
 )
 
 // WriteMarkdown writes a results document: a summary of every check
@@ -54,7 +56,9 @@ func mdPreamble(b *bytes.Buffer, reports []*Report) {
 	b.WriteString("MetaRoCE and the RoCEv2 baseline run with the same capacity, RoCEv2 as deployed (PFC, DCQCN, one queue pair per plane) where congestion is the point. ")
 	b.WriteString("Every case runs with several seeds: tables show the median and, in parentheses, the min–max over the seeds; ")
 	b.WriteString("a target is met only if the median meets it and no seed falls below the seeds' own figure. ")
-	b.WriteString("Every row of an experiment's JSON carries the `mrlab sim` command that reproduces it.\n\n")
+	b.WriteString("Every row of an experiment's JSON carries the `mrlab sim` command that reproduces it. ")
+	fmt.Fprintf(b, "Goodput sanity: a bandwidth run on a loss-free bed (no loss or corruption on its links, no fault timeline) whose goodput is under %.0f%% of what the bed's capacity and the workload allow with no loss "+
+		"is a collapse no bed explains: its row says so (`sanity`), its experiment lists it below, and `mrlab experiment` exits non-zero; on a lossy bed a collapse is the measurement, as it is for RoCEv2 with go-back-N where queues drop (no PFC).\n\n", 100*workload.SanityFraction)
 	if len(reports) > 0 {
 		fmt.Fprintf(b, "Seeds %s, scale %s.\n\n", seedList(reports[0].Seeds), reports[0].Scale)
 	}
@@ -81,6 +85,11 @@ func mdSummary(b *bytes.Buffer, reports []*Report) {
 		}
 	}
 	b.WriteString("\n")
+	for _, r := range reports {
+		if n := len(r.SanityFailures); n > 0 {
+			fmt.Fprintf(b, "**[%s](#%s): goodput sanity failed in %d runs on loss-free beds.**\n\n", r.Experiment, r.Experiment, n)
+		}
+	}
 }
 
 // mdExperiment writes one experiment's section: claim, target and command,
@@ -131,6 +140,13 @@ func mdExperiment(b *bytes.Buffer, r *Report, plotDir string) {
 				fmt.Fprintf(b, " (%s)", c.Note)
 			}
 			b.WriteString("\n")
+		}
+	}
+	if len(r.SanityFailures) > 0 {
+		fmt.Fprintf(b, "\n**Goodput sanity failed** in %d runs on loss-free beds (goodput under %.0f%% of what the bed and workload allow with no loss: a collapse no bed explains):\n\n",
+			len(r.SanityFailures), 100*workload.SanityFraction)
+		for _, f := range r.SanityFailures {
+			fmt.Fprintf(b, "- `%s`: %s\n", f.Command, f.Why)
 		}
 	}
 	if len(r.Notes) > 0 {

@@ -59,6 +59,8 @@ type FailureRow struct {
 	Retransmits uint64   `json:"retransmits"`
 	Timeouts    uint64   `json:"timeouts"`
 	DataOK      bool     `json:"data_ok"`
+	// Sanity says why the run failed goodput sanity (pointRun.sanityFailure).
+	Sanity string `json:"sanity,omitempty"`
 
 	// Times (us) and Goodput (Gb/s) are the series for the plot: not in
 	// the report's JSON (its series are), but a point's result carries
@@ -240,7 +242,7 @@ func failureRun(p failureParams, sd side, pt Point) (FailureRow, error) {
 	row := FailureRow{Transport: sd.kind.String(), Fabric: sd.fabric(), Seed: pt.Seed, Command: pt.Command(),
 		Planes: topo.Planes, FailedPlane: plane, FailAt: at, SurvivingGbps: surviving / 1e9,
 		Detection: run.lab.DetectionDelay, GoodputGbps: res.GoodputGbps, Errors: res.Errors, Error: errText(run.err),
-		Retransmits: res.Retransmits, Timeouts: res.Timeouts, DataOK: res.Check.OK, Recover: -1}
+		Retransmits: res.Retransmits, Timeouts: res.Timeouts, DataOK: res.Check.OK, Sanity: run.sanityFailure(), Recover: -1}
 	switch {
 	case row.Detection == 0:
 		row.Detection = fabric.DefaultDetectionDelay

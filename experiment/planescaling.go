@@ -47,6 +47,8 @@ type PlaneRow struct {
 	Errors      int     `json:"app_errors"`
 	Error       string  `json:"error,omitempty"`
 	DataOK      bool    `json:"data_ok"`
+	// Sanity says why the run failed goodput sanity (pointRun.sanityFailure).
+	Sanity string `json:"sanity,omitempty"`
 }
 
 type planeParams struct {
@@ -200,7 +202,7 @@ func planeRun(p planeParams, c planeCase, pt Point) (PlaneRow, error) {
 	res := run.res
 	row := PlaneRow{Planes: c.planes, Conns: c.conns * p.hosts, Seed: pt.Seed, Command: pt.Command(),
 		CapacityGbps: hostCapacity(run.lab) / 1e9,
-		GoodputGbps:  res.GoodputGbps, Retransmits: res.Retransmits, Errors: res.Errors, Error: errText(run.err), DataOK: res.Check.OK}
+		GoodputGbps:  res.GoodputGbps, Retransmits: res.Retransmits, Errors: res.Errors, Error: errText(run.err), DataOK: res.Check.OK, Sanity: run.sanityFailure()}
 	from := tr.index(run.t0 + res.Elapsed/5)
 	to := min(tr.index(run.t0+res.Elapsed*4/5), len(tr.times)-1)
 	row.SteadyGbps = gbpsBetween(tr.times, total(tr.receivers(), len(tr.times)), from, to)

@@ -188,3 +188,32 @@ func errText(err error) string {
 	}
 	return err.Error()
 }
+
+// sanityFailure is why the run failed goodput sanity, as its row records
+// it (the rows' Sanity), or "": a bandwidth run on a bed with no loss on
+// its links (no impairment loss or corruption, no fault timeline) whose
+// goodput fell below workload.SanityFraction of what the bed's capacity
+// and the workload allow with no loss (workload.Sanity) — a collapse no
+// bed explains, so a bug. On a lossy bed a collapse is what the experiment
+// measures (RoCEv2's go-back-N in the loss sweep): not judged here; the
+// rows' goodput shows it. Nor is RoCEv2 with go-back-N on a fabric that
+// drops under congestion (a link without PFC): its collapse when an
+// incast overflows a queue is the baseline's known behaviour, which the
+// incast experiment measures. MetaRoCE is judged on every loss-free bed,
+// RoCEv2 on lossless (PFC) ones and with selective repeat.
+func (r *pointRun) sanityFailure() string {
+	if r.res == nil || r.res.Sanity.OK || !r.res.Sanity.Judged || len(r.lab.Faults) > 0 {
+		return ""
+	}
+	lossless := true
+	for _, k := range r.lab.Topology().Links {
+		if imp := k.Params.Impair; imp.Loss != (fabric.LossModel{}) || imp.Corrupt > 0 {
+			return ""
+		}
+		lossless = lossless && k.Params.PFC.XOff > 0
+	}
+	if r.point.Spec.Transport == transport.RoCEv2 && !r.lab.Transports.RoCEv2.SelectiveRepeat && !lossless {
+		return ""
+	}
+	return r.res.Sanity.Why
+}

@@ -95,6 +95,8 @@ type RegimeRow struct {
 	Errors      int     `json:"app_errors"`
 	Error       string  `json:"error,omitempty"`
 	DataOK      bool    `json:"data_ok"`
+	// Sanity says why the run failed goodput sanity (pointRun.sanityFailure).
+	Sanity string `json:"sanity,omitempty"`
 }
 
 type regimeCase struct {
@@ -349,7 +351,7 @@ func regimeRun(c regimeCase, pt Point) (RegimeRow, error) {
 		Workload: row.Workload, Transport: row.Transport, Seed: row.Seed, Command: row.Command,
 		GoodputGbps: res.GoodputGbps, Retransmits: res.Retransmits, Timeouts: res.Timeouts,
 		QueueDrops: snap.Drops()[fabric.DropQueueFull],
-		Errors:     res.Errors, Error: errText(run.err), DataOK: res.Check.OK}
+		Errors:     res.Errors, Error: errText(run.err), DataOK: res.Check.OK, Sanity: run.sanityFailure()}
 	for _, lc := range snap.Links {
 		row.PeakQueue = max(row.PeakQueue, lc.QueueMaxBytes)
 		row.MeanQueue = max(row.MeanQueue, lc.QueueAvgBytes)

@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -43,6 +44,11 @@ type Report struct {
 	// Notes explain the figures: what limits a transport, where a target
 	// is missed and why.
 	Notes []string `json:"notes,omitempty"`
+	// SanityFailures are the runs whose goodput failed sanity on a
+	// loss-free bed (the rows' Sanity: a collapse no bed explains), each
+	// with the command that reproduces it. Any makes `mrlab experiment`
+	// exit non-zero.
+	SanityFailures []RunFailure `json:"sanity_failures,omitempty"`
 	// Wall is how long the experiment took on this machine. It is not
 	// part of the JSON, which depends on the seed only.
 	Wall time.Duration `json:"-"`
@@ -115,6 +121,37 @@ func (t *Table) add(cells ...string) {
 // Table returns the report's rows as text cells.
 func (r *Report) Table() Table { return r.table }
 
+// RunFailure is one run that failed a check every run must pass.
+type RunFailure struct {
+	Command string `json:"command"`
+	Why     string `json:"why"`
+}
+
+// sanityFailures collects the rows' goodput sanity failures: every row
+// type carries Command and Sanity (pointRun.sanityFailure).
+func sanityFailures(rows any) []RunFailure {
+	v := reflect.ValueOf(rows)
+	if v.Kind() != reflect.Slice {
+		return nil
+	}
+	var out []RunFailure
+	for i := range v.Len() {
+		row := reflect.Indirect(v.Index(i))
+		if row.Kind() != reflect.Struct {
+			continue
+		}
+		why, cmd := row.FieldByName("Sanity"), row.FieldByName("Command")
+		if why.Kind() == reflect.String && why.String() != "" {
+			f := RunFailure{Why: why.String()}
+			if cmd.Kind() == reflect.String {
+				f.Command = cmd.String()
+			}
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
 // AllMet reports whether every check met its target.
 func (r *Report) AllMet() bool {
 	for _, c := range r.Checks {
@@ -153,6 +190,9 @@ func (r *Report) WriteText(w io.Writer) error {
 			}
 			b.WriteByte('\n')
 		}
+	}
+	for _, f := range r.SanityFailures {
+		fmt.Fprintf(&b, "GOODPUT SANITY FAILED: %s: %s\n", f.Command, f.Why)
 	}
 	for _, n := range r.Notes {
 		fmt.Fprintf(&b, "note: %s\n", n)

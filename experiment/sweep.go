@@ -304,6 +304,7 @@ func (e Experiment) Merge(cfg Config, results []*PointResult) (*Report, error) {
 	}
 	r.Experiment, r.Title, r.Claim, r.Target = e.Name, e.Title, e.Claim, e.Target
 	r.Seeds, r.Scale, r.WhatIf = cfg.seeds(), cfg.Scale.String(), cfg.WhatIf
+	r.SanityFailures = sanityFailures(r.Rows)
 	if !cfg.WhatIf.IsZero() {
 		// A plot travels alone: it says so too.
 		for i := range r.plots {

@@ -144,7 +144,20 @@ func writeDoc(c *cli.Context, reports []*experiment.Report, out string) error {
 		}
 		fmt.Fprintf(c.App.Writer, "wrote %s\n", doc)
 	}
-	return nil
+	return sanityError(reports)
+}
+
+// sanityError fails the command, once every report is written, when a
+// run failed goodput sanity on a loss-free bed (Report.SanityFailures).
+func sanityError(reports []*experiment.Report) error {
+	var errs []error
+	for _, r := range reports {
+		if n := len(r.SanityFailures); n > 0 {
+			errs = append(errs, fmt.Errorf("experiment %s: goodput sanity failed in %d runs on loss-free beds (first: %s: %s)",
+				r.Experiment, n, r.SanityFailures[0].Command, r.SanityFailures[0].Why))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // experimentWhatIfFlags are --set, --impair and --fault as experiment

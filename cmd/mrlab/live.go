@@ -497,16 +497,17 @@ func statusReport(s live.Status, allLinks bool) *Report {
 		}
 	}
 	lt := r.Table("links", "Links (idle links hidden; --all-links lists them)", Col("name", "link", ""), Col("up", "state", ""),
-		Col("rate", "rate", ""), Col("packets", "packets", ""), Col("bytes", "bytes", ""), Col("drops", "drops", ""), Col("marks", "ce marks", ""), Col("impair", "impair", ""))
+		Col("rate", "rate", ""), Col("packets", "packets", ""), Col("bytes", "bytes", ""), Col("drops", "drops", ""), Col("marks", "ce marks", ""),
+		Col("corrupted", "corrupted", ""), Col("duplicated", "duplicated", ""), Col("impair", "impair", ""))
 	for _, k := range s.Engine.Links {
-		if !allLinks && k.Up && k.Packets == 0 && k.Drops == 0 && k.Impair == "" {
+		if !allLinks && k.Up && k.Packets == 0 && k.Drops == 0 && k.Corrupted == 0 && k.Duplicated == 0 && k.Impair == "" {
 			continue
 		}
 		state := "up"
 		if !k.Up {
 			state = "DOWN"
 		}
-		lt.Add(k.Name, state, fabric.FormatRate(k.Rate), k.Packets, k.Bytes, k.Drops, k.Marks, k.Impair)
+		lt.Add(k.Name, state, fabric.FormatRate(k.Rate), k.Packets, k.Bytes, k.Drops, k.Marks, k.Corrupted, k.Duplicated, k.Impair)
 	}
 	st := r.Table("switches_down", "Switches down", Col("name", "switch", ""), Col("plane", "plane", ""), Col("role", "role", ""))
 	for _, sw := range s.Engine.Switches {

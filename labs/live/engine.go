@@ -139,6 +139,10 @@ type LinkStatus struct {
 	Bytes   uint64  `json:"bytes"`
 	Drops   uint64  `json:"drops"`
 	Marks   uint64  `json:"marks"`
+	// Corrupted and Duplicated count packets the link's impairment
+	// flipped a bit of or sent twice.
+	Corrupted  uint64 `json:"corrupted"`
+	Duplicated uint64 `json:"duplicated"`
 }
 
 // SwitchStatus is one switch's state.

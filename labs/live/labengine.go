@@ -98,6 +98,7 @@ type labEngine struct {
 	deliver func(int, sim.Time, []byte)
 	cl      *workload.Cluster
 	perfOn  bool // a perf run is in progress
+	oracle  oracleTally
 
 	// Observability: the protocol trace hub (GET /trace), the telemetry
 	// sampler and the exporter it feeds (GET /telemetry, /metrics).
@@ -423,34 +424,46 @@ func (e *labEngine) Status(now sim.Time) EngineStatus {
 		ls.Bytes += c.TxBytes
 		ls.Drops += c.Drops.Total()
 		ls.Marks += c.ECNMarks
+		ls.Corrupted += c.Corrupted
+		ls.Duplicated += c.Duplicated
 		for r, n := range c.Drops {
 			if n > 0 {
 				s.Counters["drops_"+fabric.DropReason(r).String()] += n
 			}
 		}
 		s.Counters["ecn_marks"] += c.ECNMarks
+		s.Counters["corrupted"] += c.Corrupted
+		s.Counters["duplicated"] += c.Duplicated
 	}
 	for _, sw := range e.topo.Switches {
 		s.Switches = append(s.Switches, SwitchStatus{Name: sw.Name, Plane: sw.Plane, Role: sw.Role, Up: !e.swDown[sw.Name]})
 	}
 	for i, nic := range e.nics {
-		s.NICs[e.hosts[i].Name] = nicStat(nic.Stats())
-		sourceStats(s.NICs[e.hosts[i].Name], nic.Sources())
+		m := nicStat(nic.Stats(), nic.TransportTotals())
+		e.oracle.add(m, e.hosts[i].Name)
+		sourceStats(m, nic.Sources())
+		s.NICs[e.hosts[i].Name] = m
 	}
 	return s
 }
 
 // nicStat is a NIC's counters as status shows them: traffic, every drop
 // reason (drops_<reason>, zero or not, so JSON and Prometheus readers see
-// a stable set), refused connections, and peers' and local requests
-// refused by the region table.
-func nicStat(st softnic.Stats) NICStat {
+// a stable set), refused connections, peers' and local requests refused
+// by the region table, and its connections' integrity counters as sim's
+// summary has them: checksum_drops (packets a transport dropped for a bad
+// checksum of its own, MetaRoCE's CRC32C), corrupt_dropped (those plus the
+// NIC's ICRC drops: every corrupted packet this NIC refused to place) and
+// dup_received (data packets received again).
+func nicStat(st softnic.Stats, tt softnic.TransportTotals) NICStat {
 	m := NICStat{
 		"tx_packets": st.TxPackets, "tx_bytes": st.TxBytes, "rx_packets": st.RxPackets, "rx_bytes": st.RxBytes,
 		"host_tx_packets": st.HostTxPackets, "host_rx_packets": st.HostRxPackets,
 		"ce_received": st.CEReceived, "drops": st.Dropped(), "accepted": st.Accepted, "refused": st.Refused,
 		"access_errors": st.AccessErrors, "protection_errors": st.ProtectionErrors,
 		"half_open_opened": st.HalfOpenOpened, "half_open_evicted": st.HalfOpenEvicted,
+		"checksum_drops": tt.ChecksumDrops, "corrupt_dropped": st.Drops[softnic.DropICRC] + tt.ChecksumDrops,
+		"dup_received": tt.Duplicates,
 	}
 	for _, r := range softnic.DropReasons() {
 		m[nicDropPrefix+r.String()] = st.Drops[r]

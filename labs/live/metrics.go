@@ -90,7 +90,9 @@ type registrar interface {
 
 // labCollector serves what `mrlab status` shows beyond telemetry: each
 // NIC's drops by reason, refused connections, access and protection
-// errors, and the kernel's counters of each host's mr0. A scrape reads
+// errors, corrupted and duplicate packets and the data oracle's checks
+// (per host), each link's corrupted and duplicated packets, and the
+// kernel's counters of each host's mr0. A scrape reads
 // them through the loop (one status per scrape).
 type labCollector struct {
 	l       *Lab
@@ -98,21 +100,31 @@ type labCollector struct {
 	nicSrc  *prometheus.Desc
 	nicCtr  map[string]*prometheus.Desc
 	kernel  map[string]*prometheus.Desc
+	link    map[string]*prometheus.Desc
 }
 
 // nicCounters are the NIC counters exported besides drops, with help.
 var nicCounters = map[string]string{
-	"refused":           "Connection requests the NIC's listener refused (not asked for).",
-	"access_errors":     "Peers' requests refused by the region table (bad rkey, range or permission).",
-	"protection_errors": "Local scatter-gather elements refused by the region table.",
-	"host_tx_packets":   "Packets from the host kernel the NIC sent.",
-	"host_rx_packets":   "Packets the NIC delivered to the host kernel.",
-	"half_open_opened":  "Passive connections opened by a setup request (half-open until the dialer completes the handshake).",
-	"half_open_evicted": "Half-open connections a listener's bound evicted.",
+	"refused":                 "Connection requests the NIC's listener refused (not asked for).",
+	"access_errors":           "Peers' requests refused by the region table (bad rkey, range or permission).",
+	"protection_errors":       "Local scatter-gather elements refused by the region table.",
+	"host_tx_packets":         "Packets from the host kernel the NIC sent.",
+	"host_rx_packets":         "Packets the NIC delivered to the host kernel.",
+	"half_open_opened":        "Passive connections opened by a setup request (half-open until the dialer completes the handshake).",
+	"half_open_evicted":       "Half-open connections a listener's bound evicted.",
+	"checksum_drops":          "Packets the NIC's connections dropped for a bad checksum of their transport's own (MetaRoCE's CRC32C).",
+	"corrupt_dropped":         "Corrupted packets the NIC refused to place: its ICRC drops plus its connections' checksum drops.",
+	"dup_received":            "Data packets the NIC's connections received again (duplicates).",
+	"oracle_messages_checked": "Messages of the lab's perf runs the data oracle checked whole at completion in this host's memory.",
+	"oracle_failures":         "Data oracle failures in this host's memory: a message wrong at its completion, or bytes placed where no message was due.",
 }
 
 func newLabCollector(l *Lab) *labCollector {
 	c := &labCollector{l: l, nicCtr: map[string]*prometheus.Desc{}, kernel: map[string]*prometheus.Desc{},
+		link: map[string]*prometheus.Desc{
+			"corrupted":  prometheus.NewDesc("mrlab_link_corrupted_total", "Packets the link's impairment flipped a bit of (both directions).", []string{"link"}, nil),
+			"duplicated": prometheus.NewDesc("mrlab_link_duplicated_total", "Packets the link's impairment sent twice (both directions).", []string{"link"}, nil),
+		},
 		nicDrop: prometheus.NewDesc("mrlab_nic_drops_total", "Packets a NIC dropped, by reason.", []string{"host", "reason"}, nil),
 		nicSrc: prometheus.NewDesc("mrlab_nic_source", "A NIC's counters per source address: setup requests, established, half_open (now), "+
 			"refused_half_open, refused_limited, evicted, access_errors, poisoned_conns (connections errored for an access error), limited (1 while refused).",
@@ -134,6 +146,9 @@ func (c *labCollector) Describe(ch chan<- *prometheus.Desc) {
 		ch <- d
 	}
 	for _, d := range c.kernel {
+		ch <- d
+	}
+	for _, d := range c.link {
 		ch <- d
 	}
 }
@@ -160,6 +175,10 @@ func (c *labCollector) Collect(ch chan<- prometheus.Metric) {
 				counter(d, v, host)
 			}
 		}
+	}
+	for _, k := range s.Engine.Links {
+		counter(c.link["corrupted"], k.Corrupted, k.Name)
+		counter(c.link["duplicated"], k.Duplicated, k.Name)
 	}
 	for _, h := range s.Hosts {
 		if k := h.Kernel; k != nil {

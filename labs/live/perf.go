@@ -32,6 +32,7 @@ func (e *labEngine) Perf(now sim.Time, req PerfRequest, done func(PerfResult)) (
 	}
 	run, err := workload.Launch(e.cl, spec, func(r *workload.Result, err error) {
 		e.perfOn = false
+		e.oracle.record(checkHost(req), r)
 		done(perfResult(req, r, err))
 	})
 	if err != nil {
@@ -138,4 +139,48 @@ func perfResult(req PerfRequest, r *workload.Result, err error) PerfResult {
 		}
 	}
 	return res
+}
+
+// oracleTally counts, per host, the messages the data oracle checked at
+// their completion in the lab's perf runs and those that failed, for
+// status and metrics (oracle_messages_checked, oracle_failures). Loop
+// goroutine only.
+type oracleTally struct {
+	by map[string]*[2]uint64
+}
+
+// checkHost is the host whose memory a perf run's oracle checks: the
+// receiver of a WRITE's or SEND's data, the requester of a READ.
+func checkHost(req PerfRequest) string {
+	if req.Op == "read" {
+		return req.From
+	}
+	return req.To
+}
+
+// record adds a finished run's checks to host's tally (r may be nil: a
+// run that never started checked nothing).
+func (o *oracleTally) record(host string, r *workload.Result) {
+	if r == nil {
+		return
+	}
+	if o.by == nil {
+		o.by = map[string]*[2]uint64{}
+	}
+	t := o.by[host]
+	if t == nil {
+		t = new([2]uint64)
+		o.by[host] = t
+	}
+	t[0] += uint64(r.Check.Messages)
+	t[1] += uint64(r.Check.Failures)
+}
+
+// add puts host's tally into its NIC's status counters, zero or not.
+func (o *oracleTally) add(m NICStat, host string) {
+	var t [2]uint64
+	if p := o.by[host]; p != nil {
+		t = *p
+	}
+	m["oracle_messages_checked"], m["oracle_failures"] = t[0], t[1]
 }

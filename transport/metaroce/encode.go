@@ -61,7 +61,7 @@ func (c *Conn) encodeChunk(b []byte, p *sndPath, psn, dsn uint32, retx bool, ext
 		f.Addr, f.Key = s.addr, s.key
 		if !ch.abort {
 			src := region(r.src, r.length, r.key)
-			if ok = c.gather(payload, src[:], ch.offset, transport.AccessRemoteRead); ok {
+			if ok = c.gather(payload, src[:], c.readOffset(ch.offset, int(ch.size), retx), transport.AccessRemoteRead); ok {
 				n = len(payload)
 			} else {
 				ch.status = transport.StatusRemoteAccess

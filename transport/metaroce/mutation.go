@@ -54,6 +54,19 @@ const (
 	// MutNoAckReq: the receiver does not ACK an ACKREQ packet at once (§4
 	// ACK policy).
 	MutNoAckReq
+	// MutSACKFirstWord: the receiver reports only the SACK vector's first
+	// 64-bit word; PSNs past cum+64 are never SACKed (§4).
+	MutSACKFirstWord
+	// MutReadRetxStale: a READ response sent again carries the bytes of
+	// the chunk before it (offset - chunk size) under its own offset and
+	// address (§3 READ responses, §10 loss).
+	MutReadRetxStale
+	// MutNoGrayRepath: the repath test never moves a path, however many
+	// of its packets it loses (§10 gray paths).
+	MutNoGrayRepath
+	// MutRepathAnyLoss: a path moves on any loss, without comparing its
+	// losses with the typical path's (§10 gray paths).
+	MutRepathAnyLoss
 )
 
 // mutated reports whether the connection runs with planted fault m.
@@ -80,6 +93,11 @@ func (c *Conn) placeAt(addr uint64, off uint32) uint64 {
 func (c *Conn) mutateAck(a *wire.PathAck) {
 	if c.mutated(MutCumOffByOne) {
 		a.Cum++
+	}
+	if c.mutated(MutSACKFirstWord) {
+		for w := 1; w < len(a.SACK); w++ {
+			a.SACK[w] = 0
+		}
 	}
 	if c.mutated(MutSACKOffByOne) {
 		// Bit i+1 moves to bit i: the vector claims PSN cum+1+i at cum+i.
@@ -116,6 +134,16 @@ func Mutations() []NamedMutation {
 		{"ignore-crc", MutIgnoreCRC}, {"cum-off-by-one", MutCumOffByOne}, {"late-tail-probe", MutLateTailProbe},
 		{"keep-entropy", MutKeepEntropy}, {"ignore-rate-hint", MutIgnoreRateHint}, {"no-syn-echo", MutNoSynEcho},
 		{"rnr-as-access", MutRNRAsAccess}, {"place-duplicate", MutPlaceDuplicate}, {"ignore-gen", MutIgnoreGen},
-		{"no-ackreq", MutNoAckReq},
+		{"no-ackreq", MutNoAckReq}, {"sack-first-word", MutSACKFirstWord}, {"read-retx-stale", MutReadRetxStale},
+		{"no-gray-repath", MutNoGrayRepath}, {"repath-any-loss", MutRepathAnyLoss},
 	}
+}
+
+// readOffset is the offset of the source bytes a READ response chunk at
+// off carries (MutReadRetxStale: a resent one takes the chunk before's).
+func (c *Conn) readOffset(off uint32, size int, retx bool) uint32 {
+	if retx && c.mutated(MutReadRetxStale) && off >= uint32(size) {
+		return off - uint32(size)
+	}
+	return off
 }

@@ -232,7 +232,11 @@ func (c *Conn) abandon(p *sndPath) int {
 // moves.
 func (c *Conn) noteLosses(p *sndPath, newLosses int) {
 	p.genLost += newLosses
-	if p.state != PathActive || !c.otherActivePath(p) {
+	if p.state != PathActive || !c.otherActivePath(p) || c.mutated(MutNoGrayRepath) {
+		return
+	}
+	if c.mutated(MutRepathAnyLoss) {
+		c.repath(p, whyLosses, true)
 		return
 	}
 	n, k := float64(max(p.genSent, p.genLost)), float64(p.genLost)
