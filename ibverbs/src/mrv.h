@@ -18,11 +18,7 @@
 #include <sys/un.h>
 #include <infiniband/verbs.h>
 
-#include "mrlab_verbs.h"
-
-#define MV_REG_MR_AT 0x12 /* REG_MR with a client-chosen address (the iova) */
-struct mv_reg_mr_at { uint32_t pd, access; uint64_t offset, length, iova; };
-_Static_assert(sizeof(struct mv_reg_mr_at) == 32, "REG_MR_AT");
+#include "mrlab_verbs.h" /* generated from internal/verbsabi: go generate ./internal/verbsabi */
 
 #define MRV_EXPORT(local, name, ver) __asm__(".symver " #local "," #name "@@" ver)
 
