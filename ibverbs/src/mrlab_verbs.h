@@ -29,7 +29,7 @@ enum mv_op {
 	MV_HELLO = 0x01, MV_ALLOC_PD = 0x02, MV_DEALLOC_PD = 0x03, MV_REG_MR = 0x04, MV_DEREG_MR = 0x05,
 	MV_CREATE_CQ = 0x06, MV_DESTROY_CQ = 0x07, MV_CREATE_QP = 0x08, MV_DESTROY_QP = 0x09,
 	MV_CONNECT = 0x0a, MV_LISTEN = 0x0b, MV_ACCEPT = 0x0c, MV_STOP_LISTEN = 0x0d, MV_CANCEL = 0x0e,
-	MV_WATCH = 0x0f, MV_UNWATCH = 0x10, MV_QUERY_QP = 0x11, MV_REG_MR_AT = 0x12,
+	MV_WATCH = 0x0f, MV_UNWATCH = 0x10, MV_QUERY_QP = 0x11, MV_REG_MR_AT = 0x12, MV_SET_RNR = 0x13,
 };
 
 /* A reply's status. */
@@ -47,6 +47,11 @@ enum {
 /* Transports in CREATE_QP (0: the lab's default) and HELLO's transport mask (1 << t). */
 enum {
 	MV_TRANSPORT_DEFAULT = 0, MV_TRANSPORT_METAROCE = 1, MV_TRANSPORT_ROCEV2 = 2,
+};
+
+/* SET_RNR's mask, and its limits. */
+enum {
+	MV_RNR_SET_RETRY = 1, MV_RNR_SET_TIMER = 2, MV_RNR_RETRY_FOREVER = 7, MV_MAX_RNR_TIMER = 31,
 };
 
 /* QP states, in the send ring's MV_FLAG word. */
@@ -139,6 +144,9 @@ struct mv_listen { uint32_t pd; uint16_t port, backlog; };
 _Static_assert(sizeof(struct mv_listen) == 8, "mv_listen");
 struct mv_accept { uint32_t listener, qp; };
 _Static_assert(sizeof(struct mv_accept) == 8, "mv_accept");
+/* SET_RNR: mask says which of rnr_retry (MV_RNR_SET_RETRY) and min_rnr_timer (MV_RNR_SET_TIMER) to apply */
+struct mv_set_rnr { uint32_t qp; uint8_t rnr_retry, min_rnr_timer, mask, reserved; };
+_Static_assert(sizeof(struct mv_set_rnr) == 8, "mv_set_rnr");
 struct mv_unwatch_reply {
 	uint64_t lab_ns, wall_ns, max_late_ns, events, events_late;
 	uint8_t lagging, reserved[3];

@@ -134,6 +134,10 @@ var cStructs = []cStruct{
 		bindings: []cBinding{creq(OpListen, map[string]string{"pd": "PD", "port": "Port", "backlog": "Backlog"})}},
 	{name: "mv_accept", fields: cf("u32", "listener", "qp"),
 		bindings: []cBinding{creq(OpAccept, map[string]string{"listener": "Listener", "qp": "QP"})}},
+	{name: "mv_set_rnr", comment: "SET_RNR: mask says which of rnr_retry (MV_RNR_SET_RETRY) and min_rnr_timer (MV_RNR_SET_TIMER) to apply",
+		fields: cfields(cf("u32", "qp"), cf("u8", "rnr_retry", "min_rnr_timer", "mask", "reserved")),
+		bindings: []cBinding{creq(OpSetRNR, map[string]string{"qp": "QP", "rnr_retry": "RNRRetry",
+			"min_rnr_timer": "RNRTimer", "mask": "RNRMask"})}},
 	{name: "mv_unwatch_reply", fields: cfields(cf("u64", "lab_ns", "wall_ns", "max_late_ns", "events", "events_late"),
 		cf("u8", "lagging"), carr("u8", "reserved", 3), cf("u32", "limit_ppm")),
 		bindings: []cBinding{creply(OpUnwatch, map[string]string{"lab_ns": "LabNs", "wall_ns": "WallNs",
@@ -279,6 +283,8 @@ func CHeader() ([]byte, error) {
 		{"MV_ACCESS_REMOTE_READ", AccessRemoteRead}}, false)
 	writeEnum(&b, "", "Transports in CREATE_QP (0: the lab's default) and HELLO's transport mask (1 << t).", []cConst{
 		{"MV_TRANSPORT_DEFAULT", 0}, {"MV_TRANSPORT_METAROCE", TransportMetaRoCE}, {"MV_TRANSPORT_ROCEV2", TransportRoCEv2}}, false)
+	writeEnum(&b, "", "SET_RNR's mask, and its limits.", []cConst{{"MV_RNR_SET_RETRY", RNRSetRetry},
+		{"MV_RNR_SET_TIMER", RNRSetTimer}, {"MV_RNR_RETRY_FOREVER", RNRRetryForever}, {"MV_MAX_RNR_TIMER", MaxRNRTimer}}, false)
 	writeEnum(&b, "", "QP states, in the send ring's MV_FLAG word.", []cConst{
 		{"MV_QP_RESET", QPReset}, {"MV_QP_CONNECTING", QPConnecting}, {"MV_QP_ESTABLISHED", QPEstablished},
 		{"MV_QP_CLOSED", QPClosed}, {"MV_QP_ERROR", QPError}}, false)

@@ -292,6 +292,8 @@ func (c *client) handle(now sim.Time, r *verbsabi.Request, fds []int) {
 		c.unwatch(now, r)
 	case verbsabi.OpQueryQP:
 		c.queryQP(now, r)
+	case verbsabi.OpSetRNR:
+		c.setRNR(now, r)
 	}
 }
 

@@ -57,6 +57,7 @@ func (c *client) connect(now sim.Time, r *verbsabi.Request) {
 func (c *client) bind(now sim.Time, q *qp, conn *softnic.Conn) {
 	q.conn, q.kind = conn, conn.Kind()
 	conn.SetContext(q)
+	q.rnr.apply(conn)
 	c.bound = append(c.bound, q)
 	q.setState(stateOf(conn.State()))
 	sp, rp := q.sq.Producer(), q.rq.Producer()

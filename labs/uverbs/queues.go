@@ -45,6 +45,27 @@ type qp struct {
 	dead     bool
 	w        verbsabi.WQE
 	wr       transport.WorkRequest
+	rnr      rnrPolicy // SET_RNR's settings, applied to each connection it gets
+}
+
+// rnrPolicy is a QP's rnr_retry and min_rnr_timer as SET_RNR set them;
+// mask says which (a QP without SET_RNR keeps its transport's defaults).
+type rnrPolicy struct {
+	mask, retry, timer uint8
+}
+
+// apply gives conn the policy, if its transport takes one.
+func (p rnrPolicy) apply(conn *softnic.Conn) {
+	tc, ok := conn.Transport().(transport.RNRPolicy)
+	if !ok {
+		return
+	}
+	if p.mask&verbsabi.RNRSetRetry != 0 {
+		tc.SetRNRRetry(int(p.retry))
+	}
+	if p.mask&verbsabi.RNRSetTimer != 0 {
+		tc.SetMinRNRTimer(p.timer)
+	}
 }
 
 // pending is a request answered later.
@@ -262,4 +283,25 @@ func (c *client) queryQP(now sim.Time, r *verbsabi.Request) {
 		rep.Retransmits, rep.Timeouts, rep.ECNEchoes = ts.Retransmits, ts.Timeouts, ts.ECNEchoes
 	}
 	c.reply(now, &rep)
+}
+
+// setRNR records a QP's RNR policy (SET_RNR) and applies it to its
+// connection, now if it has one, else when it gets one (bind).
+func (c *client) setRNR(now sim.Time, r *verbsabi.Request) {
+	q := c.qps[r.QP]
+	if q == nil {
+		c.fail(now, r.Op, r.Seq, verbsabi.CodeNoObject, "no QP %d", r.QP)
+		return
+	}
+	if r.RNRMask&verbsabi.RNRSetRetry != 0 {
+		q.rnr.retry = r.RNRRetry
+	}
+	if r.RNRMask&verbsabi.RNRSetTimer != 0 {
+		q.rnr.timer = r.RNRTimer
+	}
+	q.rnr.mask |= r.RNRMask
+	if q.conn != nil {
+		q.rnr.apply(q.conn)
+	}
+	c.reply(now, &verbsabi.Reply{Op: r.Op, Seq: r.Seq})
 }
