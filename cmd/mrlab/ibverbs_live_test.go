@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -161,5 +162,49 @@ func TestIbverbsPrograms(t *testing.T) {
 		fmt.Sscan(n[1], &b)
 		t.Logf("write_bw 64 KiB x 5000 h0->h2: mrlab perf %.2f MiB/s, ib_write_bw on libmrlab-ibverbs %.2f MiB/s (ratio %.2f); mrlab perf's first line: %s",
 			a, b, b/a, strings.SplitN(perf, "\n", 2)[0])
+	})
+
+	// Port state follows the host's links (ibverbs/src/port.c): with one
+	// of h0's two plane links down the port stays ACTIVE; with both down
+	// it is DOWN and IBV_EVENT_PORT_ERR arrives; a link back brings
+	// IBV_EVENT_PORT_ACTIVE. Last, as it takes h0's links down.
+	t.Run("port state follows links", func(t *testing.T) {
+		dir := t.TempDir()
+		bin, ready := filepath.Join(dir, "portstate"), filepath.Join(dir, "ready")
+		if out, err := exec.Command("cc", "-O2", "-Wall", "-o", bin, "../../ibverbs/ctest/portstate.c", "-libverbs").CombinedOutput(); err != nil {
+			t.Fatalf("building portstate: %v\n%s", err, out)
+		}
+		fault := func(link, how string) {
+			t.Helper()
+			if code, out := lb.sh(t, "fault", "--lab", lb.name, "link", link, how); code != 0 {
+				t.Fatalf("fault link %s %s: %d\n%s", link, how, code, out)
+			}
+		}
+		done := make(chan string, 1)
+		go func() {
+			code, out := lb.sh(t, on("h0", bin, "2", ready)...)
+			done <- fmt.Sprintf("exit %d\n%s", code, out)
+		}()
+		for i := 0; i < 600; i++ { // 60 s: mrlab exec builds nothing new, but the box is loaded
+			if _, err := os.Stat(ready); err == nil {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		fault("h0-p0", "down")
+		time.Sleep(500 * time.Millisecond) // no event may come of it
+		fault("h0-p1", "down")
+		time.Sleep(500 * time.Millisecond)
+		code, devinfo := lb.sh(t, on("h0", "ibv_devinfo")...)
+		fault("h0-p1", "up")
+		fault("h0-p0", "up")
+		out := <-done
+		want := "exit 0\nstate ACTIVE\nevent PORT_ERR port 1 state DOWN\nevent PORT_ACTIVE port 1 state ACTIVE\n"
+		if !strings.HasPrefix(out, want) {
+			t.Errorf("portstate printed\n%s\nwant it to start\n%s", out, want)
+		}
+		if code != 0 || !strings.Contains(devinfo, "PORT_DOWN (1)") {
+			t.Errorf("ibv_devinfo with h0's links down: code %d, no PORT_DOWN\n%s", code, devinfo)
+		}
 	})
 }

@@ -85,7 +85,9 @@ enum {
 #define MV_FLAG 128
 #define MV_CQ_OVERRUN 192
 #define MV_NEED_WAKEUP 64
+#define MV_PORTS_UP 128
 #define MV_DOORBELL_MAGIC 0x4256524dU
+#define MV_PORTS_VALID 0x80000000U
 
 /* Control message bodies, and the shared-memory entries. */
 /* every control message's header */

@@ -44,10 +44,15 @@ struct mrv_device {
 	uint64_t guid;  /* network order */
 };
 
+#define MRV_ASYNC_QUEUE 16 /* port events a context holds for ibv_get_async_event */
+
 struct mrv_context {
 	struct verbs_context vctx; /* ibv_context is its last member */
 	struct mrv_device *dev;
 	struct mrv_context *next; /* death.c's list */
+	/* Port events not yet read (port.c); guarded by death.c's lock. */
+	uint8_t evq[MRV_ASYNC_QUEUE];
+	unsigned evhead, evtail;
 };
 
 struct mrv_pd { struct ibv_pd pd; uint32_t h; };
@@ -130,5 +135,14 @@ int mrv_start_watch(int sock);
 void mrv_wake_fd(int fd);
 void mrv_track_cq(struct mrv_cq *q, int add);
 void mrv_track_context(struct mrv_context *x, int add);
+/* Queue an asynchronous event on every open context and wake its
+ * async_fd; pop one (0 if none) for ibv_get_async_event. */
+void mrv_post_async_all(enum ibv_event_type t);
+int mrv_pop_async(struct mrv_context *x, enum ibv_event_type *t);
+
+/* port.c: the port's state follows the host's links (the doorbell page's
+ * ports_up word); a thread turns changes into port events. */
+int mrv_port_active(void);
+int mrv_start_portwatch(void);
 
 #endif

@@ -302,10 +302,10 @@ func CHeader() ([]byte, error) {
 
 	b.WriteString("/* Shared memory: ring header offsets, the doorbell page. */\n")
 	for _, c := range []cConst{{"MV_PAGE_SIZE", PageSize}, {"MV_RING_HDR", RingHeaderSize}, {"MV_PRODUCER", ProducerOff},
-		{"MV_CONSUMER", ConsumerOff}, {"MV_FLAG", FlagOff}, {"MV_CQ_OVERRUN", CQOverrunOff}, {"MV_NEED_WAKEUP", NeedWakeupOff}} {
+		{"MV_CONSUMER", ConsumerOff}, {"MV_FLAG", FlagOff}, {"MV_CQ_OVERRUN", CQOverrunOff}, {"MV_NEED_WAKEUP", NeedWakeupOff}, {"MV_PORTS_UP", PortsUpOff}} {
 		fmt.Fprintf(&b, "#define %s %d\n", c.name, c.value)
 	}
-	fmt.Fprintf(&b, "#define MV_DOORBELL_MAGIC %#xU\n\n", DoorbellMagic)
+	fmt.Fprintf(&b, "#define MV_DOORBELL_MAGIC %#xU\n#define MV_PORTS_VALID %#xU\n\n", DoorbellMagic, PortsValid)
 
 	b.WriteString("/* Control message bodies, and the shared-memory entries. */\n")
 	for i := range cStructs {

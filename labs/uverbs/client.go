@@ -332,6 +332,10 @@ func (c *client) doHello(now sim.Time, r *verbsabi.Request) {
 	}
 	*verbsabi.Word(page, 0) = verbsabi.DoorbellMagic
 	*verbsabi.Word(page, 4) = verbsabi.Version
+	if e.portsUp == 0 {
+		e.portsUp = e.cfg.NIC.PortsUp() | verbsabi.PortsValid
+	}
+	*verbsabi.Word(page, verbsabi.PortsUpOff) = e.portsUp
 	e.nextID++
 	// The name is the program's choice: sanitized here, where it enters
 	// the lab, for every log, trace line and status that shows it.
@@ -353,6 +357,14 @@ func (c *client) doHello(now sim.Time, r *verbsabi.Request) {
 		Host: e.cfg.Host, Limits: e.cfg.Limits, Transports: e.trans}
 	c.reply(now, &rep, pfd, dbfd)
 	e.tracef(now, 0, "pid %d (%s) opened the endpoint (client %d)", c.pid, c.name, c.id)
+}
+
+// setPortsUp writes the doorbell page's ports_up word and wakes the
+// client's threads sleeping on it.
+func (c *client) setPortsUp(m uint32) {
+	w := verbsabi.Word(c.dbPage, verbsabi.PortsUpOff)
+	atomicStore(w, m)
+	verbsabi.WakeWord(w)
 }
 
 // setNeedWakeup writes the doorbell page's need_wakeup word: 0 while the

@@ -145,6 +145,25 @@ type Endpoint struct {
 	ports   map[uint16]*listener
 	addr    [4]byte
 	trans   uint32
+	portsUp uint32 // the NIC's ports_up word as clients last saw it (0: not read yet)
+}
+
+// checkPorts reads which of the NIC's links are up and, if that changed,
+// tells every client (the doorbell page's ports_up word, and a futex wake
+// for those sleeping on it). Run it on the loop.
+func (e *Endpoint) checkPorts(now sim.Time) {
+	m := e.cfg.NIC.PortsUp() | verbsabi.PortsValid
+	if m == e.portsUp {
+		return
+	}
+	first := e.portsUp == 0
+	e.portsUp = m
+	for _, c := range e.clients {
+		c.setPortsUp(m)
+	}
+	if !first {
+		e.tracef(now, 0, "host %s: NIC ports up %#b of %d", e.cfg.Host, m&^verbsabi.PortsValid, e.cfg.NIC.Ports())
+	}
 }
 
 // Listen opens an endpoint's socket: the abstract SOCK_SEQPACKET socket
