@@ -109,8 +109,8 @@ func TestIbverbsPrograms(t *testing.T) {
 					t.Errorf("selftest:\n%s", out)
 				}
 			}
-			if n := strings.Count(cli, "\nok "); n < 35 {
-				t.Errorf("selftest client passed %d checks, want 35 or more\n%s", n, cli)
+			if n := strings.Count(cli, "\nok "); n < 38 {
+				t.Errorf("selftest client passed %d checks, want 38 or more\n%s", n, cli)
 			}
 			if !strings.Contains(srv, "ok receive posted 1 s late gets the SEND") {
 				t.Errorf("selftest server did not check the late receive\n%s", srv)

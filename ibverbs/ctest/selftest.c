@@ -143,6 +143,27 @@ static void local_checks(void) {
 	struct ibv_cq_init_attr_ex cx = {.cqe = 4};
 	errno = 0;
 	check(!ibv_create_cq_ex(ctx, &cx) && errno == EOPNOTSUPP, "ibv_create_cq_ex refused with EOPNOTSUPP", "errno %d", errno);
+	/* The QP limit: max_qp QPs, then ENOMEM (not a crash); all destroyed. */
+	struct ibv_device_attr da;
+	check(ibv_query_device(ctx, &da) == 0 && da.max_qp >= 128, "max_qp at least 128", "max_qp %d", da.max_qp);
+	struct ibv_cq *bigcq = ibv_create_cq(ctx, 2 * da.max_qp + 16, NULL, NULL, 0);
+	struct ibv_qp **many = calloc(da.max_qp + 1, sizeof *many);
+	int made = 0;
+	errno = 0;
+	while (bigcq && made <= da.max_qp) {
+		struct ibv_qp_init_attr ma = {.send_cq = bigcq, .recv_cq = bigcq, .qp_type = IBV_QPT_RC,
+					      .cap = {.max_send_wr = 1, .max_recv_wr = 1, .max_send_sge = 1, .max_recv_sge = 1}};
+		if (!(many[made] = ibv_create_qp(pd, &ma)))
+			break;
+		made++;
+	}
+	check(made == da.max_qp && errno == ENOMEM, "QP past max_qp refused with ENOMEM", "made %d of max_qp %d, errno %d", made,
+	      da.max_qp, errno);
+	int destroyed = 0;
+	for (int i = 0; i < made; i++)
+		destroyed += ibv_destroy_qp(many[i]) == 0;
+	check(destroyed == made && bigcq && ibv_destroy_cq(bigcq) == 0, "QPs at the limit destroyed", "%d of %d", destroyed, made);
+	free(many);
 	union ibv_gid g;
 	check(ibv_query_gid(ctx, 1, 1, &g) != 0, "GID index 1 absent", "-");
 	check(ibv_query_gid(ctx, 1, 0, &g) == 0 && g.raw[10] == 0xff && g.raw[11] == 0xff, "GID 0 IPv4-mapped", "-");

@@ -372,7 +372,11 @@ int mrv_query_device(struct ibv_context *c, struct ibv_device_attr *a) {
 	a->page_size_cap = 4096;
 	a->vendor_id = 0;
 	a->hw_ver = 1;
-	a->max_qp = h->max_qps;
+	/* Each QP holds one of the endpoint's listeners (its QPN is that
+	 * port), so the smaller limit is the QP limit. */
+	a->max_qp = h->max_qps < h->max_listeners ? h->max_qps : h->max_listeners;
+	if (a->max_qp > MRV_MAX_QPS)
+		a->max_qp = MRV_MAX_QPS;
 	a->max_qp_wr = h->max_wr;
 	a->device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_PORT_ACTIVE_EVENT;
 	a->max_sge = h->max_sge;

@@ -52,6 +52,7 @@ type client struct {
 	complete uint64
 	bells    uint64
 	events   uint64
+	limited  uint64 // requests refused at a QP or listener limit
 }
 
 // outMsg is one reply for writeLoop: the message, the descriptors to
@@ -457,7 +458,8 @@ func (c *client) unwatch(now sim.Time, r *verbsabi.Request) {
 // status reports the client. Loop goroutine.
 func (c *client) status() ClientStatus {
 	s := ClientStatus{PID: c.pid, Name: c.name, QPs: len(c.qps), Connected: len(c.bound), CQs: len(c.cqs), MRs: len(c.mrs),
-		MRBytes: c.mrBytes, Posted: c.nposted, Completed: c.complete, Doorbells: c.bells, Events: c.events}
+		MRBytes: c.mrBytes, Posted: c.nposted, Completed: c.complete, Doorbells: c.bells, Events: c.events,
+		Limited: c.limited}
 	for _, l := range c.lns {
 		s.Listening = append(s.Listening, int(l.port))
 	}

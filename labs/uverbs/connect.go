@@ -154,6 +154,7 @@ func (c *client) listen(now sim.Time, r *verbsabi.Request) {
 		c.fail(now, r.Op, r.Seq, verbsabi.CodeBusy, "port %d on host %s is in use by pid %d (%s)", r.Port, e.cfg.Host, o.pid, o.name)
 		return
 	case uint32(len(c.lns)) >= lim.MaxListeners:
+		c.limited++
 		c.fail(now, r.Op, r.Seq, verbsabi.CodeLimit, "listener limit: %d per process", lim.MaxListeners)
 		return
 	case uint32(r.Backlog) > lim.MaxBacklog:

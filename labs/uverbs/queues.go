@@ -168,7 +168,12 @@ func (c *client) createQP(now sim.Time, r *verbsabi.Request) {
 		c.fail(now, r.Op, r.Seq, verbsabi.CodeInvalid, "queues of %d send and %d receive entries: want 1..%d each", r.MaxSend, r.MaxRecv, lim.MaxWR)
 		return
 	case uint32(len(c.qps)) >= lim.MaxQPs:
+		c.limited++
 		c.fail(now, r.Op, r.Seq, verbsabi.CodeLimit, "queue pair limit: %d per process", lim.MaxQPs)
+		return
+	case e.qps >= e.cfg.MaxHostQPs:
+		c.limited++
+		c.fail(now, r.Op, r.Seq, verbsabi.CodeLimit, "queue pair limit of host %s: %d open across its programs", e.cfg.Host, e.cfg.MaxHostQPs)
 		return
 	}
 	ns, nr := int(nextPow2(r.MaxSend)), int(nextPow2(r.MaxRecv))
@@ -205,6 +210,7 @@ func (c *client) createQP(now sim.Time, r *verbsabi.Request) {
 	rcq.refs++
 	p.refs++
 	c.qps[q.h] = q
+	e.qps++
 	c.reply(now, &verbsabi.Reply{Op: r.Op, Seq: r.Seq, Handle: q.h, SQEntries: uint32(ns), RQEntries: uint32(nr),
 		SQOffset: 0, RQOffset: uint64(sqBytes), Size: uint64(sqBytes + rqBytes)}, fd)
 }
@@ -245,6 +251,7 @@ func (c *client) dropQP(now sim.Time, q *qp) {
 	q.rcq.refs--
 	q.pd.refs--
 	delete(c.qps, q.h)
+	c.ep.qps--
 }
 
 // setState records the QP's state in its send ring.

@@ -181,6 +181,9 @@ type ClientStatus struct {
 	Completed uint64 `json:"completed"`
 	Doorbells uint64 `json:"doorbells"`
 	Events    uint64 `json:"events"`
+	// Limited counts the client's requests refused at a QP or listener
+	// limit (its own, or its host's).
+	Limited uint64 `json:"limited,omitempty"`
 }
 
 // Status lists each host's open clients. Run it on the loop.

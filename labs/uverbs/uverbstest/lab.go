@@ -45,6 +45,9 @@ type Options struct {
 	Rate float64
 	// Limits are the endpoints' per-process limits (zero: defaults).
 	Limits verbsabi.Limits
+	// MaxHostQPs is each endpoint's QP limit across its clients (zero:
+	// uverbs.DefaultMaxHostQPs).
+	MaxHostQPs int
 	// Trace receives the endpoints' and transports' trace lines.
 	Trace func(host, line string)
 	// Netns, if set, is the namespace the endpoints admit (default: the
@@ -107,7 +110,7 @@ func Start(t testing.TB, o Options) *Lab {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cfg := uverbs.Config{Host: cl.Hosts[i], NIC: nic, Netns: ns, Limits: o.Limits, Logf: t.Logf, Watch: l.watch}
+		cfg := uverbs.Config{Host: cl.Hosts[i], NIC: nic, Netns: ns, Limits: o.Limits, MaxHostQPs: o.MaxHostQPs, Logf: t.Logf, Watch: l.watch}
 		if o.Quiet {
 			cfg.Logf = nil
 		}
