@@ -119,6 +119,8 @@ func TestIbverbsPrograms(t *testing.T) {
 	}
 	bw := regexp.MustCompile(`(?m)^\s*(\d+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s*$`)
 	lat := regexp.MustCompile(`(?m)^\s*2\s+\d+\s+[\d.]+\s+[\d.]+\s+[\d.]+\s+[\d.]+`)
+	// Duration mode (-D) prints iterations, t_avg and tps.
+	latD := regexp.MustCompile(`(?m)^\s*2\s+[1-9]\d*\s+[\d.]+\s+[\d.]+\s*$`)
 	for _, tc := range []struct {
 		argv []string
 		want *regexp.Regexp
@@ -128,16 +130,22 @@ func TestIbverbsPrograms(t *testing.T) {
 		{[]string{"ib_send_bw"}, bw},
 		{[]string{"ib_send_bw", "-e", "-n", "500"}, bw},
 		{[]string{"ib_write_bw", "-d", "rocev2_0", "-n", "1000"}, bw},
-		{[]string{"ib_write_bw", "-q", "4", "-n", "500"}, bw},
-		{[]string{"ib_write_bw", "-s", "1048576", "-n", "100"}, bw},
+		{[]string{"ib_write_bw", "-q", "32", "-n", "200"}, bw}, // 32 QPs: past the old limit of 16
+		{[]string{"ib_write_bw", "-s", "1048576", "-n", "1000"}, bw},
+		{[]string{"ib_write_bw", "-D", "3"}, bw},
+		{[]string{"ib_read_bw", "-D", "3"}, bw},
 		{[]string{"ib_write_lat", "-n", "200"}, lat},
 		{[]string{"ib_read_lat", "-n", "200"}, lat},
 		{[]string{"ib_send_lat", "-n", "200"}, lat},
+		{[]string{"ib_send_lat", "-D", "3"}, latD},
 	} {
 		t.Run(strings.Join(tc.argv, " "), func(t *testing.T) {
 			cli, _ := pair(t, tc.argv...)
-			if !tc.want.MatchString(cli) || !strings.Contains(cli, "#bytes") {
+			m := tc.want.FindStringSubmatch(cli)
+			if m == nil || !strings.Contains(cli, "#bytes") {
 				t.Errorf("%v printed no result table\n%s", tc.argv, cli)
+			} else if tc.want == bw && (m[2] == "0" || m[4] == "0.00") {
+				t.Errorf("%v moved nothing: %s iterations, average %s MB/s\n%s", tc.argv, m[2], m[4], cli)
 			}
 		})
 	}
