@@ -26,6 +26,9 @@ import (
 
 // Lab is a running in-process lab with two hosts, h0 and h1.
 type Lab struct {
+	// Net is the fabric: two hosts with a direct link per plane,
+	// "p<plane>-h0-h1". Touch it only on the loop (Pacer.Do).
+	Net   *fabric.Network
 	Pacer *live.Pacer
 	Set   *uverbs.Set
 	NICs  []*softnic.NIC
@@ -102,7 +105,7 @@ func Start(t testing.TB, o Options) *Lab {
 	if o.Netns != nil {
 		ns = *o.Netns
 	}
-	l := &Lab{Pacer: p, Set: set, NICs: cl.NICs, Hosts: cl.Hosts}
+	l := &Lab{Net: net, Pacer: p, Set: set, NICs: cl.NICs, Hosts: cl.Hosts}
 	n := seq.Add(1)
 	for i, nic := range cl.NICs {
 		name := fmt.Sprintf("mrlab-verbs-test-%d-%d-%s", os.Getpid(), n, cl.Hosts[i])
