@@ -256,6 +256,18 @@ func (n *NIC) Addr() netip.Addr { return n.addr }
 // Ports returns the number of ports.
 func (n *NIC) Ports() int { return len(n.ports) }
 
+// PortsUp returns which ports' links are up, bit i for port i (ports past
+// 31 are not reported); a port on a wire that cannot fail counts as up.
+func (n *NIC) PortsUp() uint32 {
+	var m uint32
+	for i := range min(len(n.ports), 32) {
+		if u := n.ports[i].up; u == nil || u.Up() {
+			m |= 1 << i
+		}
+	}
+	return m
+}
+
 // Rate returns the per-port line rate in bits per second.
 func (n *NIC) Rate() float64 { return n.rate }
 

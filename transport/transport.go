@@ -333,6 +333,21 @@ type Aborter interface {
 	Abort(now sim.Time)
 }
 
+// RNRPolicy is implemented by connections whose receiver-not-ready
+// policy a verbs client sets per QP, as ibv_modify_qp's rnr_retry and
+// min_rnr_timer do. SetRNR may be called at any time; it applies from the
+// next RNR NAK on.
+type RNRPolicy interface {
+	// SetRNRRetry sets how many RNR NAKs in a row the requester accepts
+	// before failing with StatusRNRRetryExceeded: 0..6, or 7 for forever
+	// (IB's encoding).
+	SetRNRRetry(retry int)
+	// SetMinRNRTimer sets the RNR timer code (IBTA table 45, 0..31) this
+	// end's responder asks its peer to wait in RNR NAKs. A transport whose
+	// NAKs carry no timer ignores it.
+	SetMinRNRTimer(code uint8)
+}
+
 // Protocol is one transport as a NIC's demultiplexer sees it. A NIC makes one
 // Protocol per transport it speaks; NIC-wide transport state (MetaRoCE's
 // receiver fair-share allocator) lives in it.

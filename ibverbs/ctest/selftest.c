@@ -5,15 +5,16 @@
  * and the client in another:
  *
  *	cc -o selftest selftest.c -libverbs
- *	mrlab exec --ibverbs h2 -- ./selftest
- *	mrlab exec --ibverbs h0 -- ./selftest 198.18.1.1
+ *	mrlab exec --ibverbs h2 -- ./selftest [-d rocev2_0]
+ *	mrlab exec --ibverbs h0 -- ./selftest [-d rocev2_0] 198.18.1.1
  *
  * Each check prints "ok NAME" or "FAIL NAME: why"; the exit status is the
  * number of failures. The server exposes one buffer for WRITE and READ and
  * answers SENDs; the client drives the error cases: QP state errors, bad
  * lkey and rkey (the QP goes to ERROR as on a NIC), posting on a QP in
- * ERROR (flushed), modify to ERROR with receives posted (flushed), and the
- * verbs the lab's NIC does not have (EOPNOTSUPP).
+ * ERROR (flushed), modify to ERROR with receives posted (flushed), the
+ * verbs the lab's NIC does not have (EOPNOTSUPP), and rnr_retry (a
+ * count, or 7 for forever, against a receive posted late).
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -30,7 +31,7 @@
 
 #define PORT 18600
 #define SIZE 65536
-#define NQP 4
+#define NQP 6 /* 4 and 5: the RNR checks */
 
 static int fails;
 static struct ibv_context *ctx;
@@ -68,7 +69,7 @@ static int to_init(struct ibv_qp *qp) {
 	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
 }
 
-static int to_rts(struct ibv_qp *qp, union ibv_gid *gid, uint32_t qpn) {
+static int to_rts(struct ibv_qp *qp, union ibv_gid *gid, uint32_t qpn, int rnr_retry) {
 	struct ibv_qp_attr a = {.qp_state = IBV_QPS_RTR, .path_mtu = IBV_MTU_4096, .dest_qp_num = qpn, .max_dest_rd_atomic = 1,
 				.min_rnr_timer = 12, .ah_attr = {.is_global = 1, .port_num = 1, .grh = {.dgid = *gid, .hop_limit = 1}}};
 	int e = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
@@ -78,7 +79,7 @@ static int to_rts(struct ibv_qp *qp, union ibv_gid *gid, uint32_t qpn) {
 	a.qp_state = IBV_QPS_RTS;
 	a.timeout = 14;
 	a.retry_cnt = 7;
-	a.rnr_retry = 7;
+	a.rnr_retry = rnr_retry;
 	a.max_rd_atomic = 1;
 	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
 					 IBV_QP_MAX_QP_RD_ATOMIC);
@@ -142,6 +143,27 @@ static void local_checks(void) {
 	struct ibv_cq_init_attr_ex cx = {.cqe = 4};
 	errno = 0;
 	check(!ibv_create_cq_ex(ctx, &cx) && errno == EOPNOTSUPP, "ibv_create_cq_ex refused with EOPNOTSUPP", "errno %d", errno);
+	/* The QP limit: max_qp QPs, then ENOMEM (not a crash); all destroyed. */
+	struct ibv_device_attr da;
+	check(ibv_query_device(ctx, &da) == 0 && da.max_qp >= 128, "max_qp at least 128", "max_qp %d", da.max_qp);
+	struct ibv_cq *bigcq = ibv_create_cq(ctx, 2 * da.max_qp + 16, NULL, NULL, 0);
+	struct ibv_qp **many = calloc(da.max_qp + 1, sizeof *many);
+	int made = 0;
+	errno = 0;
+	while (bigcq && made <= da.max_qp) {
+		struct ibv_qp_init_attr ma = {.send_cq = bigcq, .recv_cq = bigcq, .qp_type = IBV_QPT_RC,
+					      .cap = {.max_send_wr = 1, .max_recv_wr = 1, .max_send_sge = 1, .max_recv_sge = 1}};
+		if (!(many[made] = ibv_create_qp(pd, &ma)))
+			break;
+		made++;
+	}
+	check(made == da.max_qp && errno == ENOMEM, "QP past max_qp refused with ENOMEM", "made %d of max_qp %d, errno %d", made,
+	      da.max_qp, errno);
+	int destroyed = 0;
+	for (int i = 0; i < made; i++)
+		destroyed += ibv_destroy_qp(many[i]) == 0;
+	check(destroyed == made && bigcq && ibv_destroy_cq(bigcq) == 0, "QPs at the limit destroyed", "%d of %d", destroyed, made);
+	free(many);
 	union ibv_gid g;
 	check(ibv_query_gid(ctx, 1, 1, &g) != 0, "GID index 1 absent", "-");
 	check(ibv_query_gid(ctx, 1, 0, &g) == 0 && g.raw[10] == 0xff && g.raw[11] == 0xff, "GID 0 IPv4-mapped", "-");
@@ -173,7 +195,19 @@ int main(int argc, char **argv) {
 		fprintf(stderr, "selftest: no device\n");
 		return 100;
 	}
-	ctx = ibv_open_device(l[0]);
+	struct ibv_device *dev = l[0];
+	if (argc > 2 && strcmp(argv[1], "-d") == 0) { /* -d DEVICE: another than the first */
+		for (dev = NULL; *l; l++)
+			if (strcmp(ibv_get_device_name(*l), argv[2]) == 0)
+				dev = *l;
+		if (!dev) {
+			fprintf(stderr, "selftest: no device %s\n", argv[2]);
+			return 100;
+		}
+		argc -= 2;
+		argv += 2;
+	}
+	ctx = ibv_open_device(dev);
 	pd = ibv_alloc_pd(ctx);
 	cq = ibv_create_cq(ctx, 256, NULL, NULL, 0);
 	buf = malloc(SIZE + 100) + 100; /* not page-aligned, as malloc gives */
@@ -207,7 +241,7 @@ int main(int argc, char **argv) {
 		return 100;
 	}
 	for (int i = 0; i < NQP; i++)
-		check(to_rts(qp[i], &peer.gid, peer.qpn[i]) == 0, "INIT to RTR to RTS", "-");
+		check(to_rts(qp[i], &peer.gid, peer.qpn[i], i == 5 ? 1 : 7) == 0, "INIT to RTR to RTS", "-");
 	struct ibv_wc wc;
 	char c;
 	if (!client) {
@@ -215,6 +249,15 @@ int main(int argc, char **argv) {
 		check(wait(&wc) == 1 && wc.status == IBV_WC_SUCCESS && wc.wr_id == 77 && wc.byte_len == 4096 &&
 			      wc.opcode == IBV_WC_RECV && (unsigned char)buf[8192] == 0xc3,
 		      "SEND received", "status %d byte_len %u", wc.status, wc.byte_len);
+		/* RNR: the client SENDs on QP 4 (rnr_retry 7, forever) and
+		 * says so; its receive is posted a second later, thousands of
+		 * RNR timers on. QP 5 (rnr_retry 1) never gets one. */
+		check(read(s, &c, 1) == 1 && c == 'L', "client's late SEND posted", "-");
+		usleep(1000000);
+		struct ibv_recv_wr late = {.wr_id = 78, .sg_list = &rsge, .num_sge = 1};
+		check(ibv_post_recv(qp[4], &late, &rbad) == 0 && wait(&wc) == 1 && wc.status == IBV_WC_SUCCESS && wc.wr_id == 78,
+		      "receive posted 1 s late gets the SEND (rnr_retry 7)", "status %d wr_id %llu", wc.status,
+		      (unsigned long long)wc.wr_id);
 		check(read(s, &c, 1) == 1, "client done", "-");
 		check((unsigned char)buf[0] == 0xa5 && (unsigned char)buf[4095] == 0xa5, "client's WRITE landed", "bytes %#x %#x",
 		      (unsigned char)buf[0], (unsigned char)buf[4095]);
@@ -254,6 +297,16 @@ int main(int argc, char **argv) {
 	      "WRITE past the peer's region: IBV_WC_REM_ACCESS_ERR", "status %d", wc.status);
 	/* An unsupported opcode is refused at post time. */
 	check(post(qp[0], IBV_WR_ATOMIC_FETCH_AND_ADD, 8, mr->lkey, peer.addr, peer.rkey) == EINVAL, "atomic post refused", "-");
+	/* RNR as ibv_modify_qp sets it: rnr_retry 1 fails once the peer
+	 * refuses twice; 7 waits as long as it takes. */
+	check(post(qp[5], IBV_WR_SEND, 9, mr->lkey, 0, 0) == 0 && wait(&wc) == 1 && wc.status == IBV_WC_RNR_RETRY_EXC_ERR &&
+		      wc.wr_id == 9,
+	      "rnr_retry 1, no receive: IBV_WC_RNR_RETRY_EXC_ERR", "status %d wr_id %llu", wc.status, (unsigned long long)wc.wr_id);
+	c = 'L';
+	check(post(qp[4], IBV_WR_SEND, 10, mr->lkey, 0, 0) == 0 && write(s, &c, 1) == 1 && wait(&wc) == 1 &&
+		      wc.status == IBV_WC_SUCCESS && wc.wr_id == 10,
+	      "rnr_retry 7: SEND waits for a receive posted 1 s late", "status %d wr_id %llu", wc.status,
+	      (unsigned long long)wc.wr_id);
 	c = 1;
 	check(write(s, &c, 1) == 1, "told the server", "-");
 	return fails;

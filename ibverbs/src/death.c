@@ -71,6 +71,28 @@ void mrv_track_context(struct mrv_context *x, int add) {
 		mrv_wake_fd(x->vctx.context.async_fd);
 }
 
+void mrv_post_async_all(enum ibv_event_type t) {
+	pthread_mutex_lock(&regmu);
+	for (struct mrv_context *x = ctxs; x; x = x->next) {
+		if (x->evtail - x->evhead < MRV_ASYNC_QUEUE) /* full: the oldest events stand; later ones are dropped */
+			x->evq[x->evtail++ % MRV_ASYNC_QUEUE] = (uint8_t)t;
+		mrv_wake_fd(x->vctx.context.async_fd);
+	}
+	pthread_mutex_unlock(&regmu);
+}
+
+int mrv_pop_async(struct mrv_context *x, enum ibv_event_type *t) {
+	pthread_mutex_lock(&regmu);
+	int n = x->evtail != x->evhead;
+	if (n) {
+		*t = (enum ibv_event_type)x->evq[x->evhead++ % MRV_ASYNC_QUEUE];
+		if (x->evtail != x->evhead) /* more left: keep async_fd readable */
+			mrv_wake_fd(x->vctx.context.async_fd);
+	}
+	pthread_mutex_unlock(&regmu);
+	return n;
+}
+
 void mrv_wake_fd(int fd) {
 	uint64_t one = 1;
 	if (fd >= 0 && write(fd, &one, sizeof one) < 0) {

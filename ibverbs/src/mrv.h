@@ -18,11 +18,7 @@
 #include <sys/un.h>
 #include <infiniband/verbs.h>
 
-#include "mrlab_verbs.h"
-
-#define MV_REG_MR_AT 0x12 /* REG_MR with a client-chosen address (the iova) */
-struct mv_reg_mr_at { uint32_t pd, access; uint64_t offset, length, iova; };
-_Static_assert(sizeof(struct mv_reg_mr_at) == 32, "REG_MR_AT");
+#include "mrlab_verbs.h" /* generated from internal/verbsabi: go generate ./internal/verbsabi */
 
 #define MRV_EXPORT(local, name, ver) __asm__(".symver " #local "," #name "@@" ver)
 
@@ -48,10 +44,15 @@ struct mrv_device {
 	uint64_t guid;  /* network order */
 };
 
+#define MRV_ASYNC_QUEUE 16 /* port events a context holds for ibv_get_async_event */
+
 struct mrv_context {
 	struct verbs_context vctx; /* ibv_context is its last member */
 	struct mrv_device *dev;
 	struct mrv_context *next; /* death.c's list */
+	/* Port events not yet read (port.c); guarded by death.c's lock. */
+	uint8_t evq[MRV_ASYNC_QUEUE];
+	unsigned evhead, evtail;
 };
 
 struct mrv_pd { struct ibv_pd pd; uint32_t h; };
@@ -134,5 +135,14 @@ int mrv_start_watch(int sock);
 void mrv_wake_fd(int fd);
 void mrv_track_cq(struct mrv_cq *q, int add);
 void mrv_track_context(struct mrv_context *x, int add);
+/* Queue an asynchronous event on every open context and wake its
+ * async_fd; pop one (0 if none) for ibv_get_async_event. */
+void mrv_post_async_all(enum ibv_event_type t);
+int mrv_pop_async(struct mrv_context *x, enum ibv_event_type *t);
+
+/* port.c: the port's state follows the host's links (the doorbell page's
+ * ports_up word); a thread turns changes into port events. */
+int mrv_port_active(void);
+int mrv_start_portwatch(void);
 
 #endif

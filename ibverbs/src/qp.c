@@ -290,6 +290,28 @@ static int connect_qp(struct mrv_qp *p, const struct ibv_qp_attr *a) {
 	return p->pend_seq ? 0 : EIO;
 }
 
+/* set_rnr hands the lab the QP's RNR policy: rnr_retry (7: forever) for
+ * its requester, min_rnr_timer for its RoCEv2 responder's RNR NAKs. Both
+ * go at RTR to RTS (where IB requires rnr_retry; min_rnr_timer came at
+ * RTR), and either when a later modify changes it. */
+static int set_rnr(struct mrv_qp *p, enum ibv_qp_state cur, enum ibv_qp_state next, int mask) {
+	struct mv_set_rnr r = {.qp = p->h, .rnr_retry = p->attr.rnr_retry, .min_rnr_timer = p->attr.min_rnr_timer};
+	if (mask & IBV_QP_RNR_RETRY) r.mask |= MV_RNR_SET_RETRY;
+	if (mask & IBV_QP_MIN_RNR_TIMER) r.mask |= MV_RNR_SET_TIMER;
+	if (cur == IBV_QPS_RTR && next == IBV_QPS_RTS)
+		r.mask = MV_RNR_SET_RETRY | MV_RNR_SET_TIMER;
+	if (!r.mask || p->flush || p->lab_gone || next == IBV_QPS_ERR)
+		return 0;
+	pthread_mutex_lock(&mrv_s.mu);
+	uint32_t code = mrv_call(MV_SET_RNR, &r, sizeof r, -1, NULL, 0, NULL);
+	pthread_mutex_unlock(&mrv_s.mu);
+	if (code) {
+		mrv_log("QP %u: SET_RNR failed: code %u", p->qpx.qp_base.qp_num, code);
+		return mrv_errno(code);
+	}
+	return 0;
+}
+
 int modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask) {
 	struct mrv_qp *p = (struct mrv_qp *)qp;
 	enum ibv_qp_state cur = (mask & IBV_QP_CUR_STATE) ? a->cur_qp_state : qp->state;
@@ -312,6 +334,9 @@ int modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask) {
 	if ((mask & IBV_QP_ACCESS_FLAGS) &&
 	    (a->qp_access_flags & ~(unsigned)(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ)))
 		return EOPNOTSUPP; /* remote atomics */
+	if (((mask & IBV_QP_RNR_RETRY) && a->rnr_retry > MV_RNR_RETRY_FOREVER) ||
+	    ((mask & IBV_QP_MIN_RNR_TIMER) && a->min_rnr_timer > MV_MAX_RNR_TIMER))
+		return EINVAL; /* 3 and 5 bits, as in the IB QP context */
 	int e = 0;
 	pthread_mutex_lock(&mrv_s.mu);
 	if (next == IBV_QPS_RTR && cur == IBV_QPS_INIT)
@@ -337,6 +362,8 @@ int modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask) {
 	if (mask & IBV_QP_MAX_DEST_RD_ATOMIC) s->max_dest_rd_atomic = a->max_dest_rd_atomic;
 	if (mask & IBV_QP_MIN_RNR_TIMER) s->min_rnr_timer = a->min_rnr_timer;
 	if (mask & IBV_QP_DEST_QPN) s->dest_qp_num = a->dest_qp_num;
+	if ((e = set_rnr(p, cur, next, mask)))
+		return e;
 	s->qp_state = s->cur_qp_state = next;
 	qp->state = next;
 	if (next != cur && next == IBV_QPS_RTS)

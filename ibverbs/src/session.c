@@ -214,8 +214,10 @@ int mrv_open_session(void) {
 	}
 	mrv_s.up = 1;
 	int e = mrv_start_watch(s);
+	if (!e)
+		e = mrv_start_portwatch();
 	if (e)
-		mrv_log("no thread to watch for the lab's death: %s", strerror(e));
+		mrv_log("no thread to watch for the lab's death or its links: %s", strerror(e));
 	return 0;
 }
 
@@ -327,22 +329,31 @@ int close_device(struct ibv_context *c) {
 }
 MRV_EXPORT(close_device, ibv_close_device, "IBVERBS_1.1");
 
-/* The only asynchronous event is the lab's death: IBV_EVENT_DEVICE_FATAL
- * (rdma-core's own ibv_get_async_event would read a kernel event record
- * and call the provider's ops, which this context has not). */
+/* Asynchronous events: IBV_EVENT_PORT_ERR and IBV_EVENT_PORT_ACTIVE as
+ * the host's links go down and come back (port.c), and
+ * IBV_EVENT_DEVICE_FATAL once the lab died (death.c). rdma-core's own
+ * ibv_get_async_event would read a kernel event record and call the
+ * provider's ops, which this context has not. */
 int get_async_event(struct ibv_context *c, struct ibv_async_event *ev) {
-	uint64_t v;
+	struct mrv_context *x = (struct mrv_context *)verbs_get_ctx(c);
+	enum ibv_event_type t;
 	for (;;) {
+		uint64_t v;
 		ssize_t n = read(c->async_fd, &v, sizeof v);
-		if (n == sizeof v)
-			break;
 		if (n < 0 && errno == EINTR)
 			continue;
-		return -1;
+		if (n != sizeof v)
+			return -1; /* EAGAIN on an O_NONBLOCK fd with nothing to read */
+		if (mrv_pop_async(x, &t))
+			break;
+		if (mrv_is_dead()) {
+			t = IBV_EVENT_DEVICE_FATAL;
+			break;
+		}
 	}
 	memset(ev, 0, sizeof *ev);
-	ev->event_type = IBV_EVENT_DEVICE_FATAL;
-	ev->element.port_num = 0;
+	ev->event_type = t;
+	ev->element.port_num = t == IBV_EVENT_DEVICE_FATAL ? 0 : 1;
 	return 0;
 }
 MRV_EXPORT(get_async_event, ibv_get_async_event, "IBVERBS_1.1");
@@ -361,7 +372,11 @@ int mrv_query_device(struct ibv_context *c, struct ibv_device_attr *a) {
 	a->page_size_cap = 4096;
 	a->vendor_id = 0;
 	a->hw_ver = 1;
-	a->max_qp = h->max_qps;
+	/* Each QP holds one of the endpoint's listeners (its QPN is that
+	 * port), so the smaller limit is the QP limit. */
+	a->max_qp = h->max_qps < h->max_listeners ? h->max_qps : h->max_listeners;
+	if (a->max_qp > MRV_MAX_QPS)
+		a->max_qp = MRV_MAX_QPS;
 	a->max_qp_wr = h->max_wr;
 	a->device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_PORT_ACTIVE_EVENT;
 	a->max_sge = h->max_sge;
@@ -406,7 +421,8 @@ int mrv_query_port(struct ibv_context *c, uint8_t port, struct ibv_port_attr *ou
 		return EINVAL;
 	struct mv_hello_reply *h = &mrv_s.hello;
 	struct ibv_port_attr a = {0};
-	a.state = IBV_PORT_ACTIVE;
+	int up = mrv_port_active(); /* the host's links: DOWN once every plane's is down */
+	a.state = up ? IBV_PORT_ACTIVE : IBV_PORT_DOWN;
 	a.max_mtu = IBV_MTU_4096;
 	a.active_mtu = mtu_enum(h->path_mtu);
 	a.gid_tbl_len = 1;
@@ -421,7 +437,7 @@ int mrv_query_port(struct ibv_context *c, uint8_t port, struct ibv_port_attr *ou
 	/* IB speed codes per lane: 1 2.5G, 2 5G, 4 10G, 16 14G, 32 25G, 64 50G, 128 100G */
 	double lane = (double)h->line_rate / 4e9;
 	a.active_speed = lane >= 100 ? 128 : lane >= 50 ? 64 : lane >= 25 ? 32 : lane >= 14 ? 16 : lane >= 10 ? 4 : lane >= 5 ? 2 : 1;
-	a.phys_state = 5; /* LinkUp */
+	a.phys_state = up ? 5 : 3; /* LinkUp, or Disabled */
 	a.link_layer = IBV_LINK_LAYER_ETHERNET;
 	memcpy(out, &a, len < sizeof a ? len : sizeof a);
 	return 0;

@@ -68,11 +68,17 @@ const (
 	// address) and an offset in the memfd at any byte: added so a
 	// libibverbs-compatible client can hand peers its own addresses.
 	OpRegMRAt Op = 0x12
-	opMax     Op = 0x12
+	// OpSetRNR sets a QP's RNR policy as ibv_modify_qp sets it: the
+	// requester's rnr_retry (7: forever) and the RNR timer code its
+	// responder puts in RNR NAKs (min_rnr_timer). Added for the
+	// libibverbs-compatible client; a QP that never gets one keeps the
+	// lab's transport defaults.
+	OpSetRNR Op = 0x13
+	opMax    Op = 0x13
 )
 
 var opNames = [...]string{"", "HELLO", "ALLOC_PD", "DEALLOC_PD", "REG_MR", "DEREG_MR", "CREATE_CQ", "DESTROY_CQ",
-	"CREATE_QP", "DESTROY_QP", "CONNECT", "LISTEN", "ACCEPT", "STOP_LISTEN", "CANCEL", "WATCH", "UNWATCH", "QUERY_QP", "REG_MR_AT"}
+	"CREATE_QP", "DESTROY_QP", "CONNECT", "LISTEN", "ACCEPT", "STOP_LISTEN", "CANCEL", "WATCH", "UNWATCH", "QUERY_QP", "REG_MR_AT", "SET_RNR"}
 
 func (o Op) String() string {
 	r := ""
@@ -208,6 +214,16 @@ const (
 const (
 	TransportMetaRoCE = 1
 	TransportRoCEv2   = 2
+)
+
+// SET_RNR's mask: which of its fields to apply.
+const (
+	RNRSetRetry = 1 << 0 // rnr_retry
+	RNRSetTimer = 1 << 1 // min_rnr_timer
+	// RNRRetryForever is the rnr_retry that never gives up, as in IB.
+	RNRRetryForever = 7
+	// MaxRNRTimer is the largest RNR timer code (IBTA table 45).
+	MaxRNRTimer = 31
 )
 
 // QP states, in the send ring's state word.

@@ -26,6 +26,7 @@ func seedRequests() []Request {
 		{Op: OpUnwatch, Seq: 16, Watch: 5},
 		{Op: OpQueryQP, Seq: 17, QP: 3},
 		{Op: OpRegMRAt, Seq: 18, PD: 1, Access: AccessLocalWrite, Offset: 0x7f00_1234_5010, Length: 1000, IOVA: 0x7f00_1234_5010},
+		{Op: OpSetRNR, Seq: 19, QP: 3, RNRRetry: RNRRetryForever, RNRTimer: 12, RNRMask: RNRSetRetry | RNRSetTimer},
 	}
 }
 

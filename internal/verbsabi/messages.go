@@ -33,13 +33,16 @@ type Request struct {
 	Trans    uint8  // CREATE_QP: TransportMetaRoCE or TransportRoCEv2
 	MaxSend  uint32 // CREATE_QP
 	MaxRecv  uint32 // CREATE_QP
-	QP       uint32 // DESTROY_QP, CONNECT, ACCEPT
+	QP       uint32 // DESTROY_QP, CONNECT, ACCEPT, QUERY_QP, SET_RNR
 	Addr     [4]byte
 	Port     uint16 // CONNECT, LISTEN
 	Backlog  uint16 // LISTEN
 	Listener uint32 // ACCEPT, STOP_LISTEN
 	Target   uint32 // CANCEL: the seq of the request to cancel
 	Watch    uint32 // UNWATCH
+	RNRRetry uint8  // SET_RNR: rnr_retry, 0..7 (7: forever)
+	RNRTimer uint8  // SET_RNR: min_rnr_timer, an IBTA RNR timer code 0..31
+	RNRMask  uint8  // SET_RNR: RNRSetRetry | RNRSetTimer, which to apply
 }
 
 // reqLayout is each request's body size and descriptor count.
@@ -48,7 +51,7 @@ var reqLayout = [opMax + 1]struct{ size, fds int }{
 	OpDeregMR: {8, 0}, OpCreateCQ: {8, 0}, OpDestroyCQ: {8, 0}, OpCreateQP: {24, 0},
 	OpDestroyQP: {8, 0}, OpConnect: {16, 0}, OpListen: {8, 0}, OpAccept: {8, 0},
 	OpStopListen: {8, 0}, OpCancel: {8, 0}, OpWatch: {0, 0}, OpUnwatch: {8, 0}, OpQueryQP: {8, 0},
-	OpRegMRAt: {32, 1},
+	OpRegMRAt: {32, 1}, OpSetRNR: {8, 0},
 }
 
 // RequestFDs returns how many descriptors a request of op carries.
@@ -140,6 +143,12 @@ func DecodeRequest(msg []byte, nfds int) (Request, error) {
 		r.Target, ok = u32(0), zero(4, 8)
 	case OpUnwatch:
 		r.Watch, ok = u32(0), zero(4, 8)
+	case OpSetRNR:
+		r.QP, r.RNRRetry, r.RNRTimer, r.RNRMask = u32(0), b[4], b[5], b[6]
+		ok = zero(7, 8)
+		if r.RNRMask == 0 || r.RNRMask&^(RNRSetRetry|RNRSetTimer) != 0 || r.RNRRetry > RNRRetryForever || r.RNRTimer > MaxRNRTimer {
+			return r, fmt.Errorf("SET_RNR: mask %#x, rnr_retry %d, timer %d out of range: %w", r.RNRMask, r.RNRRetry, r.RNRTimer, ErrFlags)
+		}
 	}
 	if !ok {
 		return r, fmt.Errorf("%v: %w", r.Op, ErrFlags)
@@ -205,6 +214,9 @@ func AppendRequest(b []byte, r *Request) []byte {
 		le.PutUint32(p, r.Target)
 	case OpUnwatch:
 		le.PutUint32(p, r.Watch)
+	case OpSetRNR:
+		le.PutUint32(p, r.QP)
+		p[4], p[5], p[6] = r.RNRRetry, r.RNRTimer, r.RNRMask
 	}
 	return b
 }
@@ -285,7 +297,7 @@ var replyLayout = [opMax + 1]struct{ size, fds int }{
 	OpDeregMR: {0, 0}, OpCreateCQ: {16, 2}, OpDestroyCQ: {0, 0}, OpCreateQP: {40, 1},
 	OpDestroyQP: {0, 0}, OpConnect: {16, 0}, OpListen: {8, 0}, OpAccept: {16, 0},
 	OpStopListen: {0, 0}, OpCancel: {0, 0}, OpWatch: {8, 0}, OpUnwatch: {48, 0}, OpQueryQP: {64, 0},
-	OpRegMRAt: {16, 0},
+	OpRegMRAt: {16, 0}, OpSetRNR: {0, 0},
 }
 
 // ReplyFDs returns how many descriptors a successful reply to op carries

@@ -47,10 +47,21 @@ const (
 //	                     sleep (never 0). A client that posts while it is
 //	                     nonzero writes 1 to the doorbell eventfd (HELLO's
 //	                     second descriptor), once per sleep number.
+//	128 u32 ports_up     PortsValid | bit i set while the link of the
+//	                     NIC's port i (plane i) is up; the endpoint writes
+//	                     it before HELLO's reply and within a millisecond
+//	                     of lab time after a link changes, then wakes the
+//	                     word's futex waiters (FUTEX_WAKE, not private:
+//	                     the page is shared), so a client can sleep on it
+//	                     (FUTEX_WAIT) instead of polling.
 const (
 	DoorbellPageSize = PageSize
 	DoorbellMagic    = 0x4256524d // "MRVB"
 	NeedWakeupOff    = 64
+	PortsUpOff       = 128
+	// PortsValid marks ports_up as written by an endpoint that follows
+	// its links (a page without it is from one that does not).
+	PortsValid = 1 << 31
 )
 
 // RingBytes returns the bytes a ring of entries entries of size bytes

@@ -3,7 +3,9 @@ package verbsabi
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -163,3 +165,13 @@ func ParseRights(oob []byte) ([]int, error) {
 
 // OOBSpace returns the size of the control buffer a receiver needs for MaxFDs descriptors.
 func OOBSpace() int { return unix.CmsgSpace(4 * MaxFDs) }
+
+// futexWake is FUTEX_WAKE without FUTEX_PRIVATE_FLAG: the word is in
+// memory shared with other processes.
+const futexWake = 1
+
+// WakeWord wakes every thread, in any process, waiting (FUTEX_WAIT) on
+// the shared-memory word w. It is a hint: a waiter re-reads the word.
+func WakeWord(w *uint32) {
+	_, _, _ = unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(w)), futexWake, math.MaxInt32, 0, 0, 0)
+}

@@ -52,6 +52,7 @@ type client struct {
 	complete uint64
 	bells    uint64
 	events   uint64
+	limited  uint64 // requests refused at a QP or listener limit
 }
 
 // outMsg is one reply for writeLoop: the message, the descriptors to
@@ -292,6 +293,8 @@ func (c *client) handle(now sim.Time, r *verbsabi.Request, fds []int) {
 		c.unwatch(now, r)
 	case verbsabi.OpQueryQP:
 		c.queryQP(now, r)
+	case verbsabi.OpSetRNR:
+		c.setRNR(now, r)
 	}
 }
 
@@ -330,6 +333,10 @@ func (c *client) doHello(now sim.Time, r *verbsabi.Request) {
 	}
 	*verbsabi.Word(page, 0) = verbsabi.DoorbellMagic
 	*verbsabi.Word(page, 4) = verbsabi.Version
+	if e.portsUp == 0 {
+		e.portsUp = e.cfg.NIC.PortsUp() | verbsabi.PortsValid
+	}
+	*verbsabi.Word(page, verbsabi.PortsUpOff) = e.portsUp
 	e.nextID++
 	// The name is the program's choice: sanitized here, where it enters
 	// the lab, for every log, trace line and status that shows it.
@@ -351,6 +358,14 @@ func (c *client) doHello(now sim.Time, r *verbsabi.Request) {
 		Host: e.cfg.Host, Limits: e.cfg.Limits, Transports: e.trans}
 	c.reply(now, &rep, pfd, dbfd)
 	e.tracef(now, 0, "pid %d (%s) opened the endpoint (client %d)", c.pid, c.name, c.id)
+}
+
+// setPortsUp writes the doorbell page's ports_up word and wakes the
+// client's threads sleeping on it.
+func (c *client) setPortsUp(m uint32) {
+	w := verbsabi.Word(c.dbPage, verbsabi.PortsUpOff)
+	atomicStore(w, m)
+	verbsabi.WakeWord(w)
 }
 
 // setNeedWakeup writes the doorbell page's need_wakeup word: 0 while the
@@ -443,7 +458,8 @@ func (c *client) unwatch(now sim.Time, r *verbsabi.Request) {
 // status reports the client. Loop goroutine.
 func (c *client) status() ClientStatus {
 	s := ClientStatus{PID: c.pid, Name: c.name, QPs: len(c.qps), Connected: len(c.bound), CQs: len(c.cqs), MRs: len(c.mrs),
-		MRBytes: c.mrBytes, Posted: c.nposted, Completed: c.complete, Doorbells: c.bells, Events: c.events}
+		MRBytes: c.mrBytes, Posted: c.nposted, Completed: c.complete, Doorbells: c.bells, Events: c.events,
+		Limited: c.limited}
 	for _, l := range c.lns {
 		s.Listening = append(s.Listening, int(l.port))
 	}

@@ -70,6 +70,7 @@ func (c *client) connect(now sim.Time, r *verbsabi.Request) {
 func (c *client) bind(now sim.Time, q *qp, conn *softnic.Conn) {
 	q.conn, q.kind = conn, conn.Kind()
 	conn.SetContext(q)
+	q.rnr.apply(conn)
 	c.bound = append(c.bound, q)
 	q.setState(stateOf(conn.State()))
 	sp, rp := q.sq.Producer(), q.rq.Producer()
@@ -166,6 +167,7 @@ func (c *client) listen(now sim.Time, r *verbsabi.Request) {
 		c.fail(now, r.Op, r.Seq, verbsabi.CodeBusy, "port %d on host %s is in use by pid %d (%s)", r.Port, e.cfg.Host, o.pid, o.name)
 		return
 	case uint32(len(c.lns)) >= lim.MaxListeners:
+		c.limited++
 		c.fail(now, r.Op, r.Seq, verbsabi.CodeLimit, "listener limit: %d per process", lim.MaxListeners)
 		return
 	case uint32(r.Backlog) > lim.MaxBacklog:

@@ -49,18 +49,26 @@ type Loop interface {
 // DefaultLimits returns the per-process limits of an endpoint.
 func DefaultLimits() verbsabi.Limits {
 	return verbsabi.Limits{
-		MaxMRs:       1024,
-		MaxQPs:       256,
-		MaxCQs:       256,
-		MaxCQE:       1 << 16,
-		MaxWR:        4096,
-		MaxSGE:       verbsabi.MaxSGE,
-		MaxListeners: 16,
+		MaxMRs: 1024,
+		MaxQPs: 256,
+		MaxCQs: 256,
+		MaxCQE: 1 << 16,
+		MaxWR:  4096,
+		MaxSGE: verbsabi.MaxSGE,
+		// One per QP: libmrlab-ibverbs holds a listener for each QP
+		// (its QPN is that port), so QPs per process stop at this.
+		MaxListeners: 256,
 		MaxBacklog:   64,
 		MaxMRBytes:   4 << 30,
 		MaxPDs:       256,
 	}
 }
+
+// DefaultMaxHostQPs is a host's QP limit unless Config.MaxHostQPs: 16
+// programs at the per-process limit. With the largest queues (MaxWR
+// entries of 128 bytes each way) a QP's rings take 1 MiB of the lab's
+// memory, so a host reaches at most 4 GiB of rings, touched on demand.
+const DefaultMaxHostQPs = 4096
 
 // MaxClients bounds the clients one endpoint serves at once (each holds
 // descriptors and goroutines in the lab process).
@@ -81,6 +89,9 @@ type Config struct {
 	// Trace, if set, receives the endpoint's events (clients opening and
 	// closing, connections, refusals) in the lab's protocol trace.
 	Trace transport.Tracer
+	// MaxHostQPs bounds the QPs open at once across every program of the
+	// host (their rings are the lab's memory); 0 means DefaultMaxHostQPs.
+	MaxHostQPs int
 	// Logf, if set, hears about refused clients and I/O errors.
 	Logf func(format string, args ...any)
 	// Watch, if set, starts following how the lab keeps real time (on
@@ -122,6 +133,9 @@ func (c *Config) fill() {
 	if l.MaxMRBytes == 0 {
 		l.MaxMRBytes = d.MaxMRBytes
 	}
+	if c.MaxHostQPs <= 0 {
+		c.MaxHostQPs = DefaultMaxHostQPs
+	}
 	if c.Logf == nil {
 		c.Logf = func(string, ...any) {}
 	}
@@ -145,6 +159,26 @@ type Endpoint struct {
 	ports   map[uint16]*listener
 	addr    [4]byte
 	trans   uint32
+	portsUp uint32 // the NIC's ports_up word as clients last saw it (0: not read yet)
+	qps     int    // QPs open across the host's clients (Config.MaxHostQPs)
+}
+
+// checkPorts reads which of the NIC's links are up and, if that changed,
+// tells every client (the doorbell page's ports_up word, and a futex wake
+// for those sleeping on it). Run it on the loop.
+func (e *Endpoint) checkPorts(now sim.Time) {
+	m := e.cfg.NIC.PortsUp() | verbsabi.PortsValid
+	if m == e.portsUp {
+		return
+	}
+	first := e.portsUp == 0
+	e.portsUp = m
+	for _, c := range e.clients {
+		c.setPortsUp(m)
+	}
+	if !first {
+		e.tracef(now, 0, "host %s: NIC ports up %#b of %d", e.cfg.Host, m&^verbsabi.PortsValid, e.cfg.NIC.Ports())
+	}
 }
 
 // Listen opens an endpoint's socket: the abstract SOCK_SEQPACKET socket

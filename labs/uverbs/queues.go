@@ -41,6 +41,27 @@ type qp struct {
 	dead     bool
 	w        verbsabi.WQE
 	wr       transport.WorkRequest
+	rnr      rnrPolicy // SET_RNR's settings, applied to each connection it gets
+}
+
+// rnrPolicy is a QP's rnr_retry and min_rnr_timer as SET_RNR set them;
+// mask says which (a QP without SET_RNR keeps its transport's defaults).
+type rnrPolicy struct {
+	mask, retry, timer uint8
+}
+
+// apply gives conn the policy, if its transport takes one.
+func (p rnrPolicy) apply(conn *softnic.Conn) {
+	tc, ok := conn.Transport().(transport.RNRPolicy)
+	if !ok {
+		return
+	}
+	if p.mask&verbsabi.RNRSetRetry != 0 {
+		tc.SetRNRRetry(int(p.retry))
+	}
+	if p.mask&verbsabi.RNRSetTimer != 0 {
+		tc.SetMinRNRTimer(p.timer)
+	}
 }
 
 // workRing is one of a QP's work rings (send or receive) as the loop
@@ -154,7 +175,12 @@ func (c *client) createQP(now sim.Time, r *verbsabi.Request) {
 		c.fail(now, r.Op, r.Seq, verbsabi.CodeInvalid, "queues of %d send and %d receive entries: want 1..%d each", r.MaxSend, r.MaxRecv, lim.MaxWR)
 		return
 	case uint32(len(c.qps)) >= lim.MaxQPs:
+		c.limited++
 		c.fail(now, r.Op, r.Seq, verbsabi.CodeLimit, "queue pair limit: %d per process", lim.MaxQPs)
+		return
+	case e.qps >= e.cfg.MaxHostQPs:
+		c.limited++
+		c.fail(now, r.Op, r.Seq, verbsabi.CodeLimit, "queue pair limit of host %s: %d open across its programs", e.cfg.Host, e.cfg.MaxHostQPs)
 		return
 	}
 	ns, nr := int(nextPow2(r.MaxSend)), int(nextPow2(r.MaxRecv))
@@ -191,6 +217,7 @@ func (c *client) createQP(now sim.Time, r *verbsabi.Request) {
 	rcq.refs++
 	p.refs++
 	c.qps[q.h] = q
+	e.qps++
 	c.reply(now, &verbsabi.Reply{Op: r.Op, Seq: r.Seq, Handle: q.h, SQEntries: uint32(ns), RQEntries: uint32(nr),
 		SQOffset: 0, RQOffset: uint64(sqBytes), Size: uint64(sqBytes + rqBytes)}, fd)
 }
@@ -231,6 +258,7 @@ func (c *client) dropQP(now sim.Time, q *qp) {
 	q.rcq.refs--
 	q.pd.refs--
 	delete(c.qps, q.h)
+	c.ep.qps--
 }
 
 // setState records the QP's state in its send ring.
@@ -269,4 +297,25 @@ func (c *client) queryQP(now sim.Time, r *verbsabi.Request) {
 		rep.Retransmits, rep.Timeouts, rep.ECNEchoes = ts.Retransmits, ts.Timeouts, ts.ECNEchoes
 	}
 	c.reply(now, &rep)
+}
+
+// setRNR records a QP's RNR policy (SET_RNR) and applies it to its
+// connection, now if it has one, else when it gets one (bind).
+func (c *client) setRNR(now sim.Time, r *verbsabi.Request) {
+	q := c.qps[r.QP]
+	if q == nil {
+		c.fail(now, r.Op, r.Seq, verbsabi.CodeNoObject, "no QP %d", r.QP)
+		return
+	}
+	if r.RNRMask&verbsabi.RNRSetRetry != 0 {
+		q.rnr.retry = r.RNRRetry
+	}
+	if r.RNRMask&verbsabi.RNRSetTimer != 0 {
+		q.rnr.timer = r.RNRTimer
+	}
+	q.rnr.mask |= r.RNRMask
+	if q.conn != nil {
+		q.rnr.apply(q.conn)
+	}
+	c.reply(now, &verbsabi.Reply{Op: r.Op, Seq: r.Seq})
 }

@@ -28,8 +28,25 @@ type Set struct {
 	eps []*Endpoint
 
 	// Loop-goroutine state.
-	polled []*client // clients past HELLO
-	sleeps uint32    // the loop's sleeps so far: the need_wakeup value
+	polled  []*client // clients past HELLO
+	sleeps  uint32    // the loop's sleeps so far: the need_wakeup value
+	portsAt sim.Time  // when Poll next looks at the NICs' links
+}
+
+// PortCheckInterval is how often, in lab time, a busy loop's Poll looks at
+// the NICs' links for the clients' ports_up word; a loop about to sleep
+// (Sleeping) always looks first.
+const PortCheckInterval = sim.Millisecond
+
+// checkPorts updates every endpoint's ports_up word (Endpoint.checkPorts).
+func (s *Set) checkPorts(now sim.Time) {
+	s.portsAt = now + PortCheckInterval
+	s.mu.Lock()
+	eps := s.eps
+	s.mu.Unlock()
+	for _, e := range eps {
+		e.checkPorts(now)
+	}
 }
 
 // NewSet returns an empty set whose endpoints run on loop.
@@ -63,6 +80,9 @@ func (s *Set) Add(cfg Config, ln *net.UnixListener) (*Endpoint, error) {
 // Poll serves what clients posted since the last look: it runs on the
 // loop between events. It reports whether it found work.
 func (s *Set) Poll(now sim.Time) bool {
+	if now >= s.portsAt {
+		s.checkPorts(now)
+	}
 	found := false
 	for _, c := range s.polled {
 		if c.flagged {
@@ -81,6 +101,7 @@ func (s *Set) Poll(now sim.Time) bool {
 // flag is not left waiting. It reports whether work arrived (the loop then
 // does not sleep).
 func (s *Set) Sleeping(now, until sim.Time) bool {
+	s.checkPorts(now)
 	if until-now <= sim.Time(DoorbellHorizon) {
 		for _, c := range s.polled {
 			if c.posted() {
@@ -160,6 +181,9 @@ type ClientStatus struct {
 	Completed uint64 `json:"completed"`
 	Doorbells uint64 `json:"doorbells"`
 	Events    uint64 `json:"events"`
+	// Limited counts the client's requests refused at a QP or listener
+	// limit (its own, or its host's).
+	Limited uint64 `json:"limited,omitempty"`
 }
 
 // Status lists each host's open clients. Run it on the loop.

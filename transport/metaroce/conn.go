@@ -1,6 +1,8 @@
 package metaroce
 
 import (
+	"math"
+
 	"github.com/mrlab/mrlab/internal/sim"
 	"github.com/mrlab/mrlab/transport"
 	"github.com/mrlab/mrlab/transport/metaroce/wire"
@@ -25,11 +27,15 @@ type Conn struct {
 	// dialer is the active end; confirmed says (for the passive end) that
 	// the dialer has answered our SYN_ACK, so data may flow.
 	dialer, confirmed bool
-	nonce             uint64
-	mss               int
-	lineBytes         float64  // Ports x LineRate in bytes per second
-	ackDelay          sim.Time // the longest we hold an ACK (Options.AckDelay or derived)
-	peerAckDelay      sim.Time // the longest the peer holds one (from its SYN or SYN_ACK)
+	// rnrRetries is rnr_retry as the transport counts it: Options.RNRRetries
+	// (clamped to 0..126) unless SetRNRRetry; negative is forever. An int8
+	// fits the padding here, keeping Conn in its size class.
+	rnrRetries   int8
+	nonce        uint64
+	mss          int
+	lineBytes    float64  // Ports x LineRate in bytes per second
+	ackDelay     sim.Time // the longest we hold an ACK (Options.AckDelay or derived)
+	peerAckDelay sim.Time // the longest the peer holds one (from its SYN or SYN_ACK)
 
 	// What the peer accepts from us.
 	peerPaths int
@@ -111,6 +117,10 @@ func newConn(p *Protocol, now sim.Time, cfg transport.Config, dialer bool) (*Con
 	if c.cfg.Rand == nil {
 		c.cfg.Rand = sim.NewRand(uint64(cfg.LocalID), "metaroce")
 	}
+	c.rnrRetries = int8(min(c.opts.RNRRetries, math.MaxInt8-1))
+	if c.opts.RNRRetries < 0 {
+		c.rnrRetries = -1
+	}
 	c.ackDelay = c.opts.AckDelay
 	if c.ackDelay == 0 {
 		c.ackDelay = sim.Time(c.opts.AckEvery) * c.serialize(c.mss+dataOverhead)
@@ -151,6 +161,22 @@ func (c *Conn) ts() uint32 { return uint32(c.now) }
 
 // LocalID returns the connection id.
 func (c *Conn) LocalID() uint32 { return c.id }
+
+// SetRNRRetry sets how many RNR refusals in a row a message survives
+// (transport.RNRPolicy): 0..6, or 7 for forever, as ibv_modify_qp's
+// rnr_retry. Values outside 0..7 are ignored.
+func (c *Conn) SetRNRRetry(retry int) {
+	switch {
+	case retry == 7:
+		c.rnrRetries = -1
+	case retry >= 0 && retry < 7:
+		c.rnrRetries = int8(retry)
+	}
+}
+
+// SetMinRNRTimer does nothing: a MetaRoCE RNR NAK carries no timer, and
+// the sender backs off by Options.RNRDelay (transport.RNRPolicy).
+func (c *Conn) SetMinRNRTimer(uint8) {}
 
 // PeerID returns the peer's id of this connection (its packets' DstConn),
 // 0 until the handshake has told it.

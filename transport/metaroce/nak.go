@@ -1,6 +1,8 @@
 package metaroce
 
 import (
+	"math"
+
 	"github.com/mrlab/mrlab/internal/sim"
 	"github.com/mrlab/mrlab/transport"
 	"github.com/mrlab/mrlab/transport/metaroce/wire"
@@ -51,8 +53,10 @@ func (c *Conn) onNak(n wire.Nak) {
 		// Every chunk of a message sent in one round comes back refused;
 		// only the first refusal of a round starts a new back-off.
 		if ch.round == m.rnrTries {
-			m.rnrTries++
-			if c.opts.RNRRetries >= 0 && int(m.rnrTries) > c.opts.RNRRetries {
+			if m.rnrTries < math.MaxUint8 { // saturates: retrying forever must not wrap to 0
+				m.rnrTries++
+			}
+			if c.rnrRetries >= 0 && int(m.rnrTries) > int(c.rnrRetries) {
 				if c.cfg.Trace != nil {
 					c.tracef("RNR msn %d: retries exceeded", ch.msn)
 				}

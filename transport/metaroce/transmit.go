@@ -278,9 +278,12 @@ func (c *Conn) resendLost(p *sndPath, b []byte) int {
 	var n int
 	switch e.kind {
 	case sbProbe:
-		if first && e.moved && e.dsn-c.s.dsnBase < c.s.dsnNext-c.s.dsnBase {
+		if first && e.moved && !e.refused && e.dsn-c.s.dsnBase < c.s.dsnNext-c.s.dsnBase {
 			// A transmission of a chunk that went again elsewhere was
-			// lost (once: the filler's own resends carry nothing).
+			// lost (once: the filler's own resends carry nothing). One
+			// the receiver refused (an RNR NAK that came after a probe
+			// moved the chunk) arrived: the PSN stays open at the
+			// receiver, so it reads as a SACK hole, but it is no loss.
 			if ch := c.chunk(e.dsn); ch.where != chunkFree {
 				c.countLoss(ch, e.dsn)
 			}

@@ -159,6 +159,24 @@ func (c *Conn) defaultWindow() int {
 // LocalID returns the NIC's id for this QP (its QPN minus QPNOffset).
 func (c *Conn) LocalID() uint32 { return c.localID }
 
+// SetRNRRetry sets the QP's rnr_retry (transport.RNRPolicy): 0..6 RNR
+// NAKs in a row before StatusRNRRetryExceeded, 7 forever. Values outside
+// 0..7 are ignored. The count starts afresh.
+func (c *Conn) SetRNRRetry(retry int) {
+	if retry < 0 || retry > 7 {
+		return
+	}
+	c.req.rnrLimit, c.req.rnrRetries = retry, retry
+}
+
+// SetMinRNRTimer sets the RNR timer code (IBTA table 45) of this QP's RNR
+// NAKs (transport.RNRPolicy); codes above 31 are ignored.
+func (c *Conn) SetMinRNRTimer(code uint8) {
+	if code <= 31 {
+		c.resp.minRNR = code
+	}
+}
+
 // QPN returns the queue pair number on the wire.
 func (c *Conn) QPN() uint32 { return c.qpn }
 

@@ -42,6 +42,7 @@ type requester struct {
 	sinceAckReq int
 	retries     int // left before StatusRetryExceeded; reset by progress
 	rnrRetries  int // left before StatusRNRRetryExceeded; reset by progress
+	rnrLimit    int // rnr_retry: Options.RNRRetry unless SetRNRRetry; 7 is forever
 	ackDeadline sim.Time
 	rnrUntil    sim.Time // 0 unless waiting out an RNR NAK
 	// retrying is set when a NAK or a gap starts a go-back-N retry and
@@ -80,7 +81,7 @@ func (r *requester) init(o *Options, start ib.PSN, window int) {
 	r.q = make([]sendWQE, 16)
 	r.startPSN, r.postPSN, r.una, r.nxt, r.hi = start, start, start, start, start
 	r.window = window
-	r.retries, r.rnrRetries = o.RetryCount, o.RNRRetry
+	r.retries, r.rnrRetries, r.rnrLimit = o.RetryCount, o.RNRRetry, o.RNRRetry
 	r.ackDeadline = sim.Never
 	r.maxReads = o.MaxReads
 }
@@ -448,7 +449,7 @@ func (r *requester) ackThrough(c *Conn, now sim.Time, to ib.PSN) bool {
 // was acknowledged, the send point past anything acknowledged, and a
 // restarted ACK timer.
 func (r *requester) progress(c *Conn, now sim.Time, acked int) {
-	r.retries, r.rnrRetries = r.o.RetryCount, r.o.RNRRetry
+	r.retries, r.rnrRetries = r.o.RetryCount, r.rnrLimit
 	r.retrying = false
 	r.backoff, r.progAt = 0, now
 	if r.cwnd > 0 {
@@ -588,7 +589,7 @@ func (r *requester) rnrNAK(c *Conn, now sim.Time, psn ib.PSN, syn ib.Syndrome) {
 	if c.state != transport.StateEstablished || psn.Before(r.una) {
 		return
 	}
-	if r.o.RNRRetry != 7 { // 7 means retry forever, as in IB
+	if r.rnrLimit != 7 { // 7 means retry forever, as in IB
 		if r.rnrRetries == 0 {
 			c.fail(now, transport.StatusRNRRetryExceeded, "RNR retry count exceeded")
 			return

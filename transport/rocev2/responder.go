@@ -30,6 +30,7 @@ type readResp struct {
 // packets past a gap (ooo) and places them once the gap fills.
 type responder struct {
 	o          *Options
+	minRNR     uint8 // the RNR timer code of its RNR NAKs: Options.MinRNRTimer unless SetMinRNRTimer
 	q          []recvWQE
 	head, tail uint64
 
@@ -74,7 +75,7 @@ type responder struct {
 }
 
 func (r *responder) init(o *Options, window int) {
-	r.o = o
+	r.o, r.minRNR = o, o.MinRNRTimer
 	if o.SelectiveRepeat {
 		if o.SRWindow > 0 {
 			window = o.SRWindow
@@ -375,7 +376,7 @@ func (r *responder) readRequest(c *Conn, now sim.Time, pk *ib.Packet, dup bool) 
 // receive. ePSN stays; the requester comes back after the RNR timer.
 func (r *responder) rnr(c *Conn, now sim.Time, p ib.PSN) {
 	r.nakSent = true
-	r.queueNAK(ib.RNRSyndrome(r.o.MinRNRTimer), p)
+	r.queueNAK(ib.RNRSyndrome(r.minRNR), p)
 	if c.tr != nil {
 		c.tr.Tracef(now, c.localID, "qp %#x: no receive posted for psn %d, sending RNR NAK", c.qpn, p)
 	}

@@ -26,6 +26,9 @@ import (
 
 // Lab is a running in-process lab with two hosts, h0 and h1.
 type Lab struct {
+	// Net is the fabric: two hosts with a direct link per plane,
+	// "p<plane>-h0-h1". Touch it only on the loop (Pacer.Do).
+	Net   *fabric.Network
 	Pacer *live.Pacer
 	Set   *uverbs.Set
 	NICs  []*softnic.NIC
@@ -45,6 +48,9 @@ type Options struct {
 	Rate float64
 	// Limits are the endpoints' per-process limits (zero: defaults).
 	Limits verbsabi.Limits
+	// MaxHostQPs is each endpoint's QP limit across its clients (zero:
+	// uverbs.DefaultMaxHostQPs).
+	MaxHostQPs int
 	// Trace receives the endpoints' and transports' trace lines.
 	Trace func(host, line string)
 	// Netns, if set, is the namespace the endpoints admit (default: the
@@ -99,7 +105,7 @@ func Start(t testing.TB, o Options) *Lab {
 	if o.Netns != nil {
 		ns = *o.Netns
 	}
-	l := &Lab{Pacer: p, Set: set, NICs: cl.NICs, Hosts: cl.Hosts}
+	l := &Lab{Net: net, Pacer: p, Set: set, NICs: cl.NICs, Hosts: cl.Hosts}
 	n := seq.Add(1)
 	for i, nic := range cl.NICs {
 		name := fmt.Sprintf("mrlab-verbs-test-%d-%d-%s", os.Getpid(), n, cl.Hosts[i])
@@ -107,7 +113,7 @@ func Start(t testing.TB, o Options) *Lab {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cfg := uverbs.Config{Host: cl.Hosts[i], NIC: nic, Netns: ns, Limits: o.Limits, Logf: t.Logf, Watch: l.watch}
+		cfg := uverbs.Config{Host: cl.Hosts[i], NIC: nic, Netns: ns, Limits: o.Limits, MaxHostQPs: o.MaxHostQPs, Logf: t.Logf, Watch: l.watch}
 		if o.Quiet {
 			cfg.Logf = nil
 		}
