@@ -8,12 +8,14 @@ import (
 	"strings"
 )
 
-// CHeaderPaths are the checked-in copies of CHeader's output, relative to
+// CHeaderPaths returns the checked-in copies of CHeader's output, relative to
 // the repository's root: the C example's and the ibverbs library's (which
 // mrlab embeds and builds from its own folder, so it cannot include the
 // example's). `go generate ./internal/verbsabi` writes both;
 // TestCHeaderUpToDate fails when either differs from CHeader.
-var CHeaderPaths = []string{"examples/c/mrlab_verbs.h", "ibverbs/src/mrlab_verbs.h"}
+func CHeaderPaths() []string {
+	return []string{"examples/c/mrlab_verbs.h", "ibverbs/src/mrlab_verbs.h"}
+}
 
 // cField is one member of a C struct of the ABI. typ is a key of cTypes;
 // n > 0 makes it an array of n.

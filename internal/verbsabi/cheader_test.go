@@ -17,7 +17,7 @@ func TestCHeaderUpToDate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range CHeaderPaths {
+	for _, p := range CHeaderPaths() {
 		got, err := os.ReadFile(filepath.Join("..", "..", p))
 		if err != nil {
 			t.Fatal(err)
