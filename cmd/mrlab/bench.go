@@ -19,6 +19,7 @@ import (
 	"github.com/mrlab/mrlab/labs"
 	"github.com/mrlab/mrlab/softnic"
 	"github.com/mrlab/mrlab/transport"
+	"github.com/mrlab/mrlab/transport/metaroce"
 	"github.com/mrlab/mrlab/workload"
 )
 
@@ -56,10 +57,13 @@ func newBenchCommand() *cli.Command {
 
 // benchResult is one lab's figures.
 type benchResult struct {
-	Lab           string  `json:"lab"`
-	Hosts         int     `json:"hosts"`
-	Payload       string  `json:"payload"`
-	DataPackets   uint64  `json:"data_packets"`
+	Lab         string `json:"lab"`
+	Hosts       int    `json:"hosts"`
+	Payload     string `json:"payload"`
+	DataPackets uint64 `json:"data_packets"`
+	// Retransmits counts data packets the senders sent again: the data
+	// packets beyond one per chunk come from them.
+	Retransmits   uint64  `json:"retransmits"`
 	WallSeconds   float64 `json:"wall_seconds"`
 	PacketsPerSec float64 `json:"data_packets_per_second"`
 	Events        uint64  `json:"events"`
@@ -213,19 +217,10 @@ func benchOne(c *cli.Context, name string) (*benchResult, error) {
 	if !res.Check.OK || res.Errors != 0 {
 		return nil, fmt.Errorf("bench %s: data check ok=%v, %d completion errors", name, res.Check.OK, res.Errors)
 	}
-	// Data packets: those received by the connection ends that received
-	// more than they sent (the WRITEs' targets).
-	var pkts uint64
-	for _, nic := range cl.NICs {
-		for _, cn := range nic.Conns() {
-			if st := cn.Stats(); st.RxBytes > st.TxBytes {
-				pkts += st.RxPackets
-			}
-		}
-	}
+	pkts, retx := benchDataPackets(cl.NICs)
 	events := loop.Fired() - fired0
 	r := &benchResult{
-		Lab: lab.Name, Hosts: hosts, Payload: mode.String(), DataPackets: pkts,
+		Lab: lab.Name, Hosts: hosts, Payload: mode.String(), DataPackets: pkts, Retransmits: retx,
 		WallSeconds: wall.Seconds(), PacketsPerSec: float64(pkts) / wall.Seconds(),
 		Events: events, EventsPerPkt: float64(events) / float64(max(pkts, 1)),
 		VirtualTime: res.Elapsed.String(), PeakRSSMiB: float64(peakRSS()) / (1 << 20),
@@ -233,6 +228,25 @@ func benchOne(c *cli.Context, name string) (*benchResult, error) {
 		ConnState: int64(peak-heap1) / int64(max(res.Flows, 1)),
 	}
 	return r, nil
+}
+
+// benchDataPackets returns the data packets the lab's MetaRoCE receivers
+// took in (accepted or duplicate: every data packet that arrived, not the
+// handshake, ACKs or other control packets; htsim's count of data packets
+// delivered) and the data packets the senders sent again.
+func benchDataPackets(nics []*softnic.NIC) (data, retransmits uint64) {
+	for _, nic := range nics {
+		for _, cn := range nic.Conns() {
+			mc, ok := cn.Transport().(*metaroce.Conn)
+			if !ok {
+				continue
+			}
+			st := mc.Stats()
+			data += st.DataReceived + st.DupPackets
+			retransmits += st.Retransmits
+		}
+	}
+	return data, retransmits
 }
 
 func writeHeapProfile(name string) error {
