@@ -120,10 +120,7 @@ func newConn(p *Protocol, now sim.Time, cfg transport.Config, dialer bool) (*Con
 	c.paceTimer.Init(paceTimerFired, c)
 	c.rnrTimer.Init(rnrTimerFired, c)
 	c.timers.AdvanceTo(now)
-	paths := c.opts.Paths
-	if paths == 0 {
-		paths = DefaultPaths(cfg.Ports)
-	}
+	paths := c.configuredPaths()
 	c.s.pick = make([]portPick, cfg.Ports)
 	c.s.roomEpoch = 1
 	c.s.mult = 1

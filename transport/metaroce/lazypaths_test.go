@@ -42,6 +42,16 @@ func TestPathsOnFirstUse(t *testing.T) {
 		t.Errorf("figures of paths not yet allocated differ from allocated ones (-allocated +lazy):\n%s", diff)
 	}
 
+	// Closed, the target forgets the entropies of the paths it never
+	// allocated (undo the allocation above).
+	b.s.paths = nil
+	b.proto.entropy0[b] = make([]uint16, 16)
+	l.ca.Close()
+	l.run(sim.Millisecond)
+	if b.State() != transport.StateClosed || len(b.proto.entropy0) != 0 || b.Paths() != 16 {
+		t.Errorf("closed target: state %v, %d connections' entropies kept, %d paths reported", b.State(), len(b.proto.entropy0), b.Paths())
+	}
+
 	// A READ of a's memory: a answers with data on its paths.
 	l2 := newLab(t, transporttest.Config{Seed: 2}, Options{Paths: 16})
 	rd := &transport.WorkRequest{ID: 9, Op: transport.OpRead, RemoteAddr: addrRW, RKey: keyRW, NumSGE: 1}

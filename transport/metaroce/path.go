@@ -371,7 +371,16 @@ func (c *Conn) pathCount() int {
 	if c.s.paths != nil {
 		return len(c.s.paths)
 	}
-	return len(c.proto.entropy0[c])
+	return c.configuredPaths()
+}
+
+// configuredPaths is the number of sending paths a connection is built
+// with: Options.Paths, or DefaultPaths for its ports.
+func (c *Conn) configuredPaths() int {
+	if c.opts.Paths != 0 {
+		return c.opts.Paths
+	}
+	return DefaultPaths(c.cfg.Ports)
 }
 
 // checkAllFailed starts the give-up clock when no path can carry data.

@@ -164,6 +164,7 @@ func (p *Protocol) forget(c *Conn) {
 		p.alloc.unregister(c.slot)
 		c.slot = -1
 	}
+	delete(p.entropy0, c) // it never sent, and no longer will
 }
 
 // ActiveSenders returns how many senders the NIC's fair-share allocator

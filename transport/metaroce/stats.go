@@ -119,8 +119,13 @@ func (c *Conn) PathStats(i int) PathStats {
 		share = c.pathShare(p)
 	} else {
 		// Not allocated yet (ensurePaths): every path is as built, and
-		// reading its figures does not allocate them.
-		p.c, p.id, p.entropy, p.credit = c, uint8(i), c.proto.entropy0[c][i], 1
+		// reading its figures does not allocate them. A connection that
+		// closed without ever sending has forgotten its entropies
+		// (Protocol.forget): they read 0.
+		p.c, p.id, p.credit = c, uint8(i), 1
+		if e0 := c.proto.entropy0[c]; i < len(e0) {
+			p.entropy = e0[i]
+		}
 		share = c.freshShare(p)
 	}
 	s := PathStats{
