@@ -57,10 +57,13 @@ func newBenchCommand() *cli.Command {
 
 // benchResult is one lab's figures.
 type benchResult struct {
-	Lab         string `json:"lab"`
-	Hosts       int    `json:"hosts"`
-	Payload     string `json:"payload"`
-	DataPackets uint64 `json:"data_packets"`
+	Lab     string `json:"lab"`
+	Hosts   int    `json:"hosts"`
+	Payload string `json:"payload"`
+	// SetupSeconds is the wall time of building the lab (fabric, routes,
+	// NICs) before the run; WallSeconds is the run's.
+	SetupSeconds float64 `json:"setup_seconds"`
+	DataPackets  uint64  `json:"data_packets"`
 	// Retransmits counts data packets the senders sent again: the data
 	// packets beyond one per chunk come from them.
 	Retransmits   uint64  `json:"retransmits"`
@@ -138,6 +141,7 @@ func printBench(c *cli.Context, r *benchResult) {
 	}
 	fmt.Fprintf(w, "%s: %d hosts, payload %s, %d data packets in %.2f s wall (%v virtual)\n",
 		r.Lab, r.Hosts, r.Payload, r.DataPackets, r.WallSeconds, r.VirtualTime)
+	fmt.Fprintf(w, "  set-up (lab, routes, NICs)    %.3f s wall\n", r.SetupSeconds)
 	fmt.Fprintf(w, "  data packets per wall second  %.0f\n", r.PacketsPerSec)
 	fmt.Fprintf(w, "  events per data packet        %.2f\n", r.EventsPerPkt)
 	fmt.Fprintf(w, "  peak RSS                      %.0f MiB\n", r.PeakRSSMiB)
@@ -161,6 +165,7 @@ func benchOne(c *cli.Context, name string) (*benchResult, error) {
 	}
 	runtime.GC()
 	heap0 := heapInUse()
+	setup := time.Now()
 	loop := sim.NewLoop()
 	// The lab as `mrlab sim` builds it (its transports section, its
 	// fault timeline), --paths overriding the lab's paths.
@@ -172,6 +177,7 @@ func benchOne(c *cli.Context, name string) (*benchResult, error) {
 	if err != nil {
 		return nil, err
 	}
+	setupWall := time.Since(setup)
 	runtime.GC()
 	heap1 := heapInUse()
 	hosts := len(cl.NICs)
@@ -220,7 +226,8 @@ func benchOne(c *cli.Context, name string) (*benchResult, error) {
 	pkts, retx := benchDataPackets(cl.NICs)
 	events := loop.Fired() - fired0
 	r := &benchResult{
-		Lab: lab.Name, Hosts: hosts, Payload: mode.String(), DataPackets: pkts, Retransmits: retx,
+		Lab: lab.Name, Hosts: hosts, Payload: mode.String(), SetupSeconds: setupWall.Seconds(),
+		DataPackets: pkts, Retransmits: retx,
 		WallSeconds: wall.Seconds(), PacketsPerSec: float64(pkts) / wall.Seconds(),
 		Events: events, EventsPerPkt: float64(events) / float64(max(pkts, 1)),
 		VirtualTime: res.Elapsed.String(), PeakRSSMiB: float64(peakRSS()) / (1 << 20),

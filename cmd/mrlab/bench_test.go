@@ -24,7 +24,7 @@ func TestBench(t *testing.T) {
 		if r.Hosts != 8 || r.Payload != payload || r.DataPackets < 8*256 || r.DataPackets > 8*256+r.Retransmits {
 			t.Errorf("%s: %d data packets, want %d plus at most %d retransmissions: %+v", payload, r.DataPackets, 8*256, r.Retransmits, r)
 		}
-		if r.EventsPerPkt < 4 || r.EventsPerPkt > 30 || r.PeakRSSMiB <= 0 || r.HostState <= 0 || r.ConnState <= 0 {
+		if r.EventsPerPkt < 4 || r.EventsPerPkt > 30 || r.PeakRSSMiB <= 0 || r.HostState <= 0 || r.ConnState <= 0 || r.SetupSeconds <= 0 {
 			t.Errorf("%s: implausible figures %+v", payload, r)
 		}
 	}
