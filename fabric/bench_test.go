@@ -179,6 +179,17 @@ func BenchmarkBuildFatTree(b *testing.B) {
 	}
 }
 
+// BenchmarkFatTreeTopology measures the fat-tree builder alone (the
+// topology Build then turns into a network): 8 planes of k=16.
+func BenchmarkFatTreeTopology(b *testing.B) {
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		if _, err := fabric.FatTree(fabric.FatTreeParams{K: 16, Planes: 8}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // BenchmarkReroute measures the route work of one link failure and its
 // repair, routing told at once (DetectionDelay -1), on fat trees of one and
 // several planes: the ns/op is two recomputations.
