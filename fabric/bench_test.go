@@ -161,18 +161,32 @@ func BenchmarkForwardLeafSpineLeaf(b *testing.B) {
 // also runs after every detected failure) on a k=16 fat-tree: 1024 hosts,
 // 320 switches per plane.
 func BenchmarkBuildFatTree(b *testing.B) {
-	for _, planes := range []int{1, 4} {
-		topo, err := fabric.FatTree(fabric.FatTreeParams{K: 16, Planes: planes})
+	for _, c := range []struct{ k, planes int }{{16, 1}, {16, 4}, {32, 8}} {
+		if testing.Short() && c.k > 16 {
+			continue
+		}
+		topo, err := fabric.FatTree(fabric.FatTreeParams{K: c.k, Planes: c.planes})
 		if err != nil {
 			b.Fatal(err)
 		}
-		b.Run(fmt.Sprintf("k16-planes%d", planes), func(b *testing.B) {
+		b.Run(fmt.Sprintf("k%d-planes%d", c.k, c.planes), func(b *testing.B) {
 			for i := 0; i < b.N; i++ {
 				if _, err := fabric.Build(sim.NewLoop(), packet.NewPool(), topo, fabric.BuildOptions{}); err != nil {
 					b.Fatal(err)
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkFatTreeTopology measures the fat-tree builder alone (the
+// topology Build then turns into a network): 8 planes of k=16.
+func BenchmarkFatTreeTopology(b *testing.B) {
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		if _, err := fabric.FatTree(fabric.FatTreeParams{K: 16, Planes: 8}); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
 

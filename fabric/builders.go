@@ -238,7 +238,13 @@ func FatTree(p FatTreeParams) (*Topology, error) {
 	host, fab := tierLinks(p.HostLink, p.FabricLink)
 	k, half := p.K, p.K/2
 	bits := edgeBlockBits(k*half, half)
-	t := &Topology{Name: p.Name, Planes: p.Planes}
+	t := &Topology{Name: p.Name, Planes: p.Planes,
+		// Sized up front: at 8 planes x k=32 growing them by appending
+		// cost a quarter of the lab's set-up.
+		Hosts:    make([]Host, 0, k*half*half),
+		Switches: make([]Switch, 0, p.Planes*(k*k+half*half)),
+		Links:    make([]Link, 0, p.Planes*3*k*half*half),
+	}
 	for pod := 0; pod < k; pod++ {
 		for e := 0; e < half; e++ {
 			for i := 0; i < half; i++ {

@@ -3,6 +3,7 @@ package fabric
 import (
 	"encoding/binary"
 	"fmt"
+	"math/bits"
 	"net/netip"
 	"slices"
 	"strings"
@@ -52,6 +53,18 @@ type routeState struct {
 	adjOff  []int32
 	adjTo   []int32
 	adjPort []*Port
+	adjLink []int32 // link index of adjPort[j], read without a pointer chase
+	// adjRev[j] is the position, in its far end's adjacency, of the port
+	// back over the same link. byMask says every switch has at most 64
+	// switch neighbours, so a group towards switches is a bit mask over
+	// its adjacency (bit i: adjacency entry adjOff[s]+i): the search then
+	// builds each switch's group as it goes, and finds its index by mask.
+	adjRev    []int32
+	byMask    bool
+	maskGroup []map[uint64]int32 // switch -> group by adjacency mask
+	lastMask  []uint64           // switch -> the mask it looked up last
+	lastGroup []int32            // switch -> lastMask's group
+	adjUp     []bool             // routed[adjLink[j]], in adjacency order
 
 	hostAttach [][]int32        // host -> switches it reaches over routed links, sorted
 	hostClass  []int32          // host -> destination class
@@ -65,9 +78,14 @@ type routeState struct {
 	// Scratch.
 	routed []bool // by link, what routing believes now
 	queue  []int32
+	mask   []uint64 // by switch, in searchClass
 	key    []byte
 	mem    []*Port
 }
+
+// maskDegree is the most switch neighbours a switch may have for groups
+// to be masks (a variable so that tests can take the list path).
+var maskDegree int32 = 64
 
 // directEntry is a host's group at one switch it is attached to.
 type directEntry struct{ sw, group int32 }
@@ -107,6 +125,9 @@ func (n *Network) recomputeRoutes() {
 	}
 	for i, l := range n.links {
 		rt.routed[i] = l.routed()
+	}
+	for j, li := range rt.adjLink {
+		rt.adjUp[j] = rt.routed[li]
 	}
 	dirtyHost := make([]bool, n.numHosts)
 	if first {
@@ -205,10 +226,32 @@ func (n *Network) initRouting() {
 			if p != nil && !n.nodes[p.toNode].host {
 				rt.adjTo = append(rt.adjTo, int32(p.toNode-n.numHosts))
 				rt.adjPort = append(rt.adjPort, p)
+				rt.adjLink = append(rt.adjLink, int32(p.link.idx))
 			}
 		}
 		rt.adjOff[s+1] = int32(len(rt.adjTo))
 	}
+	rt.byMask = true
+	rt.adjRev = make([]int32, len(rt.adjTo))
+	for u := range ns {
+		if rt.adjOff[u+1]-rt.adjOff[u] > maskDegree {
+			rt.byMask = false
+		}
+		for j := rt.adjOff[u]; j < rt.adjOff[u+1]; j++ {
+			v := rt.adjTo[j]
+			for r := rt.adjOff[v]; r < rt.adjOff[v+1]; r++ {
+				if rt.adjLink[r] == rt.adjLink[j] && rt.adjTo[r] == int32(u) {
+					rt.adjRev[j] = r
+					break
+				}
+			}
+		}
+	}
+	rt.mask = make([]uint64, ns)
+	rt.maskGroup = make([]map[uint64]int32, ns)
+	rt.lastMask = make([]uint64, ns) // 0 is never a group's mask
+	rt.lastGroup = make([]int32, ns)
+	rt.adjUp = make([]bool, len(rt.adjTo))
 	rt.comp = make([]int32, ns)
 	for i := range rt.comp {
 		rt.comp[i] = -1
@@ -286,10 +329,14 @@ func (n *Network) searchClass(c, ci int32) {
 			q = append(q, si)
 		}
 	}
+	if rt.byMask {
+		n.searchMasks(c, ci, q)
+		return
+	}
 	for i := 0; i < len(q); i++ {
 		u := q[i]
 		for j := rt.adjOff[u]; j < rt.adjOff[u+1]; j++ {
-			if v := rt.adjTo[j]; dist[v] < 0 && rt.routed[rt.adjPort[j].link.idx] {
+			if v := rt.adjTo[j]; dist[v] < 0 && rt.routed[rt.adjLink[j]] {
 				dist[v] = dist[u] + 1
 				q = append(q, v)
 			}
@@ -308,6 +355,75 @@ func (n *Network) searchClass(c, ci int32) {
 	}
 }
 
+// searchMasks is searchClass's search when groups are masks: from the
+// seeds q (hop 1), each switch reached over a routed link from one hop
+// closer gains that link's port in its mask, so the groups are known when
+// the search ends.
+func (n *Network) searchMasks(c, ci int32, q []int32) {
+	rt := &n.rt
+	dist := rt.classDist[c]
+	mask := rt.mask
+	for _, si := range rt.compSw[ci] {
+		mask[si] = 0
+	}
+	for i := 0; i < len(q); i++ {
+		u := q[i]
+		du := dist[u] + 1
+		for j := rt.adjOff[u]; j < rt.adjOff[u+1]; j++ {
+			if !rt.adjUp[j] {
+				continue
+			}
+			v := rt.adjTo[j]
+			dv := dist[v]
+			if dv < 0 {
+				dist[v], dv = du, du
+				q = append(q, v)
+			}
+			if dv == du {
+				mask[v] |= 1 << (rt.adjRev[j] - rt.adjOff[v])
+			}
+		}
+	}
+	rt.queue = q
+	for _, si := range rt.compSw[ci] {
+		switch d := dist[si]; {
+		case d < 0:
+			n.switches[si].route[c] = -1
+		case d == 1:
+			n.switches[si].route[c] = routeDirect
+		default:
+			n.switches[si].route[c] = n.groupOfMask(si, mask[si])
+		}
+	}
+}
+
+// groupOfMask returns the index of switch si's group whose members are
+// the adjacency entries of mask (non-zero), adding it if new.
+func (n *Network) groupOfMask(si int32, mask uint64) int32 {
+	rt := &n.rt
+	if rt.lastMask[si] == mask {
+		return rt.lastGroup[si]
+	}
+	m := rt.maskGroup[si]
+	if g, ok := m[mask]; ok {
+		rt.lastMask[si], rt.lastGroup[si] = mask, g
+		return g
+	}
+	mem := rt.mem[:0]
+	for b := mask; b != 0; b &= b - 1 {
+		mem = append(mem, rt.adjPort[rt.adjOff[si]+int32(bits.TrailingZeros64(b))])
+	}
+	rt.mem = mem
+	g := n.switches[si].groupID(mem, rt)
+	if m == nil {
+		m = map[uint64]int32{}
+		rt.maskGroup[si] = m
+	}
+	m[mask] = g
+	rt.lastMask[si], rt.lastGroup[si] = mask, g
+	return g
+}
+
 // setClassGroup sets switch si's FIB entry for class c (hop count >= 2) to
 // its routed links towards switches one hop closer. It reports false, and
 // leaves the entry alone, when there are none.
@@ -315,9 +431,22 @@ func (n *Network) setClassGroup(c, si int32) bool {
 	rt := &n.rt
 	dist := rt.classDist[c]
 	want := dist[si] - 1
+	if rt.byMask {
+		var mask uint64
+		for j := rt.adjOff[si]; j < rt.adjOff[si+1]; j++ {
+			if dist[rt.adjTo[j]] == want && rt.routed[rt.adjLink[j]] {
+				mask |= 1 << (j - rt.adjOff[si])
+			}
+		}
+		if mask == 0 {
+			return false
+		}
+		n.switches[si].route[c] = n.groupOfMask(si, mask)
+		return true
+	}
 	mem := rt.mem[:0]
 	for j := rt.adjOff[si]; j < rt.adjOff[si+1]; j++ {
-		if p := rt.adjPort[j]; dist[rt.adjTo[j]] == want && rt.routed[p.link.idx] {
+		if p := rt.adjPort[j]; dist[rt.adjTo[j]] == want && rt.routed[rt.adjLink[j]] {
 			mem = append(mem, p)
 		}
 	}

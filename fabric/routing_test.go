@@ -151,51 +151,60 @@ func TestRoutesEqualReference(t *testing.T) {
 	for s := range uint64(4) {
 		beds = append(beds, bed{fmt.Sprintf("mesh-%d", s), func() (*fabric.Topology, error) { return meshTopology(s), nil }})
 	}
-	for bi, b := range beds {
-		t.Run(b.name, func(t *testing.T) {
-			tp, err := b.topo()
-			topo := mustTopo(t, tp, err)
-			l := newLab(t, topo, fabric.BuildOptions{Seed: 1, DetectionDelay: -1})
-			n := l.net
-			routed := func(link string) bool {
-				_, r, err := n.LinkState(link)
-				if err != nil {
-					t.Fatal(err)
+	for _, mode := range []string{"masks", "lists"} {
+		for bi, b := range beds {
+			t.Run(mode+"/"+b.name, func(t *testing.T) {
+				if mode == "lists" {
+					defer fabric.SetMaskDegree(0)()
 				}
-				return r == "up" || r == "failing"
-			}
-			check := func(step string) {
-				t.Helper()
-				if diff := cmp.Diff(referenceRoutes(topo, routed), fibOf(t, n)); diff != "" {
-					t.Fatalf("%s: FIB differs from the reference (-want +got):\n%s", step, diff)
-				}
-			}
-			check("after Build")
-			r := rand.New(rand.NewPCG(uint64(bi), 3))
-			now := sim.Time(0)
-			for step := range 40 {
-				now += sim.Microsecond
-				var what string
-				var err error
-				switch k := r.IntN(10); {
-				case k < 7 || len(topo.Switches) == 0:
-					lk := topo.Links[r.IntN(len(topo.Links))].Name
-					up := r.IntN(2) == 0
-					what, err = fmt.Sprintf("link %s up=%v", lk, up), n.SetLinkUp(now, lk, up)
-				case k < 9:
-					sw := topo.Switches[r.IntN(len(topo.Switches))].Name
-					up := r.IntN(2) == 0
-					what, err = fmt.Sprintf("switch %s up=%v", sw, up), n.SetSwitchUp(now, sw, up)
-				default:
-					pl := r.IntN(max(topo.Planes, 1))
-					up := r.IntN(2) == 0
-					what, err = fmt.Sprintf("plane %d up=%v", pl, up), n.SetPlaneUp(now, pl, up)
-				}
-				if err != nil {
-					t.Fatalf("step %d %s: %v", step, what, err)
-				}
-				check(fmt.Sprintf("step %d (%s)", step, what))
-			}
-		})
+				routesEqualReference(t, bi, b.topo)
+			})
+		}
+	}
+}
+
+func routesEqualReference(t *testing.T, bi int, topoFn func() (*fabric.Topology, error)) {
+	tp, err := topoFn()
+	topo := mustTopo(t, tp, err)
+	l := newLab(t, topo, fabric.BuildOptions{Seed: 1, DetectionDelay: -1})
+	n := l.net
+	routed := func(link string) bool {
+		_, r, err := n.LinkState(link)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r == "up" || r == "failing"
+	}
+	check := func(step string) {
+		t.Helper()
+		if diff := cmp.Diff(referenceRoutes(topo, routed), fibOf(t, n)); diff != "" {
+			t.Fatalf("%s: FIB differs from the reference (-want +got):\n%s", step, diff)
+		}
+	}
+	check("after Build")
+	r := rand.New(rand.NewPCG(uint64(bi), 3))
+	now := sim.Time(0)
+	for step := range 40 {
+		now += sim.Microsecond
+		var what string
+		var err error
+		switch k := r.IntN(10); {
+		case k < 7 || len(topo.Switches) == 0:
+			lk := topo.Links[r.IntN(len(topo.Links))].Name
+			up := r.IntN(2) == 0
+			what, err = fmt.Sprintf("link %s up=%v", lk, up), n.SetLinkUp(now, lk, up)
+		case k < 9:
+			sw := topo.Switches[r.IntN(len(topo.Switches))].Name
+			up := r.IntN(2) == 0
+			what, err = fmt.Sprintf("switch %s up=%v", sw, up), n.SetSwitchUp(now, sw, up)
+		default:
+			pl := r.IntN(max(topo.Planes, 1))
+			up := r.IntN(2) == 0
+			what, err = fmt.Sprintf("plane %d up=%v", pl, up), n.SetPlaneUp(now, pl, up)
+		}
+		if err != nil {
+			t.Fatalf("step %d %s: %v", step, what, err)
+		}
+		check(fmt.Sprintf("step %d (%s)", step, what))
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/mrlab/mrlab/labs"
 	"github.com/mrlab/mrlab/softnic"
 	"github.com/mrlab/mrlab/transport"
+	"github.com/mrlab/mrlab/transport/metaroce"
 	"github.com/mrlab/mrlab/workload"
 )
 
@@ -56,10 +57,16 @@ func newBenchCommand() *cli.Command {
 
 // benchResult is one lab's figures.
 type benchResult struct {
-	Lab           string  `json:"lab"`
-	Hosts         int     `json:"hosts"`
-	Payload       string  `json:"payload"`
-	DataPackets   uint64  `json:"data_packets"`
+	Lab     string `json:"lab"`
+	Hosts   int    `json:"hosts"`
+	Payload string `json:"payload"`
+	// SetupSeconds is the wall time of building the lab (fabric, routes,
+	// NICs) before the run; WallSeconds is the run's.
+	SetupSeconds float64 `json:"setup_seconds"`
+	DataPackets  uint64  `json:"data_packets"`
+	// Retransmits counts data packets the senders sent again: the data
+	// packets beyond one per chunk come from them.
+	Retransmits   uint64  `json:"retransmits"`
 	WallSeconds   float64 `json:"wall_seconds"`
 	PacketsPerSec float64 `json:"data_packets_per_second"`
 	Events        uint64  `json:"events"`
@@ -134,6 +141,7 @@ func printBench(c *cli.Context, r *benchResult) {
 	}
 	fmt.Fprintf(w, "%s: %d hosts, payload %s, %d data packets in %.2f s wall (%v virtual)\n",
 		r.Lab, r.Hosts, r.Payload, r.DataPackets, r.WallSeconds, r.VirtualTime)
+	fmt.Fprintf(w, "  set-up (lab, routes, NICs)    %.3f s wall\n", r.SetupSeconds)
 	fmt.Fprintf(w, "  data packets per wall second  %.0f\n", r.PacketsPerSec)
 	fmt.Fprintf(w, "  events per data packet        %.2f\n", r.EventsPerPkt)
 	fmt.Fprintf(w, "  peak RSS                      %.0f MiB\n", r.PeakRSSMiB)
@@ -157,6 +165,7 @@ func benchOne(c *cli.Context, name string) (*benchResult, error) {
 	}
 	runtime.GC()
 	heap0 := heapInUse()
+	setup := time.Now()
 	loop := sim.NewLoop()
 	// The lab as `mrlab sim` builds it (its transports section, its
 	// fault timeline), --paths overriding the lab's paths.
@@ -168,6 +177,7 @@ func benchOne(c *cli.Context, name string) (*benchResult, error) {
 	if err != nil {
 		return nil, err
 	}
+	setupWall := time.Since(setup)
 	runtime.GC()
 	heap1 := heapInUse()
 	hosts := len(cl.NICs)
@@ -213,19 +223,11 @@ func benchOne(c *cli.Context, name string) (*benchResult, error) {
 	if !res.Check.OK || res.Errors != 0 {
 		return nil, fmt.Errorf("bench %s: data check ok=%v, %d completion errors", name, res.Check.OK, res.Errors)
 	}
-	// Data packets: those received by the connection ends that received
-	// more than they sent (the WRITEs' targets).
-	var pkts uint64
-	for _, nic := range cl.NICs {
-		for _, cn := range nic.Conns() {
-			if st := cn.Stats(); st.RxBytes > st.TxBytes {
-				pkts += st.RxPackets
-			}
-		}
-	}
+	pkts, retx := benchDataPackets(cl.NICs)
 	events := loop.Fired() - fired0
 	r := &benchResult{
-		Lab: lab.Name, Hosts: hosts, Payload: mode.String(), DataPackets: pkts,
+		Lab: lab.Name, Hosts: hosts, Payload: mode.String(), SetupSeconds: setupWall.Seconds(),
+		DataPackets: pkts, Retransmits: retx,
 		WallSeconds: wall.Seconds(), PacketsPerSec: float64(pkts) / wall.Seconds(),
 		Events: events, EventsPerPkt: float64(events) / float64(max(pkts, 1)),
 		VirtualTime: res.Elapsed.String(), PeakRSSMiB: float64(peakRSS()) / (1 << 20),
@@ -233,6 +235,25 @@ func benchOne(c *cli.Context, name string) (*benchResult, error) {
 		ConnState: int64(peak-heap1) / int64(max(res.Flows, 1)),
 	}
 	return r, nil
+}
+
+// benchDataPackets returns the data packets the lab's MetaRoCE receivers
+// took in (accepted or duplicate: every data packet that arrived, not the
+// handshake, ACKs or other control packets; htsim's count of data packets
+// delivered) and the data packets the senders sent again.
+func benchDataPackets(nics []*softnic.NIC) (data, retransmits uint64) {
+	for _, nic := range nics {
+		for _, cn := range nic.Conns() {
+			mc, ok := cn.Transport().(*metaroce.Conn)
+			if !ok {
+				continue
+			}
+			st := mc.Stats()
+			data += st.DataReceived + st.DupPackets
+			retransmits += st.Retransmits
+		}
+	}
+	return data, retransmits
 }
 
 func writeHeapProfile(name string) error {

@@ -29,6 +29,7 @@ func (c *Conn) onAck(a wire.Ack) {
 // hole below a PSN that was sent later and has arrived) and judge the
 // path's health.
 func (c *Conn) onPathAck(r *wire.PathAck) {
+	c.ensurePaths()
 	if int(r.Path) >= len(c.s.paths) {
 		c.st.dropMalformed++
 		return

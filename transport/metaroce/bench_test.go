@@ -66,13 +66,24 @@ func BenchmarkPairWrite(b *testing.B) {
 func BenchmarkConnState4000(b *testing.B) {
 	const n = 4000
 	for i := 0; i < b.N; i++ {
-		idle, used := connState(n)
+		idle, used := connState(n, Options{})
 		b.ReportMetric(idle, "B/conn-idle")
 		b.ReportMetric(used, "B/conn-after-write")
 	}
 }
 
-func connState(n int) (idle, used float64) {
+// BenchmarkConnState128Paths is BenchmarkConnState4000 with 128 paths per
+// connection (400 connections): path state dominates, and the WRITEs'
+// targets never allocate sending paths.
+func BenchmarkConnState128Paths(b *testing.B) {
+	for i := 0; i < b.N; i++ {
+		idle, used := connState(400, Options{Paths: 128})
+		b.ReportMetric(idle, "B/conn-idle")
+		b.ReportMetric(used, "B/conn-after-write")
+	}
+}
+
+func connState(n int, opts Options) (idle, used float64) {
 	var ms runtime.MemStats
 	heap := func() uint64 {
 		runtime.GC()
@@ -80,7 +91,7 @@ func connState(n int) (idle, used float64) {
 		return ms.HeapAlloc
 	}
 	base := heap()
-	m := newMesh()
+	m := newMesh(opts)
 	for i := 0; i < n; i++ {
 		m.dial()
 	}
@@ -131,10 +142,10 @@ type meshPkt struct {
 	at sim.Time
 }
 
-func newMesh() *mesh {
+func newMesh(opts Options) *mesh {
 	m := &mesh{}
 	for i := range m.protos {
-		m.protos[i] = NewProtocol(Options{})
+		m.protos[i] = NewProtocol(opts)
 		m.mems[i] = newTestMemory(i)
 	}
 	return m

@@ -130,23 +130,22 @@ func newConn(p *Protocol, now sim.Time, cfg transport.Config, dialer bool) (*Con
 	c.paceTimer.Init(paceTimerFired, c)
 	c.rnrTimer.Init(rnrTimerFired, c)
 	c.timers.AdvanceTo(now)
-	paths := c.opts.Paths
-	if paths == 0 {
-		paths = DefaultPaths(cfg.Ports)
-	}
-	c.s.paths = make([]sndPath, paths)
+	paths := c.configuredPaths()
 	c.s.pick = make([]portPick, cfg.Ports)
 	c.s.roomEpoch = 1
 	c.s.mult = 1
 	c.s.alpha = alpha0
 	c.s.sharesDirty = true
-	for i := range c.s.paths {
-		ph := &c.s.paths[i]
-		ph.c, ph.id = c, uint8(i)
-		ph.timer.Init(pathTimerFired, ph)
-		ph.entropy = c.newEntropy()
-		ph.credit = 1
+	// The paths' entropies are drawn now, in the order they always were;
+	// the paths themselves on first use (ensurePaths).
+	e0 := make([]uint16, paths)
+	for i := range e0 {
+		e0[i] = c.newEntropy(e0[:i]...)
 	}
+	if p.entropy0 == nil {
+		p.entropy0 = map[*Conn][]uint16{}
+	}
+	p.entropy0[c] = e0
 	return c, nil
 }
 
@@ -204,6 +203,7 @@ func (c *Conn) PostSend(now sim.Time, wr *transport.WorkRequest) error {
 	if c.state == transport.StateClosed || c.state == transport.StateError {
 		return transport.ErrClosed
 	}
+	c.ensurePaths()
 	return c.postSend(wr)
 }
 

@@ -97,6 +97,7 @@ func TestReorderWindow(t *testing.T) {
 func TestEntropyMemory(t *testing.T) {
 	l := newLab(t, transporttest.Config{Seed: 3}, Options{Paths: 1})
 	c := metaConn(l.ca)
+	c.ensurePaths() // the paths are allocated on first use
 	p := &c.s.paths[0]
 	var left []uint16
 	for i, why := range []repathReason{whyTimeout, whyReprobe, whyReprobe, whyLosses, whyReprobe, whyReprobe,

@@ -15,6 +15,7 @@ import (
 // seen the error.
 func (c *Conn) onNak(n wire.Nak) {
 	c.st.naksReceived++
+	c.ensurePaths()
 	if int(n.Path()) >= len(c.s.paths) {
 		c.st.dropMalformed++
 		return

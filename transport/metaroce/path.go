@@ -135,8 +135,9 @@ func (r repathReason) String() string {
 const badEntropies = 8
 
 // newEntropy draws a UDP source port in 49152..65535 that no other path of
-// the connection uses and that is not recently bad.
-func (c *Conn) newEntropy() uint16 {
+// the connection uses (nor drawn, the paths' entropies drawn so far when
+// the connection is built) and that is not recently bad.
+func (c *Conn) newEntropy(drawn ...uint16) uint16 {
 	for {
 		e := uint16(49152 + c.cfg.Rand.IntN(16384))
 		clash := false
@@ -144,6 +145,11 @@ func (c *Conn) newEntropy() uint16 {
 			if c.s.paths[i].entropy == e {
 				clash = true
 				break
+			}
+		}
+		for _, o := range drawn {
+			if o == e {
+				clash = true
 			}
 		}
 		for _, b := range c.s.bad {
@@ -320,6 +326,65 @@ func (c *Conn) pathRecovered(p *sndPath) {
 	}
 	p.timeouts = 0
 	c.allFailedSince = 0
+}
+
+// ensurePaths allocates the sending paths if they are not yet: before
+// anything is queued to send, and before anything reads or acknowledges
+// a path. Allocating them later than the connection changes nothing a
+// path holds: until something is sent a path is its initial state, and
+// its entropy was drawn when the connection was built.
+//
+// Reading a path's figures (PathStats, ReportStats) is a use: telemetry
+// that reads every connection's paths allocates them.
+func (c *Conn) ensurePaths() {
+	if c.s.paths != nil {
+		return
+	}
+	e0, ok := c.proto.entropy0[c]
+	if !ok {
+		return
+	}
+	delete(c.proto.entropy0, c)
+	c.s.paths = make([]sndPath, len(e0))
+	for i := range c.s.paths {
+		ph := &c.s.paths[i]
+		ph.c, ph.id = c, uint8(i)
+		ph.timer.Init(pathTimerFired, ph)
+		ph.entropy = e0[i]
+		ph.credit = 1
+	}
+	c.s.sharesDirty = true
+}
+
+// freshShare is pathShare for path p of a connection whose paths are not
+// allocated: all are as built (usable, with p's weight), so the sums are
+// shares()'s over pathCount copies of p.
+func (c *Conn) freshShare(p *sndPath) int {
+	w, sum := float64(quantWeight(p))/16, 0.0
+	for range c.pathCount() {
+		sum += w
+	}
+	if !p.usable() || sum == 0 {
+		return 0
+	}
+	return int(float64(c.window()) * float64(quantWeight(p)) / 16 / sum)
+}
+
+// pathCount returns the number of sending paths, allocated or not.
+func (c *Conn) pathCount() int {
+	if c.s.paths != nil {
+		return len(c.s.paths)
+	}
+	return c.configuredPaths()
+}
+
+// configuredPaths is the number of sending paths a connection is built
+// with: Options.Paths, or DefaultPaths for its ports.
+func (c *Conn) configuredPaths() int {
+	if c.opts.Paths != 0 {
+		return c.opts.Paths
+	}
+	return DefaultPaths(c.cfg.Ports)
 }
 
 // checkAllFailed starts the give-up clock when no path can carry data.

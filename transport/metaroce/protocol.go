@@ -26,6 +26,9 @@ type Protocol struct {
 	// ACK, that ACK until it is sent, before the CLOSE (Conn.Close). Here
 	// rather than in Conn, which stays within its size class.
 	lastAcks map[*Conn]lastAck
+	// entropy0 holds, for a connection whose sending paths are not
+	// allocated yet (Conn.ensurePaths), the entropies drawn for them.
+	entropy0 map[*Conn][]uint16
 }
 
 // lastAck is an ACK encoded at Close, sent on port with entropy sport.
@@ -161,6 +164,7 @@ func (p *Protocol) forget(c *Conn) {
 		p.alloc.unregister(c.slot)
 		c.slot = -1
 	}
+	delete(p.entropy0, c) // it never sent, and no longer will
 }
 
 // ActiveSenders returns how many senders the NIC's fair-share allocator

@@ -120,7 +120,7 @@ func (c *Conn) pathGen(rp *rcvPath, g uint8) bool {
 // onProbe acknowledges a path probe at once.
 func (c *Conn) onProbe(h wire.Header, rx transport.RxMeta) {
 	pid := int(h.Path())
-	if pid >= len(c.r.paths) {
+	if !c.rcvPaths(pid) {
 		c.st.dropMalformed++
 		return
 	}
@@ -138,6 +138,19 @@ func (c *Conn) onProbe(h wire.Header, rx transport.RxMeta) {
 	c.ackNow()
 }
 
+// rcvPaths reports whether pid is one of the peer's paths, allocating
+// the receiving paths on the first packet of any (an end that only sends
+// never needs them).
+func (c *Conn) rcvPaths(pid int) bool {
+	if pid >= c.peerPaths {
+		return false
+	}
+	if c.r.paths == nil {
+		c.r.paths = make([]rcvPath, c.peerPaths)
+	}
+	return true
+}
+
 // consumeResult is what became of a data packet.
 type consumeResult uint8
 
@@ -151,7 +164,7 @@ const (
 // onData handles a data packet: path bookkeeping, then placement.
 func (c *Conn) onData(d wire.Data, rx transport.RxMeta) {
 	pid := int(d.Path())
-	if pid >= len(c.r.paths) {
+	if !c.rcvPaths(pid) {
 		c.st.dropMalformed++
 		return
 	}

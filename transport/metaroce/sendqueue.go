@@ -18,6 +18,10 @@ import (
 // state of its own beyond the tail table entry that exists while it has a
 // message outstanding.
 type sndState struct {
+	// paths are the sending paths, allocated on first use (ensurePaths):
+	// until then an end (a WRITE's target, which never sends data) holds
+	// only the entropies drawn for them when it was built, in
+	// Protocol.entropy0.
 	paths []sndPath
 
 	msgs             []sndMsg // ring by MSN; len is a power of two
@@ -518,6 +522,7 @@ func (c *Conn) newRespJob(d wire.Data, sinks wire.Sinks) int32 {
 func (c *Conn) startResp(j int32) {
 	r := &c.s.resp[j]
 	r.ready = true
+	c.ensurePaths()
 	c.s.unsent += int64(r.length)
 	c.s.respQ = append(c.s.respQ, j)
 }

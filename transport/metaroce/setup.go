@@ -86,7 +86,7 @@ func (c *Conn) encodeCtl(b []byte, t wire.Type) int {
 			SrcConn:   c.id,
 			Nonce:     c.nonce,
 			Service:   c.service(t),
-			Paths:     len(c.s.paths),
+			Paths:     c.pathCount(),
 			Ports:     c.cfg.Ports,
 			MTU:       c.cfg.PathMTU,
 			MsgWindow: c.opts.SendQueue,
@@ -129,7 +129,7 @@ func (c *Conn) learnPeer(s wire.Setup) {
 	c.mss = min(c.cfg.PathMTU, s.MTU())
 	c.msgWindow = min(c.opts.SendQueue, s.MsgWindow())
 	c.dsnWindow = min(c.opts.DSNWindow, s.DSNWindow())
-	c.r.paths = make([]rcvPath, c.peerPaths)
+	c.r.paths = nil // allocated on the first packet of a path (rcvPaths)
 	c.r.dirty = make([]uint64, (c.peerPaths+63)/64)
 	c.r.lastOn = make([]int16, c.cfg.Ports)
 	for i := range c.r.lastOn {
@@ -172,7 +172,7 @@ func (c *Conn) onSynAck(body []byte, rx transport.RxMeta) {
 	c.timers.Disarm(&c.ctlTimer)
 	c.state = transport.StateEstablished
 	if c.cfg.Trace != nil {
-		c.tracef("established: peer conn %d, %d paths out, %d in, mss %d", c.peer, len(c.s.paths), c.peerPaths, c.mss)
+		c.tracef("established: peer conn %d, %d paths out, %d in, mss %d", c.peer, c.pathCount(), c.peerPaths, c.mss)
 	}
 }
 
@@ -184,7 +184,7 @@ func (c *Conn) accept(s wire.Setup) {
 	c.state = transport.StateEstablished
 	c.startCtl(wire.TypeSynAck)
 	if c.cfg.Trace != nil {
-		c.tracef("accepted: peer conn %d, %d paths out, %d in, mss %d", c.peer, len(c.s.paths), c.peerPaths, c.mss)
+		c.tracef("accepted: peer conn %d, %d paths out, %d in, mss %d", c.peer, c.pathCount(), c.peerPaths, c.mss)
 	}
 }
 

@@ -67,7 +67,7 @@ type ConnStats struct {
 func (c *Conn) Stats() ConnStats {
 	s := c.st
 	return ConnStats{
-		State: c.state, Paths: len(c.s.paths),
+		State: c.state, Paths: c.pathCount(),
 		PacketsSent: s.txPackets, BytesSent: s.txBytes, PacketsReceived: s.rxPackets, BytesReceived: s.rxBytes,
 		DataPacketsSent: s.dataPackets, Retransmits: s.retransmits, Losses: s.losses,
 		Timeouts: s.timeouts, EntropyChanges: s.entropyChanges, TailProbes: s.tailProbes,
@@ -112,13 +112,28 @@ type PathStats struct {
 
 // PathStats returns a snapshot of sending path i (0 <= i < Paths).
 func (c *Conn) PathStats(i int) PathStats {
-	p := &c.s.paths[i]
+	var fresh sndPath
+	p, share := &fresh, 0
+	if c.s.paths != nil {
+		p = &c.s.paths[i]
+		share = c.pathShare(p)
+	} else {
+		// Not allocated yet (ensurePaths): every path is as built, and
+		// reading its figures does not allocate them. A connection that
+		// closed without ever sending has forgotten its entropies
+		// (Protocol.forget): they read 0.
+		p.c, p.id, p.credit = c, uint8(i), 1
+		if e0 := c.proto.entropy0[c]; i < len(e0) {
+			p.entropy = e0[i]
+		}
+		share = c.freshShare(p)
+	}
 	s := PathStats{
 		State: p.state, Plane: p.plane(c.cfg.Ports), Entropy: p.entropy, Gen: p.gen,
 		Packets: p.st.packets, Bytes: p.st.bytes, Retransmits: p.st.retransmits, Losses: p.st.losses,
 		Timeouts: p.st.timeouts, Probes: p.st.probes, EntropyChanges: p.st.entropyChanges,
 		Acked: p.st.acked, CEAcked: p.st.ceAcked, Alpha: p.alpha,
-		Cwnd: c.pathShare(p), InFlight: p.sb.inflight, SRTT: p.srtt, RTTVar: p.rttvar, RTO: c.pto(p),
+		Cwnd: share, InFlight: p.sb.inflight, SRTT: p.srtt, RTTVar: p.rttvar, RTO: c.pto(p),
 	}
 	if p.st.acked > 0 {
 		s.ECNFraction = float64(p.st.ceAcked) / float64(p.st.acked)
@@ -127,4 +142,4 @@ func (c *Conn) PathStats(i int) PathStats {
 }
 
 // Paths returns the number of sending paths.
-func (c *Conn) Paths() int { return len(c.s.paths) }
+func (c *Conn) Paths() int { return c.pathCount() }

@@ -151,6 +151,7 @@ func TestFirstFlightAndECNRate(t *testing.T) {
 	if want := sim.Time(float64(n+ipUDPOverhead) / hint * 1e9); base != want {
 		t.Errorf("no marks: gap %v, want %v (the hint)", base, want)
 	}
+	c.ensurePaths() // the paths are allocated on first use
 	p := &c.s.paths[0]
 	c.s.alpha, c.s.cutUntil = 0.5, 0
 	c.ccOnRecord(p, 1, 4096, 4, 1)

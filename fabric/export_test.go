@@ -1,0 +1,9 @@
+package fabric
+
+// SetMaskDegree sets the most switch neighbours for which routing keeps
+// groups as masks (0: never) and returns what restores it.
+func SetMaskDegree(d int32) (restore func()) {
+	old := maskDegree
+	maskDegree = d
+	return func() { maskDegree = old }
+}

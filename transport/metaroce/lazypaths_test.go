@@ -1,0 +1,83 @@
+package metaroce
+
+import (
+	"testing"
+	"unsafe"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/mrlab/mrlab/internal/sim"
+	"github.com/mrlab/mrlab/transport"
+	"github.com/mrlab/mrlab/transport/transporttest"
+)
+
+// Paths are allocated on first use: after a WRITE, its target has no
+// sending paths and its source no receiving ones, while both report the
+// paths they were built with, with the same figures as if allocated; a
+// READ allocates the target's sending paths (it answers with data).
+func TestPathsOnFirstUse(t *testing.T) {
+	l := newLab(t, transporttest.Config{Seed: 1}, Options{Paths: 16})
+	a, b := metaConn(l.ca), metaConn(l.cb)
+	if err := l.ca.PostSend(write(7, 0, addrRW, addrRW+0x80000, 65536)); err != nil {
+		t.Fatal(err)
+	}
+	if !l.runUntil(sim.Millisecond, func() bool { return len(l.ca.Completions) == 1 }) {
+		t.Fatalf("no completion; stats %+v", a.Stats())
+	}
+	if a.s.paths == nil || b.s.paths != nil || a.r.paths != nil || b.r.paths == nil {
+		t.Errorf("after a WRITE: source paths %d out %d in, target %d out %d in; want 16/0 and 0/16",
+			len(a.s.paths), len(a.r.paths), len(b.s.paths), len(b.r.paths))
+	}
+	if a.Paths() != 16 || b.Paths() != 16 || b.Stats().Paths != 16 {
+		t.Errorf("paths reported: source %d, target %d (Stats %d), want 16", a.Paths(), b.Paths(), b.Stats().Paths)
+	}
+	var lazy, built transport.Stats
+	b.ReportStats(&lazy)
+	if b.s.paths != nil {
+		t.Fatal("reading the figures allocated the paths")
+	}
+	b.ensurePaths()
+	b.ReportStats(&built)
+	if diff := cmp.Diff(built, lazy); diff != "" {
+		t.Errorf("figures of paths not yet allocated differ from allocated ones (-allocated +lazy):\n%s", diff)
+	}
+
+	// Closed, the target forgets the entropies of the paths it never
+	// allocated (undo the allocation above).
+	b.s.paths = nil
+	b.proto.entropy0[b] = make([]uint16, 16)
+	l.ca.Close()
+	l.run(sim.Millisecond)
+	if b.State() != transport.StateClosed || len(b.proto.entropy0) != 0 || b.Paths() != 16 {
+		t.Errorf("closed target: state %v, %d connections' entropies kept, %d paths reported", b.State(), len(b.proto.entropy0), b.Paths())
+	}
+
+	// A READ of a's memory: a answers with data on its paths.
+	l2 := newLab(t, transporttest.Config{Seed: 2}, Options{Paths: 16})
+	rd := &transport.WorkRequest{ID: 9, Op: transport.OpRead, RemoteAddr: addrRW, RKey: keyRW, NumSGE: 1}
+	rd.SGL[0] = transport.SGE{Addr: addrRcv, Len: 65536, LKey: keyRecv}
+	if err := l2.cb.PostSend(rd); err != nil {
+		t.Fatal(err)
+	}
+	if !l2.runUntil(sim.Millisecond, func() bool { return len(l2.cb.Completions) == 1 }) {
+		t.Fatal("READ did not complete")
+	}
+	if wc := l2.cb.Completions[0]; wc.Status != transport.StatusOK {
+		t.Errorf("READ: %+v", wc)
+	}
+	if a2 := metaConn(l2.ca); a2.s.paths == nil || a2.st.dataPackets == 0 {
+		t.Errorf("READ responder: %d sending paths, %d data packets sent", len(a2.s.paths), a2.st.dataPackets)
+	}
+}
+
+// The state an end holds at 128 paths: idle, no paths of either side (one
+// sndPath per path each end held before: 69 KB); after a WRITE, on
+// average less than one end's sending paths (71 KB before: both sides'
+// paths at both ends).
+func TestPathStateOnFirstUse(t *testing.T) {
+	idle, used := connState(50, Options{Paths: 128})
+	paths := float64(128 * unsafe.Sizeof(sndPath{}))
+	if idle > paths/8 || used > paths {
+		t.Errorf("per end at 128 paths: %.0f B idle, %.0f B after a WRITE; want under %.0f and %.0f", idle, used, paths/8, paths)
+	}
+}
