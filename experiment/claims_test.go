@@ -3,6 +3,7 @@ package experiment
 import (
 	"fmt"
 	"math"
+	"os"
 	"strings"
 	"testing"
 
@@ -29,10 +30,6 @@ var knownMisses = map[string]string{
 	// MetaRoCE's first round trip carries one packet until the receiver's
 	// first ACK brings its share; RoCEv2 starts at line rate.
 	"TestClaimRegimesAtLeastRoCEv2": "#11 (first flight at the receiver's share)",
-	// Met (>= 0.89) while a lost packet cost no wire time; with loss on
-	// the wire (fabric.LossAtWire) the 4-hop 100G cell at 10% per hop
-	// gives 0.775-0.819 of its ceiling.
-	"TestClaimRegimesTenPercentLoss": "#27 (recovery that does not need deep queues)",
 }
 
 // claim collects a claim test's failures and reports them at the end:
@@ -64,10 +61,27 @@ func (c *claim) done() {
 		t.Logf("the claim holds: delete its knownMisses entry (%s)", issue)
 	case len(c.miss) == 0:
 	case known:
+		noteKnownMiss(t.Name(), issue)
 		t.Skipf("KNOWN MISS, fixed by %s:\n%s", issue, strings.Join(c.miss, "\n"))
 	default:
 		t.Error(strings.Join(c.miss, "\n"))
 	}
+}
+
+// noteKnownMiss appends "experiment NAME (ISSUE)" to $MRLAB_KNOWN_MISSES,
+// which scripts/test lists in its last line (see its comment); one short
+// append per miss, so parallel test processes do not interleave.
+func noteKnownMiss(name, issue string) {
+	path := os.Getenv("MRLAB_KNOWN_MISSES")
+	if path == "" {
+		return
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return // the summary is a convenience; the skip says it all
+	}
+	defer f.Close()
+	fmt.Fprintf(f, "experiment %s (%s)\n", name, issue)
 }
 
 // claimRows runs cases with every claim seed, in parallel.
@@ -249,6 +263,37 @@ func TestClaimCollectivesFasterThanRoCEv2(t *testing.T) {
 						n, c.loss, seed, mr, c.fab, ro)
 				}
 			}
+		}
+	}
+}
+
+// TestClaimAllToAllManyPeers: loss-free all-to-all where every host has
+// many peers on 8 planes, as on the results page's 64-host bed: each
+// connection's window is a few packets spread over 32 paths, and the
+// queues differ between planes. The tiny bed above (4 hosts, 2 planes)
+// cannot show this: loss detection that takes such queueing for loss
+// (#27: 0.59x on the page, 4,364 retransmissions at 0% loss) passed it.
+// 32 hosts x 8 planes, 4 MiB: MetaRoCE 433.96 Gb/s against lossless
+// RoCEv2's 441.37 (seed 1) before the measured lateness, 467.48 after.
+func TestClaimAllToAllManyPeers(t *testing.T) {
+	ck := newClaim(t)
+	p := collectivesParams(Tiny)
+	p.alltoall = 4 << 20
+	point := func(c collCase, seed uint64) Point {
+		pt := p.point(c, seed)
+		pt.WhatIf.Set = []string{"topology.leafspine.planes=8", "topology.leafspine.leaves=4", "topology.leafspine.hosts_per_leaf=8"}
+		return pt
+	}
+	cases := []collCase{{workload.AllToAll, 0, metaroceLossy}, {workload.AllToAll, 0, rocev2Lossless}}
+	rows := claimRows(t, cases, point, collectiveRun)
+	n := len(claimSeeds)
+	for i := 0; i < n; i++ {
+		mr, ro := rows[i], rows[n+i]
+		t.Logf("seed %d: MetaRoCE %.2f Gb/s (%d retransmissions, %d timeouts), RoCEv2 lossless %.2f Gb/s: %.3fx",
+			mr.Seed, mr.AlgBWGbps, mr.Retransmits, mr.Timeouts, ro.AlgBWGbps, mr.AlgBWGbps/ro.AlgBWGbps)
+		if mr.Error != "" || !mr.DataOK || !(mr.AlgBWGbps > ro.AlgBWGbps) {
+			ck.Errorf("seed %d: MetaRoCE %.2f Gb/s (data ok %v, %s), lossless RoCEv2 %.2f Gb/s; the seeds claim MetaRoCE is faster",
+				mr.Seed, mr.AlgBWGbps, mr.DataOK, mr.Error, ro.AlgBWGbps)
 		}
 	}
 }

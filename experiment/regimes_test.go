@@ -66,7 +66,9 @@ func TestRegimesTiny(t *testing.T) {
 // fills >= 85% of the loss ceiling in every cell, every seed.
 func TestClaimRegimesTenPercentLoss(t *testing.T) {
 	cl := newClaim(t)
-	if c := regimeCheck(t, "MetaRoCE write_bw at 10% loss"); !c.Met {
+	c := regimeCheck(t, "MetaRoCE write_bw at 10% loss")
+	t.Logf("%s: %s (target %s)", c.What, c.Measured, c.Target)
+	if !c.Met {
 		cl.Errorf("%s: %s, want %s (%s)", c.What, c.Measured, c.Target, c.Note)
 	}
 }

@@ -62,7 +62,7 @@ func (c *Conn) onPathAck(r *wire.PathAck) {
 	// Only a record whose cum is in [una, nxt] acknowledges cumulatively;
 	// an older one carries nothing cumulative we lack.
 	for psn := sb.una; cum-sb.una <= sb.nxt-sb.una && psn != cum; psn++ {
-		k, n := c.ackEntry(p, psn)
+		k, n := c.ackEntry(p, psn, top, r.EchoTS)
 		pkts += k
 		bytes += n
 	}
@@ -75,7 +75,7 @@ func (c *Conn) onPathAck(r *wire.PathAck) {
 			if !sb.outstanding(psn) {
 				continue
 			}
-			k, n := c.ackEntry(p, psn)
+			k, n := c.ackEntry(p, psn, top, r.EchoTS)
 			pkts += k
 			bytes += n
 		}
@@ -120,17 +120,30 @@ func (c *Conn) onPathAck(r *wire.PathAck) {
 	c.armPath(p)
 }
 
-// ackEntry settles one PSN; it returns the packets and payload bytes it
-// newly acknowledged.
-func (c *Conn) ackEntry(p *sndPath, psn uint32) (int, int) {
+// ackEntry settles one PSN reported by a record whose echo_ts is echo;
+// it returns the packets and payload bytes it newly acknowledged.
+//
+// It feeds the reordering window (lossdetect.go): a first transmission
+// overtaken by a later-sent one that had arrived gives the path a lateness
+// sample, and a PSN declared lost proves the declaration spurious when it
+// is acknowledged before its resend went, or when the record's echo_ts is
+// older than the resend (paths are FIFO, echo_ts is the path's latest data
+// packet's ts plus the receiver's hold: the resend had not arrived, so the
+// first transmission did; RFC 3522's timestamp test).
+func (c *Conn) ackEntry(p *sndPath, psn, top, echo uint32) (int, int) {
 	wasLost := p.sb.lost
 	e := p.sb.entry(psn)
 	switch {
 	case e.acked:
 	case e.lost:
 		c.s.reo.spurious() // declared lost, arrived: not resent yet
+	case e.resent && e.kind == sbData && int32(echo-uint32(e.sentAt)) < 0:
+		c.s.reo.spurious() // the first transmission arrived
 	case e.resent:
 		c.s.reo.recovered()
+	}
+	if !e.acked && !e.resent && psn == top {
+		c.noteLateness(p, e.order, sim.Time(int32(c.ts()-echo)))
 	}
 	e, newly, left := p.sb.ack(psn)
 	if !newly {

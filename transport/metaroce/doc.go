@@ -67,11 +67,15 @@
 // is lost when one sent after it on any path has arrived and it has been
 // out longer than that packet's round trip plus a reordering window made
 // of the paths' RTT spread, four RTT variations and the peer's ACK delay
-// (widened after a loss found spurious, narrowed back after repairs), so
-// a path with one packet in flight needs no timer to find its loss. An
+// (widened after a loss found spurious: its ACK came before the resend
+// went, or echoed a time before it; narrowed back after repairs), plus the
+// measured lateness: how much later than a later-sent packet's round trip
+// a packet came, the largest over the paths, halved every 16 RTTs, so
+// queues that differ between paths are not taken for loss. A path with
+// one packet in flight needs no timer to find its loss. An
 // ACK of a chunk's earlier transmission (one a tail-loss probe or a move
 // sent again) settles the chunk. A path whose ACKs stop gets a tail-loss probe one
-// PTO (RTT + 4 x variation + the peer's ACK delay) after its last
+// PTO (RTT + 4 x variation + the peer's ACK delay + the lateness) after its last
 // transmission or progress; more probes follow while chance can explain
 // their loss; only then a timeout, which moves the path's chunks to paths
 // that deliver and the path to a new entropy (probe.go). A chunk lost by

@@ -23,11 +23,24 @@ import (
 //     the ACK that reported it) plus the reordering window.
 //
 // A packet declared lost that turns out to have arrived (its ACK came
-// before its resend went: an ACK after the resend is ambiguous, and under
-// ACK loss often the original's late report) widens the window by one more of itself, up to 9 times; it narrows back
-// by one step per 15 losses repaired without such a proof (RFC 8985's
+// before its resend went, or the ACK of its resent data PSN echoes a ts
+// older than the resend: paths are FIFO and echo_ts is the path's latest
+// data packet's, so the first transmission arrived; RFC 3522) widens the
+// window by one more of itself, up to 9 times; it narrows back by one
+// step per 15 losses repaired without such a proof (RFC 8985's
 // DSACK-driven adaptation). The cap at the smoothed RTT applies before
 // the widening.
+//
+// Then the measured lateness is added: when a first transmission is
+// acknowledged by a record whose echo_ts is its own (so its round trip
+// is known without the receiver's hold, and a lost ACK before it cannot
+// make it look late), and a packet sent after it had already arrived, it
+// came its round trip minus that packet's after the rule's base deadline.
+// The largest such sample over the connection's paths, halved every 16
+// smoothed RTTs since it was taken, widens the window (and the PTO,
+// rtt.go): queueing that differs between paths, as under an all-to-all's
+// incasts, has been measured and is not taken for loss. Under random
+// loss alone, with equal paths, it stays near zero.
 //
 // The reordering window is what the paths' measured round trips allow a
 // packet sent earlier to arrive later: the spread of the paths' smoothed
@@ -125,6 +138,53 @@ func reorderWindow(maxRTT, minRTT, rttvar, peerAckDelay, gran, srtt sim.Time) si
 	return w
 }
 
+// noteLateness takes a lateness sample on p: its first transmission of
+// transmission order order is acknowledged now by a record whose echo_ts
+// is its own, rtt after it was sent (without the receiver's hold). If a
+// packet sent after it had already arrived, it came rtt - that packet's
+// round trip after the rule's base deadline. The path keeps the largest
+// recent sample.
+func (c *Conn) noteLateness(p *sndPath, order uint32, rtt sim.Time) {
+	r := &c.s.rack
+	if r.rtt == 0 || !wire.Seq(order).Before(wire.Seq(r.order)) {
+		return
+	}
+	if late := rtt - sim.Time(r.rtt); late > p.lateness(c.now, c.lateHalfLife()) {
+		p.late, p.lateAt = late, c.now
+	}
+}
+
+// lateHalfLife is how fast a path's measured lateness fades: by half every
+// 16 smoothed RTTs. RFC 8985 keeps a widened window for 16 recoveries
+// (reo_wnd_persist); here, in time: queueing that made a path lag is
+// expected back within that many round trips (a collective's next step),
+// and a path that still lags gives a new sample every round trip.
+func (c *Conn) lateHalfLife() sim.Time {
+	return 16 * max(c.s.srtt, c.s.recentRTT, c.granularity())
+}
+
+// lateMax is the largest lateness over the connection's paths.
+func (c *Conn) lateMax(half sim.Time) sim.Time {
+	late := sim.Time(0)
+	for i := range c.s.paths {
+		late = max(late, c.s.paths[i].lateness(c.now, half))
+	}
+	return late
+}
+
+// lateness is p's measured lateness at now, halved per half-life since it
+// was measured.
+func (p *sndPath) lateness(now, half sim.Time) sim.Time {
+	if p.late <= 0 {
+		return 0
+	}
+	n := (now - p.lateAt) / half
+	if n >= 32 {
+		return 0
+	}
+	return p.late >> uint(n)
+}
+
 // reorder returns the connection's reordering window now.
 func (c *Conn) reorder() sim.Time {
 	lo, hi := sim.Never, sim.Time(0)
@@ -148,7 +208,8 @@ func (c *Conn) rackDetect() {
 	if c.s.rack.rtt == 0 {
 		return
 	}
-	reo := c.reorder()
+	base, half := c.reorder(), c.lateHalfLife()
+	reo := base + c.lateMax(half)
 	for i := range c.s.paths {
 		p := &c.s.paths[i]
 		next := sim.Never

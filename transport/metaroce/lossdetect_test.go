@@ -152,3 +152,44 @@ func TestReoAdapt(t *testing.T) {
 		}
 	}
 }
+
+// TestLateness: a packet overtaken by a later-sent one that had arrived
+// gives its path a lateness sample (its echo_ts round trip minus the later
+// packet's); only the largest recent sample counts, halved every half-life
+// since it was taken; a packet not overtaken gives none; the connection's
+// lateness is the largest over its paths.
+func TestLateness(t *testing.T) {
+	const us = sim.Microsecond
+	l := newLab(t, transporttest.Config{Seed: 1}, Options{Paths: 2})
+	c := metaConn(l.ca)
+	half := c.lateHalfLife()
+	p, q := &c.s.paths[0], &c.s.paths[1]
+	c.s.rack = rackState{}
+	c.s.rack.delivered(10, 0, 8*us) // order 10 arrived, round trip 8us
+	steps := []struct {
+		name     string
+		path     *sndPath
+		order    uint32
+		rtt      sim.Time
+		after    sim.Time // run the clock this much first
+		wantP    sim.Time // p's lateness after the step
+		wantConn sim.Time
+	}{
+		{"overtaken: 12us against 8us", p, 9, 12 * us, 0, 4 * us, 4 * us},
+		{"a smaller sample does not lower it", p, 8, 10 * us, 0, 4 * us, 4 * us},
+		{"not overtaken: no sample", p, 11, 30 * us, 0, 4 * us, 4 * us},
+		{"halved after one half-life", p, 11, 30 * us, half, 2 * us, 2 * us},
+		{"another path's sample: the largest counts", q, 7, 11 * us, 0, 2 * us, 3 * us},
+		{"gone after 32 half-lives", q, 11, 0, 32 * half, 0, 0},
+	}
+	for _, s := range steps {
+		c.now += s.after
+		c.noteLateness(s.path, s.order, s.rtt)
+		if got := p.lateness(c.now, half); got != s.wantP {
+			t.Errorf("%s: path 0 lateness %v, want %v", s.name, got, s.wantP)
+		}
+		if got := c.lateMax(half); got != s.wantConn {
+			t.Errorf("%s: connection lateness %v, want %v", s.name, got, s.wantConn)
+		}
+	}
+}

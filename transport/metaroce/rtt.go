@@ -120,7 +120,7 @@ func (c *Conn) pto(p *sndPath) sim.Time {
 	if rtt == 0 {
 		return c.opts.SetupTimeout
 	}
-	return rtt + max(4*v, c.granularity()) + c.peerAckDelay
+	return rtt + max(4*v, c.granularity()) + c.peerAckDelay + c.lateMax(c.lateHalfLife())
 }
 
 // rcvRTT is the receiving side's estimate of the round trip to the peer,
