@@ -163,6 +163,7 @@ func TestLateness(t *testing.T) {
 	l := newLab(t, transporttest.Config{Seed: 1}, Options{Paths: 2})
 	c := metaConn(l.ca)
 	half := c.lateHalfLife()
+	c.ensurePaths() // path state is allocated on first use
 	p, q := &c.s.paths[0], &c.s.paths[1]
 	c.s.rack = rackState{}
 	c.s.rack.delivered(10, 0, 8*us) // order 10 arrived, round trip 8us
