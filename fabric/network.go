@@ -67,6 +67,9 @@ type Network struct {
 	rt          routeState
 	routesDirty bool
 	routeTimer  sim.Timer
+	// org numbers the network's own timers (route recomputation); links
+	// and ports have their own (sim.Origin), in build order.
+	org *sim.Origin
 }
 
 // netNode is a host or a switch.
@@ -90,6 +93,7 @@ type netLink struct {
 	up    bool
 	ctrl  linkCtrl
 	timer sim.Timer
+	org   *sim.Origin
 }
 
 // linkCtrl is what routing believes about a link.
@@ -302,7 +306,9 @@ func Build(s sim.Scheduler, pool *packet.Pool, topo *Topology, opts BuildOptions
 	if n.detect == 0 {
 		n.detect = DefaultDetectionDelay
 	}
+	n.org = s.NewOrigin()
 	n.routeTimer.Init(func(now sim.Time, _ any) { n.recomputeRoutes() }, nil)
+	n.routeTimer.Own(n.org)
 	t := n.topo
 	n.numHosts = len(t.Hosts)
 	for _, h := range t.Hosts {
@@ -317,8 +323,9 @@ func Build(s sim.Scheduler, pool *packet.Pool, topo *Topology, opts BuildOptions
 		n.nodes = append(n.nodes, netNode{name: sw.Name, up: true, plane: sw.Plane, sw: sn})
 	}
 	for i, tl := range t.Links {
-		l := &netLink{idx: i, name: tl.Name, admin: true, up: true}
+		l := &netLink{idx: i, name: tl.Name, admin: true, up: true, org: s.NewOrigin()}
 		l.timer.Init(func(now sim.Time, _ any) { n.detected(now, l) }, nil)
+		l.timer.Own(l.org)
 		params := tl.Params
 		if params.QueueBytes == 0 {
 			params.QueueBytes = DefaultQueueBytes
@@ -341,6 +348,7 @@ func Build(s sim.Scheduler, pool *packet.Pool, topo *Topology, opts BuildOptions
 				toNode:   n.nodeByNm[to.Node],
 				params:   params,
 				rng:      sim.NewRand(opts.Seed, tl.Name+":"+d.String()),
+				org:      s.NewOrigin(),
 			}
 			p.idleSince = n.start
 			p.qLast = n.start

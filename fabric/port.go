@@ -102,6 +102,9 @@ type Port struct {
 	rate    float64 // effective: impairment rate override or params.Rate
 	rateBps uint64
 	rng     *rand.Rand
+	// org numbers the direction's events: its idle and observer timers
+	// and its packets' arrivals (sim.Origin).
+	org *sim.Origin
 
 	// Impairment state; the flags let an unimpaired link skip it all.
 	imp                                       Impairment
@@ -190,6 +193,8 @@ func (p *Port) init() {
 	p.deps = make([]departure, 64)
 	p.idleTimer.Init(func(now sim.Time, _ any) { p.idleFired(now) }, nil)
 	p.obsTimer.Init(func(now sim.Time, _ any) { p.observeStarts(now) }, nil)
+	p.idleTimer.Own(p.org)
+	p.obsTimer.Own(p.org)
 	p.setImpairment(p.params.Impair)
 	p.setECN(p.params.ECN)
 }
@@ -376,6 +381,7 @@ func (p *Port) startTx(now sim.Time, b *packet.Buffer, startPs int64) {
 		o.Observe(now, EvTransmit, Point{Link: p.idx}, b, DropNone)
 	}
 	b.Timer.Init(p.txDoneFn, b)
+	b.Timer.Own(p.org)
 	// Report done in the nanosecond the last bit leaves (floor), so a
 	// pull-style sender continues at exactly busyPs.
 	p.net.s.Arm(&b.Timer, sim.Time(p.busyPs/1000))
@@ -431,6 +437,7 @@ func (p *Port) schedule(b *packet.Buffer, atPs int64, flags int) {
 	b.Hop = p.epoch<<hopFlagBits | flags
 	b.Stamp = sim.Time(atPs)
 	b.Timer.Init(p.arriveFn, b)
+	b.Timer.Own(p.org)
 	p.net.s.Arm(&b.Timer, sim.Time((atPs+999)/1000))
 }
 

@@ -203,6 +203,7 @@ func (p *Pool) Get(size int) *Buffer {
 	p.nextID++
 	b.ID = p.nextID
 	b.Hop, b.Stamp = 0, 0
+	b.Timer.Own(nil)
 	b.Synthetic = b.Synthetic[:0]
 	b.Flow = FlowTag{}
 	b.Reset()
