@@ -87,7 +87,7 @@ func (p *Port) enqueueFast(now sim.Time, b *packet.Buffer, atPs int64) {
 	if p.deliverImpaired {
 		p.impairDelivery(now, b, atArr, flags)
 	} else {
-		p.schedule(b, atArr, flags)
+		p.fifo(b, atArr, flags)
 	}
 	if p.onIdle != nil {
 		// Idle in the nanosecond the last bit leaves (floor), as Idle says.
@@ -168,7 +168,11 @@ func (p *Port) reschedule(now sim.Time) {
 		b := d.b
 		arr := int64(b.Stamp) + end - d.endPs
 		b.Stamp = sim.Time(arr)
-		p.net.s.Arm(&b.Timer, sim.Time((arr+999)/1000))
+		if b.Timer.Armed() {
+			p.net.s.Arm(&b.Timer, sim.Time((arr+999)/1000))
+		} else {
+			p.refly(b, arr)
+		}
 		prevOld = d.endPs
 		d.startPs, d.endPs = start, end
 		prevNew = end
@@ -177,6 +181,7 @@ func (p *Port) reschedule(now sim.Time) {
 	if !moved {
 		return
 	}
+	p.armFly()
 	p.busyPs = prevNew
 	if p.idleTimer.Armed() {
 		p.net.s.Arm(&p.idleTimer, sim.Time(p.busyPs/1000))
@@ -235,12 +240,20 @@ func (p *Port) goDownFast(now sim.Time) bool {
 		p.observeStarts(now)
 	}
 	p.epoch++
+	// Cancel the arrivals newest first: those in the FIFO are its tail.
+	for i := p.dLen - 1; i >= 0; i-- {
+		b := p.deps[(p.dHead+i)%len(p.deps)].b
+		if b.Timer.Armed() {
+			p.net.s.Disarm(&b.Timer)
+		} else {
+			p.unflyTail(b)
+		}
+	}
 	for p.dLen > 0 {
 		d := p.deps[p.dHead]
 		p.deps[p.dHead] = departure{}
 		p.dHead = (p.dHead + 1) % len(p.deps)
 		p.dLen--
-		p.net.s.Disarm(&d.b.Timer)
 		if d.startPs > nsEnd(now) {
 			// Never started: it was not transmitted after all.
 			p.c.txPkts--
@@ -256,4 +269,18 @@ func (p *Port) goDownFast(now sim.Time) bool {
 	p.idleSince = now
 	p.redAvg = 0
 	return busy
+}
+
+// refly moves b, in flight on the FIFO and not yet serializing, to arrive
+// at arrPs with a new key, as re-arming its own timer did. Only packets
+// that have not started serializing move, and they move together, so the
+// FIFO stays in arrival order.
+func (p *Port) refly(b *packet.Buffer, arrPs int64) {
+	for i := p.fLen - 1; i >= 0; i-- {
+		f := &p.fly[(p.fHead+i)%len(p.fly)]
+		if f.b == b {
+			f.atPs, f.key = arrPs, p.org.NextKey()
+			return
+		}
+	}
 }

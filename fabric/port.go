@@ -150,6 +150,15 @@ type Port struct {
 	obsTimer           sim.Timer // fires at the next unobserved serialization start
 	onIdle             func(now sim.Time)
 	txDoneFn, arriveFn sim.Func
+	// The packets propagating to the far end, in arrival order (a link
+	// direction is a FIFO with a fixed delay), with the one timer that
+	// fires at the head: one heap entry per busy direction, not one per
+	// packet in flight. Impaired deliveries (delay, jitter, reordering,
+	// duplicates, slots) are not in order and keep a timer each.
+	fly      []flight
+	fHead    int
+	fLen     int
+	flyTimer sim.Timer
 	// pfc is the direction's PFC state; nil when PFC is off (pfc.go).
 	pfc *pfcState
 
@@ -168,6 +177,15 @@ type departure struct {
 	startPs, endPs int64
 	n              int
 	b              *packet.Buffer
+}
+
+// flight is a packet propagating on a FIFO direction: its arrival in
+// picoseconds, the event key its port gave it when it was sent (so it fires
+// among equal times exactly where its own timer would have) and the packet.
+type flight struct {
+	atPs int64
+	key  uint64
+	b    *packet.Buffer
 }
 
 // corruptFlag in b.Hop marks a packet to be corrupted on arrival, lostFlag
@@ -191,6 +209,9 @@ func (p *Port) init() {
 	p.arriveFn = func(now sim.Time, arg any) { p.arrive(now, arg.(*packet.Buffer)) }
 	p.queue = make([]*packet.Buffer, 64)
 	p.deps = make([]departure, 64)
+	p.fly = make([]flight, 64)
+	p.flyTimer.Init(func(now sim.Time, _ any) { p.landHead(now) }, nil)
+	p.flyTimer.Own(p.org)
 	p.idleTimer.Init(func(now sim.Time, _ any) { p.idleFired(now) }, nil)
 	p.obsTimer.Init(func(now sim.Time, _ any) { p.observeStarts(now) }, nil)
 	p.idleTimer.Own(p.org)
@@ -403,7 +424,7 @@ func (p *Port) finishTx(now sim.Time, b *packet.Buffer, notify bool) {
 	if p.deliverImpaired {
 		p.impairDelivery(now, b, atPs, flags)
 	} else {
-		p.schedule(b, atPs, flags)
+		p.fifo(b, atPs, flags)
 	}
 	if p.qLen > 0 {
 		if p.pfcHeld() {
@@ -574,4 +595,71 @@ func ParseDirection(s string) (Direction, error) {
 		return Both, nil
 	}
 	return 0, fmt.Errorf("direction %q: want AtoB, BtoA or both", s)
+}
+
+// fifo sends b to the far end at atPs like schedule, through the
+// direction's FIFO of packets in flight: arrivals on an unimpaired
+// direction come in the order they were sent, so only the head is armed.
+// Each packet still takes its port's next key now, so events fire in the
+// order per-packet timers gave.
+func (p *Port) fifo(b *packet.Buffer, atPs int64, flags int) {
+	b.Hop = p.epoch<<hopFlagBits | flags
+	b.Stamp = sim.Time(atPs)
+	if p.fLen == len(p.fly) {
+		p.growFly()
+	}
+	f := flight{atPs: atPs, key: p.org.NextKey(), b: b}
+	p.fly[(p.fHead+p.fLen)%len(p.fly)] = f
+	p.fLen++
+	if p.fLen == 1 {
+		p.net.s.ArmKey(&p.flyTimer, sim.Time((atPs+999)/1000), f.key)
+	}
+}
+
+func (p *Port) growFly() {
+	f := make([]flight, 2*len(p.fly))
+	for i := 0; i < p.fLen; i++ {
+		f[i] = p.fly[(p.fHead+i)%len(p.fly)]
+	}
+	p.fly, p.fHead = f, 0
+}
+
+// landHead is flyTimer: the head packet arrives; the next one's arrival
+// is armed first (it may be in this same nanosecond, with a later key).
+func (p *Port) landHead(now sim.Time) {
+	b := p.fly[p.fHead].b
+	p.fly[p.fHead] = flight{}
+	p.fHead = (p.fHead + 1) % len(p.fly)
+	p.fLen--
+	p.armFly()
+	p.arrive(now, b)
+}
+
+// armFly arms flyTimer for the head of the FIFO, or disarms it.
+func (p *Port) armFly() {
+	if p.fLen == 0 {
+		p.net.s.Disarm(&p.flyTimer)
+		return
+	}
+	h := &p.fly[p.fHead]
+	p.net.s.ArmKey(&p.flyTimer, sim.Time((h.atPs+999)/1000), h.key)
+}
+
+// unflyTail takes b, which must be the newest packet in flight, out
+// of the FIFO (a link failure drops packets not yet serialized; a rate
+// change re-times them). It reports whether b was in the FIFO.
+func (p *Port) unflyTail(b *packet.Buffer) bool {
+	if p.fLen == 0 {
+		return false
+	}
+	i := (p.fHead + p.fLen - 1) % len(p.fly)
+	if p.fly[i].b != b {
+		return false
+	}
+	p.fly[i] = flight{}
+	p.fLen--
+	if p.fLen == 0 {
+		p.net.s.Disarm(&p.flyTimer)
+	}
+	return true
 }

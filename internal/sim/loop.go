@@ -91,6 +91,8 @@ type Scheduler interface {
 	Now() Time
 	Arm(t *Timer, at Time)
 	Disarm(t *Timer)
+	// ArmKey arms t with a key reserved earlier (Origin.NextKey).
+	ArmKey(t *Timer, at Time, key uint64)
 	// NewOrigin numbers a component that arms timers (see Origin).
 	NewOrigin() *Origin
 }
