@@ -91,7 +91,7 @@ func (p *Port) enqueueFast(now sim.Time, b *packet.Buffer, atPs int64) {
 	}
 	if p.onIdle != nil {
 		// Idle in the nanosecond the last bit leaves (floor), as Idle says.
-		p.net.s.Arm(&p.idleTimer, sim.Time(end/1000))
+		p.s.Arm(&p.idleTimer, sim.Time(end/1000))
 	}
 }
 
@@ -118,7 +118,7 @@ func (p *Port) retire(atPs int64) {
 		} else if o := p.net.obs; o != nil {
 			// Not reported yet (an observer set meanwhile): the packet
 			// has not arrived, it is still ours to show.
-			o.Observe(p.net.s.Now(), EvTransmit, Point{Link: p.idx}, d.b, DropNone)
+			o.Observe(p.s.Now(), EvTransmit, Point{Link: p.idx}, d.b, DropNone)
 		}
 		endPs := d.endPs
 		*d = departure{}
@@ -135,7 +135,7 @@ func (p *Port) retire(atPs int64) {
 // settle brings the fast path's queue figures up to the scheduler's now.
 func (p *Port) settle() {
 	if p.pfc == nil {
-		p.retire(nsEnd(p.net.s.Now()))
+		p.retire(nsEnd(p.s.Now()))
 	}
 }
 
@@ -169,7 +169,7 @@ func (p *Port) reschedule(now sim.Time) {
 		arr := int64(b.Stamp) + end - d.endPs
 		b.Stamp = sim.Time(arr)
 		if b.Timer.Armed() {
-			p.net.s.Arm(&b.Timer, sim.Time((arr+999)/1000))
+			p.s.Arm(&b.Timer, sim.Time((arr+999)/1000))
 		} else {
 			p.refly(b, arr)
 		}
@@ -184,7 +184,7 @@ func (p *Port) reschedule(now sim.Time) {
 	p.armFly()
 	p.busyPs = prevNew
 	if p.idleTimer.Armed() {
-		p.net.s.Arm(&p.idleTimer, sim.Time(p.busyPs/1000))
+		p.s.Arm(&p.idleTimer, sim.Time(p.busyPs/1000))
 	}
 	if p.obsTimer.Armed() {
 		p.armObs()
@@ -225,7 +225,7 @@ func (p *Port) armObs() {
 		return
 	}
 	d := &p.deps[(p.dHead+p.nSeen)%len(p.deps)]
-	p.net.s.Arm(&p.obsTimer, sim.Time(d.startPs/1000))
+	p.s.Arm(&p.obsTimer, sim.Time(d.startPs/1000))
 }
 
 // goDownFast flushes a fast-path direction when its link fails: packets
@@ -244,7 +244,7 @@ func (p *Port) goDownFast(now sim.Time) bool {
 	for i := p.dLen - 1; i >= 0; i-- {
 		b := p.deps[(p.dHead+i)%len(p.deps)].b
 		if b.Timer.Armed() {
-			p.net.s.Disarm(&b.Timer)
+			p.s.Disarm(&b.Timer)
 		} else {
 			p.unflyTail(b)
 		}
@@ -263,8 +263,8 @@ func (p *Port) goDownFast(now sim.Time) bool {
 	}
 	p.nSeen = 0
 	p.addQueue(now, -p.qBytes)
-	p.net.s.Disarm(&p.idleTimer)
-	p.net.s.Disarm(&p.obsTimer)
+	p.s.Disarm(&p.idleTimer)
+	p.s.Disarm(&p.obsTimer)
 	p.busyPs, p.remNum = nowPs, 0
 	p.idleSince = now
 	p.redAvg = 0

@@ -66,10 +66,10 @@ type Network struct {
 
 	rt          routeState
 	routesDirty bool
-	routeTimer  sim.Timer
-	// org numbers the network's own timers (route recomputation); links
-	// and ports have their own (sim.Origin), in build order.
-	org *sim.Origin
+	// routeTimer and the links' detection timers have no origin: they are
+	// the fabric's global events (faults, routing), which run before any
+	// port's event at the same time and, partitioned, alone at a barrier.
+	routeTimer sim.Timer
 }
 
 // netNode is a host or a switch.
@@ -93,7 +93,6 @@ type netLink struct {
 	up    bool
 	ctrl  linkCtrl
 	timer sim.Timer
-	org   *sim.Origin
 }
 
 // linkCtrl is what routing believes about a link.
@@ -306,9 +305,7 @@ func Build(s sim.Scheduler, pool *packet.Pool, topo *Topology, opts BuildOptions
 	if n.detect == 0 {
 		n.detect = DefaultDetectionDelay
 	}
-	n.org = s.NewOrigin()
 	n.routeTimer.Init(func(now sim.Time, _ any) { n.recomputeRoutes() }, nil)
-	n.routeTimer.Own(n.org)
 	t := n.topo
 	n.numHosts = len(t.Hosts)
 	for _, h := range t.Hosts {
@@ -323,9 +320,8 @@ func Build(s sim.Scheduler, pool *packet.Pool, topo *Topology, opts BuildOptions
 		n.nodes = append(n.nodes, netNode{name: sw.Name, up: true, plane: sw.Plane, sw: sn})
 	}
 	for i, tl := range t.Links {
-		l := &netLink{idx: i, name: tl.Name, admin: true, up: true, org: s.NewOrigin()}
+		l := &netLink{idx: i, name: tl.Name, admin: true, up: true}
 		l.timer.Init(func(now sim.Time, _ any) { n.detected(now, l) }, nil)
-		l.timer.Own(l.org)
 		params := tl.Params
 		if params.QueueBytes == 0 {
 			params.QueueBytes = DefaultQueueBytes
@@ -349,6 +345,8 @@ func Build(s sim.Scheduler, pool *packet.Pool, topo *Topology, opts BuildOptions
 				params:   params,
 				rng:      sim.NewRand(opts.Seed, tl.Name+":"+d.String()),
 				org:      s.NewOrigin(),
+				s:        s,
+				pool:     pool,
 			}
 			p.idleSince = n.start
 			p.qLast = n.start

@@ -105,6 +105,14 @@ type Port struct {
 	// org numbers the direction's events: its idle and observer timers
 	// and its packets' arrivals (sim.Origin).
 	org *sim.Origin
+	// s is the loop of the node that sends here (its partition's) and
+	// pool where the direction copies packets (duplicates).
+	s    sim.Scheduler
+	pool *packet.Pool
+	// ch is the channel to the far end's partition when the link is cut
+	// (partitioned.go); nil otherwise.
+	ch          *sim.Channel
+	impairedCut bool
 
 	// Impairment state; the flags let an unimpaired link skip it all.
 	imp                                       Impairment
@@ -163,6 +171,10 @@ type Port struct {
 	pfc *pfcState
 
 	c dirCounts
+	// rxDrops are the drops the far end makes on arrival (FCS errors,
+	// link down in flight, no route), apart from c.drops so that a cut
+	// link's two partitions never write one counter.
+	rxDrops DropCounts
 	// The node's view: drops it made at this port, what it handed the
 	// port, what it received through it.
 	nodeDrops                           DropCounts
@@ -254,7 +266,7 @@ func (p *Port) Delay() sim.Time { return p.params.Delay }
 // continues exactly where the line frees up.
 func (p *Port) Idle() bool {
 	if p.pfc == nil {
-		return p.busyPs < (int64(p.net.s.Now())+1)*1000
+		return p.busyPs < (int64(p.s.Now())+1)*1000
 	}
 	return p.inService == nil && !p.pfcHeld()
 }
@@ -314,7 +326,7 @@ func (p *Port) enqueue(now sim.Time, b *packet.Buffer, atPs int64) {
 	// the packet sees the queue the wire would show.
 	for p.inService != nil && p.busyPs <= atPs {
 		ib := p.inService
-		p.net.s.Disarm(&ib.Timer)
+		p.s.Disarm(&ib.Timer)
 		p.finishTx(now, ib, false)
 	}
 	n := b.Len()
@@ -405,7 +417,7 @@ func (p *Port) startTx(now sim.Time, b *packet.Buffer, startPs int64) {
 	b.Timer.Own(p.org)
 	// Report done in the nanosecond the last bit leaves (floor), so a
 	// pull-style sender continues at exactly busyPs.
-	p.net.s.Arm(&b.Timer, sim.Time(p.busyPs/1000))
+	p.s.Arm(&b.Timer, sim.Time(p.busyPs/1000))
 }
 
 func (p *Port) txDone(now sim.Time, b *packet.Buffer) { p.finishTx(now, b, true) }
@@ -459,7 +471,7 @@ func (p *Port) schedule(b *packet.Buffer, atPs int64, flags int) {
 	b.Stamp = sim.Time(atPs)
 	b.Timer.Init(p.arriveFn, b)
 	b.Timer.Own(p.org)
-	p.net.s.Arm(&b.Timer, sim.Time((atPs+999)/1000))
+	p.s.Arm(&b.Timer, sim.Time((atPs+999)/1000))
 }
 
 func (p *Port) arrive(now sim.Time, b *packet.Buffer) {
@@ -470,13 +482,13 @@ func (p *Port) arrive(now sim.Time, b *packet.Buffer) {
 	}
 	if b.Hop>>hopFlagBits != p.epoch || !p.up {
 		// Sent before the link went down: lost on the wire.
-		p.drop(now, b, DropLinkDown)
+		p.dropRx(now, b, DropLinkDown)
 		return
 	}
 	if f := b.Hop & (corruptFlag | lostFlag); f != 0 {
 		b.Hop = 0
 		if f&lostFlag != 0 {
-			p.drop(now, b, DropFCS)
+			p.dropRx(now, b, DropFCS)
 			return
 		}
 		p.c.corrupts++
@@ -486,7 +498,7 @@ func (p *Port) arrive(now sim.Time, b *packet.Buffer) {
 			if o := p.net.obs; o != nil {
 				o.Observe(now, EvCorrupt, Point{Link: p.idx}, b, DropNone)
 			}
-			p.drop(now, b, DropFCS)
+			p.dropRx(now, b, DropFCS)
 			return
 		}
 		flipBit(b.Data(), p.rng)
@@ -496,7 +508,7 @@ func (p *Port) arrive(now sim.Time, b *packet.Buffer) {
 		}
 	}
 	if p.deliverTo == nil {
-		p.drop(now, b, DropNoRoute)
+		p.dropRx(now, b, DropNoRoute)
 		return
 	}
 	n := uint64(b.Len())
@@ -515,6 +527,22 @@ func (p *Port) arrive(now sim.Time, b *packet.Buffer) {
 		return
 	}
 	p.deliverTo.Receive(now, p.to.Port, b)
+}
+
+// dropRx is drop on the arrival side.
+func (p *Port) dropRx(now sim.Time, b *packet.Buffer, r DropReason) {
+	p.rxDrops[r]++
+	if o := p.net.obs; o != nil {
+		o.Observe(now, EvDrop, Point{Link: p.idx}, b, r)
+	}
+	b.Free()
+}
+
+// drops returns every drop the direction counted, on either side.
+func (p *Port) drops() DropCounts {
+	d := p.c.drops
+	d.add(&p.rxDrops)
+	return d
 }
 
 func (p *Port) drop(now sim.Time, b *packet.Buffer, r DropReason) {
@@ -536,7 +564,7 @@ func (p *Port) goDown(now sim.Time) bool {
 	p.epoch++
 	if b := p.inService; b != nil {
 		p.inService = nil
-		p.net.s.Disarm(&b.Timer)
+		p.s.Disarm(&b.Timer)
 		if p.pfc != nil {
 			p.pfcRelease(now, b)
 		}
@@ -573,7 +601,7 @@ func (p *Port) setRate(r float64) {
 	}
 	p.rate = eff
 	if changed && p.dLen > 0 {
-		p.reschedule(p.net.s.Now())
+		p.reschedule(p.s.Now())
 	}
 }
 
@@ -611,8 +639,8 @@ func (p *Port) fifo(b *packet.Buffer, atPs int64, flags int) {
 	f := flight{atPs: atPs, key: p.org.NextKey(), b: b}
 	p.fly[(p.fHead+p.fLen)%len(p.fly)] = f
 	p.fLen++
-	if p.fLen == 1 {
-		p.net.s.ArmKey(&p.flyTimer, sim.Time((atPs+999)/1000), f.key)
+	if p.fLen == 1 && p.ch == nil {
+		p.s.ArmKey(&p.flyTimer, sim.Time((atPs+999)/1000), f.key)
 	}
 }
 
@@ -637,12 +665,15 @@ func (p *Port) landHead(now sim.Time) {
 
 // armFly arms flyTimer for the head of the FIFO, or disarms it.
 func (p *Port) armFly() {
+	if p.ch != nil {
+		return // a cut link's packets leave at barriers (handOver)
+	}
 	if p.fLen == 0 {
-		p.net.s.Disarm(&p.flyTimer)
+		p.s.Disarm(&p.flyTimer)
 		return
 	}
 	h := &p.fly[p.fHead]
-	p.net.s.ArmKey(&p.flyTimer, sim.Time((h.atPs+999)/1000), h.key)
+	p.s.ArmKey(&p.flyTimer, sim.Time((h.atPs+999)/1000), h.key)
 }
 
 // unflyTail takes b, which must be the newest packet in flight, out
@@ -659,7 +690,7 @@ func (p *Port) unflyTail(b *packet.Buffer) bool {
 	p.fly[i] = flight{}
 	p.fLen--
 	if p.fLen == 0 {
-		p.net.s.Disarm(&p.flyTimer)
+		p.s.Disarm(&p.flyTimer)
 	}
 	return true
 }

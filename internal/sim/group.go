@@ -38,6 +38,23 @@ type Group struct {
 	errs     []error
 	errMu    sync.Mutex
 	parallel bool
+	hooks    []func(w Time) Time
+	held     Time // the earliest barrier a hook asked for
+}
+
+// OnBarrier adds fn, run alone at every barrier w (the end of the window
+// just run) before channels are drained; it may Send on channels, messages
+// at or after w. It returns the earliest time it needs a barrier after
+// (Never: none): a sender that hands packets over at barriers (a cut link
+// whose serialization ends inside a window) is owed one even when every
+// loop is idle.
+func (g *Group) OnBarrier(fn func(w Time) Time) { g.hooks = append(g.hooks, fn) }
+
+func (g *Group) runHooks(w Time) {
+	g.held = Never
+	for _, fn := range g.hooks {
+		g.held = min(g.held, fn(w))
+	}
 }
 
 // NewGroup returns a group of n partition loops with lookahead look (> 0).
@@ -160,6 +177,9 @@ func (c *Channel) flush() {
 	}
 }
 
+// Fail makes Run return err: the run broke the partitioning's contract.
+func (c *Channel) Fail(err error) { c.g.fail(err) }
+
 func (g *Group) fail(err error) {
 	g.errMu.Lock()
 	if len(g.errs) < 8 {
@@ -182,9 +202,13 @@ func (g *Group) next() Time {
 // first lookahead violation, if any.
 func (g *Group) Run(end Time) error {
 	g.stopped = false
+	g.runHooks(g.Now())
+	for _, c := range g.chans {
+		c.flush()
+	}
 	var wg sync.WaitGroup
 	for !g.stopped {
-		t := g.next()
+		t := min(g.next(), g.held)
 		if t == Never || t > end {
 			break
 		}
@@ -224,12 +248,13 @@ func (g *Group) Run(end Time) error {
 				g.stopped = true
 			}
 		}
+		g.runHooks(win)
 		for _, c := range g.chans {
 			c.flush()
 		}
 		g.setNow(win - 1)
 	}
-	if end != Never && !g.stopped && g.next() > end {
+	if end != Never && !g.stopped && min(g.next(), g.held) > end {
 		g.setNow(end)
 	}
 	g.errMu.Lock()
