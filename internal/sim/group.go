@@ -233,13 +233,15 @@ func (g *Group) Run(end Time) error {
 		if !g.parallel {
 			g.runPart(g.parts[0], win)
 		} else {
-			wg.Add(len(g.parts))
-			for _, l := range g.parts {
+			// Partition 0 runs on this goroutine, the others on their own.
+			wg.Add(len(g.parts) - 1)
+			for _, l := range g.parts[1:] {
 				go func() {
 					defer wg.Done()
 					g.runPart(l, win)
 				}()
 			}
+			g.runPart(g.parts[0], win)
 			wg.Wait()
 		}
 		for _, l := range g.parts {

@@ -27,7 +27,6 @@ type ringNode struct {
 	hops int
 	out  [2]func(at Time, key uint64, tok int) // to the left and right neighbour
 	mode int                                   // flipped by a global event
-	log  []string
 }
 
 func (n *ringNode) receive(now Time, tok int) {
