@@ -217,7 +217,7 @@ func (g *Group) Run(end Time) error {
 		// one loop too), then the window.
 		if g.global.Next() == t {
 			g.global.RunUntil(t)
-			if g.global.stopped {
+			if g.global.stopped() {
 				g.stopped = true
 			}
 			if g.stopped {
@@ -245,8 +245,8 @@ func (g *Group) Run(end Time) error {
 			wg.Wait()
 		}
 		for _, l := range g.parts {
-			if l.stopped {
-				l.stopped = false
+			if l.stopped() {
+				l.clearStop()
 				g.stopped = true
 			}
 		}
@@ -268,15 +268,17 @@ func (g *Group) Run(end Time) error {
 }
 
 // runPart runs one partition's events before win. A Stop inside it is
-// remembered (l.stopped) and takes effect at the barrier: the partition
+// remembered (l.stopped()) and takes effect at the barrier: the partition
 // finishes its window like the others.
 func (g *Group) runPart(l *Loop, win Time) {
 	stop := false
 	for len(l.heap) > 0 && l.heap[0].at < win {
 		l.RunUntil(win - 1)
-		stop = stop || l.stopped
+		stop = stop || l.stopped()
 	}
-	l.stopped = stop
+	if stop {
+		l.Stop()
+	}
 }
 
 // setNow moves every clock to t (never backwards, never past an armed

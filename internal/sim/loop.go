@@ -10,8 +10,7 @@ type Func func(now Time, arg any)
 // buffer) so that arming one never allocates.
 type Timer struct {
 	at  Time
-	key uint64 // origin<<seqBits | seq: the tie-break among equal times
-	idx int    // position in the heap plus one; 0 when not armed
+	idx int // position in the heap plus one; 0 when not armed
 	org *Origin
 	fn  Func
 	arg any
@@ -107,13 +106,21 @@ type Scheduler interface {
 // entry writes its new position into its timer, so Disarm and re-Arm stay
 // O(log n) without a search.
 type Loop struct {
-	now     Time
-	seq     uint64 // origin 0's counter: timers without an origin
+	now Time
+	// seq is origin 0's counter (timers without an origin); its top bit
+	// is the Stop flag, which keeps Loop (embedded in every connection)
+	// as small as before origins.
+	seq     uint64
 	origins *Origins
 	heap    []heapEntry
 	fired   uint64
-	stopped bool
 }
+
+const stopBit = 1 << 63
+
+func (l *Loop) stopped() bool { return l.seq&stopBit != 0 }
+
+func (l *Loop) clearStop() { l.seq &^= stopBit }
 
 // heapEntry is one armed timer in the heap, with a copy of its key.
 type heapEntry struct {
@@ -168,9 +175,6 @@ func (l *Loop) Arm(t *Timer, at Time) {
 // packet handed from one loop to another keeps the key its sender gave it).
 func (l *Loop) ArmKey(t *Timer, at Time, key uint64) { l.arm(t, at, key) }
 
-// Key returns the key t was last armed with.
-func (t *Timer) Key() uint64 { return t.key }
-
 // NextKey reserves o's next key without arming anything, for an event
 // whose timer is armed later or on another loop.
 func (o *Origin) NextKey() uint64 { return o.next() }
@@ -179,7 +183,7 @@ func (l *Loop) arm(t *Timer, at Time, key uint64) {
 	if at < l.now {
 		at = l.now
 	}
-	t.at, t.key = at, key
+	t.at = at
 	if t.idx != 0 {
 		i := t.idx - 1
 		e := &l.heap[i]
@@ -262,11 +266,11 @@ func (l *Loop) Step() bool {
 // RunUntil runs every event due at or before end, then leaves the clock at
 // end. Stop ends it early.
 func (l *Loop) RunUntil(end Time) {
-	l.stopped = false
-	for !l.stopped && len(l.heap) > 0 && l.heap[0].at <= end {
+	l.clearStop()
+	for !l.stopped() && len(l.heap) > 0 && l.heap[0].at <= end {
 		l.Step()
 	}
-	if !l.stopped && end > l.now && end != Never {
+	if !l.stopped() && end > l.now && end != Never {
 		l.now = end
 	}
 }
@@ -275,7 +279,7 @@ func (l *Loop) RunUntil(end Time) {
 func (l *Loop) Run() { l.RunUntil(Never) }
 
 // Stop makes the current Run or RunUntil return after the running event.
-func (l *Loop) Stop() { l.stopped = true }
+func (l *Loop) Stop() { l.seq |= stopBit }
 
 // AdvanceTo moves the clock forward to t without running events. The live
 // runtime uses it when wall time passes with nothing due. It never moves the

@@ -59,18 +59,19 @@ func TestLoopRandomized(t *testing.T) {
 	l := NewLoop()
 	const n = 500
 	timers := make([]Timer, n)
+	keys := make([]uint64, n) // each timer's key: its arming number
 	var last Time
 	var lastSeq uint64
 	fired := 0
 	for i := range timers {
 		timers[i].Init(func(now Time, arg any) {
-			tm := arg.(*Timer)
-			if now < last || (now == last && tm.key < lastSeq) {
+			k := keys[arg.(int)]
+			if now < last || (now == last && k < lastSeq) {
 				t.Fatalf("out of order: %v after %v", now, last)
 			}
-			last, lastSeq = now, tm.key
+			last, lastSeq = now, k
 			fired++
-		}, &timers[i])
+		}, i)
 	}
 	armed := 0
 	for k := 0; k < 5000; k++ {
@@ -81,6 +82,7 @@ func TestLoopRandomized(t *testing.T) {
 				armed++
 			}
 			l.Arm(&timers[i], Time(r.IntN(1000)))
+			keys[i] = l.seq
 		case 2:
 			if timers[i].Armed() {
 				armed--
