@@ -100,10 +100,11 @@ func (n *Network) Counters() Snapshot {
 			QueueMaxBytes: lc.QueueMaxBytes,
 			QueueAvgBytes: lc.QueueAvgBytes,
 		}
-		pc.Drops.add(&p.c.drops)
+		d := p.drops()
+		pc.Drops.add(&d)
 		// FCS errors belong to the port that received the frame.
-		pc.Drops[DropFCS] -= p.c.drops[DropFCS]
-		pc.FCSErrors = p.peer.c.drops[DropFCS]
+		pc.Drops[DropFCS] -= d[DropFCS]
+		pc.FCSErrors = p.peer.drops()[DropFCS]
 		pc.Drops[DropFCS] += pc.FCSErrors
 		s.Ports = append(s.Ports, pc)
 	}
@@ -129,7 +130,7 @@ func (p *Port) linkCounters(now, start sim.Time) LinkCounters {
 	lc := LinkCounters{
 		Link: p.link.name, Dir: p.dir, From: p.from, To: p.to, Up: p.link.up, Rate: p.rate,
 		TxPackets: p.c.txPkts, TxBytes: p.c.txBytes, RxPackets: p.c.rxPkts, RxBytes: p.c.rxBytes,
-		Drops: p.c.drops, ECNMarks: p.c.marks, Duplicated: p.c.dups, Corrupted: p.c.corrupts,
+		Drops: p.drops(), ECNMarks: p.c.marks, Duplicated: p.c.dups, Corrupted: p.c.corrupts,
 		QueueBytes: p.qBytes, QueueMaxBytes: p.qMax, QueueAvgBytes: avg,
 	}
 	p.pfcCounters(now, &lc)

@@ -87,11 +87,11 @@ func (p *Port) enqueueFast(now sim.Time, b *packet.Buffer, atPs int64) {
 	if p.deliverImpaired {
 		p.impairDelivery(now, b, atArr, flags)
 	} else {
-		p.schedule(b, atArr, flags)
+		p.fifo(b, atArr, flags)
 	}
 	if p.onIdle != nil {
 		// Idle in the nanosecond the last bit leaves (floor), as Idle says.
-		p.net.s.Arm(&p.idleTimer, sim.Time(end/1000))
+		p.s.Arm(&p.idleTimer, sim.Time(end/1000))
 	}
 }
 
@@ -118,7 +118,7 @@ func (p *Port) retire(atPs int64) {
 		} else if o := p.net.obs; o != nil {
 			// Not reported yet (an observer set meanwhile): the packet
 			// has not arrived, it is still ours to show.
-			o.Observe(p.net.s.Now(), EvTransmit, Point{Link: p.idx}, d.b, DropNone)
+			o.Observe(p.s.Now(), EvTransmit, Point{Link: p.idx}, d.b, DropNone)
 		}
 		endPs := d.endPs
 		*d = departure{}
@@ -135,7 +135,7 @@ func (p *Port) retire(atPs int64) {
 // settle brings the fast path's queue figures up to the scheduler's now.
 func (p *Port) settle() {
 	if p.pfc == nil {
-		p.retire(nsEnd(p.net.s.Now()))
+		p.retire(nsEnd(p.s.Now()))
 	}
 }
 
@@ -168,7 +168,11 @@ func (p *Port) reschedule(now sim.Time) {
 		b := d.b
 		arr := int64(b.Stamp) + end - d.endPs
 		b.Stamp = sim.Time(arr)
-		p.net.s.Arm(&b.Timer, sim.Time((arr+999)/1000))
+		if b.Timer.Armed() {
+			p.s.Arm(&b.Timer, sim.Time((arr+999)/1000))
+		} else {
+			p.refly(b, arr)
+		}
 		prevOld = d.endPs
 		d.startPs, d.endPs = start, end
 		prevNew = end
@@ -177,9 +181,10 @@ func (p *Port) reschedule(now sim.Time) {
 	if !moved {
 		return
 	}
+	p.armFly()
 	p.busyPs = prevNew
 	if p.idleTimer.Armed() {
-		p.net.s.Arm(&p.idleTimer, sim.Time(p.busyPs/1000))
+		p.s.Arm(&p.idleTimer, sim.Time(p.busyPs/1000))
 	}
 	if p.obsTimer.Armed() {
 		p.armObs()
@@ -220,7 +225,7 @@ func (p *Port) armObs() {
 		return
 	}
 	d := &p.deps[(p.dHead+p.nSeen)%len(p.deps)]
-	p.net.s.Arm(&p.obsTimer, sim.Time(d.startPs/1000))
+	p.s.Arm(&p.obsTimer, sim.Time(d.startPs/1000))
 }
 
 // goDownFast flushes a fast-path direction when its link fails: packets
@@ -235,12 +240,20 @@ func (p *Port) goDownFast(now sim.Time) bool {
 		p.observeStarts(now)
 	}
 	p.epoch++
+	// Cancel the arrivals newest first: those in the FIFO are its tail.
+	for i := p.dLen - 1; i >= 0; i-- {
+		b := p.deps[(p.dHead+i)%len(p.deps)].b
+		if b.Timer.Armed() {
+			p.s.Disarm(&b.Timer)
+		} else {
+			p.unflyTail(b)
+		}
+	}
 	for p.dLen > 0 {
 		d := p.deps[p.dHead]
 		p.deps[p.dHead] = departure{}
 		p.dHead = (p.dHead + 1) % len(p.deps)
 		p.dLen--
-		p.net.s.Disarm(&d.b.Timer)
 		if d.startPs > nsEnd(now) {
 			// Never started: it was not transmitted after all.
 			p.c.txPkts--
@@ -250,10 +263,24 @@ func (p *Port) goDownFast(now sim.Time) bool {
 	}
 	p.nSeen = 0
 	p.addQueue(now, -p.qBytes)
-	p.net.s.Disarm(&p.idleTimer)
-	p.net.s.Disarm(&p.obsTimer)
+	p.s.Disarm(&p.idleTimer)
+	p.s.Disarm(&p.obsTimer)
 	p.busyPs, p.remNum = nowPs, 0
 	p.idleSince = now
 	p.redAvg = 0
 	return busy
+}
+
+// refly moves b, in flight on the FIFO and not yet serializing, to arrive
+// at arrPs with a new key, as re-arming its own timer did. Only packets
+// that have not started serializing move, and they move together, so the
+// FIFO stays in arrival order.
+func (p *Port) refly(b *packet.Buffer, arrPs int64) {
+	for i := p.fLen - 1; i >= 0; i-- {
+		f := &p.fly[(p.fHead+i)%len(p.fly)]
+		if f.b == b {
+			f.atPs, f.key = arrPs, p.org.NextKey()
+			return
+		}
+	}
 }

@@ -66,7 +66,10 @@ type Network struct {
 
 	rt          routeState
 	routesDirty bool
-	routeTimer  sim.Timer
+	// routeTimer and the links' detection timers have no origin: they are
+	// the fabric's global events (faults, routing), which run before any
+	// port's event at the same time and, partitioned, alone at a barrier.
+	routeTimer sim.Timer
 }
 
 // netNode is a host or a switch.
@@ -341,6 +344,9 @@ func Build(s sim.Scheduler, pool *packet.Pool, topo *Topology, opts BuildOptions
 				toNode:   n.nodeByNm[to.Node],
 				params:   params,
 				rng:      sim.NewRand(opts.Seed, tl.Name+":"+d.String()),
+				org:      s.NewOrigin(),
+				s:        s,
+				pool:     pool,
 			}
 			p.idleSince = n.start
 			p.qLast = n.start

@@ -124,6 +124,7 @@ func (n *Network) initPFC() {
 		p := p
 		st := &pfcState{cfg: p.params.PFC, flips: make([]sim.Time, 4)}
 		st.timer.Init(func(now sim.Time, _ any) { p.pfcFlip(now) }, nil)
+		st.timer.Own(p.org)
 		p.pfc = st
 	}
 }
@@ -208,7 +209,7 @@ func (p *Port) pfcSendFrame(now sim.Time) {
 	st.flips[(st.fHead+st.fLen)%len(st.flips)] = at
 	st.fLen++
 	if st.fLen == 1 {
-		p.net.s.Arm(&st.timer, at)
+		p.s.Arm(&st.timer, at)
 	}
 }
 
@@ -222,7 +223,7 @@ func (p *Port) pfcFlip(now sim.Time) {
 	st.fHead = (st.fHead + 1) % len(st.flips)
 	st.fLen--
 	if st.fLen > 0 {
-		p.net.s.Arm(&st.timer, st.flips[st.fHead])
+		p.s.Arm(&st.timer, st.flips[st.fHead])
 	}
 	p.pfcToggle(now)
 }
@@ -272,7 +273,7 @@ func (p *Port) pfcResume(now sim.Time) {
 func (p *Port) pfcReset(now sim.Time) {
 	st := p.pfc
 	st.fHead, st.fLen = 0, 0
-	p.net.s.Disarm(&st.timer)
+	p.s.Disarm(&st.timer)
 	st.xoff = false
 	if st.paused {
 		st.paused = false

@@ -102,6 +102,17 @@ type Port struct {
 	rate    float64 // effective: impairment rate override or params.Rate
 	rateBps uint64
 	rng     *rand.Rand
+	// org numbers the direction's events: its idle and observer timers
+	// and its packets' arrivals (sim.Origin).
+	org *sim.Origin
+	// s is the loop of the node that sends here (its partition's) and
+	// pool where the direction copies packets (duplicates).
+	s    sim.Scheduler
+	pool *packet.Pool
+	// ch is the channel to the far end's partition when the link is cut
+	// (partitioned.go); nil otherwise.
+	ch          *sim.Channel
+	impairedCut bool
 
 	// Impairment state; the flags let an unimpaired link skip it all.
 	imp                                       Impairment
@@ -147,10 +158,23 @@ type Port struct {
 	obsTimer           sim.Timer // fires at the next unobserved serialization start
 	onIdle             func(now sim.Time)
 	txDoneFn, arriveFn sim.Func
+	// The packets propagating to the far end, in arrival order (a link
+	// direction is a FIFO with a fixed delay), with the one timer that
+	// fires at the head: one heap entry per busy direction, not one per
+	// packet in flight. Impaired deliveries (delay, jitter, reordering,
+	// duplicates, slots) are not in order and keep a timer each.
+	fly      []flight
+	fHead    int
+	fLen     int
+	flyTimer sim.Timer
 	// pfc is the direction's PFC state; nil when PFC is off (pfc.go).
 	pfc *pfcState
 
 	c dirCounts
+	// rxDrops are the drops the far end makes on arrival (FCS errors,
+	// link down in flight, no route), apart from c.drops so that a cut
+	// link's two partitions never write one counter.
+	rxDrops DropCounts
 	// The node's view: drops it made at this port, what it handed the
 	// port, what it received through it.
 	nodeDrops                           DropCounts
@@ -165,6 +189,15 @@ type departure struct {
 	startPs, endPs int64
 	n              int
 	b              *packet.Buffer
+}
+
+// flight is a packet propagating on a FIFO direction: its arrival in
+// picoseconds, the event key its port gave it when it was sent (so it fires
+// among equal times exactly where its own timer would have) and the packet.
+type flight struct {
+	atPs int64
+	key  uint64
+	b    *packet.Buffer
 }
 
 // corruptFlag in b.Hop marks a packet to be corrupted on arrival, lostFlag
@@ -188,8 +221,13 @@ func (p *Port) init() {
 	p.arriveFn = func(now sim.Time, arg any) { p.arrive(now, arg.(*packet.Buffer)) }
 	p.queue = make([]*packet.Buffer, 64)
 	p.deps = make([]departure, 64)
+	p.fly = make([]flight, 64)
+	p.flyTimer.Init(func(now sim.Time, _ any) { p.landHead(now) }, nil)
+	p.flyTimer.Own(p.org)
 	p.idleTimer.Init(func(now sim.Time, _ any) { p.idleFired(now) }, nil)
 	p.obsTimer.Init(func(now sim.Time, _ any) { p.observeStarts(now) }, nil)
+	p.idleTimer.Own(p.org)
+	p.obsTimer.Own(p.org)
 	p.setImpairment(p.params.Impair)
 	p.setECN(p.params.ECN)
 }
@@ -228,7 +266,7 @@ func (p *Port) Delay() sim.Time { return p.params.Delay }
 // continues exactly where the line frees up.
 func (p *Port) Idle() bool {
 	if p.pfc == nil {
-		return p.busyPs < (int64(p.net.s.Now())+1)*1000
+		return p.busyPs < (int64(p.s.Now())+1)*1000
 	}
 	return p.inService == nil && !p.pfcHeld()
 }
@@ -288,7 +326,7 @@ func (p *Port) enqueue(now sim.Time, b *packet.Buffer, atPs int64) {
 	// the packet sees the queue the wire would show.
 	for p.inService != nil && p.busyPs <= atPs {
 		ib := p.inService
-		p.net.s.Disarm(&ib.Timer)
+		p.s.Disarm(&ib.Timer)
 		p.finishTx(now, ib, false)
 	}
 	n := b.Len()
@@ -376,9 +414,10 @@ func (p *Port) startTx(now sim.Time, b *packet.Buffer, startPs int64) {
 		o.Observe(now, EvTransmit, Point{Link: p.idx}, b, DropNone)
 	}
 	b.Timer.Init(p.txDoneFn, b)
+	b.Timer.Own(p.org)
 	// Report done in the nanosecond the last bit leaves (floor), so a
 	// pull-style sender continues at exactly busyPs.
-	p.net.s.Arm(&b.Timer, sim.Time(p.busyPs/1000))
+	p.s.Arm(&b.Timer, sim.Time(p.busyPs/1000))
 }
 
 func (p *Port) txDone(now sim.Time, b *packet.Buffer) { p.finishTx(now, b, true) }
@@ -397,7 +436,7 @@ func (p *Port) finishTx(now sim.Time, b *packet.Buffer, notify bool) {
 	if p.deliverImpaired {
 		p.impairDelivery(now, b, atPs, flags)
 	} else {
-		p.schedule(b, atPs, flags)
+		p.fifo(b, atPs, flags)
 	}
 	if p.qLen > 0 {
 		if p.pfcHeld() {
@@ -431,7 +470,8 @@ func (p *Port) schedule(b *packet.Buffer, atPs int64, flags int) {
 	b.Hop = p.epoch<<hopFlagBits | flags
 	b.Stamp = sim.Time(atPs)
 	b.Timer.Init(p.arriveFn, b)
-	p.net.s.Arm(&b.Timer, sim.Time((atPs+999)/1000))
+	b.Timer.Own(p.org)
+	p.s.Arm(&b.Timer, sim.Time((atPs+999)/1000))
 }
 
 func (p *Port) arrive(now sim.Time, b *packet.Buffer) {
@@ -442,13 +482,13 @@ func (p *Port) arrive(now sim.Time, b *packet.Buffer) {
 	}
 	if b.Hop>>hopFlagBits != p.epoch || !p.up {
 		// Sent before the link went down: lost on the wire.
-		p.drop(now, b, DropLinkDown)
+		p.dropRx(now, b, DropLinkDown)
 		return
 	}
 	if f := b.Hop & (corruptFlag | lostFlag); f != 0 {
 		b.Hop = 0
 		if f&lostFlag != 0 {
-			p.drop(now, b, DropFCS)
+			p.dropRx(now, b, DropFCS)
 			return
 		}
 		p.c.corrupts++
@@ -458,7 +498,7 @@ func (p *Port) arrive(now sim.Time, b *packet.Buffer) {
 			if o := p.net.obs; o != nil {
 				o.Observe(now, EvCorrupt, Point{Link: p.idx}, b, DropNone)
 			}
-			p.drop(now, b, DropFCS)
+			p.dropRx(now, b, DropFCS)
 			return
 		}
 		flipBit(b.Data(), p.rng)
@@ -468,7 +508,7 @@ func (p *Port) arrive(now sim.Time, b *packet.Buffer) {
 		}
 	}
 	if p.deliverTo == nil {
-		p.drop(now, b, DropNoRoute)
+		p.dropRx(now, b, DropNoRoute)
 		return
 	}
 	n := uint64(b.Len())
@@ -487,6 +527,22 @@ func (p *Port) arrive(now sim.Time, b *packet.Buffer) {
 		return
 	}
 	p.deliverTo.Receive(now, p.to.Port, b)
+}
+
+// dropRx is drop on the arrival side.
+func (p *Port) dropRx(now sim.Time, b *packet.Buffer, r DropReason) {
+	p.rxDrops[r]++
+	if o := p.net.obs; o != nil {
+		o.Observe(now, EvDrop, Point{Link: p.idx}, b, r)
+	}
+	b.Free()
+}
+
+// drops returns every drop the direction counted, on either side.
+func (p *Port) drops() DropCounts {
+	d := p.c.drops
+	d.add(&p.rxDrops)
+	return d
 }
 
 func (p *Port) drop(now sim.Time, b *packet.Buffer, r DropReason) {
@@ -508,7 +564,7 @@ func (p *Port) goDown(now sim.Time) bool {
 	p.epoch++
 	if b := p.inService; b != nil {
 		p.inService = nil
-		p.net.s.Disarm(&b.Timer)
+		p.s.Disarm(&b.Timer)
 		if p.pfc != nil {
 			p.pfcRelease(now, b)
 		}
@@ -545,7 +601,7 @@ func (p *Port) setRate(r float64) {
 	}
 	p.rate = eff
 	if changed && p.dLen > 0 {
-		p.reschedule(p.net.s.Now())
+		p.reschedule(p.s.Now())
 	}
 }
 
@@ -567,4 +623,74 @@ func ParseDirection(s string) (Direction, error) {
 		return Both, nil
 	}
 	return 0, fmt.Errorf("direction %q: want AtoB, BtoA or both", s)
+}
+
+// fifo sends b to the far end at atPs like schedule, through the
+// direction's FIFO of packets in flight: arrivals on an unimpaired
+// direction come in the order they were sent, so only the head is armed.
+// Each packet still takes its port's next key now, so events fire in the
+// order per-packet timers gave.
+func (p *Port) fifo(b *packet.Buffer, atPs int64, flags int) {
+	b.Hop = p.epoch<<hopFlagBits | flags
+	b.Stamp = sim.Time(atPs)
+	if p.fLen == len(p.fly) {
+		p.growFly()
+	}
+	f := flight{atPs: atPs, key: p.org.NextKey(), b: b}
+	p.fly[(p.fHead+p.fLen)%len(p.fly)] = f
+	p.fLen++
+	if p.fLen == 1 && p.ch == nil {
+		p.s.ArmKey(&p.flyTimer, sim.Time((atPs+999)/1000), f.key)
+	}
+}
+
+func (p *Port) growFly() {
+	f := make([]flight, 2*len(p.fly))
+	for i := 0; i < p.fLen; i++ {
+		f[i] = p.fly[(p.fHead+i)%len(p.fly)]
+	}
+	p.fly, p.fHead = f, 0
+}
+
+// landHead is flyTimer: the head packet arrives; the next one's arrival
+// is armed first (it may be in this same nanosecond, with a later key).
+func (p *Port) landHead(now sim.Time) {
+	b := p.fly[p.fHead].b
+	p.fly[p.fHead] = flight{}
+	p.fHead = (p.fHead + 1) % len(p.fly)
+	p.fLen--
+	p.armFly()
+	p.arrive(now, b)
+}
+
+// armFly arms flyTimer for the head of the FIFO, or disarms it.
+func (p *Port) armFly() {
+	if p.ch != nil {
+		return // a cut link's packets leave at barriers (handOver)
+	}
+	if p.fLen == 0 {
+		p.s.Disarm(&p.flyTimer)
+		return
+	}
+	h := &p.fly[p.fHead]
+	p.s.ArmKey(&p.flyTimer, sim.Time((h.atPs+999)/1000), h.key)
+}
+
+// unflyTail takes b, which must be the newest packet in flight, out
+// of the FIFO (a link failure drops packets not yet serialized; a rate
+// change re-times them). It reports whether b was in the FIFO.
+func (p *Port) unflyTail(b *packet.Buffer) bool {
+	if p.fLen == 0 {
+		return false
+	}
+	i := (p.fHead + p.fLen - 1) % len(p.fly)
+	if p.fly[i].b != b {
+		return false
+	}
+	p.fly[i] = flight{}
+	p.fLen--
+	if p.fLen == 0 {
+		p.s.Disarm(&p.flyTimer)
+	}
+	return true
 }

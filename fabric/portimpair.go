@@ -31,14 +31,14 @@ func (p *Port) setImpairment(imp Impairment) {
 	p.overheadOn = imp.Rate != 0 && (imp.RateOverhead != 0 || imp.CellSize != 0)
 	p.slot = slotState{}
 	if p.slotOn {
-		p.slot.reset(imp.Slot, int64(p.net.s.Now())*1000)
+		p.slot.reset(imp.Slot, int64(p.s.Now())*1000)
 	}
 	p.setRate(p.params.Rate)
 }
 
 func (p *Port) impairDelivery(now sim.Time, b *packet.Buffer, atPs int64, flags int) {
 	if p.dupOn && p.chance(&p.dupCr, p.imp.Duplicate, p.imp.DupCorr) {
-		c := p.net.pool.Copy(b)
+		c := p.pool.Copy(b)
 		p.c.dups++
 		if o := p.net.obs; o != nil {
 			o.Observe(now, EvDuplicate, Point{Link: p.idx}, c, DropNone)

@@ -156,6 +156,7 @@ func (n *NIC) newConn(e *protoEntry, peer netip.Addr, opts ConnOptions) *Conn {
 	c.peerU32 = uint32(a[0])<<24 | uint32(a[1])<<16 | uint32(a[2])<<8 | uint32(a[3])
 	c.stats.PortTxPackets = make([]uint64, len(n.ports))
 	c.timer.Init(n.fireConn, c)
+	c.timer.Own(n.org)
 	n.conns = append(n.conns, c)
 	return c
 }

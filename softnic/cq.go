@@ -39,6 +39,7 @@ func (n *NIC) CreateCQ(depth int) *CQ {
 	}
 	cq := &CQ{nic: n, ring: make([]Completion, min(depth, 16)), depth: depth}
 	cq.notifyTmr.Init(fireCQ, cq)
+	cq.notifyTmr.Own(n.org)
 	return cq
 }
 

@@ -118,6 +118,7 @@ type NIC struct {
 	addr    netip.Addr
 	addrU32 uint32
 	sched   sim.Scheduler
+	org     *sim.Origin // see New
 	pool    *packet.Pool
 	seed    uint64
 	mtu     int
@@ -188,6 +189,10 @@ func New(cfg Config) (*NIC, error) {
 		addr:    cfg.Addr,
 		addrU32: uint32(a4[0])<<24 | uint32(a4[1])<<16 | uint32(a4[2])<<8 | uint32(a4[3]),
 		sched:   cfg.Sched,
+		// One origin numbers every event the NIC arms (its ports' kicks,
+		// CQ notifications, connections' timers, oracle replays), so a
+		// connection made mid-run needs no new number.
+		org:     cfg.Sched.NewOrigin(),
 		pool:    cfg.Pool,
 		seed:    cfg.Seed,
 		mtu:     cfg.PathMTU,
@@ -221,6 +226,7 @@ func New(cfg Config) (*NIC, error) {
 		pt.ready.port = i
 		pt.host = make([]*packet.Buffer, cfg.HostQueue)
 		pt.kick.Init(n.fireKick, pt)
+		pt.kick.Own(n.org)
 		n.onIdle[i] = func(now sim.Time) { n.pump(now, pt) }
 	}
 	return n, nil

@@ -156,6 +156,7 @@ func (t *regionTap) write(v *memView, m *MR, off uint64, src []byte, runs []pack
 				s.runs = append(s.runs, r)
 			}
 			t.saved = s
+			t.replay.Own(v.nic.org)
 			v.nic.sched.Arm(&t.replay, v.nic.sched.Now()+f.Delay)
 		}
 	}

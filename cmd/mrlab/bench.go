@@ -50,6 +50,7 @@ func newBenchCommand() *cli.Command {
 			&cli.StringFlag{Name: "memprofile", Usage: "write a heap profile, taken when the run ends, to this file (one lab only)"},
 			&cli.BoolFlag{Name: "json", Usage: "print one JSON object per lab"},
 			&cli.BoolFlag{Name: "in-process", Usage: "run every lab in this process (peak RSS is then the largest so far)"},
+			partitionsFlag(),
 		},
 		Action: benchAction,
 	}
@@ -78,6 +79,16 @@ type benchResult struct {
 	// (connection state, packets in flight, memory regions).
 	HostState int64 `json:"state_bytes_per_host"`
 	ConnState int64 `json:"state_bytes_per_connection"`
+	// Partitions is how many partitions ran (PartitionsAsked were asked
+	// for; PartitionPlan is the plan, when more than one was asked).
+	// CPUSeconds is user+system time of the run. Speedup is the wall time
+	// of 1 partition over this run's, measured in the same process; 0
+	// when the run used 1 partition.
+	Partitions      int     `json:"partitions"`
+	PartitionsAsked int     `json:"partitions_asked"`
+	PartitionPlan   string  `json:"partition_plan,omitempty"`
+	CPUSeconds      float64 `json:"cpu_seconds"`
+	Speedup         float64 `json:"speedup_over_1_partition,omitempty"`
 }
 
 func benchAction(c *cli.Context) error {
@@ -117,6 +128,7 @@ func benchAction(c *cli.Context) error {
 		if c.IsSet("payload") {
 			args = append(args, "--payload", c.String("payload"))
 		}
+		args = append(args, "--partitions", fmt.Sprint(c.Int("partitions")))
 		cmd := exec.Command(self, append(args, n)...)
 		var out bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, c.App.ErrWriter
@@ -147,6 +159,16 @@ func printBench(c *cli.Context, r *benchResult) {
 	fmt.Fprintf(w, "  peak RSS                      %.0f MiB\n", r.PeakRSSMiB)
 	fmt.Fprintf(w, "  state per host                %d bytes\n", r.HostState)
 	fmt.Fprintf(w, "  state per connection          %d bytes\n", r.ConnState)
+	fmt.Fprintf(w, "  wall / CPU time               %.2f s / %.2f s\n", r.WallSeconds, r.CPUSeconds)
+	switch {
+	case r.Partitions > 1:
+		fmt.Fprintf(w, "  partitions                    %d, speedup over 1: %.2fx\n", r.Partitions, r.Speedup)
+	case r.PartitionsAsked > 1:
+		fmt.Fprintf(w, "  partitions                    1 (asked %d; plan %s; speedup n/a: %s)\n",
+			r.PartitionsAsked, r.PartitionPlan, fullLabPartitionsReason)
+	default:
+		fmt.Fprintf(w, "  partitions                    1\n")
+	}
 }
 
 // benchOne runs the permutation on one lab in this process.
@@ -162,6 +184,10 @@ func benchOne(c *cli.Context, name string) (*benchResult, error) {
 		if mode, err = softnic.ParsePayloadMode(c.String("payload")); err != nil {
 			return nil, usageError{fmt.Errorf("bench: --payload: %w", err)}
 		}
+	}
+	used, plan, err := planPartitions(c.App.ErrWriter, "bench", lab, c.Int("partitions"))
+	if err != nil {
+		return nil, err
 	}
 	runtime.GC()
 	heap0 := heapInUse()
@@ -205,12 +231,14 @@ func benchOne(c *cli.Context, name string) (*benchResult, error) {
 		defer pprof.StopCPUProfile()
 	}
 	fired0 := loop.Fired()
+	cpu0 := cpuTime()
 	start := time.Now()
 	res, err := workload.Run(cl, workload.Spec{
 		Name: workload.Permutation, Transport: transport.MetaRoCE, Size: size, Iterations: 1, QueueDepth: 1,
 		Seed: lab.Seed, Timeout: 10 * sim.Second, Payload: mode,
 	})
 	wall := time.Since(start)
+	cpu := cpuTime() - cpu0
 	loop.Disarm(&sample)
 	if f := c.String("memprofile"); f != "" {
 		if err := writeHeapProfile(f); err != nil {
@@ -231,8 +259,12 @@ func benchOne(c *cli.Context, name string) (*benchResult, error) {
 		WallSeconds: wall.Seconds(), PacketsPerSec: float64(pkts) / wall.Seconds(),
 		Events: events, EventsPerPkt: float64(events) / float64(max(pkts, 1)),
 		VirtualTime: res.Elapsed.String(), PeakRSSMiB: float64(peakRSS()) / (1 << 20),
-		HostState: int64(heap1-heap0) / int64(hosts),
-		ConnState: int64(peak-heap1) / int64(max(res.Flows, 1)),
+		HostState:  int64(heap1-heap0) / int64(hosts),
+		ConnState:  int64(peak-heap1) / int64(max(res.Flows, 1)),
+		Partitions: used, PartitionsAsked: c.Int("partitions"), CPUSeconds: cpu.Seconds(),
+	}
+	if plan != nil {
+		r.PartitionPlan = plan.String()
 	}
 	return r, nil
 }
@@ -272,6 +304,15 @@ func heapInUse() uint64 {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	return ms.HeapAlloc
+}
+
+// cpuTime returns the process's user+system CPU time so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // peakRSS returns the process's peak resident set size in bytes.

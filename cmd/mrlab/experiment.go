@@ -44,6 +44,7 @@ func newExperimentCommand() *cli.Command {
 			&cli.IntFlag{Name: "jobs", Usage: "simulations to run at once (results do not depend on it)", DefaultText: "one per CPU"},
 			&cli.StringFlag{Name: "payload", Usage: "payload mode: synthetic (content tracked, not stored) or bytes (every byte real); results do not depend on it", Value: "synthetic"},
 			&cli.StringFlag{Name: "doc", Usage: "also write a Markdown summary of the results to `FILE` (plots linked relative to it)"},
+			partitionsFlag(),
 		}, append(experimentWhatIfFlags(), sweepFlags()...)...),
 		Action: experimentAction,
 	}
@@ -61,6 +62,12 @@ func experimentAction(c *cli.Context) error {
 		return usagef("experiment needs one NAME (one of %s, or all)", strings.Join(experiment.Names(), ", "))
 	}
 	name := args[0]
+	if n := c.Int("partitions"); n < 1 {
+		return usagef("experiment: --partitions %d: want 1 or more", n)
+	} else if n > 1 {
+		fmt.Fprintf(c.App.ErrWriter, "mrlab: experiment: --partitions %d: running each simulation on 1 partition (--jobs runs several at once): %s\n",
+			n, fullLabPartitionsReason)
+	}
 	var exps []experiment.Experiment
 	if name == "all" {
 		exps = experiment.All()

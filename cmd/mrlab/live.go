@@ -68,12 +68,18 @@ func newUpCommand() *cli.Command {
 			&cli.StringFlag{Name: "metrics", Value: live.DefaultMetricsAddr, Usage: "serve Prometheus metrics on this loopback `ADDR` (port 0 picks one; \"off\" serves none)"},
 			&cli.DurationFlag{Name: "telemetry-interval", Value: live.DefaultTelemetryInterval, Usage: "how often telemetry (metrics, mrlab top) is sampled"},
 			&cli.BoolFlag{Name: "no-faults", Usage: "do not arm the lab file's fault timeline (--fault's faults still fire)"},
+			&cli.IntFlag{Name: "partitions", Value: 1, Usage: "partitions of the lab's event loop; live labs run on 1 for now and say so"},
 		}, whatIfFlags()...),
 		Action: liveUp,
 	}
 }
 
 func liveUp(c *cli.Context) error {
+	if n := c.Int("partitions"); n < 1 {
+		return usagef("up: --partitions %d: want 1 or more", n)
+	} else if n > 1 {
+		fmt.Fprintf(c.App.ErrWriter, "mrlab: up: --partitions %d: a live lab runs on 1 partition for now (the partitioned engine runs sim fabrics only; #26)\n", n)
+	}
 	lab, err := oneLab(c)
 	if err != nil {
 		if errs := labs.Errors(err); len(errs) > 1 {

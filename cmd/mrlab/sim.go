@@ -95,6 +95,7 @@ func newSimCommand() *cli.Command {
 		&cli.BoolFlag{Name: "no-faults", Usage: "do not arm the lab's fault timeline"},
 		&cli.BoolFlag{Name: "strict", Usage: fmt.Sprintf("exit non-zero when a bandwidth run's goodput is under %.0f%% of what the lab and workload allow with no loss (always a warning)", 100*workload.SanityFraction)},
 		&cli.BoolFlag{Name: "json", Usage: "print one JSON object"},
+		partitionsFlag(),
 	}
 	flags = append(flags, whatIfFlags()...)
 	flags = append(flags, perftestFlags()...)
@@ -134,6 +135,9 @@ func simRun(c *cli.Context) error {
 			return usagef("sim: --seed 0: want a seed from 1 up (0 would silently mean the default)")
 		}
 		lab.Seed = c.Uint64("seed")
+	}
+	if _, _, err := planPartitions(c.App.ErrWriter, "sim", lab, c.Int("partitions")); err != nil {
+		return err
 	}
 	if name := c.String("workload"); isRDMAWorkload(name) {
 		return rdmaAction(c, lab, name)

@@ -159,6 +159,12 @@ func (b *Buffer) Free() {
 	b.pool.put(b)
 }
 
+// Rehome makes p the pool b returns to when freed: a packet handed from one
+// partition's loop to another's (a cut link) is freed into the receiving
+// partition's pool, which its goroutine owns. The pools' outstanding counts
+// then differ by the packets that moved; their sum is still right.
+func (b *Buffer) Rehome(p *Pool) { b.pool = p }
+
 // Pool is a free list of buffers in two size classes. It is not safe for
 // concurrent use: each event loop (and each live I/O goroutine) has its own.
 type Pool struct {
@@ -203,6 +209,7 @@ func (p *Pool) Get(size int) *Buffer {
 	p.nextID++
 	b.ID = p.nextID
 	b.Hop, b.Stamp = 0, 0
+	b.Timer.Own(nil)
 	b.Synthetic = b.Synthetic[:0]
 	b.Flow = FlowTag{}
 	b.Reset()

@@ -10,14 +10,68 @@ type Func func(now Time, arg any)
 // buffer) so that arming one never allocates.
 type Timer struct {
 	at  Time
-	seq uint64
 	idx int // position in the heap plus one; 0 when not armed
+	org *Origin
 	fn  Func
 	arg any
 }
 
 // Init sets the callback and its argument.
 func (t *Timer) Init(fn Func, arg any) { t.fn, t.arg = fn, arg }
+
+// Own makes o the timer's origin: every arming takes the next number of o's
+// own counter, and events at the same time fire in (origin, seq) order. A
+// timer with no origin is origin 0: it fires before every owned timer at the
+// same time, in the order such timers were armed on its loop. Set it while
+// the timer is not armed.
+func (t *Timer) Own(o *Origin) { t.org = o }
+
+// Origin is a component that arms timers (a port, a NIC, a connection, a
+// workload driver), numbered in the lab's build order, which is
+// deterministic. An event's key is (time, origin, seq) where seq counts the
+// origin's own armings: two events at the same nanosecond fire in the same
+// order whichever loop (partition) they are on and whichever loop ran
+// first, because the key depends only on who armed them and how often that
+// component armed before. That is what lets a lab run on several loops and
+// give the trace of one.
+type Origin struct {
+	id  uint64 // pre-shifted by seqBits
+	seq uint64
+}
+
+// ID returns the origin's number (1, 2, ... in allocation order).
+func (o *Origin) ID() uint64 { return o.id >> seqBits }
+
+// next returns the key of o's next arming.
+func (o *Origin) next() uint64 {
+	o.seq++
+	return o.id | o.seq&seqMask
+}
+
+// Key packing: 24 bits of origin (16.7 million components; more share the
+// last number, which stays deterministic on one loop) and 40 bits of
+// per-origin sequence (10^12 armings per component before it wraps).
+const (
+	seqBits   = 40
+	seqMask   = 1<<seqBits - 1
+	maxOrigin = 1<<(64-seqBits) - 1
+)
+
+// Origins numbers origins. Every loop of a lab shares one, so numbers
+// follow the build order whatever the partitioning; allocate only while
+// building (single-threaded), never from a running partition.
+type Origins struct{ n uint64 }
+
+// New returns the next origin.
+func (a *Origins) New() *Origin {
+	if a.n < maxOrigin {
+		a.n++
+	}
+	return &Origin{id: a.n << seqBits}
+}
+
+// Count returns how many origins were allocated.
+func (a *Origins) Count() uint64 { return a.n }
 
 // Armed reports whether t is scheduled.
 func (t *Timer) Armed() bool { return t.idx != 0 }
@@ -36,41 +90,63 @@ type Scheduler interface {
 	Now() Time
 	Arm(t *Timer, at Time)
 	Disarm(t *Timer)
+	// ArmKey arms t with a key reserved earlier (Origin.NextKey).
+	ArmKey(t *Timer, at Time, key uint64)
+	// NewOrigin numbers a component that arms timers (see Origin).
+	NewOrigin() *Origin
 }
 
 // Loop is a discrete-event scheduler with a virtual clock. It is not safe for
 // concurrent use: one goroutine owns it (that is the point).
 //
-// The timer queue is a 4-ary min-heap of (time, seq, timer) entries with
+// The timer queue is a 4-ary min-heap of (time, key, timer) entries with
 // the keys stored inline: comparisons read only the contiguous heap array,
 // never the timers themselves (which live scattered in packet buffers and
 // connections), and a 4-ary heap is half as deep as a binary one. A moved
 // entry writes its new position into its timer, so Disarm and re-Arm stay
 // O(log n) without a search.
 type Loop struct {
-	now     Time
+	now Time
+	// seq is origin 0's counter (timers without an origin); its top bit
+	// is the Stop flag, which keeps Loop (embedded in every connection)
+	// as small as before origins.
 	seq     uint64
+	origins *Origins
 	heap    []heapEntry
 	fired   uint64
-	stopped bool
 }
+
+const stopBit = 1 << 63
+
+func (l *Loop) stopped() bool { return l.seq&stopBit != 0 }
+
+func (l *Loop) clearStop() { l.seq &^= stopBit }
 
 // heapEntry is one armed timer in the heap, with a copy of its key.
 type heapEntry struct {
 	at  Time
-	seq uint64
+	key uint64
 	t   *Timer
 }
 
-// before orders entries by time, then by arming order.
+// before orders entries by time, then by (origin, seq).
 func (e *heapEntry) before(o *heapEntry) bool {
-	return e.at < o.at || (e.at == o.at && e.seq < o.seq)
+	return e.at < o.at || (e.at == o.at && e.key < o.key)
 }
 
 var _ Scheduler = (*Loop)(nil)
 
 // NewLoop returns a loop at time 0.
-func NewLoop() *Loop { return &Loop{heap: make([]heapEntry, 0, 1024)} }
+func NewLoop() *Loop { return NewLoopShared(&Origins{}) }
+
+// NewLoopShared returns a loop at time 0 that numbers origins from o: the
+// loops of one partitioned lab share one Origins.
+func NewLoopShared(o *Origins) *Loop {
+	return &Loop{heap: make([]heapEntry, 0, 1024), origins: o}
+}
+
+// NewOrigin numbers a new component from the loop's Origins.
+func (l *Loop) NewOrigin() *Origin { return l.origins.New() }
 
 // Now returns the current virtual time.
 func (l *Loop) Now() Time { return l.now }
@@ -82,19 +158,37 @@ func (l *Loop) Fired() uint64 { return l.fired }
 func (l *Loop) Pending() int { return len(l.heap) }
 
 // Arm schedules t at time at (clamped to now), replacing any earlier arming.
-// Timers armed for the same time fire in the order they were armed.
+// Timers armed for the same time fire in (origin, seq) order: one origin's
+// timers in the order they were armed.
 func (l *Loop) Arm(t *Timer, at Time) {
+	var key uint64
+	if t.org != nil {
+		key = t.org.next()
+	} else {
+		l.seq++
+		key = l.seq & seqMask
+	}
+	l.arm(t, at, key)
+}
+
+// ArmKey schedules t at time at with a key given by its origin earlier (a
+// packet handed from one loop to another keeps the key its sender gave it).
+func (l *Loop) ArmKey(t *Timer, at Time, key uint64) { l.arm(t, at, key) }
+
+// NextKey reserves o's next key without arming anything, for an event
+// whose timer is armed later or on another loop.
+func (o *Origin) NextKey() uint64 { return o.next() }
+
+func (l *Loop) arm(t *Timer, at Time, key uint64) {
 	if at < l.now {
 		at = l.now
 	}
-	l.seq++
-	t.at, t.seq = at, l.seq
+	t.at = at
 	if t.idx != 0 {
 		i := t.idx - 1
 		e := &l.heap[i]
-		// seq only grows, so an equal time is a later key too.
-		later := at >= e.at
-		e.at, e.seq = at, l.seq
+		later := at > e.at || (at == e.at && key > e.key)
+		e.at, e.key = at, key
 		if later {
 			l.down(i)
 		} else {
@@ -102,7 +196,7 @@ func (l *Loop) Arm(t *Timer, at Time) {
 		}
 		return
 	}
-	l.heap = append(l.heap, heapEntry{at: at, seq: l.seq, t: t})
+	l.heap = append(l.heap, heapEntry{at: at, key: key, t: t})
 	l.up(len(l.heap) - 1)
 }
 
@@ -172,11 +266,11 @@ func (l *Loop) Step() bool {
 // RunUntil runs every event due at or before end, then leaves the clock at
 // end. Stop ends it early.
 func (l *Loop) RunUntil(end Time) {
-	l.stopped = false
-	for !l.stopped && len(l.heap) > 0 && l.heap[0].at <= end {
+	l.clearStop()
+	for !l.stopped() && len(l.heap) > 0 && l.heap[0].at <= end {
 		l.Step()
 	}
-	if !l.stopped && end > l.now && end != Never {
+	if !l.stopped() && end > l.now && end != Never {
 		l.now = end
 	}
 }
@@ -185,7 +279,7 @@ func (l *Loop) RunUntil(end Time) {
 func (l *Loop) Run() { l.RunUntil(Never) }
 
 // Stop makes the current Run or RunUntil return after the running event.
-func (l *Loop) Stop() { l.stopped = true }
+func (l *Loop) Stop() { l.seq |= stopBit }
 
 // AdvanceTo moves the clock forward to t without running events. The live
 // runtime uses it when wall time passes with nothing due. It never moves the

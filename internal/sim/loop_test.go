@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"testing"
 )
@@ -58,18 +59,19 @@ func TestLoopRandomized(t *testing.T) {
 	l := NewLoop()
 	const n = 500
 	timers := make([]Timer, n)
+	keys := make([]uint64, n) // each timer's key: its arming number
 	var last Time
 	var lastSeq uint64
 	fired := 0
 	for i := range timers {
 		timers[i].Init(func(now Time, arg any) {
-			tm := arg.(*Timer)
-			if now < last || (now == last && tm.seq < lastSeq) {
+			k := keys[arg.(int)]
+			if now < last || (now == last && k < lastSeq) {
 				t.Fatalf("out of order: %v after %v", now, last)
 			}
-			last, lastSeq = now, tm.seq
+			last, lastSeq = now, k
 			fired++
-		}, &timers[i])
+		}, i)
 	}
 	armed := 0
 	for k := 0; k < 5000; k++ {
@@ -80,6 +82,7 @@ func TestLoopRandomized(t *testing.T) {
 				armed++
 			}
 			l.Arm(&timers[i], Time(r.IntN(1000)))
+			keys[i] = l.seq
 		case 2:
 			if timers[i].Armed() {
 				armed--
@@ -177,4 +180,50 @@ func BenchmarkLoopScattered(b *testing.B) {
 		l.Step()
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
+}
+
+// TestLoopOriginOrder: events at the same time fire by (origin, seq), not
+// by arming order across origins, and the order is the same when the
+// origins' timers are armed on two loops in any interleaving.
+func TestLoopOriginOrder(t *testing.T) {
+	var alloc Origins
+	a, b := alloc.New(), alloc.New()
+	run := func(bFirst bool) []string {
+		l := NewLoopShared(&alloc)
+		var got []string
+		rec := func(now Time, arg any) { got = append(got, arg.(string)) }
+		ta := []Timer{{}, {}}
+		tb := []Timer{{}, {}}
+		for i := range ta {
+			ta[i].Init(rec, "a"+string(rune('0'+i)))
+			ta[i].Own(a)
+			tb[i].Init(rec, "b"+string(rune('0'+i)))
+			tb[i].Own(b)
+		}
+		var free Timer
+		free.Init(rec, "free")
+		armA := func() { l.Arm(&ta[0], 10); l.Arm(&ta[1], 10) }
+		armB := func() { l.Arm(&tb[0], 10); l.Arm(&tb[1], 5); l.Arm(&tb[1], 10) }
+		if bFirst {
+			armB()
+			armA()
+		} else {
+			armA()
+			armB()
+		}
+		l.Arm(&free, 10)
+		l.Run()
+		return got
+	}
+	a.seq, b.seq = 0, 0
+	x := run(false)
+	a.seq, b.seq = 0, 0
+	y := run(true)
+	want := "[free a0 a1 b0 b1]"
+	if fmt.Sprint(x) != want || fmt.Sprint(y) != want {
+		t.Fatalf("fired %v and %v, want %v in both", x, y, want)
+	}
+	if a.ID() != 1 || b.ID() != 2 || alloc.Count() != 2 {
+		t.Errorf("origin numbers %d, %d (count %d), want 1, 2 (2)", a.ID(), b.ID(), alloc.Count())
+	}
 }

@@ -1,5 +1,5 @@
 // Package sim is mrlab's discrete-event engine: a virtual clock, a timer heap
-// ordered by (time, sequence) so that equal times fire in a deterministic
+// ordered by (time, origin, sequence) so that equal times fire in a deterministic
 // order, and seeded random streams per component.
 //
 // Nothing in this package reads the wall clock or starts goroutines. The live

@@ -25,7 +25,9 @@ import (
 // streams a loss holds one message only. The floors are regression guards:
 // the figures measured where a lost packet began to cost wire time
 // (fabric.LossAtWire, the merge of #27's honest links with this test),
-// less a margin of about 0.03. The targets (0.85 at 1%, 0.5 at
+// less a margin of about 0.03 (16 streams at 10%: 0.419 then, 0.408 with
+// the measured lateness, 0.387 once ties broke by (time, origin, seq); its
+// floor follows the last). The targets (0.85 at 1%, 0.5 at
 // 10%) are missed in the one-stream cases for the reason above.
 func TestTargetShallowLoss(t *testing.T) {
 	if testing.Short() {
@@ -46,7 +48,7 @@ func TestTargetShallowLoss(t *testing.T) {
 		{"b2b 4KiB", bed{topo: "b2b", rate: 100e9}, 4 << 10, 1, 0.1, 0.74},
 		{"leafspine 4KiB", leafspine, 4 << 10, 1, 0.01, 0.60},
 		{"leafspine 4KiB", leafspine, 4 << 10, 16, 0.01, 0.90},
-		{"leafspine 4KiB", leafspine, 4 << 10, 16, 0.1, 0.39},
+		{"leafspine 4KiB", leafspine, 4 << 10, 16, 0.1, 0.36},
 		{"leafspine 10us 64KiB", long, 64 << 10, 1, 0.01, 0.45},
 		{"leafspine 10us 64KiB", long, 64 << 10, 16, 0.01, 0.58},
 	} {
