@@ -294,7 +294,7 @@ func (c *Conn) confirm() {
 	if !c.confirmed {
 		c.confirmed = true
 		if c.ctl.pending == wire.TypeSynAck {
-			c.handshakeRTT(c.now - c.ctl.firstAt) // no-op after an EST's exact echo
+			c.s.handshake(c.now - c.ctl.firstAt) // no-op after an EST's exact echo
 			if c.slot >= 0 && c.s.srtt > 0 {
 				// The dialer's data follows its EST: keep counting it for
 				// a few round trips, however long they are.

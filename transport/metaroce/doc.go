@@ -142,6 +142,17 @@
 // (its other requests flushed), so each guess at a key costs a handshake.
 // A dead link or a whole dead plane is invisible to the application.
 //
+// # Parts
+//
+// Conn composes parts that hold their own state and are tested alone,
+// each with a table test in its own file:
+//   - pathRTT and rttEstimator (rtt.go, rtt_test.go): a path's RFC 6298
+//     estimate, and the connection's over all paths with the latest
+//     sample and the base RTT; timer RTT and the PTO's base from both.
+//
+// Conn keeps what joins them to the connection: which path a sample
+// belongs to, the sample filter, and the timers.
+//
 // # Cost
 //
 // Steady state allocates nothing per packet. State per connection is a

@@ -68,8 +68,7 @@ type sndPath struct {
 	heavy              bool   // the last round was marked above it
 
 	// RTT (RFC 6298) and timers (probe.go).
-	srtt, rttvar sim.Time
-	hasRTT       bool
+	pathRTT
 	tlpBase      sim.Time // last send or ACK progress
 	tlpSent      bool     // a tail-loss probe went out since progress
 	tlps         int      // tail-loss probes since progress

@@ -33,13 +33,14 @@ type sndState struct {
 	chunks           []chunk // ring by DSN
 	dsnNext, dsnBase uint32  // [dsnBase, dsnNext) are unresolved
 
-	rexmit   []uint32 // DSNs of chunks moved off a path, FIFO from rexHead
-	rexHead  int
+	rexmit   []uint32  // DSNs of chunks moved off a path, FIFO from rexHead
 	rnr      []rnrWait // chunks refused for want of a receive, backing off
 	resp     []respJob // READ responses we serve
 	respFree []int32
 	respQ    []int32 // response jobs with chunks left to cut, FIFO
-	respHead int
+	// rexHead and respHead are the FIFOs' heads; int32 keeps Conn in its
+	// size class (TestConnSize).
+	rexHead, respHead int32
 
 	// Paths that need attention, so Transmit does not scan them all:
 	// lostSet has the paths with lost PSNs to resend, probeSet those with
@@ -75,9 +76,8 @@ type sndState struct {
 	weightSum, weightTop float64
 
 	// RTT (rtt.go): smoothed and variation over all paths, the latest
-	// sample, the minimum (the base RTT); dataRTT says a data packet has
-	// been measured (before that srtt is the handshake's).
-	srtt, rttvar, recentRTT, minRTT sim.Time
+	// sample, the minimum (the base RTT).
+	rttEstimator
 
 	// lossBase is the typical path's loss rate, computed at baseAt
 	// (path.go).
@@ -93,14 +93,11 @@ type sndState struct {
 	bad     [badEntropies]uint16
 	badNext uint8
 
-	fromResp    bool // alternate new chunks between messages and responses
-	heard       bool // an ACK (and its hint, or its lack of one) has arrived
-	peerBusy    bool // the latest ACK said the receiver answers marks itself
-	sharesDirty bool // the path shares need recomputing
-	// dataRTT, fullRTT: a data, a full-size data packet has been measured
-	// (rtt.go).
-	dataRTT, fullRTT bool
-	reo              reoAdapt // the reordering window's scale (lossdetect.go)
+	fromResp    bool     // alternate new chunks between messages and responses
+	heard       bool     // an ACK (and its hint, or its lack of one) has arrived
+	peerBusy    bool     // the latest ACK said the receiver answers marks itself
+	sharesDirty bool     // the path shares need recomputing
+	reo         reoAdapt // the reordering window's scale (lossdetect.go)
 }
 
 // portPick is path choice on one port: a round-robin cursor, the packets
@@ -396,7 +393,7 @@ func (c *Conn) nextChunkSize() (job int32, msn uint32, size int, ok bool) {
 		c.s.segNext++
 	}
 	haveMsg := c.s.segNext != c.s.msnNext && int(c.s.segNext-c.s.msnBase) < c.msgWindow
-	haveResp := c.s.respHead < len(c.s.respQ)
+	haveResp := int(c.s.respHead) < len(c.s.respQ)
 	if haveResp && (!haveMsg || c.s.fromResp) {
 		j := c.s.respQ[c.s.respHead]
 		r := &c.s.resp[j]
@@ -445,7 +442,7 @@ func (c *Conn) cutChunk(job int32, msn uint32, size int) uint32 {
 	c.s.unsent -= int64(size)
 	if r.nextOff >= r.length {
 		c.s.respHead++
-		if c.s.respHead == len(c.s.respQ) {
+		if int(c.s.respHead) == len(c.s.respQ) {
 			c.s.respQ, c.s.respHead = c.s.respQ[:0], 0
 		}
 	}

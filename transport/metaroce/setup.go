@@ -238,5 +238,5 @@ func (c *Conn) handshakeEcho(echo uint32) {
 	if bound := c.now - c.ctl.firstAt; r <= 0 || r > bound {
 		r = bound
 	}
-	c.handshakeRTT(r)
+	c.s.handshake(r)
 }

@@ -32,10 +32,10 @@ func (c *Conn) transmitData(port int, b []byte) (int, transport.TxMeta) {
 			}
 		}
 	}
-	for c.s.rexHead < len(c.s.rexmit) && c.chunk(c.s.rexmit[c.s.rexHead]).where != chunkQueued {
+	for int(c.s.rexHead) < len(c.s.rexmit) && c.chunk(c.s.rexmit[c.s.rexHead]).where != chunkQueued {
 		c.popRexmit() // settled while queued (movedArrived)
 	}
-	if c.s.rexHead < len(c.s.rexmit) {
+	if int(c.s.rexHead) < len(c.s.rexmit) {
 		dsn := c.s.rexmit[c.s.rexHead]
 		ch := c.chunk(dsn)
 		size := int(ch.size)
@@ -60,7 +60,7 @@ func (c *Conn) transmitData(port int, b []byte) (int, transport.TxMeta) {
 // popRexmit drops the head of the retransmit queue.
 func (c *Conn) popRexmit() {
 	c.s.rexHead++
-	if c.s.rexHead == len(c.s.rexmit) {
+	if int(c.s.rexHead) == len(c.s.rexmit) {
 		c.s.rexmit, c.s.rexHead = c.s.rexmit[:0], 0
 	}
 }
