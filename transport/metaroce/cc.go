@@ -124,7 +124,7 @@ func (c *Conn) window() int {
 		// sent a BDP first filled the receiver's queue N times over.
 		return c.mss
 	}
-	return int(c.paceRate()*c.baseRTT().Seconds()*5/4/(1-min(c.lossRate(), 0.5))) + 2*c.mss
+	return c.s.window(c.paceRate(), c.baseRTT(), c.lossRate(), c.mss)
 }
 
 // canSend reports whether a new data packet of size payload bytes fits the
@@ -135,7 +135,8 @@ func (c *Conn) canSend(size int) bool {
 
 // ccOnRecord runs congestion control for one ACK record of p that newly
 // acknowledged pkts packets (bytes of payload) and reported dce new CE
-// marks among drx newly received packets.
+// marks among drx newly received packets: the path's mark EWMA and share
+// here, the connection's m and alpha in the controller.
 func (c *Conn) ccOnRecord(p *sndPath, pkts, bytes, drx, dce int) {
 	s := &c.s
 	if drx > 0 {
@@ -150,35 +151,16 @@ func (c *Conn) ccOnRecord(p *sndPath, pkts, bytes, drx, dce int) {
 		p.roundCE += dce
 		p.st.acked += uint64(drx)
 		p.st.ceAcked += uint64(dce)
-		s.roundAcked += int32(drx)
-		s.roundMarked += int32(dce)
 	}
 	if dce > 0 {
 		c.st.ceEchoes++
-		if c.now >= s.cutUntil && !s.peerBusy {
-			old := s.mult
-			s.mult = max(s.mult*(1-s.alpha/2), minMult)
-			s.cutUntil = c.now + max(s.srtt, s.recentRTT)
-			if c.cfg.Trace != nil {
-				c.tracef("path %d: ECE, rate x %.3f -> %.3f (alpha %.3f)", p.id, old, s.mult, s.alpha)
-			}
-		}
-		s.aiAt = c.now
-	} else if pkts > 0 {
-		if s.mult < 1 {
-			s.mult = min(1, s.mult+float64(c.now-s.aiAt)/float64(max(s.srtt, 1))*aiPerRound)
-		}
-		s.aiAt = c.now
+	}
+	a := ccSample{acked: pkts, rx: drx, ce: dce, srtt: s.srtt, latest: s.latest(), peerBusy: s.peerBusy}
+	if k, cut := s.onAck(c.now, a, c.opts.ECNGain); cut && c.cfg.Trace != nil {
+		c.tracef("path %d: ECE, rate x %.3f -> %.3f (alpha %.3f)", p.id, k.from, k.to, k.alpha)
 	}
 	if pkts > 0 && !wire.Seq(p.sb.una).Before(wire.Seq(p.roundEnd)) {
 		c.endPathRound(p)
-	}
-	if c.now-s.roundStart >= max(s.srtt, 1) {
-		if s.roundAcked > 0 {
-			f := min(float64(s.roundMarked)/float64(s.roundAcked), 1)
-			s.alpha = (1-c.opts.ECNGain)*s.alpha + c.opts.ECNGain*f
-		}
-		s.roundStart, s.roundAcked, s.roundMarked = c.now, 0, 0
 	}
 }
 
@@ -282,7 +264,7 @@ func (c *Conn) noteHint(h uint32) {
 }
 
 // paceRate is R, in bytes per second.
-func (c *Conn) paceRate() float64 { return c.refRate() * c.s.mult }
+func (c *Conn) paceRate() float64 { return c.s.rate(c.refRate()) }
 
 // pace spaces data packets at R when R is below the line rate, with no
 // burst allowance: 63 senders each allowed two packets back to back put
@@ -313,4 +295,82 @@ func (c *Conn) demandKBs(size int) uint32 {
 	want := max(c.s.unsent+int64(c.s.inflight)+int64(size), int64(c.mss))
 	d := min(float64(want)/rtt.Seconds(), c.lineBytes)
 	return uint32(min(d/1000, wire.NoRateHint-1))
+}
+
+// The connection's rate controller (the rules above): DCTCP's
+// window in rate form, m, and its alpha over all the connection's packets.
+// It knows nothing of paths, timers or the wire: it takes what each ACK
+// record says and gives the rate and the window.
+
+// ccSample is what one ACK record tells the controller.
+type ccSample struct {
+	acked int // packets newly acknowledged
+	rx    int // packets newly received at the peer
+	ce    int // CE marks among them
+	// srtt is the connection's smoothed RTT (a round's length), latest the
+	// larger of it and the latest sample (how long a cut holds).
+	srtt, latest sim.Time
+	// peerBusy: the receiver answers marks itself, through its hints.
+	peerBusy bool
+}
+
+// dctcp is the controller's state; sndState embeds it, so its fields read
+// as c.s.mult and so on.
+type dctcp struct {
+	mult, alpha             float64  // m, and alpha over all paths
+	roundStart              sim.Time // the current round (one srtt) began here
+	roundAcked, roundMarked int32    // the round's received and marked packets
+	cutUntil                sim.Time // the earliest next cut
+	aiAt                    sim.Time // m's growth is counted from here
+}
+
+// newDCTCP is a controller before any ACK: m = 1 (the reference rate),
+// alpha alpha0.
+func newDCTCP() dctcp { return dctcp{mult: 1, alpha: alpha0} }
+
+// onAck takes one ACK record at now, g being the EWMA gain: marks cut m
+// by (1 - alpha/2) at most once per latest RTT (not while the peer is
+// busy), an ACK of new packets without marks grows m by aiPerRound per
+// srtt of time since the last ACK, and a round of srtt ends by folding
+// its marked fraction into alpha. cut says m was cut, what by.
+func (d *dctcp) onAck(now sim.Time, a ccSample, g float64) (c ccCut, cut bool) {
+	if a.rx > 0 {
+		d.roundAcked += int32(a.rx)
+		d.roundMarked += int32(a.ce)
+	}
+	if a.ce > 0 {
+		if now >= d.cutUntil && !a.peerBusy {
+			c.from, c.alpha, cut = d.mult, d.alpha, true
+			d.mult = max(d.mult*(1-d.alpha/2), minMult)
+			c.to = d.mult
+			d.cutUntil = now + a.latest
+		}
+		d.aiAt = now
+	} else if a.acked > 0 {
+		if d.mult < 1 {
+			d.mult = min(1, d.mult+float64(now-d.aiAt)/float64(max(a.srtt, 1))*aiPerRound)
+		}
+		d.aiAt = now
+	}
+	if now-d.roundStart >= max(a.srtt, 1) {
+		if d.roundAcked > 0 {
+			f := min(float64(d.roundMarked)/float64(d.roundAcked), 1)
+			d.alpha = (1-g)*d.alpha + g*f
+		}
+		d.roundStart, d.roundAcked, d.roundMarked = now, 0, 0
+	}
+	return c, cut
+}
+
+// ccCut is one cut of m, for the trace: from, to, at alpha.
+type ccCut struct{ from, to, alpha float64 }
+
+// rate is R in bytes per second: the reference rate (the line rate, or
+// the receiver's hint when lower) times m.
+func (d *dctcp) rate(ref float64) float64 { return ref * d.mult }
+
+// window is W in bytes for the rate R over the base RTT at the loss
+// rate loss (at most 0.5 counts): 5/4 x R x base / (1 - loss) + 2 MSS.
+func (d *dctcp) window(rate float64, base sim.Time, loss float64, mss int) int {
+	return int(rate*base.Seconds()*5/4/(1-min(loss, 0.5))) + 2*mss
 }

@@ -133,8 +133,7 @@ func newConn(p *Protocol, now sim.Time, cfg transport.Config, dialer bool) (*Con
 	paths := c.configuredPaths()
 	c.s.pick = make([]portPick, cfg.Ports)
 	c.s.roomEpoch = 1
-	c.s.mult = 1
-	c.s.alpha = alpha0
+	c.s.dctcp = newDCTCP()
 	c.s.sharesDirty = true
 	// The paths' entropies are drawn now, in the order they always were;
 	// the paths themselves on first use (ensurePaths).

@@ -149,9 +149,14 @@
 //   - pathRTT and rttEstimator (rtt.go, rtt_test.go): a path's RFC 6298
 //     estimate, and the connection's over all paths with the latest
 //     sample and the base RTT; timer RTT and the PTO's base from both.
+//   - dctcp (cc.go, cc_test.go): the connection's rate controller;
+//     it takes (now, ACK sample: packets acknowledged, received and
+//     marked, the RTT) and gives the rate R and the window W.
 //
-// Conn keeps what joins them to the connection: which path a sample
-// belongs to, the sample filter, and the timers.
+// Conn keeps what joins them to the connection and its paths: which path
+// a sample belongs to and the sample filter, the per-path mark EWMA and
+// shares, the inputs R and W are computed from (the hint, the base RTT
+// with the peer's ACK delay, the loss rate), the timers and the trace.
 //
 // # Cost
 //

@@ -66,11 +66,7 @@ type sndState struct {
 	// The controller (cc.go): DCTCP's window as a fraction of the
 	// reference rate (m) and its alpha over all paths, the current round's
 	// counts, and the earliest next cut.
-	mult, alpha             float64
-	roundStart              sim.Time
-	roundAcked, roundMarked int32
-	cutUntil                sim.Time
-	aiAt                    sim.Time // m's growth is counted from here
+	dctcp
 	// Path shares: the usable paths' total and largest weight, recomputed
 	// when sharesDirty.
 	weightSum, weightTop float64
