@@ -152,6 +152,10 @@
 //   - dctcp (cc.go, cc_test.go): the connection's rate controller;
 //     it takes (now, ACK sample: packets acknowledged, received and
 //     marked, the RTT) and gives the rate R and the window W.
+//   - rackState, reoAdapt and pathLate (lossdetect.go,
+//     lossdetect_test.go): the RACK record (a delivery, a verdict on one
+//     transmission, a lateness sample), the reordering window's scale,
+//     and a path's measured lateness with its decay.
 //
 // Conn keeps what joins them to the connection and its paths: which path
 // a sample belongs to and the sample filter, the per-path mark EWMA and

@@ -138,19 +138,50 @@ func reorderWindow(maxRTT, minRTT, rttvar, peerAckDelay, gran, srtt sim.Time) si
 	return w
 }
 
-// noteLateness takes a lateness sample on p: its first transmission of
-// transmission order order is acknowledged now by a record whose echo_ts
-// is its own, rtt after it was sent (without the receiver's hold). If a
-// packet sent after it had already arrived, it came rtt - that packet's
-// round trip after the rule's base deadline. The path keeps the largest
-// recent sample.
-func (c *Conn) noteLateness(p *sndPath, order uint32, rtt sim.Time) {
-	r := &c.s.rack
+// lateBy is a lateness sample: the first transmission of order order was
+// acknowledged by a record whose echo_ts is its own, rtt after it was sent
+// (without the receiver's hold). If a packet sent after it had already
+// arrived, it came rtt - that packet's round trip after the rule's base
+// deadline (ok); else there is no sample.
+func (r *rackState) lateBy(order uint32, rtt sim.Time) (late sim.Time, ok bool) {
 	if r.rtt == 0 || !wire.Seq(order).Before(wire.Seq(r.order)) {
-		return
+		return 0, false
 	}
-	if late := rtt - sim.Time(r.rtt); late > p.lateness(c.now, c.lateHalfLife()) {
-		p.late, p.lateAt = late, c.now
+	return rtt - sim.Time(r.rtt), true
+}
+
+// pathLate is a path's measured lateness: the largest recent sample, late,
+// taken at lateAt, halved per half-life since. sndPath embeds it. The zero
+// value has none.
+type pathLate struct {
+	late, lateAt sim.Time
+}
+
+// note takes a sample measured at now; it replaces the held one if larger
+// than what that one is worth now.
+func (l *pathLate) note(late, now, half sim.Time) {
+	if late > l.lateness(now, half) {
+		l.late, l.lateAt = late, now
+	}
+}
+
+// lateness is the lateness at now, halved per half-life since it was
+// measured; gone after 32 half-lives.
+func (l *pathLate) lateness(now, half sim.Time) sim.Time {
+	if l.late <= 0 {
+		return 0
+	}
+	n := (now - l.lateAt) / half
+	if n >= 32 {
+		return 0
+	}
+	return l.late >> uint(n)
+}
+
+// noteLateness takes a lateness sample on p (see lateBy).
+func (c *Conn) noteLateness(p *sndPath, order uint32, rtt sim.Time) {
+	if late, ok := c.s.rack.lateBy(order, rtt); ok {
+		p.note(late, c.now, c.lateHalfLife())
 	}
 }
 
@@ -170,19 +201,6 @@ func (c *Conn) lateMax(half sim.Time) sim.Time {
 		late = max(late, c.s.paths[i].lateness(c.now, half))
 	}
 	return late
-}
-
-// lateness is p's measured lateness at now, halved per half-life since it
-// was measured.
-func (p *sndPath) lateness(now, half sim.Time) sim.Time {
-	if p.late <= 0 {
-		return 0
-	}
-	n := (now - p.lateAt) / half
-	if n >= 32 {
-		return 0
-	}
-	return p.late >> uint(n)
 }
 
 // reorder returns the connection's reordering window now.

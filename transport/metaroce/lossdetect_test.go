@@ -194,3 +194,47 @@ func TestLateness(t *testing.T) {
 		}
 	}
 }
+
+// TestPathLate: the lateness types alone. rackState.lateBy gives a sample
+// only for a packet overtaken by the latest-sent one known to have arrived
+// (transmission orders across the 32-bit wrap); pathLate keeps the largest
+// sample at what it is worth now, halved per half-life, gone after 32.
+func TestPathLate(t *testing.T) {
+	const us = sim.Microsecond
+	const half = 100 * us
+	var none rackState
+	if _, ok := none.lateBy(1, 5*us); ok {
+		t.Error("lateBy before any delivery gave a sample")
+	}
+	var r rackState
+	r.delivered(2, 0, 8*us) // order 2 (past the wrap) arrived, round trip 8us
+	var l pathLate
+	for _, s := range []struct {
+		name     string
+		order    uint32
+		rtt      sim.Time
+		now      sim.Time
+		ok       bool
+		wantLate sim.Time // the path's lateness after the step, at now
+	}{
+		{"overtaken across the wrap: 12us against 8us", 0xffff_fffe, 12 * us, 0, true, 4 * us},
+		{"a smaller sample does not lower it", 1, 10 * us, 0, true, 4 * us},
+		{"not overtaken: no sample", 2, 30 * us, 0, false, 4 * us},
+		{"later-sent: no sample", 3, 30 * us, 0, false, 4 * us},
+		{"halved after one half-life", 3, 30 * us, half, false, 2 * us},
+		{"a sample above what the held one is worth now replaces it", 1, 11 * us, half, true, 3 * us},
+		{"a quarter after two more half-lives", 3, 0, 3 * half, false, 3 * us / 4},
+		{"gone after 32 half-lives", 3, 0, 33 * half, false, 0},
+	} {
+		late, ok := r.lateBy(s.order, s.rtt)
+		if ok != s.ok || (ok && late != s.rtt-8*us) {
+			t.Errorf("%s: lateBy = %v, %v; want ok %v", s.name, late, ok, s.ok)
+		}
+		if ok {
+			l.note(late, s.now, half)
+		}
+		if got := l.lateness(s.now, half); got != s.wantLate {
+			t.Errorf("%s: lateness %v, want %v", s.name, got, s.wantLate)
+		}
+	}
+}

@@ -80,10 +80,10 @@ type sndPath struct {
 	failures     int      // probe timeouts since the path failed (back-off)
 	lastProgress sim.Time // last ACK that acknowledged something new
 	rackAt       sim.Time // earliest reorder deadline of its transmissions (lossdetect.go); 0: none
-	// late is the largest recent lateness of the path's packets behind
-	// later-sent ones that had arrived, measured at lateAt (lossdetect.go).
-	late, lateAt sim.Time
-	timer        sim.Timer
+	// The largest recent lateness of the path's packets behind later-sent
+	// ones that had arrived (lossdetect.go).
+	pathLate
+	timer sim.Timer
 
 	// Loss record of the current entropy, for the repath test.
 	genSent, genLost int
