@@ -78,7 +78,11 @@
 // PTO (RTT + 4 x variation + the peer's ACK delay + the lateness) after its last
 // transmission or progress; more probes follow while chance can explain
 // their loss; only then a timeout, which moves the path's chunks to paths
-// that deliver and the path to a new entropy (probe.go). A chunk lost by
+// that deliver and the path to a new entropy (probe.go). A chunk the
+// receiver refused with an RNR NAK is neither lost nor a tail: while
+// chunks wait out their RNR back-off, a path holding no chunk (only
+// fillers and probes) arms no probe and no timeout; it probes again a PTO
+// after the last back-off ends (rnrWaiting, nak.go). A chunk lost by
 // SACK more than MaxRetries times (more under measured loss) fails the
 // connection; a connection whose paths have all failed for
 // AllFailedTimeout gives up. There is no go-back-N anywhere.

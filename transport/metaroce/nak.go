@@ -117,8 +117,21 @@ func (c *Conn) onRNRTimer() {
 		c.s.rnr[k] = w
 		k++
 	}
+	waited := len(c.s.rnr) > 0
 	c.s.rnr = c.s.rnr[:k]
 	if next != sim.Never {
 		c.timers.Arm(&c.rnrTimer, next)
+	}
+	if waited && k == 0 {
+		// The wait is over: paths that held only fillers through it
+		// (rnrWaiting) probe again, a PTO from now, as if they had just
+		// sent.
+		for i := range c.s.paths {
+			p := &c.s.paths[i]
+			if (p.state == PathActive || p.state == PathDraining) && !p.sb.empty() && c.holdsNoChunk(p) {
+				p.tlpBase, p.tlpSent = c.now, false
+				c.armPath(p)
+			}
+		}
 	}
 }

@@ -152,7 +152,7 @@ func (c *Conn) onPathTimer(p *sndPath) {
 	}
 	switch p.state {
 	case PathActive, PathDraining:
-		if p.sb.empty() || now < c.probeDue(p) {
+		if p.sb.empty() || now < c.probeDue(p) || c.rnrWaiting(p) {
 			break
 		}
 		if p.tlps >= c.tailProbes() && (c.othersDeliver(p) || c.probeInterval(p) >= c.opts.RTOMax) {
@@ -194,6 +194,32 @@ func (c *Conn) onPathTimer(p *sndPath) {
 		}
 	}
 	c.armPath(p)
+}
+
+// rnrWaiting reports whether p's tail-loss probe is off for an RNR wait:
+// the connection has chunks waiting out an RNR back-off and p holds no
+// chunk (fillers and probes only, none to send again). A chunk the
+// receiver refused is not lost and not a tail: the sender knows where it
+// is and when it goes again (the RNR timer), and the filler under its old
+// PSN is settled by the ACKs of whatever p sends next. Probing such a path
+// would only answer itself, a probe per PTO for the whole back-off.
+// Probing resumes when the wait ends (onRNRTimer) or p sends a chunk.
+func (c *Conn) rnrWaiting(p *sndPath) bool {
+	return len(c.s.rnr) > 0 && c.holdsNoChunk(p)
+}
+
+// holdsNoChunk reports whether every PSN p has outstanding is a filler or
+// a probe and none waits to be sent again.
+func (c *Conn) holdsNoChunk(p *sndPath) bool {
+	if p.sb.lost > 0 {
+		return false
+	}
+	for psn := p.sb.una; psn != p.sb.nxt; psn++ {
+		if e := p.sb.entry(psn); !e.acked && e.kind != sbProbe {
+			return false
+		}
+	}
+	return true
 }
 
 // probeDue is when an Active or Draining path with something outstanding
@@ -314,7 +340,9 @@ func (c *Conn) armPath(p *sndPath) {
 	switch p.state {
 	case PathActive, PathDraining:
 		if !p.sb.empty() {
-			at = c.probeDue(p)
+			if !c.rnrWaiting(p) {
+				at = c.probeDue(p)
+			}
 			if p.rackAt != 0 {
 				at = min(at, p.rackAt)
 			}

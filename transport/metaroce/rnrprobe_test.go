@@ -1,0 +1,56 @@
+package metaroce
+
+import (
+	"testing"
+
+	"github.com/mrlab/mrlab/internal/sim"
+	"github.com/mrlab/mrlab/transport"
+	"github.com/mrlab/mrlab/transport/transporttest"
+)
+
+// TestRNRWaitSendsNoProbe: a SEND the receiver refuses with RNR NAKs for
+// 300 ms (no receive posted) is not lost and not a tail: while it waits
+// for its RNR retry the connection sends no tail-loss probe (before the
+// rule, tens of thousands: one per PTO), and the SEND completes once the
+// receive is posted.
+func TestRNRWaitSendsNoProbe(t *testing.T) {
+	l := newLab(t, transporttest.Config{Seed: 21}, Options{})
+	c := metaConn(l.ca)
+	c.SetRNRRetry(7) // forever
+	if err := l.ca.PostSend(send(1, 0, addrRW, 1000)); err != nil {
+		t.Fatal(err)
+	}
+	l.run(300 * sim.Millisecond)
+	if testing.Verbose() {
+		l.dumpTrace()
+	}
+	if len(l.ca.Completions) != 0 {
+		t.Fatalf("SEND completed before its receive: %+v", l.ca.Completions)
+	}
+	var probes uint64
+	for i := range len(c.s.paths) {
+		probes += c.PathStats(i).Probes
+	}
+	naks := c.Stats().RNRNaksReceived
+	// Probes follow the retries, not the wait: none while a back-off runs
+	// (before the rule, one per PTO: 38,616 here). What remains is a
+	// burst of about 5 right after each retry, whose NAK returns later
+	// than the PTO (a known, separate issue: the NAK takes no RTT sample);
+	// 8 per NAK bounds it with a margin.
+	if probes > 8*naks || c.Stats().Timeouts > 0 {
+		t.Errorf("RNR wait of 300 ms: %d probes, %d tail-loss probes, %d timeouts (%d RNR NAKs); want at most 8 probes per NAK and no timeout",
+			probes, c.Stats().TailProbes, c.Stats().Timeouts, naks)
+	}
+	if naks < 10 {
+		t.Errorf("%d RNR NAKs in 300 ms, want the back-off to keep retrying", naks)
+	}
+	if err := l.cb.PostRecv(recvWR(50, addrRcv, 65536)); err != nil {
+		t.Fatal(err)
+	}
+	if !l.runUntil(2*sim.Second, func() bool { return len(l.ca.Completions) == 1 }) {
+		t.Fatal("no completion after the receive was posted")
+	}
+	if got := l.ca.Completions[0].Status; got != transport.StatusOK {
+		t.Errorf("status %v, want ok", got)
+	}
+}
