@@ -59,8 +59,7 @@ func TestIbverbsPrograms(t *testing.T) {
 
 	// pair runs a server on h2 and its client on h0, which retries while
 	// the server is not listening yet, and returns both outputs.
-	pair := func(t *testing.T, argv ...string) (string, string) {
-		t.Helper()
+	once := func(t *testing.T, argv ...string) (int, string, string) {
 		srv := make(chan string, 1)
 		go func() {
 			code, out := lb.sh(t, on("h2", argv...)...)
@@ -75,7 +74,20 @@ func TestIbverbsPrograms(t *testing.T) {
 				break
 			}
 		}
-		s := <-srv
+		return code, out, <-srv
+	}
+	pair := func(t *testing.T, argv ...string) (string, string) {
+		t.Helper()
+		code, out, s := once(t, argv...)
+		// perftest times its run in CPU cycles and calibrates the
+		// cycle rate against gettimeofday before reporting; on a busy
+		// machine the fit can fail ("Correlation coefficient r^2 ...
+		// < 0.9", "Can't produce a report": perftest's get_clock.c),
+		// which says nothing of the lab. Run such a pair once more.
+		if strings.Contains(out, "Can't produce a report") {
+			t.Logf("%v: perftest could not calibrate its clock; running the pair again\n%s", argv, out)
+			code, out, s = once(t, argv...)
+		}
 		if code != 0 || !strings.HasPrefix(s, "exit 0\n") {
 			t.Errorf("%v: client exit %d\n%s\nserver %s", argv, code, out, s)
 		}
@@ -189,11 +201,23 @@ func TestIbverbsPrograms(t *testing.T) {
 			fmt.Sscan(string(m[1]), &k)
 			return k
 		}
-		short, long := calls(500), calls(4500)
-		per := float64(long-short) / 4000
-		t.Logf("system calls: %d for 500 work requests, %d for 4500: %.3f per extra request", short, long, per)
+		// A post to a lab whose loop sleeps rings a doorbell, and a lab
+		// descheduled on a shared machine (CI runs packages side by
+		// side) sleeps more: one run measured 0.72 in CI. A library
+		// that makes a system call per request fails every attempt.
+		var per float64
+		for attempt := range 3 {
+			short, long := calls(500), calls(4500)
+			per = float64(long-short) / 4000
+			load, _ := os.ReadFile("/proc/loadavg")
+			t.Logf("attempt %d (load %s): system calls: %d for 500 work requests, %d for 4500: %.3f per extra request",
+				attempt+1, strings.TrimSpace(string(load)), short, long, per)
+			if per <= 0.25 {
+				break
+			}
+		}
 		if per > 0.25 {
-			t.Errorf("%.3f system calls per work request, want at most 0.25 (no system call per request in steady state)", per)
+			t.Errorf("%.3f system calls per work request in each of 3 attempts, want at most 0.25 (no system call per request in steady state)", per)
 		}
 	})
 
