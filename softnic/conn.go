@@ -1,9 +1,7 @@
 package softnic
 
 import (
-	"errors"
 	"fmt"
-	"net"
 	"net/netip"
 
 	"github.com/mrlab/mrlab/internal/sim"
@@ -176,13 +174,12 @@ func (c *Conn) complete(tc transport.Completion) {
 // PostSend posts a WRITE, WRITE_IMM, SEND, SEND_IMM or READ. The error is
 // the transport's immediate refusal (transport.ErrQueueFull,
 // ErrNotConnected, ErrBadRequest, ErrClosed); everything else is reported by
-// a completion on the send queue. A closed connection's error matches both
-// transport.ErrClosed and net.ErrClosed.
+// a completion on the send queue.
 func (c *Conn) PostSend(wr *transport.WorkRequest) error {
 	now := c.nic.sched.Now()
 	err := c.tc.PostSend(now, wr)
 	c.nic.afterIO(now, c)
-	return postErr(err)
+	return err
 }
 
 // PostRecv posts a receive buffer for incoming SENDs; its errors are
@@ -191,19 +188,6 @@ func (c *Conn) PostRecv(wr *transport.WorkRequest) error {
 	now := c.nic.sched.Now()
 	err := c.tc.PostRecv(now, wr)
 	c.nic.afterIO(now, c)
-	return postErr(err)
-}
-
-// errConnClosed is a closed connection's error at the NIC: the
-// transport's sentinel (transport/ is sans-I/O and imports no net) joined
-// with net.ErrClosed, the standard closed-resource error (STYLE.md 9).
-var errConnClosed = fmt.Errorf("%w (%w)", transport.ErrClosed, net.ErrClosed)
-
-// postErr maps a transport's Post* refusal to the NIC's error.
-func postErr(err error) error {
-	if errors.Is(err, transport.ErrClosed) {
-		return errConnClosed
-	}
 	return err
 }
 

@@ -298,9 +298,8 @@ type Tracer interface {
 }
 
 // Errors returned by Post*. ErrClosed is transport's own sentinel, so the
-// sans-I/O floor imports no net; the NIC (softnic.Conn) returns it wrapped
-// together with net.ErrClosed, as every closed resource's error is
-// (STYLE.md 9).
+// sans-I/O floors (transport/, softnic/) import no net; the live boundary
+// (labs/uverbs) turns it into the verbs error a program sees.
 var (
 	ErrQueueFull    = errors.New("transport: send queue full")
 	ErrClosed       = errors.New("transport: connection closed")
