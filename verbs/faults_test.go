@@ -219,42 +219,58 @@ func TestSteadyStateNoSyscalls(t *testing.T) {
 	connectPair(t, lab, a, b)
 	const n, size, depth = 800, 64 << 10, 32
 	var wc [32]verbs.WC
-	before := a.dev.Stats()
-	posted, done, out := 0, 0, 0
-	end := time.Now().Add(30 * time.Second)
-	for done < n {
-		for out < depth && posted < n {
-			off := (posted % 64) * size
-			if err := a.qp.PostSend(verbs.SendWR{ID: uint64(posted), Op: verbs.OpWrite, SGL: []verbs.SGE{a.mr.SGE(off, size)},
-				RemoteAddr: b.mr.Addr() + uint64(off), RKey: b.mr.RKey()}); err != nil {
-				if errors.Is(err, verbs.ErrQueueFull) {
-					break
+	// round posts n WRITEs, depth at a time, and returns the doorbells
+	// and blocking waits they cost.
+	round := func() (bells, waits uint64) {
+		before := a.dev.Stats()
+		posted, done, out := 0, 0, 0
+		end := time.Now().Add(30 * time.Second)
+		for done < n {
+			for out < depth && posted < n {
+				off := (posted % 64) * size
+				if err := a.qp.PostSend(verbs.SendWR{ID: uint64(posted), Op: verbs.OpWrite, SGL: []verbs.SGE{a.mr.SGE(off, size)},
+					RemoteAddr: b.mr.Addr() + uint64(off), RKey: b.mr.RKey()}); err != nil {
+					if errors.Is(err, verbs.ErrQueueFull) {
+						break
+					}
+					t.Fatal(err)
 				}
-				t.Fatal(err)
+				posted++
+				out++
 			}
-			posted++
-			out++
-		}
-		k := a.cq.Poll(wc[:])
-		for _, w := range wc[:k] {
-			if w.Status != verbs.StatusSuccess {
-				t.Fatalf("completion %+v", w)
+			k := a.cq.Poll(wc[:])
+			for _, w := range wc[:k] {
+				if w.Status != verbs.StatusSuccess {
+					t.Fatalf("completion %+v", w)
+				}
+			}
+			done += k
+			out -= k
+			if k == 0 {
+				runtime.Gosched()
+			}
+			if time.Now().After(end) {
+				t.Fatalf("%d of %d WRITEs done in 30s", done, n)
 			}
 		}
-		done += k
-		out -= k
-		if k == 0 {
-			runtime.Gosched()
-		}
-		if time.Now().After(end) {
-			t.Fatalf("%d of %d WRITEs done in 30s", done, n)
+		s := a.dev.Stats()
+		return s.Doorbells - before.Doorbells, s.Waits - before.Waits
+	}
+	// A post to an endpoint that sleeps rings a doorbell, and an endpoint
+	// descheduled on a busy machine sleeps more (153 per 800 once in CI's
+	// race pass beside other packages). A client that rings per request
+	// fails every round.
+	var bells, waits, rung uint64 // rung: doorbells over every round
+	for r := range 3 {
+		bells, waits = round()
+		rung += bells
+		t.Logf("round %d: %d WRITEs of %d bytes: %d doorbells, %d blocking waits", r+1, n, size, bells, waits)
+		if waits == 0 && bells <= n/20 {
+			break
 		}
 	}
-	s := a.dev.Stats()
-	bells, waits := s.Doorbells-before.Doorbells, s.Waits-before.Waits
-	t.Logf("%d WRITEs of %d bytes: %d doorbells, %d blocking waits", n, size, bells, waits)
 	if waits != 0 || bells > n/20 {
-		t.Errorf("%d WRITEs cost %d doorbells and %d blocking waits: not syscall-free in steady state", n, bells, waits)
+		t.Errorf("%d WRITEs cost %d doorbells and %d blocking waits in each of 3 rounds: not syscall-free in steady state", n, bells, waits)
 	}
 	var srv []uint64
 	lab.Do(t, func(sim.Time) {
@@ -262,8 +278,8 @@ func TestSteadyStateNoSyscalls(t *testing.T) {
 			srv = append(srv, c.Posted, c.Doorbells)
 		}
 	})
-	if len(srv) != 2 || srv[0] < n || srv[1] != bells {
-		t.Errorf("endpoint counted posted/doorbells %v; client rang %d", srv, bells)
+	if len(srv) != 2 || srv[0] < n || srv[1] != rung {
+		t.Errorf("endpoint counted posted/doorbells %v; client rang %d", srv, rung)
 	}
 }
 
