@@ -1,6 +1,7 @@
 package experiment
 
 import (
+	"math"
 	"strings"
 	"sync"
 	"testing"
@@ -53,11 +54,10 @@ func TestRegimesTiny(t *testing.T) {
 		if x.Transport == transport.MetaRoCE.String() && (x.Error != "" || !x.DataOK) {
 			t.Errorf("%s: error %q, data ok %v", x.Command, x.Error, x.DataOK)
 		}
-		// A lost packet used the wire (fabric.LossAtWire): no transport
-		// fills more than the loss ceiling, (1-p)^hops of the wire limit
-		// (1% for the draw's noise). With loss at enqueue it could.
-		if x.LossP > 0 && float64(x.OfCeiling) > 1.01 {
-			t.Errorf("%s: %.3f of the loss ceiling, above 1", x.Command, float64(x.OfCeiling))
+		// No transport fills more than the loss ceiling: the wire limit
+		// times the frames the run's wire delivered (wireSurvival).
+		if x.LossP > 0 && float64(x.OfCeiling) > ceilingSlack {
+			t.Errorf("%s: %.4f of the loss ceiling, above 1", x.Command, float64(x.OfCeiling))
 		}
 	}
 }
@@ -107,5 +107,63 @@ func TestRegimePoint(t *testing.T) {
 	// 1 Gbit/s, 4 hops: 3000 packets (100 ms) outlast 200 round trips.
 	if d := p.duration(c); d < 100*sim.Millisecond || d > 101*sim.Millisecond {
 		t.Errorf("duration %v, want ~100ms", d)
+	}
+}
+
+// ceilingSlack is how far above 1 the fraction of the loss ceiling may
+// read: the links count the connection's handshake frames, sent before
+// the run's first post (two or three in thousands), not the draw's noise.
+const ceilingSlack = 1.001
+
+// TestLossCeilingImpossible: goodput over the loss ceiling cannot exceed
+// 1 on the cell where the page read 100.3% (b2b, 1 Gbit/s, 10% random
+// loss, the wire fully busy): the ceiling is the frames the run's wire
+// delivered, not the nominal (1-p)^hops, which a lucky draw beats. The
+// nominal figure is logged beside it; at seed 1 of the full-scale run it
+// was 1.0027 with 9.35% of the data frames lost.
+func TestLossCeilingImpossible(t *testing.T) {
+	p := regimeParamsFor(Full) // the page's run length: 3000 packets, 0.5 s for four seeds
+	c := regimeCase{regimeBeds[0], 1e9, regimeLosses[2], workload.WriteBW, transport.MetaRoCE}
+	over := 0
+	for seed := uint64(1); seed <= 4; seed++ {
+		row, err := regimeRun(c, p.point(c, seed))
+		if err != nil || row.Error != "" {
+			t.Fatalf("seed %d: %v %s", seed, err, row.Error)
+		}
+		nominal := row.OfWire / (1 - c.loss.p)
+		t.Logf("seed %d: %.4f of the measured ceiling (%.2f%% of frames lost on the wire), %.4f of the nominal (1-p)", seed,
+			float64(row.OfCeiling), 100*(1-float64(row.WireSurvival)), nominal)
+		if float64(row.OfCeiling) > ceilingSlack {
+			t.Errorf("seed %d: %s: %.4f of the loss ceiling, above 1", seed, row.Command, float64(row.OfCeiling))
+		}
+		if float64(row.OfCeiling) < 0.5 || math.IsNaN(float64(row.OfCeiling)) {
+			t.Errorf("seed %d: %.4f of the loss ceiling: the ceiling or the run is broken", seed, float64(row.OfCeiling))
+		}
+		if nominal > 1 {
+			over++
+		}
+	}
+	t.Logf("%d of 4 seeds above 1 against the nominal ceiling", over)
+}
+
+// TestWireSurvival: the fraction of a sender's frames that no wire lost,
+// from the links' counts.
+func TestWireSurvival(t *testing.T) {
+	for _, c := range []struct {
+		tx, rx, q uint64
+		want      float64
+	}{
+		{1000, 1000, 0, 1},
+		{1000, 900, 0, 0.9},
+		{1000, 900, 50, 0.95}, // a queue drop is the transport's, not the wire's
+		{1000, 1001, 0, 1},    // a frame counted in flight both ways: never above 1
+		{10, 0, 0, 0},
+	} {
+		if got := wireSurvival(c.tx, c.rx, c.q); math.Abs(got-c.want) > 1e-12 {
+			t.Errorf("wireSurvival(%d, %d, %d) = %v, want %v", c.tx, c.rx, c.q, got, c.want)
+		}
+	}
+	if got := wireSurvival(0, 0, 0); !math.IsNaN(got) {
+		t.Errorf("wireSurvival of nothing sent = %v, want NaN", got)
 	}
 }
