@@ -82,7 +82,9 @@
 // receiver refused with an RNR NAK is neither lost nor a tail: while
 // chunks wait out their RNR back-off, a path holding no chunk (only
 // fillers and probes) arms no probe and no timeout; it probes again a PTO
-// after the last back-off ends (rnrWaiting, nak.go). A chunk lost by
+// after the last back-off ends (rnrWaiting, nak.go). A NAK answers its
+// packet at once and echoes its ts: it is an RTT sample like an ACK's, so
+// a retry's NAK is not later than the PTO. A chunk lost by
 // SACK more than MaxRetries times (more under measured loss) fails the
 // connection; a connection whose paths have all failed for
 // AllFailedTimeout gives up. There is no go-back-N anywhere.

@@ -42,6 +42,12 @@ func (c *Conn) onNak(n wire.Nak) {
 		c.st.dropMalformed++
 		return
 	}
+	// A NAK answers the packet it refuses at once, echoing its timestamp:
+	// a data packet's round trip. Without the sample a connection that
+	// only meets RNR NAKs keeps the RTT of its probes' small packets, and
+	// a refused SEND's NAK, which crosses each hop a serialization later,
+	// came back after the PTO: a probe burst after every RNR retry.
+	c.rttSample(p, sim.Time(c.ts()-n.EchoTS()), e.kind == sbData && int(e.size) >= c.mss)
 	if !e.lost {
 		c.s.inflight -= p.sb.markLost(psn)
 		c.flagPath(p)

@@ -1,6 +1,7 @@
 package metaroce
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/mrlab/mrlab/internal/sim"
@@ -11,10 +12,18 @@ import (
 // TestRNRWaitSendsNoProbe: a SEND the receiver refuses with RNR NAKs for
 // 300 ms (no receive posted) is not lost and not a tail: while it waits
 // for its RNR retry the connection sends no tail-loss probe (before the
-// rule, tens of thousands: one per PTO), and the SEND completes once the
-// receive is posted.
+// rule, tens of thousands: one per PTO), nor after a retry (before the
+// NAK took an RTT sample, 364 on seed 21: the NAK of a 1000-byte SEND
+// returned in 4.2 us, after the 4.08 us PTO its probes' small packets had
+// set), and the SEND completes once the receive is posted.
 func TestRNRWaitSendsNoProbe(t *testing.T) {
-	l := newLab(t, transporttest.Config{Seed: 21}, Options{})
+	for _, seed := range []uint64{21, 1, 2, 3} {
+		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) { rnrWaitNoProbe(t, seed) })
+	}
+}
+
+func rnrWaitNoProbe(t *testing.T, seed uint64) {
+	l := newLab(t, transporttest.Config{Seed: seed}, Options{})
 	c := metaConn(l.ca)
 	c.SetRNRRetry(7) // forever
 	if err := l.ca.PostSend(send(1, 0, addrRW, 1000)); err != nil {
@@ -32,13 +41,11 @@ func TestRNRWaitSendsNoProbe(t *testing.T) {
 		probes += c.PathStats(i).Probes
 	}
 	naks := c.Stats().RNRNaksReceived
-	// Probes follow the retries, not the wait: none while a back-off runs
-	// (before the rule, one per PTO: 38,616 here). What remains is a
-	// burst of about 5 right after each retry, whose NAK returns later
-	// than the PTO (a known, separate issue: the NAK takes no RTT sample);
-	// 8 per NAK bounds it with a margin.
-	if probes > 8*naks || c.Stats().Timeouts > 0 {
-		t.Errorf("RNR wait of 300 ms: %d probes, %d tail-loss probes, %d timeouts (%d RNR NAKs); want at most 8 probes per NAK and no timeout",
+	// Probes follow neither the wait (one per PTO before the rule: 38,616
+	// here) nor a retry: its NAK is the answer, and took an RTT sample.
+	t.Logf("%d probes, %d RNR NAKs", probes, naks)
+	if probes > 0 || c.Stats().Timeouts > 0 {
+		t.Errorf("RNR wait of 300 ms: %d probes, %d tail-loss probes, %d timeouts (%d RNR NAKs); want none",
 			probes, c.Stats().TailProbes, c.Stats().Timeouts, naks)
 	}
 	if naks < 10 {
