@@ -113,6 +113,9 @@ type outcome struct {
 	acksPerData float64
 	// linkBytes is what each link direction sent from job.from on.
 	linkBytes map[string]uint64
+	// survival is the fraction of the first write_bw connection's
+	// frames that no wire lost (see wireSurvival); NaN without one.
+	survival float64
 }
 
 func (b bed) run(t *testing.T, j job) outcome {
@@ -172,6 +175,21 @@ func (b bed) run(t *testing.T, j job) outcome {
 	}
 	snap := net.Counters()
 	o.linkBytes = map[string]uint64{}
+	o.survival = math.NaN()
+	if len(res.QPs) > 0 {
+		from, to := res.QPs[0].Local.Host, res.QPs[0].Remote.Host
+		var tx, rx, q uint64
+		for _, lc := range snap.Links {
+			if lc.From.Node == from {
+				tx += lc.TxPackets
+			}
+			if lc.To.Node == to {
+				rx += lc.RxPackets
+			}
+			q += lc.Drops[fabric.DropQueueFull]
+		}
+		o.survival = wireSurvival(tx, rx, q)
+	}
 	for i, lc := range snap.Links {
 		o.peakQ = max(o.peakQ, lc.QueueMaxBytes)
 		o.meanQ = max(o.meanQ, lc.QueueAvgBytes)
@@ -297,7 +315,10 @@ func TestTargetOnePercent(t *testing.T) {
 }
 
 // TestTargetTenPercent: at 10% random and bursty loss on every link,
-// goodput stays at 0.85 of the loss ceiling (1-p)^hops of the wire limit.
+// goodput stays at 0.85 of the loss ceiling: the wire limit times the
+// fraction of the sender's frames the run's wire delivered (its
+// expectation is (1-p)^hops; a seed's draw differs, and against the
+// nominal figure a lucky draw read above 1 in the experiments).
 func TestTargetTenPercent(t *testing.T) {
 	var misses []string
 	for _, b := range []bed{{topo: "leafspine", rate: 100e9, hpl: 2, spines: 2}, {topo: "fattree", rate: 10e9}} {
@@ -305,9 +326,13 @@ func TestTargetTenPercent(t *testing.T) {
 			lb := b
 			lb.loss = lossModel(0.1, bursty)
 			o := lb.run(t, job{spec: lb.bulk(transport.MetaRoCE, 300)})
-			ceiling := b.rate * wireLimit(transport.MetaRoCE, 64<<10) * math.Pow(0.9, float64(b.hops()))
-			t.Logf("%s %g Gb/s, 10%% loss (bursty %v): %.3f of the loss ceiling (%d retransmissions, %d timeouts)",
-				b.topo, b.rate/1e9, bursty, o.goodput/ceiling, o.res.Retransmits, o.res.Timeouts)
+			ceiling := b.rate * wireLimit(transport.MetaRoCE, 64<<10) * o.survival
+			t.Logf("%s %g Gb/s, 10%% loss (bursty %v): %.3f of the loss ceiling (%.3f of the nominal (1-p)^hops; %.1f%% of frames lost on the wire; %d retransmissions, %d timeouts)",
+				b.topo, b.rate/1e9, bursty, o.goodput/ceiling, o.goodput/(ceiling/o.survival*math.Pow(0.9, float64(b.hops()))),
+				100*(1-o.survival), o.res.Retransmits, o.res.Timeouts)
+			if !(o.goodput <= 1.001*ceiling) {
+				t.Errorf("%s %g Gb/s, 10%% loss (bursty %v): %.4f of the loss ceiling: above 1, or no ceiling", b.topo, b.rate/1e9, bursty, o.goodput/ceiling)
+			}
 			if o.goodput < 0.85*ceiling {
 				// Held (>= 0.89) while a lost packet cost no wire time;
 				// on the wire 0.81-0.88.
@@ -551,4 +576,16 @@ func incastFairness(t *testing.T, b bed, n int, rtt, dur, settle sim.Time, sent 
 		}
 	}
 	return worst, at, fair
+}
+
+// wireSurvival is the fraction of the frames a sender's links serialized
+// (tx) that no wire lost: each either reached the receiver (rx), was
+// dropped from a full queue (queueDrops: the transport's doing), or
+// failed its FCS on a link (as experiment's wireSurvival). NaN when
+// nothing was sent.
+func wireSurvival(tx, rx, queueDrops uint64) float64 {
+	if tx == 0 {
+		return math.NaN()
+	}
+	return float64(min(rx+queueDrops, tx)) / float64(tx)
 }
