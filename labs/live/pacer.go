@@ -31,16 +31,15 @@ type PacerConfig struct {
 	// LagThreshold is how late an event may run before it counts as late.
 	// Default 1ms.
 	LagThreshold time.Duration
-	// Spin is the horizon below which the pacer waits for the next event by
-	// watching the clock instead of sleeping: a timer wakes the thread
-	// some microseconds late, which would add that much to every hop, and
-	// on a busy machine every wake-up must also win the CPU back. Default
-	// fairSpin under PolicyFair, 10us otherwise; negative disables
-	// spinning. A SCHED_FIFO thread must not spin longer: it would stay
-	// busy through busy periods, and the kernel throttles a real-time
-	// thread that never sleeps (for 50ms of every second, by default),
-	// far worse lateness than a timer's. A fair-class thread is never
-	// throttled.
+	// Spin fixes the horizon below which the pacer waits for the next
+	// event by watching the clock instead of sleeping; negative disables
+	// spinning. Zero (the default) measures it: the loop arms its timer
+	// that much before the next event and watches the clock for the
+	// rest, the horizon being twice the worst timer wake-up latency seen
+	// in the last WarnEvery, between minSpin and LagThreshold/4 (spin.go).
+	// A loop under PolicyFIFO spins at most minSpin: it would stay busy
+	// through busy periods, and the kernel throttles a real-time thread
+	// that never sleeps (for 50ms of every second, by default).
 	Spin time.Duration
 	// Policy is the loop thread's scheduling (sched.go); "" means
 	// PolicyFair.
@@ -68,6 +67,12 @@ type LagStats struct {
 	// (sched.go): what was asked for unless the system refused it (then
 	// lateness is likelier on a busy machine).
 	Priority string `json:"priority,omitempty"`
+	// Spin is the horizon in force: the loop wakes this long before an
+	// event and watches the clock until it is due (PacerConfig.Spin).
+	Spin time.Duration `json:"spin_ns"`
+	// WakeLatency is the worst timer wake-up latency of the loop's
+	// thread in the last complete window (the measure Spin follows).
+	WakeLatency time.Duration `json:"wake_latency_ns"`
 }
 
 // Pacer owns a sim.Loop and runs it paced to the wall clock: virtual time is
@@ -103,6 +108,8 @@ type Pacer struct {
 	winRun    uint64        // events run in the current warning window
 	winMax    time.Duration
 	winStart  time.Duration
+	inForce   Policy // the loop thread's policy, once Run applied it
+	spin      spinner
 
 	// published is a copy of lag the loop refreshes for other goroutines.
 	mu        sync.Mutex
@@ -126,12 +133,6 @@ func NewPacer(loop *sim.Loop, pool *packet.Pool, cfg PacerConfig) (*Pacer, error
 		pol = PolicyNormal
 	}
 	cfg.Policy = pol
-	if cfg.Spin == 0 {
-		cfg.Spin = 10 * time.Microsecond
-		if pol == PolicyFair {
-			cfg.Spin = fairSpin
-		}
-	}
 	w, err := newWaiter()
 	if err != nil {
 		return nil, err
@@ -244,7 +245,9 @@ func (p *Pacer) Run(ctx context.Context) error {
 	// The loop keeps this thread (never unlocked: the runtime retires it
 	// with the goroutine, its scheduling policy and all).
 	runtime.LockOSThread()
-	p.lag.Priority = applyPolicy(p.cfg.Policy)
+	p.inForce, p.lag.Priority = applyPolicy(p.cfg.Policy, p.cfg.LagThreshold)
+	p.spin = newSpinner(p.cfg.Spin, p.inForce, p.cfg.LagThreshold)
+	p.lag.Spin = p.spin.horizon
 	defer holdP()()
 	defer func() {
 		p.stopped.Store(true)
@@ -281,7 +284,7 @@ func (p *Pacer) Run(ctx context.Context) error {
 			continue
 		}
 		wait := time.Duration(next - now)
-		if p.cfg.Spin > 0 && wait < p.cfg.Spin {
+		if wait <= p.spin.horizon {
 			// Closer than a sleep's wake-up: watch the clock, the
 			// queues and the poller's clients instead.
 			for now := p.elapsed(); now < next && len(p.posts) == 0 && len(p.input) == 0 && !p.stopping.Load(); now = p.elapsed() {
@@ -297,6 +300,12 @@ func (p *Pacer) Run(ctx context.Context) error {
 		}
 		if p.poller != nil && p.poller.Sleeping(now, next) {
 			continue
+		}
+		// Wake a horizon early and watch the clock for the rest: a
+		// timer wakes the thread some microseconds late, and on a busy
+		// machine the thread must also win its CPU back.
+		if next != sim.Never {
+			next, wait = next-sim.Time(p.spin.horizon), wait-p.spin.horizon
 		}
 		p.sleep(next, wait)
 	}
@@ -442,6 +451,8 @@ func (p *Pacer) checkWarn(now sim.Time) {
 		}
 	}
 	p.winLate, p.winRun, p.winMax, p.winStart = 0, 0, 0, time.Duration(now)
+	p.spin.roll()
+	p.lag.Spin, p.lag.WakeLatency = p.spin.horizon, p.spin.prev
 }
 
 func (p *Pacer) publish() {
