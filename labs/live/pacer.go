@@ -42,7 +42,7 @@ type PacerConfig struct {
 	// that never sleeps (for 50ms of every second, by default).
 	Spin time.Duration
 	// Policy is the loop thread's scheduling (sched.go); "" means
-	// PolicyFair.
+	// PolicyDeadline.
 	Policy Policy
 	// NoRealtime keeps the loop's thread at normal priority: Policy
 	// PolicyNormal, whatever Policy says.
