@@ -446,8 +446,11 @@ func (p *Pacer) checkWarn(now sim.Time) {
 	if p.winMax > time.Duration(MaxLagFraction*float64(p.cfg.WarnEvery)) {
 		p.lag.Warnings++
 		if p.cfg.Warn != nil {
-			p.cfg.Warn(fmt.Sprintf("lab cannot keep real time: it fell %v behind the wall clock in the last %v (%d events ran more than %v late); delays and rates are distorted",
-				p.winMax.Round(time.Microsecond), p.cfg.WarnEvery, p.winLate, p.cfg.LagThreshold))
+			// The worst wake-up says where the time went: a loop woken
+			// that late was kept from running (by the kernel or the Go
+			// runtime); one woken on time fell behind while running.
+			p.cfg.Warn(fmt.Sprintf("lab cannot keep real time: it fell %v behind the wall clock in the last %v (%d events ran more than %v late; its worst wake-up from a sleep was %v late); delays and rates are distorted",
+				p.winMax.Round(time.Microsecond), p.cfg.WarnEvery, p.winLate, p.cfg.LagThreshold, p.spin.cur.Round(time.Microsecond)))
 		}
 	}
 	p.winLate, p.winRun, p.winMax, p.winStart = 0, 0, 0, time.Duration(now)

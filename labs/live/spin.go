@@ -47,15 +47,13 @@ func newSpinner(fixed time.Duration, pol Policy, lag time.Duration) spinner {
 	return spinner{horizon: hi, max: hi, adaptive: true}
 }
 
-// woke records a timer wake-up late by late.
+// woke records a timer wake-up late by late (whatever the policy: the
+// lag warning reports the window's worst).
 func (s *spinner) woke(late time.Duration) {
-	if !s.adaptive {
-		return
-	}
 	late = max(late, 0)
 	s.cur = max(s.cur, late)
 	s.seen = true
-	if 2*late > s.horizon {
+	if s.adaptive && 2*late > s.horizon {
 		s.horizon = min(2*late, s.max)
 	}
 }
@@ -63,12 +61,12 @@ func (s *spinner) woke(late time.Duration) {
 // roll ends a window: the horizon becomes twice its worst wake-up (or
 // the last window's that had one), within bounds.
 func (s *spinner) roll() {
-	if !s.adaptive {
-		return
-	}
 	if s.seen {
 		s.prev = s.cur
 	}
 	s.cur, s.seen = 0, false
+	if !s.adaptive {
+		return
+	}
 	s.horizon = min(max(2*s.prev, minSpin), s.max)
 }
