@@ -246,6 +246,13 @@ func (p *Pacer) Run(ctx context.Context) error {
 	// with the goroutine, its scheduling policy and all).
 	runtime.LockOSThread()
 	p.inForce, p.lag.Priority = applyPolicy(p.cfg.Policy, p.cfg.LagThreshold)
+	// Give the thread back its default scheduling before the goroutine
+	// ends: a locked thread on which a goroutine ends is terminated,
+	// except the process's main thread, which the runtime parks for
+	// good, and a parked deadline thread keeps its share of the CPUs'
+	// real-time bandwidth until the process exits (every later deadline
+	// lab in the process was refused).
+	defer resetPolicy()
 	p.spin = newSpinner(p.cfg.Spin, p.inForce, p.cfg.LagThreshold)
 	p.lag.Spin = p.spin.horizon
 	defer holdP()()

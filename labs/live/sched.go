@@ -115,6 +115,14 @@ func applyPolicy(p Policy, period time.Duration) (Policy, string) {
 	return applyFair()
 }
 
+// resetPolicy returns the calling thread to SCHED_OTHER at nice 0, which
+// frees a deadline thread's bandwidth. Errors are ignored: the thread is
+// about to end.
+func resetPolicy() {
+	attr := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_NORMAL}
+	_ = unix.SchedSetAttr(0, &attr, 0)
+}
+
 // applyFair sets PolicyFair on the calling thread.
 func applyFair() (Policy, string) {
 	attr := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_NORMAL, Nice: -20, Runtime: uint64(fairSlice), Flags: schedFlagResetOnFork}

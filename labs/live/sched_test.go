@@ -1,6 +1,7 @@
 package live
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -11,6 +12,9 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/mrlab/mrlab/internal/packet"
+	"github.com/mrlab/mrlab/internal/sim"
 )
 
 func TestParsePolicy(t *testing.T) {
@@ -158,5 +162,35 @@ func TestFairPolicyAutogroup(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 	if len(lines) != 2 || !strings.Contains(lines[0], "autogroup nice -20") || !strings.HasSuffix(lines[1], "nice -20") {
 		t.Errorf("session leader's fair policy and autogroup:\n%s\nwant the status to say autogroup nice -20 and /proc/self/autogroup to show it", out)
+	}
+}
+
+// TestDeadlineReleased: a pacer's loop thread gives its deadline share
+// back when Run returns, so the next lab in the process gets deadline too
+// (a locked thread that ends on the main thread is parked, not ended, and
+// kept its share: every later lab in a test binary ran fair).
+func TestDeadlineReleased(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("SCHED_DEADLINE needs root")
+	}
+	for i := range 3 {
+		p, err := NewPacer(sim.NewLoop(), packet.NewPool(), PacerConfig{Policy: PolicyDeadline})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		go p.Run(ctx)
+		if err := p.Do(ctx, func(sim.Time) {}); err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+		<-p.Done()
+		pri := p.Lag().Priority
+		if strings.Contains(pri, "SCHED_DEADLINE refused") && i > 0 {
+			t.Fatalf("pacer %d after %d stopped ones: %s", i, i, pri)
+		}
+		if i == 0 && !strings.HasPrefix(pri, "deadline") {
+			t.Skipf("deadline not available here: %s", pri)
+		}
 	}
 }
