@@ -27,9 +27,10 @@ import (
 // 50 us of every 1 ms, which never makes an event late by itself; it
 // preempts every fair and FIFO thread when it wakes. That is the default,
 // PolicyDeadline. The kernel admits deadline threads only while their
-// shares fit the CPUs (sched_setattr fails with EBUSY: two labs on two
-// CPUs fit, a third does not); a refused loop runs PolicyFair and says
-// so. A fair-class thread is never throttled; at nice -20 it weighs 86
+// shares fit the CPUs' real-time bandwidth, 5% of each CPU being the
+// kernel's fair server's (sched_setattr fails with EBUSY: on 2 CPUs one
+// lab's 95% fits, a second's does not); a refused loop runs PolicyFair
+// and says so. A fair-class thread is never throttled; at nice -20 it weighs 86
 // times a nice-0 thread, and with a short slice (sched_attr's
 // sched_runtime for SCHED_OTHER, Linux 6.12+ EEVDF) it preempts the
 // running task as soon as it wakes, but a weight is not a bound: a thread
