@@ -108,7 +108,9 @@ type Pacer struct {
 	winRun    uint64        // events run in the current warning window
 	winMax    time.Duration
 	winStart  time.Duration
-	inForce   Policy // the loop thread's policy, once Run applied it
+	inForce   Policy        // the loop thread's policy, once Run applied it
+	winStep   time.Duration // the window's longest single step of the loop
+	winWhat   string        // what that step was
 	spin      spinner
 
 	// published is a copy of lag the loop refreshes for other goroutines.
@@ -275,9 +277,12 @@ func (p *Pacer) Run(ctx context.Context) error {
 			return ctx.Err()
 		}
 		now := p.runDue()
+		t := p.elapsed()
 		p.drain()
+		t = p.noteStep(t, "posted work and kernel input")
 		if p.poller != nil {
 			p.poller.Poll(p.loop.Now())
+			p.noteStep(t, "serving verbs clients' rings")
 		}
 		p.flush()
 		if now-lastPublish > sim.Millisecond*10 {
@@ -362,7 +367,11 @@ func (p *Pacer) runUntil(limit sim.Time) sim.Time {
 		// Re-read the clock after every event: one slow event makes the
 		// ones queued behind it late, and lateness measured against a
 		// stale clock would hide exactly that.
+		before := now
 		now = p.elapsed()
+		if d := time.Duration(now - before); d > p.winStep {
+			p.winStep, p.winWhat = d, "one event"
+		}
 		if ran&63 == 0 {
 			// A long run of events does not starve inputs, posts and
 			// the poller's clients. Inputs and posts wait while a
@@ -382,6 +391,17 @@ func (p *Pacer) runUntil(limit sim.Time) sim.Time {
 		p.lag.Behind = time.Duration(now - next)
 	} else {
 		p.lag.Behind = 0
+	}
+	return now
+}
+
+// noteStep records a step of the loop that began at t (wall time since
+// start) as the window's longest if it is, and returns the time now.
+// Loop goroutine only.
+func (p *Pacer) noteStep(t sim.Time, what string) sim.Time {
+	now := p.elapsed()
+	if d := time.Duration(now - t); d > p.winStep {
+		p.winStep, p.winWhat = d, what
 	}
 	return now
 }
@@ -453,14 +473,18 @@ func (p *Pacer) checkWarn(now sim.Time) {
 	if p.winMax > time.Duration(MaxLagFraction*float64(p.cfg.WarnEvery)) {
 		p.lag.Warnings++
 		if p.cfg.Warn != nil {
-			// The worst wake-up says where the time went: a loop woken
-			// that late was kept from running (by the kernel or the Go
-			// runtime); one woken on time fell behind while running.
-			p.cfg.Warn(fmt.Sprintf("lab cannot keep real time: it fell %v behind the wall clock in the last %v (%d events ran more than %v late; its worst wake-up from a sleep was %v late); delays and rates are distorted",
-				p.winMax.Round(time.Microsecond), p.cfg.WarnEvery, p.winLate, p.cfg.LagThreshold, p.spin.cur.Round(time.Microsecond)))
+			// Where the time went: a loop woken that late was kept from
+			// running (by the kernel or the Go runtime); one woken on
+			// time fell behind while running, and its longest step (an
+			// event, posts and inputs, or the verbs rings; a step the
+			// thread was preempted in counts too) says whether one piece
+			// of work held it up.
+			p.cfg.Warn(fmt.Sprintf("lab cannot keep real time: it fell %v behind the wall clock in the last %v (%d events ran more than %v late; its worst wake-up from a sleep was %v late, its longest step %v: %s); delays and rates are distorted",
+				p.winMax.Round(time.Microsecond), p.cfg.WarnEvery, p.winLate, p.cfg.LagThreshold, p.spin.cur.Round(time.Microsecond), p.winStep.Round(time.Microsecond), p.winWhat))
 		}
 	}
 	p.winLate, p.winRun, p.winMax, p.winStart = 0, 0, 0, time.Duration(now)
+	p.winStep, p.winWhat = 0, ""
 	p.spin.roll()
 	p.lag.Spin, p.lag.WakeLatency = p.spin.horizon, p.spin.prev
 }
