@@ -62,7 +62,7 @@ func newUpCommand() *cli.Command {
 			&cli.StringFlag{Name: "max-rate", Value: fabric.FormatRate(live.DefaultMaxRate), Usage: "cap every link's rate to this (tc spelling; \"0\" keeps the lab's rates)"},
 			&cli.IntFlag{Name: "mtu", Value: live.DefaultMTU, Usage: "MTU of each host's mr0"},
 			&cli.DurationFlag{Name: "lag-threshold", Value: time.Millisecond, Usage: "events later than this count as late"},
-			&cli.StringFlag{Name: "sched", Value: string(live.PolicyFair), Usage: "scheduling of the lab's event loop: fair (nice -20 with a short slice: wakes on time, never throttled), fifo (SCHED_FIFO: the kernel throttles it 50 ms a second when busy) or normal; mrlab status says which is in force"},
+			&cli.StringFlag{Name: "sched", Value: string(live.PolicyDeadline), Usage: "scheduling of the lab's event loop: deadline (SCHED_DEADLINE with the kernel's real-time share of each millisecond: stopped at most 50 µs at a time; fair if the kernel refuses it), fair (nice -20 with a short slice: never throttled, but a weight, not a bound), fifo (SCHED_FIFO: the kernel throttles it 50 ms a second when busy) or normal; mrlab status says which is in force and why"},
 			&cli.BoolFlag{Name: "no-realtime", Usage: "keep the lab's event loop at normal scheduling priority (--sched normal)"},
 			&cli.DurationFlag{Name: "timeout", Value: 30 * time.Second, Usage: "how long to wait for a background lab to come up"},
 			&cli.StringFlag{Name: "metrics", Value: live.DefaultMetricsAddr, Usage: "serve Prometheus metrics on this loopback `ADDR` (port 0 picks one; \"off\" serves none)"},
@@ -476,6 +476,7 @@ func statusReport(s live.Status, allLinks bool) *Report {
 	}
 	if s.Lag.Priority != "" {
 		r.Fact("loop_priority", "loop priority", s.Lag.Priority)
+		r.Fact("loop_spin", "loop spin", spinLine(s.Lag))
 	}
 	// mr0's own counters are the host kernel's: its tx is towards the lab,
 	// and tx drops are packets the lab did not read in time.
@@ -700,4 +701,16 @@ func newFaultCommand() *cli.Command {
 				Flags: flags, Action: send("plane", "down", "up"), SkipFlagParsing: true},
 		},
 	}
+}
+
+// spinLine says how the loop waits for its next event: it sleeps until
+// Spin before it and watches the clock for the rest.
+func spinLine(l live.LagStats) string {
+	if l.Spin <= 0 {
+		return "none: sleeps until each event"
+	}
+	if l.WakeLatency > 0 {
+		return fmt.Sprintf("wakes %v before each event and watches the clock (twice its worst timer wake-up latency, %v, in the last second)", l.Spin, l.WakeLatency)
+	}
+	return fmt.Sprintf("wakes %v before each event and watches the clock", l.Spin)
 }

@@ -120,8 +120,14 @@ func TestClientCommandsAgainstARunningLab(t *testing.T) {
 	if code != 0 || !strings.Contains(out, name) || !strings.Contains(out, "h3") {
 		t.Fatalf("status: code %d\n%s%s", code, out, errs)
 	}
+	// The loop's policy in force and how it waits, with why.
+	for _, want := range []string{"loop priority:", "SCHED_", "loop spin:", "before each event and watches the clock"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status lacks %q:\n%s", want, out)
+		}
+	}
 	code, out, _ = mrlab(append([]string{"status", "--json"}, rd...)...)
-	if code != 0 || !strings.Contains(out, `"hosts"`) {
+	if code != 0 || !strings.Contains(out, `"hosts"`) || !strings.Contains(out, `"loop_priority"`) || !strings.Contains(out, `"loop_spin"`) {
 		t.Errorf("status --json: code %d\n%s", code, out)
 	}
 

@@ -31,19 +31,18 @@ type PacerConfig struct {
 	// LagThreshold is how late an event may run before it counts as late.
 	// Default 1ms.
 	LagThreshold time.Duration
-	// Spin is the horizon below which the pacer waits for the next event by
-	// watching the clock instead of sleeping: a timer wakes the thread
-	// some microseconds late, which would add that much to every hop, and
-	// on a busy machine every wake-up must also win the CPU back. Default
-	// fairSpin under PolicyFair, 10us otherwise; negative disables
-	// spinning. A SCHED_FIFO thread must not spin longer: it would stay
-	// busy through busy periods, and the kernel throttles a real-time
-	// thread that never sleeps (for 50ms of every second, by default),
-	// far worse lateness than a timer's. A fair-class thread is never
-	// throttled.
+	// Spin fixes the horizon below which the pacer waits for the next
+	// event by watching the clock instead of sleeping; negative disables
+	// spinning. Zero (the default) measures it: the loop arms its timer
+	// that much before the next event and watches the clock for the
+	// rest, the horizon being twice the worst timer wake-up latency seen
+	// in the last WarnEvery, between minSpin and LagThreshold/4 (spin.go).
+	// A loop under PolicyFIFO spins at most minSpin: it would stay busy
+	// through busy periods, and the kernel throttles a real-time thread
+	// that never sleeps (for 50ms of every second, by default).
 	Spin time.Duration
 	// Policy is the loop thread's scheduling (sched.go); "" means
-	// PolicyFair.
+	// PolicyDeadline.
 	Policy Policy
 	// NoRealtime keeps the loop's thread at normal priority: Policy
 	// PolicyNormal, whatever Policy says.
@@ -68,6 +67,12 @@ type LagStats struct {
 	// (sched.go): what was asked for unless the system refused it (then
 	// lateness is likelier on a busy machine).
 	Priority string `json:"priority,omitempty"`
+	// Spin is the horizon in force: the loop wakes this long before an
+	// event and watches the clock until it is due (PacerConfig.Spin).
+	Spin time.Duration `json:"spin_ns"`
+	// WakeLatency is the worst timer wake-up latency of the loop's
+	// thread in the last complete window (the measure Spin follows).
+	WakeLatency time.Duration `json:"wake_latency_ns"`
 }
 
 // Pacer owns a sim.Loop and runs it paced to the wall clock: virtual time is
@@ -103,6 +108,10 @@ type Pacer struct {
 	winRun    uint64        // events run in the current warning window
 	winMax    time.Duration
 	winStart  time.Duration
+	inForce   Policy        // the loop thread's policy, once Run applied it
+	winStep   time.Duration // the window's longest single step of the loop
+	winWhat   string        // what that step was
+	spin      spinner
 
 	// published is a copy of lag the loop refreshes for other goroutines.
 	mu        sync.Mutex
@@ -126,12 +135,6 @@ func NewPacer(loop *sim.Loop, pool *packet.Pool, cfg PacerConfig) (*Pacer, error
 		pol = PolicyNormal
 	}
 	cfg.Policy = pol
-	if cfg.Spin == 0 {
-		cfg.Spin = 10 * time.Microsecond
-		if pol == PolicyFair {
-			cfg.Spin = fairSpin
-		}
-	}
 	w, err := newWaiter()
 	if err != nil {
 		return nil, err
@@ -244,7 +247,16 @@ func (p *Pacer) Run(ctx context.Context) error {
 	// The loop keeps this thread (never unlocked: the runtime retires it
 	// with the goroutine, its scheduling policy and all).
 	runtime.LockOSThread()
-	p.lag.Priority = applyPolicy(p.cfg.Policy)
+	p.inForce, p.lag.Priority = applyPolicy(p.cfg.Policy, p.cfg.LagThreshold)
+	// Give the thread back its default scheduling before the goroutine
+	// ends: a locked thread on which a goroutine ends is terminated,
+	// except the process's main thread, which the runtime parks for
+	// good, and a parked deadline thread keeps its share of the CPUs'
+	// real-time bandwidth until the process exits (every later deadline
+	// lab in the process was refused).
+	defer resetPolicy()
+	p.spin = newSpinner(p.cfg.Spin, p.inForce, p.cfg.LagThreshold)
+	p.lag.Spin = p.spin.horizon
 	defer holdP()()
 	defer func() {
 		p.stopped.Store(true)
@@ -265,9 +277,12 @@ func (p *Pacer) Run(ctx context.Context) error {
 			return ctx.Err()
 		}
 		now := p.runDue()
+		t := p.elapsed()
 		p.drain()
+		t = p.noteStep(t, "posted work and kernel input")
 		if p.poller != nil {
 			p.poller.Poll(p.loop.Now())
+			p.noteStep(t, "serving verbs clients' rings")
 		}
 		p.flush()
 		if now-lastPublish > sim.Millisecond*10 {
@@ -281,7 +296,7 @@ func (p *Pacer) Run(ctx context.Context) error {
 			continue
 		}
 		wait := time.Duration(next - now)
-		if p.cfg.Spin > 0 && wait < p.cfg.Spin {
+		if wait <= p.spin.horizon {
 			// Closer than a sleep's wake-up: watch the clock, the
 			// queues and the poller's clients instead.
 			for now := p.elapsed(); now < next && len(p.posts) == 0 && len(p.input) == 0 && !p.stopping.Load(); now = p.elapsed() {
@@ -297,6 +312,12 @@ func (p *Pacer) Run(ctx context.Context) error {
 		}
 		if p.poller != nil && p.poller.Sleeping(now, next) {
 			continue
+		}
+		// Wake a horizon early and watch the clock for the rest: a
+		// timer wakes the thread some microseconds late, and on a busy
+		// machine the thread must also win its CPU back.
+		if next != sim.Never {
+			next, wait = next-sim.Time(p.spin.horizon), wait-p.spin.horizon
 		}
 		p.sleep(next, wait)
 	}
@@ -346,7 +367,11 @@ func (p *Pacer) runUntil(limit sim.Time) sim.Time {
 		// Re-read the clock after every event: one slow event makes the
 		// ones queued behind it late, and lateness measured against a
 		// stale clock would hide exactly that.
+		before := now
 		now = p.elapsed()
+		if d := time.Duration(now - before); d > p.winStep {
+			p.winStep, p.winWhat = d, "one event"
+		}
 		if ran&63 == 0 {
 			// A long run of events does not starve inputs, posts and
 			// the poller's clients. Inputs and posts wait while a
@@ -366,6 +391,17 @@ func (p *Pacer) runUntil(limit sim.Time) sim.Time {
 		p.lag.Behind = time.Duration(now - next)
 	} else {
 		p.lag.Behind = 0
+	}
+	return now
+}
+
+// noteStep records a step of the loop that began at t (wall time since
+// start) as the window's longest if it is, and returns the time now.
+// Loop goroutine only.
+func (p *Pacer) noteStep(t sim.Time, what string) sim.Time {
+	now := p.elapsed()
+	if d := time.Duration(now - t); d > p.winStep {
+		p.winStep, p.winWhat = d, what
 	}
 	return now
 }
@@ -437,11 +473,20 @@ func (p *Pacer) checkWarn(now sim.Time) {
 	if p.winMax > time.Duration(MaxLagFraction*float64(p.cfg.WarnEvery)) {
 		p.lag.Warnings++
 		if p.cfg.Warn != nil {
-			p.cfg.Warn(fmt.Sprintf("lab cannot keep real time: it fell %v behind the wall clock in the last %v (%d events ran more than %v late); delays and rates are distorted",
-				p.winMax.Round(time.Microsecond), p.cfg.WarnEvery, p.winLate, p.cfg.LagThreshold))
+			// Where the time went: a loop woken that late was kept from
+			// running (by the kernel or the Go runtime); one woken on
+			// time fell behind while running, and its longest step (an
+			// event, posts and inputs, or the verbs rings; a step the
+			// thread was preempted in counts too) says whether one piece
+			// of work held it up.
+			p.cfg.Warn(fmt.Sprintf("lab cannot keep real time: it fell %v behind the wall clock in the last %v (%d events ran more than %v late; its worst wake-up from a sleep was %v late, its longest step %v: %s); delays and rates are distorted",
+				p.winMax.Round(time.Microsecond), p.cfg.WarnEvery, p.winLate, p.cfg.LagThreshold, p.spin.cur.Round(time.Microsecond), p.winStep.Round(time.Microsecond), p.winWhat))
 		}
 	}
 	p.winLate, p.winRun, p.winMax, p.winStart = 0, 0, 0, time.Duration(now)
+	p.winStep, p.winWhat = 0, ""
+	p.spin.roll()
+	p.lag.Spin, p.lag.WakeLatency = p.spin.horizon, p.spin.prev
 }
 
 func (p *Pacer) publish() {

@@ -268,3 +268,46 @@ func TestWarnOnlyWhenFiguresAreOff(t *testing.T) {
 		t.Errorf("lab 25ms behind in a second: warnings %q", warned)
 	}
 }
+
+// TestWarnNamesLongestStep: a window in which one piece of the loop's
+// work held it up warns naming that step and how long it took.
+func TestWarnNamesLongestStep(t *testing.T) {
+	warns := make(chan string, 16)
+	p := startPacer(t, PacerConfig{WarnEvery: 50 * time.Millisecond, Warn: func(m string) {
+		select {
+		case warns <- m:
+		default:
+		}
+	}})
+	const hold = 60 * time.Millisecond
+	err := p.Do(context.Background(), func(now sim.Time) {
+		p.Loop().At(now+sim.Millisecond, func(sim.Time) {})
+		time.Sleep(hold) // a posted closure holding up the loop
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Events keep the loop's warning check running.
+	for range 20 {
+		p.Do(context.Background(), func(now sim.Time) { p.Loop().At(now+sim.Millisecond, func(sim.Time) {}) })
+		time.Sleep(10 * time.Millisecond)
+		select {
+		case m := <-warns:
+			if !strings.Contains(m, ": posted work and kernel input)") {
+				t.Fatalf("warning %q does not name the posted work as the longest step", m)
+			}
+			i := strings.Index(m, "its longest step ")
+			if i < 0 {
+				t.Fatalf("warning %q has no longest step", m)
+			}
+			f := strings.Fields(m[i+len("its longest step "):])
+			step, err := time.ParseDuration(strings.TrimSuffix(f[0], ":"))
+			if err != nil || step < hold {
+				t.Fatalf("warning %q: longest step %v (%v), want at least %v", m, step, err, hold)
+			}
+			return
+		default:
+		}
+	}
+	t.Fatal("no warning after the loop was held up")
+}

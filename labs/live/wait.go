@@ -97,6 +97,9 @@ func (p *Pacer) sleep(next sim.Time, wait time.Duration) {
 			fd := int(w.events[i].Fd)
 			unix.Read(fd, buf[:])
 			if fd == w.tfd {
+				if next != sim.Never {
+					p.spin.woke(time.Duration(p.elapsed() - next))
+				}
 				w.armed = sim.Never
 			}
 		}

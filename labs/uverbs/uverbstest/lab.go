@@ -86,13 +86,13 @@ func Start(t testing.TB, o Options) *Lab {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// SCHED_FIFO, not the live default (fair, nice -20): the clients'
-	// tests measure the verbs ABI's own economy (no doorbell while the
-	// loop is awake), which needs a loop that wakes when its timer fires.
-	// Under the fair default on a loaded machine the loop sleeps more and
-	// clients ring more doorbells (78-188 per 800 WRITEs at load 20,
-	// against 2-33 under FIFO): a live-lab figure, labs/live/README.md.
-	p, err := live.NewPacer(loop, pool, live.PacerConfig{Policy: live.PolicyFIFO})
+	// The live default policy (deadline): the clients' tests measure the
+	// verbs ABI's own economy (no doorbell while the loop is awake), which
+	// needs a loop that wakes when its timer fires. 800 64 KiB WRITEs
+	// (TestSteadyStateNoSyscalls) at load 19-20 rang 5-14 doorbells under
+	// deadline, 4-40 under fifo and 97-145 under fair
+	// (labs/live/README.md).
+	p, err := live.NewPacer(loop, pool, live.PacerConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
