@@ -188,7 +188,9 @@ type sink struct {
 func (c *Conn) msg(msn uint32) *sndMsg { return &c.s.msgs[msn&uint32(len(c.s.msgs)-1)] }
 
 // msgOpen reports whether msn is posted and not yet forgotten.
-func (c *Conn) msgOpen(msn uint32) bool { return msn-c.s.msnBase < c.s.msnNext-c.s.msnBase }
+func (c *Conn) msgOpen(msn uint32) bool {
+	return wire.Seq(msn).In(wire.Seq(c.s.msnBase), wire.Seq(c.s.msnNext))
+}
 
 func (c *Conn) chunk(dsn uint32) *chunk { return &c.s.chunks[dsn&uint32(len(c.s.chunks)-1)] }
 
@@ -221,11 +223,11 @@ func (c *Conn) postSend(wr *transport.WorkRequest) error {
 	if typ != wire.TypeSend && wr.RemoteAddr > math.MaxUint64-uint64(length) {
 		return transport.ErrBadRequest
 	}
-	if int(c.s.msnNext-c.s.msnBase) >= c.opts.SendQueue {
+	if int(wire.Seq(c.s.msnBase).Span(wire.Seq(c.s.msnNext))) >= c.opts.SendQueue {
 		return transport.ErrQueueFull
 	}
 	msn := c.s.msnNext
-	if int(msn-c.s.msnBase) >= len(c.s.msgs) {
+	if int(wire.Seq(c.s.msnBase).Span(wire.Seq(msn))) >= len(c.s.msgs) {
 		c.growMsgs()
 	}
 	c.s.msnNext++
@@ -374,7 +376,7 @@ func (c *Conn) chunkFailed(ch *chunk) (bool, transport.Status) {
 // nextChunkSize says what the next new chunk would be without cutting it:
 // from a message (job -1, msn) or a READ response (job).
 func (c *Conn) nextChunkSize() (job int32, msn uint32, size int, ok bool) {
-	if int(c.s.dsnNext-c.s.dsnBase) >= c.dsnWindow {
+	if int(wire.Seq(c.s.dsnBase).Span(wire.Seq(c.s.dsnNext))) >= c.dsnWindow {
 		return 0, 0, 0, false
 	}
 	// Skip messages that have nothing left to cut.
@@ -388,7 +390,7 @@ func (c *Conn) nextChunkSize() (job int32, msn uint32, size int, ok bool) {
 		}
 		c.s.segNext++
 	}
-	haveMsg := c.s.segNext != c.s.msnNext && int(c.s.segNext-c.s.msnBase) < c.msgWindow
+	haveMsg := c.s.segNext != c.s.msnNext && int(wire.Seq(c.s.msnBase).Span(wire.Seq(c.s.segNext))) < c.msgWindow
 	haveResp := int(c.s.respHead) < len(c.s.respQ)
 	if haveResp && (!haveMsg || c.s.fromResp) {
 		j := c.s.respQ[c.s.respHead]
@@ -409,7 +411,7 @@ func (c *Conn) nextChunkSize() (job int32, msn uint32, size int, ok bool) {
 // cutChunk commits the chunk nextChunkSize described and returns its DSN.
 func (c *Conn) cutChunk(job int32, msn uint32, size int) uint32 {
 	dsn := c.s.dsnNext
-	if int(dsn-c.s.dsnBase) >= len(c.s.chunks) {
+	if int(wire.Seq(c.s.dsnBase).Span(wire.Seq(dsn))) >= len(c.s.chunks) {
 		c.growChunks()
 	}
 	c.s.dsnNext++

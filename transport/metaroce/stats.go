@@ -3,6 +3,7 @@ package metaroce
 import (
 	"github.com/mrlab/mrlab/internal/sim"
 	"github.com/mrlab/mrlab/transport"
+	"github.com/mrlab/mrlab/transport/metaroce/wire"
 )
 
 // connCounters are a connection's lifetime counters.
@@ -82,8 +83,9 @@ func (c *Conn) Stats() ConnStats {
 		Posted: s.posted, Completions: s.completions,
 		RateHint: c.s.hint, InFlight: c.s.inflight, InFlightCap: c.window(),
 		SRTT: c.s.srtt, MinRTT: c.s.minRTT,
-		OpenMessages: int(c.s.msnNext - c.s.msnBase), OpenChunks: int(c.s.dsnNext - c.s.dsnBase),
-		PostedRecvs: int(c.r.rqNext - c.r.rqBase),
+		OpenMessages: int(wire.Seq(c.s.msnBase).Span(wire.Seq(c.s.msnNext))),
+		OpenChunks:   int(wire.Seq(c.s.dsnBase).Span(wire.Seq(c.s.dsnNext))),
+		PostedRecvs:  int(wire.Seq(c.r.rqBase).Span(wire.Seq(c.r.rqNext))),
 	}
 }
 
