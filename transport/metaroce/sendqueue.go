@@ -61,7 +61,7 @@ type sndState struct {
 	// lastProgress is the latest ACK that acknowledged something new,
 	// on any path.
 	lastProgress sim.Time
-	nextSend     sim.Time // pacing: earliest next data packet
+	pacer        pacer // spaces data packets at R (pacer.go)
 
 	// The controller (cc.go): DCTCP's window as a fraction of the
 	// reference rate (m) and its alpha over all paths, the current round's

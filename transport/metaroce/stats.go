@@ -134,7 +134,7 @@ func (c *Conn) PathStats(i int) PathStats {
 		State: p.state, Plane: p.plane(c.cfg.Ports), Entropy: p.entropy, Gen: p.gen,
 		Packets: p.st.packets, Bytes: p.st.bytes, Retransmits: p.st.retransmits, Losses: p.st.losses,
 		Timeouts: p.st.timeouts, Probes: p.st.probes, EntropyChanges: p.st.entropyChanges,
-		Acked: p.st.acked, CEAcked: p.st.ceAcked, Alpha: p.alpha,
+		Acked: p.st.acked, CEAcked: p.st.ceAcked, Alpha: float64(p.alpha),
 		Cwnd: share, InFlight: p.sb.inflight, SRTT: p.srtt, RTTVar: p.rttvar, RTO: c.pto(p),
 	}
 	if p.st.acked > 0 {

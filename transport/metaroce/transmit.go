@@ -12,8 +12,8 @@ import (
 // allow: a lost PSN again on its path, else a chunk moved off a path that
 // timed out, else a new chunk.
 func (c *Conn) transmitData(port int, b []byte) (int, transport.TxMeta) {
-	if c.now < c.s.nextSend {
-		c.timers.Arm(&c.paceTimer, c.s.nextSend)
+	if until, wait := c.s.pacer.wait(c.now); wait {
+		c.timers.Arm(&c.paceTimer, until)
 		return 0, transport.TxMeta{}
 	}
 	for w, word := range c.s.lostSet {
