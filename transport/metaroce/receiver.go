@@ -92,12 +92,7 @@ func (c *Conn) postRecv(wr *transport.WorkRequest) error {
 		return transport.ErrQueueFull
 	}
 	if int(wire.Seq(c.r.rqBase).Span(wire.Seq(c.r.rqNext))) >= len(c.r.rq) {
-		old := c.r.rq
-		size := max(2*len(old), 4)
-		c.r.rq = make([]postedRecv, size)
-		for t := c.r.rqBase; t != c.r.rqNext; t++ {
-			c.r.rq[t&uint32(size-1)] = old[t&uint32(len(old)-1)]
-		}
+		c.r.rq = regrow(c.r.rq, max(2*len(c.r.rq), 4), c.r.rqBase, c.r.rqNext)
 	}
 	c.r.rq[c.r.rqNext&uint32(len(c.r.rq)-1)] = postedRecv{wr: *wr}
 	c.r.rqNext++
@@ -330,10 +325,7 @@ func (c *Conn) openRcvMsg(msn uint32) *rcvMsg {
 		for size <= int(wire.Seq(c.r.msnBase).Span(wire.Seq(msn))) {
 			size *= 2
 		}
-		c.r.msgs = make([]rcvMsg, size)
-		for m := c.r.msnBase; m != c.r.msnBase+uint32(len(old)); m++ {
-			c.r.msgs[m&uint32(size-1)] = old[m&uint32(len(old)-1)]
-		}
+		c.r.msgs = regrow(old, size, c.r.msnBase, c.r.msnBase+uint32(len(old)))
 	}
 	r := c.rmsg(msn)
 	if !r.used {

@@ -94,13 +94,7 @@ func (s *scoreboard) grow(n int) {
 	for size < n {
 		size *= 2
 	}
-	old := s.ring
-	s.ring = make([]sbEntry, size)
-	if len(old) > 0 {
-		for psn := s.una; psn != s.nxt; psn++ {
-			s.ring[psn&uint32(size-1)] = old[psn&uint32(len(old)-1)]
-		}
-	}
+	s.ring = regrow(s.ring, size, s.una, s.nxt)
 }
 
 // strip makes an outstanding entry payload-free (a hole filler or an

@@ -261,12 +261,7 @@ func (c *Conn) postSend(wr *transport.WorkRequest) error {
 }
 
 func (c *Conn) growMsgs() {
-	old := c.s.msgs
-	size := max(2*len(old), 4)
-	c.s.msgs = make([]sndMsg, size)
-	for msn := c.s.msnBase; msn != c.s.msnNext; msn++ {
-		c.s.msgs[msn&uint32(size-1)] = old[msn&uint32(len(old)-1)]
-	}
+	c.s.msgs = regrow(c.s.msgs, max(2*len(c.s.msgs), 4), c.s.msnBase, c.s.msnNext)
 }
 
 // streamLink makes msn the newest open message of its stream and returns
@@ -449,12 +444,7 @@ func (c *Conn) cutChunk(job int32, msn uint32, size int) uint32 {
 }
 
 func (c *Conn) growChunks() {
-	old := c.s.chunks
-	size := max(2*len(old), 16)
-	c.s.chunks = make([]chunk, size)
-	for dsn := c.s.dsnBase; dsn != c.s.dsnNext; dsn++ {
-		c.s.chunks[dsn&uint32(size-1)] = old[dsn&uint32(len(old)-1)]
-	}
+	c.s.chunks = regrow(c.s.chunks, max(2*len(c.s.chunks), 16), c.s.dsnBase, c.s.dsnNext)
 }
 
 // chunkResolved is called when a chunk's PSN is acknowledged (as data or
