@@ -343,12 +343,24 @@ func (n *Network) searchClass(c, ci int32) {
 		}
 	}
 	rt.queue = q
+	n.assignClass(c, ci, false)
+}
+
+// assignClass sets the route to class c of every switch of component ci
+// from the search's hop counts: none (unreachable), direct (hop 1), else
+// its group towards the switches one hop closer, read from the masks the
+// search built when byMask, else from the routed links (setClassGroup).
+func (n *Network) assignClass(c, ci int32, byMask bool) {
+	rt := &n.rt
+	dist := rt.classDist[c]
 	for _, si := range rt.compSw[ci] {
 		switch d := dist[si]; {
 		case d < 0:
 			n.switches[si].route[c] = -1
 		case d == 1:
 			n.switches[si].route[c] = routeDirect
+		case byMask:
+			n.switches[si].route[c] = n.groupOfMask(si, rt.mask[si])
 		default:
 			n.setClassGroup(c, si)
 		}
@@ -385,16 +397,7 @@ func (n *Network) searchMasks(c, ci int32, q []int32) {
 		}
 	}
 	rt.queue = q
-	for _, si := range rt.compSw[ci] {
-		switch d := dist[si]; {
-		case d < 0:
-			n.switches[si].route[c] = -1
-		case d == 1:
-			n.switches[si].route[c] = routeDirect
-		default:
-			n.switches[si].route[c] = n.groupOfMask(si, mask[si])
-		}
-	}
+	n.assignClass(c, ci, true)
 }
 
 // groupOfMask returns the index of switch si's group whose members are

@@ -23,7 +23,7 @@ func TestCorruptPacketDropped(t *testing.T) {
 	// flipped under a content run is not placed either way: the run, not
 	// the zeros on the wire, says what lands; only the CRC drop shows.)
 	ignoreCRC := transportCase{"metaroce-ignore-crc", func() []transport.Protocol {
-		return []transport.Protocol{metaroce.NewProtocol(metaroce.Options{Mutations: metaroce.MutIgnoreCRC})}
+		return []transport.Protocol{metaroce.NewProtocol(metaroce.Options{Faults: metaroce.MutIgnoreCRC})}
 	}, transport.MetaRoCE}
 	for _, tc := range append(transportCases()[1:], ignoreCRC) {
 		planted := tc.name == ignoreCRC.name

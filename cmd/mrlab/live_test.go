@@ -173,14 +173,7 @@ func TestClientCommandsAgainstARunningLab(t *testing.T) {
 		t.Errorf("status after faults lacks the down link or the impairment:\n%s", out)
 	}
 	// Each direction's impairment as set, in status and in the fabric.
-	cl, err := live.Dial(dir, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := cl.Status(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := labStatus(t, dir, name)
 	for _, k := range st.Engine.Links {
 		want := map[string]string{"h0-p0": "delay 20us loss random 1%", "h1-p0": "ab: delay 10ms 2ms 25%", "h1-p1": "ab: loss random 2%; ba: delay 1ms"}[k.Name]
 		if k.Impair != want {
@@ -413,14 +406,7 @@ func TestLiveCLI(t *testing.T) {
 		if both < 16 || both > 26 {
 			t.Errorf("both directions delayed 10ms±2ms: median RTT %.2f ms, want 16..26", both)
 		}
-		cl, err := live.Dial(dir, name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		st, err := cl.Status(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
+		st := labStatus(t, dir, name)
 		for _, k := range st.Engine.Links {
 			if want := map[string]string{"h3-p1": "ba: delay 1ms"}[k.Name]; k.Impair != want {
 				t.Errorf("status: link %s impair %q, want %q (up --impair h3-p1:ba; h0's cleared)", k.Name, k.Impair, want)
@@ -494,14 +480,7 @@ func TestLiveCLI(t *testing.T) {
 		// the lab lists no verbs client (it freed what they held), and the
 		// next perf between the same hosts runs.
 		verbsClients := func() int {
-			cl, err := live.Dial(dir, name)
-			if err != nil {
-				t.Fatal(err)
-			}
-			st, err := cl.Status(context.Background())
-			if err != nil {
-				t.Fatal(err)
-			}
+			st := labStatus(t, dir, name)
 			n := 0
 			for _, h := range st.Hosts {
 				n += len(h.Verbs)
@@ -643,4 +622,19 @@ func loadavg() string {
 		return "?"
 	}
 	return strings.Join(f[:3], " ")
+}
+
+// labStatus is the status of live lab name (run directory dir) over its
+// control socket.
+func labStatus(t *testing.T, dir, name string) live.Status {
+	t.Helper()
+	cl, err := live.Dial(dir, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := cl.Status(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/mrlab/mrlab/labs"
 	"github.com/mrlab/mrlab/labs/hostns"
 	"github.com/mrlab/mrlab/labs/live"
+	"github.com/mrlab/mrlab/labs/live/livetest"
 	"github.com/mrlab/mrlab/labs/uverbs"
 	"github.com/mrlab/mrlab/observe/capture"
 	"github.com/mrlab/mrlab/verbs"
@@ -103,20 +104,7 @@ func TestLiveVerbs(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	l, err := live.Up(context.Background(), name, eng, live.Options{RunDir: dir, Logf: t.Logf})
-	if err != nil {
-		t.Fatal(err)
-	}
-	st := l.State()
-	t.Cleanup(func() {
-		l.Close()
-		for _, ns := range st.Namespaces {
-			if hostns.Exists(ns) {
-				t.Errorf("namespace %s left behind; deleting it", ns)
-				hostns.Delete(ns)
-			}
-		}
-	})
+	l, st := livetest.Up(t, name, eng, live.Options{RunDir: dir})
 	ctl := live.NewClient(name, st.Socket)
 	h4, _ := st.Host("h4")
 	h4addr := netip.MustParseAddr(h4.Addr)

@@ -14,6 +14,7 @@ import (
 	"github.com/mrlab/mrlab/labs"
 	"github.com/mrlab/mrlab/labs/hostns"
 	"github.com/mrlab/mrlab/labs/live"
+	"github.com/mrlab/mrlab/labs/live/livetest"
 	"github.com/mrlab/mrlab/transport/metaroce/conformance"
 )
 
@@ -39,20 +40,7 @@ func TestUDPLiveLab(t *testing.T) {
 		t.Fatal(err)
 	}
 	name := fmt.Sprintf("cf%d", os.Getpid()%100000)
-	l, err := live.Up(context.Background(), name, eng, live.Options{RunDir: t.TempDir(), MTU: 9000, Logf: t.Logf})
-	if err != nil {
-		t.Fatal(err)
-	}
-	st := l.State()
-	t.Cleanup(func() {
-		l.Close()
-		for _, ns := range st.Namespaces {
-			if hostns.Exists(ns) {
-				t.Errorf("namespace %s left behind; deleting it", ns)
-				hostns.Delete(ns)
-			}
-		}
-	})
+	_, st := livetest.Up(t, name, eng, live.Options{MTU: 9000})
 	if len(st.Hosts) != 2 {
 		t.Fatalf("b2b lab has %d hosts", len(st.Hosts))
 	}

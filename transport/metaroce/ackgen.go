@@ -197,7 +197,7 @@ func (c *Conn) encodeAck(b []byte, lead int) int {
 				continue
 			}
 			size := wire.AckRecordSize
-			if c.r.paths[pid].sack.bits != ([4]uint64{}) {
+			if c.r.paths[pid].sack.bits != ([wire.SACKWords]uint64{}) {
 				size = wire.AckRecordSACKSize
 			}
 			if recs == wire.MaxAckRecords || off+size+wire.TrailerSize > len(b) {

@@ -43,7 +43,7 @@ func (c *Conn) onPathAck(r *wire.PathAck) {
 	sb := &p.sb
 	// cum is in [una, nxt], or a little before una (an older record
 	// overtaken by a newer one); anything else is not of this path.
-	if cum-sb.una > sb.nxt-sb.una && sb.una-cum > 4*maxPathWindow {
+	if !wire.Seq(cum).Within(wire.Seq(sb.una), wire.Seq(sb.nxt)) && wire.Seq(cum).Span(wire.Seq(sb.una)) > 4*maxPathWindow {
 		c.st.dropMalformed++
 		return
 	}
@@ -52,26 +52,26 @@ func (c *Conn) onPathAck(r *wire.PathAck) {
 	// belongs to (paths are FIFO): whether it was a full-size data packet
 	// decides whether its RTT can be the base RTT (rtt.go).
 	top := cum - 1
-	for w := 3; w >= 0; w-- {
+	for w := wire.SACKWords - 1; w >= 0; w-- {
 		if word := r.SACK[w]; word != 0 {
-			top = cum + uint32(64*w+64-bits.TrailingZeros64(word))
+			top = cum + uint32(wire.SACKWordBits*(w+1)-bits.TrailingZeros64(word))
 			break
 		}
 	}
 	full := sb.outstanding(top) && sb.entry(top).kind == sbData && int(sb.entry(top).size) >= c.mss
 	// Only a record whose cum is in [una, nxt] acknowledges cumulatively;
 	// an older one carries nothing cumulative we lack.
-	for psn := sb.una; cum-sb.una <= sb.nxt-sb.una && psn != cum; psn++ {
+	for psn := sb.una; wire.Seq(cum).Within(wire.Seq(sb.una), wire.Seq(sb.nxt)) && psn != cum; psn++ {
 		k, n := c.ackEntry(p, psn, top, r.EchoTS)
 		pkts += k
 		bytes += n
 	}
-	for w := 0; w < 4; w++ {
+	for w := range wire.SACKWords {
 		word := r.SACK[w]
 		for word != 0 {
 			i := bits.LeadingZeros64(word)
-			word &^= 1 << (63 - i)
-			psn := cum + 1 + uint32(64*w+i)
+			word &^= 1 << (wire.SACKWordBits - 1 - i)
+			psn := cum + 1 + uint32(wire.SACKWordBits*w+i)
 			if !sb.outstanding(psn) {
 				continue
 			}
@@ -176,7 +176,7 @@ func (c *Conn) ackEntry(p *sndPath, psn, top, echo uint32) (int, int) {
 // for resending is dropped from the queue when its turn comes; a copy
 // outstanding on a path becomes a filler there.
 func (c *Conn) movedArrived(dsn uint32) {
-	if dsn-c.s.dsnBase >= c.s.dsnNext-c.s.dsnBase {
+	if !wire.Seq(dsn).In(wire.Seq(c.s.dsnBase), wire.Seq(c.s.dsnNext)) {
 		return // settled long ago
 	}
 	ch := c.chunk(dsn)

@@ -1,8 +1,6 @@
 package metaroce
 
 import (
-	"math"
-
 	"github.com/mrlab/mrlab/internal/sim"
 	"github.com/mrlab/mrlab/transport/metaroce/wire"
 )
@@ -140,9 +138,7 @@ func (c *Conn) canSend(size int) bool {
 func (c *Conn) ccOnRecord(p *sndPath, pkts, bytes, drx, dce int) {
 	s := &c.s
 	if drx > 0 {
-		g := c.opts.ECNGain
-		keep := math.Pow(1-g, float64(drx))
-		p.alpha = p.alpha*keep + (1-keep)*float64(min(dce, drx))/float64(drx)
+		p.alpha.add(c.opts.ECNGain, drx, dce)
 		if q := quantWeight(p); q != p.wq {
 			p.wq = q
 			s.sharesDirty = true
@@ -167,7 +163,7 @@ func (c *Conn) ccOnRecord(p *sndPath, pkts, bytes, drx, dce int) {
 // quantWeight is p's weight in sixteenths, the grain at which shares are
 // recomputed.
 func quantWeight(p *sndPath) uint8 {
-	return uint8(max(1-p.alpha, minWeight)*16 + 0.5)
+	return p.alpha.weight()
 }
 
 // endPathRound closes a path's round (its packets sent since the last
@@ -251,14 +247,9 @@ func (c *Conn) noteHint(h uint32) {
 		c.tracef("rate hint %.3f Gb/s -> %.3f Gb/s", c.s.hint*8/1e9, hint*8/1e9)
 	}
 	if hint == 0 || c.s.hint == 0 {
-		c.s.nextSend = min(c.s.nextSend, c.now)
-	} else if hint > c.s.hint && c.s.nextSend > c.now {
-		// More room: the pacer must not keep waiting out a gap computed at
-		// the old, lower rate; it shortens the rest of the gap in
-		// proportion. (Ending the gap at once let 63 senders, whose hints
-		// move up and down a few percent as the receiver's water-filling
-		// follows their demands, each send early on every small rise.)
-		c.s.nextSend = c.now + sim.Time(float64(c.s.nextSend-c.now)*c.s.hint/hint)
+		c.s.pacer.release(c.now)
+	} else {
+		c.s.pacer.speedUp(c.now, c.s.hint, hint) // more room: the rest of the gap shrinks
 	}
 	c.s.hint = hint
 }
@@ -266,22 +257,8 @@ func (c *Conn) noteHint(h uint32) {
 // paceRate is R, in bytes per second.
 func (c *Conn) paceRate() float64 { return c.s.rate(c.refRate()) }
 
-// pace spaces data packets at R when R is below the line rate, with no
-// burst allowance: 63 senders each allowed two packets back to back put
-// 530 KB at once into a 512 KiB queue. A packet without payload (a probe,
-// a hole filler, an ABORT) is not paced and does not delay the next one:
-// it adds nothing to the receiver's load.
-func (c *Conn) pace(n int) {
-	if n <= wire.DataSize+wire.TrailerSize {
-		return
-	}
-	rate := c.paceRate()
-	if rate >= c.lineBytes {
-		return
-	}
-	gap := sim.Time(float64(n+ipUDPOverhead) / rate * float64(sim.Second))
-	c.s.nextSend = max(c.s.nextSend, c.now) + gap
-}
+// pace accounts a packet of n bytes sent now at R (pacer.go).
+func (c *Conn) pace(n int) { c.s.pacer.sent(c.now, n, c.paceRate(), c.lineBytes) }
 
 // demandKBs is the rate the sender asks of the receiver, in kB/s: what it
 // has queued and in flight, plus the size-byte packet being sent, over one

@@ -2,12 +2,38 @@ package metaroce
 
 import "github.com/mrlab/mrlab/transport/metaroce/wire"
 
-// Mutation is a set of planted faults for the conformance suite's
-// self-check (transport/metaroce/conformance): each bit makes the engine
-// break one rule of docs/metaroce-wire.md, so the suite can show it
-// notices. Production code leaves Options.Mutations zero; every hook is a
-// single test of one bit at the place the rule is implemented.
+// Faults is the seam through which a test plants faults in the engine
+// (the conformance suite's self-check, transport/metaroce/conformance):
+// each fault makes the engine break one rule of docs/metaroce-wire.md, so
+// the suite can show it notices. Production leaves Options.Faults nil; the
+// engine then pays a nil check at each decision point and breaks nothing.
+// The engine asks Breaks where a rule skips a check or a step, and hands
+// the few values a fault alters (an ACK record, the SYN echo, a placement
+// or READ source offset) to the other methods, so no fault arithmetic
+// stands in the engine's own code.
+type Faults interface {
+	// Breaks reports whether the engine breaks rule m at the place it
+	// implements it.
+	Breaks(m Mutation) bool
+	// Ack returns one path's ACK record as the receiver sends it (by
+	// value: a pointer through an interface would make the engine's
+	// record escape to the heap, an allocation per ACK).
+	Ack(a wire.PathAck) wire.PathAck
+	// SynEcho is the ts a SYN_ACK echoes for the SYN's ts echo.
+	SynEcho(echo uint32) uint32
+	// PlaceAt is where byte off of a placement at addr goes.
+	PlaceAt(addr uint64, off uint32) uint64
+	// ReadOffset is the offset of the source bytes a READ response chunk
+	// at off carries, of size bytes, sent again if retx.
+	ReadOffset(off uint32, size int, retx bool) uint32
+}
+
+// Mutation is a set of planted faults, one rule a bit; it is the Faults
+// the conformance suite plants (a nil Faults and Mutation(0) break
+// nothing).
 type Mutation uint32
+
+var _ Faults = Mutation(0)
 
 // The planted faults.
 const (
@@ -69,45 +95,42 @@ const (
 	MutRepathAnyLoss
 )
 
-// mutated reports whether the connection runs with planted fault m.
-func (c *Conn) mutated(m Mutation) bool { return c.opts.Mutations&m != 0 }
-
-// mutBit is 1 with planted fault m, else 0 (setup.go's SYN_ACK echo).
-func (c *Conn) mutBit(m Mutation) uint32 {
-	if c.mutated(m) {
-		return 1
-	}
-	return 0
+// mutated reports whether the connection breaks rule m (a planted fault).
+func (c *Conn) mutated(m Mutation) bool {
+	f := c.opts.Faults
+	return f != nil && f.Breaks(m)
 }
 
-// placeAt is where byte off of a placement at addr goes (MutPlaceOffset
-// moves it one byte on).
+// placeAt is where byte off of a placement at addr goes.
 func (c *Conn) placeAt(addr uint64, off uint32) uint64 {
-	if c.mutated(MutPlaceOffset) {
-		return addr + uint64(off) + 1
+	if f := c.opts.Faults; f != nil {
+		return f.PlaceAt(addr, off)
 	}
 	return addr + uint64(off)
 }
 
-// mutateAck plants the ACK faults in one path's state as sent.
+// mutateAck hands one path's ACK record as sent to the planted faults.
 func (c *Conn) mutateAck(a *wire.PathAck) {
-	if c.mutated(MutCumOffByOne) {
-		a.Cum++
+	if f := c.opts.Faults; f != nil {
+		*a = f.Ack(*a)
 	}
-	if c.mutated(MutSACKFirstWord) {
-		for w := 1; w < len(a.SACK); w++ {
-			a.SACK[w] = 0
-		}
+}
+
+// synEcho is the ts a SYN_ACK echoes.
+func (c *Conn) synEcho() uint32 {
+	if f := c.opts.Faults; f != nil {
+		return f.SynEcho(c.ctlEcho())
 	}
-	if c.mutated(MutSACKOffByOne) {
-		// Bit i+1 moves to bit i: the vector claims PSN cum+1+i at cum+i.
-		for w := range a.SACK {
-			a.SACK[w] <<= 1
-			if w+1 < len(a.SACK) {
-				a.SACK[w] |= a.SACK[w+1] >> 63
-			}
-		}
+	return c.ctlEcho()
+}
+
+// readOffset is the offset of the source bytes a READ response chunk at
+// off carries.
+func (c *Conn) readOffset(off uint32, size int, retx bool) uint32 {
+	if f := c.opts.Faults; f != nil {
+		return f.ReadOffset(off, size, retx)
 	}
+	return off
 }
 
 // mutateParse plants MutIgnoreCRC: a packet failing only its CRC32C check
@@ -117,6 +140,58 @@ func (c *Conn) mutateParse(pkt []byte, typ wire.Type, body []byte, err error) (w
 		return typ, body, err
 	}
 	return wire.Header(pkt).Type(), pkt[:len(pkt)-wire.TrailerSize], nil
+}
+
+// Breaks reports whether m holds rule r's fault.
+func (m Mutation) Breaks(r Mutation) bool { return m&r != 0 }
+
+// Ack plants the ACK faults: MutCumOffByOne reports cum one too high,
+// MutSACKFirstWord keeps only the vector's first word, MutSACKOffByOne
+// sets bit i for PSN cum+i.
+func (m Mutation) Ack(a wire.PathAck) wire.PathAck {
+	if m.Breaks(MutCumOffByOne) {
+		a.Cum++
+	}
+	if m.Breaks(MutSACKFirstWord) {
+		for w := 1; w < len(a.SACK); w++ {
+			a.SACK[w] = 0
+		}
+	}
+	if m.Breaks(MutSACKOffByOne) {
+		// Bit i+1 moves to bit i: the vector claims PSN cum+1+i at cum+i.
+		for w := range a.SACK {
+			a.SACK[w] <<= 1
+			if w+1 < len(a.SACK) {
+				a.SACK[w] |= a.SACK[w+1] >> (wire.SACKWordBits - 1)
+			}
+		}
+	}
+	return a
+}
+
+// SynEcho plants MutNoSynEcho: the echo is off by 12345.
+func (m Mutation) SynEcho(echo uint32) uint32 {
+	if m.Breaks(MutNoSynEcho) {
+		return echo + 12345
+	}
+	return echo
+}
+
+// PlaceAt plants MutPlaceOffset: a placement lands one byte on.
+func (m Mutation) PlaceAt(addr uint64, off uint32) uint64 {
+	if m.Breaks(MutPlaceOffset) {
+		return addr + uint64(off) + 1
+	}
+	return addr + uint64(off)
+}
+
+// ReadOffset plants MutReadRetxStale: a resent READ response chunk
+// carries the bytes of the chunk before it.
+func (m Mutation) ReadOffset(off uint32, size int, retx bool) uint32 {
+	if retx && m.Breaks(MutReadRetxStale) && off >= uint32(size) {
+		return off - uint32(size)
+	}
+	return off
 }
 
 // NamedMutation is a planted fault and its name.
@@ -137,13 +212,4 @@ func Mutations() []NamedMutation {
 		{"no-ackreq", MutNoAckReq}, {"sack-first-word", MutSACKFirstWord}, {"read-retx-stale", MutReadRetxStale},
 		{"no-gray-repath", MutNoGrayRepath}, {"repath-any-loss", MutRepathAnyLoss},
 	}
-}
-
-// readOffset is the offset of the source bytes a READ response chunk at
-// off carries (MutReadRetxStale: a resent one takes the chunk before's).
-func (c *Conn) readOffset(off uint32, size int, retx bool) uint32 {
-	if retx && c.mutated(MutReadRetxStale) && off >= uint32(size) {
-		return off - uint32(size)
-	}
-	return off
 }

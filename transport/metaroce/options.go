@@ -90,9 +90,9 @@ type Options struct {
 	DSNWindow int
 	// UDPPort is the destination port (default wire.UDPPort, 4796).
 	UDPPort uint16
-	// Mutations plants faults for the conformance suite's self-check
-	// (mutation.go); always zero outside its tests.
-	Mutations Mutation
+	// Faults plants faults for the conformance suite's self-check
+	// (mutation.go: a Mutation set); always nil outside its tests.
+	Faults Faults
 }
 
 // withDefaults fills in defaults and checks ranges.

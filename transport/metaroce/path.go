@@ -55,10 +55,10 @@ type sndPath struct {
 	// sb is what the current generation has outstanding.
 	sb scoreboard
 
-	// ECN signal and share (cc.go). alpha is the EWMA of the CE-marked
+	// ECN signal and share (cc.go). alpha is the EWMA (markavg.go) of the CE-marked
 	// fraction of the path's acknowledged packets; the path's weight in
 	// the window is 1 - alpha. credit runs the weighted round robin.
-	alpha              float64
+	alpha              markAvg
 	wq                 uint8 // weight in sixteenths when shares were last computed
 	credit             float64
 	lastCE, lastRx     uint16 // receiver's cumulative counts at its last record

@@ -118,7 +118,7 @@ func (c *Conn) sendProbe(p *sndPath, b []byte) (int, transport.TxMeta) {
 // only the hole is closed; the receiver places the chunk once whichever
 // copy arrives (the DSN window).
 func (c *Conn) tailLossProbe(p *sndPath, b []byte) int {
-	for psn := p.sb.nxt - 1; psn-p.sb.una < p.sb.nxt-p.sb.una; psn-- {
+	for psn := p.sb.nxt - 1; p.sb.outstanding(psn); psn-- {
 		e := p.sb.entry(psn)
 		if e.acked || e.lost || e.kind != sbData {
 			continue // (a presumed entry is still a candidate)

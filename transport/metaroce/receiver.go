@@ -88,16 +88,11 @@ func (c *Conn) postRecv(wr *transport.WorkRequest) error {
 	if wr.NumSGE < 0 || wr.NumSGE > transport.MaxSGE {
 		return transport.ErrBadRequest
 	}
-	if int(c.r.rqNext-c.r.rqBase) >= c.opts.RecvQueue {
+	if int(wire.Seq(c.r.rqBase).Span(wire.Seq(c.r.rqNext))) >= c.opts.RecvQueue {
 		return transport.ErrQueueFull
 	}
-	if int(c.r.rqNext-c.r.rqBase) >= len(c.r.rq) {
-		old := c.r.rq
-		size := max(2*len(old), 4)
-		c.r.rq = make([]postedRecv, size)
-		for t := c.r.rqBase; t != c.r.rqNext; t++ {
-			c.r.rq[t&uint32(size-1)] = old[t&uint32(len(old)-1)]
-		}
+	if int(wire.Seq(c.r.rqBase).Span(wire.Seq(c.r.rqNext))) >= len(c.r.rq) {
+		c.r.rq = regrow(c.r.rq, max(2*len(c.r.rq), 4), c.r.rqBase, c.r.rqNext)
 	}
 	c.r.rq[c.r.rqNext&uint32(len(c.r.rq)-1)] = postedRecv{wr: *wr}
 	c.r.rqNext++
@@ -178,7 +173,7 @@ func (c *Conn) onData(d wire.Data, rx transport.RxMeta) {
 			c.ackNow()
 			return
 		}
-		if int32(psn-rp.sack.cum) > wire.SACKBits {
+		if wire.Seq(rp.sack.cum).Dist(wire.Seq(psn)) > wire.SACKBits {
 			c.st.dropWindow++
 			return
 		}
@@ -244,7 +239,7 @@ func (c *Conn) consume(d wire.Data, pid int, rx transport.RxMeta) consumeResult 
 		c.r.dsn.add(dsn)
 		return consumedDup
 	}
-	if int(msn-c.r.msnBase) >= c.opts.SendQueue {
+	if int(wire.Seq(c.r.msnBase).Span(wire.Seq(msn))) >= c.opts.SendQueue {
 		c.st.dropWindow++
 		return consumedDrop
 	}
@@ -324,16 +319,13 @@ func (c *Conn) consume(d wire.Data, pid int, rx transport.RxMeta) consumeResult 
 // openRcvMsg returns msn's record, creating it (and growing the ring) if
 // needed. msn is inside the message window.
 func (c *Conn) openRcvMsg(msn uint32) *rcvMsg {
-	if int(msn-c.r.msnBase) >= len(c.r.msgs) {
+	if int(wire.Seq(c.r.msnBase).Span(wire.Seq(msn))) >= len(c.r.msgs) {
 		old := c.r.msgs
 		size := max(len(old), 4)
-		for size <= int(msn-c.r.msnBase) {
+		for size <= int(wire.Seq(c.r.msnBase).Span(wire.Seq(msn))) {
 			size *= 2
 		}
-		c.r.msgs = make([]rcvMsg, size)
-		for m := c.r.msnBase; m != c.r.msnBase+uint32(len(old)); m++ {
-			c.r.msgs[m&uint32(size-1)] = old[m&uint32(len(old)-1)]
-		}
+		c.r.msgs = regrow(old, size, c.r.msnBase, c.r.msnBase+uint32(len(old)))
 	}
 	r := c.rmsg(msn)
 	if !r.used {
@@ -347,11 +339,11 @@ func (c *Conn) openRcvMsg(msn uint32) *rcvMsg {
 // receive posted yet the packet is refused with an RNR NAK.
 func (c *Conn) bindRecv(d wire.Data, pid int, msn uint32, r *rcvMsg, rx transport.RxMeta) consumeResult {
 	t := r.token
-	if t-c.r.rqBase >= uint32(c.opts.RecvQueue) {
+	if wire.Seq(c.r.rqBase).Span(wire.Seq(t)) >= uint32(c.opts.RecvQueue) {
 		c.st.dropMalformed++ // consumed long ago, or beyond any receive queue
 		return consumedDrop
 	}
-	if t-c.r.rqBase >= c.r.rqNext-c.r.rqBase {
+	if !wire.Seq(t).In(wire.Seq(c.r.rqBase), wire.Seq(c.r.rqNext)) {
 		c.st.rnrNaksSent++
 		if c.cfg.Trace != nil {
 			c.tracef("RNR: msn %d wants receive %d, %d posted", msn, t, c.r.rqNext)
@@ -514,7 +506,7 @@ func (c *Conn) consumeRecv(t uint32) {
 
 // notePeerBase records the sender's oldest open message.
 func (c *Conn) notePeerBase(b uint32) {
-	if wire.Seq(b).After(wire.Seq(c.r.peerBase)) && int(b-c.r.msnBase) <= c.opts.SendQueue {
+	if wire.Seq(b).After(wire.Seq(c.r.peerBase)) && int(wire.Seq(c.r.msnBase).Span(wire.Seq(b))) <= c.opts.SendQueue {
 		c.r.peerBase = b
 		c.forgetRcv()
 	}
@@ -537,7 +529,7 @@ func (c *Conn) forgetRcv() {
 // flushReceiver reports failed messages not yet released, then completes
 // every posted receive with StatusFlushed.
 func (c *Conn) flushReceiver() {
-	for m := c.r.msnBase; int(m-c.r.msnBase) < len(c.r.msgs); m++ {
+	for m := c.r.msnBase; int(wire.Seq(c.r.msnBase).Span(wire.Seq(m))) < len(c.r.msgs); m++ {
 		r := c.rmsg(m)
 		if r.used && r.placed && r.failed && !r.released {
 			r.released = true

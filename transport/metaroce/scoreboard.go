@@ -63,18 +63,20 @@ func (e *sbEntry) counts() bool { return !e.acked && !e.lost && !e.presumed }
 func (s *scoreboard) entry(psn uint32) *sbEntry { return &s.ring[psn&uint32(len(s.ring)-1)] }
 
 // outstanding reports whether psn is in [una, nxt).
-func (s *scoreboard) outstanding(psn uint32) bool { return psn-s.una < s.nxt-s.una }
+func (s *scoreboard) outstanding(psn uint32) bool {
+	return wire.Seq(psn).In(wire.Seq(s.una), wire.Seq(s.nxt))
+}
 
 // empty reports whether nothing is outstanding.
 func (s *scoreboard) empty() bool { return s.una == s.nxt }
 
 // room reports whether one more PSN fits the SACK window.
-func (s *scoreboard) room() bool { return s.nxt-s.una < maxPathWindow }
+func (s *scoreboard) room() bool { return wire.Seq(s.una).Span(wire.Seq(s.nxt)) < maxPathWindow }
 
 // push sends a new PSN carrying e and returns it; e's size counts in
 // flight.
 func (s *scoreboard) push(e sbEntry) uint32 {
-	span := int(s.nxt - s.una)
+	span := int(wire.Seq(s.una).Span(wire.Seq(s.nxt)))
 	if span+1 > len(s.ring) {
 		s.grow(span + 1)
 	}
@@ -92,13 +94,7 @@ func (s *scoreboard) grow(n int) {
 	for size < n {
 		size *= 2
 	}
-	old := s.ring
-	s.ring = make([]sbEntry, size)
-	if len(old) > 0 {
-		for psn := s.una; psn != s.nxt; psn++ {
-			s.ring[psn&uint32(size-1)] = old[psn&uint32(len(old)-1)]
-		}
-	}
+	s.ring = regrow(s.ring, size, s.una, s.nxt)
 }
 
 // strip makes an outstanding entry payload-free (a hole filler or an

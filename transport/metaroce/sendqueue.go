@@ -61,7 +61,7 @@ type sndState struct {
 	// lastProgress is the latest ACK that acknowledged something new,
 	// on any path.
 	lastProgress sim.Time
-	nextSend     sim.Time // pacing: earliest next data packet
+	pacer        pacer // spaces data packets at R (pacer.go)
 
 	// The controller (cc.go): DCTCP's window as a fraction of the
 	// reference rate (m) and its alpha over all paths, the current round's
@@ -188,7 +188,9 @@ type sink struct {
 func (c *Conn) msg(msn uint32) *sndMsg { return &c.s.msgs[msn&uint32(len(c.s.msgs)-1)] }
 
 // msgOpen reports whether msn is posted and not yet forgotten.
-func (c *Conn) msgOpen(msn uint32) bool { return msn-c.s.msnBase < c.s.msnNext-c.s.msnBase }
+func (c *Conn) msgOpen(msn uint32) bool {
+	return wire.Seq(msn).In(wire.Seq(c.s.msnBase), wire.Seq(c.s.msnNext))
+}
 
 func (c *Conn) chunk(dsn uint32) *chunk { return &c.s.chunks[dsn&uint32(len(c.s.chunks)-1)] }
 
@@ -221,11 +223,11 @@ func (c *Conn) postSend(wr *transport.WorkRequest) error {
 	if typ != wire.TypeSend && wr.RemoteAddr > math.MaxUint64-uint64(length) {
 		return transport.ErrBadRequest
 	}
-	if int(c.s.msnNext-c.s.msnBase) >= c.opts.SendQueue {
+	if int(wire.Seq(c.s.msnBase).Span(wire.Seq(c.s.msnNext))) >= c.opts.SendQueue {
 		return transport.ErrQueueFull
 	}
 	msn := c.s.msnNext
-	if int(msn-c.s.msnBase) >= len(c.s.msgs) {
+	if int(wire.Seq(c.s.msnBase).Span(wire.Seq(msn))) >= len(c.s.msgs) {
 		c.growMsgs()
 	}
 	c.s.msnNext++
@@ -259,12 +261,7 @@ func (c *Conn) postSend(wr *transport.WorkRequest) error {
 }
 
 func (c *Conn) growMsgs() {
-	old := c.s.msgs
-	size := max(2*len(old), 4)
-	c.s.msgs = make([]sndMsg, size)
-	for msn := c.s.msnBase; msn != c.s.msnNext; msn++ {
-		c.s.msgs[msn&uint32(size-1)] = old[msn&uint32(len(old)-1)]
-	}
+	c.s.msgs = regrow(c.s.msgs, max(2*len(c.s.msgs), 4), c.s.msnBase, c.s.msnNext)
 }
 
 // streamLink makes msn the newest open message of its stream and returns
@@ -374,7 +371,7 @@ func (c *Conn) chunkFailed(ch *chunk) (bool, transport.Status) {
 // nextChunkSize says what the next new chunk would be without cutting it:
 // from a message (job -1, msn) or a READ response (job).
 func (c *Conn) nextChunkSize() (job int32, msn uint32, size int, ok bool) {
-	if int(c.s.dsnNext-c.s.dsnBase) >= c.dsnWindow {
+	if int(wire.Seq(c.s.dsnBase).Span(wire.Seq(c.s.dsnNext))) >= c.dsnWindow {
 		return 0, 0, 0, false
 	}
 	// Skip messages that have nothing left to cut.
@@ -388,7 +385,7 @@ func (c *Conn) nextChunkSize() (job int32, msn uint32, size int, ok bool) {
 		}
 		c.s.segNext++
 	}
-	haveMsg := c.s.segNext != c.s.msnNext && int(c.s.segNext-c.s.msnBase) < c.msgWindow
+	haveMsg := c.s.segNext != c.s.msnNext && int(wire.Seq(c.s.msnBase).Span(wire.Seq(c.s.segNext))) < c.msgWindow
 	haveResp := int(c.s.respHead) < len(c.s.respQ)
 	if haveResp && (!haveMsg || c.s.fromResp) {
 		j := c.s.respQ[c.s.respHead]
@@ -409,7 +406,7 @@ func (c *Conn) nextChunkSize() (job int32, msn uint32, size int, ok bool) {
 // cutChunk commits the chunk nextChunkSize described and returns its DSN.
 func (c *Conn) cutChunk(job int32, msn uint32, size int) uint32 {
 	dsn := c.s.dsnNext
-	if int(dsn-c.s.dsnBase) >= len(c.s.chunks) {
+	if int(wire.Seq(c.s.dsnBase).Span(wire.Seq(dsn))) >= len(c.s.chunks) {
 		c.growChunks()
 	}
 	c.s.dsnNext++
@@ -447,12 +444,7 @@ func (c *Conn) cutChunk(job int32, msn uint32, size int) uint32 {
 }
 
 func (c *Conn) growChunks() {
-	old := c.s.chunks
-	size := max(2*len(old), 16)
-	c.s.chunks = make([]chunk, size)
-	for dsn := c.s.dsnBase; dsn != c.s.dsnNext; dsn++ {
-		c.s.chunks[dsn&uint32(size-1)] = old[dsn&uint32(len(old)-1)]
-	}
+	c.s.chunks = regrow(c.s.chunks, max(2*len(c.s.chunks), 16), c.s.dsnBase, c.s.dsnNext)
 }
 
 // chunkResolved is called when a chunk's PSN is acknowledged (as data or

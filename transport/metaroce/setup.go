@@ -79,7 +79,7 @@ func (c *Conn) encodeCtl(b []byte, t wire.Type) int {
 	case wire.TypeSyn, wire.TypeSynAck:
 		var echo uint32
 		if t == wire.TypeSynAck {
-			echo = c.ctlEcho() + c.mutBit(MutNoSynEcho)*12345
+			echo = c.synEcho()
 		}
 		f := wire.SetupFields{
 			Common:    wire.Common{Type: t, DstConn: c.peer, PSN: echo, TS: c.ts()},

@@ -3,6 +3,7 @@ package metaroce
 import (
 	"github.com/mrlab/mrlab/internal/sim"
 	"github.com/mrlab/mrlab/transport"
+	"github.com/mrlab/mrlab/transport/metaroce/wire"
 )
 
 // connCounters are a connection's lifetime counters.
@@ -82,8 +83,9 @@ func (c *Conn) Stats() ConnStats {
 		Posted: s.posted, Completions: s.completions,
 		RateHint: c.s.hint, InFlight: c.s.inflight, InFlightCap: c.window(),
 		SRTT: c.s.srtt, MinRTT: c.s.minRTT,
-		OpenMessages: int(c.s.msnNext - c.s.msnBase), OpenChunks: int(c.s.dsnNext - c.s.dsnBase),
-		PostedRecvs: int(c.r.rqNext - c.r.rqBase),
+		OpenMessages: int(wire.Seq(c.s.msnBase).Span(wire.Seq(c.s.msnNext))),
+		OpenChunks:   int(wire.Seq(c.s.dsnBase).Span(wire.Seq(c.s.dsnNext))),
+		PostedRecvs:  int(wire.Seq(c.r.rqBase).Span(wire.Seq(c.r.rqNext))),
 	}
 }
 
@@ -132,7 +134,7 @@ func (c *Conn) PathStats(i int) PathStats {
 		State: p.state, Plane: p.plane(c.cfg.Ports), Entropy: p.entropy, Gen: p.gen,
 		Packets: p.st.packets, Bytes: p.st.bytes, Retransmits: p.st.retransmits, Losses: p.st.losses,
 		Timeouts: p.st.timeouts, Probes: p.st.probes, EntropyChanges: p.st.entropyChanges,
-		Acked: p.st.acked, CEAcked: p.st.ceAcked, Alpha: p.alpha,
+		Acked: p.st.acked, CEAcked: p.st.ceAcked, Alpha: float64(p.alpha),
 		Cwnd: share, InFlight: p.sb.inflight, SRTT: p.srtt, RTTVar: p.rttvar, RTO: c.pto(p),
 	}
 	if p.st.acked > 0 {

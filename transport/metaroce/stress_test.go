@@ -18,16 +18,16 @@ func TestPaceSkipsPayloadless(t *testing.T) {
 	l := newLab(t, transporttest.Config{Seed: 1, LinkRate: 100e9}, Options{})
 	c := metaConn(l.ca)
 	c.s.hint = 1000 // bytes/s: a share given while the sender asked for nothing
-	c.s.nextSend = c.now
+	c.s.pacer.next = c.now
 	for _, n := range []int{wire.CommonSize + wire.TrailerSize, wire.DataSize + wire.TrailerSize} {
 		c.pace(n)
-		if c.s.nextSend != c.now {
-			t.Fatalf("a %d-byte packet without payload moved the pacer %v ahead", n, c.s.nextSend-c.now)
+		if c.s.pacer.next != c.now {
+			t.Fatalf("a %d-byte packet without payload moved the pacer %v ahead", n, c.s.pacer.next-c.now)
 		}
 	}
 	c.pace(wire.DataSize + wire.TrailerSize + 4096)
-	if c.s.nextSend <= c.now+sim.Second {
-		t.Fatalf("a full data packet at 1 kB/s: next send only %v ahead", c.s.nextSend-c.now)
+	if c.s.pacer.next <= c.now+sim.Second {
+		t.Fatalf("a full data packet at 1 kB/s: next send only %v ahead", c.s.pacer.next-c.now)
 	}
 }
 
@@ -143,9 +143,9 @@ func TestFirstFlightAndECNRate(t *testing.T) {
 	c.s.dataRTT, c.s.minRTT, c.s.srtt = true, 10*sim.Microsecond, 10*sim.Microsecond
 	n := wire.DataSize + wire.TrailerSize + 4096
 	gap := func() sim.Time {
-		c.s.hint, c.s.heard, c.s.nextSend = hint, true, c.now
+		c.s.hint, c.s.heard, c.s.pacer.next = hint, true, c.now
 		c.pace(n)
-		return c.s.nextSend - c.now
+		return c.s.pacer.next - c.now
 	}
 	base := gap()
 	if want := sim.Time(float64(n+ipUDPOverhead) / hint * 1e9); base != want {
@@ -174,9 +174,9 @@ func TestFirstFlightAndECNRate(t *testing.T) {
 		}
 	}
 	c.s.hint = hint
-	c.s.nextSend = c.now + 1000
+	c.s.pacer.next = c.now + 1000
 	c.noteHint(uint32(2 * hint / 1000))
-	if got := c.s.nextSend - c.now; got != 500 {
+	if got := c.s.pacer.next - c.now; got != 500 {
 		t.Errorf("hint doubled with 1000 ns of gap left: %v left, want 500", got)
 	}
 }

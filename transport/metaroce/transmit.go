@@ -12,8 +12,8 @@ import (
 // allow: a lost PSN again on its path, else a chunk moved off a path that
 // timed out, else a new chunk.
 func (c *Conn) transmitData(port int, b []byte) (int, transport.TxMeta) {
-	if c.now < c.s.nextSend {
-		c.timers.Arm(&c.paceTimer, c.s.nextSend)
+	if until, wait := c.s.pacer.wait(c.now); wait {
+		c.timers.Arm(&c.paceTimer, until)
 		return 0, transport.TxMeta{}
 	}
 	for w, word := range c.s.lostSet {
@@ -278,7 +278,7 @@ func (c *Conn) resendLost(p *sndPath, b []byte) int {
 	var n int
 	switch e.kind {
 	case sbProbe:
-		if first && e.moved && !e.refused && e.dsn-c.s.dsnBase < c.s.dsnNext-c.s.dsnBase {
+		if first && e.moved && !e.refused && wire.Seq(e.dsn).In(wire.Seq(c.s.dsnBase), wire.Seq(c.s.dsnNext)) {
 			// A transmission of a chunk that went again elsewhere was
 			// lost (once: the filler's own resends carry nothing). One
 			// the receiver refused (an RNR NAK that came after a probe

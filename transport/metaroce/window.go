@@ -1,6 +1,10 @@
 package metaroce
 
-import "math/bits"
+import (
+	"math/bits"
+
+	"github.com/mrlab/mrlab/transport/metaroce/wire"
+)
 
 // seqWindow remembers which sequence numbers in [base, base+limit) have
 // been seen, as a bitmap ring that grows (by doubling, up to limit) only as
@@ -15,11 +19,10 @@ type seqWindow struct {
 // has reports whether seq was seen. Numbers before base were all seen;
 // numbers past the window were not.
 func (w *seqWindow) has(seq uint32) bool {
-	d := seq - w.base
-	if int32(d) < 0 {
+	if wire.Seq(seq).Before(wire.Seq(w.base)) {
 		return true
 	}
-	if int(d) >= len(w.words)*64 {
+	if int(wire.Seq(w.base).Span(wire.Seq(seq))) >= len(w.words)*64 {
 		return false
 	}
 	i := seq & uint32(len(w.words)*64-1)
@@ -29,14 +32,13 @@ func (w *seqWindow) has(seq uint32) bool {
 // inRange reports whether seq may be recorded: it is not before base and
 // not past base+limit.
 func (w *seqWindow) inRange(seq uint32) bool {
-	d := seq - w.base
-	return int32(d) >= 0 && int(d) < w.limit
+	return !wire.Seq(seq).Before(wire.Seq(w.base)) && int(wire.Seq(w.base).Span(wire.Seq(seq))) < w.limit
 }
 
 // add records seq (which must be inRange) and advances base over the
 // prefix that is complete.
 func (w *seqWindow) add(seq uint32) {
-	d := int(seq - w.base)
+	d := int(wire.Seq(w.base).Span(wire.Seq(seq)))
 	if d >= len(w.words)*64 {
 		w.grow(d + 1)
 	}
@@ -85,13 +87,20 @@ func (w *seqWindow) grow(n int) {
 }
 
 // sack is a receiver's view of one path generation: cum is the next PSN
-// expected (all before it arrived) and bit i of the 256-bit vector (word
-// i/64, most significant bit first, as on the wire) says whether PSN
-// cum+1+i arrived.
+// expected (all before it arrived) and bit i of the wire.SACKBits-bit
+// vector (word i/wire.SACKWordBits, most significant bit first, as on the
+// wire) says whether PSN cum+1+i arrived.
 type sack struct {
 	cum  uint32
-	bits [4]uint64
+	bits [wire.SACKWords]uint64
 }
+
+// sackWord and sackTop name the wire's SACK geometry for the bit
+// arithmetic below.
+const (
+	sackWord = wire.SACKWordBits
+	sackTop  = wire.SACKWordBits - 1 // shift of a word's first (most significant) bit
+)
 
 // outcome of recording a PSN.
 type sackOutcome uint8
@@ -101,44 +110,44 @@ const (
 	sackHole                      // arrived past a hole
 	sackFill                      // filled the hole at cum, later PSNs were waiting
 	sackDup                       // already recorded
-	sackTooFar                    // beyond the 256-PSN window: not recorded
+	sackTooFar                    // beyond the wire.SACKBits-PSN window: not recorded
 )
 
 // seen reports whether psn was recorded.
 func (s *sack) seen(psn uint32) bool {
-	d := int32(psn - s.cum)
+	d := wire.Seq(s.cum).Dist(wire.Seq(psn))
 	switch {
 	case d < 0:
 		return true
-	case d == 0 || d > 256:
+	case d == 0 || d > wire.SACKBits:
 		return false
 	}
 	i := d - 1
-	return s.bits[i/64]&(1<<(63-i%64)) != 0
+	return s.bits[i/sackWord]&(1<<(sackTop-i%sackWord)) != 0
 }
 
 // add records psn.
 func (s *sack) add(psn uint32) sackOutcome {
-	d := int32(psn - s.cum)
+	d := wire.Seq(s.cum).Dist(wire.Seq(psn))
 	switch {
 	case d < 0:
 		return sackDup
-	case d > 256:
+	case d > wire.SACKBits:
 		return sackTooFar
 	case d > 0:
 		i := d - 1
-		m := uint64(1) << (63 - i%64)
-		if s.bits[i/64]&m != 0 {
+		m := uint64(1) << (sackTop - i%sackWord)
+		if s.bits[i/sackWord]&m != 0 {
 			return sackDup
 		}
-		s.bits[i/64] |= m
+		s.bits[i/sackWord] |= m
 		return sackHole
 	}
 	// d == 0: advance cum past psn and any run of received PSNs after it.
-	waiting := s.bits != [4]uint64{}
+	waiting := s.bits != [wire.SACKWords]uint64{}
 	n := 1 + bits.LeadingZeros64(^s.bits[0])
 	if s.bits[0] == ^uint64(0) {
-		n = 1 + 64 + countLeadingOnes(s.bits[1:])
+		n = 1 + sackWord + countLeadingOnes(s.bits[1:])
 	}
 	s.shift(n)
 	s.cum += uint32(n)
@@ -154,7 +163,7 @@ func countLeadingOnes(ws []uint64) int {
 	for _, w := range ws {
 		k := bits.LeadingZeros64(^w)
 		n += k
-		if k < 64 {
+		if k < sackWord {
 			break
 		}
 	}
@@ -164,20 +173,20 @@ func countLeadingOnes(ws []uint64) int {
 // shift drops the first n PSNs of the window: bit 0 of the new vector is
 // PSN cum+n+1, so bit n-1 of the old one becomes PSN cum+n, the new cum.
 func (s *sack) shift(n int) {
-	if n >= 257 {
-		s.bits = [4]uint64{}
+	if n > wire.SACKBits {
+		s.bits = [wire.SACKWords]uint64{}
 		return
 	}
 	// The vector after the shift starts at old bit n.
-	var out [4]uint64
-	for w := 0; w < 4; w++ {
-		src := n + 64*w // first old bit that lands in out word w
-		sw, sb := src/64, src%64
+	var out [wire.SACKWords]uint64
+	for w := range wire.SACKWords {
+		src := n + sackWord*w // first old bit that lands in out word w
+		sw, sb := src/sackWord, src%sackWord
 		var x uint64
-		if sw < 4 {
+		if sw < wire.SACKWords {
 			x = s.bits[sw] << sb
-			if sb != 0 && sw+1 < 4 {
-				x |= s.bits[sw+1] >> (64 - sb)
+			if sb != 0 && sw+1 < wire.SACKWords {
+				x |= s.bits[sw+1] >> (sackWord - sb)
 			}
 		}
 		out[w] = x

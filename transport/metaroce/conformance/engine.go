@@ -93,7 +93,7 @@ func engineSettings(set map[string]uint64) (metaroce.Options, int, error) {
 		case "nohint":
 			o.DisableRateHint = v != 0
 		case "mutations":
-			o.Mutations = metaroce.Mutation(v)
+			o.Faults = metaroce.Mutation(v)
 		default:
 			return o, 0, fmt.Errorf("unknown iut setting %q", k)
 		}

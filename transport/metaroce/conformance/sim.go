@@ -30,7 +30,9 @@ func (t SimTarget) Open(settings map[string]uint64) (IUT, error) {
 	if err != nil {
 		return nil, err
 	}
-	opts.Mutations |= t.Mutations
+	if m, _ := opts.Faults.(metaroce.Mutation); m|t.Mutations != 0 {
+		opts.Faults = m | t.Mutations
+	}
 	seed := t.Seed
 	if seed == 0 {
 		seed = 1

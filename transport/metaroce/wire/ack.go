@@ -42,12 +42,12 @@ func (a Ack) Records() int { return int(a[28]) }
 
 // SACKWord returns 64 bits of the bitvector: word w covers PSNs
 // psn+1+64w .. psn+64+64w, the earliest in the most significant bit.
-func (a Ack) SACKWord(w int) uint64 { return binary.BigEndian.Uint64(a[32+8*w:]) }
+func (a Ack) SACKWord(w int) uint64 { return binary.BigEndian.Uint64(a[32+SACKWordBits/8*w:]) }
 
 // SetSACK writes the bitvector from four words laid out as SACKWord.
-func (a Ack) SetSACK(words *[4]uint64) {
+func (a Ack) SetSACK(words *[SACKWords]uint64) {
 	for w, x := range words {
-		binary.BigEndian.PutUint64(a[32+8*w:], x)
+		binary.BigEndian.PutUint64(a[32+SACKWordBits/8*w:], x)
 	}
 }
 
@@ -73,7 +73,7 @@ func (a Ack) Record(off int) (PathAck, int) {
 		return p, off + AckRecordSize
 	}
 	for w := range p.SACK {
-		p.SACK[w] = binary.BigEndian.Uint64(r[AckRecordSize+8*w:])
+		p.SACK[w] = binary.BigEndian.Uint64(r[AckRecordSize+SACKWordBits/8*w:])
 	}
 	return p, off + AckRecordSACKSize
 }
@@ -106,12 +106,12 @@ type PathAck struct {
 	Cum              uint32
 	EchoTS           uint32
 	CECount, RxCount uint16
-	SACK             [4]uint64
+	SACK             [SACKWords]uint64
 }
 
 // RecordSize returns how many bytes p takes as a record.
 func (p *PathAck) RecordSize() int {
-	if p.SACK != ([4]uint64{}) {
+	if p.SACK != ([SACKWords]uint64{}) {
 		return AckRecordSACKSize
 	}
 	return AckRecordSize
@@ -130,13 +130,13 @@ func PutRecord(b []byte, off int, p *PathAck) int {
 	binary.BigEndian.PutUint32(r[8:], p.EchoTS)
 	binary.BigEndian.PutUint16(r[12:], p.CECount)
 	binary.BigEndian.PutUint16(r[14:], p.RxCount)
-	if p.SACK == ([4]uint64{}) {
+	if p.SACK == ([SACKWords]uint64{}) {
 		return off + AckRecordSize
 	}
 	r[2] |= RecordSACK
 	_ = r[AckRecordSACKSize-1]
 	for w, x := range p.SACK {
-		binary.BigEndian.PutUint64(r[AckRecordSize+8*w:], x)
+		binary.BigEndian.PutUint64(r[AckRecordSize+SACKWordBits/8*w:], x)
 	}
 	return off + AckRecordSACKSize
 }
@@ -150,7 +150,7 @@ type AckFields struct {
 	RxCount  uint16
 	RateHint uint32
 	Records  int
-	SACK     [4]uint64
+	SACK     [SACKWords]uint64
 }
 
 // Fields returns the ACK's fixed part.

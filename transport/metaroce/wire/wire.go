@@ -47,6 +47,11 @@ const (
 	MaxSinks = 4
 	// SACKBits is the width of an ACK's selective-ACK bitvector.
 	SACKBits = 256
+	// SACKWordBits is the width of one word of the bitvector on the wire
+	// (big-endian, the most significant bit first); SACKWords words make
+	// the vector.
+	SACKWordBits = 64
+	SACKWords    = SACKBits / SACKWordBits
 	// AckRecordSize and AckRecordSACKSize are an ACK's further path
 	// records, without and with a SACK vector.
 	AckRecordSize     = 16
@@ -274,3 +279,16 @@ func (a Seq) After(b Seq) bool { return int32(a-b) > 0 }
 
 // Dist returns b-a as a signed distance.
 func (a Seq) Dist(b Seq) int32 { return int32(b - a) }
+
+// Span returns how many numbers lie forward from a up to b (b-a modulo
+// 2^32): the size of the window [a, b), or how far a lags behind b.
+func (a Seq) Span(b Seq) uint32 { return uint32(b - a) }
+
+// In reports whether a is in the half-open window [base, next), taken
+// forward from base with wraparound; [base, base) holds nothing. Unlike
+// Before and After it is right for any window shorter than 2^32.
+func (a Seq) In(base, next Seq) bool { return a-base < next-base }
+
+// Within reports whether a is in the closed window [lo, hi], taken
+// forward from lo with wraparound.
+func (a Seq) Within(lo, hi Seq) bool { return a-lo <= hi-lo }

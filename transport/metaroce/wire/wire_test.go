@@ -327,6 +327,44 @@ func TestSeq(t *testing.T) {
 	}
 }
 
+// TestSeqWindow checks Span, In and Within at the 2^32 boundary: a window
+// that straddles the wrap, one that ends exactly at it and one that starts
+// at it, and the empty window.
+func TestSeqWindow(t *testing.T) {
+	tests := []struct {
+		name         string
+		x, base, nxt Seq
+		span         uint32
+		in, within   bool
+	}{
+		{"straddles: first", 0xfffffffe, 0xfffffffe, 2, 4, true, true},
+		{"straddles: last before wrap", 0xffffffff, 0xfffffffe, 2, 4, true, true},
+		{"straddles: zero", 0, 0xfffffffe, 2, 4, true, true},
+		{"straddles: last", 1, 0xfffffffe, 2, 4, true, true},
+		{"straddles: next", 2, 0xfffffffe, 2, 4, false, true},
+		{"straddles: past next", 3, 0xfffffffe, 2, 4, false, false},
+		{"straddles: before base", 0xfffffffd, 0xfffffffe, 2, 4, false, false},
+		{"ends at the wrap: last", 0xffffffff, 0xfffffff0, 0, 16, true, true},
+		{"ends at the wrap: next", 0, 0xfffffff0, 0, 16, false, true},
+		{"starts at the wrap", 0, 0, 16, 16, true, true},
+		{"starts at the wrap: before base", 0xffffffff, 0, 16, 16, false, false},
+		{"empty at the wrap", 0, 0, 0, 0, false, true},
+		{"empty before the wrap", 0xffffffff, 0xffffffff, 0xffffffff, 0, false, true},
+		{"lags far behind", 0x10, 0x80000010, 0x80000020, 16, false, false},
+	}
+	for _, tc := range tests {
+		if got := tc.base.Span(tc.nxt); got != tc.span {
+			t.Errorf("%s: Span = %d, want %d", tc.name, got, tc.span)
+		}
+		if got := tc.x.In(tc.base, tc.nxt); got != tc.in {
+			t.Errorf("%s: %#x.In(%#x, %#x) = %v, want %v", tc.name, tc.x, tc.base, tc.nxt, got, tc.in)
+		}
+		if got := tc.x.Within(tc.base, tc.nxt); got != tc.within {
+			t.Errorf("%s: %#x.Within(%#x, %#x) = %v, want %v", tc.name, tc.x, tc.base, tc.nxt, got, tc.within)
+		}
+	}
+}
+
 func TestNoAllocs(t *testing.T) {
 	f := DataFields{Common: Common{Type: TypeWrite}, MsgLen: 4096, Addr: 1 << 20}
 	pkt := make([]byte, DataSize+4096+TrailerSize)
