@@ -3,6 +3,7 @@ package fabric_test
 import (
 	"encoding/binary"
 	"fmt"
+	"runtime"
 	"testing"
 
 	"github.com/mrlab/mrlab/fabric"
@@ -218,5 +219,32 @@ func BenchmarkReroute(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// A built port holds no packet rings until it carries packets: a big
+// fabric's Build costs little memory per port (it preallocated 64-entry
+// queue, departure and flight rings, 4 KiB per port, 1 GiB at 8 planes x
+// k=32). The bound is per port of the whole Build (routes and nodes
+// included), so it fails if the rings come back.
+func TestBuildMemoryPerPort(t *testing.T) {
+	topo, err := fabric.FatTree(fabric.FatTreeParams{K: 8, Planes: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ports := 2 * len(topo.Links)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	net, err := fabric.Build(sim.NewLoop(), packet.NewPool(), topo, fabric.BuildOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runtime.ReadMemStats(&after)
+	runtime.KeepAlive(net)
+	per := float64(after.TotalAlloc-before.TotalAlloc) / float64(ports)
+	t.Logf("%d ports, %.0f bytes allocated per port by Build", ports, per)
+	if per > 4096 {
+		t.Errorf("Build allocates %.0f bytes per port, want at most 4096", per)
 	}
 }
