@@ -506,6 +506,9 @@ func (p *Port) arrive(now sim.Time, b *packet.Buffer) {
 			p.dropRx(now, b, DropFCS)
 			return
 		}
+		// The bit may land in a header-only packet's elided payload:
+		// the packet gets its bytes back first (the same draws either way).
+		b = b.Expand()
 		flipBit(b.Data(), p.rng)
 		b.Flow = packet.FlowTag{} // the bit may be in the UDP ports
 		if o := p.net.obs; o != nil {
