@@ -18,7 +18,7 @@ func TestBufferPrependAndReuse(t *testing.T) {
 		t.Fatalf("outstanding = %d", p.Outstanding())
 	}
 	b2 := p.Get(50)
-	if b2 != b || b2.Len() != 0 || b2.Cap() != smallSize {
+	if b2 != b || b2.Len() != 0 || b2.Cap() != tinySize {
 		t.Fatalf("buffer not reused clean: same=%v len=%d cap=%d", b2 == b, b2.Len(), b2.Cap())
 	}
 	big := p.Get(4096 + 100)
@@ -182,4 +182,17 @@ func FuzzElide(f *testing.F) {
 			t.Fatalf("outstanding %d", p.Outstanding())
 		}
 	})
+}
+
+// A tiny packet (a header-only one, a short ACK) is one allocation: its
+// bytes live in the Buffer, next to the fields every hop reads.
+func TestTinyPacketOneAllocation(t *testing.T) {
+	p := NewPool()
+	if n := testing.AllocsPerRun(100, func() { p.Get(tinySize) }); n != 1 {
+		t.Errorf("a new tiny buffer takes %v allocations, want 1", n)
+	}
+	b := p.Get(tinySize)
+	if off, ok := b.Offset(b.Tail()[:1]); !ok || off != Headroom || b.Cap() != tinySize {
+		t.Errorf("tiny buffer: offset %d (%v), cap %d", off, ok, b.Cap())
+	}
 }
