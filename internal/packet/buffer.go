@@ -215,13 +215,13 @@ func (b *Buffer) Free() {
 // then differ by the packets that moved; their sum is still right.
 func (b *Buffer) Rehome(p *Pool) { b.pool = p }
 
-// Pool is a free list of buffers in two size classes. It is not safe for
+// Pool is a free list of buffers in four size classes. It is not safe for
 // concurrent use: each event loop (and each live I/O goroutine) has its own.
 type Pool struct {
 	tiny, small, medium, large []*Buffer
-	nextID               uint64
-	allocated            int
-	outstanding          int
+	nextID                     uint64
+	allocated                  int
+	outstanding                int
 }
 
 // NewPool returns an empty pool.
