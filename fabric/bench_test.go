@@ -3,6 +3,7 @@ package fabric_test
 import (
 	"encoding/binary"
 	"fmt"
+	"runtime"
 	"testing"
 
 	"github.com/mrlab/mrlab/fabric"
@@ -11,11 +12,23 @@ import (
 	"github.com/mrlab/mrlab/internal/sim"
 )
 
-// countSink counts and frees what it receives.
-type countSink struct{ n int }
+// countSink counts and frees what it receives; with sum set it folds
+// every packet's bytes (elided ones as zeros) into it.
+type countSink struct {
+	n   int
+	sum *fabric.TraceHash
+	buf []byte
+}
 
-func (c *countSink) Receive(_ sim.Time, _ int, b *packet.Buffer) {
+func (c *countSink) Receive(now sim.Time, _ int, b *packet.Buffer) {
 	c.n++
+	if c.sum != nil {
+		c.buf = b.AppendBytes(c.buf[:0])
+		c.sum.Observe(now, fabric.EvDeliver, fabric.Point{}, nil, fabric.DropNone)
+		for _, x := range c.buf {
+			c.sum.Observe(sim.Time(x), fabric.EvDeliver, fabric.Point{}, nil, fabric.DropNone)
+		}
+	}
 	b.Free()
 }
 
@@ -26,6 +39,9 @@ type pump struct {
 	port *fabric.Port
 	tmpl []byte
 	seq  uint16
+	// elide, if set, sends header-only packets: the bytes after the IPv4
+	// and UDP headers up to a 4-byte trailer are elided (they are zero).
+	elide bool
 }
 
 func (p *pump) Receive(_ sim.Time, _ int, b *packet.Buffer) { b.Free() }
@@ -37,6 +53,9 @@ func (p *pump) send(now sim.Time) {
 	copy(d, p.tmpl)
 	p.seq++
 	binary.BigEndian.PutUint16(d[header.IPv4MinSize:], 1000+p.seq%16)
+	if p.elide {
+		b = b.Elide(28, len(d)-32)
+	}
 	p.port.Send(now, b)
 }
 
@@ -47,7 +66,16 @@ type forwardBench struct {
 }
 
 func newForwardBench(t testing.TB, topo *fabric.Topology, src, dst string, size int) *forwardBench {
+	return newForwardBenchOpt(t, topo, src, dst, size, false, nil)
+}
+
+// newForwardBenchOpt is newForwardBench with header-only packets if elide,
+// and obs observing from the first packet if not nil.
+func newForwardBenchOpt(t testing.TB, topo *fabric.Topology, src, dst string, size int, elide bool, obs fabric.Observer) *forwardBench {
 	l := newLab(t, topo, fabric.BuildOptions{Seed: 1})
+	if obs != nil {
+		l.net.SetObserver(obs)
+	}
 	f := &forwardBench{l: l, sink: &countSink{}}
 	var srcAddr, dstAddr = topo.Hosts[0].Addr, topo.Hosts[0].Addr
 	for _, h := range topo.Hosts {
@@ -61,7 +89,7 @@ func newForwardBench(t testing.TB, topo *fabric.Topology, src, dst string, size 
 	if _, err := l.net.Attach(dst, f.sink); err != nil {
 		t.Fatal(err)
 	}
-	p := &pump{pool: l.pool}
+	p := &pump{pool: l.pool, elide: elide}
 	ports, err := l.net.Attach(src, p)
 	if err != nil {
 		t.Fatal(err)
@@ -69,6 +97,7 @@ func newForwardBench(t testing.TB, topo *fabric.Topology, src, dst string, size 
 	p.port = ports[0]
 	tb := udp(l.pool, srcAddr, dstAddr, 1000, 4791, size, header.ECNECT0)
 	p.tmpl = append([]byte(nil), tb.Data()...)
+	copy(p.tmpl[size-4:], "CRC!") // a trailer after the zero payload
 	tb.Free()
 	p.port.SetOnIdle(p.send)
 	p.send(0)
@@ -216,6 +245,74 @@ func BenchmarkReroute(b *testing.B) {
 				if err := n.SetLinkUp(sim.Time(2*i+2), link, true); err != nil {
 					b.Fatal(err)
 				}
+			}
+		})
+	}
+}
+
+// A built port holds no packet rings until it carries packets: a big
+// fabric's Build costs little memory per port (it preallocated 64-entry
+// queue, departure and flight rings, 4 KiB per port, 1 GiB at 8 planes x
+// k=32). The bound is per port of the whole Build (routes and nodes
+// included), so it fails if the rings come back.
+func TestBuildMemoryPerPort(t *testing.T) {
+	topo, err := fabric.FatTree(fabric.FatTreeParams{K: 8, Planes: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ports := 2 * len(topo.Links)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	net, err := fabric.Build(sim.NewLoop(), packet.NewPool(), topo, fabric.BuildOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runtime.ReadMemStats(&after)
+	runtime.KeepAlive(net)
+	per := float64(after.TotalAlloc-before.TotalAlloc) / float64(ports)
+	t.Logf("%d ports, %.0f bytes allocated per port by Build", ports, per)
+	if per > 4096 {
+		t.Errorf("Build allocates %.0f bytes per port, want at most 4096", per)
+	}
+}
+
+// Header-only packets make the same run as packets that hold their zero
+// payload: the same trace hash (every event with every byte), the same
+// bytes delivered, on a plain fabric and on one that corrupts (with the
+// bit flipped into the packet: LossAtEnqueue), duplicates, delays and
+// marks; and forwarding them allocates nothing.
+func TestHeaderOnlyPacketsSameTrace(t *testing.T) {
+	corrupting := impairedFabric
+	corrupting.LossAt = fabric.LossAtEnqueue
+	corrupting.Impair.Corrupt = 0.2
+	cases := []struct {
+		name      string
+		host, fab fabric.LinkParams
+	}{
+		{"plain", fabric.LinkParams{Delay: sim.Microsecond}, fabric.LinkParams{Delay: sim.Microsecond}},
+		{"ecn+impaired", impairedHost, impairedFabric},
+		{"corrupt at enqueue", impairedHost, corrupting},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var sums [2]uint64
+			var events [2]uint64
+			for i, elide := range []bool{false, true} {
+				th := fabric.NewTraceHash()
+				f := newForwardBenchOpt(t, leafSpineLeaf(t, c.host, c.fab), "h0", "h1", 4096+32, elide, th)
+				f.sink.sum = fabric.NewTraceHash()
+				f.run(3000)
+				sums[i] = th.Sum() ^ f.sink.sum.Sum()
+				events[i] = th.Events()
+				if elide {
+					if allocs := testing.AllocsPerRun(500, func() { f.run(1) }); allocs != 0 {
+						t.Errorf("%v allocations per header-only packet", allocs)
+					}
+				}
+			}
+			if sums[0] != sums[1] || events[0] != events[1] {
+				t.Errorf("full packets: hash %x over %d events; header-only: %x over %d", sums[0], events[0], sums[1], events[1])
 			}
 		})
 	}

@@ -96,7 +96,7 @@ func (p *Port) enqueueFast(now sim.Time, b *packet.Buffer, atPs int64) {
 }
 
 func (p *Port) growDeps() {
-	d := make([]departure, 2*len(p.deps))
+	d := make([]departure, ringGrow(len(p.deps)))
 	for i := 0; i < p.dLen; i++ {
 		d[i] = p.deps[(p.dHead+i)%len(p.deps)]
 	}

@@ -219,9 +219,10 @@ type dirCounts struct {
 func (p *Port) init() {
 	p.txDoneFn = func(now sim.Time, arg any) { p.txDone(now, arg.(*packet.Buffer)) }
 	p.arriveFn = func(now sim.Time, arg any) { p.arrive(now, arg.(*packet.Buffer)) }
-	p.queue = make([]*packet.Buffer, 64)
-	p.deps = make([]departure, 64)
-	p.fly = make([]flight, 64)
+	// The queue, departure and flight rings start empty and grow on first
+	// use (ringGrow): most of a big fabric's ports carry few packets at
+	// once, and preallocating 64 entries each cost 1 GiB at 8 planes x
+	// k=32. They never shrink, so steady state allocates nothing.
 	p.flyTimer.Init(func(now sim.Time, _ any) { p.landHead(now) }, nil)
 	p.flyTimer.Own(p.org)
 	p.idleTimer.Init(func(now sim.Time, _ any) { p.idleFired(now) }, nil)
@@ -365,8 +366,12 @@ func (p *Port) enqueue(now sim.Time, b *packet.Buffer, atPs int64) {
 	p.addQueue(now, n)
 }
 
+// ringGrow is the next size of a port's ring that holds n entries and is
+// full: twice as many, and at least 4 for the first.
+func ringGrow(n int) int { return max(4, 2*n) }
+
 func (p *Port) growQueue() {
-	q := make([]*packet.Buffer, 2*len(p.queue))
+	q := make([]*packet.Buffer, ringGrow(len(p.queue)))
 	for i := 0; i < p.qLen; i++ {
 		q[i] = p.queue[(p.qHead+i)%len(p.queue)]
 	}
@@ -501,6 +506,9 @@ func (p *Port) arrive(now sim.Time, b *packet.Buffer) {
 			p.dropRx(now, b, DropFCS)
 			return
 		}
+		// The bit may land in a header-only packet's elided payload:
+		// the packet gets its bytes back first (the same draws either way).
+		b = b.Expand()
 		flipBit(b.Data(), p.rng)
 		b.Flow = packet.FlowTag{} // the bit may be in the UDP ports
 		if o := p.net.obs; o != nil {
@@ -645,7 +653,7 @@ func (p *Port) fifo(b *packet.Buffer, atPs int64, flags int) {
 }
 
 func (p *Port) growFly() {
-	f := make([]flight, 2*len(p.fly))
+	f := make([]flight, ringGrow(len(p.fly)))
 	for i := 0; i < p.fLen; i++ {
 		f[i] = p.fly[(p.fHead+i)%len(p.fly)]
 	}

@@ -101,10 +101,11 @@ func ecmpHash(seed uint64, src, dst uint32, proto uint8, sport, dport uint16) ui
 // the header is valid; an invalid packet stays untagged.
 func (n *Network) tag(b *packet.Buffer) bool {
 	ip := header.IPv4(b.Data())
-	if ip.Validate() != nil {
+	if ip.ValidateIn(b.Len()) != nil {
 		return false
 	}
-	src, dst, proto, sport, dport := header.FiveTuple(ip[:ip.TotalLength()])
+	// A header-only packet holds its headers, not all TotalLength bytes.
+	src, dst, proto, sport, dport := header.FiveTuple(ip[:min(int(ip.TotalLength()), len(ip))])
 	b.Flow = packet.FlowTag{Src: src, DstAddr: dst, SPort: sport, DPort: dport, Proto: proto, Valid: true, Dst: n.hostOf(dst)}
 	return true
 }

@@ -43,20 +43,48 @@ func (t *TraceHash) Observe(now sim.Time, ev Event, pt Point, p *packet.Buffer, 
 	h = (h ^ uint64(r)) * fnvPrime
 	if p != nil {
 		d := p.Data()
+		at, hole := p.Hole()
 		if t.headers {
-			h = fnvU64(h, uint64(len(d)))
+			h = fnvU64(h, uint64(p.Len()))
 			n := 0
 			if len(d) > 0 && d[0]>>4 == 4 {
-				n = min(len(d), int(d[0]&0xf)*4+8) // IPv4 and UDP headers
+				n = min(p.Len(), int(d[0]&0xf)*4+8) // IPv4 and UDP headers
+			}
+			if hole > 0 && n > at {
+				hole = min(hole, n-at)
+				n -= hole
+			} else {
+				at, hole = n, 0
 			}
 			d = d[:n]
 		}
-		for _, c := range d {
+		if hole == 0 {
+			at = len(d)
+		}
+		for _, c := range d[:at] {
+			h = (h ^ uint64(c)) * fnvPrime
+		}
+		// A header-only packet's elided bytes are zeros: each multiplies
+		// the hash by the prime, as hashing them would.
+		h *= fnvPow(hole)
+		for _, c := range d[at:] {
 			h = (h ^ uint64(c)) * fnvPrime
 		}
 	}
 	t.h = h
 	t.events++
+}
+
+// fnvPow returns fnvPrime to the n (mod 2^64): FNV-1a over n zero bytes.
+func fnvPow(n int) uint64 {
+	r, b := uint64(1), uint64(fnvPrime)
+	for ; n > 0; n >>= 1 {
+		if n&1 != 0 {
+			r *= b
+		}
+		b *= b
+	}
+	return r
 }
 
 func fnvU64(h, v uint64) uint64 {

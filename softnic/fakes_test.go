@@ -27,6 +27,8 @@ type fakeWire struct {
 	// tap, if set, sees every packet sent (before delivery).
 	tap  func(b []byte)
 	drop func(b []byte) bool
+	// seen, if set, sees every packet sent as the NIC handed it over.
+	seen func(p *packet.Buffer)
 	sent int
 }
 
@@ -54,6 +56,14 @@ func (w *fakeWire) Send(now sim.Time, p *packet.Buffer) {
 	w.sent++
 	ser := sim.Time(float64(p.Len()*8) / w.rate * 1e9)
 	w.loop.Arm(&w.idleTmr, now+ser)
+	if w.seen != nil {
+		w.seen(p)
+	}
+	if w.tap != nil || w.drop != nil {
+		// Taps see (and may change) every byte, as the fabric's
+		// corruption does: a header-only packet gets its bytes back.
+		p = p.Expand()
+	}
 	if w.tap != nil {
 		w.tap(p.Data())
 	}

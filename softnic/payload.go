@@ -48,6 +48,32 @@ func moveRuns(dst, src *packet.Buffer) {
 	}
 }
 
+// elidable reports whether b's packet has a synthetic payload worth
+// sending header-only (packet.Buffer.Elide): its content runs cover one
+// contiguous range, at..at+n of Data(), and what is left fits the pool's
+// small class. The bytes under runs are zeros (memView.Read clears them),
+// so eliding them changes no byte of the packet.
+func elidable(b *packet.Buffer) (at, n int, ok bool) {
+	runs := b.Synthetic
+	if len(runs) == 0 {
+		return 0, 0, false
+	}
+	base, _ := b.Offset(b.Data())
+	at = int(runs[0].Off) - base
+	end := int(runs[0].Off)
+	for _, r := range runs {
+		if int(r.Off) != end || r.Len <= 0 {
+			return 0, 0, false
+		}
+		end += int(r.Len)
+	}
+	n = end - int(runs[0].Off)
+	if at < 0 || at+n > b.Len() || b.Len()-n > smallPacket-IPv4UDPSize {
+		return 0, 0, false
+	}
+	return at, n, true
+}
+
 // ParsePayloadMode parses "bytes" or "synthetic".
 func ParsePayloadMode(s string) (PayloadMode, error) {
 	switch s {

@@ -115,21 +115,26 @@ func testNoAllocsPerPacket(t *testing.T, tc transportCase, mode PayloadMode) {
 
 // BenchmarkNICWriteRoundTrip measures one 4000-byte WRITE and its ACK
 // through two NICs and fake wires: the NIC's and the transport's
-// per-packet cost without a fabric.
+// per-packet cost without a fabric, with real and synthetic payload.
 func BenchmarkNICWriteRoundTrip(b *testing.B) {
 	for _, tc := range transportCases() {
-		b.Run(tc.name, func(b *testing.B) {
-			p := newPair(b, 1, tc.protos)
-			src, dst := p.connect(b, 4096, transport.AccessLocalWrite|transport.AccessRemoteWrite, tc.kind)
-			run := writeLoop(b, p, src, dst, 4000)
-			pk0 := p.a.Stats().TxPackets + p.b.Stats().TxPackets
-			b.ReportAllocs()
-			b.SetBytes(4000)
-			for b.Loop() {
-				run()
-			}
-			pk := p.a.Stats().TxPackets + p.b.Stats().TxPackets - pk0
-			b.ReportMetric(float64(pk)/b.Elapsed().Seconds(), "pkts/s")
-		})
+		for _, mode := range []PayloadMode{PayloadBytes, PayloadSynthetic} {
+			b.Run(tc.name+"/"+mode.String(), func(b *testing.B) { benchNICWriteRoundTrip(b, tc, mode) })
+		}
 	}
+}
+
+func benchNICWriteRoundTrip(b *testing.B, tc transportCase, mode PayloadMode) {
+	p := newPair(b, 1, tc.protos)
+	src, dst := p.connectMode(b, 4096, transport.AccessLocalWrite|transport.AccessRemoteWrite, tc.kind, mode)
+	src.mr.Fill(0, 4000, 77)
+	run := writeLoop(b, p, src, dst, 4000)
+	pk0 := p.a.Stats().TxPackets + p.b.Stats().TxPackets
+	b.ReportAllocs()
+	b.SetBytes(4000)
+	for b.Loop() {
+		run()
+	}
+	pk := p.a.Stats().TxPackets + p.b.Stats().TxPackets - pk0
+	b.ReportMetric(float64(pk)/b.Elapsed().Seconds(), "pkts/s")
 }

@@ -1,6 +1,7 @@
 package softnic
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"testing"
 
@@ -156,5 +157,52 @@ func TestDMAMixedRegions(t *testing.T) {
 	}
 	if s := nic.Stats(); s.SyntheticOpaque != 2 || s.SyntheticMaterialized != 0 {
 		t.Errorf("stats %+v", s)
+	}
+}
+
+// In synthetic payload mode a MetaRoCE data packet leaves the NIC
+// header-only: its headers and CRC in a small buffer, its payload as a
+// length (packet.Buffer.Elide); in bytes mode, and with RoCEv2 (whose
+// ICRC the NIC computes over every byte), every packet holds its bytes.
+// Either way the WRITE arrives whole.
+func TestSyntheticDataSentHeaderOnly(t *testing.T) {
+	for _, tc := range transportCases()[1:] {
+		for _, mode := range []PayloadMode{PayloadBytes, PayloadSynthetic} {
+			t.Run(fmt.Sprintf("%s/%v", tc.name, mode), func(t *testing.T) {
+				p := newPair(t, 1, tc.protos)
+				const size = 64 << 10
+				src, dst := p.connectMode(t, size, transport.AccessLocalWrite|transport.AccessRemoteWrite, tc.kind, mode)
+				src.mr.Fill(0, size, 7)
+				var big, headerOnly, held int
+				p.ab[0].seen = func(b *packet.Buffer) {
+					if b.Len() < 4096 {
+						return
+					}
+					big++
+					if _, n := b.Hole(); n > 0 {
+						headerOnly++
+						held = max(held, len(b.Data()))
+					}
+				}
+				wr := transport.WorkRequest{ID: 1, Op: transport.OpWrite, RemoteAddr: dst.mr.Addr(), RKey: dst.mr.RKey(), NumSGE: 1}
+				wr.SGL[0] = src.mr.SGE(0, size)
+				if err := src.c.PostSend(&wr); err != nil {
+					t.Fatal(err)
+				}
+				if wc := p.waitCompletion(t, src.cq, 100*sim.Millisecond); wc.Status != transport.StatusOK {
+					t.Fatalf("completion %+v", wc)
+				}
+				if !dst.mr.Matches(0, size, 7) {
+					t.Fatalf("destination differs at byte %d", dst.mr.FirstDiff(0, size, 7))
+				}
+				want := 0
+				if mode == PayloadSynthetic && tc.kind == transport.MetaRoCE {
+					want = big
+				}
+				if big < size/4096 || headerOnly != want || held > 128 {
+					t.Errorf("%d data packets, %d header-only (want %d), holding up to %d bytes", big, headerOnly, want, held)
+				}
+			})
+		}
 	}
 }

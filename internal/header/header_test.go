@@ -109,3 +109,32 @@ func FuzzIPv4(f *testing.F) {
 		}
 	})
 }
+
+// FuzzIPv4ValidateIn: a header-only packet's header is valid for exactly
+// the packet sizes from its total length up, and ValidateIn of the bytes
+// held is Validate; it never panics.
+func FuzzIPv4ValidateIn(f *testing.F) {
+	p := make([]byte, 28)
+	IPv4(p).Encode(&IPv4Fields{TotalLength: 4124, Protocol: 17,
+		Src: netip.MustParseAddr("198.18.0.1"), Dst: netip.MustParseAddr("198.18.0.2")})
+	f.Add(p, uint16(4096))
+	f.Add([]byte{0x45, 0, 0, 20}, uint16(0))
+	f.Fuzz(func(t *testing.T, b []byte, extra uint16) {
+		ip := IPv4(b)
+		if (ip.ValidateIn(len(b)) == nil) != (ip.Validate() == nil) {
+			t.Fatal("ValidateIn(len) disagrees with Validate")
+		}
+		err := ip.ValidateIn(len(b) + int(extra))
+		if err != nil || len(b) < IPv4MinSize {
+			return
+		}
+		tl := int(ip.TotalLength())
+		if tl > len(b)+int(extra) || tl < ip.HeaderLength() {
+			t.Fatalf("total length %d accepted in a %d-byte packet", tl, len(b)+int(extra))
+		}
+		if ip.ValidateIn(tl-1) == nil {
+			t.Fatal("accepted in a packet shorter than its total length")
+		}
+		FiveTuple(ip[:min(tl, len(ip))])
+	})
+}

@@ -44,7 +44,12 @@ type IPv4 []byte
 
 // Validate checks that b holds a complete IPv4 header with a correct
 // checksum and a total length that fits in b.
-func (b IPv4) Validate() error {
+func (b IPv4) Validate() error { return b.ValidateIn(len(b)) }
+
+// ValidateIn is Validate for a packet of size bytes of which b holds at
+// least the header: a header-only packet (packet.Buffer.Elide) holds its
+// headers but not its payload, and its total length counts the payload.
+func (b IPv4) ValidateIn(size int) error {
 	if len(b) < IPv4MinSize {
 		return ErrTruncated
 	}
@@ -55,7 +60,7 @@ func (b IPv4) Validate() error {
 	if hl < IPv4MinSize || len(b) < hl {
 		return ErrTruncated
 	}
-	if tl := int(b.TotalLength()); tl < hl || tl > len(b) {
+	if tl := int(b.TotalLength()); tl < hl || tl > size {
 		return ErrLength
 	}
 	if Checksum(b[:hl], 0) != 0xffff {

@@ -26,13 +26,33 @@ const MaxSize = 9216
 // default) with their headers fit the medium class, so they do not carry
 // a jumbo frame's worth of memory each (half the memory, and half the
 // cache footprint, of packets in flight).
+//
+// The tiny class holds header-only packets (Elide) and short control
+// packets in the same allocation as the Buffer itself: a switch reads a
+// packet's fields and its IPv4 header together, so they share cache
+// lines instead of costing a miss each, and each takes about half the
+// memory of a separate small buffer.
 const (
+	tinySize   = 128
 	smallSize  = 512
 	mediumSize = 4096 + 256
 )
 
+// tinyBuffer is a Buffer with its bytes inline.
+type tinyBuffer struct {
+	Buffer
+	bytes [Headroom + tinySize]byte
+}
+
 // Buffer is one packet. Data() is the packet from its first byte (the IPv4
 // header once framed). The zero value is not usable; get buffers from a Pool.
+//
+// A header-only packet (Elide) stands for a packet whose payload is a run
+// of zero bytes that exist in no buffer: a NIC in synthetic payload mode
+// sends its headers, trailer and content runs, and the length it would
+// have. Len and every header's length fields count the elided bytes; Data
+// returns the bytes that exist, and Hole says where the zeros go. What
+// needs the whole packet's bytes uses AppendBytes or Expand.
 //
 // A Buffer is owned by exactly one component at a time; the fabric passes
 // ownership along with the pointer, and whoever drops or consumes the packet
@@ -41,6 +61,8 @@ type Buffer struct {
 	buf      []byte
 	off, end int
 	pool     *Pool
+	// hole zero bytes are elided just before buf[holeAt] (0: none).
+	hole, holeAt int
 
 	// Timer lets the current owner schedule this packet (e.g. its arrival at
 	// the far end of a link) without an allocation.
@@ -63,7 +85,8 @@ type Buffer struct {
 	// without holding it (a NIC's synthetic payload mode): each run says
 	// which content stream a range of the buffer carries. Bytes outside
 	// every run are the packet's real bytes. Get empties it; Copy carries
-	// it along.
+	// it along. In a header-only packet the offsets count the elided
+	// bytes as if they were there.
 	Synthetic []Run
 }
 
@@ -105,11 +128,31 @@ func (b *Buffer) Offset(s []byte) (int, bool) {
 	return int(d), true
 }
 
-// Data returns the packet bytes.
+// Data returns the packet bytes: of a header-only packet, the bytes that
+// exist (see Hole).
 func (b *Buffer) Data() []byte { return b.buf[b.off:b.end] }
 
-// Len returns the packet length.
-func (b *Buffer) Len() int { return b.end - b.off }
+// Len returns the packet length, elided bytes included.
+func (b *Buffer) Len() int { return b.end - b.off + b.hole }
+
+// Hole reports the zero bytes a header-only packet elides: n of them
+// belong before Data()[at]. n is 0 for a packet that holds all its bytes.
+func (b *Buffer) Hole() (at, n int) {
+	if b.hole == 0 {
+		return 0, 0
+	}
+	return b.holeAt - b.off, b.hole
+}
+
+// AppendBytes appends the whole packet to dst, zeros for elided bytes.
+func (b *Buffer) AppendBytes(dst []byte) []byte {
+	if b.hole == 0 {
+		return append(dst, b.Data()...)
+	}
+	dst = append(dst, b.buf[b.off:b.holeAt]...)
+	dst = append(dst, make([]byte, b.hole)...)
+	return append(dst, b.buf[b.holeAt:b.end]...)
+}
 
 // Prepend grows the packet by n bytes at the front and returns them.
 // It panics if the headroom is exhausted: that is a programming error, never
@@ -123,20 +166,27 @@ func (b *Buffer) Prepend(n int) []byte {
 }
 
 // TrimFront removes n bytes from the front (a header that has been read).
+// It panics if n reaches a header-only packet's elided bytes: Expand it
+// first.
 func (b *Buffer) TrimFront(n int) {
-	if n > b.Len() {
-		n = b.Len()
+	if b.hole != 0 && b.off+n > b.holeAt {
+		panic(fmt.Sprintf("packet: trim %d bytes into an elided payload", n))
+	}
+	if n > b.end-b.off {
+		n = b.end - b.off
 	}
 	b.off += n
 }
 
 // SetLen sets the packet length counted from the current front, within the
-// buffer's capacity; it returns false if n does not fit.
+// buffer's capacity; it returns false if n does not fit. A header-only
+// packet becomes an ordinary one of n bytes.
 func (b *Buffer) SetLen(n int) bool {
 	if n < 0 || b.off+n > len(b.buf) {
 		return false
 	}
 	b.end = b.off + n
+	b.hole, b.holeAt = 0, 0
 	return true
 }
 
@@ -145,7 +195,7 @@ func (b *Buffer) SetLen(n int) bool {
 func (b *Buffer) Tail() []byte { return b.buf[b.end:] }
 
 // Reset empties the packet, restoring full headroom.
-func (b *Buffer) Reset() { b.off, b.end = Headroom, Headroom }
+func (b *Buffer) Reset() { b.off, b.end, b.hole, b.holeAt = Headroom, Headroom, 0, 0 }
 
 // Cap returns the largest length the packet may grow to (from the current
 // front).
@@ -165,13 +215,13 @@ func (b *Buffer) Free() {
 // then differ by the packets that moved; their sum is still right.
 func (b *Buffer) Rehome(p *Pool) { b.pool = p }
 
-// Pool is a free list of buffers in two size classes. It is not safe for
+// Pool is a free list of buffers in four size classes. It is not safe for
 // concurrent use: each event loop (and each live I/O goroutine) has its own.
 type Pool struct {
-	small, medium, large []*Buffer
-	nextID               uint64
-	allocated            int
-	outstanding          int
+	tiny, small, medium, large []*Buffer
+	nextID                     uint64
+	allocated                  int
+	outstanding                int
 }
 
 // NewPool returns an empty pool.
@@ -180,11 +230,30 @@ func NewPool() *Pool { return &Pool{} }
 // Get returns an empty buffer that can hold a packet of size bytes (at most
 // MaxSize) with full headroom in front.
 func (p *Pool) Get(size int) *Buffer {
+	b := p.get(size)
+	p.nextID++
+	b.ID = p.nextID
+	return b
+}
+
+// get is Get without a new ID: for a buffer that replaces another and
+// keeps its ID (Elide, Expand).
+func (p *Pool) get(size int) *Buffer {
 	if size > MaxSize {
 		size = MaxSize
 	}
 	var b *Buffer
-	if size <= smallSize {
+	if size <= tinySize {
+		if n := len(p.tiny); n > 0 {
+			b = p.tiny[n-1]
+			p.tiny = p.tiny[:n-1]
+		} else {
+			p.allocated++
+			t := &tinyBuffer{}
+			t.buf, t.pool = t.bytes[:], p
+			b = &t.Buffer
+		}
+	} else if size <= smallSize {
 		if n := len(p.small); n > 0 {
 			b = p.small[n-1]
 			p.small = p.small[:n-1]
@@ -206,8 +275,6 @@ func (p *Pool) Get(size int) *Buffer {
 			b = p.alloc(MaxSize)
 		}
 	}
-	p.nextID++
-	b.ID = p.nextID
 	b.Hop, b.Stamp = 0, 0
 	b.Timer.Own(nil)
 	b.Synthetic = b.Synthetic[:0]
@@ -217,17 +284,67 @@ func (p *Pool) Get(size int) *Buffer {
 	return b
 }
 
-// Copy returns a new buffer holding a copy of src's packet bytes.
+// Copy returns a new buffer holding a copy of src's packet bytes (a
+// header-only packet stays one).
 func (p *Pool) Copy(src *Buffer) *Buffer {
-	b := p.Get(src.Len())
+	b := p.Get(src.end - src.off)
 	b.SetLen(copy(b.buf[b.off:], src.Data()))
+	if src.hole != 0 {
+		b.hole, b.holeAt = src.hole, src.holeAt-src.off+b.off
+	}
 	b.Flow = src.Flow
+	b.copyRuns(src)
+	return b
+}
+
+// copyRuns gives b src's runs, moved as b's front is from src's.
+func (b *Buffer) copyRuns(src *Buffer) {
 	shift := int32(b.off - src.off)
 	for _, r := range src.Synthetic {
 		r.Off += shift
 		b.Synthetic = append(b.Synthetic, r)
 	}
-	return b
+}
+
+// Elide returns b's packet as a header-only one, without its bytes at..
+// at+n of Data() (they must be zeros: a payload its synthetic runs
+// describe), in a buffer of b's pool that fits what is left; b is freed.
+// The packet keeps its ID, flow tag and scratch fields. b must hold all
+// its bytes and no timer of it may be armed.
+func (b *Buffer) Elide(at, n int) *Buffer {
+	if b.hole != 0 || at < 0 || n <= 0 || at+n > b.end-b.off {
+		panic(fmt.Sprintf("packet: elide %d bytes at %d of a %d-byte packet", n, at, b.Len()))
+	}
+	e := b.pool.get(b.end - b.off - n)
+	e.end = e.off + copy(e.buf[e.off:], b.buf[b.off:b.off+at])
+	e.hole, e.holeAt = n, e.end
+	e.end += copy(e.buf[e.end:], b.buf[b.off+at+n:b.end])
+	e.adopt(b)
+	return e
+}
+
+// Expand returns b's packet with all its bytes (an elided payload as
+// zeros) in a buffer of b's pool, and frees b. The packet keeps its ID,
+// flow tag and scratch fields. A packet that holds all its bytes is
+// returned as it is.
+func (b *Buffer) Expand() *Buffer {
+	if b.hole == 0 {
+		return b
+	}
+	e := b.pool.get(b.Len())
+	e.end = e.off + copy(e.buf[e.off:], b.buf[b.off:b.holeAt])
+	clear(e.buf[e.end : e.end+b.hole])
+	e.end += b.hole
+	e.end += copy(e.buf[e.end:], b.buf[b.holeAt:b.end])
+	e.adopt(b)
+	return e
+}
+
+// adopt makes e the packet b was (ID, flow tag, scratch, runs) and frees b.
+func (e *Buffer) adopt(b *Buffer) {
+	e.ID, e.Hop, e.Stamp, e.Flow = b.ID, b.Hop, b.Stamp, b.Flow
+	e.copyRuns(b)
+	b.Free()
 }
 
 func (p *Pool) alloc(size int) *Buffer {
@@ -238,6 +355,8 @@ func (p *Pool) alloc(size int) *Buffer {
 func (p *Pool) put(b *Buffer) {
 	p.outstanding--
 	switch len(b.buf) {
+	case Headroom + tinySize:
+		p.tiny = append(p.tiny, b)
 	case Headroom + smallSize:
 		p.small = append(p.small, b)
 	case Headroom + mediumSize:

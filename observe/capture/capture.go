@@ -125,6 +125,9 @@ type Capture struct {
 	scratch2 []byte
 	// synScratch holds a comment with the synthetic-payload note added.
 	synScratch []byte
+	// whole holds a header-only packet's bytes, its elided payload as the
+	// zeros it stands for (packet.Buffer.Elide).
+	whole []byte
 	// err is the first packet record that could not be written; Close
 	// returns it.
 	err error
@@ -328,6 +331,10 @@ func (c *Capture) record(now sim.Time, t tap, p *packet.Buffer, comment []byte, 
 		return
 	}
 	data := p.Data()
+	if _, n := p.Hole(); n > 0 {
+		c.whole = p.AppendBytes(c.whole[:0])
+		data = c.whole
+	}
 	if s.match != nil && !s.match.Match(data) {
 		return
 	}

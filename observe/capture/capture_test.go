@@ -367,3 +367,41 @@ func TestCaptureSyntheticPayload(t *testing.T) {
 		t.Errorf("capture (-want +got):\n%s", d)
 	}
 }
+
+// TestCaptureHeaderOnlyPacket: a header-only packet (packet.Buffer.Elide)
+// is written whole, its elided payload as the zeros it stands for: the
+// same record as the packet that holds its bytes.
+func TestCaptureHeaderOnlyPacket(t *testing.T) {
+	pool := packet.NewPool()
+	payload := make([]byte, 304)
+	copy(payload[300:], "CRC!")
+	d := udpPacket("198.18.0.1", "198.18.0.2", 49152, 53791, payload)
+	var recs [2][]byte
+	for i, elide := range []bool{false, true} {
+		b := pool.Get(len(d))
+		b.SetLen(copy(b.Tail(), d))
+		off, _ := b.Offset(b.Data()[28:])
+		b.Synthetic = append(b.Synthetic, packet.Run{Off: int32(off), Len: 300, Stream: 9})
+		if elide {
+			b = b.Elide(28, 300)
+		}
+		c := newCapture(LayoutOf(line()))
+		var buf closeBuffer
+		sp, _ := ParseSpec("h0-leaf0")
+		if _, err := c.add(sp, &buf, nil); err != nil {
+			t.Fatal(err)
+		}
+		feed(c, []*packet.Buffer{b}, []event{{t: 100, ev: fabric.EvDeliver, link: 0, pkt: 0}})
+		if err := c.Close(300); err != nil {
+			t.Fatal(err)
+		}
+		_, pkts, err := ReadAll(bytes.NewReader(buf.Bytes()))
+		if err != nil || len(pkts) != 1 {
+			t.Fatalf("read back %d packets: %v", len(pkts), err)
+		}
+		recs[i] = pkts[0].Data
+	}
+	if !bytes.Equal(recs[0], d) || !bytes.Equal(recs[1], d) {
+		t.Errorf("captured %d and %d bytes (header-only second), want the %d-byte packet", len(recs[0]), len(recs[1]), len(d))
+	}
+}
