@@ -121,10 +121,28 @@ func (c *Conn) window() int {
 	if !c.s.heard && !c.opts.DisableRateHint {
 		// Before the receiver has answered at all, one packet: it probes
 		// for the receiver's share. An N-to-1 incast whose senders each
-		// sent a BDP first filled the receiver's queue N times over.
-		return c.mss
+		// sent a BDP first filled the receiver's queue N times over. A
+		// dialer whose SYN_ACK offered a first share (first_share) sends
+		// one handshake round trip of that rate instead, if it starts in
+		// time (firstFlight): the acceptor's grants add up to at most its
+		// capacity, so N dialers' first flights add up to one BDP, and it
+		// is over when the first ACK brings the hint of N.
+		return max(c.mss, c.firstFlight())
 	}
-	return c.s.window(c.paceRate(), c.baseRTT(), c.lossRate(), c.mss)
+	return c.s.window(c.paceRate(), c.baseRTT(), c.lossRate(), c.mss) + int(min(c.ctl.firstCredit, int32(c.s.inflight)))
+}
+
+// firstFlight is the window before the first ACK of a dialer whose
+// SYN_ACK offered a first share: that rate (the hint until an ACK brings
+// one) over the handshake's round trip, if the first data goes within
+// two of them after the SYN_ACK (the acceptor holds the grant against its
+// capacity for four after our EST arrives; later data waits for the first
+// ACK's hint with one packet); 0 otherwise.
+func (c *Conn) firstFlight() int {
+	if !c.dialer || c.s.hint == 0 || c.now > c.ctl.echoAt+2*c.s.srtt {
+		return 0
+	}
+	return min(int(c.s.hint*c.s.srtt.Seconds()), c.pathCount()*maxPathWindow/2*c.mss)
 }
 
 // canSend reports whether a new data packet of size payload bytes fits the
@@ -139,6 +157,7 @@ func (c *Conn) canSend(size int) bool {
 // here, the connection's m and alpha in the controller.
 func (c *Conn) ccOnRecord(p *sndPath, pkts, bytes, drx, dce int) {
 	s := &c.s
+	c.ctl.firstCredit -= int32(min(bytes, int(c.ctl.firstCredit)))
 	if drx > 0 {
 		g := c.opts.ECNGain
 		keep := math.Pow(1-g, float64(drx))
@@ -242,6 +261,9 @@ func (c *Conn) pathShare(p *sndPath) int {
 
 // noteHint takes the receiver's fair-share hint from an ACK.
 func (c *Conn) noteHint(h uint32) {
+	if !c.s.heard && c.firstFlight() > 0 {
+		c.ctl.firstCredit = int32(min(c.s.inflight, math.MaxInt32))
+	}
 	c.s.heard = true
 	var hint float64
 	if h != wire.NoRateHint && !c.opts.DisableRateHint && !c.mutated(MutIgnoreRateHint) {
