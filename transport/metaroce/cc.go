@@ -2,6 +2,7 @@ package metaroce
 
 import (
 	"math"
+	"math/bits"
 
 	"github.com/mrlab/mrlab/internal/sim"
 	"github.com/mrlab/mrlab/transport/metaroce/wire"
@@ -306,17 +307,37 @@ func (c *Conn) pace(n int) {
 }
 
 // demandKBs is the rate the sender asks of the receiver, in kB/s: what it
-// has queued and in flight, plus the size-byte packet being sent, over one
-// base RTT, and at least one MSS per base RTT; at most its line rate. The
+// has queued (new data and the packets declared lost or moved that wait
+// to be sent again: resendBacklog) and in flight, plus the size-byte
+// packet being sent, over one base RTT, and at least one MSS per base
+// RTT; at most its line rate. Lost packets count: taking them out of
+// flight must not make a sender that still has them to send look
+// application-limited to the receiver's water-filling (a first flight's
+// losses, resent at the share of N, kept the hint a third below it). The
 // floor matters: a packet sent with nothing else queued (the last
 // retransmission of a message) would otherwise ask for nothing, get a
 // share of almost nothing, and the sender's next message would be paced
 // at it until an ACK said otherwise.
 func (c *Conn) demandKBs(size int) uint32 {
 	rtt := c.baseRTT()
-	want := max(c.s.unsent+int64(c.s.inflight)+int64(size), int64(c.mss))
+	want := max(c.s.unsent+int64(c.s.inflight)+c.resendBacklog()+int64(size), int64(c.mss))
 	d := min(float64(want)/rtt.Seconds(), c.lineBytes)
 	return uint32(min(d/1000, wire.NoRateHint-1))
+}
+
+// resendBacklog bounds the bytes waiting to be sent again: the entries
+// declared lost on the paths in lostSet and the chunks in the retransmit
+// queue, an MSS each (some queued chunks may have settled meanwhile).
+func (c *Conn) resendBacklog() int64 {
+	n := len(c.s.rexmit) - int(c.s.rexHead)
+	for w, word := range c.s.lostSet {
+		for word != 0 {
+			i := 64*w + bits.TrailingZeros64(word)
+			word &= word - 1
+			n += c.s.paths[i].sb.lost
+		}
+	}
+	return int64(n) * int64(c.mss)
 }
 
 // The connection's rate controller (the rules above): DCTCP's

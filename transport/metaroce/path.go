@@ -264,14 +264,18 @@ func (c *Conn) noteLosses(p *sndPath, newLosses int) {
 // connection's active paths of each path's losses on its entropy, shrunk
 // toward the connection's loss rate q by a prior worth one loss
 // ((k + 1) / (n + 1/q)), so that a path with few packets counts as typical.
-// It is recomputed at most once per smoothed RTT.
+// It is recomputed at most once per smoothed RTT, and at once when q has
+// moved by more than a factor of two since: the losses of a burst (a
+// first flight, spec §first-flight) are all detected within one round
+// trip, and a base computed when only the first of them was known makes
+// every path's share of the rest look like a gray link.
 func (c *Conn) pathLossBase() float64 {
 	s := &c.s
-	if s.baseAt != 0 && c.now-s.baseAt < max(s.srtt, 1) {
+	q := c.lossRate()
+	if s.baseAt != 0 && c.now-s.baseAt < max(s.srtt, 1) && q <= 2*s.baseQ && 2*q >= s.baseQ {
 		return s.lossBase
 	}
-	s.baseAt = c.now
-	q := c.lossRate()
+	s.baseAt, s.baseQ = c.now, q
 	if q <= 0 {
 		s.lossBase = 0
 		return 0
