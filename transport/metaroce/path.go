@@ -272,10 +272,10 @@ func (c *Conn) noteLosses(p *sndPath, newLosses int) {
 func (c *Conn) pathLossBase() float64 {
 	s := &c.s
 	q := c.lossRate()
-	if s.baseAt != 0 && c.now-s.baseAt < max(s.srtt, 1) && q <= 2*s.baseQ && 2*q >= s.baseQ {
-		return s.lossBase
+	if s.baseAt != 0 && c.now-s.baseAt < max(s.srtt, 1) && q <= 2*float64(s.baseQ) && 2*q >= float64(s.baseQ) {
+		return float64(s.lossBase)
 	}
-	s.baseAt, s.baseQ = c.now, q
+	s.baseAt, s.baseQ = c.now, float32(q)
 	if q <= 0 {
 		s.lossBase = 0
 		return 0
@@ -287,13 +287,13 @@ func (c *Conn) pathLossBase() float64 {
 			rates = append(rates, (float64(p.genLost)+1)/(float64(p.genSent)+1/q))
 		}
 	}
-	if len(rates) == 0 {
-		s.lossBase = q
-		return q
+	base := q
+	if len(rates) > 0 {
+		slices.Sort(rates)
+		base = rates[len(rates)/2]
 	}
-	slices.Sort(rates)
-	s.lossBase = rates[len(rates)/2]
-	return s.lossBase
+	s.lossBase = float32(base)
+	return float64(s.lossBase)
 }
 
 // klDiv is the Kullback-Leibler divergence of Bernoulli(a) from

@@ -76,8 +76,9 @@ type sndState struct {
 	rttEstimator
 
 	// lossBase is the typical path's loss rate, computed at baseAt when
-	// the connection's loss rate was baseQ (path.go).
-	lossBase, baseQ float64
+	// the connection's loss rate was baseQ (path.go; float32s keep Conn
+	// in its size class, TestConnSize).
+	lossBase, baseQ float32
 	baseAt          sim.Time
 
 	// rack is the latest-sent packet known to have arrived (lossdetect.go).
