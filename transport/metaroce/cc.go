@@ -146,6 +146,16 @@ func (c *Conn) firstFlight() int {
 	return min(int(c.s.hint*c.s.srtt.Seconds()), c.pathCount()*maxPathWindow/2*c.mss)
 }
 
+// flightLeft takes n bytes that left flight (acknowledged, declared lost,
+// moved off a path, presumed gone) off the first-flight credit: the
+// credit is the first flight's bytes still in flight, so a flight whose
+// losses leave flight does not keep the window open (W + credit over
+// bytes no longer outstanding let the window stop binding: a granted
+// incast sender's 1.9 MB of credit outlived its flight by 12 RTTs).
+func (c *Conn) flightLeft(n int) {
+	c.ctl.firstCredit -= int32(min(n, int(c.ctl.firstCredit)))
+}
+
 // canSend reports whether a new data packet of size payload bytes fits the
 // window.
 func (c *Conn) canSend(size int) bool {
@@ -158,7 +168,7 @@ func (c *Conn) canSend(size int) bool {
 // here, the connection's m and alpha in the controller.
 func (c *Conn) ccOnRecord(p *sndPath, pkts, bytes, drx, dce int) {
 	s := &c.s
-	c.ctl.firstCredit -= int32(min(bytes, int(c.ctl.firstCredit)))
+	c.flightLeft(bytes)
 	if drx > 0 {
 		g := c.opts.ECNGain
 		keep := math.Pow(1-g, float64(drx))

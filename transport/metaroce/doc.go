@@ -57,7 +57,7 @@
 // and the dialer sends up to that share x its handshake RTT (one packet
 // when the share is 0 or the data starts more than two handshake RTTs
 // after the SYN_ACK); what of it is still in flight at the first ACK is a
-// credit over W until acknowledged. Its losses, all found within one
+// credit over W until it leaves flight (acknowledged or lost). Its losses, all found within one
 // round trip, count in the sender's demand and move the repath test's
 // typical rate at once, so they neither lower its share nor move its
 // paths. The receiver (ratehint.go) divides its capacity among its active

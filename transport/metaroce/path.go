@@ -221,7 +221,9 @@ func (c *Conn) abandon(p *sndPath) int {
 		if ch.where != chunkOnPath || ch.path != p.id || ch.gen != p.gen || ch.psn != psn {
 			continue
 		}
-		c.s.inflight -= p.sb.move(psn) // the PSN stays, a filler
+		n := p.sb.move(psn) // the PSN stays, a filler
+		c.s.inflight -= n
+		c.flightLeft(n)
 		ch.where = chunkQueued
 		c.s.rexmit = append(c.s.rexmit, e.dsn)
 		moved++

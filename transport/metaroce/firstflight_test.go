@@ -63,3 +63,35 @@ func TestRepathBaseFollowsBurst(t *testing.T) {
 		})
 	}
 }
+
+// TestFirstCreditLeavesWithFlight: the first-flight credit over W is the
+// flight's bytes still in flight: bytes acknowledged, declared lost or
+// presumed gone all take it down, so once the flight has left, the
+// window is W again (a credit that only ACKs reduced outlived a lossy
+// flight and left the window unbounded).
+func TestFirstCreditLeavesWithFlight(t *testing.T) {
+	l := newLab(t, transporttest.Config{}, Options{})
+	mc := metaConn(l.ca)
+	mc.ensurePaths()
+	const flight = 64 * 4096
+	for _, c := range []struct {
+		name string
+		gone func(p *sndPath)
+	}{
+		{"acknowledged", func(*sndPath) { mc.flightLeft(flight) }},
+		{"declared lost", func(p *sndPath) { mc.lossesFound(p, 64, 64, flight) }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			mc.s.inflight, mc.ctl.firstCredit = flight, flight
+			mc.s.heard = true
+			c.gone(&mc.s.paths[0])
+			if mc.ctl.firstCredit != 0 {
+				t.Errorf("credit %d after the flight left, want 0", mc.ctl.firstCredit)
+			}
+			mc.s.inflight = 3 * 4096 // resent and new packets
+			if got, want := mc.window(), mc.s.window(mc.paceRate(), mc.baseRTT(), mc.lossRate(), mc.mss); got != want {
+				t.Errorf("window %d with the flight gone, want W = %d", got, want)
+			}
+		})
+	}
+}
