@@ -23,6 +23,11 @@ type Cluster struct {
 	Fabric FabricCounters
 	// roceQPs is NICOptions.RoCEv2QPs.
 	roceQPs int
+	// Group, if set, runs the cluster partitioned (see partitioned.go):
+	// Loop is its global loop and host i's NIC runs on
+	// Group.Part(HostPart[i]).
+	Group    *sim.Group
+	HostPart []int
 }
 
 // ConnsPerPeer returns the connections a workload of kind opens between
