@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mrlab/mrlab/internal/packet"
 	"github.com/mrlab/mrlab/internal/sim"
 	"github.com/mrlab/mrlab/softnic"
 	"github.com/mrlab/mrlab/transport"
@@ -41,8 +42,9 @@ transports:
 }
 
 // runPartitionedLab runs a permutation of 256 KiB WRITEs on lab with parts
-// partitions and returns the result as JSON, the partitions used and the
-// events run by each partition.
+// partitions (0: one plain loop, as `mrlab sim` with an observer runs)
+// and returns the result as JSON with every NIC's counters, the
+// partitions used and the events run by each partition.
 func runPartitionedLab(t *testing.T, src, fail string, kind transport.Kind, parts int) (string, int, []uint64) {
 	t.Helper()
 	lab, err := Parse("test.yaml", []byte(src))
@@ -62,8 +64,15 @@ func runPartitionedLab(t *testing.T, src, fail string, kind transport.Kind, part
 	if len(lab.Faults) != 2 {
 		t.Fatalf("%s: no link named like %q", lab.Name, fail)
 	}
-	plan := lab.PlanPartitions(parts)
-	cl, _, err := lab.NewPartitionedCluster(plan, ClusterSetup{})
+	var cl *workload.Cluster
+	used := 0
+	if parts == 0 {
+		cl, _, err = lab.NewCluster(sim.NewLoop(), packet.NewPool(), ClusterSetup{})
+	} else {
+		plan := lab.PlanPartitions(parts)
+		used = plan.Parts
+		cl, _, err = lab.NewPartitionedCluster(plan, ClusterSetup{})
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,26 +95,26 @@ func runPartitionedLab(t *testing.T, src, fail string, kind transport.Kind, part
 		fmt.Fprintf(&b, "%s %+v %+v\n", cl.Hosts[i], n.Stats(), n.TransportTotals())
 	}
 	var fired []uint64
-	for p := range cl.Group.Parts() {
+	for p := range used {
 		fired = append(fired, cl.Group.Part(p).Fired())
 	}
-	return b.String(), plan.Parts, fired
+	return b.String(), used, fired
 }
 
 // TestPartitionedLabSameRun is the guard of the partitioned engine on full
 // labs: NICs, transports, the workload's drivers and a link failure, run
-// on 1, 2 and 4 partitions (more than this machine's cores), must give
-// the same result to the byte: the workload's JSON and every NIC's and
-// transport's counters. Each run with more than one partition must really
+// on 1, 2 and 4 partitions (more than this machine's cores) and on one
+// plain loop, must give the same result to the byte: the workload's JSON
+// and every NIC's and transport's counters. Each run with more than one partition must really
 // spread its events over its partitions.
 func TestPartitionedLabSameRun(t *testing.T) {
 	for _, l := range partitionedLabs {
 		for _, kind := range []transport.Kind{transport.MetaRoCE, transport.RoCEv2} {
 			t.Run(l.name+"/"+kind.String(), func(t *testing.T) {
 				want, _, _ := runPartitionedLab(t, l.yaml, l.fail, kind, 1)
-				for _, parts := range []int{2, 4} {
+				for _, parts := range []int{0, 2, 4} {
 					got, used, fired := runPartitionedLab(t, l.yaml, l.fail, kind, parts)
-					if used != parts {
+					if parts > 0 && used != parts {
 						t.Fatalf("%d partitions asked, plan used %d", parts, used)
 					}
 					for p, n := range fired {

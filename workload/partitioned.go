@@ -113,7 +113,7 @@ func (sh *shard) check(f *flow, inf inflight, ok bool) {
 	now := sh.loop.Now()
 	sh.n++
 	sh.checks = append(sh.checks, slotCheck{at: now, host: f.from, n: sh.n, f: f, inf: inf, ok: ok})
-	sh.wakeAt = min(sh.wakeAt, now)
+	sh.wake(now)
 }
 
 // run checks the slot, closes it and frees it for the flow's next post.
@@ -171,7 +171,7 @@ func (sh *shard) record(host int, c *softnic.Conn, s transport.State, err error)
 	now := sh.loop.Now()
 	sh.n++
 	sh.pend = append(sh.pend, pending{at: now, host: host, n: sh.n, c: c, s: s, err: err})
-	sh.wakeAt = min(sh.wakeAt, now)
+	sh.wake(now)
 }
 
 // flowFinished counts a finished flow of this shard's partition.
@@ -179,13 +179,30 @@ func (sh *shard) flowFinished(now, took sim.Time) {
 	sh.flowTime = append(sh.flowTime, took)
 	sh.done++
 	sh.lastDone = max(sh.lastDone, now)
-	sh.wakeAt = min(sh.wakeAt, now)
+	sh.wake(now)
 }
 
-// partitioned prepares a run on a partitioned cluster.
-func (r *runner) partitioned() error {
+// gridded prepares a run whose global decisions wait for grid instants:
+// every run on a partitioned cluster (its workload must be
+// PartitionSafe), and a partition-safe workload on a plain cluster with a
+// Grid (a lab's sim cluster), which then decides exactly as a partitioned
+// run of the same lab does.
+func (r *runner) gridded() error {
 	cl := r.cl
 	g := cl.Group
+	if g == nil && (cl.Grid <= 0 || PartitionSafe(r.spec) != nil) {
+		return nil // decisions at once
+	}
+	r.addrIdx = make(map[netip.Addr]int, len(cl.NICs))
+	for i, n := range cl.NICs {
+		r.addrIdx[n.Addr()] = i
+	}
+	r.act.Init(func(now sim.Time, _ any) { r.decide(now) }, nil)
+	if g == nil {
+		r.grid = cl.Grid
+		r.shards = []*shard{{r: r, loop: cl.Loop, poll: make([]softnic.Completion, 64), wakeAt: sim.Never}}
+		return nil
+	}
 	if len(cl.HostPart) != len(cl.NICs) {
 		return fmt.Errorf("%w: partitioned cluster with %d host partitions for %d hosts", ErrBadSpec, len(cl.HostPart), len(cl.NICs))
 	}
@@ -193,14 +210,9 @@ func (r *runner) partitioned() error {
 		return err
 	}
 	r.g = g
-	r.addrIdx = make(map[netip.Addr]int, len(cl.NICs))
-	for i, n := range cl.NICs {
-		r.addrIdx[n.Addr()] = i
-	}
 	for p := range g.Parts() {
 		r.shards = append(r.shards, &shard{r: r, loop: g.Part(p), poll: make([]softnic.Completion, 64), wakeAt: sim.Never})
 	}
-	r.act.Init(func(now sim.Time, _ any) { r.decide(now) }, nil)
 	g.OnBarrier(func(w sim.Time) sim.Time {
 		if r.finished {
 			return sim.Never
@@ -226,12 +238,28 @@ func (r *runner) hostOf(a netip.Addr) int {
 	return -1
 }
 
-// shardOf returns host i's shard (nil on one loop).
+// shardOf returns host i's shard (nil when decisions are immediate).
 func (r *runner) shardOf(i int) *shard {
-	if r.g == nil {
+	switch {
+	case r.shards == nil:
 		return nil
+	case r.g == nil:
+		return r.shards[0]
 	}
 	return r.shards[r.cl.HostPart[i]]
+}
+
+// wake arms the decision timer for the grid instant after at, on a plain
+// loop (a partitioned run's barrier hook does it there).
+func (sh *shard) wake(at sim.Time) {
+	sh.wakeAt = min(sh.wakeAt, at)
+	r := sh.r
+	if r.g != nil {
+		return
+	}
+	if due := (at/r.grid + 1) * r.grid; due < r.act.When() {
+		r.cl.Loop.Arm(&r.act, due)
+	}
 }
 
 // loopOf returns the loop host i's NIC runs on.
@@ -333,7 +361,7 @@ func cmpKey(at sim.Time, host int, n uint64, bt sim.Time, bhost int, bn uint64) 
 
 // fold adds the shards' accumulators to the run's (once, when it ends).
 func (r *runner) fold() {
-	if r.g == nil {
+	if r.shards == nil {
 		return
 	}
 	res := &r.res

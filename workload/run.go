@@ -76,6 +76,7 @@ type runner struct {
 	// partition, the grid-instant decision timer, flows to finish, the
 	// time the last one did, and host indices by address.
 	g          *sim.Group
+	grid       sim.Time // a plain loop's grid step (Cluster.Grid)
 	shards     []*shard
 	act        sim.Timer
 	flowsTotal int
@@ -153,10 +154,8 @@ func Launch(cl *Cluster, spec Spec, onDone func(*Result, error)) (*Running, erro
 	r.cq = make([]*softnic.CQ, n)
 	r.source = make([]bool, n)
 	r.poll = make([]softnic.Completion, 64)
-	if cl.Group != nil {
-		if err := r.partitioned(); err != nil {
-			return nil, err
-		}
+	if err := r.gridded(); err != nil {
+		return nil, err
 	}
 	if err := r.eng.setup(r); err != nil {
 		return nil, err
@@ -325,7 +324,7 @@ func (r *runner) accepted(c *softnic.Conn) {
 }
 
 func (r *runner) onState(c *softnic.Conn, s transport.State) {
-	if r.g != nil {
+	if r.shards != nil {
 		// Both ends' states decide: at the next grid instant.
 		if i := r.hostOf(c.NIC().Addr()); i >= 0 {
 			r.shardOf(i).record(i, c, s, nil)
@@ -519,7 +518,7 @@ func (r *runner) finish(now sim.Time) {
 	}
 	r.finished = true
 	r.tEnd = now
-	if r.g != nil {
+	if r.shards != nil {
 		r.tEnd = r.lastDone // decided at the grid instant after it
 	}
 	r.fold()
