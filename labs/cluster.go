@@ -32,6 +32,10 @@ type ClusterSetup struct {
 	// NIC, if set, adjusts the lab's NIC options (command-line overrides,
 	// tracers).
 	NIC func(*workload.NICOptions)
+	// FaultReport, if set, hears of each fault of the timeline as it
+	// fires (NewPartitionedCluster; NewCluster's caller arms the timeline
+	// itself in Observe when it wants a report).
+	FaultReport FaultReport
 }
 
 // NewCluster builds the lab on loop the way `mrlab sim` runs a workload

@@ -84,7 +84,7 @@ func (lab *Lab) NewPartitionedCluster(plan *partition.Plan, setup ClusterSetup) 
 		return nil, nil, fmt.Errorf("%w: PFC pauses act on the far end of a link directly", ErrNotPartitionable)
 	}
 	if !setup.NoFaults && len(lab.Faults) > 0 {
-		if err := lab.ScheduleFaults(g.Global(), net, nil); err != nil {
+		if err := lab.ScheduleFaults(g.Global(), net, setup.FaultReport); err != nil {
 			return nil, nil, err
 		}
 	}

@@ -41,7 +41,8 @@ transports:
 `, "spine"},
 }
 
-// runPartitionedLab runs a permutation of 256 KiB WRITEs on lab with parts
+// runPartitionedLab runs a permutation of 6 WRITEs of 256 KiB (into 4
+// destination slots: slots are reused) on lab with parts
 // partitions (0: one plain loop, as `mrlab sim` with an observer runs)
 // and returns the result as JSON with every NIC's counters, the
 // partitions used and the events run by each partition.
@@ -77,7 +78,7 @@ func runPartitionedLab(t *testing.T, src, fail string, kind transport.Kind, part
 		t.Fatal(err)
 	}
 	res, err := workload.Run(cl, workload.Spec{
-		Name: workload.Permutation, Transport: kind, Size: 256 << 10, Iterations: 2, QueueDepth: 2,
+		Name: workload.Permutation, Transport: kind, Size: 256 << 10, Iterations: 6, QueueDepth: 2,
 		Seed: lab.Seed, Timeout: 50 * sim.Millisecond, Payload: softnic.PayloadSynthetic,
 	})
 	if err != nil {

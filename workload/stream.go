@@ -344,6 +344,12 @@ func (f *flow) post(now sim.Time) bool {
 	if f.done || f.stopped || len(f.free) == 0 || (f.target >= 0 && f.posted >= f.target) {
 		return false
 	}
+	if f.e.op != transport.OpSend && f.dstq.n == 0 {
+		// Every destination slot is held: on one loop never (a slot
+		// is freed with its request slot, and there is one more); when
+		// partitioned, until the next grid instant checks and frees it.
+		return false
+	}
 	s := f.e.spec
 	slot := f.free[len(f.free)-1]
 	f.free = f.free[:len(f.free)-1]
