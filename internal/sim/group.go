@@ -227,7 +227,11 @@ func (g *Group) Run(end Time) error {
 	for _, c := range g.chans {
 		c.flush()
 	}
-	var wg sync.WaitGroup
+	var cr *crew
+	if g.parallel {
+		cr = newCrew(g)
+		defer cr.stop()
+	}
 	for !g.stopped {
 		t := min(g.next(), g.held)
 		if t == Never || t > end {
@@ -258,19 +262,10 @@ func (g *Group) Run(end Time) error {
 		}
 		g.winEnd = win
 		g.windows++
-		if !g.parallel {
+		if cr == nil {
 			g.runPart(g.parts[0], win)
 		} else {
-			// Partition 0 runs on this goroutine, the others on their own.
-			wg.Add(len(g.parts) - 1)
-			for _, l := range g.parts[1:] {
-				go func() {
-					defer wg.Done()
-					g.runPart(l, win)
-				}()
-			}
-			g.runPart(g.parts[0], win)
-			wg.Wait()
+			cr.window(win)
 		}
 		for _, l := range g.parts {
 			if l.stopped() {
