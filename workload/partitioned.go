@@ -25,16 +25,22 @@ import (
 //   - Decisions that read every host (a connection pair is up, the next
 //     one of a pair can be dialed, every connection is up so the run
 //     begins, every flow is done so it finishes, a post failed so the run
-//     fails) are recorded by the partition that saw their cause and taken
-//     by a global event at the next multiple of the group's grid step
-//     (sim.Group.SetGrid) after that cause, alone, with every partition
+//     fails, a completed message's destination slot is checked, closed and
+//     freed: for a WRITE it is the responder's memory) are recorded by the
+//     partition that saw their cause and taken by a global event at the
+//     next multiple of the grid step (sim.Group.SetGrid) after that cause,
+//     alone, in (time, host, order) of the causes, with every partition
 //     stopped at that instant: at the same virtual time and in the same
 //     order for 1 or N partitions. A run that ends this way reports the
 //     time its last flow finished; counters are read at the grid instant.
 //
-// Plain runs (no Group) take those decisions at once, as before; the two
-// differ by at most one grid step at the run's start and end, so a lab's
-// figures and trace change once when it moves to the partitioned engine.
+// A plain cluster with a Grid (a lab's sim cluster) decides the same way
+// on its one loop, so it gives the partitioned result; a plain cluster
+// without one (live labs, tests) decides at once, as before. The first
+// data-oracle failure's text is the lowest partition's first (counts are
+// exact); a placement into a closed slot is counted in the requester's
+// shard from the responder's partition, which only a transport bug makes
+// happen.
 
 // ErrNotPartitionSafe is returned when a partitioned cluster is given a
 // workload whose shared state is not split yet.
