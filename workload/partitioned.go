@@ -35,7 +35,8 @@ import (
 //     time its last flow finished; counters are read at the grid instant.
 //
 // A plain cluster with a Grid (a lab's sim cluster) decides the same way
-// on its one loop, so it gives the partitioned result; a plain cluster
+// on its one loop (with an OnMessage hook too), so it gives the
+// partitioned result; a plain cluster
 // without one (live labs, tests) decides at once, as before. The first
 // data-oracle failure's text is the lowest partition's first (counts are
 // exact); a placement into a closed slot is counted in the requester's
@@ -52,16 +53,24 @@ var ErrNotPartitionSafe = errors.New("workload not partition-safe")
 // flow between its two ends, latency and collective engines share their
 // rounds, and an OnMessage hook sees every host's completions in one order.
 func PartitionSafe(spec Spec) error {
-	switch spec.Name {
-	case WriteBW, ReadBW, Permutation, Incast:
-	default:
-		return fmt.Errorf("%w: %s shares its state between hosts (only write_bw, read_bw, permutation and incast run partitioned)",
-			ErrNotPartitionSafe, spec.Name)
+	if err := gridEngine(spec); err != nil {
+		return err
 	}
 	if spec.OnMessage != nil {
 		return fmt.Errorf("%w: an OnMessage hook sees every host's completions in one order", ErrNotPartitionSafe)
 	}
 	return nil
+}
+
+// gridEngine says whether spec's engine takes its global decisions on a
+// grid (and so can run partitioned): the WRITE and READ streams.
+func gridEngine(spec Spec) error {
+	switch spec.Name {
+	case WriteBW, ReadBW, Permutation, Incast:
+		return nil
+	}
+	return fmt.Errorf("%w: %s shares its state between hosts (only write_bw, read_bw, permutation and incast run partitioned)",
+		ErrNotPartitionSafe, spec.Name)
 }
 
 // recorder takes a flow's measurements: the runner itself on one loop, the
@@ -151,6 +160,9 @@ func (sh *shard) message(now, posted sim.Time, bytes int) {
 	sh.messages++
 	sh.bytes += int64(bytes)
 	sh.msgTimes = append(sh.msgTimes, now-posted)
+	if r.spec.OnMessage != nil {
+		r.spec.OnMessage(now, bytes) // one plain loop only (PartitionSafe)
+	}
 	sh.doneAt = append(sh.doneAt, now)
 	if d := r.spec.Duration; d > 0 {
 		if m := r.spec.Margin; now >= r.t0+m && now <= r.t0+d-m {
@@ -196,7 +208,7 @@ func (sh *shard) flowFinished(now, took sim.Time) {
 func (r *runner) gridded() error {
 	cl := r.cl
 	g := cl.Group
-	if g == nil && (cl.Grid <= 0 || PartitionSafe(r.spec) != nil) {
+	if g == nil && (cl.Grid <= 0 || gridEngine(r.spec) != nil) {
 		return nil // decisions at once
 	}
 	r.addrIdx = make(map[netip.Addr]int, len(cl.NICs))
