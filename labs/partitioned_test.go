@@ -142,3 +142,47 @@ func firstDiff(a, b string) string {
 	}
 	return fmt.Sprintf("%d lines vs %d", len(al), len(bl))
 }
+
+// BenchmarkPartitionedLab runs a full lab (a k=8 fat tree, 128 hosts,
+// MetaRoCE permutation of 512 KiB WRITEs) on one plain loop and on 2 and
+// 4 partitions: the ratio of ns/op between parts=1 and parts=2 is the
+// partitioned engine's speedup on a full lab (measure it on a quiet
+// machine with at least 2 cores):
+//
+//	go test ./labs -run '^$' -bench PartitionedLab -benchtime 3x -count 3
+func BenchmarkPartitionedLab(b *testing.B) {
+	lab, err := Parse("bench.yaml", []byte(`name: fattree-k8
+seed: 1
+topology:
+  fattree: {k: 8}
+links:
+  default: {rate: 100gbit, delay: 1us, queue: 512KiB, ecn: {step: 64KiB}}
+`))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, parts := range []int{1, 2, 4} {
+		b.Run(fmt.Sprintf("parts=%d", parts), func(b *testing.B) {
+			for range b.N {
+				b.StopTimer()
+				var cl *workload.Cluster
+				if parts == 1 {
+					cl, _, err = lab.NewCluster(sim.NewLoop(), packet.NewPool(), ClusterSetup{})
+				} else {
+					cl, _, err = lab.NewPartitionedCluster(lab.PlanPartitions(parts), ClusterSetup{})
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+				res, err := workload.Run(cl, workload.Spec{
+					Name: workload.Permutation, Transport: transport.MetaRoCE, Size: 512 << 10, Iterations: 1, QueueDepth: 1,
+					Seed: 1, Timeout: 50 * sim.Millisecond, Payload: softnic.PayloadSynthetic,
+				})
+				if err != nil || !res.Check.OK {
+					b.Fatalf("%d partitions: %v", parts, err)
+				}
+			}
+		})
+	}
+}
