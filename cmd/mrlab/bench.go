@@ -87,7 +87,8 @@ type benchResult struct {
 	// for; PartitionPlan is the plan, when more than one was asked).
 	// CPUSeconds is user+system time of the run. Speedup is the wall time
 	// of 1 partition over this run's, measured in the same process
-	// (--partitions 1,N); 0 when 1 was not run. Windows counts the
+	// (--partitions 1,N: each count in its own process unless
+	// --in-process); 0 when 1 was not run. Windows counts the
 	// partitioned engine's barriers. SameResult says whether the run's
 	// result (its JSON and every NIC's counters) is byte-identical to 1
 	// partition's (absent when 1 was not run).
@@ -98,8 +99,9 @@ type benchResult struct {
 	Speedup         float64 `json:"speedup_over_1_partition,omitempty"`
 	Windows         uint64  `json:"windows,omitempty"`
 	SameResult      *bool   `json:"same_result_as_1_partition,omitempty"`
-	// digest is the result's fingerprint (compared across counts).
-	digest string
+	// Digest fingerprints the result (the workload's JSON and every NIC's
+	// counters), compared across partition counts.
+	Digest string `json:"result_digest"`
 }
 
 func benchAction(c *cli.Context) error {
@@ -123,84 +125,89 @@ func benchAction(c *cli.Context) error {
 			return err
 		}
 	}
-	if len(names) == 1 || c.Bool("in-process") {
+	if len(counts) == 0 {
+		counts = []int{0} // the default count
+	}
+	// 1 runs first: the others are compared with it.
+	if slices.Contains(counts, 1) {
+		counts = append([]int{1}, slices.DeleteFunc(slices.Clone(counts), func(n int) bool { return n == 1 })...)
+	}
+	if c.Bool("in-process") || (len(names) == 1 && len(counts) == 1) {
 		for _, n := range names {
-			if err := benchCounts(c, n, counts); err != nil {
+			var rs []*benchResult
+			for _, k := range counts {
+				r, err := benchOne(c, n, k)
+				if err != nil {
+					return err
+				}
+				rs = append(rs, r)
+			}
+			if err := benchCompare(c, n, rs); err != nil {
 				return err
 			}
 		}
 		return nil
 	}
-	// One child process per lab, so that each peak RSS is that lab's.
+	// One child process per lab and partition count, so that each peak
+	// RSS is that run's and no run starts on a heap another warmed up.
 	self, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("bench: finding own executable: %w", err)
 	}
 	for _, n := range names {
-		args := []string{"bench", "--json", "--size", c.String("size"), "--seed", fmt.Sprint(c.Uint64("seed"))}
-		if c.IsSet("paths") {
-			args = append(args, "--paths", fmt.Sprint(c.Int("paths")))
-		}
-		if c.IsSet("payload") {
-			args = append(args, "--payload", c.String("payload"))
-		}
-		if c.IsSet("partitions") {
-			args = append(args, "--partitions", c.String("partitions"))
-		}
-		cmd := exec.Command(self, append(args, n)...)
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, c.App.ErrWriter
-		if err := cmd.Run(); err != nil {
-			return fmt.Errorf("bench %s: %w", n, err)
-		}
-		dec := json.NewDecoder(&out)
-		for dec.More() {
+		var rs []*benchResult
+		for _, k := range counts {
+			args := []string{"bench", "--json", "--in-process", "--size", c.String("size"), "--seed", fmt.Sprint(c.Uint64("seed"))}
+			if c.IsSet("paths") {
+				args = append(args, "--paths", fmt.Sprint(c.Int("paths")))
+			}
+			if c.IsSet("payload") {
+				args = append(args, "--payload", c.String("payload"))
+			}
+			if k > 0 {
+				args = append(args, "--partitions", fmt.Sprint(k))
+			}
+			cmd := exec.Command(self, append(args, n)...)
+			var out bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &out, c.App.ErrWriter
+			if err := cmd.Run(); err != nil {
+				return fmt.Errorf("bench %s: %w", n, err)
+			}
 			var r benchResult
-			if err := dec.Decode(&r); err != nil {
+			if err := json.Unmarshal(out.Bytes(), &r); err != nil {
 				return fmt.Errorf("bench %s: reading its result: %w", n, err)
 			}
-			printBench(c, &r)
+			rs = append(rs, &r)
+		}
+		if err := benchCompare(c, n, rs); err != nil {
+			return err
 		}
 	}
 	return nil
 }
 
-// benchCounts runs lab name once per partition count (the default count
-// when counts is empty), in turn in this process, and prints each run's
-// figures with its speedup over the 1-partition run and whether its
+// benchCompare prints lab name's runs, one per partition count, with each
+// run's speedup over the 1-partition run (when one ran) and whether its
 // result is the same. A differing result is an error: results must not
 // depend on the partitioning.
-func benchCounts(c *cli.Context, name string, counts []int) error {
+func benchCompare(c *cli.Context, name string, rs []*benchResult) error {
 	var one *benchResult
-	for _, n := range counts {
-		if n == 1 {
-			one = &benchResult{} // filled below: run 1 first
+	for _, r := range rs {
+		if r.Partitions == 1 && r.PartitionsAsked == 1 {
+			one = r
+			break
 		}
-	}
-	if one != nil {
-		counts = append([]int{1}, slices.DeleteFunc(counts, func(n int) bool { return n == 1 })...)
-	}
-	if len(counts) == 0 {
-		counts = []int{0}
 	}
 	var bad error
-	for i, n := range counts {
-		r, err := benchOne(c, name, n)
-		if err != nil {
-			return err
-		}
-		if one != nil {
-			if i == 0 {
-				*one = *r
-			} else {
-				same := r.digest == one.digest
-				r.SameResult = &same
-				if r.Partitions > 1 && r.WallSeconds > 0 {
-					r.Speedup = one.WallSeconds / r.WallSeconds
-				}
-				if !same && bad == nil {
-					bad = fmt.Errorf("bench %s: %d partitions gave a result different from 1 partition's", name, r.Partitions)
-				}
+	for _, r := range rs {
+		if one != nil && r != one {
+			same := r.Digest == one.Digest
+			r.SameResult = &same
+			if r.Partitions > 1 && r.WallSeconds > 0 {
+				r.Speedup = one.WallSeconds / r.WallSeconds
+			}
+			if !same && bad == nil {
+				bad = fmt.Errorf("bench %s: %d partitions gave a result different from 1 partition's", name, r.Partitions)
 			}
 		}
 		printBench(c, r)
@@ -361,7 +368,7 @@ func benchOne(c *cli.Context, name string, parts int) (*benchResult, error) {
 	for i, n := range cl.NICs {
 		fmt.Fprintf(h, "%s %+v %+v\n", cl.Hosts[i], n.Stats(), n.TransportTotals())
 	}
-	r.digest = fmt.Sprintf("%x", h.Sum(nil))
+	r.Digest = fmt.Sprintf("%x", h.Sum(nil))
 	return r, nil
 }
 

@@ -10,7 +10,7 @@ import (
 // 2 partitions, and reports the second's speedup over the first and that
 // its result is the same (a different one would exit non-zero).
 func TestBenchPartitions(t *testing.T) {
-	code, out, errOut := runCLI(t, "bench", "--json", "--size", "256KiB", "--partitions", "1,2", "leafspine")
+	code, out, errOut := runCLI(t, "bench", "--json", "--in-process", "--size", "256KiB", "--partitions", "1,2", "leafspine")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
