@@ -51,25 +51,29 @@ func newCrew(g *Group) *crew {
 	return c
 }
 
-// wait returns when ready() holds, spinning then sleeping as s.
+// wait returns when ready() holds, spinning then sleeping as s. A wake-up
+// is only a hint: a poke meant for an earlier round can arrive late (its
+// poker was descheduled between changing the condition and poking), so
+// the condition is checked again after every one.
 func (s *sleeper) wait(ready func() bool) {
-	for i := 0; i < spinLimit; i++ {
+	for {
+		for i := 0; i < spinLimit; i++ {
+			if ready() {
+				return
+			}
+			if i >= spinFast {
+				runtime.Gosched()
+			}
+		}
+		s.asleep.Store(true)
 		if ready() {
+			if !s.asleep.CompareAndSwap(true, false) {
+				<-s.wake // a poker saw us asleep and sends: take its token
+			}
 			return
 		}
-		if i >= spinFast {
-			runtime.Gosched()
-		}
+		<-s.wake
 	}
-	s.asleep.Store(true)
-	if ready() {
-		if s.asleep.CompareAndSwap(true, false) {
-			return // nobody saw us asleep: nobody sends
-		}
-		<-s.wake // a waker saw us asleep and sends
-		return
-	}
-	<-s.wake
 }
 
 // poke wakes s if it sleeps.
