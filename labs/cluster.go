@@ -32,13 +32,19 @@ type ClusterSetup struct {
 	// NIC, if set, adjusts the lab's NIC options (command-line overrides,
 	// tracers).
 	NIC func(*workload.NICOptions)
+	// FaultReport, if set, hears of each fault of the timeline as it
+	// fires (NewPartitionedCluster; NewCluster's caller arms the timeline
+	// itself in Observe when it wants a report).
+	FaultReport FaultReport
 }
 
 // NewCluster builds the lab on loop the way `mrlab sim` runs a workload
 // on it, so `mrlab experiment` and `mrlab sim` run the same simulation for
 // the same lab and seed: the fabric (lab.Build), Observe, the fault
 // timeline from the loop's now, then a NIC for every host with the lab's
-// transports section (NICOptions, then NIC).
+// transports section (NICOptions, then NIC). Its workloads decide on the
+// lab's grid (workload.Cluster.Grid): a partition-safe one gives the
+// result NewPartitionedCluster gives for any number of partitions.
 func (lab *Lab) NewCluster(loop *sim.Loop, pool *packet.Pool, setup ClusterSetup) (*workload.Cluster, *fabric.Network, error) {
 	net, err := lab.Build(loop, pool)
 	if err != nil {
@@ -62,5 +68,8 @@ func (lab *Lab) NewCluster(loop *sim.Loop, pool *packet.Pool, setup ClusterSetup
 	if err != nil {
 		return nil, nil, err
 	}
+	// Decide as NewPartitionedCluster's runs do: the same result on one
+	// loop and on any number of partitions.
+	cl.Grid = lab.PartitionGrid()
 	return cl, net, nil
 }

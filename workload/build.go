@@ -47,21 +47,50 @@ type NICOptions struct {
 // the host, with one port per host port, and attaches it. seed seeds the
 // NICs' random streams (use the lab's seed).
 func NewCluster(name string, loop *sim.Loop, pool *packet.Pool, net *fabric.Network, seed uint64, opts NICOptions) (*Cluster, error) {
+	return newCluster(name, loop, nil, nil, []*packet.Pool{pool}, net, seed, opts)
+}
+
+// NewPartitionedCluster is NewCluster on the partitions of g: host i's NIC
+// runs on g.Part(hostPart[i]) and takes packets from pools[hostPart[i]];
+// the cluster's Loop is g.Global(). Partition the fabric after this (its
+// ports must be idle), with the same hostPart and pools. Only workloads
+// that PartitionSafe accepts run on it.
+func NewPartitionedCluster(name string, g *sim.Group, hostPart []int, pools []*packet.Pool, net *fabric.Network, seed uint64, opts NICOptions) (*Cluster, error) {
+	if len(hostPart) != len(net.Topology().Hosts) || len(pools) != g.Parts() {
+		return nil, fmt.Errorf("building cluster %q: %d host partitions and %d pools for %d hosts and %d partitions",
+			name, len(hostPart), len(pools), len(net.Topology().Hosts), g.Parts())
+	}
+	if opts.Trace != nil || opts.TraceFor != nil {
+		return nil, fmt.Errorf("building cluster %q: transport tracers see one global order: not partition-safe yet", name)
+	}
+	for i, p := range hostPart {
+		if p < 0 || p >= g.Parts() {
+			return nil, fmt.Errorf("building cluster %q: host %d in partition %d of %d", name, i, p, g.Parts())
+		}
+	}
+	return newCluster(name, g.Global(), g, hostPart, pools, net, seed, opts)
+}
+
+func newCluster(name string, loop *sim.Loop, g *sim.Group, hostPart []int, pools []*packet.Pool, net *fabric.Network, seed uint64, opts NICOptions) (*Cluster, error) {
 	protos := opts.Protocols
 	if protos == nil {
 		protos = func() []transport.Protocol {
 			return []transport.Protocol{metaroce.NewProtocol(opts.MetaRoCE), rocev2.NewProtocol(opts.RoCEv2)}
 		}
 	}
-	cl := &Cluster{Name: name, Loop: loop, Fabric: netCounters{net}, roceQPs: opts.RoCEv2QPs}
-	for _, h := range net.Topology().Hosts {
+	cl := &Cluster{Name: name, Loop: loop, Fabric: netCounters{net}, roceQPs: opts.RoCEv2QPs, Group: g, HostPart: hostPart}
+	for i, h := range net.Topology().Hosts {
+		sched, pool := loop, pools[0]
+		if g != nil {
+			sched, pool = g.Part(hostPart[i]), pools[hostPart[i]]
+		}
 		trace := opts.Trace
 		if opts.TraceFor != nil {
 			trace = opts.TraceFor(h.Name)
 		}
 		cfg := softnic.Config{
 			Name: h.Name, Addr: h.Addr, Ports: h.Ports, PathMTU: opts.PathMTU,
-			Sched: loop, Pool: pool, Seed: seed, Protocols: protos(), Trace: trace,
+			Sched: sched, Pool: pool, Seed: seed, Protocols: protos(), Trace: trace,
 		}
 		if opts.SecureKeys {
 			cfg.KeySource = softnic.CryptoSource()

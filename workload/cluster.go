@@ -23,6 +23,17 @@ type Cluster struct {
 	Fabric FabricCounters
 	// roceQPs is NICOptions.RoCEv2QPs.
 	roceQPs int
+	// Group, if set, runs the cluster partitioned (see partitioned.go):
+	// Loop is its global loop and host i's NIC runs on
+	// Group.Part(HostPart[i]).
+	Group    *sim.Group
+	HostPart []int
+	// Grid, if set on a plain cluster, makes a partition-safe workload
+	// take its global decisions at multiples of Grid, as a partitioned
+	// run of the same lab does (labs.NewCluster sets it to the lab's
+	// PartitionGrid): then a lab gives the same result on one loop and on
+	// any number of partitions.
+	Grid sim.Time
 }
 
 // ConnsPerPeer returns the connections a workload of kind opens between

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net/netip"
 	"sort"
 
 	"github.com/mrlab/mrlab/internal/sim"
@@ -70,6 +71,17 @@ type runner struct {
 	winMsgs, winBytes int64
 	iv                Interval
 	ivTimer           sim.Timer
+
+	// Partitioned runs (partitioned.go): the group, one shard per
+	// partition, the grid-instant decision timer, flows to finish, the
+	// time the last one did, and host indices by address.
+	g          *sim.Group
+	grid       sim.Time // a plain loop's grid step (Cluster.Grid)
+	shards     []*shard
+	act        sim.Timer
+	flowsTotal int
+	lastDone   sim.Time
+	addrIdx    map[netip.Addr]int
 }
 
 // endpoint is a connection end's Context: its setup request and handler.
@@ -142,6 +154,9 @@ func Launch(cl *Cluster, spec Spec, onDone func(*Result, error)) (*Running, erro
 	r.cq = make([]*softnic.CQ, n)
 	r.source = make([]bool, n)
 	r.poll = make([]softnic.Completion, 64)
+	if err := r.gridded(); err != nil {
+		return nil, err
+	}
 	if err := r.eng.setup(r); err != nil {
 		return nil, err
 	}
@@ -189,8 +204,22 @@ func Run(cl *Cluster, spec Spec) (*Result, error) {
 		rerr error
 		fin  bool
 	)
-	if err := Start(cl, spec, func(r *Result, err error) { res, rerr, fin = r, err, true }); err != nil {
+	if err := Start(cl, spec, func(r *Result, err error) {
+		res, rerr, fin = r, err, true
+		if cl.Group != nil {
+			cl.Group.Stop()
+		}
+	}); err != nil {
 		return nil, err
+	}
+	if g := cl.Group; g != nil {
+		if err := g.Run(sim.Never); err != nil {
+			return res, fmt.Errorf("%s: partitioned run: %w", spec.Name, err)
+		}
+		if !fin {
+			return res, fmt.Errorf("%s at %v: %w", spec.Name, g.Now(), ErrStalled)
+		}
+		return res, rerr
 	}
 	for !fin {
 		if !cl.Loop.Step() {
@@ -209,7 +238,7 @@ func (r *runner) host(i int) {
 	r.pd[i] = nic.AllocPD()
 	r.cq[i] = nic.CreateCQ(cqDepth)
 	cq := r.cq[i]
-	cq.OnCompletion(func() { r.drain(cq) })
+	cq.OnCompletion(func() { r.drain(i, cq) })
 	r.hosts = append(r.hosts, i)
 	sort.Ints(r.hosts)
 }
@@ -280,7 +309,11 @@ func (r *runner) accepted(c *softnic.Conn) {
 	from, to := r.cl.byAddr(c.Peer()), r.cl.byAddr(c.NIC().Addr())
 	q := r.pending[[2]int{from, to}]
 	if r.finished || q == nil || q.next >= len(q.reqs) || q.reqs[q.next].acc != nil {
-		r.res.Refused++
+		if sh := r.shardOf(to); sh != nil {
+			sh.refused++
+		} else {
+			r.res.Refused++
+		}
 		c.Refuse()
 		return
 	}
@@ -291,6 +324,19 @@ func (r *runner) accepted(c *softnic.Conn) {
 }
 
 func (r *runner) onState(c *softnic.Conn, s transport.State) {
+	if r.shards != nil {
+		// Both ends' states decide: at the next grid instant.
+		if i := r.hostOf(c.NIC().Addr()); i >= 0 {
+			r.shardOf(i).record(i, c, s, nil)
+		}
+		return
+	}
+	r.onStateNow(c, s)
+}
+
+// onStateNow acts on a connection's new state: a pair up, the next of
+// its pair dialed, every pair up (the run begins).
+func (r *runner) onStateNow(c *softnic.Conn, s transport.State) {
 	ep, _ := c.Context().(*endpoint)
 	if ep == nil {
 		return
@@ -340,6 +386,7 @@ func (r *runner) begin(now sim.Time) {
 
 // interval reports one interval of a duration run and starts the next.
 func (r *runner) interval(now sim.Time) {
+	r.foldInterval()
 	r.iv.End = now
 	iv := r.iv
 	r.iv = Interval{Start: now, Size: r.spec.Size}
@@ -349,16 +396,21 @@ func (r *runner) interval(now sim.Time) {
 	r.spec.OnInterval(iv)
 }
 
-// drain polls a completion queue and hands each completion to its end.
-func (r *runner) drain(cq *softnic.CQ) {
-	now := r.cl.Loop.Now()
+// drain polls host i's completion queue and hands each completion to its
+// end.
+func (r *runner) drain(i int, cq *softnic.CQ) {
+	now := r.loopOf(i).Now()
+	poll := r.poll
+	if sh := r.shardOf(i); sh != nil {
+		poll = sh.poll
+	}
 	for {
-		k := cq.Poll(r.poll)
+		k := cq.Poll(poll)
 		if k == 0 {
 			return
 		}
 		for i := 0; i < k; i++ {
-			wc := &r.poll[i]
+			wc := &poll[i]
 			if r.finished {
 				continue
 			}
@@ -449,6 +501,7 @@ func (r *runner) fail(err error) {
 		return
 	}
 	r.tEnd = r.cl.Loop.Now()
+	r.fold()
 	res := &r.res
 	res.Hosts = len(r.hosts)
 	r.summarise(res)
@@ -465,6 +518,10 @@ func (r *runner) finish(now sim.Time) {
 	}
 	r.finished = true
 	r.tEnd = now
+	if r.shards != nil {
+		r.tEnd = r.lastDone // decided at the grid instant after it
+	}
+	r.fold()
 	r.cl.Loop.Disarm(&r.timer)
 	r.cl.Loop.Disarm(&r.ivTimer)
 	res := &r.res

@@ -57,6 +57,7 @@ type flow struct {
 	inflight  []inflight  // by request slot
 	last      []int64     // by destination slot: the message it holds, or -1
 	watch     *slots      // the data oracle's view of dst
+	rec       recorder    // where from's measurements go
 	posted    int64
 	completed int64
 	target    int64 // messages to send, or -1 in duration mode
@@ -264,7 +265,8 @@ func (f *flow) setup(r *runner) error {
 	for i := range f.last {
 		f.last[i] = -1
 	}
-	f.watch = r.oracle.watch(f.dst, f.slots, f.size, f.stride, func(d int) string {
+	f.rec = r.recorderOf(f.from)
+	f.watch = r.oracleOf(f.from).watch(f.dst, f.slots, f.size, f.stride, func(d int) string {
 		return fmt.Sprintf("flow %d (%s->%s) slot %d (last message completed there: %d)",
 			f.id, r.cl.Hosts[f.from], r.cl.Hosts[f.to], d, f.last[d])
 	})
@@ -298,6 +300,7 @@ func (f *flow) streamTarget(st int) int64 {
 func (e *streamEngine) start(now sim.Time) {
 	e.t0 = now
 	e.active = len(e.flows)
+	e.r.flowsTotal = len(e.flows)
 	if e.spec.Name.IsPerftest() {
 		for _, f := range e.flows {
 			var lmr, rmr *softnic.MR
@@ -341,12 +344,18 @@ func (f *flow) post(now sim.Time) bool {
 	if f.done || f.stopped || len(f.free) == 0 || (f.target >= 0 && f.posted >= f.target) {
 		return false
 	}
+	if f.e.op != transport.OpSend && f.dstq.n == 0 {
+		// Every destination slot is held: on one loop never (a slot
+		// is freed with its request slot, and there is one more); when
+		// partitioned, until the next grid instant checks and frees it.
+		return false
+	}
 	s := f.e.spec
 	slot := f.free[len(f.free)-1]
 	f.free = f.free[:len(f.free)-1]
 	msg := f.posted
 	f.posted++
-	f.e.r.recordPost(now)
+	f.rec.recordPost(now)
 	wr := transport.WorkRequest{ID: uint64(slot), Op: f.e.op, Stream: uint16(msg % int64(s.Streams)), NumSGE: 1}
 	inf := inflight{msg: msg, dst: -1, posted: now}
 	switch f.e.op {
@@ -369,7 +378,7 @@ func (f *flow) post(now sim.Time) bool {
 	}
 	f.inflight[slot] = inf
 	if err := f.req.dial.PostSend(&wr); err != nil {
-		f.e.r.fail(fmt.Errorf("%s: posting %s on flow %d: %w", s.Name, f.e.op, f.id, err))
+		f.e.r.failFrom(f.from, fmt.Errorf("%s: posting %s on flow %d: %w", s.Name, f.e.op, f.id, err))
 		return false
 	}
 	return true
@@ -379,17 +388,29 @@ func (f *flow) post(now sim.Time) bool {
 func (f *flow) complete(now sim.Time, wc *softnic.Completion) {
 	slot := int(wc.ID)
 	if slot >= len(f.inflight) {
-		f.e.r.bad(wc, "unexpected completion")
+		f.rec.bad(wc, "unexpected completion")
 		return
 	}
 	inf := f.inflight[slot]
 	f.free = append(f.free, slot)
-	if inf.dst >= 0 {
+	sh := f.e.r.shardOf(f.from)
+	if inf.dst >= 0 && sh == nil {
 		f.dstq.push(inf.dst)
 	}
 	f.completed++
-	if wc.Status != transport.StatusOK {
-		f.e.r.bad(wc, "failed")
+	if inf.dst >= 0 && sh != nil {
+		// Partitioned: the destination slot is checked, closed and
+		// freed at the next grid instant, when its host's partition is
+		// stopped too (partitioned.go).
+		sh.check(f, inf, wc.Status == transport.StatusOK)
+		if wc.Status != transport.StatusOK {
+			f.rec.bad(wc, "failed")
+			f.stopped = true
+		} else {
+			f.rec.message(now, inf.posted, f.size)
+		}
+	} else if wc.Status != transport.StatusOK {
+		f.rec.bad(wc, "failed")
 		f.stopped = true // an RC connection in error flushes the rest
 		if inf.dst >= 0 {
 			f.watch.open[inf.dst] = false // no defined content: the end check says
@@ -401,7 +422,7 @@ func (f *flow) complete(now sim.Time, wc *softnic.Completion) {
 			f.watch.complete(inf.dst, f.size, f.seed(inf.msg))
 			f.last[inf.dst] = inf.msg
 		}
-		f.e.r.message(now, inf.posted, f.size)
+		f.rec.message(now, inf.posted, f.size)
 	}
 	for f.post(now) {
 	}
@@ -424,6 +445,10 @@ func (f *flow) checkDone(now sim.Time) {
 	}
 	f.done = true
 	f.tEnd = now
+	if sh := f.e.r.shardOf(f.from); sh != nil {
+		sh.flowFinished(now, now-f.e.t0) // the run ends at the next grid instant
+		return
+	}
 	f.e.r.flowDone(now - f.e.t0)
 	f.e.active--
 	if f.e.active == 0 {

@@ -2,12 +2,15 @@ package main
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -50,7 +53,8 @@ func newBenchCommand() *cli.Command {
 			&cli.StringFlag{Name: "memprofile", Usage: "write a heap profile, taken when the run ends, to this file (one lab only)"},
 			&cli.BoolFlag{Name: "json", Usage: "print one JSON object per lab"},
 			&cli.BoolFlag{Name: "in-process", Usage: "run every lab in this process (peak RSS is then the largest so far)"},
-			partitionsFlag(),
+			&cli.StringFlag{Name: "partitions", DefaultText: "as many as cores, capped by the lab",
+				Usage: "partitions of the event engine (one goroutine each), or a list such as 1,2: each count runs in turn and the speedup over 1 is reported; results must not depend on it"},
 		},
 		Action: benchAction,
 	}
@@ -82,13 +86,22 @@ type benchResult struct {
 	// Partitions is how many partitions ran (PartitionsAsked were asked
 	// for; PartitionPlan is the plan, when more than one was asked).
 	// CPUSeconds is user+system time of the run. Speedup is the wall time
-	// of 1 partition over this run's, measured in the same process; 0
-	// when the run used 1 partition.
+	// of 1 partition over this run's, measured in the same process
+	// (--partitions 1,N: each count in its own process unless
+	// --in-process); 0 when 1 was not run. Windows counts the
+	// partitioned engine's barriers. SameResult says whether the run's
+	// result (its JSON and every NIC's counters) is byte-identical to 1
+	// partition's (absent when 1 was not run).
 	Partitions      int     `json:"partitions"`
 	PartitionsAsked int     `json:"partitions_asked"`
 	PartitionPlan   string  `json:"partition_plan,omitempty"`
 	CPUSeconds      float64 `json:"cpu_seconds"`
 	Speedup         float64 `json:"speedup_over_1_partition,omitempty"`
+	Windows         uint64  `json:"windows,omitempty"`
+	SameResult      *bool   `json:"same_result_as_1_partition,omitempty"`
+	// Digest fingerprints the result (the workload's JSON and every NIC's
+	// counters), compared across partition counts.
+	Digest string `json:"result_digest"`
 }
 
 func benchAction(c *cli.Context) error {
@@ -105,43 +118,101 @@ func benchAction(c *cli.Context) error {
 	if n := c.Int("paths"); c.IsSet("paths") && (n < 1 || n > 256) {
 		return usagef("bench: --paths %d: want a whole number from 1 to 256", n)
 	}
-	if len(names) == 1 || c.Bool("in-process") {
+	var counts []int
+	if c.IsSet("partitions") {
+		var err error
+		if counts, err = parsePartitionList(c.String("partitions")); err != nil {
+			return err
+		}
+	}
+	if len(counts) == 0 {
+		counts = []int{0} // the default count
+	}
+	// 1 runs first: the others are compared with it.
+	if slices.Contains(counts, 1) {
+		counts = append([]int{1}, slices.DeleteFunc(slices.Clone(counts), func(n int) bool { return n == 1 })...)
+	}
+	if c.Bool("in-process") || (len(names) == 1 && len(counts) == 1) {
 		for _, n := range names {
-			r, err := benchOne(c, n)
-			if err != nil {
+			var rs []*benchResult
+			for _, k := range counts {
+				r, err := benchOne(c, n, k)
+				if err != nil {
+					return err
+				}
+				rs = append(rs, r)
+			}
+			if err := benchCompare(c, n, rs); err != nil {
 				return err
 			}
-			printBench(c, r)
 		}
 		return nil
 	}
-	// One child process per lab, so that each peak RSS is that lab's.
+	// One child process per lab and partition count, so that each peak
+	// RSS is that run's and no run starts on a heap another warmed up.
 	self, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("bench: finding own executable: %w", err)
 	}
 	for _, n := range names {
-		args := []string{"bench", "--json", "--size", c.String("size"), "--seed", fmt.Sprint(c.Uint64("seed"))}
-		if c.IsSet("paths") {
-			args = append(args, "--paths", fmt.Sprint(c.Int("paths")))
+		var rs []*benchResult
+		for _, k := range counts {
+			args := []string{"bench", "--json", "--in-process", "--size", c.String("size"), "--seed", fmt.Sprint(c.Uint64("seed"))}
+			if c.IsSet("paths") {
+				args = append(args, "--paths", fmt.Sprint(c.Int("paths")))
+			}
+			if c.IsSet("payload") {
+				args = append(args, "--payload", c.String("payload"))
+			}
+			if k > 0 {
+				args = append(args, "--partitions", fmt.Sprint(k))
+			}
+			cmd := exec.Command(self, append(args, n)...)
+			var out bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &out, c.App.ErrWriter
+			if err := cmd.Run(); err != nil {
+				return fmt.Errorf("bench %s: %w", n, err)
+			}
+			var r benchResult
+			if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+				return fmt.Errorf("bench %s: reading its result: %w", n, err)
+			}
+			rs = append(rs, &r)
 		}
-		if c.IsSet("payload") {
-			args = append(args, "--payload", c.String("payload"))
+		if err := benchCompare(c, n, rs); err != nil {
+			return err
 		}
-		args = append(args, "--partitions", fmt.Sprint(c.Int("partitions")))
-		cmd := exec.Command(self, append(args, n)...)
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, c.App.ErrWriter
-		if err := cmd.Run(); err != nil {
-			return fmt.Errorf("bench %s: %w", n, err)
-		}
-		var r benchResult
-		if err := json.Unmarshal(out.Bytes(), &r); err != nil {
-			return fmt.Errorf("bench %s: reading its result: %w", n, err)
-		}
-		printBench(c, &r)
 	}
 	return nil
+}
+
+// benchCompare prints lab name's runs, one per partition count, with each
+// run's speedup over the 1-partition run (when one ran) and whether its
+// result is the same. A differing result is an error: results must not
+// depend on the partitioning.
+func benchCompare(c *cli.Context, name string, rs []*benchResult) error {
+	var one *benchResult
+	for _, r := range rs {
+		if r.Partitions == 1 && r.PartitionsAsked == 1 {
+			one = r
+			break
+		}
+	}
+	var bad error
+	for _, r := range rs {
+		if one != nil && r != one {
+			same := r.Digest == one.Digest
+			r.SameResult = &same
+			if r.Partitions > 1 && r.WallSeconds > 0 {
+				r.Speedup = one.WallSeconds / r.WallSeconds
+			}
+			if !same && bad == nil {
+				bad = fmt.Errorf("bench %s: %d partitions gave a result different from 1 partition's", name, r.Partitions)
+			}
+		}
+		printBench(c, r)
+	}
+	return bad
 }
 
 func printBench(c *cli.Context, r *benchResult) {
@@ -160,19 +231,23 @@ func printBench(c *cli.Context, r *benchResult) {
 	fmt.Fprintf(w, "  state per host                %d bytes\n", r.HostState)
 	fmt.Fprintf(w, "  state per connection          %d bytes\n", r.ConnState)
 	fmt.Fprintf(w, "  wall / CPU time               %.2f s / %.2f s\n", r.WallSeconds, r.CPUSeconds)
+	fmt.Fprintf(w, "  partitions                    %d (asked %d): %s\n", r.Partitions, r.PartitionsAsked, r.PartitionPlan)
+	if r.Partitions > 1 {
+		fmt.Fprintf(w, "  barriers (windows)            %d\n", r.Windows)
+	}
 	switch {
-	case r.Partitions > 1:
-		fmt.Fprintf(w, "  partitions                    %d, speedup over 1: %.2fx\n", r.Partitions, r.Speedup)
-	case r.PartitionsAsked > 1:
-		fmt.Fprintf(w, "  partitions                    1 (asked %d; plan %s; speedup n/a: %s)\n",
-			r.PartitionsAsked, r.PartitionPlan, fullLabPartitionsReason)
+	case r.SameResult == nil:
+	case r.Speedup > 0:
+		fmt.Fprintf(w, "  speedup over 1 partition      %.2fx wall, result identical: %v\n", r.Speedup, *r.SameResult)
 	default:
-		fmt.Fprintf(w, "  partitions                    1\n")
+		fmt.Fprintf(w, "  result identical to 1's       %v\n", *r.SameResult)
 	}
 }
 
-// benchOne runs the permutation on one lab in this process.
-func benchOne(c *cli.Context, name string) (*benchResult, error) {
+// benchOne runs the permutation on one lab in this process, on parts
+// partitions (0: the default count). One partition runs on a plain loop,
+// more on the partitioned engine; the result is the same.
+func benchOne(c *cli.Context, name string, parts int) (*benchResult, error) {
 	lab, err := labs.Resolve(name)
 	if err != nil {
 		return nil, err
@@ -185,23 +260,41 @@ func benchOne(c *cli.Context, name string) (*benchResult, error) {
 			return nil, usageError{fmt.Errorf("bench: --payload: %w", err)}
 		}
 	}
-	used, plan, err := planPartitions(c.App.ErrWriter, "bench", lab, c.Int("partitions"))
-	if err != nil {
-		return nil, err
+	asked := parts
+	if asked == 0 {
+		asked = autoPartitions(lab)
 	}
+	plan := planPartitions(c.App.ErrWriter, "bench", lab, asked, false, "")
 	runtime.GC()
 	heap0 := heapInUse()
 	setup := time.Now()
-	loop := sim.NewLoop()
 	// The lab as `mrlab sim` builds it (its transports section, its
 	// fault timeline), --paths overriding the lab's paths.
-	cl, _, err := lab.NewCluster(loop, packet.NewPool(), labs.ClusterSetup{NIC: func(o *workload.NICOptions) {
+	cs := labs.ClusterSetup{NIC: func(o *workload.NICOptions) {
 		if c.IsSet("paths") {
 			o.MetaRoCE.Paths = c.Int("paths")
 		}
-	}})
+	}}
+	var cl *workload.Cluster
+	if plan.Parts > 1 {
+		cl, _, err = lab.NewPartitionedCluster(plan, cs)
+		if errors.Is(err, labs.ErrNotPartitionable) {
+			fmt.Fprintf(c.App.ErrWriter, "mrlab: bench %s: running on 1 partition: %v\n", lab.Name, err)
+			plan = lab.PlanPartitions(1)
+		}
+	}
+	if plan.Parts == 1 {
+		cl, _, err = lab.NewCluster(sim.NewLoop(), packet.NewPool(), cs)
+	}
 	if err != nil {
 		return nil, err
+	}
+	loop := cl.Loop
+	fired := func() uint64 {
+		if cl.Group != nil {
+			return cl.Group.Fired()
+		}
+		return loop.Fired()
 	}
 	setupWall := time.Since(setup)
 	runtime.GC()
@@ -230,7 +323,7 @@ func benchOne(c *cli.Context, name string) (*benchResult, error) {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	fired0 := loop.Fired()
+	fired0 := fired()
 	cpu0 := cpuTime()
 	start := time.Now()
 	res, err := workload.Run(cl, workload.Spec{
@@ -252,7 +345,7 @@ func benchOne(c *cli.Context, name string) (*benchResult, error) {
 		return nil, fmt.Errorf("bench %s: data check ok=%v, %d completion errors", name, res.Check.OK, res.Errors)
 	}
 	pkts, retx := benchDataPackets(cl.NICs)
-	events := loop.Fired() - fired0
+	events := fired() - fired0
 	r := &benchResult{
 		Lab: lab.Name, Hosts: hosts, Payload: mode.String(), SetupSeconds: setupWall.Seconds(),
 		DataPackets: pkts, Retransmits: retx,
@@ -261,11 +354,21 @@ func benchOne(c *cli.Context, name string) (*benchResult, error) {
 		VirtualTime: res.Elapsed.String(), PeakRSSMiB: float64(peakRSS()) / (1 << 20),
 		HostState:  int64(heap1-heap0) / int64(hosts),
 		ConnState:  int64(peak-heap1) / int64(max(res.Flows, 1)),
-		Partitions: used, PartitionsAsked: c.Int("partitions"), CPUSeconds: cpu.Seconds(),
+		Partitions: plan.Parts, PartitionsAsked: asked, CPUSeconds: cpu.Seconds(), PartitionPlan: plan.String(),
 	}
-	if plan != nil {
-		r.PartitionPlan = plan.String()
+	if cl.Group != nil {
+		r.Windows = cl.Group.Windows()
 	}
+	// The result's fingerprint: the workload's JSON and every NIC's
+	// counters, as TestPartitionedLabSameRun compares them.
+	h := sha256.New()
+	if err := json.NewEncoder(h).Encode(res); err != nil {
+		return nil, fmt.Errorf("bench %s: %w", name, err)
+	}
+	for i, n := range cl.NICs {
+		fmt.Fprintf(h, "%s %+v %+v\n", cl.Hosts[i], n.Stats(), n.TransportTotals())
+	}
+	r.Digest = fmt.Sprintf("%x", h.Sum(nil))
 	return r, nil
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/mrlab/mrlab/fabric"
+	"github.com/mrlab/mrlab/fabric/partition"
 	"github.com/mrlab/mrlab/internal/packet"
 	"github.com/mrlab/mrlab/internal/sim"
 	"github.com/mrlab/mrlab/labs"
@@ -191,6 +192,9 @@ type rdmaRun struct {
 	loop   *sim.Loop
 	faults *faultLog           // the last run's (every run fires the same timeline)
 	hashes []*fabric.TraceHash // one per run, in the order of the runs
+	// plan is where the runs' clusters run: more than one partition on
+	// the partitioned engine, else one plain loop (same result).
+	plan *partition.Plan
 }
 
 // newRDMARun reads the RDMA workload flags for lab and refuses the
@@ -222,6 +226,22 @@ func newRDMARun(c *cli.Context, lab *labs.Lab, name string) (*rdmaRun, error) {
 	if p.Sweep && observing(c) {
 		return nil, usagef("sim: captures, telemetry and traces follow one run: drop --all")
 	}
+	asked, explicit, err := askedPartitions(c, "sim", lab)
+	if err != nil {
+		return nil, err
+	}
+	var why string
+	switch {
+	case observing(c) || c.Bool("trace-hash"):
+		why = "observers (trace hash, capture, telemetry, traces, recordings) see one global order: not partition-safe yet"
+	case p.Infinite:
+		why = "an endless run reports intervals as it goes"
+	default:
+		if err := workload.PartitionSafe(p.Spec); err != nil {
+			why = err.Error()
+		}
+	}
+	r.plan = planPartitions(c.App.ErrWriter, "sim", lab, asked, explicit, why)
 	return r, nil
 }
 
@@ -237,15 +257,36 @@ func (r *rdmaRun) transport() transport.Kind {
 // build builds a cluster of the lab on a new loop, with the NIC options
 // the flags ask for and the observers attached.
 func (r *rdmaRun) build() (*workload.Cluster, error) {
+	nic := func(o *workload.NICOptions) {
+		o.PathMTU = r.p.MTU
+		if r.paths > 0 {
+			o.MetaRoCE.Paths = r.paths
+		}
+	}
+	if r.plan != nil && r.plan.Parts > 1 {
+		// No observer (planPartitions made the plan one partition
+		// otherwise): the lab's fault timeline is armed by the cluster.
+		faults := &faultLog{}
+		cl, _, err := r.lab.NewPartitionedCluster(r.plan, labs.ClusterSetup{NIC: nic, FaultReport: faults.record})
+		if err == nil {
+			r.loop, r.faults = cl.Loop, nil
+			if len(r.lab.Faults) > 0 {
+				r.faults = faults
+			}
+			return cl, nil
+		}
+		if !errors.Is(err, labs.ErrNotPartitionable) {
+			return nil, err
+		}
+		fmt.Fprintf(r.c.App.ErrWriter, "mrlab: sim %s: running on 1 partition: %v (the result is the same)\n", r.lab.Name, err)
+		r.plan = r.lab.PlanPartitions(1)
+	}
 	r.loop = sim.NewLoop()
 	cl, _, err := r.lab.NewCluster(r.loop, packet.NewPool(), labs.ClusterSetup{
 		Observe:  r.observe,
 		NoFaults: true,
 		NIC: func(o *workload.NICOptions) {
-			o.PathMTU = r.p.MTU
-			if r.paths > 0 {
-				o.MetaRoCE.Paths = r.paths
-			}
+			nic(o)
 			o.TraceFor = r.obs.Tracer
 		},
 	})
@@ -418,6 +459,9 @@ func checkSanity(c *cli.Context, name string, results []*workload.Result) error 
 // an end on SIGINT or SIGTERM (the run then fails as interrupted).
 func runner(c *cli.Context, label string) func(*workload.Cluster, workload.Spec) (*workload.Result, error) {
 	return func(cl *workload.Cluster, spec workload.Spec) (*workload.Result, error) {
+		if cl.Group != nil {
+			return workload.Run(cl, spec) // partitioned: no progress line
+		}
 		var (
 			res  *workload.Result
 			rerr error

@@ -136,12 +136,14 @@ func simRun(c *cli.Context) error {
 		}
 		lab.Seed = c.Uint64("seed")
 	}
-	if _, _, err := planPartitions(c.App.ErrWriter, "sim", lab, c.Int("partitions")); err != nil {
+	asked, explicit, err := askedPartitions(c, "sim", lab)
+	if err != nil {
 		return err
 	}
 	if name := c.String("workload"); isRDMAWorkload(name) {
 		return rdmaAction(c, lab, name)
 	}
+	planPartitions(c.App.ErrWriter, "sim", lab, asked, explicit, "UDP workloads run on one loop")
 	dur := 10 * sim.Millisecond
 	if c.IsSet("duration") {
 		dur, err = parseSeconds(c.String("duration"))

@@ -40,6 +40,27 @@ type Group struct {
 	parallel bool
 	hooks    []func(w Time) Time
 	held     Time // the earliest barrier a hook asked for
+	grid     Time // windows never cross a multiple of grid (0: no grid)
+}
+
+// SetGrid makes every window end at or before the next multiple of step
+// (> 0), so a barrier falls on every multiple of step that lies inside
+// the run: something decided in a window (a workload's "every flow is
+// done") can take effect, as a global event, at the next multiple,
+// whatever the partitioning and the lookahead. Call it before Run.
+func (g *Group) SetGrid(step Time) {
+	if step > 0 {
+		g.grid = step
+	}
+}
+
+// GridAfter returns the first multiple of the grid step after t (t+1 when
+// there is no grid).
+func (g *Group) GridAfter(t Time) Time {
+	if g.grid <= 0 {
+		return t + 1
+	}
+	return (t/g.grid + 1) * g.grid
 }
 
 // OnBarrier adds fn, run alone at every barrier w (the end of the window
@@ -206,7 +227,11 @@ func (g *Group) Run(end Time) error {
 	for _, c := range g.chans {
 		c.flush()
 	}
-	var wg sync.WaitGroup
+	var cr *crew
+	if g.parallel {
+		cr = newCrew(g)
+		defer cr.stop()
+	}
 	for !g.stopped {
 		t := min(g.next(), g.held)
 		if t == Never || t > end {
@@ -224,25 +249,23 @@ func (g *Group) Run(end Time) error {
 				break
 			}
 		}
-		win := min(t+g.look, g.global.Next())
+		win := t + g.look
+		if win < t { // a lookahead of Never (nothing is cut)
+			win = Never
+		}
+		win = min(win, g.global.Next())
+		if g.grid > 0 {
+			win = min(win, g.GridAfter(t))
+		}
 		if end < win {
 			win = end + 1 // end < Never here
 		}
 		g.winEnd = win
 		g.windows++
-		if !g.parallel {
+		if cr == nil {
 			g.runPart(g.parts[0], win)
 		} else {
-			// Partition 0 runs on this goroutine, the others on their own.
-			wg.Add(len(g.parts) - 1)
-			for _, l := range g.parts[1:] {
-				go func() {
-					defer wg.Done()
-					g.runPart(l, win)
-				}()
-			}
-			g.runPart(g.parts[0], win)
-			wg.Wait()
+			cr.window(win)
 		}
 		for _, l := range g.parts {
 			if l.stopped() {
