@@ -17,6 +17,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/mrlab/mrlab/fabric/partition"
 	"github.com/mrlab/mrlab/internal/packet"
 	"github.com/mrlab/mrlab/internal/sim"
 	"github.com/mrlab/mrlab/labs"
@@ -244,6 +245,44 @@ func printBench(c *cli.Context, r *benchResult) {
 	}
 }
 
+// benchCluster builds the lab as `mrlab sim` builds it (its transports
+// section, its fault timeline), --paths overriding the lab's paths: on
+// plan's partitions, or on one plain loop when the plan has one or the
+// lab cannot be partitioned (saying why). It returns the plan it used.
+func benchCluster(c *cli.Context, lab *labs.Lab, plan *partition.Plan) (*workload.Cluster, *partition.Plan, error) {
+	cs := labs.ClusterSetup{NIC: func(o *workload.NICOptions) {
+		if c.IsSet("paths") {
+			o.MetaRoCE.Paths = c.Int("paths")
+		}
+	}}
+	var cl *workload.Cluster
+	var err error
+	if plan.Parts > 1 {
+		cl, _, err = lab.NewPartitionedCluster(plan, cs)
+		if errors.Is(err, labs.ErrNotPartitionable) {
+			fmt.Fprintf(c.App.ErrWriter, "mrlab: bench %s: running on 1 partition: %v\n", lab.Name, err)
+			plan = lab.PlanPartitions(1)
+		}
+	}
+	if plan.Parts == 1 {
+		cl, _, err = lab.NewCluster(sim.NewLoop(), packet.NewPool(), cs)
+	}
+	return cl, plan, err
+}
+
+// benchDigest is a result's fingerprint: the workload's JSON and every
+// NIC's counters, as TestPartitionedLabSameRun compares them.
+func benchDigest(res any, cl *workload.Cluster) (string, error) {
+	h := sha256.New()
+	if err := json.NewEncoder(h).Encode(res); err != nil {
+		return "", err
+	}
+	for i, n := range cl.NICs {
+		fmt.Fprintf(h, "%s %+v %+v\n", cl.Hosts[i], n.Stats(), n.TransportTotals())
+	}
+	return fmt.Sprintf("%x", h.Sum(nil)), nil
+}
+
 // benchOne runs the permutation on one lab in this process, on parts
 // partitions (0: the default count). One partition runs on a plain loop,
 // more on the partitioned engine; the result is the same.
@@ -268,24 +307,7 @@ func benchOne(c *cli.Context, name string, parts int) (*benchResult, error) {
 	runtime.GC()
 	heap0 := heapInUse()
 	setup := time.Now()
-	// The lab as `mrlab sim` builds it (its transports section, its
-	// fault timeline), --paths overriding the lab's paths.
-	cs := labs.ClusterSetup{NIC: func(o *workload.NICOptions) {
-		if c.IsSet("paths") {
-			o.MetaRoCE.Paths = c.Int("paths")
-		}
-	}}
-	var cl *workload.Cluster
-	if plan.Parts > 1 {
-		cl, _, err = lab.NewPartitionedCluster(plan, cs)
-		if errors.Is(err, labs.ErrNotPartitionable) {
-			fmt.Fprintf(c.App.ErrWriter, "mrlab: bench %s: running on 1 partition: %v\n", lab.Name, err)
-			plan = lab.PlanPartitions(1)
-		}
-	}
-	if plan.Parts == 1 {
-		cl, _, err = lab.NewCluster(sim.NewLoop(), packet.NewPool(), cs)
-	}
+	cl, plan, err := benchCluster(c, lab, plan)
 	if err != nil {
 		return nil, err
 	}
@@ -359,16 +381,9 @@ func benchOne(c *cli.Context, name string, parts int) (*benchResult, error) {
 	if cl.Group != nil {
 		r.Windows = cl.Group.Windows()
 	}
-	// The result's fingerprint: the workload's JSON and every NIC's
-	// counters, as TestPartitionedLabSameRun compares them.
-	h := sha256.New()
-	if err := json.NewEncoder(h).Encode(res); err != nil {
+	if r.Digest, err = benchDigest(res, cl); err != nil {
 		return nil, fmt.Errorf("bench %s: %w", name, err)
 	}
-	for i, n := range cl.NICs {
-		fmt.Fprintf(h, "%s %+v %+v\n", cl.Hosts[i], n.Stats(), n.TransportTotals())
-	}
-	r.Digest = fmt.Sprintf("%x", h.Sum(nil))
 	return r, nil
 }
 
