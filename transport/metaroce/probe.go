@@ -175,9 +175,7 @@ func (c *Conn) onPathTimer(p *sndPath) {
 		// have stopped, and the probe's answer will say what was lost.
 		p.tlps++
 		p.tlpSent, p.tlpSentAt, p.probeWant = true, now, true
-		n := p.sb.presume()
-		c.s.inflight -= n
-		c.flightLeft(n)
+		c.s.inflight -= p.sb.presume()
 		c.flagPath(p)
 		c.st.tailProbes++
 		if c.cfg.Trace != nil {
