@@ -79,5 +79,13 @@ func endProcessesIn(name string) (int, error) {
 	for _, pid := range processesIn(ns) {
 		syscall.Kill(pid, syscall.SIGKILL)
 	}
+	// A killed process leaves the namespace when the kernel has torn it
+	// down, not when the signal is sent: wait (bounded) so the caller's
+	// "no process is left" holds when this returns.
+	for end := time.Now().Add(endGrace); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+		if len(processesIn(ns)) == 0 {
+			break
+		}
+	}
 	return len(found), nil
 }
