@@ -219,6 +219,7 @@ func (c *Conn) detectLoss(p *sndPath) {
 // stopped, which its timers judge (probe.go).
 func (c *Conn) lossesFound(p *sndPath, newLosses, judged, left int) {
 	c.s.inflight -= left
+	c.flightLeft(left)
 	p.st.losses += uint64(newLosses)
 	c.st.losses += uint64(newLosses)
 	c.s.lossLost += float64(judged)

@@ -1,6 +1,9 @@
 package metaroce
 
 import (
+	"math"
+	"math/bits"
+
 	"github.com/mrlab/mrlab/internal/sim"
 	"github.com/mrlab/mrlab/transport/metaroce/wire"
 )
@@ -119,10 +122,38 @@ func (c *Conn) window() int {
 	if !c.s.heard && !c.opts.DisableRateHint {
 		// Before the receiver has answered at all, one packet: it probes
 		// for the receiver's share. An N-to-1 incast whose senders each
-		// sent a BDP first filled the receiver's queue N times over.
-		return c.mss
+		// sent a BDP first filled the receiver's queue N times over. A
+		// dialer whose SYN_ACK offered a first share (first_share) sends
+		// one handshake round trip of that rate instead, if it starts in
+		// time (firstFlight): the acceptor's grants add up to at most its
+		// capacity, so N dialers' first flights add up to one BDP, and it
+		// is over when the first ACK brings the hint of N.
+		return max(c.mss, c.firstFlight())
 	}
-	return c.s.window(c.paceRate(), c.baseRTT(), c.lossRate(), c.mss)
+	return c.s.window(c.paceRate(), c.baseRTT(), c.lossRate(), c.mss) + int(min(c.ctl.firstCredit, int32(c.s.inflight)))
+}
+
+// firstFlight is the window before the first ACK of a dialer whose
+// SYN_ACK offered a first share: that rate (the hint until an ACK brings
+// one) over the handshake's round trip, if the first data goes within
+// two of them after the SYN_ACK (the acceptor holds the grant against its
+// capacity for four after our EST arrives; later data waits for the first
+// ACK's hint with one packet); 0 otherwise.
+func (c *Conn) firstFlight() int {
+	if !c.dialer || c.s.hint == 0 || c.now > c.ctl.echoAt+2*c.s.srtt {
+		return 0
+	}
+	return min(int(c.s.hint*c.s.srtt.Seconds()), c.pathCount()*maxPathWindow/2*c.mss)
+}
+
+// flightLeft takes n bytes that left flight (acknowledged, declared lost,
+// moved off a path, presumed gone) off the first-flight credit: the
+// credit is the first flight's bytes still in flight, so a flight whose
+// losses leave flight does not keep the window open (W + credit over
+// bytes no longer outstanding let the window stop binding: a granted
+// incast sender's 1.9 MB of credit outlived its flight by 12 RTTs).
+func (c *Conn) flightLeft(n int) {
+	c.ctl.firstCredit -= int32(min(n, int(c.ctl.firstCredit)))
 }
 
 // canSend reports whether a new data packet of size payload bytes fits the
@@ -137,6 +168,7 @@ func (c *Conn) canSend(size int) bool {
 // here, the connection's m and alpha in the controller.
 func (c *Conn) ccOnRecord(p *sndPath, pkts, bytes, drx, dce int) {
 	s := &c.s
+	c.flightLeft(bytes)
 	if drx > 0 {
 		p.alpha.add(c.opts.ECNGain, drx, dce)
 		if q := quantWeight(p); q != p.wq {
@@ -238,6 +270,9 @@ func (c *Conn) pathShare(p *sndPath) int {
 
 // noteHint takes the receiver's fair-share hint from an ACK.
 func (c *Conn) noteHint(h uint32) {
+	if !c.s.heard && c.firstFlight() > 0 {
+		c.ctl.firstCredit = int32(min(c.s.inflight, math.MaxInt32))
+	}
 	c.s.heard = true
 	var hint float64
 	if h != wire.NoRateHint && !c.opts.DisableRateHint && !c.mutated(MutIgnoreRateHint) {
@@ -261,17 +296,37 @@ func (c *Conn) paceRate() float64 { return c.s.rate(c.refRate()) }
 func (c *Conn) pace(n int) { c.s.pacer.sent(c.now, n, c.paceRate(), c.lineBytes) }
 
 // demandKBs is the rate the sender asks of the receiver, in kB/s: what it
-// has queued and in flight, plus the size-byte packet being sent, over one
-// base RTT, and at least one MSS per base RTT; at most its line rate. The
+// has queued (new data and the packets declared lost or moved that wait
+// to be sent again: resendBacklog) and in flight, plus the size-byte
+// packet being sent, over one base RTT, and at least one MSS per base
+// RTT; at most its line rate. Lost packets count: taking them out of
+// flight must not make a sender that still has them to send look
+// application-limited to the receiver's water-filling (a first flight's
+// losses, resent at the share of N, kept the hint a third below it). The
 // floor matters: a packet sent with nothing else queued (the last
 // retransmission of a message) would otherwise ask for nothing, get a
 // share of almost nothing, and the sender's next message would be paced
 // at it until an ACK said otherwise.
 func (c *Conn) demandKBs(size int) uint32 {
 	rtt := c.baseRTT()
-	want := max(c.s.unsent+int64(c.s.inflight)+int64(size), int64(c.mss))
+	want := max(c.s.unsent+int64(c.s.inflight)+c.resendBacklog()+int64(size), int64(c.mss))
 	d := min(float64(want)/rtt.Seconds(), c.lineBytes)
 	return uint32(min(d/1000, wire.NoRateHint-1))
+}
+
+// resendBacklog bounds the bytes waiting to be sent again: the entries
+// declared lost on the paths in lostSet and the chunks in the retransmit
+// queue, an MSS each (some queued chunks may have settled meanwhile).
+func (c *Conn) resendBacklog() int64 {
+	n := len(c.s.rexmit) - int(c.s.rexHead)
+	for w, word := range c.s.lostSet {
+		for word != 0 {
+			i := 64*w + bits.TrailingZeros64(word)
+			word &= word - 1
+			n += c.s.paths[i].sb.lost
+		}
+	}
+	return int64(n) * int64(c.mss)
 }
 
 // The connection's rate controller (the rules above): DCTCP's

@@ -81,6 +81,15 @@ type ctlState struct {
 	// retry moves to the next port.
 	basePort  uint8
 	replyPort uint8
+
+	// firstShare is the first_share our SYN_ACK offers (firstShareFor).
+	firstShare uint16
+	// firstCredit (a dialer's) is what of the first flight its SYN_ACK's
+	// share allowed was still in flight when the first ACK came, less the
+	// bytes acknowledged since: it is over and above W (cc.go), so the
+	// sender goes on at its hint instead of pausing a round trip while
+	// the flight drains.
+	firstCredit int32
 }
 
 var _ transport.Conn = (*Conn)(nil)

@@ -49,8 +49,18 @@
 // per round on marks, alpha starting at 1/4, grown back by 1/16 per round
 // without), and keeps at
 // most W = 5/4 x R x (base RTT + the peer's ACK delay) / (1 - measured
-// loss) + 2 full packets in flight, one packet before the receiver's first
-// ACK. The receiver (ratehint.go) divides its capacity among its active
+// loss) + 2 full packets in flight. Before the receiver's first ACK a
+// dialer keeps in flight the first flight its SYN_ACK allows: the
+// acceptor grants a first share (first_share: the new sender's fair share,
+// at most the capacity not granted to dialers whose first data has not
+// arrived, so simultaneous dialers' grants add up to at most its capacity)
+// and the dialer sends up to that share x its handshake RTT (one packet
+// when the share is 0 or the data starts more than two handshake RTTs
+// after the SYN_ACK); what of it is still in flight at the first ACK is a
+// credit over W until it leaves flight (acknowledged or lost). Its losses, all found within one
+// round trip, count in the sender's demand and move the repath test's
+// typical rate at once, so they neither lower its share nor move its
+// paths. The receiver (ratehint.go) divides its capacity among its active
 // senders by max-min water-filling over their demands and puts each
 // sender's share in every ACK; when it is busy (its senders ask for all of
 // its capacity and their packets arrive at the rate it hands out) it
@@ -100,8 +110,9 @@
 // # Path health
 //
 // A path whose losses on its current entropy are too many to be chance at
-// the typical path's loss rate (the median over its paths; a Chernoff bound
-// on the binomial tail below RepathConfidence) moves to a new entropy at once, its chunks to paths
+// the typical path's loss rate (the median over its paths, recomputed once
+// per smoothed RTT or when the connection's loss rate moves by 2x; a
+// Chernoff bound on the binomial tail below RepathConfidence) moves to a new entropy at once, its chunks to paths
 // that deliver; one whose CE-marked fraction stays above
 // RepathMarkFraction for RepathMarkRounds rounds while fewer than half of
 // the paths do drains and moves. Left entropies are remembered (the last

@@ -221,7 +221,9 @@ func (c *Conn) abandon(p *sndPath) int {
 		if ch.where != chunkOnPath || ch.path != p.id || ch.gen != p.gen || ch.psn != psn {
 			continue
 		}
-		c.s.inflight -= p.sb.move(psn) // the PSN stays, a filler
+		n := p.sb.move(psn) // the PSN stays, a filler
+		c.s.inflight -= n
+		c.flightLeft(n)
 		ch.where = chunkQueued
 		c.s.rexmit = append(c.s.rexmit, e.dsn)
 		moved++
@@ -264,14 +266,18 @@ func (c *Conn) noteLosses(p *sndPath, newLosses int) {
 // connection's active paths of each path's losses on its entropy, shrunk
 // toward the connection's loss rate q by a prior worth one loss
 // ((k + 1) / (n + 1/q)), so that a path with few packets counts as typical.
-// It is recomputed at most once per smoothed RTT.
+// It is recomputed at most once per smoothed RTT, and at once when q has
+// moved by more than a factor of two since: the losses of a burst (a
+// first flight, spec §first-flight) are all detected within one round
+// trip, and a base computed when only the first of them was known makes
+// every path's share of the rest look like a gray link.
 func (c *Conn) pathLossBase() float64 {
 	s := &c.s
-	if s.baseAt != 0 && c.now-s.baseAt < max(s.srtt, 1) {
-		return s.lossBase
-	}
-	s.baseAt = c.now
 	q := c.lossRate()
+	if s.baseAt != 0 && c.now-s.baseAt < max(s.srtt, 1) && q <= 2*float64(s.baseQ) && 2*q >= float64(s.baseQ) {
+		return float64(s.lossBase)
+	}
+	s.baseAt, s.baseQ = c.now, float32(q)
 	if q <= 0 {
 		s.lossBase = 0
 		return 0
@@ -283,13 +289,13 @@ func (c *Conn) pathLossBase() float64 {
 			rates = append(rates, (float64(p.genLost)+1)/(float64(p.genSent)+1/q))
 		}
 	}
-	if len(rates) == 0 {
-		s.lossBase = q
-		return q
+	base := q
+	if len(rates) > 0 {
+		slices.Sort(rates)
+		base = rates[len(rates)/2]
 	}
-	slices.Sort(rates)
-	s.lossBase = rates[len(rates)/2]
-	return s.lossBase
+	s.lossBase = float32(base)
+	return float64(s.lossBase)
 }
 
 // klDiv is the Kullback-Leibler divergence of Bernoulli(a) from

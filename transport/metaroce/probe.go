@@ -175,7 +175,9 @@ func (c *Conn) onPathTimer(p *sndPath) {
 		// have stopped, and the probe's answer will say what was lost.
 		p.tlps++
 		p.tlpSent, p.tlpSentAt, p.probeWant = true, now, true
-		c.s.inflight -= p.sb.presume()
+		n := p.sb.presume()
+		c.s.inflight -= n
+		c.flightLeft(n)
 		c.flagPath(p)
 		c.st.tailProbes++
 		if c.cfg.Trace != nil {

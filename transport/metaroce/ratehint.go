@@ -77,6 +77,10 @@ type allocSender struct {
 	gap    sim.Time // smoothed time between its packets
 	demand float64  // bytes per second
 	share  float64
+	// grant is the first-round-trip rate its SYN_ACK offered (firstGrant),
+	// held against the capacity until its first data packet arrives or
+	// its presumption ends.
+	grant float64
 }
 
 // busyFraction: the receiver is the bottleneck its senders share only if
@@ -134,6 +138,28 @@ func (a *allocator) presumeFor(s int32, now, window sim.Time) {
 	a.expiry = min(a.expiry, now+x.window)
 }
 
+// firstGrant is the rate (bytes per second) slot s, just registered as
+// presumed active, may send at before its first ACK: its fair share among
+// the active senders, but no more than the capacity that grants still
+// outstanding (to senders whose first data has not arrived) leave. So the
+// first flights the receiver has granted add up to at most its capacity
+// for a round trip however many senders dial at once: the first of N
+// simultaneous dialers gets its share, the rest what is left (none when
+// it is all granted: one packet before the first ACK, whose hint is then
+// their share of N).
+func (a *allocator) firstGrant(s int32, now sim.Time) float64 {
+	share := a.share(s, now)
+	left := a.capacity * a.frac
+	for i := range a.senders {
+		if x := &a.senders[i]; int32(i) != s && x.active {
+			left -= x.grant
+		}
+	}
+	g := max(0, min(share, left))
+	a.senders[s].grant = g
+	return g
+}
+
 // slot takes a free slot or makes one.
 func (a *allocator) slot() int32 {
 	if n := len(a.free); n > 0 {
@@ -185,7 +211,7 @@ func (a *allocator) observe(s int32, now sim.Time, demand float64, rtt sim.Time,
 		interval = sim.Time(float64(pkt) / x.share * float64(sim.Second))
 	}
 	a.linkControl(now, rtt+interval, pkt, ce)
-	x.last, x.demand = now, demand
+	x.last, x.demand, x.grant = now, demand, 0
 	x.window = max(4*rtt, 4*interval, 8*x.gap)
 	a.expiry = min(a.expiry, now+x.window)
 	if !x.active {
@@ -282,7 +308,7 @@ func (a *allocator) recompute(now sim.Time) {
 	for i := range a.senders {
 		x := &a.senders[i]
 		if x.used && x.active && now-x.last > x.window {
-			x.active = false
+			x.active, x.grant = false, 0
 		}
 		if x.active {
 			a.order = append(a.order, int32(i))

@@ -589,3 +589,29 @@ func wireSurvival(tx, rx, queueDrops uint64) float64 {
 	}
 	return float64(min(rx+queueDrops, tx)) / float64(tx)
 }
+
+// TestTargetShortTransfers: 300 WRITEs of 64 KiB from h0 to h7 of a
+// loss-free 2-plane leaf-spine, goodput over the whole run (handshake and
+// the last ACK included) against the 2-plane capacity. The first flight
+// (a SYN_ACK's first_share x the handshake RTT, spec §9) is what lets the
+// connection use its first round trip; with one packet first the shipped
+// leafspine lab (0.1% fabric loss) read 0.954/0.902/0.815 at
+// 100/400/800G, with it 0.963/0.936/0.873; this bed reads
+// 0.965/0.938/0.904. The target is 0.95 at every rate; the floors are
+// this bed's figures less ~1.5% (0.95 is met at 100G; 400G and 800G miss
+// it, #27), so a regression fails here.
+func TestTargetShortTransfers(t *testing.T) {
+	for _, c := range []struct {
+		rate, floor float64
+	}{{100e9, 0.95}, {400e9, 0.925}, {800e9, 0.89}} {
+		b := bed{topo: "leafspine", rate: c.rate, planes: 2, leaves: 2, spines: 2, hpl: 4}
+		spec := workload.Spec{Name: workload.WriteBW, Transport: transport.MetaRoCE, From: []string{"h0"}, To: []string{"h7"},
+			Size: 64 << 10, Iterations: 300}
+		o := b.run(t, job{spec: spec})
+		frac := o.goodput / (2 * c.rate)
+		t.Logf("%.0fG: %.2f Gb/s, %.3f of 2 planes (target 0.95)", c.rate/1e9, o.goodput/1e9, frac)
+		if frac < c.floor {
+			t.Errorf("%.0fG: %.3f of capacity, want >= %.2f", c.rate/1e9, frac, c.floor)
+		}
+	}
+}

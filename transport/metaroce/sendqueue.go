@@ -75,10 +75,11 @@ type sndState struct {
 	// sample, the minimum (the base RTT).
 	rttEstimator
 
-	// lossBase is the typical path's loss rate, computed at baseAt
-	// (path.go).
-	lossBase float64
-	baseAt   sim.Time
+	// lossBase is the typical path's loss rate, computed at baseAt when
+	// the connection's loss rate was baseQ (path.go; float32s keep Conn
+	// in its size class, TestConnSize).
+	lossBase, baseQ float32
+	baseAt          sim.Time
 
 	// rack is the latest-sent packet known to have arrived (lossdetect.go).
 	rack rackState

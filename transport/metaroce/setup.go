@@ -2,6 +2,7 @@ package metaroce
 
 import (
 	"errors"
+	"math"
 
 	"github.com/mrlab/mrlab/internal/sim"
 	"github.com/mrlab/mrlab/transport"
@@ -94,6 +95,9 @@ func (c *Conn) encodeCtl(b []byte, t wire.Type) int {
 			AckDelay:  uint32(min(c.ackDelay, 1<<32-1)),
 			LineRate:  uint32(min(c.cfg.LineRate/1e6, 1<<32-1)),
 		}
+		if t == wire.TypeSynAck {
+			f.FirstShare = c.ctl.firstShare
+		}
 		wire.Setup(b).Put(&f)
 		return wire.Seal(b, wire.SetupSize)
 	}
@@ -168,6 +172,7 @@ func (c *Conn) onSynAck(body []byte, rx transport.RxMeta) {
 	}
 	c.learnPeer(s)
 	c.handshakeEcho(wire.Header(s).PSN())
+	c.takeFirstShare(s)
 	c.ctl.pending, c.ctl.due = 0, false
 	c.timers.Disarm(&c.ctlTimer)
 	c.state = transport.StateEstablished
@@ -181,6 +186,7 @@ func (c *Conn) accept(s wire.Setup) {
 	c.nonce = s.Nonce()
 	c.ctl.echo, c.ctl.echoAt = wire.Header(s).TS(), c.now
 	c.learnPeer(s)
+	c.ctl.firstShare = c.firstShareFor()
 	c.state = transport.StateEstablished
 	c.startCtl(wire.TypeSynAck)
 	if c.cfg.Trace != nil {
@@ -239,4 +245,33 @@ func (c *Conn) handshakeEcho(echo uint32) {
 		r = bound
 	}
 	c.s.handshake(r)
+}
+
+// firstShareFor is the first_share the acceptor's SYN_ACK offers: the
+// allocator's first-round-trip grant for the new connection
+// (allocator.firstGrant) in 65535ths of the NIC's capacity, ports x line
+// rate. The dialer paces its first flight at that rate, up to a window
+// of it (cc.go), instead of one packet until the first ACK.
+func (c *Conn) firstShareFor() uint16 {
+	if c.opts.DisableRateHint || c.slot < 0 {
+		return 0
+	}
+	capacity := float64(c.cfg.Ports) * c.cfg.LineRate / 8
+	g := c.proto.alloc.firstGrant(c.slot, c.now)
+	return uint16(min(math.Floor(g/capacity*65535), 65535))
+}
+
+// takeFirstShare takes the dialer's first-round-trip rate from the
+// SYN_ACK: the receiver's hint until its first ACK brings one, which
+// sizes the first flight (firstFlight, cc.go).
+func (c *Conn) takeFirstShare(s wire.Setup) {
+	if c.opts.DisableRateHint || c.mutated(MutIgnoreRateHint) || c.s.heard {
+		return
+	}
+	if g := s.FirstShareRate(); g > 0 {
+		c.s.hint = g
+		if c.cfg.Trace != nil {
+			c.tracef("first share %.3f Gb/s", g*8/1e9)
+		}
+	}
 }

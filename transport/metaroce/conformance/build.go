@@ -24,7 +24,7 @@ var (
 	nakSlots = map[string]slot{"reason": {16, 1}, "stream": {18, 2}, "msn": {20, 4}, "dsn": {24, 4},
 		"echo_ts": {28, 4}}
 	setupSlots = map[string]slot{"src_conn": {16, 4}, "ack_delay": {20, 4}, "nonce": {24, 8}, "paths": {32, 2},
-		"ports": {34, 1}, "mtu": {36, 2}, "msg_window": {38, 2}, "dsn_window": {40, 4}, "line_rate": {44, 4}}
+		"ports": {34, 1}, "mtu": {36, 2}, "msg_window": {38, 2}, "dsn_window": {40, 4}, "line_rate": {44, 4}, "first_share": {50, 2}}
 )
 
 // Pseudo-fields of an injected packet that are not header fields.

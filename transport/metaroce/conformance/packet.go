@@ -123,7 +123,8 @@ func decode(s *Sent) *view {
 		f := st.Fields()
 		for k, x := range map[string]uint64{"src_conn": uint64(f.SrcConn), "ack_delay": uint64(f.AckDelay),
 			"nonce": f.Nonce, "paths": uint64(f.Paths), "ports": uint64(f.Ports), "mtu": uint64(f.MTU),
-			"msg_window": uint64(f.MsgWindow), "dsn_window": uint64(f.DSNWindow), "line_rate": uint64(f.LineRate)} {
+			"msg_window": uint64(f.MsgWindow), "dsn_window": uint64(f.DSNWindow), "line_rate": uint64(f.LineRate),
+			"first_share": uint64(f.FirstShare)} {
 			v.f[k] = x
 		}
 	}

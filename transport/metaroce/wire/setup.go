@@ -19,7 +19,9 @@ import "encoding/binary"
 //	40 dsn_window  chunks the sender accepts in flight toward it
 //	44 line_rate   sender's per-port line rate, Mb/s
 //	48 service     the service (port) a SYN asks for; 0 in a SYN_ACK
-//	50 reserved    0
+//	50 first_share in a SYN_ACK: the rate the dialer may send at before
+//	               its first ACK, in 65535ths of the acceptor's capacity
+//	               (ports x line_rate); 0: one packet. 0 in a SYN
 type Setup []byte
 
 // SrcConn returns the sender's connection id.
@@ -52,6 +54,16 @@ func (s Setup) DSNWindow() int { return int(binary.BigEndian.Uint32(s[40:])) }
 // LineRate returns the sender's per-port line rate in Mb/s.
 func (s Setup) LineRate() uint32 { return binary.BigEndian.Uint32(s[44:]) }
 
+// FirstShare returns a SYN_ACK's first-round-trip share, in 65535ths of
+// the sender's capacity (ports x line rate).
+func (s Setup) FirstShare() uint16 { return binary.BigEndian.Uint16(s[50:]) }
+
+// FirstShareRate returns the first-round-trip share as bytes per second
+// (0: none).
+func (s Setup) FirstShareRate() float64 {
+	return float64(s.FirstShare()) / 65535 * float64(s.Ports()) * float64(s.LineRate()) * 1e6 / 8
+}
+
 // SetupFields is a SYN or SYN_ACK as a value.
 type SetupFields struct {
 	Common
@@ -65,13 +77,15 @@ type SetupFields struct {
 	MsgWindow int
 	DSNWindow int
 	LineRate  uint32
+	// FirstShare is a SYN_ACK's first_share (0 in a SYN).
+	FirstShare uint16
 }
 
 // Fields returns the setup fields.
 func (s Setup) Fields() SetupFields {
 	return SetupFields{Common: Header(s).Common(), SrcConn: s.SrcConn(), AckDelay: s.AckDelay(), Service: s.Service(), Nonce: s.Nonce(),
 		Paths: s.Paths(), Ports: s.Ports(), MTU: s.MTU(), MsgWindow: s.MsgWindow(),
-		DSNWindow: s.DSNWindow(), LineRate: s.LineRate()}
+		DSNWindow: s.DSNWindow(), LineRate: s.LineRate(), FirstShare: s.FirstShare()}
 }
 
 // Put writes the whole setup packet (SetupSize bytes). Values must be in
@@ -89,7 +103,7 @@ func (s Setup) Put(f *SetupFields) {
 	binary.BigEndian.PutUint32(s[40:], uint32(f.DSNWindow))
 	binary.BigEndian.PutUint32(s[44:], f.LineRate)
 	binary.BigEndian.PutUint16(s[48:], f.Service)
-	binary.BigEndian.PutUint16(s[50:], 0)
+	binary.BigEndian.PutUint16(s[50:], f.FirstShare)
 }
 
 // DecodeSetup checks a SYN or SYN_ACK as returned by Parse.

@@ -2,6 +2,7 @@ package wire
 
 import (
 	"errors"
+	"math"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -186,6 +187,9 @@ func TestSetupRoundTrip(t *testing.T) {
 	for _, typ := range []Type{TypeSyn, TypeSynAck} {
 		f := SetupFields{Common: Common{Type: typ, DstConn: 0, TS: 1}, SrcConn: 42, AckDelay: 123456, Service: 65535, Nonce: 0x0123456789abcdef,
 			Paths: 256, Ports: 8, MTU: 4096, MsgWindow: 1024, DSNWindow: 1 << 20, LineRate: 400000}
+		if typ == TypeSynAck {
+			f.FirstShare = 0xfffe
+		}
 		pkt := sealed(func(b []byte) { Setup(b).Put(&f) }, SetupSize, nil)
 		_, body, err := Parse(pkt)
 		if err != nil {
@@ -197,6 +201,10 @@ func TestSetupRoundTrip(t *testing.T) {
 		}
 		if diff := cmp.Diff(f, s.Fields()); diff != "" {
 			t.Errorf("%v: (-want +got):\n%s", typ, diff)
+		}
+		// 8 ports of 400 Gb/s are 400 GB/s; first_share is in 65535ths.
+		if want := float64(f.FirstShare) / 65535 * 400e9; math.Abs(s.FirstShareRate()-want) > 1 {
+			t.Errorf("%v: first share rate %v B/s, want %v", typ, s.FirstShareRate(), want)
 		}
 	}
 }
