@@ -65,7 +65,8 @@
 // sender's share in every ACK; when it is busy (its senders ask for all of
 // its capacity and their packets arrive at the rate it hands out) it
 // answers CE marks itself, by lowering every share alike (DCTCP on its
-// arrivals, recovering as DCQCN does toward the share before the cut), and
+// arrivals, no second cut while the marked fraction falls period over
+// period, recovering as DCQCN does toward the share before the cut), and
 // tells the senders so (ACK flag BUSY). Total in flight is W whatever the
 // number of paths.
 //

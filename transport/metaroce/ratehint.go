@@ -30,7 +30,13 @@ import (
 // RTT plus packet interval at their share (a sender hears a new share
 // only in the ACK of its next packet), and at least 8 packet times. On a
 // period with marks the fraction handed out is multiplied by
-// (1 - alpha/2), and no further cut comes for two periods. Recovery is
+// (1 - alpha/2), and no further cut comes for two periods, nor on a
+// period whose marked fraction is below the previous period's: the
+// queue the last cut was for is still draining, and alpha (an EWMA)
+// stays high long after its marks thin, so a cut on the drain's tail
+// takes capacity the drain does not need (a 63-to-1 incast at 0.4
+// packets per RTT each, its first queue deepened by a first flight, was
+// cut to half its capacity and settled in 83 RTTs instead of 13). Recovery is
 // DCQCN's: halfway back to the fraction before the cut per unmarked
 // period (the cut was for the queue that was there), and once there,
 // 1/16 more per period, up to the whole capacity; while not busy, halfway
@@ -58,6 +64,10 @@ type allocator struct {
 	filled   bool // the last block's arrivals came at busyFraction of what is handed out
 	busy     bool // asked && filled
 	hold     int  // periods before marks may cut again
+
+	// lastF is the last period's marked fraction.
+	lastF float64
+
 	senders  []allocSender
 	free     []int32
 	order    []int32 // scratch: active senders sorted by demand
@@ -252,12 +262,13 @@ func (a *allocator) linkControl(now, span sim.Time, pkt int, ce bool) {
 	}
 	switch {
 	case a.busy && a.pMarked > 0:
-		if a.hold == 0 {
+		switch {
+		case a.hold > 0:
+			a.hold--
+		case f >= a.lastF: // marks not thinning: no queue is draining
 			a.target = a.frac
 			a.frac = max(a.frac*(1-a.alpha/2), 1.0/1024)
 			a.hold = 2 // the queue that drew the marks drains for two periods before the next cut
-		} else {
-			a.hold--
 		}
 	case !a.busy:
 		a.hold = 0
@@ -276,7 +287,7 @@ func (a *allocator) linkControl(now, span sim.Time, pkt int, ce bool) {
 	if a.frac != old {
 		a.dirty = true
 	}
-	a.pStart, a.pRTT, a.pPkts, a.pMarked = now, 0, 0, 0
+	a.pStart, a.pRTT, a.pPkts, a.pMarked, a.lastF = now, 0, 0, 0, f
 }
 
 // share returns slot s's fair share in bytes per second. A sender not (or

@@ -278,7 +278,7 @@ func TestLinkControl(t *testing.T) {
 	type step struct {
 		demand float64 // the sender's, a fraction of capacity
 		arrive float64 // the arrival rate, a fraction of capacity
-		marked bool    // every packet of the period
+		marked float64 // the fraction of the period's packets marked
 		frac   float64 // want, after the period
 		busy   bool
 	}
@@ -287,25 +287,35 @@ func TestLinkControl(t *testing.T) {
 		steps []step
 	}{
 		{"busy and marked: halve, hold, recover", []step{
-			{1, 1, true, 0.5, true}, {1, 1, true, 0.5, true}, {1, 1, true, 0.5, true},
-			{1, 1, false, 0.75, true}, {1, 1, false, 0.875, true},
+			{1, 1, 1, 0.5, true}, {1, 1, 1, 0.5, true}, {1, 1, 1, 0.5, true},
+			{1, 1, 0, 0.75, true}, {1, 1, 0, 0.875, true},
 		}},
 		{"recovery heads for the fraction before the last cut", []step{
-			{1, 1, true, 0.5, true}, {1, 1, true, 0.5, true}, {1, 1, true, 0.5, true},
-			{1, 1, true, 0.25, true}, {1, 1, false, 0.375, true}, {1, 1, false, 0.4375, true},
+			{1, 1, 1, 0.5, true}, {1, 1, 1, 0.5, true}, {1, 1, 1, 0.5, true},
+			{1, 1, 1, 0.25, true}, {1, 1, 0, 0.375, true}, {1, 1, 0, 0.4375, true},
 		}},
 		{"cut, then arriving at the cut rate: still busy", []step{
-			{1, 1, true, 0.5, true}, {1, 0.5, true, 0.5, true}, {1, 0.5, true, 0.5, true},
-			{1, 0.5, true, 0.25, true},
+			{1, 1, 1, 0.5, true}, {1, 0.5, 1, 0.5, true}, {1, 0.5, 1, 0.5, true},
+			{1, 0.5, 1, 0.25, true},
 		}},
 		{"marks on senders asking for less are theirs", []step{
-			{0.5, 0.5, true, 1, false}, {0.5, 0.5, true, 1, false},
+			{0.5, 0.5, 1, 1, false}, {0.5, 0.5, 1, 1, false},
 		}},
 		{"marks on senders held back elsewhere are theirs", []step{
-			{1, 0.5, true, 1, false}, {1, 0.5, true, 1, false},
+			{1, 0.5, 1, 1, false}, {1, 0.5, 1, 1, false},
+		}},
+		{"marks thinning after a cut: the queue drains, no second cut", []step{
+			{1, 1, 1, 0.5, true}, {1, 1, 1, 0.5, true}, {1, 1, 1, 0.5, true},
+			{1, 1, 0.5, 0.5, true}, {1, 1, 0.25, 0.5, true}, {1, 1, 0, 0.75, true},
+		}},
+		{"marks not thinning after the hold: cut again", []step{
+			{1, 1, 1, 0.5, true}, {1, 1, 1, 0.5, true}, {1, 1, 1, 0.5, true},
+			// alpha: 1 after the first three periods, then two EWMA
+			// steps (g = 1/16) toward 0.5.
+			{1, 1, 0.5, 0.5, true}, {1, 1, 0.5, 0.5 * (1 - (15.0/16*(15.0/16+0.5/16)+0.5/16)/2), true},
 		}},
 		{"busy without marks: nothing to do", []step{
-			{1, 1, false, 1, true}, {1, 1, false, 1, true},
+			{1, 1, 0, 1, true}, {1, 1, 0, 1, true},
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -319,7 +329,10 @@ func TestLinkControl(t *testing.T) {
 				per := rtt + sim.Time(pkt/a.share(s, now)*float64(sim.Second))
 				for start, k := now, sim.Time(1); now < start+per; k++ {
 					now = start + k*gap
-					a.observe(s, now, st.demand*capacity, rtt, pkt, st.marked)
+					// Every packet k with a whole number more of marked
+					// packets by its end than before it.
+					mark := math.Floor(float64(k)*st.marked) > math.Floor(float64(k-1)*st.marked)
+					a.observe(s, now, st.demand*capacity, rtt, pkt, mark)
 					a.share(s, now)
 				}
 				if math.Abs(a.frac-st.frac) > 1e-9 || a.busy != st.busy {
