@@ -56,6 +56,7 @@ type allocator struct {
 	target         float64
 	pStart, pRTT   sim.Time
 	pPkts, pMarked int
+	lastF          float64 // the last period's marked fraction
 	// Fill: the arrival rate over blocks of fillBlock packets.
 	fStart   sim.Time
 	fBytes   float64
@@ -64,10 +65,6 @@ type allocator struct {
 	filled   bool // the last block's arrivals came at busyFraction of what is handed out
 	busy     bool // asked && filled
 	hold     int  // periods before marks may cut again
-
-	// lastF is the last period's marked fraction.
-	lastF float64
-
 	senders  []allocSender
 	free     []int32
 	order    []int32 // scratch: active senders sorted by demand
