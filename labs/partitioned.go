@@ -73,7 +73,7 @@ func (lab *Lab) NewPartitionedCluster(plan *partition.Plan, setup ClusterSetup) 
 	g.SetGrid(lab.PartitionGrid())
 	pools := make([]*packet.Pool, plan.Parts)
 	for i := range pools {
-		pools[i] = packet.NewPool()
+		pools[i] = packet.NewPoolIDs(uint64(i) << 48) // an ID names one packet
 	}
 	net, err := lab.Build(g.Global(), pools[0])
 	if err != nil {

@@ -227,6 +227,11 @@ type Pool struct {
 // NewPool returns an empty pool.
 func NewPool() *Pool { return &Pool{} }
 
+// NewPoolIDs returns an empty pool whose packet IDs count up from base+1:
+// the pools of a partitioned lab take disjoint ranges, so an ID names one
+// packet in the whole lab.
+func NewPoolIDs(base uint64) *Pool { return &Pool{nextID: base} }
+
 // Get returns an empty buffer that can hold a packet of size bytes (at most
 // MaxSize) with full headroom in front.
 func (p *Pool) Get(size int) *Buffer {
