@@ -93,6 +93,13 @@ type Config struct {
 	// (Experiment.Varies) is refused. The report says the run is a
 	// what-if and lists it.
 	WhatIf WhatIf
+	// Partitions is how many partitions of the event engine each
+	// simulation may run on (results do not depend on it): 0 picks one
+	// per CPU left over by Jobs (so Jobs x partitions stays within the
+	// CPUs), at most one per 16 hosts of the bed; N asks for N (the bed's
+	// plan may use fewer). A point runs on one plain loop when its
+	// workload or its probe is not partition-safe (Point.partitionable).
+	Partitions int
 
 	// drive decides what runCases does with the points (sweep.go).
 	drive driver
@@ -112,6 +119,24 @@ func (c Config) withDefaults() Config {
 }
 
 // seeds returns the seeds every case runs with.
+// hostsPerPartition is the fewest hosts a partition gets when the count
+// is picked for the bed (mrlab sim's rule): a window of a smaller bed
+// holds too few events to pay for its barrier.
+const hostsPerPartition = 16
+
+// partitions returns the partitions a point may use, and whether the
+// count is to be capped by the bed's size (Config.Partitions 0).
+func (c Config) partitions() (int, bool) {
+	if c.Partitions > 0 {
+		return c.Partitions, false
+	}
+	jobs := c.Jobs
+	if jobs < 1 {
+		jobs = runtime.NumCPU()
+	}
+	return max(1, runtime.NumCPU()/jobs), true
+}
+
 func (c Config) seeds() []uint64 {
 	out := make([]uint64, c.Seeds)
 	for i := range out {

@@ -72,8 +72,11 @@ func (l *obsList) Observe(now sim.Time, ev Event, pt Point, b *packet.Buffer, r 
 	}
 	var cp *packet.Buffer
 	if b != nil {
+		// The packet as the observer would see it: bytes, runs, flow
+		// tag, ID and the scratch fields (an experiment's probe reads
+		// the exact arrival time in Stamp).
 		cp = dst.pool.Copy(b)
-		cp.ID = b.ID
+		cp.ID, cp.Hop, cp.Stamp = b.ID, b.Hop, b.Stamp
 	}
 	dst.recs = append(dst.recs, obsRecord{at: at, key: key, src: dst.src, n: len(dst.recs), now: now, ev: ev, pt: pt, r: r, b: cp})
 }
