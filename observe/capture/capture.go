@@ -124,12 +124,12 @@ type Capture struct {
 	// packet, which a partitioned run changes; this order does not. A
 	// ring of the last maxIDs bounds it: a packet recorded again after
 	// maxIDs others gets a new number.
-	ids    map[uint64]uint64
-	idRing []uint64
-	idAt   int
-	nextID uint64
-	sinks  []*sink
-	scratch    []byte
+	ids     map[uint64]uint64
+	idRing  []uint64
+	idAt    int
+	nextID  uint64
+	sinks   []*sink
+	scratch []byte
 	// scratch2 holds a comment with an upstream-damage note added.
 	scratch2 []byte
 	// synScratch holds a comment with the synthetic-payload note added.
