@@ -96,10 +96,15 @@ type Config struct {
 	// Partitions is how many partitions of the event engine each
 	// simulation may run on (results do not depend on it): 0 picks one
 	// per CPU left over by Jobs (so Jobs x partitions stays within the
-	// CPUs), at most one per 16 hosts of the bed; N asks for N (the bed's
-	// plan may use fewer). A point runs on one plain loop when its
-	// workload or its probe is not partition-safe (Point.partitionable).
+	// CPUs). Either way a bed gets at most one per 16 hosts (a window of
+	// a smaller bed holds too few events to pay for its barrier: a 2-host
+	// bed runs ~10x slower on 2 partitions), and its plan may use fewer.
+	// A point runs on one plain loop when its workload or its probe is
+	// not partition-safe (pointRun.build).
 	Partitions int
+	// exactParts makes every bed take Partitions as asked (tests: small
+	// beds on several partitions).
+	exactParts bool
 
 	// drive decides what runCases does with the points (sweep.go).
 	drive driver
@@ -125,10 +130,10 @@ func (c Config) withDefaults() Config {
 const hostsPerPartition = 16
 
 // partitions returns the partitions a point may use, and whether the
-// count is to be capped by the bed's size (Config.Partitions 0).
+// count is to be capped by the bed's size.
 func (c Config) partitions() (int, bool) {
 	if c.Partitions > 0 {
-		return c.Partitions, false
+		return c.Partitions, !c.exactParts
 	}
 	jobs := c.Jobs
 	if jobs < 1 {

@@ -24,7 +24,7 @@ func TestPartitionedSameOutput(t *testing.T) {
 			}
 			out := func(parts int) (string, int64) {
 				before := partitionedRuns.Load()
-				r, err := e.Run(Config{Seed: 3, Seeds: 1, Scale: Tiny, Jobs: 1, Payload: softnic.PayloadSynthetic, Partitions: parts})
+				r, err := e.Run(Config{Seed: 3, Seeds: 1, Scale: Tiny, Jobs: 1, Payload: softnic.PayloadSynthetic, Partitions: parts, exactParts: true})
 				if err != nil {
 					t.Fatalf("%d partitions: %v", parts, err)
 				}

@@ -44,8 +44,8 @@ func newExperimentCommand() *cli.Command {
 			&cli.IntFlag{Name: "jobs", Usage: "simulations to run at once (results do not depend on it)", DefaultText: "one per CPU"},
 			&cli.StringFlag{Name: "payload", Usage: "payload mode: synthetic (content tracked, not stored) or bytes (every byte real); results do not depend on it", Value: "synthetic"},
 			&cli.StringFlag{Name: "doc", Usage: "also write a Markdown summary of the results to `FILE` (plots linked relative to it)"},
-			&cli.IntFlag{Name: "partitions", DefaultText: "the cores --jobs leaves, at most one per 16 hosts of a bed",
-				Usage: "partitions of the event engine per simulation (one goroutine each; a point whose workload or probe is not partition-safe runs on one); results do not depend on it"},
+			&cli.IntFlag{Name: "partitions", DefaultText: "the cores --jobs leaves",
+				Usage: "partitions of the event engine per simulation, at most one per 16 hosts of its bed (one goroutine each; a point whose workload or probe is not partition-safe runs on one); results do not depend on it"},
 		}, append(experimentWhatIfFlags(), sweepFlags()...)...),
 		Action: experimentAction,
 	}
