@@ -63,3 +63,28 @@ func firstLineDiff(a, b string) string {
 	}
 	return fmt.Sprintf("%d lines vs %d", len(al), len(bl))
 }
+
+// BenchmarkIncastPartitions runs the incast experiment at quick scale,
+// one simulation at a time, on one plain loop and on 2 partitions (its
+// 64-host lossy beds run partitioned; its PFC beds stay on one loop): the
+// ratio of ns/op is what partitions give the experiments whose beds are
+// big enough. It needs a quiet machine with at least 2 cores:
+//
+//	go test ./experiment -run '^$' -bench IncastPartitions -benchtime 1x -count 3
+func BenchmarkIncastPartitions(b *testing.B) {
+	e, err := Lookup("incast")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, parts := range []int{1, 2} {
+		b.Run(fmt.Sprintf("parts=%d", parts), func(b *testing.B) {
+			for range b.N {
+				before := partitionedRuns.Load()
+				if _, err := e.Run(Config{Seed: 1, Seeds: 1, Scale: Quick, Jobs: 1, Payload: softnic.PayloadSynthetic, Partitions: parts}); err != nil {
+					b.Fatal(err)
+				}
+				b.ReportMetric(float64(partitionedRuns.Load()-before), "partitioned-points/op")
+			}
+		})
+	}
+}
