@@ -206,23 +206,18 @@ func (r *pointRun) build(pr probe, spec workload.Spec) error {
 	}
 	if parts > 1 && workload.PartitionSafe(spec) == nil {
 		if plan := lab.PlanPartitions(parts); plan.Parts > 1 {
-			observed := false
+			// A probe's observe only reads a fresh network: a lab the
+			// engine refuses is built again on one loop.
 			cl, net, err := lab.NewPartitionedCluster(plan, labs.ClusterSetup{
 				OnGroup: func(g *sim.Group) { r.loop = g.Global() },
-				Observe: func(net *fabric.Network) error {
-					observed = true
-					if pr.observe != nil {
-						return pr.observe(net)
-					}
-					return nil
-				},
+				Observe: pr.observe,
 			})
 			if err == nil {
 				r.cl, r.net = cl, net
 				partitionedRuns.Add(1)
 				return nil
 			}
-			if !errors.Is(err, labs.ErrNotPartitionable) || observed {
+			if !errors.Is(err, labs.ErrNotPartitionable) {
 				return err
 			}
 		}
