@@ -78,6 +78,10 @@ func (n *Network) Partition(g *sim.Group, hostPart, switchPart []int, pools []*p
 	}
 	g.OnBarrier(func(sim.Time) sim.Time {
 		n.merge.flush()
+		// Packets are freed into the receiving partition's pool: even the
+		// free lists out so one-way traffic does not make the senders'
+		// pools allocate without end.
+		packet.Balance(pools)
 		return sim.Never
 	})
 	g.OnRunEnd(n.merge.flush)
