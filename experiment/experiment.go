@@ -93,6 +93,18 @@ type Config struct {
 	// (Experiment.Varies) is refused. The report says the run is a
 	// what-if and lists it.
 	WhatIf WhatIf
+	// Partitions is how many partitions of the event engine each
+	// simulation may run on (results do not depend on it): 0 picks one
+	// per CPU left over by Jobs (so Jobs x partitions stays within the
+	// CPUs). Either way a bed gets at most one per 16 hosts (a window of
+	// a smaller bed holds too few events to pay for its barrier: a 2-host
+	// bed runs ~10x slower on 2 partitions), and its plan may use fewer.
+	// A point runs on one plain loop when its workload or its probe is
+	// not partition-safe (pointRun.build).
+	Partitions int
+	// exactParts makes every bed take Partitions as asked (tests: small
+	// beds on several partitions).
+	exactParts bool
 
 	// drive decides what runCases does with the points (sweep.go).
 	drive driver
@@ -112,6 +124,24 @@ func (c Config) withDefaults() Config {
 }
 
 // seeds returns the seeds every case runs with.
+// hostsPerPartition is the fewest hosts a partition gets when the count
+// is picked for the bed (mrlab sim's rule): a window of a smaller bed
+// holds too few events to pay for its barrier.
+const hostsPerPartition = 16
+
+// partitions returns the partitions a point may use, and whether the
+// count is to be capped by the bed's size.
+func (c Config) partitions() (int, bool) {
+	if c.Partitions > 0 {
+		return c.Partitions, !c.exactParts
+	}
+	jobs := c.Jobs
+	if jobs < 1 {
+		jobs = runtime.NumCPU()
+	}
+	return max(1, runtime.NumCPU()/jobs), true
+}
+
 func (c Config) seeds() []uint64 {
 	out := make([]uint64, c.Seeds)
 	for i := range out {

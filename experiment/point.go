@@ -1,9 +1,11 @@
 package experiment
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/mrlab/mrlab/fabric"
 	"github.com/mrlab/mrlab/internal/packet"
@@ -35,6 +37,12 @@ type Point struct {
 	// link rate) says so in the command, and a run's what-if (Config)
 	// follows the experiment's own.
 	WhatIf
+
+	// parts is how many partitions the run may use (Config.Partitions;
+	// 0 or 1: one plain loop), capped by the bed's hosts when partsAuto.
+	// Not part of the command: results do not depend on it.
+	parts     int
+	partsAuto bool
 }
 
 // Args returns the `mrlab` arguments that run the point.
@@ -151,14 +159,6 @@ func (p Point) run(pr probe) (*pointRun, error) {
 		return nil, fmt.Errorf("%s: an experiment's bed must be a built-in lab", p.Lab)
 	}
 	lab.Seed = p.Seed
-	r := &pointRun{point: p, lab: lab, loop: sim.NewLoop()}
-	r.cl, r.net, err = lab.NewCluster(r.loop, packet.NewPool(), labs.ClusterSetup{Observe: pr.observe})
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", p.Lab, err)
-	}
-	if pr.start != nil {
-		pr.start(r)
-	}
 	spec := p.Spec
 	spec.Seed = p.Seed
 	if spec.Transport == transport.RoCEv2 && lab.Transports.RoCEv2.SelectiveRepeat {
@@ -169,6 +169,13 @@ func (p Point) run(pr probe) (*pointRun, error) {
 	}
 	spec.Timeout = p.timeout()
 	spec.OnMessage = pr.onMessage
+	r := &pointRun{point: p, lab: lab}
+	if err := r.build(pr, spec); err != nil {
+		return nil, fmt.Errorf("%s: %w", p.Lab, err)
+	}
+	if pr.start != nil {
+		pr.start(r)
+	}
 	r.res, r.err = workload.Run(r.cl, spec)
 	if r.res == nil {
 		if r.err == nil {
@@ -179,6 +186,46 @@ func (p Point) run(pr probe) (*pointRun, error) {
 	r.end = r.loop.Now()
 	r.t0 = r.end - r.res.Elapsed
 	return r, nil
+}
+
+// partitionedRuns counts the points run on the partitioned engine (a
+// test checks that the partitioned experiments really ran so).
+var partitionedRuns atomic.Int64
+
+// build builds the point's cluster: on the partitioned engine when the
+// point may use more than one partition and its workload and probe are
+// partition-safe (observers are: the fabric merges the partitions'
+// records in one loop's order, and start's samplers run on the global
+// loop, alone at barriers; an OnMessage hook is not), else on one plain
+// loop. Both give the same result.
+func (r *pointRun) build(pr probe, spec workload.Spec) error {
+	p, lab := r.point, r.lab
+	parts := p.parts
+	if p.partsAuto {
+		parts = min(parts, len(lab.Topology().Hosts)/hostsPerPartition)
+	}
+	if parts > 1 && workload.PartitionSafe(spec) == nil {
+		if plan := lab.PlanPartitions(parts); plan.Parts > 1 {
+			// A probe's observe only reads a fresh network: a lab the
+			// engine refuses is built again on one loop.
+			cl, net, err := lab.NewPartitionedCluster(plan, labs.ClusterSetup{
+				OnGroup: func(g *sim.Group) { r.loop = g.Global() },
+				Observe: pr.observe,
+			})
+			if err == nil {
+				r.cl, r.net = cl, net
+				partitionedRuns.Add(1)
+				return nil
+			}
+			if !errors.Is(err, labs.ErrNotPartitionable) {
+				return err
+			}
+		}
+	}
+	r.loop = sim.NewLoop()
+	var err error
+	r.cl, r.net, err = lab.NewCluster(r.loop, packet.NewPool(), labs.ClusterSetup{Observe: pr.observe})
+	return err
 }
 
 // errText is a run's error as a row shows it ("" for none).

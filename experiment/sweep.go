@@ -89,7 +89,8 @@ func runCases[C, R any](cfg Config, exp string, cases []C, point func(c C, seed 
 	for _, c := range cases {
 		for _, seed := range cfg.seeds() {
 			p := point(c, seed)
-			p.Spec.Payload = cfg.Payload // results do not depend on it
+			p.Spec.Payload = cfg.Payload            // results do not depend on it
+			p.parts, p.partsAuto = cfg.partitions() // nor on this
 			p.WhatIf = p.WhatIf.with(cfg.WhatIf)
 			cs, pts = append(cs, c), append(pts, p)
 		}

@@ -47,7 +47,7 @@ func (p *Port) enqueueFast(now sim.Time, b *packet.Buffer, atPs int64) {
 	if p.ecnOn {
 		p.mark(now, b)
 	}
-	obs := p.net.obs
+	obs := p.obs
 	if obs != nil {
 		obs.Observe(now, EvEnqueue, Point{Link: p.idx}, b, DropNone)
 	}
@@ -115,7 +115,7 @@ func (p *Port) retire(atPs int64) {
 		}
 		if p.nSeen > 0 {
 			p.nSeen--
-		} else if o := p.net.obs; o != nil {
+		} else if o := p.obs; o != nil {
 			// Not reported yet (an observer set meanwhile): the packet
 			// has not arrived, it is still ours to show.
 			o.Observe(p.s.Now(), EvTransmit, Point{Link: p.idx}, d.b, DropNone)
@@ -203,7 +203,7 @@ func (p *Port) idleFired(now sim.Time) {
 // serializing by now and was not reported, then arms obsTimer for the
 // next one.
 func (p *Port) observeStarts(now sim.Time) {
-	o := p.net.obs
+	o := p.obs
 	if o == nil {
 		return
 	}
@@ -236,7 +236,7 @@ func (p *Port) goDownFast(now sim.Time) bool {
 	busy := !p.Idle()
 	nowPs := int64(now) * 1000
 	p.retire(nsEnd(now))
-	if p.net.obs != nil {
+	if p.obs != nil {
 		p.observeStarts(now)
 	}
 	p.epoch++

@@ -108,7 +108,7 @@ func (p *Port) mark(now sim.Time, b *packet.Buffer) {
 	}
 	ip.SetECN(header.ECNCE)
 	p.c.marks++
-	if o := p.net.obs; o != nil {
+	if o := p.obs; o != nil {
 		o.Observe(now, EvMark, Point{Link: p.idx}, b, DropNone)
 	}
 }

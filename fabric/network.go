@@ -46,6 +46,11 @@ type Network struct {
 	pool *packet.Pool
 	topo *Topology
 	obs  Observer
+	// merge and nodePart are set when the network is partitioned: the
+	// partitions' observation recorders and each node's partition
+	// (observemerge.go).
+	merge    *obsMerge
+	nodePart []int
 
 	detect sim.Time
 	start  sim.Time
@@ -434,8 +439,16 @@ func (n *Network) hostOf(dst uint32) int32 {
 func (n *Network) Topology() *Topology { return n.topo }
 
 // SetObserver sets the observer of packet events; nil turns observation
-// off, which then costs one nil check per event.
-func (n *Network) SetObserver(o Observer) { n.obs = o }
+// off, which then costs one nil check per event. On a partitioned network
+// each partition records its events and o sees them merged, at every
+// barrier, in the order one loop gives (observemerge.go).
+func (n *Network) SetObserver(o Observer) {
+	n.obs = o
+	if n.merge != nil {
+		n.merge.out = o
+	}
+	n.setObservers()
+}
 
 // Attach connects a host's NIC: packets for the host are delivered to
 // nic.Receive with the host port number they arrived on. It returns the

@@ -22,17 +22,15 @@ import (
 // receives each packet at the nanosecond, and in the order among equal
 // times, that one loop gives.
 //
-// It refuses what is not partition-safe yet: an observer (trace hash,
-// capture, telemetry see one global order of events), PFC (pauses act on
-// the far end's state directly), and cut links with no delay or with a
-// reordering impairment.
+// An observer (SetObserver, before or after) sees the events of every
+// partition merged at barriers in the order one loop gives
+// (observemerge.go). It refuses what is not partition-safe yet: PFC
+// (pauses act on the far end's state directly), and cut links with no
+// delay or with a reordering impairment.
 func (n *Network) Partition(g *sim.Group, hostPart, switchPart []int, pools []*packet.Pool) error {
 	if len(hostPart) != n.numHosts || len(switchPart) != len(n.switches) || len(pools) != g.Parts() {
 		return fmt.Errorf("partitioning fabric %q: %d/%d host/switch partitions and %d pools for %d hosts, %d switches, %d partitions",
 			n.topo.Name, len(hostPart), len(switchPart), len(pools), n.numHosts, len(n.switches), g.Parts())
-	}
-	if n.obs != nil {
-		return errors.New("partitioning fabric: observers (trace hash, capture, telemetry) are not partition-safe yet")
 	}
 	if n.PFCEnabled() {
 		return errors.New("partitioning fabric: PFC pauses act on the far end directly: not partition-safe yet")
@@ -56,6 +54,13 @@ func (n *Network) Partition(g *sim.Group, hostPart, switchPart []int, pools []*p
 		}
 	}
 	n.s = g.Global()
+	n.nodePart = make([]int, len(n.nodes))
+	for i := range n.nodePart {
+		n.nodePart[i] = part(i)
+	}
+	n.merge = newObsMerge(g)
+	n.merge.out = n.obs
+	n.setObservers()
 	var cut []*Port
 	for _, p := range n.ports {
 		src, dst := part(p.fromNode), part(p.toNode)
@@ -71,6 +76,15 @@ func (n *Network) Partition(g *sim.Group, hostPart, switchPart []int, pools []*p
 		})
 		cut = append(cut, p)
 	}
+	g.OnBarrier(func(sim.Time) sim.Time {
+		n.merge.flush()
+		// Packets are freed into the receiving partition's pool: even the
+		// free lists out so one-way traffic does not make the senders'
+		// pools allocate without end.
+		packet.Balance(pools)
+		return sim.Never
+	})
+	g.OnRunEnd(n.merge.flush)
 	g.OnBarrier(func(w sim.Time) sim.Time {
 		held := sim.Never
 		for _, p := range cut {

@@ -81,6 +81,10 @@ const DefaultQueueBytes = 1 << 20
 // A Port is not safe for concurrent use: it runs on its Network's loop.
 type Port struct {
 	net *Network
+	// obs is the observer of this direction's events (nil: none): the
+	// network's, or its partition's recorder when partitioned
+	// (Network.SetObserver sets it).
+	obs Observer
 	// up mirrors link.up here, next to what every packet reads, so the
 	// per-packet path does not chase the link.
 	up   bool
@@ -342,7 +346,7 @@ func (p *Port) enqueue(now sim.Time, b *packet.Buffer, atPs int64) {
 	if p.ecnOn {
 		p.mark(now, b)
 	}
-	if o := p.net.obs; o != nil {
+	if o := p.obs; o != nil {
 		o.Observe(now, EvEnqueue, Point{Link: p.idx}, b, DropNone)
 	}
 	p.pfcAdmit(now, b)
@@ -415,7 +419,7 @@ func (p *Port) startTx(now sim.Time, b *packet.Buffer, startPs int64) {
 	p.busyPs = startPs + p.txPs(b.Len())
 	p.c.txPkts++
 	p.c.txBytes += uint64(b.Len())
-	if o := p.net.obs; o != nil {
+	if o := p.obs; o != nil {
 		o.Observe(now, EvTransmit, Point{Link: p.idx}, b, DropNone)
 	}
 	b.Timer.Init(p.txDoneFn, b)
@@ -479,12 +483,10 @@ func (p *Port) schedule(b *packet.Buffer, atPs int64, flags int) {
 	p.s.Arm(&b.Timer, sim.Time((atPs+999)/1000))
 }
 
+// arrive runs on the far node's loop (its partition's, when the link is
+// cut), so what it reports goes to the far node's observer: the reverse
+// direction's (p.peer.obs).
 func (p *Port) arrive(now sim.Time, b *packet.Buffer) {
-	if p.net.obs != nil && p.pfc == nil {
-		// Report every serialization that started by now (this packet's
-		// included) before the packet moves on.
-		p.observeStarts(now)
-	}
 	if b.Hop>>hopFlagBits != p.epoch || !p.up {
 		// Sent before the link went down: lost on the wire.
 		p.dropRx(now, b, DropLinkDown)
@@ -500,7 +502,7 @@ func (p *Port) arrive(now sim.Time, b *packet.Buffer) {
 		if p.params.LossAt == LossAtWire {
 			// The flipped bit fails the frame's CRC: the receiving MAC
 			// discards it. The packet is reported corrupt, then dropped.
-			if o := p.net.obs; o != nil {
+			if o := p.peer.obs; o != nil {
 				o.Observe(now, EvCorrupt, Point{Link: p.idx}, b, DropNone)
 			}
 			p.dropRx(now, b, DropFCS)
@@ -511,7 +513,7 @@ func (p *Port) arrive(now sim.Time, b *packet.Buffer) {
 		b = b.Expand()
 		flipBit(b.Data(), p.rng)
 		b.Flow = packet.FlowTag{} // the bit may be in the UDP ports
-		if o := p.net.obs; o != nil {
+		if o := p.peer.obs; o != nil {
 			o.Observe(now, EvCorrupt, Point{Link: p.idx}, b, DropNone)
 		}
 	}
@@ -524,7 +526,7 @@ func (p *Port) arrive(now sim.Time, b *packet.Buffer) {
 	p.c.rxBytes += n
 	p.peer.rcvPkts++
 	p.peer.rcvBy += n
-	if o := p.net.obs; o != nil {
+	if o := p.peer.obs; o != nil {
 		o.Observe(now, EvDeliver, Point{Link: p.idx}, b, DropNone)
 	}
 	if p.toSwitch != nil {
@@ -540,7 +542,7 @@ func (p *Port) arrive(now sim.Time, b *packet.Buffer) {
 // dropRx is drop on the arrival side.
 func (p *Port) dropRx(now sim.Time, b *packet.Buffer, r DropReason) {
 	p.rxDrops[r]++
-	if o := p.net.obs; o != nil {
+	if o := p.peer.obs; o != nil {
 		o.Observe(now, EvDrop, Point{Link: p.idx}, b, r)
 	}
 	b.Free()
@@ -555,7 +557,7 @@ func (p *Port) drops() DropCounts {
 
 func (p *Port) drop(now sim.Time, b *packet.Buffer, r DropReason) {
 	p.c.drops[r]++
-	if o := p.net.obs; o != nil {
+	if o := p.obs; o != nil {
 		o.Observe(now, EvDrop, Point{Link: p.idx}, b, r)
 	}
 	b.Free()

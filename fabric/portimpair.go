@@ -40,7 +40,7 @@ func (p *Port) impairDelivery(now sim.Time, b *packet.Buffer, atPs int64, flags 
 	if p.dupOn && p.chance(&p.dupCr, p.imp.Duplicate, p.imp.DupCorr) {
 		c := p.pool.Copy(b)
 		p.c.dups++
-		if o := p.net.obs; o != nil {
+		if o := p.obs; o != nil {
 			o.Observe(now, EvDuplicate, Point{Link: p.idx}, c, DropNone)
 		}
 		p.schedule(c, p.slotted(atPs, atPs+int64(p.extraDelay())*1000, c.Len()), 0)
@@ -78,7 +78,7 @@ func (p *Port) markLost(now sim.Time, b *packet.Buffer) bool {
 	case header.ECNECT0, header.ECNECT1:
 		ip.SetECN(header.ECNCE)
 		p.c.marks++
-		if o := p.net.obs; o != nil {
+		if o := p.obs; o != nil {
 			o.Observe(now, EvMark, Point{Link: p.idx}, b, DropNone)
 		}
 		return true

@@ -20,6 +20,7 @@ import (
 // (DropBlackHole); else enqueue on the port.
 type switchNode struct {
 	net  *Network
+	obs  Observer // the network's, or its partition's recorder (SetObserver)
 	name string
 	id   int
 	seed uint64
@@ -83,7 +84,7 @@ func (s *switchNode) drop(now sim.Time, at *Port, b *packet.Buffer, r DropReason
 	if at != nil {
 		at.nodeDrops[r]++
 	}
-	if o := s.net.obs; o != nil {
+	if o := s.obs; o != nil {
 		o.Observe(now, EvDrop, Point{Link: -1, Node: s.name}, b, r)
 	}
 	b.Free()

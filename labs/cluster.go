@@ -27,6 +27,10 @@ type ClusterSetup struct {
 	// Observe, if set, sees the built fabric before anything is armed on
 	// the loop (captures, trace hashes, an experiment's probes).
 	Observe func(net *fabric.Network) error
+	// OnGroup, if set, hears NewPartitionedCluster's group before Observe
+	// runs (the loop of its global events is the cluster's Loop, where an
+	// observer arms its samplers).
+	OnGroup func(g *sim.Group)
 	// NoFaults leaves the lab's fault timeline unarmed.
 	NoFaults bool
 	// NIC, if set, adjusts the lab's NIC options (command-line overrides,

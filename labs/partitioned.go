@@ -59,14 +59,13 @@ func (lab *Lab) PartitionGrid() sim.Time {
 // partitions of plan (PlanPartitions): a sim.Group with the plan's
 // lookahead and the lab's grid, one packet pool per partition, every
 // host's NIC on its partition's loop, the fabric partitioned, and the
-// fault timeline on the group's global loop. setup.Observe must be nil
-// (observers see one global order: not partition-safe yet). A lab the
-// partitioned engine cannot run (PFC) is an error wrapping
-// ErrNotPartitionable.
+// fault timeline on the group's global loop. setup.Observe sees the
+// fabric as on one loop: its observers see every partition's events
+// merged in one loop's order (fabric.Network.SetObserver), and timers it
+// arms on the global loop (g.Global(), told to setup.OnGroup) run alone
+// at barriers. A lab the partitioned engine cannot run (PFC) is an error
+// wrapping ErrNotPartitionable.
 func (lab *Lab) NewPartitionedCluster(plan *partition.Plan, setup ClusterSetup) (*workload.Cluster, *fabric.Network, error) {
-	if setup.Observe != nil {
-		return nil, nil, fmt.Errorf("%w: observers (trace hash, capture, telemetry) see one global order", ErrNotPartitionable)
-	}
 	g, err := sim.NewGroup(plan.Parts, plan.Lookahead)
 	if err != nil {
 		return nil, nil, fmt.Errorf("partitioning lab %s: %w", lab.Name, err)
@@ -74,7 +73,7 @@ func (lab *Lab) NewPartitionedCluster(plan *partition.Plan, setup ClusterSetup) 
 	g.SetGrid(lab.PartitionGrid())
 	pools := make([]*packet.Pool, plan.Parts)
 	for i := range pools {
-		pools[i] = packet.NewPool()
+		pools[i] = packet.NewPoolIDs(uint64(i) << 48) // an ID names one packet
 	}
 	net, err := lab.Build(g.Global(), pools[0])
 	if err != nil {
@@ -82,6 +81,14 @@ func (lab *Lab) NewPartitionedCluster(plan *partition.Plan, setup ClusterSetup) 
 	}
 	if net.PFCEnabled() {
 		return nil, nil, fmt.Errorf("%w: PFC pauses act on the far end of a link directly", ErrNotPartitionable)
+	}
+	if setup.OnGroup != nil {
+		setup.OnGroup(g)
+	}
+	if setup.Observe != nil {
+		if err := setup.Observe(net); err != nil {
+			return nil, nil, err
+		}
 	}
 	if !setup.NoFaults && len(lab.Faults) > 0 {
 		if err := lab.ScheduleFaults(g.Global(), net, setup.FaultReport); err != nil {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mrlab/mrlab/fabric"
 	"github.com/mrlab/mrlab/internal/packet"
 	"github.com/mrlab/mrlab/internal/sim"
 	"github.com/mrlab/mrlab/softnic"
@@ -67,12 +68,21 @@ func runPartitionedLab(t *testing.T, src, fail string, kind transport.Kind, part
 	}
 	var cl *workload.Cluster
 	used := 0
+	// The packet trace: every fabric event with its time, place and
+	// packet bytes, in order (a partitioned run's merged at barriers).
+	// MetaRoCE runs only: their packets are header-only, RoCEv2's full
+	// (copying and hashing 4 KiB per event made the race pass 4x longer).
+	th := fabric.NewTraceHash()
+	var setup ClusterSetup
+	if kind == transport.MetaRoCE {
+		setup.Observe = func(net *fabric.Network) error { net.SetObserver(th); return nil }
+	}
 	if parts == 0 {
-		cl, _, err = lab.NewCluster(sim.NewLoop(), packet.NewPool(), ClusterSetup{})
+		cl, _, err = lab.NewCluster(sim.NewLoop(), packet.NewPool(), setup)
 	} else {
 		plan := lab.PlanPartitions(parts)
 		used = plan.Parts
-		cl, _, err = lab.NewPartitionedCluster(plan, ClusterSetup{})
+		cl, _, err = lab.NewPartitionedCluster(plan, setup)
 	}
 	if err != nil {
 		t.Fatal(err)
@@ -95,6 +105,9 @@ func runPartitionedLab(t *testing.T, src, fail string, kind transport.Kind, part
 	for i, n := range cl.NICs {
 		fmt.Fprintf(&b, "%s %+v %+v\n", cl.Hosts[i], n.Stats(), n.TransportTotals())
 	}
+	if setup.Observe != nil {
+		fmt.Fprintf(&b, "trace %016x %d events\n", th.Sum(), th.Events())
+	}
 	var fired []uint64
 	for p := range used {
 		fired = append(fired, cl.Group.Part(p).Fired())
@@ -105,8 +118,10 @@ func runPartitionedLab(t *testing.T, src, fail string, kind transport.Kind, part
 // TestPartitionedLabSameRun is the guard of the partitioned engine on full
 // labs: NICs, transports, the workload's drivers and a link failure, run
 // on 1, 2 and 4 partitions (more than this machine's cores) and on one
-// plain loop, must give the same result to the byte: the workload's JSON
-// and every NIC's and transport's counters. Each run with more than one partition must really
+// plain loop, must give the same result to the byte: the workload's JSON,
+// every NIC's and transport's counters, and for MetaRoCE the packet trace
+// (its hash: the partitions' observations merged at barriers in one
+// loop's order). Each run with more than one partition must really
 // spread its events over its partitions.
 func TestPartitionedLabSameRun(t *testing.T) {
 	for _, l := range partitionedLabs {

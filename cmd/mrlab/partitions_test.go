@@ -1,7 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -43,28 +46,50 @@ func TestBenchPartitions(t *testing.T) {
 }
 
 // TestSimPartitionsSameOutput: mrlab sim's RDMA workload prints the same
-// bytes on one partition and on two, and says when it falls back to one
-// (an observer) and why.
+// bytes, writes the same captures and telemetry and has the same trace
+// hash on one plain loop (--partitions 1) and on 2 and 4 partitions
+// through the lab's fault timeline, and says when it falls back to one
+// (a transport trace) and why.
 func TestSimPartitionsSameOutput(t *testing.T) {
-	args := []string{"sim", "leafspine-faults", "--workload", "write_bw", "--from", "h0", "--to", "h5", "-n", "200", "--json"}
-	code1, out1, err1 := runCLI(t, append(args, "--partitions", "1")...)
-	code2, out2, err2 := runCLI(t, append(args, "--partitions", "2")...)
-	if code1 != 0 || code2 != 0 {
-		t.Fatalf("exit %d, %d: %s %s", code1, code2, err1, err2)
+	dir := t.TempDir()
+	args := []string{"sim", "leafspine-faults", "--workload", "write_bw", "--from", "h0", "--to", "h5", "-n", "50", "--json", "--trace-hash"}
+	run := func(parts string) (string, map[string][]byte) {
+		out := filepath.Join(dir, parts)
+		code, stdout, stderr := runCLI(t, append(args, "--partitions", parts, "--capture", "h0,p0-leaf0,p1-spine1",
+			"--capture-dir", out, "--telemetry", filepath.Join(out, "t.csv"))...)
+		if code != 0 {
+			t.Fatalf("--partitions %s: exit %d: %s", parts, code, stderr)
+		}
+		if parts != "1" && !strings.Contains(stderr, parts+" partition(s)") {
+			t.Errorf("--partitions %s: stderr does not give the plan:\n%s", parts, stderr)
+		}
+		files := map[string][]byte{}
+		for _, f := range []string{"h0.pcapng", "p0-leaf0.pcapng", "p1-spine1.pcapng", "t.csv"} {
+			b, err := os.ReadFile(filepath.Join(out, f))
+			if err != nil || len(b) == 0 {
+				t.Fatalf("--partitions %s: %s: %v (%d bytes)", parts, f, err, len(b))
+			}
+			files[f] = b
+		}
+		return stdout, files
 	}
-	if out1 != out2 {
-		t.Errorf("1 and 2 partitions print different results:\n%s\n%s", out1, out2)
+	out1, files1 := run("1")
+	if !strings.Contains(out1, `"trace_hashes"`) {
+		t.Fatalf("no trace hash in the output:\n%s", out1)
 	}
-	if !strings.Contains(err2, "2 partition(s) by plane") {
-		t.Errorf("stderr does not give the plan:\n%s", err2)
+	for _, parts := range []string{"2", "4"} {
+		out, files := run(parts)
+		if out != out1 {
+			t.Errorf("1 and %s partitions print different results:\n%s\n%s", parts, out1, out)
+		}
+		for f, b := range files {
+			if !bytes.Equal(b, files1[f]) {
+				t.Errorf("1 and %s partitions write different %s (%d and %d bytes)", parts, f, len(files1[f]), len(b))
+			}
+		}
 	}
-	_, out3, err3 := runCLI(t, append(args, "--partitions", "2", "--trace-hash")...)
-	if !strings.Contains(err3, "running on 1 partition: observers") {
-		t.Errorf("--trace-hash does not say it runs on 1 partition:\n%s", err3)
-	}
-	// The trace hash adds a field; the result is the same.
-	var a, b struct{ Results json.RawMessage }
-	if json.Unmarshal([]byte(out1), &a) != nil || json.Unmarshal([]byte(out3), &b) != nil || string(a.Results) != string(b.Results) {
-		t.Errorf("--trace-hash on one loop gives other results than 2 partitions:\n%s\n%s", out1, out3)
+	_, _, err3 := runCLI(t, append(args, "-n", "20", "--partitions", "2", "--trace", filepath.Join(dir, "trace.txt"))...)
+	if !strings.Contains(err3, "running on 1 partition: transport traces") {
+		t.Errorf("--trace does not say it runs on 1 partition:\n%s", err3)
 	}
 }

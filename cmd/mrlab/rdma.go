@@ -232,8 +232,10 @@ func newRDMARun(c *cli.Context, lab *labs.Lab, name string) (*rdmaRun, error) {
 	}
 	var why string
 	switch {
-	case observing(c) || c.Bool("trace-hash"):
-		why = "observers (trace hash, capture, telemetry, traces, recordings) see one global order: not partition-safe yet"
+	case c.IsSet("trace") || c.IsSet("record") || c.IsSet("web"):
+		// Trace hashes, captures and telemetry run partitioned: the
+		// partitions' records merge in one loop's order (fabric).
+		why = "transport traces and recordings see one global order: not partition-safe yet"
 	case p.Infinite:
 		why = "an endless run reports intervals as it goes"
 	default:
@@ -264,18 +266,20 @@ func (r *rdmaRun) build() (*workload.Cluster, error) {
 		}
 	}
 	if r.plan != nil && r.plan.Parts > 1 {
-		// No observer (planPartitions made the plan one partition
-		// otherwise): the lab's fault timeline is armed by the cluster.
-		faults := &faultLog{}
-		cl, _, err := r.lab.NewPartitionedCluster(r.plan, labs.ClusterSetup{NIC: nic, FaultReport: faults.record})
+		// Observers as on one loop (no transport tracer or recording:
+		// planPartitions made the plan one partition otherwise), on the
+		// group's global loop; observe arms the fault timeline there.
+		observed := false
+		cl, _, err := r.lab.NewPartitionedCluster(r.plan, labs.ClusterSetup{
+			NIC: nic, NoFaults: true,
+			OnGroup: func(g *sim.Group) { r.loop = g.Global() },
+			Observe: func(net *fabric.Network) error { observed = true; return r.observe(net) },
+		})
 		if err == nil {
-			r.loop, r.faults = cl.Loop, nil
-			if len(r.lab.Faults) > 0 {
-				r.faults = faults
-			}
+			r.obs.AttachCluster(cl)
 			return cl, nil
 		}
-		if !errors.Is(err, labs.ErrNotPartitionable) {
+		if !errors.Is(err, labs.ErrNotPartitionable) || observed {
 			return nil, err
 		}
 		fmt.Fprintf(r.c.App.ErrWriter, "mrlab: sim %s: running on 1 partition: %v (the result is the same)\n", r.lab.Name, err)

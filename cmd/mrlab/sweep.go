@@ -162,7 +162,7 @@ func sweepPlan(c *cli.Context, args []string, dir string) (experiment.Experiment
 	if c.Int("seeds") < 1 {
 		return e, experiment.Config{}, nil, usagef("--seeds %d: want at least 1", c.Int("seeds"))
 	}
-	cfg := experiment.Config{Seed: c.Uint64("seed"), Seeds: c.Int("seeds"), Scale: scale, WhatIf: experimentWhatIf(c)}
+	cfg := experiment.Config{Seed: c.Uint64("seed"), Seeds: c.Int("seeds"), Scale: scale, WhatIf: experimentWhatIf(c), Partitions: c.Int("partitions")}
 	p, err := e.Plan(cfg)
 	if err != nil {
 		return e, cfg, nil, whatIfError(err)

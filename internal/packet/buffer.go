@@ -227,6 +227,11 @@ type Pool struct {
 // NewPool returns an empty pool.
 func NewPool() *Pool { return &Pool{} }
 
+// NewPoolIDs returns an empty pool whose packet IDs count up from base+1:
+// the pools of a partitioned lab take disjoint ranges, so an ID names one
+// packet in the whole lab.
+func NewPoolIDs(base uint64) *Pool { return &Pool{nextID: base} }
+
 // Get returns an empty buffer that can hold a packet of size bytes (at most
 // MaxSize) with full headroom in front.
 func (p *Pool) Get(size int) *Buffer {
@@ -365,6 +370,62 @@ func (p *Pool) put(b *Buffer) {
 		p.large = append(p.large, b)
 	}
 }
+
+// balanceSlack is how many more free buffers of a class one pool may hold
+// than another before Balance moves some.
+const balanceSlack = 64
+
+// Balance evens out the free buffers of pools, class by class, when two
+// differ by more than balanceSlack: a partitioned lab's packets are freed
+// into the pool of the partition that receives them, so under one-way
+// traffic (an incast) the senders' pools would allocate without end while
+// the receiver's free lists grow. Call it while no pool is in use (at a
+// partitioned run's barrier); it moves at most half the difference per
+// class and allocates nothing.
+func Balance(pools []*Pool) {
+	if len(pools) < 2 {
+		return
+	}
+	for c := range 4 {
+		lo, hi := pools[0], pools[0]
+		for _, p := range pools[1:] {
+			if len(*p.class(c)) < len(*lo.class(c)) {
+				lo = p
+			}
+			if len(*p.class(c)) > len(*hi.class(c)) {
+				hi = p
+			}
+		}
+		from, to := hi.class(c), lo.class(c)
+		d := len(*from) - len(*to)
+		if d <= balanceSlack {
+			continue
+		}
+		n := len(*from) - d/2
+		for _, b := range (*from)[n:] {
+			b.pool = lo
+		}
+		*to = append(*to, (*from)[n:]...)
+		clear((*from)[n:])
+		*from = (*from)[:n]
+	}
+}
+
+// class returns the free list of size class c (tiny, small, medium, large).
+func (p *Pool) class(c int) *[]*Buffer {
+	switch c {
+	case 0:
+		return &p.tiny
+	case 1:
+		return &p.small
+	case 2:
+		return &p.medium
+	}
+	return &p.large
+}
+
+// FreeCount returns how many free buffers the pool holds.
+func (p *Pool) FreeCount() int { return len(p.tiny) + len(p.small) + len(p.medium) + len(p.large) }
 
 // Allocated returns how many buffers the pool has ever allocated.
 func (p *Pool) Allocated() int { return p.allocated }

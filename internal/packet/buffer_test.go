@@ -196,3 +196,48 @@ func TestTinyPacketOneAllocation(t *testing.T) {
 		t.Errorf("tiny buffer: offset %d (%v), cap %d", off, ok, b.Cap())
 	}
 }
+
+// TestBalance: free buffers pile up in the pool packets are freed into
+// (one-way traffic between partitions); Balance hands half the difference
+// of each class to the emptiest pool, whose Gets then reuse them, and
+// leaves pools within balanceSlack alone.
+func TestBalance(t *testing.T) {
+	a, b := NewPool(), NewPool()
+	var bufs []*Buffer
+	for range 200 {
+		x := b.Get(64) // made by b's partition, freed by a's
+		x.Rehome(a)
+		bufs = append(bufs, x)
+	}
+	for _, x := range bufs {
+		x.Free()
+	}
+	if a.FreeCount() != 200 || b.FreeCount() != 0 {
+		t.Fatalf("before: %d and %d free", a.FreeCount(), b.FreeCount())
+	}
+	Balance([]*Pool{a, b})
+	if a.FreeCount() != 100 || b.FreeCount() != 100 {
+		t.Fatalf("after: %d and %d free, want 100 and 100", a.FreeCount(), b.FreeCount())
+	}
+	allocated := b.Allocated()
+	x := b.Get(64)
+	if b.Allocated() != allocated {
+		t.Errorf("a Get after Balance allocated: %d -> %d", allocated, b.Allocated())
+	}
+	x.Free()
+	if b.FreeCount() != 100 || a.FreeCount() != 100 {
+		t.Errorf("a moved buffer went back to the wrong pool: %d and %d free", a.FreeCount(), b.FreeCount())
+	}
+	c := NewPool()
+	var held []*Buffer
+	for range balanceSlack {
+		held = append(held, c.Get(64))
+	}
+	for _, x := range held {
+		x.Free()
+	}
+	Balance([]*Pool{c, NewPool()})
+	if c.FreeCount() != balanceSlack {
+		t.Errorf("a difference of %d moved buffers: %d left", balanceSlack, c.FreeCount())
+	}
+}

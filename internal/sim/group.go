@@ -39,6 +39,7 @@ type Group struct {
 	errMu    sync.Mutex
 	parallel bool
 	hooks    []func(w Time) Time
+	ends     []func()
 	held     Time // the earliest barrier a hook asked for
 	grid     Time // windows never cross a multiple of grid (0: no grid)
 }
@@ -70,6 +71,12 @@ func (g *Group) GridAfter(t Time) Time {
 // whose serialization ends inside a window) is owed one even when every
 // loop is idle.
 func (g *Group) OnBarrier(fn func(w Time) Time) { g.hooks = append(g.hooks, fn) }
+
+// OnRunEnd adds fn, run alone when Run returns: what a barrier hook
+// hands on at every barrier and a run that stops (Stop at a global event)
+// leaves behind, such as observations made by the global event that
+// ended the run.
+func (g *Group) OnRunEnd(fn func()) { g.ends = append(g.ends, fn) }
 
 func (g *Group) runHooks(w Time) {
 	g.held = Never
@@ -281,6 +288,9 @@ func (g *Group) Run(end Time) error {
 	}
 	if end != Never && !g.stopped && min(g.next(), g.held) > end {
 		g.setNow(end)
+	}
+	for _, fn := range g.ends { // every window is over: alone
+		fn()
 	}
 	g.errMu.Lock()
 	defer g.errMu.Unlock()

@@ -114,6 +114,9 @@ type Loop struct {
 	origins *Origins
 	heap    []heapEntry
 	fired   uint64
+	// cur is the key of the event running (0 between events): what a
+	// partition's observer orders its records by (EventKey).
+	cur uint64
 }
 
 const stopBit = 1 << 63
@@ -241,6 +244,13 @@ func (l *Loop) At(at Time, fn func(now Time)) *Timer {
 	return t
 }
 
+// EventKey returns the key of the event the loop is running, 0 between
+// events (no event has key 0). Events run in (time, key) order, so
+// (Now, EventKey) places whatever an event does in the order one loop
+// runs it, on whichever loop (partition) it ran: fabric merges the
+// observations of a partitioned run by it.
+func (l *Loop) EventKey() uint64 { return l.cur }
+
 // Next returns the time of the earliest armed timer, or Never.
 func (l *Loop) Next() Time {
 	if len(l.heap) == 0 {
@@ -255,11 +265,13 @@ func (l *Loop) Step() bool {
 	if len(l.heap) == 0 {
 		return false
 	}
-	t := l.heap[0].t
+	t, key := l.heap[0].t, l.heap[0].key
 	l.remove(0)
 	l.now = t.at
 	l.fired++
+	l.cur = key
 	t.fn(l.now, t.arg)
+	l.cur = 0
 	return true
 }
 

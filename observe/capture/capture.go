@@ -119,8 +119,17 @@ type Capture struct {
 	damaged    map[uint64]int // packet id -> Layout.Dirs index
 	damagedIDs []uint64
 	damagedAt  int
-	sinks      []*sink
-	scratch    []byte
+	// ids numbers packets in the order the capture first records them
+	// (Record.PacketID): the fabric's IDs depend on which pool made the
+	// packet, which a partitioned run changes; this order does not. A
+	// ring of the last maxIDs bounds it: a packet recorded again after
+	// maxIDs others gets a new number.
+	ids     map[uint64]uint64
+	idRing  []uint64
+	idAt    int
+	nextID  uint64
+	sinks   []*sink
+	scratch []byte
 	// scratch2 holds a comment with an upstream-damage note added.
 	scratch2 []byte
 	// synScratch holds a comment with the synthetic-payload note added.
@@ -138,7 +147,7 @@ var _ fabric.Observer = (*Capture)(nil)
 // newCapture returns a Capture for a network with the given layout and no sinks.
 func newCapture(l Layout) *Capture {
 	c := &Capture{layout: l, byNode: map[string][]tap{}, pending: map[pendKey]uint8{}, scratch: make([]byte, 0, 256),
-		damaged: map[uint64]int{}}
+		damaged: map[uint64]int{}, ids: map[uint64]uint64{}}
 	maxIdx := -1
 	for _, d := range l.Dirs {
 		maxIdx = max(maxIdx, d.Index)
@@ -294,6 +303,29 @@ func (c *Capture) observeDir(now sim.Time, ev fabric.Event, link int, p *packet.
 	}
 }
 
+// maxIDs bounds how many packets a Capture numbers at once.
+const maxIDs = 1 << 16
+
+// packetID returns the capture's number for the fabric's packet id.
+func (c *Capture) packetID(id uint64) uint64 {
+	if id == 0 {
+		return 0
+	}
+	if n, ok := c.ids[id]; ok {
+		return n
+	}
+	if len(c.idRing) < maxIDs {
+		c.idRing = append(c.idRing, id)
+	} else {
+		delete(c.ids, c.idRing[c.idAt])
+		c.idRing[c.idAt] = id
+		c.idAt = (c.idAt + 1) % maxIDs
+	}
+	c.nextID++
+	c.ids[id] = c.nextID
+	return c.nextID
+}
+
 // noteDamage remembers that packet id was corrupted on direction dir.
 func (c *Capture) noteDamage(id uint64, dir int) {
 	if len(c.damagedIDs) < maxDamaged {
@@ -367,7 +399,7 @@ func (c *Capture) record(now sim.Time, t tap, p *packet.Buffer, comment []byte, 
 	if s.limit > 0 && s.Packets() >= s.limit {
 		s.done = true
 	}
-	r := Record{Iface: si.id, Time: now, Data: data, Flags: si.flags, PacketID: p.ID, Comment: comment}
+	r := Record{Iface: si.id, Time: now, Data: data, Flags: si.flags, PacketID: c.packetID(p.ID), Comment: comment}
 	if err := s.w.WritePacket(&r); err != nil {
 		if c.err == nil {
 			c.err = fmt.Errorf("capture %s: %w", s.spec, err)

@@ -90,9 +90,11 @@ func readBack(t *testing.T, b []byte) []got {
 }
 
 func TestCaptureAnnotations(t *testing.T) {
-	pool := packet.NewPool()
+	pool := packet.NewPoolIDs(1000) // fabric IDs 1001..: not the capture's numbers
 	pk := packets(pool, 5)
-	id := func(i int) uint64 { return pk[i].ID }
+	// The capture numbers packets in the order it first records them, the
+	// same at every point: 0 (100 ns), 1 (110 ns), 3 (130 ns), 2 (220 ns), 4.
+	id := func(i int) uint64 { return map[int]uint64{0: 1, 1: 2, 3: 3, 2: 4, 4: 5}[i] }
 	// Packet 0 crosses both links, CE marked on the first; packet 1 is
 	// dropped at h0's queue; packet 2 is dropped by leaf0 (no route);
 	// packet 3 is corrupted on the second link; packet 4 is lost in flight

@@ -160,8 +160,9 @@ type Record struct {
 	OrigLen int
 	// Flags is epb_flags; DirInbound or DirOutbound.
 	Flags uint32
-	// PacketID is the fabric's packet id (packet.Buffer.ID), the same at
-	// every capture point the packet crosses; 0 omits it.
+	// PacketID names the packet, the same at every capture point of one
+	// Capture it crosses (Capture numbers packets in the order it first
+	// records them); 0 omits it.
 	PacketID uint64
 	// Comment is the annotation (opt_comment); empty omits it. Longer than
 	// 1024 bytes is truncated.
