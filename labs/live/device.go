@@ -126,9 +126,13 @@ func (in *kernelInput) readFrom(dev Device) error {
 	}
 }
 
-// kernelOutput carries packets from the loop goroutine to a writer
-// goroutine (a TUN write is a system call; keeping it off the loop
-// goroutine keeps the loop on time). The loop copies each packet into the
+// kernelOutput carries packets from the loop goroutine to a kernel. While
+// its writer goroutine has nothing queued the loop writes a batch itself
+// (inline, the default: one system call, where handing it on costs a
+// wake-up of the writer's thread, which on this project's VM costs more
+// CPU than the write and adds tens of microseconds to every ping); while
+// the writer is busy, batches queue for it, so a kernel that is slow to
+// take packets slows the writer, not the loop. The loop copies each packet into the
 // batch it is filling and hands the writer whole batches: when one fills,
 // and at the end of every pass of the loop over due events (Pacer.flush),
 // so a packet waits at most for the events due with it. One channel
@@ -150,6 +154,15 @@ type kernelOutput struct {
 	done  <-chan struct{}
 
 	queued atomic.Int64 // packets handed over and not yet copied out
+	// pending counts batches handed to the writer and not yet written:
+	// the loop writes a batch itself only when it is zero, so packets
+	// reach the kernel in the order the lab sent them.
+	pending atomic.Int64
+
+	dev    Device    // where the writer (or the loop, inline) writes
+	inline bool      // the loop writes a batch itself while the writer is idle
+	ibufs  [][]byte  // the loop's write buffers (inline), allocated on first use
+	spare  *outBatch // the batch the loop wrote last (inline), to fill next
 
 	// Loop-goroutine state.
 	cur   *outBatch // the batch being filled
@@ -177,10 +190,10 @@ const groBytes = 16 << 10
 
 // newOutput returns an output that queues up to n packets of up to size
 // bytes. It stops when the pacer does.
-func (p *Pacer) newOutput(n, size int) *kernelOutput {
+func (p *Pacer) newOutput(dev Device, n, size int, inline bool) *kernelOutput {
 	// At most one batch per packet queued (a lightly loaded loop flushes
 	// a packet at a time), plus the one being filled.
-	return &kernelOutput{p: p, size: size, limit: int64(n), free: make(chan *outBatch, n+1), queue: make(chan *outBatch, n+1), done: p.done}
+	return &kernelOutput{p: p, dev: dev, inline: inline, size: size, limit: int64(n), free: make(chan *outBatch, n+1), queue: make(chan *outBatch, n+1), done: p.done}
 }
 
 // Send queues a copy of pkt. Loop goroutine only. It never blocks: it
@@ -196,7 +209,9 @@ func (o *kernelOutput) Send(pkt []byte) bool {
 		select {
 		case b = <-o.free:
 		default:
-			b = &outBatch{data: make([]byte, 0, 4*o.size), ends: make([]int, 0, outBatchPackets)}
+			if b, o.spare = o.spare, nil; b == nil {
+				b = &outBatch{data: make([]byte, 0, 4*o.size), ends: make([]int, 0, outBatchPackets)}
+			}
 		}
 		o.cur = b
 		if !o.dirty {
@@ -215,10 +230,68 @@ func (o *kernelOutput) Send(pkt []byte) bool {
 
 // flush hands the batch being filled to the writer. Loop goroutine only.
 func (o *kernelOutput) flush() {
-	if o.cur != nil && len(o.cur.ends) > 0 {
-		o.queue <- o.cur // cannot block: queue has room for a batch per packet
-		o.cur = nil
+	b := o.cur
+	if b == nil || len(b.ends) == 0 {
+		return
 	}
+	if o.inline && o.pending.Load() == 0 {
+		// The writer is idle: write from here rather than wake it.
+		if o.ibufs == nil {
+			o.ibufs = newWriteBufs(o.dev, o.size)
+		}
+		n := int64(len(b.ends))
+		o.write(o.dev, o.ibufs, b, func() { o.queued.Add(-n) })
+		b.data, b.ends = b.data[:0], b.ends[:0]
+		o.cur, o.spare = nil, b
+		return
+	}
+	o.pending.Add(1)
+	o.queue <- b // cannot block: queue has room for a batch per packet
+	o.cur = nil
+}
+
+// newWriteBufs returns a writer's buffers for dev: a device batch of
+// packets of up to size bytes, each with room to coalesce a flow's
+// segments.
+func newWriteBufs(dev Device, size int) [][]byte {
+	bufs := make([][]byte, max(dev.BatchSize(), 1))
+	for i := range bufs {
+		bufs[i] = make([]byte, 0, hostns.Headroom+max(groBytes, size))
+	}
+	return bufs
+}
+
+// write writes batch b to dev through bufs, calling copied once every
+// packet of b is copied out (b may then be reused). It returns the
+// device's error when the device is closed.
+func (o *kernelOutput) write(dev Device, bufs [][]byte, b *outBatch, copied func()) error {
+	per := len(bufs)
+	n := len(b.ends)
+	for i, start := 0, 0; i < n; {
+		k := min(per, n-i)
+		for j := range k {
+			pkt := b.data[start:b.ends[i+j]]
+			start = b.ends[i+j]
+			bufs[j] = bufs[j][:hostns.Headroom+len(pkt)]
+			copy(bufs[j][hostns.Headroom:], pkt)
+		}
+		i += k
+		if i == n {
+			copied()
+		}
+		_, err := dev.Write(bufs[:k], hostns.Headroom)
+		if err != nil {
+			if errors.Is(err, os.ErrClosed) {
+				o.drops.Add(uint64(n - i + k))
+				return err
+			}
+			o.drops.Add(uint64(countErrs(err)))
+			o.sent.Add(uint64(k - min(k, countErrs(err))))
+			continue
+		}
+		o.sent.Add(uint64(k))
+	}
+	return nil
 }
 
 // Drops returns how many packets Send dropped.
@@ -234,7 +307,6 @@ func (o *kernelOutput) Sent() uint64 { return o.sent.Load() }
 // idle host costs none.
 func (o *kernelOutput) WriteTo(dev Device) error {
 	var bufs [][]byte
-	per := max(dev.BatchSize(), 1)
 	for {
 		var b *outBatch
 		select {
@@ -243,41 +315,22 @@ func (o *kernelOutput) WriteTo(dev Device) error {
 			return nil
 		}
 		if bufs == nil {
-			bufs = make([][]byte, per)
-			for i := range bufs {
-				bufs[i] = make([]byte, 0, hostns.Headroom+max(groBytes, o.size))
-			}
+			bufs = newWriteBufs(dev, o.size)
 		}
 		n := len(b.ends)
-		for i, start := 0, 0; i < n; {
-			k := min(per, n-i)
-			for j := range k {
-				pkt := b.data[start:b.ends[i+j]]
-				start = b.ends[i+j]
-				bufs[j] = bufs[j][:hostns.Headroom+len(pkt)]
-				copy(bufs[j][hostns.Headroom:], pkt)
+		err := o.write(dev, bufs, b, func() {
+			// Copied out: the loop may fill it again while the
+			// device writes (b is the loop's from here on).
+			b.data, b.ends = b.data[:0], b.ends[:0]
+			o.queued.Add(-int64(n))
+			select {
+			case o.free <- b:
+			default: // more batches than packets queued: let it go
 			}
-			i += k
-			if i == n {
-				// Copied out: the loop may fill it again while the
-				// device writes (b is the loop's from here on).
-				b.data, b.ends = b.data[:0], b.ends[:0]
-				o.queued.Add(-int64(n))
-				select {
-				case o.free <- b:
-				default: // more batches than packets queued: let it go
-				}
-			}
-			_, err := dev.Write(bufs[:k], hostns.Headroom)
-			if err != nil {
-				if errors.Is(err, os.ErrClosed) {
-					return err
-				}
-				o.drops.Add(uint64(countErrs(err)))
-				o.sent.Add(uint64(k - min(k, countErrs(err))))
-				continue
-			}
-			o.sent.Add(uint64(k))
+		})
+		o.pending.Add(-1)
+		if err != nil {
+			return err
 		}
 	}
 }

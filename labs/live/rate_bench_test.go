@@ -3,6 +3,7 @@ package live
 import (
 	"context"
 	"encoding/binary"
+	"flag"
 	"net/netip"
 	"os"
 	"sync/atomic"
@@ -24,6 +25,10 @@ import (
 //
 // Compare two builds (or modes) in the same run; the machine's load moves
 // the absolute figure.
+
+// writerOnly runs the benchmarks' labs with Options.WriterOnly, to
+// compare with the default in one build.
+var writerOnly = flag.Bool("live.writer-only", false, "benchmarks: labs hand every batch for a kernel to its writer goroutine (Options.WriterOnly)")
 
 // genDevice is a host kernel that sends as fast as the lab reads: every
 // Read returns a full batch of copies of pkt. Writes are counted.
@@ -132,7 +137,7 @@ func benchPacketRate(b *testing.B, maxRate float64, size int) {
 	const batch = 64
 	src := &genDevice{pkt: udp4(hs[0].Addr, hs[1].Addr, size), batch: batch, closed: make(chan struct{}), gate: make(chan struct{})}
 	dst := &genDevice{batch: batch, closed: make(chan struct{}), idle: true}
-	l, err := Up(context.Background(), testLabName("r"), eng, Options{RunDir: b.TempDir(), Devices: []Device{src, dst}})
+	l, err := Up(context.Background(), testLabName("r"), eng, Options{RunDir: b.TempDir(), Devices: []Device{src, dst}, WriterOnly: *writerOnly})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -54,6 +54,14 @@ type Options struct {
 	// empty; metricsOff serves none). The address chosen is recorded in
 	// the state file and the status.
 	Metrics string
+	// WriterOnly hands every batch of packets for a host's kernel to its
+	// writer goroutine. By default the loop writes a batch to the TUN
+	// itself while the writer has nothing queued, and hands batches on
+	// only while the writer is busy: a hand-off wakes the writer's
+	// thread, and on this project's 2-core VM a thread wake-up costs
+	// more than the write (BenchmarkLabPacketRate's csw/kpkt and
+	// cpu-ns/pkt; README "The lab's own packet rate").
+	WriterOnly bool
 	// Extend, if set, adds handlers to the control server before it
 	// serves (packet capture, telemetry). Handlers run on the server's
 	// goroutines: reach the engine through l.Pacer().Do.
@@ -248,7 +256,7 @@ func (l *Lab) startEngine() error {
 		// As many as the kernel's own queue towards the lab holds: a
 		// writer the machine starves for a while must not drop what a
 		// host's NIC would have handed its kernel.
-		h.out = l.pacer.newOutput(kernelQueueLen(h.spec.Rate, opts.MTU), opts.MTU)
+		h.out = l.pacer.newOutput(h.dev, kernelQueueLen(h.spec.Rate, opts.MTU), opts.MTU, !opts.WriterOnly)
 	}
 	return nil
 }
