@@ -37,6 +37,13 @@ type kernelInput struct {
 	sink   func(now sim.Time, b *packet.Buffer)
 	offset int
 	room   int // buffers one Read may fill: a super-packet's segments
+
+	// Direct inputs (direct.go): the loop reads dev itself into own.
+	dev      Device
+	fd       int
+	own      *inBatch
+	closed   bool
+	readErrs uint64 // reads that failed (loop goroutine)
 }
 
 // inBatch is one read's packets, waiting for the loop.
@@ -92,25 +99,14 @@ func (in *kernelInput) readFrom(dev Device) error {
 		case <-in.p.done:
 			return nil
 		}
-		n, err := dev.Read(b.bufs, b.sizes, in.offset)
+		var more func() bool
+		if q, ok := dev.(queuedReader); ok {
+			more = func() bool { ok, err := q.Readable(); return err == nil && ok }
+		}
+		n, err := in.fill(b, dev, more)
 		if err != nil {
 			in.free <- b
 			return err
-		}
-		// Take what else the kernel has queued into the same batch while
-		// a whole super-packet still fits: one hand-off to the loop per
-		// batch, not per packet (UDP arrives a packet per read).
-		if q, ok := dev.(queuedReader); ok {
-			for n > 0 && n+in.room <= len(b.bufs) {
-				if more, err := q.Readable(); err != nil || !more {
-					break
-				}
-				k, err := dev.Read(b.bufs[n:], b.sizes[n:], in.offset)
-				if err != nil || k <= 0 {
-					break // the next Read reports it
-				}
-				n += k
-			}
 		}
 		if n <= 0 {
 			in.free <- b
@@ -124,6 +120,25 @@ func (in *kernelInput) readFrom(dev Device) error {
 			return nil
 		}
 	}
+}
+
+// fill reads a batch from dev into b and returns its packet count: one
+// Read, then, while more (if set) says the kernel has packets queued and
+// a whole super-packet still fits, more Reads into the same batch, so a
+// batch is handed on once, not per packet (UDP arrives a packet per read).
+func (in *kernelInput) fill(b *inBatch, dev Device, more func() bool) (int, error) {
+	n, err := dev.Read(b.bufs, b.sizes, in.offset)
+	if err != nil {
+		return 0, err
+	}
+	for more != nil && n > 0 && n+in.room <= len(b.bufs) && more() {
+		k, err := dev.Read(b.bufs[n:], b.sizes[n:], in.offset)
+		if err != nil || k <= 0 {
+			break // the next Read reports it
+		}
+		n += k
+	}
+	return n, nil
 }
 
 // kernelOutput carries packets from the loop goroutine to a kernel. While

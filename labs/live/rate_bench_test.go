@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/mrlab/mrlab/labs"
 )
 
@@ -28,7 +30,10 @@ import (
 
 // writerOnly runs the benchmarks' labs with Options.WriterOnly, to
 // compare with the default in one build.
-var writerOnly = flag.Bool("live.writer-only", false, "benchmarks: labs hand every batch for a kernel to its writer goroutine (Options.WriterOnly)")
+var (
+	writerOnly = flag.Bool("live.writer-only", false, "benchmarks: labs hand every batch for a kernel to its writer goroutine (Options.WriterOnly)")
+	readerOnly = flag.Bool("live.reader-only", false, "benchmarks: labs read every kernel on a reader goroutine (Options.ReaderOnly)")
+)
 
 // genDevice is a host kernel that sends as fast as the lab reads: every
 // Read returns a full batch of copies of pkt. Writes are counted.
@@ -40,6 +45,27 @@ type genDevice struct {
 	closed chan struct{}
 	gate   chan struct{} // Read waits for it to close (the timer to start)
 	idle   bool          // a receiver: Read blocks until Close
+	efd    int           // PollFD: an eventfd readable from the gate's opening on, never if idle
+}
+
+// PollFD makes the device one the loop reads itself (direct.go): it
+// polls readable once the gate opens (always, for a sender: a kernel
+// with packets queued) and never for an idle receiver.
+func (d *genDevice) PollFD() (int, error) {
+	if d.efd == 0 {
+		fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+		if err != nil {
+			return -1, err
+		}
+		d.efd = fd
+		if !d.idle {
+			go func() {
+				<-d.gate
+				unix.Write(fd, []byte{1, 0, 0, 0, 0, 0, 0, 0})
+			}()
+		}
+	}
+	return d.efd, nil
 }
 
 func (d *genDevice) Read(bufs [][]byte, sizes []int, offset int) (int, error) {
@@ -77,6 +103,9 @@ func (d *genDevice) Close() error {
 	case <-d.closed:
 	default:
 		close(d.closed)
+		if d.efd > 0 {
+			unix.Close(d.efd)
+		}
 	}
 	return nil
 }
@@ -137,7 +166,7 @@ func benchPacketRate(b *testing.B, maxRate float64, size int) {
 	const batch = 64
 	src := &genDevice{pkt: udp4(hs[0].Addr, hs[1].Addr, size), batch: batch, closed: make(chan struct{}), gate: make(chan struct{})}
 	dst := &genDevice{batch: batch, closed: make(chan struct{}), idle: true}
-	l, err := Up(context.Background(), testLabName("r"), eng, Options{RunDir: b.TempDir(), Devices: []Device{src, dst}, WriterOnly: *writerOnly})
+	l, err := Up(context.Background(), testLabName("r"), eng, Options{RunDir: b.TempDir(), Devices: []Device{src, dst}, WriterOnly: *writerOnly, ReaderOnly: *readerOnly})
 	if err != nil {
 		b.Fatal(err)
 	}

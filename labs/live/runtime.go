@@ -62,6 +62,10 @@ type Options struct {
 	// more than the write (BenchmarkLabPacketRate's csw/kpkt and
 	// cpu-ns/pkt; README "The lab's own packet rate").
 	WriterOnly bool
+	// ReaderOnly reads every host's kernel on a reader goroutine that
+	// hands batches to the loop. By default the loop reads a TUN itself
+	// (direct.go): the kernel wakes it straight from a host's send.
+	ReaderOnly bool
 	// Extend, if set, adds handlers to the control server before it
 	// serves (packet capture, telemetry). Handlers run on the server's
 	// goroutines: reach the engine through l.Pacer().Do.
@@ -95,12 +99,13 @@ type Lab struct {
 // hostIO is one host's kernel side: its device and the goroutines that
 // read and write it.
 type hostIO struct {
-	spec  HostSpec
-	ns    string
-	dev   Device
-	in    *kernelInput
-	out   *kernelOutput
-	label string
+	spec   HostSpec
+	ns     string
+	dev    Device
+	in     *kernelInput
+	out    *kernelOutput
+	direct bool // the loop reads dev itself (direct.go)
+	label  string
 
 	// Loop-goroutine counters.
 	fromKernel uint64
@@ -155,7 +160,9 @@ func Up(ctx context.Context, name string, eng Engine, opts Options) (_ *Lab, err
 	runCtx, cancel := context.WithCancel(ctx)
 	l.cancel = cancel
 	for _, h := range l.hosts {
-		go h.in.readFrom(h.dev)
+		if !h.direct {
+			go h.in.readFrom(h.dev)
+		}
 		go h.out.WriteTo(h.dev)
 	}
 	go l.run(runCtx)
@@ -257,6 +264,11 @@ func (l *Lab) startEngine() error {
 		// writer the machine starves for a while must not drop what a
 		// host's NIC would have handed its kernel.
 		h.out = l.pacer.newOutput(h.dev, kernelQueueLen(h.spec.Rate, opts.MTU), opts.MTU, !opts.WriterOnly)
+		if !opts.ReaderOnly {
+			if h.direct, err = l.pacer.readDirect(h.in, h.dev); err != nil {
+				return fmt.Errorf("lab %s host %s: %w", l.name, h.label, err)
+			}
+		}
 	}
 	return nil
 }
