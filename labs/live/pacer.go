@@ -4,10 +4,12 @@
 // talks to (status, faults, perf runs, teardown).
 //
 // The fabric and NICs run unchanged from sim mode, inside one sim.Loop owned
-// by one goroutine (the Pacer). Everything that touches the OS — reading and
-// writing TUN devices, the control server, timers — happens on other
-// goroutines that talk to the loop goroutine through channels, so the code
-// under transport/, fabric/ and softnic/ stays single-threaded and clock-free.
+// by one goroutine (the Pacer), so the code under transport/, fabric/ and
+// softnic/ stays single-threaded and clock-free. The loop goroutine reads
+// and writes the hosts' TUN devices itself (direct.go, device.go: a
+// thread hand-off per batch cost more than the I/O), handing writes to a
+// writer goroutine only while that one is busy; the control server and the
+// verbs endpoint run on other goroutines that reach the loop through Post.
 package live
 
 import (
@@ -286,9 +288,10 @@ func (p *Pacer) Run(ctx context.Context) error {
 		t = p.noteStep(t, "posted work and kernel input")
 		if p.poller != nil {
 			p.poller.Poll(p.loop.Now())
-			p.noteStep(t, "serving verbs clients' rings")
+			t = p.noteStep(t, "serving verbs clients' rings")
 		}
 		p.flush()
+		p.noteStep(t, "writing to hosts' kernels")
 		if now-lastPublish > sim.Millisecond*10 {
 			p.checkWarn(now)
 			p.publish()

@@ -455,6 +455,10 @@ type HostStatus struct {
 	// ToKernelDrops counts packets for the kernel dropped because the TUN
 	// writer fell behind (or the kernel refused them).
 	ToKernelDrops uint64 `json:"to_kernel_drops"`
+	// FromKernelErrors counts reads of the host's mr0 that failed (a
+	// malformed offload header from the host's kernel: the packet is
+	// dropped and the lab reads on).
+	FromKernelErrors uint64 `json:"from_kernel_errors,omitempty"`
 	// Verbs lists the programs using the host's verbs endpoint.
 	Verbs []uverbs.ClientStatus `json:"verbs,omitempty"`
 	// Kernel is the host kernel's own counters of its mr0 (nil for a lab
@@ -478,7 +482,7 @@ func (l *Lab) Status(ctx context.Context) (Status, error) {
 		for i, h := range l.hosts {
 			sh := l.state.Hosts[i]
 			s.Hosts = append(s.Hosts, HostStatus{Name: sh.Name, Addr: sh.Addr, Namespace: sh.Namespace, Iface: sh.Iface,
-				FromKernel: h.fromKernel, ToKernel: h.toKernel, ToKernelDrops: h.out.Drops(), Verbs: vs[sh.Name]})
+				FromKernel: h.fromKernel, FromKernelErrors: h.in.readErrs, ToKernel: h.toKernel, ToKernelDrops: h.out.Drops(), Verbs: vs[sh.Name]})
 		}
 	})
 	if err != nil {
