@@ -141,13 +141,13 @@ func (in *kernelInput) fill(b *inBatch, dev Device, more func() bool) (int, erro
 	return n, nil
 }
 
-// kernelOutput carries packets from the loop goroutine to a kernel. While
-// its writer goroutine has nothing queued the loop writes a batch itself
-// (inline, the default: one system call, where handing it on costs a
-// wake-up of the writer's thread, which on this project's VM costs more
-// CPU than the write and adds tens of microseconds to every ping); while
-// the writer is busy, batches queue for it, so a kernel that is slow to
-// take packets slows the writer, not the loop. The loop copies each packet into the
+// kernelOutput carries packets from the loop goroutine to a kernel. By
+// default (inline) the loop writes each batch itself: one system call,
+// where handing it to a writer goroutine costs a wake-up of the writer's
+// thread, which on this project's VM costs more CPU than the write and
+// adds tens of microseconds to every ping. A kernel slow to take packets
+// then slows the loop, which counts it as lateness. Without inline, a
+// writer goroutine (WriteTo) takes the batches. The loop copies each packet into the
 // batch it is filling and hands the writer whole batches: when one fills,
 // and at the end of every pass of the loop over due events (Pacer.flush),
 // so a packet waits at most for the events due with it. One channel
@@ -169,15 +169,10 @@ type kernelOutput struct {
 	done  <-chan struct{}
 
 	queued atomic.Int64 // packets handed over and not yet copied out
-	// pending counts batches handed to the writer and not yet written:
-	// the loop writes a batch itself only when it is zero, so packets
-	// reach the kernel in the order the lab sent them.
-	pending atomic.Int64
-
-	dev    Device    // where the writer (or the loop, inline) writes
-	inline bool      // the loop writes a batch itself while the writer is idle
-	ibufs  [][]byte  // the loop's write buffers (inline), allocated on first use
-	spare  *outBatch // the batch the loop wrote last (inline), to fill next
+	dev    Device       // where the loop (inline) writes
+	inline bool         // the loop writes batches itself; no writer goroutine
+	ibufs  [][]byte     // the loop's write buffers (inline), allocated on first use
+	spare  *outBatch    // the batch the loop wrote last (inline), to fill next
 
 	// Loop-goroutine state.
 	cur   *outBatch // the batch being filled
@@ -249,8 +244,8 @@ func (o *kernelOutput) flush() {
 	if b == nil || len(b.ends) == 0 {
 		return
 	}
-	if o.inline && o.pending.Load() == 0 {
-		// The writer is idle: write from here rather than wake it.
+	if o.inline {
+		// Write from here rather than wake a writer.
 		if o.ibufs == nil {
 			o.ibufs = newWriteBufs(o.dev, o.size)
 		}
@@ -260,7 +255,6 @@ func (o *kernelOutput) flush() {
 		o.cur, o.spare = nil, b
 		return
 	}
-	o.pending.Add(1)
 	o.queue <- b // cannot block: queue has room for a batch per packet
 	o.cur = nil
 }
@@ -343,7 +337,6 @@ func (o *kernelOutput) WriteTo(dev Device) error {
 			default: // more batches than packets queued: let it go
 			}
 		})
-		o.pending.Add(-1)
 		if err != nil {
 			return err
 		}

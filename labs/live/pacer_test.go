@@ -167,7 +167,6 @@ func kernelPathAllocs(t *testing.T, inline bool) {
 		for len(out.queue) > 0 {
 			ob := <-out.queue
 			out.queued.Add(-int64(len(ob.ends)))
-			out.pending.Add(-1)
 			ob.data, ob.ends = ob.data[:0], ob.ends[:0]
 			out.free <- ob
 		}

@@ -216,3 +216,47 @@ func cpuTime() time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// TestLoopDoesKernelIO: a lab whose hosts' devices can be polled has the
+// loop read and write them itself (no reader or writer goroutine), and
+// packets cross it; with ReaderOnly and WriterOnly the goroutines do it.
+func TestLoopDoesKernelIO(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts Options
+		own  bool
+	}{
+		{"loop", Options{}, true},
+		{"goroutines", Options{ReaderOnly: true, WriterOnly: true}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			eng, err := NewLabEngine(mustBuiltin(t, "b2b"), EngineConfig{MaxRate: 1e9})
+			if err != nil {
+				t.Fatal(err)
+			}
+			hs := eng.Hosts()
+			src := &genDevice{pkt: udp4(hs[0].Addr, hs[1].Addr, 256), batch: 8, closed: make(chan struct{}), gate: make(chan struct{})}
+			dst := &genDevice{batch: 8, closed: make(chan struct{}), idle: true}
+			opts := tc.opts
+			opts.RunDir, opts.Devices = t.TempDir(), []Device{src, dst}
+			l, err := Up(context.Background(), testLabName("io"), eng, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			for i, h := range l.hosts {
+				if h.direct != tc.own || h.out.inline != tc.own {
+					t.Errorf("host %d: the loop reads it %v and writes it %v, want %v", i, h.direct, h.out.inline, tc.own)
+				}
+			}
+			close(src.gate)
+			for end := time.Now().Add(20 * time.Second); dst.wrote.Load() < 1000 && time.Now().Before(end); {
+				time.Sleep(10 * time.Millisecond)
+			}
+			src.Close()
+			if n := dst.wrote.Load(); n < 1000 {
+				t.Fatalf("%d packets reached h1's kernel in 20 s, want 1000", n)
+			}
+		})
+	}
+}

@@ -54,13 +54,12 @@ type Options struct {
 	// empty; metricsOff serves none). The address chosen is recorded in
 	// the state file and the status.
 	Metrics string
-	// WriterOnly hands every batch of packets for a host's kernel to its
-	// writer goroutine. By default the loop writes a batch to the TUN
-	// itself while the writer has nothing queued, and hands batches on
-	// only while the writer is busy: a hand-off wakes the writer's
-	// thread, and on this project's 2-core VM a thread wake-up costs
-	// more than the write (BenchmarkLabPacketRate's csw/kpkt and
-	// cpu-ns/pkt; README "The lab's own packet rate").
+	// WriterOnly hands every batch of packets for a host's kernel to a
+	// writer goroutine of its own. By default the loop writes batches to
+	// the TUN itself: a hand-off wakes the writer's thread, and on this
+	// project's 2-core VM a thread wake-up costs more than the write
+	// (BenchmarkLabPacketRate's csw/kpkt and cpu-ns/pkt; README "The
+	// lab's own packet rate").
 	WriterOnly bool
 	// ReaderOnly reads every host's kernel on a reader goroutine that
 	// hands batches to the loop. By default the loop reads a TUN itself
@@ -163,7 +162,9 @@ func Up(ctx context.Context, name string, eng Engine, opts Options) (_ *Lab, err
 		if !h.direct {
 			go h.in.readFrom(h.dev)
 		}
-		go h.out.WriteTo(h.dev)
+		if !h.out.inline {
+			go h.out.WriteTo(h.dev)
+		}
 	}
 	go l.run(runCtx)
 	opts.Logf("lab %s up: %d hosts, control socket %s", name, len(l.hosts), st.Socket)
