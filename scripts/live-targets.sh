@@ -16,9 +16,13 @@
 #   kernel  BenchmarkKernelPath: UDP at 80% of the cap (loss < 1%), TCP
 #           across the spines (>= 0.9 of the cap), ping (<= 3x a veth
 #           pair's + the lab's own wire), b2b at 10 Gbit/s (>= 0.6x veth).
-#   rate    BenchmarkLabPacketRate (the runtime's own packet rate), with
-#           OLDTEST's (a test binary of another build: go test -c -o
-#           /tmp/live-old.test ./labs/live in its tree) alternating.
+#   rate    BenchmarkLabPacketRate (the runtime's own packet rate, and
+#           its CPU time and context switches per packet where the
+#           build reports them), alternating with the same build's
+#           reader and writer goroutines (-live.reader-only
+#           -live.writer-only) and with OLDTEST's (a test binary of
+#           another build: go test -c -o /tmp/live-old.test ./labs/live
+#           in its tree; a949a63 is the "today").
 # Knobs: RUNS, DUR, MRLAB (default: go build ./cmd/mrlab into a temp dir),
 # OLD (another mrlab: its perf runs alternate with this one's), SCHED
 # (mrlab up --sched; default the lab's own), PARTS.
@@ -84,10 +88,13 @@ for part in $PARTS; do
 		;;
 	rate)
 		go test -c -o "$tmp/live.test" ./labs/live || exit 1
-		for i in 1 2; do
-			for t in "$tmp/live.test" $OLDTEST; do
+		for i in 1 2 3; do
+			# This build, the same with the reader and writer goroutines
+			# of before (the loop's own I/O off), and OLDTEST's.
+			for t in "$tmp/live.test" "$tmp/live.test -live.reader-only -live.writer-only" $OLDTEST; do
 				echo "  $t load $(load)"
-				"$t" -test.run '^$' -test.bench LabPacketRate -test.benchtime 300000x 2>&1 | grep '^Benchmark' | sed 's/^/    /'
+				# shellcheck disable=SC2086 # $t is a binary and its flags
+				$t -test.run '^$' -test.bench LabPacketRate -test.benchtime 1000000x 2>&1 | grep '^Benchmark' | sed 's/^/    /'
 			done
 		done
 		;;

@@ -88,6 +88,22 @@ func (t *TUN) Readable() (bool, error) {
 	return n > 0, perr
 }
 
+// PollFD returns the device's descriptor for polling (it polls readable
+// while a Read would find a packet at once), to watch from an epoll of
+// the caller's own. It stays valid until Close; read and write through
+// the TUN only.
+func (t *TUN) PollFD() (int, error) {
+	rc, err := t.dev.File().SyscallConn()
+	if err != nil {
+		return -1, fmt.Errorf("%s in %s: %w", t.name, t.ns, err)
+	}
+	fd := -1
+	if err := rc.Control(func(f uintptr) { fd = int(f) }); err != nil {
+		return -1, fmt.Errorf("%s in %s: %w", t.name, t.ns, err)
+	}
+	return fd, nil
+}
+
 // Close closes the device; the interface disappears with it (it is not
 // persistent).
 func (t *TUN) Close() error {

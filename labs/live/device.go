@@ -37,6 +37,13 @@ type kernelInput struct {
 	sink   func(now sim.Time, b *packet.Buffer)
 	offset int
 	room   int // buffers one Read may fill: a super-packet's segments
+
+	// Direct inputs (direct.go): the loop reads dev itself into own.
+	dev      Device
+	fd       int
+	own      *inBatch
+	closed   bool
+	readErrs uint64 // reads that failed (loop goroutine)
 }
 
 // inBatch is one read's packets, waiting for the loop.
@@ -92,25 +99,14 @@ func (in *kernelInput) readFrom(dev Device) error {
 		case <-in.p.done:
 			return nil
 		}
-		n, err := dev.Read(b.bufs, b.sizes, in.offset)
+		var more func() bool
+		if q, ok := dev.(queuedReader); ok {
+			more = func() bool { ok, err := q.Readable(); return err == nil && ok }
+		}
+		n, err := in.fill(b, dev, more)
 		if err != nil {
 			in.free <- b
 			return err
-		}
-		// Take what else the kernel has queued into the same batch while
-		// a whole super-packet still fits: one hand-off to the loop per
-		// batch, not per packet (UDP arrives a packet per read).
-		if q, ok := dev.(queuedReader); ok {
-			for n > 0 && n+in.room <= len(b.bufs) {
-				if more, err := q.Readable(); err != nil || !more {
-					break
-				}
-				k, err := dev.Read(b.bufs[n:], b.sizes[n:], in.offset)
-				if err != nil || k <= 0 {
-					break // the next Read reports it
-				}
-				n += k
-			}
 		}
 		if n <= 0 {
 			in.free <- b
@@ -126,9 +122,32 @@ func (in *kernelInput) readFrom(dev Device) error {
 	}
 }
 
-// kernelOutput carries packets from the loop goroutine to a writer
-// goroutine (a TUN write is a system call; keeping it off the loop
-// goroutine keeps the loop on time). The loop copies each packet into the
+// fill reads a batch from dev into b and returns its packet count: one
+// Read, then, while more (if set) says the kernel has packets queued and
+// a whole super-packet still fits, more Reads into the same batch, so a
+// batch is handed on once, not per packet (UDP arrives a packet per read).
+func (in *kernelInput) fill(b *inBatch, dev Device, more func() bool) (int, error) {
+	n, err := dev.Read(b.bufs, b.sizes, in.offset)
+	if err != nil {
+		return 0, err
+	}
+	for more != nil && n > 0 && n+in.room <= len(b.bufs) && more() {
+		k, err := dev.Read(b.bufs[n:], b.sizes[n:], in.offset)
+		if err != nil || k <= 0 {
+			break // the next Read reports it
+		}
+		n += k
+	}
+	return n, nil
+}
+
+// kernelOutput carries packets from the loop goroutine to a kernel. By
+// default (inline) the loop writes each batch itself: one system call,
+// where handing it to a writer goroutine costs a wake-up of the writer's
+// thread, which on this project's VM costs more CPU than the write and
+// adds tens of microseconds to every ping. A kernel slow to take packets
+// then slows the loop, which counts it as lateness. Without inline, a
+// writer goroutine (WriteTo) takes the batches. The loop copies each packet into the
 // batch it is filling and hands the writer whole batches: when one fills,
 // and at the end of every pass of the loop over due events (Pacer.flush),
 // so a packet waits at most for the events due with it. One channel
@@ -150,6 +169,10 @@ type kernelOutput struct {
 	done  <-chan struct{}
 
 	queued atomic.Int64 // packets handed over and not yet copied out
+	dev    Device       // where the loop (inline) writes
+	inline bool         // the loop writes batches itself; no writer goroutine
+	ibufs  [][]byte     // the loop's write buffers (inline), allocated on first use
+	spare  *outBatch    // the batch the loop wrote last (inline), to fill next
 
 	// Loop-goroutine state.
 	cur   *outBatch // the batch being filled
@@ -177,10 +200,10 @@ const groBytes = 16 << 10
 
 // newOutput returns an output that queues up to n packets of up to size
 // bytes. It stops when the pacer does.
-func (p *Pacer) newOutput(n, size int) *kernelOutput {
+func (p *Pacer) newOutput(dev Device, n, size int, inline bool) *kernelOutput {
 	// At most one batch per packet queued (a lightly loaded loop flushes
 	// a packet at a time), plus the one being filled.
-	return &kernelOutput{p: p, size: size, limit: int64(n), free: make(chan *outBatch, n+1), queue: make(chan *outBatch, n+1), done: p.done}
+	return &kernelOutput{p: p, dev: dev, inline: inline, size: size, limit: int64(n), free: make(chan *outBatch, n+1), queue: make(chan *outBatch, n+1), done: p.done}
 }
 
 // Send queues a copy of pkt. Loop goroutine only. It never blocks: it
@@ -196,7 +219,9 @@ func (o *kernelOutput) Send(pkt []byte) bool {
 		select {
 		case b = <-o.free:
 		default:
-			b = &outBatch{data: make([]byte, 0, 4*o.size), ends: make([]int, 0, outBatchPackets)}
+			if b, o.spare = o.spare, nil; b == nil {
+				b = &outBatch{data: make([]byte, 0, 4*o.size), ends: make([]int, 0, outBatchPackets)}
+			}
 		}
 		o.cur = b
 		if !o.dirty {
@@ -215,10 +240,67 @@ func (o *kernelOutput) Send(pkt []byte) bool {
 
 // flush hands the batch being filled to the writer. Loop goroutine only.
 func (o *kernelOutput) flush() {
-	if o.cur != nil && len(o.cur.ends) > 0 {
-		o.queue <- o.cur // cannot block: queue has room for a batch per packet
-		o.cur = nil
+	b := o.cur
+	if b == nil || len(b.ends) == 0 {
+		return
 	}
+	if o.inline {
+		// Write from here rather than wake a writer.
+		if o.ibufs == nil {
+			o.ibufs = newWriteBufs(o.dev, o.size)
+		}
+		n := int64(len(b.ends))
+		o.write(o.dev, o.ibufs, b, func() { o.queued.Add(-n) })
+		b.data, b.ends = b.data[:0], b.ends[:0]
+		o.cur, o.spare = nil, b
+		return
+	}
+	o.queue <- b // cannot block: queue has room for a batch per packet
+	o.cur = nil
+}
+
+// newWriteBufs returns a writer's buffers for dev: a device batch of
+// packets of up to size bytes, each with room to coalesce a flow's
+// segments.
+func newWriteBufs(dev Device, size int) [][]byte {
+	bufs := make([][]byte, max(dev.BatchSize(), 1))
+	for i := range bufs {
+		bufs[i] = make([]byte, 0, hostns.Headroom+max(groBytes, size))
+	}
+	return bufs
+}
+
+// write writes batch b to dev through bufs, calling copied once every
+// packet of b is copied out (b may then be reused). It returns the
+// device's error when the device is closed.
+func (o *kernelOutput) write(dev Device, bufs [][]byte, b *outBatch, copied func()) error {
+	per := len(bufs)
+	n := len(b.ends)
+	for i, start := 0, 0; i < n; {
+		k := min(per, n-i)
+		for j := range k {
+			pkt := b.data[start:b.ends[i+j]]
+			start = b.ends[i+j]
+			bufs[j] = bufs[j][:hostns.Headroom+len(pkt)]
+			copy(bufs[j][hostns.Headroom:], pkt)
+		}
+		i += k
+		if i == n {
+			copied()
+		}
+		_, err := dev.Write(bufs[:k], hostns.Headroom)
+		if err != nil {
+			if errors.Is(err, os.ErrClosed) {
+				o.drops.Add(uint64(n - i + k))
+				return err
+			}
+			o.drops.Add(uint64(countErrs(err)))
+			o.sent.Add(uint64(k - min(k, countErrs(err))))
+			continue
+		}
+		o.sent.Add(uint64(k))
+	}
+	return nil
 }
 
 // Drops returns how many packets Send dropped.
@@ -234,7 +316,6 @@ func (o *kernelOutput) Sent() uint64 { return o.sent.Load() }
 // idle host costs none.
 func (o *kernelOutput) WriteTo(dev Device) error {
 	var bufs [][]byte
-	per := max(dev.BatchSize(), 1)
 	for {
 		var b *outBatch
 		select {
@@ -243,41 +324,21 @@ func (o *kernelOutput) WriteTo(dev Device) error {
 			return nil
 		}
 		if bufs == nil {
-			bufs = make([][]byte, per)
-			for i := range bufs {
-				bufs[i] = make([]byte, 0, hostns.Headroom+max(groBytes, o.size))
-			}
+			bufs = newWriteBufs(dev, o.size)
 		}
 		n := len(b.ends)
-		for i, start := 0, 0; i < n; {
-			k := min(per, n-i)
-			for j := range k {
-				pkt := b.data[start:b.ends[i+j]]
-				start = b.ends[i+j]
-				bufs[j] = bufs[j][:hostns.Headroom+len(pkt)]
-				copy(bufs[j][hostns.Headroom:], pkt)
+		err := o.write(dev, bufs, b, func() {
+			// Copied out: the loop may fill it again while the
+			// device writes (b is the loop's from here on).
+			b.data, b.ends = b.data[:0], b.ends[:0]
+			o.queued.Add(-int64(n))
+			select {
+			case o.free <- b:
+			default: // more batches than packets queued: let it go
 			}
-			i += k
-			if i == n {
-				// Copied out: the loop may fill it again while the
-				// device writes (b is the loop's from here on).
-				b.data, b.ends = b.data[:0], b.ends[:0]
-				o.queued.Add(-int64(n))
-				select {
-				case o.free <- b:
-				default: // more batches than packets queued: let it go
-				}
-			}
-			_, err := dev.Write(bufs[:k], hostns.Headroom)
-			if err != nil {
-				if errors.Is(err, os.ErrClosed) {
-					return err
-				}
-				o.drops.Add(uint64(countErrs(err)))
-				o.sent.Add(uint64(k - min(k, countErrs(err))))
-				continue
-			}
-			o.sent.Add(uint64(k))
+		})
+		if err != nil {
+			return err
 		}
 	}
 }

@@ -112,7 +112,7 @@ func pairUp(b *testing.B, lab *labs.Lab, rate float64, crossSpine bool) *pair {
 	if err != nil {
 		b.Fatal(err)
 	}
-	l, err := Up(context.Background(), testLabName("k"), eng, Options{RunDir: b.TempDir(), Logf: func(string, ...any) {}})
+	l, err := Up(context.Background(), testLabName("k"), eng, Options{RunDir: b.TempDir(), Logf: func(string, ...any) {}, WriterOnly: *writerOnly, ReaderOnly: *readerOnly})
 	if err != nil {
 		b.Fatal(err)
 	}

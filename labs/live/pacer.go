@@ -4,10 +4,12 @@
 // talks to (status, faults, perf runs, teardown).
 //
 // The fabric and NICs run unchanged from sim mode, inside one sim.Loop owned
-// by one goroutine (the Pacer). Everything that touches the OS — reading and
-// writing TUN devices, the control server, timers — happens on other
-// goroutines that talk to the loop goroutine through channels, so the code
-// under transport/, fabric/ and softnic/ stays single-threaded and clock-free.
+// by one goroutine (the Pacer), so the code under transport/, fabric/ and
+// softnic/ stays single-threaded and clock-free. The loop goroutine reads
+// and writes the hosts' TUN devices itself (direct.go, device.go: a
+// thread hand-off per batch cost more than the I/O), handing writes to a
+// writer goroutine only while that one is busy; the control server and the
+// verbs endpoint run on other goroutines that reach the loop through Post.
 package live
 
 import (
@@ -91,6 +93,7 @@ type Pacer struct {
 	started chan struct{} // closed once start is set
 	w       *waiter
 	poller  Poller
+	direct  directInputs // inputs the loop reads itself (direct.go)
 
 	sleeping atomic.Bool // the loop is (about to be) in epoll_wait
 	stopping atomic.Bool // Run's context ended
@@ -148,6 +151,7 @@ func NewPacer(loop *sim.Loop, pool *packet.Pool, cfg PacerConfig) (*Pacer, error
 		started: make(chan struct{}),
 		w:       w,
 		done:    make(chan struct{}),
+		direct:  directInputs{ep: -1},
 	}
 	return p, nil
 }
@@ -260,6 +264,7 @@ func (p *Pacer) Run(ctx context.Context) error {
 	defer holdP()()
 	defer func() {
 		p.stopped.Store(true)
+		p.direct.close()
 		p.w.close()
 		p.publish()
 		close(p.done)
@@ -279,12 +284,14 @@ func (p *Pacer) Run(ctx context.Context) error {
 		now := p.runDue()
 		t := p.elapsed()
 		p.drain()
+		p.pollInputs()
 		t = p.noteStep(t, "posted work and kernel input")
 		if p.poller != nil {
 			p.poller.Poll(p.loop.Now())
-			p.noteStep(t, "serving verbs clients' rings")
+			t = p.noteStep(t, "serving verbs clients' rings")
 		}
 		p.flush()
+		p.noteStep(t, "writing to hosts' kernels")
 		if now-lastPublish > sim.Millisecond*10 {
 			p.checkWarn(now)
 			p.publish()
@@ -300,6 +307,9 @@ func (p *Pacer) Run(ctx context.Context) error {
 			// Closer than a sleep's wake-up: watch the clock, the
 			// queues and the poller's clients instead.
 			for now := p.elapsed(); now < next && len(p.posts) == 0 && len(p.input) == 0 && !p.stopping.Load(); now = p.elapsed() {
+				if p.pollInputs() {
+					break // a kernel sent: its packets may be due sooner
+				}
 				if p.poller == nil {
 					continue
 				}
@@ -379,6 +389,7 @@ func (p *Pacer) runUntil(limit sim.Time) sim.Time {
 			// injects nothing, so clients are served then too.
 			if !p.injecting {
 				p.drain()
+				p.pollInputs()
 			}
 			if p.poller != nil {
 				p.poller.Poll(p.loop.Now())
@@ -431,6 +442,7 @@ func (p *Pacer) drain() {
 			fn(p.loop.Now())
 		case in := <-p.input:
 			p.inject(in)
+			in.in.free <- in // cannot block: free has room for every batch
 		default:
 			return
 		}
@@ -438,7 +450,7 @@ func (p *Pacer) drain() {
 }
 
 // inject hands a batch of input packets to their sink, each copied into
-// the loop's pool, and returns the batch to its reader. The packets enter
+// the loop's pool. The packets enter
 // the lab at the time they were read, not when the loop gets to them: if
 // the loop is behind, it first runs the events due before that time, so a
 // loop that fell behind does not turn evenly spaced packets into a burst.
@@ -457,7 +469,6 @@ func (p *Pacer) inject(b *inBatch) {
 		b.in.sink(now, pb)
 	}
 	b.n = 0
-	b.in.free <- b // cannot block: free has room for every batch
 }
 
 // checkWarn emits the "cannot keep real time" warning when the last

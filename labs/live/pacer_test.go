@@ -2,6 +2,7 @@ package live
 
 import (
 	"context"
+	"golang.org/x/sys/unix"
 	"net/netip"
 	"os"
 	"runtime"
@@ -135,11 +136,20 @@ func TestKernelPathAllocs(t *testing.T) {
 	if raceEnabled {
 		t.Skip("allocation counts mean nothing under -race (the detector allocates)")
 	}
+	for _, inline := range []bool{false, true} {
+		kernelPathAllocs(t, inline)
+	}
+}
+
+// kernelPathAllocs is TestKernelPathAllocs with the loop handing batches
+// to a writer (inline false) or writing them itself.
+func kernelPathAllocs(t *testing.T, inline bool) {
 	p, err := NewPacer(sim.NewLoop(), packet.NewPool(), PacerConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := p.newOutput(64, packet.MaxSize)
+	dev := &countDevice{}
+	out := p.newOutput(dev, 64, packet.MaxSize, inline)
 	in := p.newInput(8, 0, packet.MaxSize, func(_ sim.Time, b *packet.Buffer) {
 		out.Send(b.Data())
 		b.Free()
@@ -152,6 +162,7 @@ func TestKernelPathAllocs(t *testing.T) {
 		}
 		b.n = len(b.bufs)
 		p.inject(b)
+		in.free <- b
 		p.flush()
 		for len(out.queue) > 0 {
 			ob := <-out.queue
@@ -161,9 +172,75 @@ func TestKernelPathAllocs(t *testing.T) {
 		}
 	})
 	if allocs != 0 {
-		t.Errorf("kernel path: %v allocs per packet, want 0", allocs)
+		t.Errorf("kernel path (inline writes %v): %v allocs per packet, want 0", inline, allocs)
+	}
+	if inline && dev.n.Load() == 0 {
+		t.Errorf("inline writes: the loop wrote nothing")
 	}
 }
+
+// TestDirectReadAllocs: the loop reading a kernel itself (direct.go),
+// injecting its packets and writing them to another kernel allocates
+// nothing, and it reads only while the device polls readable.
+func TestDirectReadAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts mean nothing under -race (the detector allocates)")
+	}
+	p, err := NewPacer(sim.NewLoop(), packet.NewPool(), PacerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.direct.close()
+	defer p.w.close()
+	p.start = time.Now() // as Run sets it: reads are stamped with the time since
+	pkt := ipPacket(netip.MustParseAddr("198.18.0.1"), netip.MustParseAddr("198.18.0.2"), 1400)
+	efd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(efd)
+	src := &pollCountDevice{fd: efd}
+	src.read = func(bufs [][]byte, sizes []int, offset int) (int, error) {
+		for i := range bufs {
+			sizes[i] = copy(bufs[i][offset:], pkt)
+		}
+		return len(bufs), nil
+	}
+	dst := &countDevice{}
+	out := p.newOutput(dst, 64, packet.MaxSize, true)
+	in := p.newInput(8, 0, packet.MaxSize, func(_ sim.Time, b *packet.Buffer) {
+		out.Send(b.Data())
+		b.Free()
+	})
+	if ok, err := p.readDirect(in, src); !ok || err != nil {
+		t.Fatalf("readDirect: %v, %v", ok, err)
+	}
+	if p.pollInputs() {
+		t.Fatal("the loop read a device that does not poll readable")
+	}
+	unix.Write(efd, []byte{1, 0, 0, 0, 0, 0, 0, 0})
+	allocs := testing.AllocsPerRun(1000, func() {
+		if !p.pollInputs() {
+			t.Fatal("the loop did not read a readable device")
+		}
+		p.flush()
+	})
+	if allocs != 0 {
+		t.Errorf("direct read: %v allocs per batch, want 0", allocs)
+	}
+	if dst.n.Load() == 0 {
+		t.Error("nothing reached the other kernel")
+	}
+}
+
+// pollCountDevice is a countDevice the loop reads itself: it polls as fd
+// does.
+type pollCountDevice struct {
+	countDevice
+	fd int
+}
+
+func (d *pollCountDevice) PollFD() (int, error) { return d.fd, nil }
 
 // countDevice is a Device whose writes only count; reads call read.
 type countDevice struct {
@@ -214,7 +291,7 @@ func BenchmarkKernelHandoff(b *testing.B) {
 		go p.Run(ctx)
 		defer func() { cancel(); <-p.Done() }()
 		dev := &countDevice{done: make(chan struct{})}
-		out := p.newOutput(1024, 1500)
+		out := p.newOutput(dev, 1024, 1500, false)
 		go out.WriteTo(dev)
 		in := p.newInput(dev.BatchSize(), 0, 1500, func(_ sim.Time, pk *packet.Buffer) {
 			for !out.Send(pk.Data()) {

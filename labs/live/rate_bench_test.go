@@ -3,12 +3,15 @@ package live
 import (
 	"context"
 	"encoding/binary"
+	"flag"
 	"net/netip"
 	"os"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/mrlab/mrlab/labs"
 )
@@ -25,6 +28,13 @@ import (
 // Compare two builds (or modes) in the same run; the machine's load moves
 // the absolute figure.
 
+// writerOnly runs the benchmarks' labs with Options.WriterOnly, to
+// compare with the default in one build.
+var (
+	writerOnly = flag.Bool("live.writer-only", false, "benchmarks: labs hand every batch for a kernel to its writer goroutine (Options.WriterOnly)")
+	readerOnly = flag.Bool("live.reader-only", false, "benchmarks: labs read every kernel on a reader goroutine (Options.ReaderOnly)")
+)
+
 // genDevice is a host kernel that sends as fast as the lab reads: every
 // Read returns a full batch of copies of pkt. Writes are counted.
 type genDevice struct {
@@ -35,6 +45,27 @@ type genDevice struct {
 	closed chan struct{}
 	gate   chan struct{} // Read waits for it to close (the timer to start)
 	idle   bool          // a receiver: Read blocks until Close
+	efd    int           // PollFD: an eventfd readable from the gate's opening on, never if idle
+}
+
+// PollFD makes the device one the loop reads itself (direct.go): it
+// polls readable once the gate opens (always, for a sender: a kernel
+// with packets queued) and never for an idle receiver.
+func (d *genDevice) PollFD() (int, error) {
+	if d.efd == 0 {
+		fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+		if err != nil {
+			return -1, err
+		}
+		d.efd = fd
+		if !d.idle {
+			go func() {
+				<-d.gate
+				unix.Write(fd, []byte{1, 0, 0, 0, 0, 0, 0, 0})
+			}()
+		}
+	}
+	return d.efd, nil
 }
 
 func (d *genDevice) Read(bufs [][]byte, sizes []int, offset int) (int, error) {
@@ -72,6 +103,9 @@ func (d *genDevice) Close() error {
 	case <-d.closed:
 	default:
 		close(d.closed)
+		if d.efd > 0 {
+			unix.Close(d.efd)
+		}
 	}
 	return nil
 }
@@ -132,13 +166,13 @@ func benchPacketRate(b *testing.B, maxRate float64, size int) {
 	const batch = 64
 	src := &genDevice{pkt: udp4(hs[0].Addr, hs[1].Addr, size), batch: batch, closed: make(chan struct{}), gate: make(chan struct{})}
 	dst := &genDevice{batch: batch, closed: make(chan struct{}), idle: true}
-	l, err := Up(context.Background(), testLabName("r"), eng, Options{RunDir: b.TempDir(), Devices: []Device{src, dst}})
+	l, err := Up(context.Background(), testLabName("r"), eng, Options{RunDir: b.TempDir(), Devices: []Device{src, dst}, WriterOnly: *writerOnly, ReaderOnly: *readerOnly})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer l.Close()
 	b.ResetTimer()
-	cpu0 := cpuTime()
+	cpu0, csw0 := cpuTime(), ctxSwitches()
 	start := time.Now()
 	close(src.gate)
 	deadline := start.Add(2 * time.Minute)
@@ -146,7 +180,7 @@ func benchPacketRate(b *testing.B, maxRate float64, size int) {
 		time.Sleep(200 * time.Microsecond)
 	}
 	el := time.Since(start)
-	cpu := cpuTime() - cpu0
+	cpu, csw := cpuTime()-cpu0, ctxSwitches()-csw0
 	got, sent := dst.wrote.Load(), src.read.Load()
 	b.StopTimer()
 	src.Close()
@@ -156,8 +190,22 @@ func benchPacketRate(b *testing.B, maxRate float64, size int) {
 	}
 	b.ReportMetric(float64(got)/el.Seconds(), "pps")
 	b.ReportMetric(cpu.Seconds()/el.Seconds(), "cores")
+	// CPU and context switches per packet: what the runtime costs,
+	// whatever share of the machine it got.
+	b.ReportMetric(float64(cpu.Nanoseconds())/float64(max(got, 1)), "cpu-ns/pkt")
+	b.ReportMetric(1000*float64(csw)/float64(max(got, 1)), "csw/kpkt")
 	b.ReportMetric(float64(s.Lag.MaxLag)/1e6, "max-lag-ms")
 	b.ReportMetric(100*float64(max(sent-got, 0))/float64(max(sent, 1)), "in-flight-or-lost-%")
+}
+
+// ctxSwitches is how many times the process's threads were switched off
+// their CPU so far, voluntarily or not.
+func ctxSwitches() int64 {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return ru.Nvcsw + ru.Nivcsw
 }
 
 // cpuTime is the process's user and system CPU time so far.
@@ -167,4 +215,48 @@ func cpuTime() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// TestLoopDoesKernelIO: a lab whose hosts' devices can be polled has the
+// loop read and write them itself (no reader or writer goroutine), and
+// packets cross it; with ReaderOnly and WriterOnly the goroutines do it.
+func TestLoopDoesKernelIO(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts Options
+		own  bool
+	}{
+		{"loop", Options{}, true},
+		{"goroutines", Options{ReaderOnly: true, WriterOnly: true}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			eng, err := NewLabEngine(mustBuiltin(t, "b2b"), EngineConfig{MaxRate: 1e9})
+			if err != nil {
+				t.Fatal(err)
+			}
+			hs := eng.Hosts()
+			src := &genDevice{pkt: udp4(hs[0].Addr, hs[1].Addr, 256), batch: 8, closed: make(chan struct{}), gate: make(chan struct{})}
+			dst := &genDevice{batch: 8, closed: make(chan struct{}), idle: true}
+			opts := tc.opts
+			opts.RunDir, opts.Devices = t.TempDir(), []Device{src, dst}
+			l, err := Up(context.Background(), testLabName("io"), eng, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			for i, h := range l.hosts {
+				if h.direct != tc.own || h.out.inline != tc.own {
+					t.Errorf("host %d: the loop reads it %v and writes it %v, want %v", i, h.direct, h.out.inline, tc.own)
+				}
+			}
+			close(src.gate)
+			for end := time.Now().Add(20 * time.Second); dst.wrote.Load() < 1000 && time.Now().Before(end); {
+				time.Sleep(10 * time.Millisecond)
+			}
+			src.Close()
+			if n := dst.wrote.Load(); n < 1000 {
+				t.Fatalf("%d packets reached h1's kernel in 20 s, want 1000", n)
+			}
+		})
+	}
 }

@@ -54,6 +54,17 @@ type Options struct {
 	// empty; metricsOff serves none). The address chosen is recorded in
 	// the state file and the status.
 	Metrics string
+	// WriterOnly hands every batch of packets for a host's kernel to a
+	// writer goroutine of its own. By default the loop writes batches to
+	// the TUN itself: a hand-off wakes the writer's thread, and on this
+	// project's 2-core VM a thread wake-up costs more than the write
+	// (BenchmarkLabPacketRate's csw/kpkt and cpu-ns/pkt; README "The
+	// lab's own packet rate").
+	WriterOnly bool
+	// ReaderOnly reads every host's kernel on a reader goroutine that
+	// hands batches to the loop. By default the loop reads a TUN itself
+	// (direct.go): the kernel wakes it straight from a host's send.
+	ReaderOnly bool
 	// Extend, if set, adds handlers to the control server before it
 	// serves (packet capture, telemetry). Handlers run on the server's
 	// goroutines: reach the engine through l.Pacer().Do.
@@ -87,12 +98,13 @@ type Lab struct {
 // hostIO is one host's kernel side: its device and the goroutines that
 // read and write it.
 type hostIO struct {
-	spec  HostSpec
-	ns    string
-	dev   Device
-	in    *kernelInput
-	out   *kernelOutput
-	label string
+	spec   HostSpec
+	ns     string
+	dev    Device
+	in     *kernelInput
+	out    *kernelOutput
+	direct bool // the loop reads dev itself (direct.go)
+	label  string
 
 	// Loop-goroutine counters.
 	fromKernel uint64
@@ -147,8 +159,12 @@ func Up(ctx context.Context, name string, eng Engine, opts Options) (_ *Lab, err
 	runCtx, cancel := context.WithCancel(ctx)
 	l.cancel = cancel
 	for _, h := range l.hosts {
-		go h.in.readFrom(h.dev)
-		go h.out.WriteTo(h.dev)
+		if !h.direct {
+			go h.in.readFrom(h.dev)
+		}
+		if !h.out.inline {
+			go h.out.WriteTo(h.dev)
+		}
 	}
 	go l.run(runCtx)
 	opts.Logf("lab %s up: %d hosts, control socket %s", name, len(l.hosts), st.Socket)
@@ -248,7 +264,12 @@ func (l *Lab) startEngine() error {
 		// As many as the kernel's own queue towards the lab holds: a
 		// writer the machine starves for a while must not drop what a
 		// host's NIC would have handed its kernel.
-		h.out = l.pacer.newOutput(kernelQueueLen(h.spec.Rate, opts.MTU), opts.MTU)
+		h.out = l.pacer.newOutput(h.dev, kernelQueueLen(h.spec.Rate, opts.MTU), opts.MTU, !opts.WriterOnly)
+		if !opts.ReaderOnly {
+			if h.direct, err = l.pacer.readDirect(h.in, h.dev); err != nil {
+				return fmt.Errorf("lab %s host %s: %w", l.name, h.label, err)
+			}
+		}
 	}
 	return nil
 }
@@ -435,6 +456,10 @@ type HostStatus struct {
 	// ToKernelDrops counts packets for the kernel dropped because the TUN
 	// writer fell behind (or the kernel refused them).
 	ToKernelDrops uint64 `json:"to_kernel_drops"`
+	// FromKernelErrors counts reads of the host's mr0 that failed (a
+	// malformed offload header from the host's kernel: the packet is
+	// dropped and the lab reads on).
+	FromKernelErrors uint64 `json:"from_kernel_errors,omitempty"`
 	// Verbs lists the programs using the host's verbs endpoint.
 	Verbs []uverbs.ClientStatus `json:"verbs,omitempty"`
 	// Kernel is the host kernel's own counters of its mr0 (nil for a lab
@@ -458,7 +483,7 @@ func (l *Lab) Status(ctx context.Context) (Status, error) {
 		for i, h := range l.hosts {
 			sh := l.state.Hosts[i]
 			s.Hosts = append(s.Hosts, HostStatus{Name: sh.Name, Addr: sh.Addr, Namespace: sh.Namespace, Iface: sh.Iface,
-				FromKernel: h.fromKernel, ToKernel: h.toKernel, ToKernelDrops: h.out.Drops(), Verbs: vs[sh.Name]})
+				FromKernel: h.fromKernel, FromKernelErrors: h.in.readErrs, ToKernel: h.toKernel, ToKernelDrops: h.out.Drops(), Verbs: vs[sh.Name]})
 		}
 	})
 	if err != nil {
