@@ -78,7 +78,10 @@
 // PTO (RTT + 4 x variation + the peer's ACK delay + the lateness) after its last
 // transmission or progress; more probes follow while chance can explain
 // their loss; only then a timeout, which moves the path's chunks to paths
-// that deliver and the path to a new entropy (probe.go). A chunk the
+// that deliver and the path to a new entropy (probe.go). A probe
+// unanswered for a PTO moves the path's chunks early (the path is suspect)
+// only when another path delivered a round trip after the probe left:
+// when every path's ACKs are late alike, the peer is slow, not the route. A chunk the
 // receiver refused with an RNR NAK is neither lost nor a tail: while
 // chunks wait out their RNR back-off, a path holding no chunk (only
 // fillers and probes) arms no probe and no timeout; it probes again a PTO
