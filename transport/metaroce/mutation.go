@@ -93,10 +93,9 @@ const (
 	// MutRepathAnyLoss: a path moves on any loss, without comparing its
 	// losses with the typical path's (§10 gray paths).
 	MutRepathAnyLoss
-	// MutSuspectAlone: a path whose tail-loss probe goes unanswered moves
-	// its chunks to other paths even when no path has delivered since the
-	// probe left (§10 Tail-loss probe).
-	MutSuspectAlone
+	// MutNoPathCap: every path takes new data whatever the connection's
+	// window or what it has to send (§9 Paths).
+	MutNoPathCap
 )
 
 // mutated reports whether the connection breaks rule m (a planted fault).
@@ -215,6 +214,6 @@ func Mutations() []NamedMutation {
 		{"rnr-as-access", MutRNRAsAccess}, {"place-duplicate", MutPlaceDuplicate}, {"ignore-gen", MutIgnoreGen},
 		{"no-ackreq", MutNoAckReq}, {"sack-first-word", MutSACKFirstWord}, {"read-retx-stale", MutReadRetxStale},
 		{"no-gray-repath", MutNoGrayRepath}, {"repath-any-loss", MutRepathAnyLoss},
-		{"suspect-alone", MutSuspectAlone},
+		{"no-path-cap", MutNoPathCap},
 	}
 }

@@ -23,17 +23,23 @@ import (
 //     filler); otherwise a bare PROBE. Its ACK shows any hole before
 //     it, so a lost tail is found within about one round trip.
 //   - A probe interval without progress after it (a PTO while chance can
-//     explain the silence, then doubling per probe, at most RTOMax), while
-//     another path of the connection has made progress a round trip or
-//     more after the probe left (othersDeliver, the timeout's evidence
-//     below): the path is suspect. Its outstanding chunks move to paths
+//     explain the silence, then doubling per probe, at most RTOMax), with
+//     evidence that the route is silent: another path of the connection
+//     has made progress a round trip or more after the probe left
+//     (othersDeliver, the timeout's evidence below), or packets the path
+//     sent after its last progress were found lost across paths
+//     (lossdetect.go: later packets on other paths arrived), or nothing
+//     else is outstanding and nothing is left to send (othersIdle): the
+//     path is suspect. Its outstanding chunks move to paths
 //     that have delivered within their PTO and it takes no new data.
 //     Either way it sends another probe, a bare PROBE, every probe
 //     interval. Without that evidence every path's ACKs are late alike
 //     (the peer's NIC is slow to send them, a queue all paths cross):
 //     moving would send each chunk twice for nothing (on plane-scaling's
 //     4,000 connections 12,000 of 12,362 moves were, seed 3), so the
-//     path keeps its chunks and keeps taking its share.
+//     path keeps its chunks and keeps taking its share. (Without the
+//     last two kinds of evidence a plane that dies with a connection's
+//     last chunks on it would hold them until RTOMax.)
 //   - A retransmission timeout when, a probe interval after the last
 //     probe, the path has sent at least tailProbes() probes (one on a
 //     loss-free connection, more when its measured loss makes that many
@@ -166,14 +172,18 @@ func (c *Conn) onPathTimer(p *sndPath) {
 			c.pathTimeout(p)
 			break
 		}
-		if p.tlps >= 1 && !p.suspect && (c.othersDeliver(p) || c.mutated(MutSuspectAlone)) {
-			// A probe unanswered for a probe interval while another path
-			// delivered a round trip after it left: the route is silent,
-			// not the peer. What the path holds goes to paths that
-			// deliver, and the path takes no new data until it answers.
-			// When no path has delivered since, the whole connection's
-			// ACKs are late (a queue every path crosses, the peer NIC's
-			// transmit scheduler): moving chunks would only send them
+		if p.tlps >= 1 && !p.suspect && (c.othersDeliver(p) || p.silentLoss || c.othersIdle(p)) {
+			// A probe unanswered for a probe interval, with evidence that
+			// the route is silent, not the peer: another path delivered a
+			// round trip after the probe left, or packets sent on this
+			// path after its last progress were found lost across paths
+			// (later ones elsewhere arrived), or there is nothing else to
+			// compare with (no other path holds anything and nothing is
+			// left to send: waiting would wait for ever). What the path
+			// holds goes to paths that deliver, and the path takes no new
+			// data until it answers. Without such evidence every path's
+			// ACKs are late alike (a queue all paths cross, the peer
+			// NIC's transmit scheduler): moving would send each chunk
 			// twice, so the path keeps them and probes on.
 			p.suspect = true
 			moved := c.abandon(p)
@@ -262,6 +272,23 @@ func (c *Conn) probeInterval(p *sndPath) sim.Time {
 // probe interval has backed off to RTOMax.
 func (c *Conn) othersDeliver(p *sndPath) bool {
 	return c.s.lastProgress > p.tlpSentAt+max(c.s.srtt, c.s.recentRTT)
+}
+
+// othersIdle reports whether no other path of the connection has data in
+// flight (bytes not yet acknowledged, found lost or presumed gone): p's
+// silence then has nothing to be compared with (a path holding the
+// connection's last chunks, or paths whose ACKs all stopped), and waiting
+// for evidence would wait for ever.
+func (c *Conn) othersIdle(p *sndPath) bool {
+	if c.s.unsent > 0 {
+		return false // the others have work to come: their ACKs will tell
+	}
+	for i := range c.s.paths {
+		if q := &c.s.paths[i]; q != p && (q.state == PathActive || q.state == PathDraining) && !q.sb.empty() {
+			return false
+		}
+	}
+	return true
 }
 
 // tailProbes is how many tail-loss probes a path sends before it times

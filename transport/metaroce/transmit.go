@@ -116,6 +116,10 @@ func (c *Conn) pickPath(port, size int) *sndPath {
 	}
 	ports := c.cfg.Ports
 	n := (len(c.s.paths) - port + ports - 1) / ports // paths on this plane
+	if k := uint16(c.activePerPlane()); k != c.s.perPlane {
+		c.s.perPlane = k
+		c.s.sharesDirty = true
+	}
 	c.shares()
 	run := c.runLength(w)
 	k := int(pk.cursor)
@@ -151,7 +155,8 @@ func (c *Conn) pickPath(port, size int) *sndPath {
 // pickHealthy chooses the path of port's plane that re-sends a chunk moved
 // off a path that timed out: one that has delivered within the last probe
 // timeout if any (so a chunk does not hop from one dead path to the next
-// while a plane is down), else any that takes data.
+// while a plane is down), else any that takes data. A spare path (beyond
+// its plane's active paths) is a working route and may take it.
 func (c *Conn) pickHealthy(port, size int) *sndPath {
 	if !c.canSend(size) {
 		return nil
