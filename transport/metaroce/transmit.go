@@ -155,8 +155,7 @@ func (c *Conn) pickPath(port, size int) *sndPath {
 // pickHealthy chooses the path of port's plane that re-sends a chunk moved
 // off a path that timed out: one that has delivered within the last probe
 // timeout if any (so a chunk does not hop from one dead path to the next
-// while a plane is down), else any that takes data. A spare path (beyond
-// its plane's active paths) is a working route and may take it.
+// while a plane is down), else any that takes data.
 func (c *Conn) pickHealthy(port, size int) *sndPath {
 	if !c.canSend(size) {
 		return nil
