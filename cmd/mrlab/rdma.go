@@ -33,7 +33,7 @@ func rdmaFlags() []cli.Flag {
 	c := "RDMA workloads"
 	return []cli.Flag{
 		&cli.StringFlag{Name: "streams", Category: c, Usage: "ordered streams per connection (MetaRoCE, 1..1024)", DefaultText: "1"},
-		&cli.StringFlag{Name: "paths", Category: c, Usage: "MetaRoCE paths per connection (1..256)", DefaultText: "4 per plane, at least 16"},
+		&cli.StringFlag{Name: "paths", Category: c, Usage: "MetaRoCE paths per connection (1..256)", DefaultText: "8 per plane, at least 16"},
 		&cli.StringSliceFlag{Name: "from", Category: c, Usage: "sending hosts (point-to-point, incast) or participants (collectives)"},
 		&cli.StringSliceFlag{Name: "to", Category: c, Usage: "receiving host(s)"},
 		&cli.StringFlag{Name: "timeout", Category: c, Value: "10s", Usage: "virtual-time limit of the run"},

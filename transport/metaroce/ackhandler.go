@@ -98,6 +98,7 @@ func (c *Conn) onPathAck(r *wire.PathAck) {
 		// The path delivers: restart its timers (RFC 8985 re-arms on every
 		// ACK that acknowledges something new, SACKed or not).
 		p.tlpBase, p.tlpSent, p.tlps, p.lastProgress = c.now, false, 0, c.now
+		p.silentLoss = false
 		c.s.lastProgress = c.now
 		if p.suspect {
 			p.suspect = false
@@ -226,5 +227,8 @@ func (c *Conn) lossesFound(p *sndPath, newLosses, judged, left int) {
 	c.flagPath(p)
 	if judged > 0 {
 		c.noteLosses(p, judged)
+	}
+	if newLosses > judged {
+		p.silentLoss = true // later packets on other paths arrived; this path said nothing
 	}
 }

@@ -247,6 +247,7 @@ func (c *Conn) shares() {
 		return
 	}
 	c.s.sharesDirty = false
+	c.setSpare(int(c.s.perPlane))
 	sum, top, n := 0.0, 0.0, 0
 	for i := range c.s.paths {
 		if p := &c.s.paths[i]; p.usable() {

@@ -26,7 +26,7 @@
 //     sequence number (DSN) per chunk makes placement idempotent and lets a
 //     chunk move between paths unambiguously. Payload bytes move in
 //     exactly two functions (payload.go).
-//   - Paths. Each path (default 4 per NIC port, at least 16, up to 256;
+//   - Paths. Each path (default 8 per NIC port, at least 16, up to 256;
 //     path p uses NIC port p mod Ports) has its own UDP source port (ECMP entropy), PSN space and
 //     scoreboard (scoreboard.go), RTT estimate, ECN signal and share of
 //     the connection's window.
@@ -34,7 +34,15 @@
 // # Sending
 //
 // A new chunk goes out when the connection's window W and pacing rate R
-// allow (cc.go), on the path whose turn it is on the port asking: paths
+// allow (cc.go), on the path whose turn it is on the port asking. Only
+// the first k usable paths of each plane take new data: k is enough that
+// each carries AckEvery packets of min(W, bytes in flight + bytes not yet
+// sent), at least 1 and at most the plane's paths (path.go). A connection
+// whose window is a few packets (a sliver of a busy receiver, a short
+// message) so uses few paths, each with packets behind a loss to show it
+// in its SACK and to draw ACKs of its own; one with a large window sprays
+// over them all. The paths beyond k (spare) keep what they have
+// outstanding, with its timers, and take nothing new. The active paths
 // take turns in a weighted round robin, a path's weight being 1 minus its
 // CE-marked fraction, and each path takes a run of packets in a row, as
 // many as keep about two packets per path in flight per round trip (at
@@ -89,7 +97,13 @@
 // PTO (RTT + 4 x variation + the peer's ACK delay + the lateness) after its last
 // transmission or progress; more probes follow while chance can explain
 // their loss; only then a timeout, which moves the path's chunks to paths
-// that deliver and the path to a new entropy (probe.go). A chunk the
+// that deliver and the path to a new entropy (probe.go). A probe
+// unanswered for a PTO moves the path's chunks early (the path is suspect)
+// only with evidence against the route: another path delivered a round
+// trip after the probe left, or the path's packets sent since its last
+// progress were found lost across paths, or nothing else is outstanding
+// or left to send; when every path's ACKs are late alike, the peer is
+// slow, not the route. A chunk the
 // receiver refused with an RNR NAK is neither lost nor a tail: while
 // chunks wait out their RNR back-off, a path holding no chunk (only
 // fillers and probes) arms no probe and no timeout; it probes again a PTO

@@ -93,6 +93,9 @@ const (
 	// MutRepathAnyLoss: a path moves on any loss, without comparing its
 	// losses with the typical path's (§10 gray paths).
 	MutRepathAnyLoss
+	// MutNoPathCap: every path takes new data whatever the connection's
+	// window or what it has to send (§9 Paths).
+	MutNoPathCap
 )
 
 // mutated reports whether the connection breaks rule m (a planted fault).
@@ -211,5 +214,6 @@ func Mutations() []NamedMutation {
 		{"rnr-as-access", MutRNRAsAccess}, {"place-duplicate", MutPlaceDuplicate}, {"ignore-gen", MutIgnoreGen},
 		{"no-ackreq", MutNoAckReq}, {"sack-first-word", MutSACKFirstWord}, {"read-retx-stale", MutReadRetxStale},
 		{"no-gray-repath", MutNoGrayRepath}, {"repath-any-loss", MutRepathAnyLoss},
+		{"no-path-cap", MutNoPathCap},
 	}
 }

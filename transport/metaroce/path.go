@@ -73,6 +73,8 @@ type sndPath struct {
 	tlpSent      bool     // a tail-loss probe went out since progress
 	tlps         int      // tail-loss probes since progress
 	suspect      bool     // a probe went unanswered: chunks moved, no new data
+	spare        bool     // beyond its plane's active paths: no new data (activePerPlane)
+	silentLoss   bool     // packets sent after its last ACK progress were found lost across paths
 	tlpSentAt    sim.Time
 	probeWant    bool     // a probe is due on this path
 	probeAt      sim.Time // Probing/Failed: when the next probe is due
@@ -106,7 +108,65 @@ func pathTimerFired(now sim.Time, arg any) {
 func (p *sndPath) plane(ports int) int { return int(p.id) % ports }
 
 // usable reports whether the path takes new data.
-func (p *sndPath) usable() bool { return p.state == PathActive && !p.suspect }
+func (p *sndPath) usable() bool { return p.state == PathActive && !p.suspect && !p.spare }
+
+// serviceable reports whether the path could take new data were it among
+// its plane's active paths.
+func (p *sndPath) serviceable() bool { return p.state == PathActive && !p.suspect }
+
+// activePerPlane is how many paths of each plane take new data: enough
+// that each carries AckEvery (default 4) full packets of the connection's
+// allowance, the smaller of its window W and what it has to send (in
+// flight plus not yet sent), at least one per plane and at most the
+// plane's paths. A connection with a window of a few packets (a sliver of
+// a busy receiver, or a short message) then uses a few paths, each with
+// packets behind any loss, and one with a window of hundreds of packets
+// sprays over all of them. AckEvery packets per path is what the receiver
+// answers with one ACK, so each path draws ACKs of its own, and a lost
+// packet is usually followed on its path by later ones whose arrival
+// shows the loss in the path's SACK at once (paths are FIFO), where a
+// path's lone packet waits for the reordering window or a probe. W comes
+// from the measured base RTT and the rate (cc.go), so the rule holds the
+// same at any link rate.
+func (c *Conn) activePerPlane() int {
+	ports := c.cfg.Ports
+	onPlane := (len(c.s.paths) + ports - 1) / ports
+	if !c.s.heard {
+		// Before the receiver's first ACK there is no measured window to
+		// size the set by (one packet goes): no cap.
+		return onPlane
+	}
+	allow := min(int64(c.window()), int64(c.s.inflight)+c.s.unsent)
+	pkts := max(int((allow+int64(c.mss)-1)/int64(c.mss)), 1)
+	per := c.opts.AckEvery
+	if c.mutated(MutNoPathCap) {
+		per = 1
+		pkts = len(c.s.paths)
+	}
+	n := (pkts + per - 1) / per
+	return min(max((n+ports-1)/ports, 1), onPlane)
+}
+
+// setSpare marks, on each plane, the paths past the first perPlane that
+// could take new data as spare (they keep what they have outstanding and
+// its timers, and take nothing new).
+func (c *Conn) setSpare(perPlane int) {
+	ports := c.cfg.Ports
+	if perPlane <= 0 {
+		perPlane = len(c.s.paths) // not computed yet: no cap
+	}
+	for port := 0; port < ports; port++ {
+		k := 0
+		for i := port; i < len(c.s.paths); i += ports {
+			p := &c.s.paths[i]
+			p.spare = false
+			if p.serviceable() {
+				p.spare = k >= perPlane
+				k++
+			}
+		}
+	}
+}
 
 // repathReason says why a path moved to a new entropy.
 type repathReason uint8
@@ -197,7 +257,7 @@ func (c *Conn) repath(p *sndPath, why repathReason, abandon bool) {
 	p.lastCE, p.lastRx = 0, 0
 	p.roundPkts, p.roundCE, p.roundEnd, p.markRounds, p.heavy = 0, 0, 0, 0, false
 	p.genSent, p.genLost = 0, 0
-	p.tlpSent, p.tlps, p.suspect = false, 0, false
+	p.tlpSent, p.tlps, p.suspect, p.silentLoss = false, 0, false, false
 	p.alpha = 0 // a new route: its marks are its own
 	c.s.sharesDirty = true
 	p.st.entropyChanges++

@@ -11,6 +11,7 @@ import (
 
 	"github.com/mrlab/mrlab/internal/sim"
 	"github.com/mrlab/mrlab/transport"
+	"github.com/mrlab/mrlab/transport/metaroce"
 	"github.com/mrlab/mrlab/workload"
 )
 
@@ -26,8 +27,11 @@ import (
 // the figures measured where a lost packet began to cost wire time
 // (fabric.LossAtWire, the merge of #27's honest links with this test),
 // less a margin of about 0.03 (16 streams at 10%: 0.419 then, 0.408 with
-// the measured lateness, 0.387 once ties broke by (time, origin, seq); its
-// floor follows the last). The targets (0.85 at 1%, 0.5 at
+// the measured lateness, 0.387 once ties broke by (time, origin, seq), 0.372
+// with the active paths capped by the window: 4 paths carry its 16
+// packets; its floor stays 0.36). With the cap: b2b 0.978 and 0.827,
+// leafspine one stream 0.680, 16 streams at 1% 0.933, 10us one stream
+// 0.504, 16 streams 0.604. The targets (0.85 at 1%, 0.5 at
 // 10%) are missed in the one-stream cases for the reason above.
 func TestTargetShallowLoss(t *testing.T) {
 	if testing.Short() {
@@ -73,11 +77,12 @@ func TestTargetShallowLoss(t *testing.T) {
 }
 
 // TestTargetPlanesDefaultPaths: an 8-plane k=4 fat-tree permutation with
-// the default options (4 paths per plane: 32) carries at least 0.74 of
-// its capacity loss-free in steady state, 64 KiB WRITEs, 64 outstanding
-// per connection (16 cover under one base RTT of an 800 Gbit/s host).
-// Measured 0.771; 64 paths give 0.847 (the target is 0.8), see
-// DefaultPaths for why that is not the default.
+// the default options (8 paths per plane: 64, all active under a window
+// of hundreds of packets) carries at least 0.8 of its capacity loss-free
+// in steady state (#27's target), 64 KiB WRITEs, 64 outstanding per
+// connection (16 cover under one base RTT of an 800 Gbit/s host).
+// Measured 0.845; 0.752 with 4 paths per plane (32), the default before
+// the active paths were capped by the window (DefaultPaths).
 func TestTargetPlanesDefaultPaths(t *testing.T) {
 	if testing.Short() {
 		t.Skip("long")
@@ -88,7 +93,41 @@ func TestTargetPlanesDefaultPaths(t *testing.T) {
 	o := b.run(t, job{spec: spec, from: 100 * sim.Microsecond, to: spec.Duration})
 	frac := o.goodput / (16 * 8 * b.rate * wireLimit(transport.MetaRoCE, 64<<10))
 	t.Logf("%.0f Gb/s = %.3f of capacity, %d retransmissions, %d timeouts", o.goodput/1e9, frac, o.res.Retransmits, o.res.Timeouts)
-	if frac < 0.74 {
-		t.Errorf("%.3f of capacity, want >= 0.74", frac)
+	if frac < 0.8 {
+		t.Errorf("%.3f of capacity, want >= 0.8", frac)
+	}
+}
+
+// TestManyConnsFewMoves: many connections per host pair on 4 planes (a
+// small plane-scaling bed: 16 KiB WRITEs, 2 in flight per connection,
+// each connection paced at a sliver of the hosts' capacity), so the
+// receiving NICs' transmit schedulers hold ACKs for many packet times and
+// every path of a connection hears late alike. A path whose tail-loss
+// probe goes unanswered moves its chunks only with evidence against its
+// route (probe.go); moving on silence alone, most moves were spurious and
+// each such chunk went twice: 3.36% of data packets sent again, 1.58%
+// with the rule, 1.57% with the active paths capped by the window too
+// (8 hosts, 250 connections per pair, 4 KiB packets).
+func TestManyConnsFewMoves(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long")
+	}
+	b := bed{topo: "leafspine", rate: 100e9, planes: 4, hpl: 4, spines: 2}
+	spec := workload.Spec{Name: workload.Permutation, Transport: transport.MetaRoCE, Size: 16 << 10, QueueDepth: 2,
+		Conns: 250, Iterations: 250 * 4}
+	o := b.run(t, job{spec: spec})
+	data := uint64(0)
+	for _, nic := range o.cl.NICs {
+		for _, c := range nic.Conns() {
+			if mc, ok := c.Transport().(*metaroce.Conn); ok {
+				data += mc.Stats().DataPacketsSent
+			}
+		}
+	}
+	frac := float64(o.res.Retransmits) / float64(data)
+	t.Logf("%.0f Gb/s, %d data packets, %d retransmissions (%.2f%%), %d timeouts, %d errors",
+		o.goodput/1e9, data, o.res.Retransmits, 100*frac, o.res.Timeouts, o.res.Errors)
+	if o.res.Errors != 0 || frac > 0.025 {
+		t.Errorf("%.2f%% of data packets sent again (want <= 2.5%%), %d errors", 100*frac, o.res.Errors)
 	}
 }

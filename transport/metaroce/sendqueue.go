@@ -95,6 +95,9 @@ type sndState struct {
 	peerBusy    bool     // the latest ACK said the receiver answers marks itself
 	sharesDirty bool     // the path shares need recomputing
 	reo         reoAdapt // the reordering window's scale (lossdetect.go)
+	// perPlane is how many paths of each plane take new data, as last
+	// computed (activePerPlane, path.go); 0 before the first.
+	perPlane uint16
 }
 
 // portPick is path choice on one port: a round-robin cursor, the packets

@@ -116,6 +116,10 @@ func (c *Conn) pickPath(port, size int) *sndPath {
 	}
 	ports := c.cfg.Ports
 	n := (len(c.s.paths) - port + ports - 1) / ports // paths on this plane
+	if k := uint16(c.activePerPlane()); k != c.s.perPlane {
+		c.s.perPlane = k
+		c.s.sharesDirty = true
+	}
 	c.shares()
 	run := c.runLength(w)
 	k := int(pk.cursor)

@@ -27,6 +27,7 @@ func TestScriptsKillTheirFaults(t *testing.T) {
 		{"read-resp-retx-bytes", metaroce.MutReadRetxStale},
 		{"path-gray-repath", metaroce.MutNoGrayRepath},
 		{"path-even-loss-stays", metaroce.MutRepathAnyLoss},
+		{"paths-active-by-window", metaroce.MutNoPathCap},
 	} {
 		t.Run(c.script, func(t *testing.T) {
 			s := byName[c.script]
