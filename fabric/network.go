@@ -342,7 +342,7 @@ func Build(s sim.Scheduler, pool *packet.Pool, topo *Topology, opts BuildOptions
 				to:       to,
 				fromNode: n.nodeByNm[from.Node],
 				toNode:   n.nodeByNm[to.Node],
-				params:   params,
+				params:   paramsOf(params),
 				rng:      sim.NewRand(opts.Seed, tl.Name+":"+d.String()),
 				org:      s.NewOrigin(),
 				s:        s,
@@ -350,7 +350,7 @@ func Build(s sim.Scheduler, pool *packet.Pool, topo *Topology, opts BuildOptions
 			}
 			p.idleSince = n.start
 			p.qLast = n.start
-			p.init()
+			p.init(params.Impair)
 			l.ends[d] = p
 			n.ports = append(n.ports, p)
 			fn := &n.nodes[p.fromNode]
