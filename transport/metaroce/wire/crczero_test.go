@@ -89,3 +89,30 @@ func BenchmarkSealData(b *testing.B) {
 		}
 	})
 }
+
+// FuzzParseZeros: for any bytes and any span of them made zero, ParseZeros
+// (which does not read the span) gives exactly Parse's result, and a
+// packet sealed with SealZeros over that span is the one Seal makes.
+func FuzzParseZeros(f *testing.F) {
+	for _, p := range seedPackets() {
+		f.Add(p, uint16(DataSize), uint16(len(p)))
+	}
+	f.Fuzz(func(t *testing.T, pkt []byte, at, z uint16) {
+		if int(at) < len(pkt) {
+			clear(pkt[at:min(len(pkt), int(at)+int(z))])
+		}
+		typ, body, err := Parse(pkt)
+		typ2, body2, err2 := ParseZeros(pkt, int(at), int(z))
+		if typ != typ2 || len(body) != len(body2) || err != err2 {
+			t.Fatalf("Parse = %v, %d bytes, %v; ParseZeros(%d, %d) = %v, %d bytes, %v", typ, len(body), err, at, z, typ2, len(body2), err2)
+		}
+		if n := len(pkt) - TrailerSize; n >= 0 {
+			want := append([]byte(nil), pkt...)
+			Seal(want, n)
+			SealZeros(pkt, n, int(at), int(z))
+			if string(pkt) != string(want) {
+				t.Fatalf("SealZeros(%d, %d) trailer %x, Seal's %x", at, z, pkt[n:], want[n:])
+			}
+		}
+	})
+}
