@@ -42,6 +42,9 @@ type BuildOptions struct {
 // lower tier is a link's A end. Observer points name link directions by
 // index: Port.Index, and Network.PointName turns a Point into text.
 type Network struct {
+	// order is the order Counters lists directions in (counters.go).
+	order counterOrder
+
 	s    sim.Scheduler
 	pool *packet.Pool
 	topo *Topology
