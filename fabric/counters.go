@@ -3,6 +3,7 @@ package fabric
 import (
 	"cmp"
 	"slices"
+	"sync"
 
 	"github.com/mrlab/mrlab/internal/natural"
 
@@ -108,13 +109,55 @@ func (n *Network) Counters() Snapshot {
 		pc.Drops[DropFCS] += pc.FCSErrors
 		s.Ports = append(s.Ports, pc)
 	}
-	slices.SortFunc(s.Links, func(a, b LinkCounters) int {
-		return cmp.Or(natural.Compare(a.Link, b.Link), cmp.Compare(a.Dir, b.Dir))
-	})
-	slices.SortFunc(s.Ports, func(a, b PortCounters) int {
-		return cmp.Or(natural.Compare(a.Node, b.Node), cmp.Compare(a.Port, b.Port))
-	})
+	links, ports := n.order.get(s.Links, s.Ports)
+	s.Links = permute(s.Links, links)
+	s.Ports = permute(s.Ports, ports)
 	return s
+}
+
+// counterOrder is the order of a Network's directions in a Snapshot's
+// Links and in its Ports: by names, which never change after Build, so it
+// is sorted once (sorting 393,216 directions by natural name order on
+// every call was 8% of a k=64 fat tree run's CPU, which reads its counters
+// at its start and end).
+type counterOrder struct {
+	mu           sync.Mutex // Counters may be called from any goroutine
+	links, ports []int32    // the n.ports index at each position
+}
+
+// get returns the orders, sorting a snapshot's entries (in n.ports order)
+// to find them the first time, or when the number of directions changed.
+func (o *counterOrder) get(links []LinkCounters, ports []PortCounters) ([]int32, []int32) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if len(o.links) != len(links) || len(o.ports) != len(ports) {
+		o.links = sortedOrder(links, func(a, b LinkCounters) int {
+			return cmp.Or(natural.Compare(a.Link, b.Link), cmp.Compare(a.Dir, b.Dir))
+		})
+		o.ports = sortedOrder(ports, func(a, b PortCounters) int {
+			return cmp.Or(natural.Compare(a.Node, b.Node), cmp.Compare(a.Port, b.Port))
+		})
+	}
+	return o.links, o.ports
+}
+
+// sortedOrder returns the indices of s in the order cmp sorts s.
+func sortedOrder[T any](s []T, cmp func(a, b T) int) []int32 {
+	idx := make([]int32, len(s))
+	for i := range idx {
+		idx[i] = int32(i)
+	}
+	slices.SortFunc(idx, func(a, b int32) int { return cmp(s[a], s[b]) })
+	return idx
+}
+
+// permute returns s in the order idx gives.
+func permute[T any](s []T, idx []int32) []T {
+	out := make([]T, len(s))
+	for i, j := range idx {
+		out[i] = s[j]
+	}
+	return out
 }
 
 func (p *Port) linkCounters(now, start sim.Time) LinkCounters {

@@ -7,3 +7,6 @@ func SetMaskDegree(d int32) (restore func()) {
 	maskDegree = d
 	return func() { maskDegree = old }
 }
+
+// HoldsImpairState reports whether p keeps netem state (impairState).
+func (p *Port) HoldsImpairState() bool { return p.ia != nil }

@@ -84,4 +84,4 @@ func (n *Network) NumPorts() int { return len(n.ports) }
 
 // Impairment returns the impairment this direction applies now (the zero
 // Impairment when none).
-func (p *Port) Impairment() Impairment { return p.imp }
+func (p *Port) Impairment() Impairment { return p.impairment() }

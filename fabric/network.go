@@ -42,6 +42,9 @@ type BuildOptions struct {
 // lower tier is a link's A end. Observer points name link directions by
 // index: Port.Index, and Network.PointName turns a Point into text.
 type Network struct {
+	// order is the order Counters lists directions in (counters.go).
+	order counterOrder
+
 	s    sim.Scheduler
 	pool *packet.Pool
 	topo *Topology
@@ -347,7 +350,7 @@ func Build(s sim.Scheduler, pool *packet.Pool, topo *Topology, opts BuildOptions
 				to:       to,
 				fromNode: n.nodeByNm[from.Node],
 				toNode:   n.nodeByNm[to.Node],
-				params:   params,
+				params:   paramsOf(params),
 				rng:      sim.NewRand(opts.Seed, tl.Name+":"+d.String()),
 				org:      s.NewOrigin(),
 				s:        s,
@@ -355,7 +358,7 @@ func Build(s sim.Scheduler, pool *packet.Pool, topo *Topology, opts BuildOptions
 			}
 			p.idleSince = n.start
 			p.qLast = n.start
-			p.init()
+			p.init(params.Impair)
 			l.ends[d] = p
 			n.ports = append(n.ports, p)
 			fn := &n.nodes[p.fromNode]

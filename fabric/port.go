@@ -102,7 +102,7 @@ type Port struct {
 	deliverTo Node
 	toSwitch  *switchNode
 
-	params  LinkParams
+	params  portParams
 	rate    float64 // effective: impairment rate override or params.Rate
 	rateBps uint64
 	rng     *rand.Rand
@@ -118,16 +118,14 @@ type Port struct {
 	ch          *sim.Channel
 	impairedCut bool
 
-	// Impairment state; the flags let an unimpaired link skip it all.
-	imp                                       Impairment
+	// Impairment state (portimpair.go), nil while the impairment is zero:
+	// most ports of a big fabric are never impaired. The flags let an
+	// unimpaired link skip it all.
+	ia                                        *impairState
 	lossOn, delayOn, dupOn, corruptOn, slotOn bool
 	deliverImpaired                           bool
-	loss                                      lossState
-	// netem's correlated draws, per clause (zero: uncorrelated).
-	delayCr, dupCr, corruptCr, reorderCr crandom
 	// overheadOn: the impairment's rate has netem's packet/cell overhead.
 	overheadOn bool
-	slot       slotState
 
 	// ECN: RED's averaged queue and when the queue last went idle.
 	ecnOn     bool
@@ -185,6 +183,21 @@ type Port struct {
 	sentPkts, sentBytes, rcvPkts, rcvBy uint64
 }
 
+// portParams are a direction's LinkParams but for its impairment, which
+// only an impaired port holds (impairState).
+type portParams struct {
+	Rate       float64
+	Delay      sim.Time
+	QueueBytes int
+	ECN        ECNConfig
+	PFC        PFCConfig
+	LossAt     LossPoint
+}
+
+func paramsOf(l LinkParams) portParams {
+	return portParams{Rate: l.Rate, Delay: l.Delay, QueueBytes: l.QueueBytes, ECN: l.ECN, PFC: l.PFC, LossAt: l.LossAt}
+}
+
 // departure is one packet on the fast path's line: when its serialization
 // starts and ends (picoseconds), its length and the packet. The packet
 // pointer is only followed while the serialization has not ended (the
@@ -220,7 +233,7 @@ type dirCounts struct {
 	marks, dups, corrupts            uint64
 }
 
-func (p *Port) init() {
+func (p *Port) init(imp Impairment) {
 	p.txDoneFn = func(now sim.Time, arg any) { p.txDone(now, arg.(*packet.Buffer)) }
 	p.arriveFn = func(now sim.Time, arg any) { p.arrive(now, arg.(*packet.Buffer)) }
 	// The queue, departure and flight rings start empty and grow on first
@@ -233,7 +246,7 @@ func (p *Port) init() {
 	p.obsTimer.Init(func(now sim.Time, _ any) { p.observeStarts(now) }, nil)
 	p.idleTimer.Own(p.org)
 	p.obsTimer.Own(p.org)
-	p.setImpairment(p.params.Impair)
+	p.setImpairment(imp)
 	p.setECN(p.params.ECN)
 }
 
@@ -315,7 +328,7 @@ func (p *Port) enqueue(now sim.Time, b *packet.Buffer, atPs int64) {
 		p.drop(now, b, DropLinkDown)
 		return
 	}
-	if p.lossOn && p.params.LossAt == LossAtEnqueue && p.loss.lose(p.rng) && !(p.imp.ECN && p.markLost(now, b)) {
+	if p.lossOn && p.params.LossAt == LossAtEnqueue && p.ia.loss.lose(p.rng) && !(p.ia.imp.ECN && p.markLost(now, b)) {
 		p.drop(now, b, DropImpairment)
 		return
 	}
@@ -407,7 +420,7 @@ func (p *Port) addQueue(now sim.Time, delta int) {
 // the sub-picosecond remainder into the next packet.
 func (p *Port) txPs(n int) int64 {
 	if p.overheadOn {
-		n = p.imp.wireLen(n)
+		n = p.ia.imp.wireLen(n)
 	}
 	num := uint64(n)*8*1e12 + p.remNum
 	p.remNum = num % p.rateBps
@@ -466,7 +479,7 @@ func (p *Port) finishTx(now sim.Time, b *packet.Buffer, notify bool) {
 // happens on the wire (LossAtWire): lostFlag if the wire will lose it
 // (netem's "ecn" marks an ECN-capable packet instead), else 0.
 func (p *Port) wireLoss(now sim.Time, b *packet.Buffer) int {
-	if p.lossOn && p.params.LossAt == LossAtWire && p.loss.lose(p.rng) && !(p.imp.ECN && p.markLost(now, b)) {
+	if p.lossOn && p.params.LossAt == LossAtWire && p.ia.loss.lose(p.rng) && !(p.ia.imp.ECN && p.markLost(now, b)) {
 		return lostFlag
 	}
 	return 0
@@ -600,8 +613,8 @@ func (p *Port) goDown(now sim.Time) bool {
 func (p *Port) setRate(r float64) {
 	p.params.Rate = r
 	eff := r
-	if p.imp.Rate != 0 {
-		eff = p.imp.Rate
+	if p.ia != nil && p.ia.imp.Rate != 0 {
+		eff = p.ia.imp.Rate
 	}
 	bps := uint64(math.Round(eff))
 	changed := bps != p.rateBps

@@ -14,30 +14,63 @@ import (
 // duplication, corruption, slotting) and loss or its ECN mark (in enqueue
 // for LossAtEnqueue, in wireLoss on the wire).
 
-// setImpairment installs imp (already validated).
+// impairState is a port's netem state: the impairment, its loss chain,
+// its correlated draws and its slots. A port holds one only while its
+// impairment is not zero (about 500 bytes that most ports of a big fabric
+// never use); a zero impairment has no state to keep, and installing one
+// draws nothing from the port's generator, so dropping the state changes
+// no run.
+type impairState struct {
+	imp  Impairment
+	loss lossState
+	// netem's correlated draws, per clause (zero: uncorrelated).
+	delayCr, dupCr, corruptCr, reorderCr crandom
+	slot                                 slotState
+}
+
+// setImpairment installs imp (already validated). Every piece of state is
+// set afresh, as netem does when a qdisc is changed.
 func (p *Port) setImpairment(imp Impairment) {
-	p.imp = imp
-	p.loss.reset(imp.Loss, p.rng)
 	p.lossOn = imp.Loss.Kind != LossNone
 	p.delayOn = imp.Delay > 0 || imp.Jitter > 0
 	p.dupOn = imp.Duplicate > 0
 	p.corruptOn = imp.Corrupt > 0
 	p.slotOn = !imp.Slot.IsZero()
 	p.deliverImpaired = p.delayOn || p.dupOn || p.corruptOn || p.slotOn
-	p.delayCr = newCrandom(imp.DelayCorr, p.rng)
-	p.dupCr = newCrandom(imp.DupCorr, p.rng)
-	p.corruptCr = newCrandom(imp.CorruptCorr, p.rng)
-	p.reorderCr = newCrandom(imp.ReorderCorr, p.rng)
 	p.overheadOn = imp.Rate != 0 && (imp.RateOverhead != 0 || imp.CellSize != 0)
-	p.slot = slotState{}
+	if imp.IsZero() {
+		p.ia = nil
+		p.setRate(p.params.Rate)
+		return
+	}
+	if p.ia == nil {
+		p.ia = new(impairState)
+	}
+	ia := p.ia
+	ia.imp = imp
+	ia.loss.reset(imp.Loss, p.rng)
+	ia.delayCr = newCrandom(imp.DelayCorr, p.rng)
+	ia.dupCr = newCrandom(imp.DupCorr, p.rng)
+	ia.corruptCr = newCrandom(imp.CorruptCorr, p.rng)
+	ia.reorderCr = newCrandom(imp.ReorderCorr, p.rng)
+	ia.slot = slotState{}
 	if p.slotOn {
-		p.slot.reset(imp.Slot, int64(p.s.Now())*1000)
+		ia.slot.reset(imp.Slot, int64(p.s.Now())*1000)
 	}
 	p.setRate(p.params.Rate)
 }
 
+// impairment returns the installed impairment (zero when none).
+func (p *Port) impairment() Impairment {
+	if p.ia == nil {
+		return Impairment{}
+	}
+	return p.ia.imp
+}
+
 func (p *Port) impairDelivery(now sim.Time, b *packet.Buffer, atPs int64, flags int) {
-	if p.dupOn && p.chance(&p.dupCr, p.imp.Duplicate, p.imp.DupCorr) {
+	ia := p.ia
+	if p.dupOn && p.chance(&ia.dupCr, ia.imp.Duplicate, ia.imp.DupCorr) {
 		c := p.pool.Copy(b)
 		p.c.dups++
 		if o := p.obs; o != nil {
@@ -47,7 +80,7 @@ func (p *Port) impairDelivery(now sim.Time, b *packet.Buffer, atPs int64, flags 
 	}
 	// The bit flips on the wire: decided now, done when the packet
 	// arrives (so a capture of the sending side shows it intact).
-	if p.corruptOn && p.chance(&p.corruptCr, p.imp.Corrupt, p.imp.CorruptCorr) {
+	if p.corruptOn && p.chance(&ia.corruptCr, ia.imp.Corrupt, ia.imp.CorruptCorr) {
 		flags |= corruptFlag
 	}
 	p.schedule(b, p.slotted(atPs, atPs+int64(p.extraDelay())*1000, b.Len()), flags)
@@ -111,8 +144,8 @@ func (p *Port) extraDelay() sim.Time {
 	if !p.delayOn {
 		return 0
 	}
-	imp := &p.imp
-	if imp.Reorder > 0 && p.chance(&p.reorderCr, imp.Reorder, imp.ReorderCorr) {
+	imp := &p.ia.imp
+	if imp.Reorder > 0 && p.chance(&p.ia.reorderCr, imp.Reorder, imp.ReorderCorr) {
 		return 0
 	}
 	d := float64(imp.Delay)
@@ -121,7 +154,7 @@ func (p *Port) extraDelay() sim.Time {
 		if imp.DelayCorr > 0 {
 			// netem draws the jitter from its correlated generator: map
 			// the correlated uniform through the distribution.
-			d += j * distQuantile(imp.DelayDist, p.delayCr.unit(p.rng), p.rng)
+			d += j * distQuantile(imp.DelayDist, p.ia.delayCr.unit(p.rng), p.rng)
 		} else {
 			d += j * distSample(imp.DelayDist, p.rng)
 		}

@@ -53,7 +53,7 @@ func (p *Port) slotted(inPs, duePs int64, n int) int64 {
 	if !p.slotOn {
 		return duePs
 	}
-	s := &p.slot
+	s := &p.ia.slot
 	if s.nextPs < duePs {
 		// The slot opened before this packet was due: netem draws a new
 		// one from the time the packet came (it checks when the packet

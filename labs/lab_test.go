@@ -294,6 +294,11 @@ var badLabs = []struct {
 		line: 4, col: 14, field: "transports.metaroce.pathz", msg: "unknown field",
 	},
 	{
+		name: "fat tree above k=64",
+		src:  "name: x\ntopology:\n  fattree: {k: 66}\n",
+		line: 3, col: 16, field: "topology.fattree.k", msg: "66 is out of range (want 2 to 64)",
+	},
+	{
 		name: "metaroce paths out of range",
 		src:  "name: x\ntopology: {hosts: [{name: a}]}\ntransports:\n  metaroce: {paths: 0}\n",
 		line: 4, col: 21, field: "transports.metaroce.paths", msg: "0 is out of range (want 1 to 256)",

@@ -441,7 +441,7 @@ func (t *topoSpec) decode(d *decoder, v *yaml.Node, path string) {
 			f.planes = 1
 			bad := len(d.errs)
 			has := d.mapping(v, p, map[string]fieldFunc{
-				"k":      func(v *yaml.Node, p string) { d.int(v, p, 2, 32, &f.k) },
+				"k":      func(v *yaml.Node, p string) { d.int(v, p, 2, 64, &f.k) }, // fabric's maxFatTreeK: 65,536 hosts a plane
 				"planes": func(v *yaml.Node, p string) { d.int(v, p, 1, 64, &f.planes) },
 			})
 			if has != nil && !has["k"] {

@@ -358,6 +358,47 @@ func (v *memView) Read(dst []byte, key uint32, addr uint64, access transport.Acc
 	return st
 }
 
+var _ transport.ZeroSpanner = (*memView)(nil)
+
+// ZeroSpan implements transport.ZeroSpanner. In the packet being built it
+// is the last contiguous range of content runs Read recorded (Read zeroed
+// those bytes); in the packet being received, the payload that travelled
+// header-only (the NIC expanded it to zeros; a packet whose bytes were
+// touched on the way, such as a corrupted one, was expanded before and
+// has none). Anything else, including bytes mode, reports none.
+func (v *memView) ZeroSpan(b []byte) (at, n int) {
+	if p := v.nic.dmaTx; p != nil {
+		runs := p.Synthetic
+		i := len(runs) - 1
+		if i < 0 || runs[i].Len <= 0 {
+			return 0, 0
+		}
+		start, end := int(runs[i].Off), int(runs[i].Off+runs[i].Len)
+		for i--; i >= 0 && runs[i].Len > 0 && int(runs[i].Off+runs[i].Len) == start; i-- {
+			start = int(runs[i].Off)
+		}
+		return clipSpan(p, b, start, end-start)
+	}
+	if p := v.nic.dmaRx; p != nil && v.nic.rxZeroN > 0 {
+		return clipSpan(p, b, v.nic.rxZero, v.nic.rxZeroN)
+	}
+	return 0, 0
+}
+
+// clipSpan returns the part of the span [off, off+n) of p's buffer that
+// lies in b (a slice of it), relative to b.
+func clipSpan(p *packet.Buffer, b []byte, off, n int) (int, int) {
+	base, ok := p.Offset(b)
+	if !ok {
+		return 0, 0
+	}
+	s, e := max(off, base), min(off+n, base+len(b))
+	if s >= e {
+		return 0, 0
+	}
+	return s - base, e - s
+}
+
 // Write implements transport.Memory. Ranges of src that carry a content
 // stream (from a synthetic region) are recorded as such in a synthetic
 // region and generated in a byte region; real bytes are copied into a byte

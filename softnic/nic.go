@@ -129,6 +129,10 @@ type NIC struct {
 	// (Transmit) or reading (Receive), for the DMA engine (memView):
 	// synthetic content is tracked by where it lies in the packet.
 	dmaTx, dmaRx *packet.Buffer
+	// rxZero, rxZeroN: the received packet's bytes that travelled as a
+	// count (a header-only packet's elided payload), at rxZero of dmaRx's
+	// buffer (packet.Buffer.Offset), for ZeroSpan.
+	rxZero, rxZeroN int
 
 	protos []protoEntry
 	ports  []nicPort
@@ -304,10 +308,15 @@ func (n *NIC) TransportTotals() TransportTotals {
 	t := n.retired
 	var s transport.Stats // one report's storage for every connection
 	for _, c := range n.conns {
-		if c != nil {
-			c.tc.ReportStats(&s)
-			t.add(&s)
+		if c == nil {
+			continue
 		}
+		if cr, ok := c.tc.(transport.CounterReporter); ok {
+			cr.ReportCounters(&s) // no per-path walk: the totals need none
+		} else {
+			c.tc.ReportStats(&s)
+		}
+		t.add(&s)
 	}
 	return t
 }
@@ -374,7 +383,7 @@ func (n *NIC) drop(r DropReason, p *packet.Buffer) {
 func (n *NIC) Receive(now sim.Time, port int, p *packet.Buffer) {
 	// A header-only packet gets its bytes back: transports and the host
 	// port read packets as bytes (its runs say what the zeros stand for).
-	p = p.Expand()
+	p = n.expandRx(p)
 	data := p.Data()
 	n.stats.RxPackets++
 	n.stats.RxBytes += uint64(len(data))
@@ -410,6 +419,19 @@ func (n *NIC) Receive(now sim.Time, port int, p *packet.Buffer) {
 	n.stats.HostRxPackets++
 	n.host.Deliver(now, ip)
 	p.Free()
+}
+
+// expandRx gives a header-only packet its bytes back and notes where its
+// elided payload lies (ZeroSpan); a whole packet is returned as it is.
+func (n *NIC) expandRx(p *packet.Buffer) *packet.Buffer {
+	holeAt, hole := p.Hole()
+	p = p.Expand()
+	n.rxZero, n.rxZeroN = 0, 0
+	if hole > 0 {
+		base, _ := p.Offset(p.Data())
+		n.rxZero, n.rxZeroN = base+holeAt, hole
+	}
+	return p
 }
 
 func (n *NIC) receiveTransport(now sim.Time, port int, p *packet.Buffer, ip header.IPv4, udp header.UDP, e *protoEntry) {

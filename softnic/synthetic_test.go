@@ -206,3 +206,80 @@ func TestSyntheticDataSentHeaderOnly(t *testing.T) {
 		}
 	}
 }
+
+// TestZeroSpan: the DMA engine tells a transport which bytes of a packet
+// are zeros standing for content (transport.ZeroSpanner), so it can
+// checksum them without reading them: in a packet being built, the last
+// contiguous range of runs Read recorded (bytes it zeroed); in a packet
+// being received, the payload that travelled header-only. Bytes read from
+// a byte region, zeros no run describes and packets that arrived whole
+// report none.
+func TestZeroSpan(t *testing.T) {
+	nic, err := New(Config{Name: "n", Addr: addrA, Ports: 1, Sched: sim.NewLoop(), Pool: packet.NewPool()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pd := nic.AllocPD()
+	rw := transport.AccessLocalWrite | transport.AccessRemoteWrite | transport.AccessRemoteRead
+	syn, _ := pd.RegisterSynthetic(10000, rw)
+	syn.Fill(0, 3000, 42)
+	syn.Fill(3000, 3000, 43)
+	byt, _ := pd.Register(make([]byte, 10000), rw)
+	v := &memView{nic: nic, pd: pd}
+	pool := packet.NewPool()
+	type read struct {
+		mr       *MR
+		at, addr int
+		n        int
+	}
+	for _, tc := range []struct {
+		name  string
+		reads []read
+		slice [2]int // of Data()
+		at, n int
+	}{
+		{"one run", []read{{syn, 64, 0, 1500}}, [2]int{0, 2000}, 64, 1500},
+		{"two streams back to back", []read{{syn, 64, 2000, 2000}}, [2]int{0, 2100}, 64, 2000},
+		{"clipped to the slice", []read{{syn, 64, 0, 1500}}, [2]int{0, 100}, 64, 36},
+		{"slice inside the run", []read{{syn, 64, 0, 1500}}, [2]int{100, 200}, 0, 100},
+		{"slice past the run", []read{{syn, 64, 0, 1500}}, [2]int{1564, 1600}, 0, 0},
+		{"byte region", []read{{byt, 64, 0, 1500}}, [2]int{0, 2000}, 0, 0},
+		{"zeros no run describes", []read{{syn, 64, 7000, 1500}}, [2]int{0, 2000}, 0, 0},
+		{"two reads apart: the last", []read{{syn, 10, 0, 100}, {syn, 200, 100, 300}}, [2]int{0, 2000}, 200, 300},
+		{"two reads touching: one span", []read{{syn, 10, 0, 100}, {syn, 110, 100, 300}}, [2]int{0, 2000}, 10, 400},
+	} {
+		b := pool.Get(2100)
+		b.SetLen(2100)
+		nic.dmaTx = b
+		for _, r := range tc.reads {
+			if st := v.Read(b.Data()[r.at:r.at+r.n], r.mr.LKey(), r.mr.Addr()+uint64(r.addr), 0); st != transport.StatusOK {
+				t.Fatal(st)
+			}
+		}
+		at, n := v.ZeroSpan(b.Data()[tc.slice[0]:tc.slice[1]])
+		nic.dmaTx = nil
+		if at != tc.at || n != tc.n {
+			t.Errorf("%s: ZeroSpan = (%d, %d), want (%d, %d)", tc.name, at, n, tc.at, tc.n)
+		}
+		for i, x := range b.Data()[tc.slice[0]+at : tc.slice[0]+at+n] {
+			if x != 0 {
+				t.Fatalf("%s: byte %d of the span is %#x", tc.name, at+i, x)
+			}
+		}
+		// The packet travels with that span elided, if it has one, and
+		// arrives: the span seen from byte 5 on is the hole.
+		want := [2]int{0, 0}
+		if n > 0 {
+			b = b.Elide(tc.slice[0]+at, n)
+			want = [2]int{tc.slice[0] + at - 5, n}
+		}
+		b = nic.expandRx(b)
+		nic.dmaRx = b
+		at, n = v.ZeroSpan(b.Data()[5:])
+		nic.dmaRx = nil
+		if [2]int{at, n} != want {
+			t.Errorf("%s: received: ZeroSpan = (%d, %d), want %v", tc.name, at, n, want)
+		}
+		b.Free()
+	}
+}

@@ -14,6 +14,19 @@ type StatsReporter interface {
 	ReportStats(s *Stats)
 }
 
+// CounterReporter is implemented by a connection that can report its
+// cumulative connection-wide counters without walking its paths (a
+// MetaRoCE connection has up to 256): ReportStats' work, for callers that
+// sum counters over every connection, such as a NIC's totals read at the
+// start and end of every run.
+type CounterReporter interface {
+	// ReportCounters overwrites s with what ReportStats would give for
+	// TxBytes, BytesPlaced, Retransmits, Timeouts, ECNEchoes,
+	// EntropyChanges, ChecksumDrops and Duplicates; every other field is
+	// zero and s.Paths is emptied (its storage kept).
+	ReportCounters(s *Stats)
+}
+
 // Stats are one connection's transport figures at one instant. Counters
 // are cumulative over the connection's life; the rest is its state now.
 // A figure a transport does not keep is 0.

@@ -81,6 +81,20 @@ type Memory interface {
 	Write(key uint32, addr uint64, src []byte, access Access) Status
 }
 
+// ZeroSpanner is implemented by a Memory that knows which bytes of a
+// packet are zeros standing for memory content (a NIC in synthetic payload
+// mode: its DMA zeroes a payload it describes instead of copying it, and
+// a received payload that travelled header-only was made of zeros), so a
+// transport can checksum them in closed form instead of reading them. It
+// is only a shortcut: the bytes are zeros either way, and a transport that
+// ignores it computes the same checksum.
+type ZeroSpanner interface {
+	// ZeroSpan reports a span [at, at+n) of b, a slice of the packet
+	// being built (after Read) or received (during Receive), whose bytes
+	// are all zero; n is 0 when it knows of none.
+	ZeroSpan(b []byte) (at, n int)
+}
+
 // Status is a work completion's outcome (ibv_wc_status, abridged).
 type Status uint8
 

@@ -2,7 +2,6 @@ package workload
 
 import (
 	"fmt"
-	"net/netip"
 
 	"github.com/mrlab/mrlab/internal/sim"
 	"github.com/mrlab/mrlab/softnic"
@@ -89,15 +88,6 @@ func (cl *Cluster) check() error {
 func (cl *Cluster) index(name string) int {
 	for i, h := range cl.Hosts {
 		if h == name {
-			return i
-		}
-	}
-	return -1
-}
-
-func (cl *Cluster) byAddr(a netip.Addr) int {
-	for i, n := range cl.NICs {
-		if n.Addr() == a {
 			return i
 		}
 	}

@@ -232,7 +232,7 @@ func (c *Conn) Receive(now sim.Time, payload []byte, rx transport.RxMeta) {
 	c.s.roomEpoch++
 	c.st.rxPackets++
 	c.st.rxBytes += uint64(len(payload))
-	typ, body, err := wire.Parse(payload)
+	typ, body, err := c.parse(payload)
 	typ, body, err = c.mutateParse(payload, typ, body, err)
 	if err != nil {
 		if err == wire.ErrChecksum {

@@ -89,7 +89,28 @@ func (c *Conn) encodeChunk(b []byte, p *sndPath, psn, dsn uint32, retx bool, ext
 		n = 0
 	}
 	wire.Data(b).Put(&f)
-	return wire.Seal(b, wire.DataSize+n)
+	return c.seal(b, wire.DataSize+n)
+}
+
+// seal writes b[:n]'s CRC32C trailer; payload bytes the NIC's DMA zeroed
+// for synthetic content (transport.ZeroSpanner) are checksummed without
+// being read. The trailer is the same either way.
+func (c *Conn) seal(b []byte, n int) int {
+	if zs, ok := c.cfg.Memory.(transport.ZeroSpanner); ok {
+		at, z := zs.ZeroSpan(b[:n])
+		return wire.SealZeros(b, n, at, z)
+	}
+	return wire.Seal(b, n)
+}
+
+// parse is wire.Parse, with a payload that travelled header-only
+// (transport.ZeroSpanner) checksummed without being read.
+func (c *Conn) parse(pkt []byte) (wire.Type, []byte, error) {
+	if zs, ok := c.cfg.Memory.(transport.ZeroSpanner); ok {
+		at, z := zs.ZeroSpan(pkt)
+		return wire.ParseZeros(pkt, at, z)
+	}
+	return wire.Parse(pkt)
 }
 
 // encodeProbe writes a PROBE for (p, psn).

@@ -34,3 +34,16 @@ func (c *Conn) ReportStats(s *transport.Stats) {
 	}
 	s.Paths = paths
 }
+
+// ReportCounters implements transport.CounterReporter: ReportStats'
+// counters without the per-path walk.
+func (c *Conn) ReportCounters(s *transport.Stats) {
+	st := &c.st
+	*s = transport.Stats{
+		TxBytes: st.txBytes, BytesPlaced: st.bytesPlaced,
+		Retransmits: st.retransmits, Timeouts: st.timeouts, ECNEchoes: st.ceEchoes,
+		EntropyChanges: st.entropyChanges,
+		ChecksumDrops:  st.dropChecksum, Duplicates: st.dupPackets,
+		Paths: s.Paths[:0],
+	}
+}

@@ -241,7 +241,10 @@ func Seal(pkt []byte, n int) int {
 // Parse checks a received packet's framing — length, version, type, the
 // type's minimum length and the CRC32C trailer — and returns its type and
 // the packet without the trailer.
-func Parse(pkt []byte) (Type, []byte, error) {
+func Parse(pkt []byte) (Type, []byte, error) { return parse(pkt, 0, 0) }
+
+// parse is Parse with pkt[at:at+z] known to be zeros (z 0: none).
+func parse(pkt []byte, at, z int) (Type, []byte, error) {
 	if len(pkt) < CommonSize+TrailerSize {
 		return 0, nil, ErrShort
 	}
@@ -257,7 +260,7 @@ func Parse(pkt []byte) (Type, []byte, error) {
 	if n < minSize[t] {
 		return 0, nil, ErrLength
 	}
-	if crc32.Checksum(pkt[:n], castagnoli) != binary.BigEndian.Uint32(pkt[n:]) {
+	if checksum(pkt[:n], at, z) != binary.BigEndian.Uint32(pkt[n:]) {
 		return 0, nil, ErrChecksum
 	}
 	return t, pkt[:n], nil

@@ -1,0 +1,118 @@
+package wire
+
+import (
+	"hash/crc32"
+	"math/rand/v2"
+	"testing"
+)
+
+// TestCRCZeros: feeding n zeros in closed form equals feeding them byte by
+// byte, for lengths around every power of two a packet can hold and from
+// arbitrary registers.
+func TestCRCZeros(t *testing.T) {
+	zeros := make([]byte, 1<<15)
+	rng := rand.New(rand.NewPCG(1, 2))
+	var lens []int
+	for k := 0; k <= 14; k++ {
+		lens = append(lens, 1<<k-1, 1<<k, 1<<k+1)
+	}
+	lens = append(lens, 0, 4000, 4096, 4097, 9000, 9216, 1<<15)
+	for _, n := range lens {
+		for _, crc := range []uint32{0, ^uint32(0), rng.Uint32(), rng.Uint32()} {
+			want := crc32.Update(crc, castagnoli, zeros[:n])
+			if got := crcZeros(crc, n); got != want {
+				t.Errorf("crcZeros(%#x, %d) = %#x, want %#x", crc, n, got, want)
+			}
+		}
+	}
+}
+
+// TestSealParseZeros: a packet whose payload is zeros gets the same trailer
+// from SealZeros as from Seal, for every span of those zeros (clipped where
+// it reaches past the packet); ParseZeros accepts it, and still rejects it
+// when a byte outside the span changes.
+func TestSealParseZeros(t *testing.T) {
+	const payload = 4096
+	n := DataSize + payload
+	f := DataFields{Common: Common{Type: TypeWrite, PSN: 7}, MsgLen: 1 << 20, Addr: 1 << 20, Offset: 8192}
+	want := make([]byte, n+TrailerSize)
+	Data(want).Put(&f)
+	Seal(want, n)
+	spans := []struct{ at, z int }{
+		{DataSize, payload}, {DataSize, payload + 100}, {DataSize + 1, payload - 1},
+		{DataSize + 2048, 1}, {DataSize, 0}, {n, 10}, {-1, 5}, {DataSize + 100, 3000},
+	}
+	for _, s := range spans {
+		pkt := make([]byte, n+TrailerSize)
+		Data(pkt).Put(&f)
+		if got := SealZeros(pkt, n, s.at, s.z); got != n+TrailerSize {
+			t.Fatalf("SealZeros returned %d, want %d", got, n+TrailerSize)
+		}
+		if string(pkt) != string(want) {
+			t.Errorf("span %+v: SealZeros trailer %x, Seal's %x", s, pkt[n:], want[n:])
+		}
+		typ, body, err := ParseZeros(pkt, s.at, s.z)
+		if err != nil || typ != TypeWrite || len(body) != n {
+			t.Errorf("span %+v: ParseZeros = %v, %d bytes, %v", s, typ, len(body), err)
+		}
+		pkt[DataSize-1] ^= 0x10 // a header byte, outside every span above
+		if _, _, err := ParseZeros(pkt, s.at, s.z); err != ErrChecksum {
+			t.Errorf("span %+v: a flipped header byte gives %v, want ErrChecksum", s, err)
+		}
+	}
+}
+
+func TestCRCZerosNoAllocs(t *testing.T) {
+	pkt := make([]byte, DataSize+4096+TrailerSize)
+	Data(pkt).Put(&DataFields{Common: Common{Type: TypeWrite}, MsgLen: 4096})
+	if a := testing.AllocsPerRun(100, func() {
+		SealZeros(pkt, DataSize+4096, DataSize, 4096)
+		_, _, _ = ParseZeros(pkt, DataSize, 4096)
+	}); a != 0 {
+		t.Errorf("SealZeros+ParseZeros allocate %v times", a)
+	}
+}
+
+// BenchmarkSealData: a 4 KiB data packet's trailer, reading the payload
+// (bytes) and with the payload known to be zeros (zeros), in one run.
+func BenchmarkSealData(b *testing.B) {
+	pkt := make([]byte, DataSize+4096+TrailerSize)
+	Data(pkt).Put(&DataFields{Common: Common{Type: TypeWrite}, MsgLen: 4096})
+	b.Run("bytes", func(b *testing.B) {
+		for b.Loop() {
+			Seal(pkt, DataSize+4096)
+		}
+	})
+	b.Run("zeros", func(b *testing.B) {
+		for b.Loop() {
+			SealZeros(pkt, DataSize+4096, DataSize, 4096)
+		}
+	})
+}
+
+// FuzzParseZeros: for any bytes and any span of them made zero, ParseZeros
+// (which does not read the span) gives exactly Parse's result, and a
+// packet sealed with SealZeros over that span is the one Seal makes.
+func FuzzParseZeros(f *testing.F) {
+	for _, p := range seedPackets() {
+		f.Add(p, uint16(DataSize), uint16(len(p)))
+	}
+	f.Fuzz(func(t *testing.T, pkt []byte, at, z uint16) {
+		if int(at) < len(pkt) {
+			clear(pkt[at:min(len(pkt), int(at)+int(z))])
+		}
+		typ, body, err := Parse(pkt)
+		typ2, body2, err2 := ParseZeros(pkt, int(at), int(z))
+		if typ != typ2 || len(body) != len(body2) || err != err2 {
+			t.Fatalf("Parse = %v, %d bytes, %v; ParseZeros(%d, %d) = %v, %d bytes, %v", typ, len(body), err, at, z, typ2, len(body2), err2)
+		}
+		if n := len(pkt) - TrailerSize; n >= 0 {
+			want := append([]byte(nil), pkt...)
+			Seal(want, n)
+			SealZeros(pkt, n, int(at), int(z))
+			if string(pkt) != string(want) {
+				t.Fatalf("SealZeros(%d, %d) trailer %x, Seal's %x", at, z, pkt[n:], want[n:])
+			}
+		}
+	})
+}
