@@ -22,10 +22,17 @@ type rcvState struct {
 	// ACK generation (ackgen.go): paths the next ACKs owe, the latest
 	// path to receive data on each port, whether an ACK is due now, and
 	// the data packets since the last one.
-	dirty   []uint64
-	lastOn  []int16
-	ackDue  bool
-	pending int
+	dirty  []uint64
+	lastOn []int16
+	ackDue bool
+	// msgPlaced says the packet being consumed completed a message's
+	// placement: the ACK goes at once.
+	msgPlaced bool
+	// lastHint is the share (kB/s) the last ACK carried: when the share
+	// moves by more than a tenth, the next ACK goes at once. (These two
+	// sit beside ackDue to fill its padding: TestConnSize.)
+	lastHint uint32
+	pending  int
 
 	msgs     []rcvMsg // ring by MSN
 	msnBase  uint32   // oldest message not forgotten
@@ -37,12 +44,6 @@ type rcvState struct {
 	rqBase uint32       // oldest receive not consumed
 
 	naks []nakItem
-	// msgPlaced says the packet being consumed completed a message's
-	// placement: the ACK goes at once.
-	msgPlaced bool
-	// lastHint is the share (kB/s) the last ACK carried: when the share
-	// moves by more than a tenth, the next ACK goes at once.
-	lastHint uint32
 }
 
 // rcvMsg is a message in flight toward us. A record may exist before any
