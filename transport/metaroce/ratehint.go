@@ -61,6 +61,7 @@ type allocator struct {
 	fStart   sim.Time
 	fBytes   float64
 	fPkts    int
+	fMarked  int
 	asked    bool // the active senders' demands add up to the capacity
 	filled   bool // the last block's arrivals came at busyFraction of what is handed out
 	busy     bool // asked && filled
@@ -236,10 +237,17 @@ func (a *allocator) linkControl(now, span sim.Time, pkt int, ce bool) {
 	} else {
 		a.fBytes += float64(pkt)
 	}
+	if ce {
+		a.fMarked++
+	}
 	if a.fPkts++; a.fPkts == fillBlock {
-		a.filled = a.fBytes >= busyFraction*a.frac*a.capacity*(now-a.fStart).Seconds()
+		in := a.fBytes / (now - a.fStart).Seconds() // the block's arrival rate
+		a.filled = in >= busyFraction*a.frac*a.capacity
 		a.busy = a.asked && a.filled
-		a.fPkts, a.fBytes = 0, 0
+		if a.frac < a.target && a.fMarked == 0 && in < (1+a.frac)/2*a.capacity {
+			a.drained(now)
+		}
+		a.fPkts, a.fBytes, a.fMarked = 0, 0, 0
 	}
 	a.pPkts++
 	if ce {
@@ -285,6 +293,21 @@ func (a *allocator) linkControl(now, span sim.Time, pkt int, ce bool) {
 		a.dirty = true
 	}
 	a.pStart, a.pRTT, a.pPkts, a.pMarked, a.lastF = now, 0, 0, 0, f
+}
+
+// drained ends a cut whose queue has drained: while the receiver's queue
+// holds packets its line delivers them back to back, at the capacity, so
+// arrivals slower than halfway from the fraction handed out to the whole
+// capacity mean the senders' packets no longer wait, and the cut (which
+// was for that queue) has done its work. Handing out the fraction from
+// before the cut cannot build a queue by itself (the receiver knows its
+// capacity); a cut held longer only idles the line, for as long as
+// recovery takes (four periods: 16 RTTs of a 63-to-1 incast). The period
+// restarts, so marks from before the drain do not count against the
+// restored fraction.
+func (a *allocator) drained(now sim.Time) {
+	a.frac, a.hold, a.dirty = a.target, 0, true
+	a.pStart, a.pRTT, a.pPkts, a.pMarked, a.lastF = now, 0, 0, 0, 0
 }
 
 // share returns slot s's fair share in bytes per second. A sender not (or
