@@ -36,8 +36,11 @@ import (
 // stays high long after its marks thin, so a cut on the drain's tail
 // takes capacity the drain does not need (a 63-to-1 incast at 0.4
 // packets per RTT each, its first queue deepened by a first flight, was
-// cut to half its capacity and settled in 83 RTTs instead of 13). Recovery is
-// DCQCN's: halfway back to the fraction before the cut per unmarked
+// cut to half its capacity and settled in 83 RTTs instead of 13). A cut
+// ends when its queue has drained (drained): a block of fillBlock
+// arrivals unmarked and slower than halfway from the fraction handed out
+// to the capacity brings the fraction from before the cut back at once.
+// Otherwise recovery is DCQCN's: halfway back to the fraction before the cut per unmarked
 // period (the cut was for the queue that was there), and once there,
 // 1/16 more per period, up to the whole capacity; while not busy, halfway
 // to the whole capacity per period. Every sender's share moves alike, so
