@@ -39,7 +39,7 @@ import (
 // cut to half its capacity and settled in 83 RTTs instead of 13). A cut
 // ends when its queue has drained (drained): a block of fillBlock
 // arrivals unmarked and slower than halfway from the fraction handed out
-// to the capacity brings the fraction from before the cut back at once.
+// to the capacity brings the whole capacity back at once.
 // Otherwise recovery is DCQCN's: halfway back to the fraction before the cut per unmarked
 // period (the cut was for the queue that was there), and once there,
 // 1/16 more per period, up to the whole capacity; while not busy, halfway
@@ -301,15 +301,18 @@ func (a *allocator) linkControl(now, span sim.Time, pkt int, ce bool) {
 // drained ends a cut whose queue has drained: while the receiver's queue
 // holds packets its line delivers them back to back, at the capacity, so
 // arrivals slower than halfway from the fraction handed out to the whole
-// capacity mean the senders' packets no longer wait, and the cut (which
-// was for that queue) has done its work. Handing out the fraction from
-// before the cut cannot build a queue by itself (the receiver knows its
-// capacity); a cut held longer only idles the line, for as long as
-// recovery takes (four periods: 16 RTTs of a 63-to-1 incast). The period
-// restarts, so marks from before the drain do not count against the
-// restored fraction.
+// capacity mean the senders' packets no longer wait, and the cuts (which
+// were for that queue) have done their work. The whole capacity comes
+// back at once, not the fraction before the last cut: the receiver knows
+// its capacity, and handing all of it out cannot build a queue by itself;
+// a cut held after the drain only idles the line, for as long as recovery
+// takes (four periods: 13 RTTs of a 63-to-1 incast at 100 Gb/s), and a
+// second cut on the same queue (one that drains slowly at 25 Gb/s) would
+// otherwise be restored only to the first cut's fraction (0.66). The
+// period restarts, so marks from before the drain do not count against
+// the restored fraction.
 func (a *allocator) drained(now sim.Time) {
-	a.frac, a.hold, a.dirty = a.target, 0, true
+	a.frac, a.target, a.hold, a.dirty = 1, 1, 0, true
 	a.pStart, a.pRTT, a.pPkts, a.pMarked, a.lastF = now, 0, 0, 0, 0
 }
 

@@ -311,6 +311,13 @@ func TestLinkControl(t *testing.T) {
 		}},
 		// Marks after a restore cut from the restored fraction (its first
 		// period still sees the 0.5 arrivals of the one before: not busy).
+		// Two cuts for one queue: the drain restores the whole capacity,
+		// not the fraction before the second cut (old: 0.5 there; a block
+		// of 16 packets at 0.25 first closes unmarked in the third period).
+		{"two cuts, then drained: the whole capacity back", []step{
+			{1, 1, 1, 0.5, true}, {1, 1, 1, 0.5, true}, {1, 1, 1, 0.5, true},
+			{1, 1, 1, 0.25, true}, {1, 0.25, 0, 0.375, true}, {1, 0.25, 0, 0.4375, true}, {1, 0.25, 0, 1, false},
+		}},
 		{"restored, then marked again: cut from the restored fraction", []step{
 			{1, 1, 1, 0.5, true}, {1, 0.5, 0, 0.75, true}, {1, 0.5, 0, 1, false}, {1, 1, 1, 1, true}, {1, 1, 1, -1, true},
 		}},
