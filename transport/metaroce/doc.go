@@ -67,7 +67,8 @@
 // answers CE marks itself, by lowering every share alike (DCTCP on its
 // arrivals, no second cut while the marked fraction falls period over
 // period, handing out the whole capacity again at once when a block of
-// arrivals comes unmarked and slower than a queue would deliver them: the
+// arrivals comes unmarked and slower than a queue would deliver them (a
+// NIC of one port): the
 // queue the cuts were for has drained; else recovering as DCQCN does
 // toward the share before the cut), and
 // tells the senders so (ACK flag BUSY). Total in flight is W whatever the
