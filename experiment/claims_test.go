@@ -235,6 +235,25 @@ func TestClaimIncastSettlesInTwoRTTs(t *testing.T) {
 	}
 }
 
+// TestClaimIncast63Settles: the loss-free 63-to-1 MetaRoCE incast on its
+// bed (0.4 packets per RTT of fair share each) has every sender within
+// ±10% of its fair share of the receiver's link over windows of 20
+// packets per sender (48 RTTs) from at most 10 base RTTs on (issue 27's
+// target; 13.2 RTTs on every seed when the receiver held its cut for the
+// first flight's queue after that queue had drained).
+func TestClaimIncast63Settles(t *testing.T) {
+	ck := newClaim(t)
+	p := incastParams{duration: sim.Millisecond, size: 64 << 10, qd: 16}
+	c := incastCase{lab: "incast/lossy", leaves: 4, perLeaf: 16, n: 63, side: metaroceLossy}
+	rows := claimRows(t, []incastCase{c}, p.point, func(c incastCase, pt Point) (IncastRow, error) { return incastRun(p, c, pt) })
+	for _, row := range rows {
+		if row.WideSettleRTTs < 0 || row.WideSettleRTTs > 10 {
+			ck.Errorf("seed %d: every sender within 10%% of fair share over %.2f-RTT windows from %s on, want <= 10 RTTs",
+				row.Seed, row.WideWindowRTTs, settleText(row.WideSettleRTTs))
+		}
+	}
+}
+
 func settleText(rtts float64) string {
 	if rtts < 0 {
 		return "never"

@@ -74,7 +74,11 @@
 // its capacity and their packets arrive at the rate it hands out) it
 // answers CE marks itself, by lowering every share alike (DCTCP on its
 // arrivals, no second cut while the marked fraction falls period over
-// period, recovering as DCQCN does toward the share before the cut), and
+// period, handing out the whole capacity again at once when a block of
+// arrivals comes unmarked and slower than a queue would deliver them (a
+// NIC of one port): the
+// queue the cuts were for has drained; else recovering as DCQCN does
+// toward the share before the cut), and
 // tells the senders so (ACK flag BUSY). Total in flight is W whatever the
 // number of paths.
 //

@@ -103,6 +103,7 @@ func (p *Protocol) nicSetup(cfg transport.Config) {
 		p.ports, p.lineRate = cfg.Ports, cfg.LineRate
 		capacity := float64(cfg.Ports) * cfg.LineRate / 8 * p.opts.HintUtilization
 		p.alloc = newAllocator(capacity, p.opts.RTOMax, p.opts.ECNGain)
+		p.alloc.ports = max(1, cfg.Ports)
 	}
 }
 
