@@ -106,7 +106,7 @@
 // only with evidence against the route: another path delivered a round
 // trip after the probe left, or the path's packets sent since its last
 // progress were found lost across paths, or nothing else is outstanding
-// or left to send; when every path's ACKs are late alike, the peer is
+// on a path that still answers, nor left to send; when every path's ACKs are late alike, the peer is
 // slow, not the route. A chunk the
 // receiver refused with an RNR NAK is neither lost nor a tail: while
 // chunks wait out their RNR back-off, a path holding no chunk (only
