@@ -116,17 +116,13 @@ type Capture struct {
 	// flipped (by packet id; a ring of the last maxDamaged bounds it), so
 	// a capture further along says so: such a packet often shows in
 	// Wireshark as malformed or with a bad checksum.
-	damaged    map[uint64]int // packet id -> Layout.Dirs index
-	damagedIDs []uint64
-	damagedAt  int
+	damaged recent[int] // packet id -> Layout.Dirs index
 	// ids numbers packets in the order the capture first records them
 	// (Record.PacketID): the fabric's IDs depend on which pool made the
 	// packet, which a partitioned run changes; this order does not. A
 	// ring of the last maxIDs bounds it: a packet recorded again after
 	// maxIDs others gets a new number.
-	ids     map[uint64]uint64
-	idRing  []uint64
-	idAt    int
+	ids     recent[uint64]
 	nextID  uint64
 	sinks   []*sink
 	scratch []byte
@@ -147,7 +143,7 @@ var _ fabric.Observer = (*Capture)(nil)
 // newCapture returns a Capture for a network with the given layout and no sinks.
 func newCapture(l Layout) *Capture {
 	c := &Capture{layout: l, byNode: map[string][]tap{}, pending: map[pendKey]uint8{}, scratch: make([]byte, 0, 256),
-		damaged: map[uint64]int{}, ids: map[uint64]uint64{}}
+		damaged: newRecent[int](maxDamaged), ids: newRecent[uint64](maxIDs)}
 	maxIdx := -1
 	for _, d := range l.Dirs {
 		maxIdx = max(maxIdx, d.Index)
@@ -311,31 +307,17 @@ func (c *Capture) packetID(id uint64) uint64 {
 	if id == 0 {
 		return 0
 	}
-	if n, ok := c.ids[id]; ok {
+	if n, ok := c.ids.get(id); ok {
 		return n
 	}
-	if len(c.idRing) < maxIDs {
-		c.idRing = append(c.idRing, id)
-	} else {
-		delete(c.ids, c.idRing[c.idAt])
-		c.idRing[c.idAt] = id
-		c.idAt = (c.idAt + 1) % maxIDs
-	}
 	c.nextID++
-	c.ids[id] = c.nextID
+	c.ids.put(id, c.nextID)
 	return c.nextID
 }
 
 // noteDamage remembers that packet id was corrupted on direction dir.
 func (c *Capture) noteDamage(id uint64, dir int) {
-	if len(c.damagedIDs) < maxDamaged {
-		c.damagedIDs = append(c.damagedIDs, id)
-	} else {
-		delete(c.damaged, c.damagedIDs[c.damagedAt])
-		c.damagedIDs[c.damagedAt] = id
-		c.damagedAt = (c.damagedAt + 1) % maxDamaged
-	}
-	c.damaged[id] = dir
+	c.damaged.put(id, dir)
 }
 
 func (c *Capture) observeNode(now sim.Time, ev fabric.Event, node string, taps []tap, p *packet.Buffer, reason fabric.DropReason) {
@@ -372,7 +354,7 @@ func (c *Capture) record(now sim.Time, t tap, p *packet.Buffer, comment []byte, 
 	}
 	si := &s.ifaces[t.iface]
 	// Notes first, so the room check counts the record as written.
-	if dir, ok := c.damaged[p.ID]; ok && si.dir != dir {
+	if dir, ok := c.damaged.get(p.ID); ok && si.dir != dir {
 		// Corrupted before it got here, on another link direction.
 		b := append(c.scratch2[:0], comment...)
 		if len(b) > 0 {
