@@ -307,7 +307,7 @@ func (p *Pacer) Run(ctx context.Context) error {
 			// Closer than a sleep's wake-up: watch the clock, the
 			// queues and the poller's clients instead.
 			for now := p.elapsed(); now < next && len(p.posts) == 0 && len(p.input) == 0 && !p.stopping.Load(); now = p.elapsed() {
-				if p.pollInputs() {
+				if p.direct.spinLook(time.Duration(next-now)) && p.pollInputs() {
 					break // a kernel sent: its packets may be due sooner
 				}
 				if p.poller == nil {

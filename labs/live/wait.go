@@ -24,12 +24,12 @@ import (
 // waiter is the loop thread's sleeping machinery.
 type waiter struct {
 	ep, tfd, efd int
-	armed        sim.Time // what tfd is armed for (sim.Never: disarmed)
-	events       [2]unix.EpollEvent
+	armed        sim.Time          // what tfd is armed for (sim.Never: disarmed)
+	events       []unix.EpollEvent // tfd, efd and the direct inputs' devices
 }
 
 func newWaiter() (*waiter, error) {
-	w := &waiter{ep: -1, tfd: -1, efd: -1, armed: sim.Never}
+	w := &waiter{ep: -1, tfd: -1, efd: -1, armed: sim.Never, events: make([]unix.EpollEvent, 2)}
 	var err error
 	if w.tfd, err = unix.TimerfdCreate(unix.CLOCK_MONOTONIC, unix.TFD_NONBLOCK|unix.TFD_CLOEXEC); err != nil {
 		return nil, fmt.Errorf("creating the pacer's timerfd: %w", err)
@@ -87,7 +87,7 @@ func (p *Pacer) sleep(next sim.Time, wait time.Duration) {
 		return
 	}
 	for {
-		n, err := unix.EpollWait(w.ep, w.events[:], -1)
+		n, err := unix.EpollWait(w.ep, w.events, -1)
 		if err == unix.EINTR {
 			continue
 		}
@@ -95,6 +95,12 @@ func (p *Pacer) sleep(next sim.Time, wait time.Duration) {
 		var buf [8]byte
 		for i := 0; i < n; i++ {
 			fd := int(w.events[i].Fd)
+			if fd < 0 {
+				// A direct input's device (direct.go): the loop reads it
+				// next, knowing it is readable.
+				p.direct.woken = append(p.direct.woken, -1-fd)
+				continue
+			}
 			unix.Read(fd, buf[:])
 			if fd == w.tfd {
 				if next != sim.Never {
