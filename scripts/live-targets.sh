@@ -15,7 +15,8 @@
 #   stress  the same beside `stress-ng --cpu 1` (load ~2 on 2 cores).
 #   kernel  BenchmarkKernelPath: UDP at 80% of the cap (loss < 1%), TCP
 #           across the spines (>= 0.9 of the cap), ping (<= 3x a veth
-#           pair's + the lab's own wire), b2b at 10 Gbit/s (>= 0.6x veth).
+#           pair's + the lab's own wire), b2b at 10 Gbit/s (>= 0.6x veth);
+#           alternating with OLDTEST's, RUNS/3 rounds.
 #   rate    BenchmarkLabPacketRate (the runtime's own packet rate, and
 #           its CPU time and context switches per packet where the
 #           build reports them), alternating with the same build's
@@ -84,7 +85,15 @@ for part in $PARTS; do
 		wait "$spid" 2>/dev/null
 		;;
 	kernel)
-		go test ./labs/live -run '^$' -bench KernelPath -benchtime 1x -kernel.reps 3 2>&1 | grep -vE '^(goos|goarch|pkg|cpu):'
+		# This build, then OLDTEST's (if set), RUNS/3 rounds (at least
+		# one), so the two see the same load.
+		go test -c -o "$tmp/live.test" ./labs/live || exit 1
+		for i in $(seq $(((RUNS + 2) / 3))); do
+			for t in "$tmp/live.test" $OLDTEST; do
+				echo "  $t round $i load $(load)"
+				(cd labs/live && $t -test.run '^$' -test.bench KernelPath -test.benchtime 1x -kernel.reps 3 2>&1) | grep -E '^Benchmark|udp:' | sed 's/^/    /'
+			done
+		done
 		;;
 	rate)
 		go test -c -o "$tmp/live.test" ./labs/live || exit 1

@@ -190,6 +190,8 @@ func paired(b *testing.B, p *pair, measure func(c, s *hostns.Namespace, a netip.
 type iperf3Result struct {
 	BitsPerSecond float64 // received
 	LostPercent   float64 // UDP
+	Lost, Packets int     // UDP: datagrams lost, of those sent
+	SentPerSecond float64 // UDP: the sender's rate, bits/s
 	Retransmits   int     // TCP
 }
 
@@ -243,6 +245,8 @@ func iperf3Run(t testing.TB, client, server *hostns.Namespace, addr netip.Addr, 
 			Sum *struct {
 				BitsPerSecond float64 `json:"bits_per_second"`
 				LostPercent   float64 `json:"lost_percent"`
+				LostPackets   int     `json:"lost_packets"`
+				Packets       int     `json:"packets"`
 			} `json:"sum"`
 		} `json:"end"`
 		Error string `json:"error"`
@@ -258,6 +262,8 @@ func iperf3Run(t testing.TB, client, server *hostns.Namespace, addr netip.Addr, 
 	case slices.Contains(args, "-u") && r.End.Sum != nil:
 		res.BitsPerSecond = r.End.Sum.BitsPerSecond * (1 - r.End.Sum.LostPercent/100)
 		res.LostPercent = r.End.Sum.LostPercent
+		res.Lost, res.Packets = r.End.Sum.LostPackets, r.End.Sum.Packets
+		res.SentPerSecond = r.End.Sum.BitsPerSecond
 	case r.End.SumReceived != nil && r.End.SumReceived.BitsPerSecond > 0:
 		res.BitsPerSecond = r.End.SumReceived.BitsPerSecond
 		if r.End.SumSent != nil {

@@ -1,0 +1,123 @@
+package live
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/mrlab/mrlab/internal/sim"
+	"github.com/mrlab/mrlab/internal/testenv"
+	"github.com/mrlab/mrlab/labs/hostns"
+)
+
+// TestLiveUDPAtCap is issue 26's UDP target on a small lab: iperf3 UDP at
+// 80% of the 1 Gbit/s cap (1400-byte datagrams, h0 -> h1 of b2b) loses
+// under 1%, counted by iperf3, when the lab keeps real time. Every drop
+// is located: the sender's mr0 ring (the lab did not read it in time),
+// the NICs (host queues), the fabric, the writers (to-kernel drops), the
+// receiver's socket buffer. The test does not judge what it did not
+// measure: it skips, saying why, when the lab fell behind the wall clock
+// during the run (Timing.Lagging, the rule perf uses), when the machine
+// kept iperf3 from offering 80% of the cap (its own send rate, under 90%
+// of the offer), or when every datagram lost beyond 1% was dropped at the
+// receiving program's socket (that program starved of CPU, not the lab).
+func TestLiveUDPAtCap(t *testing.T) {
+	testenv.RequireNamespaces(t)
+	testenv.RequireCommand(t, "iperf3")
+	l, _ := upLive(t, "b2b", "u", Options{})
+	_, ns0 := hostAddr(t, l, "h0")
+	h1, ns1 := hostAddr(t, l, "h1")
+	dst := mustAddr(t, h1.Addr)
+	ctx := context.Background()
+	if _, err := ping(ns0, dst, 1, 3e9); err != nil { // ARP, caches
+		t.Fatal(err)
+	}
+	offer := 0.8 * DefaultMaxRate
+	before, err := l.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rcv0 := udpRcvbufErrors(t, ns1)
+	var w *lagWatch
+	if err := l.pacer.Do(ctx, func(sim.Time) { w = l.pacer.watch() }); err != nil {
+		t.Fatal(err)
+	}
+	r, err := iperf3Run(t, ns0, ns1, dst, "-u", "-b", fmt.Sprintf("%.0f", offer), "-l", "1400", "-w", "4M", "-t", "2")
+	var tm Timing
+	if err := l.pacer.Do(ctx, func(sim.Time) { tm = w.stop() }); err != nil {
+		t.Fatal(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	after, err := l.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rcv := udpRcvbufErrors(t, ns1) - rcv0
+	var ring, nic, writer, fabric uint64
+	for i := range after.Hosts {
+		writer += after.Hosts[i].ToKernelDrops - before.Hosts[i].ToKernelDrops
+		if k, k0 := after.Hosts[i].Kernel, before.Hosts[i].Kernel; k != nil && k0 != nil {
+			ring += k.TxDropped - k0.TxDropped
+		}
+	}
+	for name, c := range after.Engine.NICs {
+		nic += c["drops"] - before.Engine.NICs[name]["drops"]
+	}
+	for i, k := range after.Engine.Links {
+		fabric += k.Drops - before.Engine.Links[i].Drops
+	}
+	where := fmt.Sprintf("sent %.0f Mbit/s, %d of %d datagrams lost (%.2f%%); drops: h0's mr0 ring %d, NICs %d, fabric %d, writers %d, receiver's socket %d; %s",
+		r.SentPerSecond/1e6, r.Lost, r.Packets, r.LostPercent, ring, nic, fabric, writer, rcv, tm.Verdict())
+	t.Log(where)
+	switch {
+	case tm.Lagging():
+		t.Skipf("this machine did not let the lab keep real time during the run, so its loss is not the lab's figure: %s", where)
+	case r.SentPerSecond < 0.9*offer:
+		t.Skipf("this machine kept iperf3 from offering 80%% of the cap: %s", where)
+	case r.LostPercent < 1:
+		return
+	case uint64(r.Lost) <= rcv+uint64(r.Packets)/100:
+		t.Skipf("the loss beyond 1%% is at the receiving iperf3's socket (that program starved of CPU), not in the lab: %s", where)
+	}
+	t.Errorf("UDP at 80%% of the cap lost %.2f%% (want under 1%%) while the lab kept real time: %s", r.LostPercent, where)
+}
+
+// udpRcvbufErrors is ns's count of UDP datagrams dropped at a full socket
+// receive buffer (/proc/net/snmp's Udp RcvbufErrors).
+func udpRcvbufErrors(t *testing.T, ns *hostns.Namespace) uint64 {
+	t.Helper()
+	var v uint64
+	err := ns.Do(func() error {
+		b, err := os.ReadFile("/proc/thread-self/net/snmp")
+		if err != nil {
+			return err
+		}
+		var names []string
+		for _, line := range strings.Split(string(b), "\n") {
+			f := strings.Fields(line)
+			if len(f) == 0 || f[0] != "Udp:" {
+				continue
+			}
+			if names == nil {
+				names = f
+				continue
+			}
+			for i, n := range names {
+				if n == "RcvbufErrors" && i < len(f) {
+					v, err = strconv.ParseUint(f[i], 10, 64)
+					return err
+				}
+			}
+		}
+		return fmt.Errorf("no Udp RcvbufErrors in /proc/net/snmp")
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
