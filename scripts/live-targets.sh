@@ -91,7 +91,7 @@ for part in $PARTS; do
 		for i in $(seq $(((RUNS + 2) / 3))); do
 			for t in "$tmp/live.test" $OLDTEST; do
 				echo "  $t round $i load $(load)"
-				(cd labs/live && $t -test.run '^$' -test.bench KernelPath -test.benchtime 1x -kernel.reps 3 2>&1) | grep -E '^Benchmark|udp:' | sed 's/^/    /'
+				(cd labs/live && $t -test.run '^$' -test.bench KernelPath -test.benchtime 1x -kernel.reps 3 2>&1) | grep -E '^Benchmark|udp (lab|veth):' | sed 's/^/    /'
 			done
 		done
 		;;

@@ -62,12 +62,25 @@ func BenchmarkKernelPath(b *testing.B) {
 		p := pairUp(b, lossFreeDefault(b), 1e9, true)
 		rate := fmt.Sprintf("%.0f", 0.8*p.cap)
 		paired(b, p, func(c, s *hostns.Namespace, a netip.Addr) (float64, error) {
+			lab := c == p.lc
+			var before Status
+			var rcv0 uint64
+			if lab {
+				before, _ = p.lab.Status(context.Background())
+				rcv0 = udpRcvbufErrors(b, s)
+			}
 			// A receive buffer of 4 MiB (what net.core.rmem_max allows here), as
 			// anyone measuring UDP on a busy machine would give it.
 			r, err := iperf3Run(b, c, s, a, "-u", "-b", rate, "-l", "1400", "-w", "4M", "-t", "3")
 			// A sender the machine starves sends less and loses less:
-			// the rate it reached says whether the loss is at 80%.
-			b.Logf("udp: %.0f Mbit/s received, %.2f%% lost", r.BitsPerSecond/1e6, r.LostPercent)
+			// the rate it reached says whether the loss is at 80%; the
+			// lab's counters say where the loss was.
+			if lab && err == nil {
+				after, _ := p.lab.Status(context.Background())
+				b.Logf("udp lab: %s", udpDropsWhere(r, before, after, udpRcvbufErrors(b, s)-rcv0))
+			} else {
+				b.Logf("udp veth: %.0f Mbit/s sent, %.2f%% lost", r.SentPerSecond/1e6, r.LostPercent)
+			}
 			return r.LostPercent, err
 		}, func(veth, lab []float64) {
 			b.ReportMetric(median(lab), "lab-loss-%")

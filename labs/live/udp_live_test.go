@@ -3,7 +3,7 @@ package live
 import (
 	"context"
 	"fmt"
-	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -58,21 +58,7 @@ func TestLiveUDPAtCap(t *testing.T) {
 		t.Fatal(err)
 	}
 	rcv := udpRcvbufErrors(t, ns1) - rcv0
-	var ring, nic, writer, fabric uint64
-	for i := range after.Hosts {
-		writer += after.Hosts[i].ToKernelDrops - before.Hosts[i].ToKernelDrops
-		if k, k0 := after.Hosts[i].Kernel, before.Hosts[i].Kernel; k != nil && k0 != nil {
-			ring += k.TxDropped - k0.TxDropped
-		}
-	}
-	for name, c := range after.Engine.NICs {
-		nic += c["drops"] - before.Engine.NICs[name]["drops"]
-	}
-	for i, k := range after.Engine.Links {
-		fabric += k.Drops - before.Engine.Links[i].Drops
-	}
-	where := fmt.Sprintf("sent %.0f Mbit/s, %d of %d datagrams lost (%.2f%%); drops: h0's mr0 ring %d, NICs %d, fabric %d, writers %d, receiver's socket %d; %s",
-		r.SentPerSecond/1e6, r.Lost, r.Packets, r.LostPercent, ring, nic, fabric, writer, rcv, tm.Verdict())
+	where := udpDropsWhere(r, before, after, rcv) + "; " + tm.Verdict()
 	t.Log(where)
 	switch {
 	case tm.Lagging():
@@ -87,37 +73,64 @@ func TestLiveUDPAtCap(t *testing.T) {
 	t.Errorf("UDP at 80%% of the cap lost %.2f%% (want under 1%%) while the lab kept real time: %s", r.LostPercent, where)
 }
 
+// udpDropsWhere says where a UDP run's datagrams were dropped: the
+// sender's mr0 ring (its kernel's tx_dropped: the lab did not read it in
+// time), the NICs, the fabric's links, the writers (to-kernel drops) and
+// the receiver's socket buffer (rcv, RcvbufErrors over the run).
+func udpDropsWhere(r iperf3Result, before, after Status, rcv uint64) string {
+	var ring, nic, writer, fabric uint64
+	for i := range after.Hosts {
+		writer += after.Hosts[i].ToKernelDrops - before.Hosts[i].ToKernelDrops
+		if k, k0 := after.Hosts[i].Kernel, before.Hosts[i].Kernel; k != nil && k0 != nil {
+			ring += k.TxDropped - k0.TxDropped
+		}
+	}
+	for name, c := range after.Engine.NICs {
+		nic += c["drops"] - before.Engine.NICs[name]["drops"]
+	}
+	for i, k := range after.Engine.Links {
+		if i < len(before.Engine.Links) {
+			fabric += k.Drops - before.Engine.Links[i].Drops
+		}
+	}
+	return fmt.Sprintf("sent %.0f Mbit/s, %d of %d datagrams lost (%.2f%%); drops: mr0 rings %d, NICs %d, fabric %d, writers %d, receiver's socket %d",
+		r.SentPerSecond/1e6, r.Lost, r.Packets, r.LostPercent, ring, nic, fabric, writer, rcv)
+}
+
 // udpRcvbufErrors is ns's count of UDP datagrams dropped at a full socket
-// receive buffer (/proc/net/snmp's Udp RcvbufErrors).
-func udpRcvbufErrors(t *testing.T, ns *hostns.Namespace) uint64 {
+// receive buffer (/proc/net/snmp's Udp RcvbufErrors, read by a process
+// started in ns: it sees ns's /proc/net).
+func udpRcvbufErrors(t testing.TB, ns *hostns.Namespace) uint64 {
 	t.Helper()
-	var v uint64
-	err := ns.Do(func() error {
-		b, err := os.ReadFile("/proc/thread-self/net/snmp")
-		if err != nil {
-			return err
-		}
-		var names []string
-		for _, line := range strings.Split(string(b), "\n") {
-			f := strings.Fields(line)
-			if len(f) == 0 || f[0] != "Udp:" {
-				continue
-			}
-			if names == nil {
-				names = f
-				continue
-			}
-			for i, n := range names {
-				if n == "RcvbufErrors" && i < len(f) {
-					v, err = strconv.ParseUint(f[i], 10, 64)
-					return err
-				}
-			}
-		}
-		return fmt.Errorf("no Udp RcvbufErrors in /proc/net/snmp")
-	})
-	if err != nil {
+	var out strings.Builder
+	cmd := exec.Command("cat", "/proc/net/snmp")
+	cmd.Stdout = &out
+	if err := ns.Start(cmd); err != nil {
 		t.Fatal(err)
 	}
-	return v
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("reading /proc/net/snmp in %s: %v", ns.Name(), err)
+	}
+	var names []string
+	for _, line := range strings.Split(out.String(), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 || f[0] != "Udp:" {
+			continue
+		}
+		if names == nil {
+			names = f
+			continue
+		}
+		for i, n := range names {
+			if n == "RcvbufErrors" && i < len(f) {
+				v, err := strconv.ParseUint(f[i], 10, 64)
+				if err != nil {
+					t.Fatalf("/proc/net/snmp in %s: %v", ns.Name(), err)
+				}
+				return v
+			}
+		}
+	}
+	t.Fatalf("no Udp RcvbufErrors in %s's /proc/net/snmp", ns.Name())
+	return 0
 }
