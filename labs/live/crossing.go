@@ -5,6 +5,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/mrlab/mrlab/internal/packet"
 	"github.com/mrlab/mrlab/internal/sim"
 )
@@ -43,6 +45,11 @@ type crossing struct {
 	sent     atomic.Uint64
 	drops    atomic.Uint64
 
+	// Waking a receiver that sleeps (SetWake): its sleeping flag and the
+	// eventfd its epoll watches. Set before use, read-only after.
+	asleep *atomic.Bool
+	wakeFD int
+
 	_        [64]byte
 	head     atomic.Uint64
 	received atomic.Uint64
@@ -50,6 +57,9 @@ type crossing struct {
 	lateAny  atomic.Uint64 // packets drained after their stamp at all
 	maxLate  atomic.Int64  // worst lateness, ns of lab time
 }
+
+// wakeOne is an eventfd increment of 1.
+var wakeOne = [8]byte{1}
 
 // crossSlot is one packet in flight between partitions: its arrival time
 // and the key its sender armed it with (sim.Loop.ArmKey), so equal
@@ -70,8 +80,15 @@ func newCrossing(name string, capacity int) (*crossing, error) {
 	for n < capacity {
 		n <<= 1
 	}
-	return &crossing{name: name, slots: make([]crossSlot, n), mask: uint64(n - 1)}, nil
+	return &crossing{name: name, slots: make([]crossSlot, n), mask: uint64(n - 1), wakeFD: -1}, nil
 }
+
+// SetWake makes Push wake a receiver that sleeps: when asleep is set
+// after a push is published, Push writes 1 to the eventfd efd. The
+// receiver sets asleep, then looks at Pending once more before it sleeps
+// on efd (with sequentially consistent atomics one of the two sees the
+// other: no packet waits for the next timer). Call it before use.
+func (c *crossing) SetWake(asleep *atomic.Bool, efd int) { c.asleep, c.wakeFD = asleep, efd }
 
 // Cap is how many packets the crossing holds.
 func (c *crossing) Cap() int { return len(c.slots) }
@@ -92,6 +109,9 @@ func (c *crossing) Push(at sim.Time, key uint64, b *packet.Buffer) bool {
 	c.slots[t&c.mask] = crossSlot{at: at, key: key, b: b}
 	c.tail.Store(t + 1) // publishes the slot
 	c.sent.Add(1)
+	if c.asleep != nil && c.asleep.Load() {
+		unix.Write(c.wakeFD, wakeOne[:])
+	}
 	return true
 }
 
