@@ -24,9 +24,10 @@ import (
 // clock on its own, and the stamp is what keeps them honest. A packet
 // drained at or before its stamp arrives exactly on time; one drained
 // after it (its sender ran late, or the receiver did not look in time)
-// arrives late, by the difference, and the crossing counts it as the
-// pacer counts a late event, so the lab's lag accounting includes every
-// packet that crossed (live mode never lies).
+// arrives late, by the difference: the crossing counts it, and the
+// receiving pacer counts its arrival as a late event (crosspoll.go), so
+// the lab's lag figures include every packet that crossed (live mode
+// never lies).
 //
 // A full ring drops the packet on the sender's side and counts the drop,
 // as a link's queue would: a receiver that stalls must not make its
@@ -83,11 +84,12 @@ func newCrossing(name string, capacity int) (*crossing, error) {
 	return &crossing{name: name, slots: make([]crossSlot, n), mask: uint64(n - 1), wakeFD: -1}, nil
 }
 
-// SetWake makes Push wake a receiver that sleeps: when asleep is set
-// after a push is published, Push writes 1 to the eventfd efd. The
-// receiver sets asleep, then looks at Pending once more before it sleeps
-// on efd (with sequentially consistent atomics one of the two sees the
-// other: no packet waits for the next timer). Call it before use.
+// SetWake makes Push wake a receiver that sleeps, as Pacer.kick does: when
+// asleep is set after a push is published, Push clears it and writes 1 to
+// the eventfd efd. The receiver sets asleep, then looks at Pending once
+// more before it sleeps on efd (with sequentially consistent atomics one
+// of the two sees the other: no packet waits for the next timer). Call it
+// before use.
 func (c *crossing) SetWake(asleep *atomic.Bool, efd int) { c.asleep, c.wakeFD = asleep, efd }
 
 // Cap is how many packets the crossing holds.
@@ -109,8 +111,8 @@ func (c *crossing) Push(at sim.Time, key uint64, b *packet.Buffer) bool {
 	c.slots[t&c.mask] = crossSlot{at: at, key: key, b: b}
 	c.tail.Store(t + 1) // publishes the slot
 	c.sent.Add(1)
-	if c.asleep != nil && c.asleep.Load() {
-		unix.Write(c.wakeFD, wakeOne[:])
+	if c.asleep != nil && c.asleep.CompareAndSwap(true, false) {
+		unix.Write(c.wakeFD, wakeOne[:]) // EAGAIN: a wake is pending already
 	}
 	return true
 }
@@ -171,16 +173,4 @@ type CrossingStats struct {
 func (c *crossing) Stats() CrossingStats {
 	return CrossingStats{Name: c.name, Sent: c.sent.Load(), Dropped: c.drops.Load(), Received: c.received.Load(),
 		Late: c.late.Load(), LateAny: c.lateAny.Load(), MaxLate: time.Duration(c.maxLate.Load())}
-}
-
-// addLag folds crossings' lateness into a partition's lag figures: a
-// packet that reached its partition late is a late event of that
-// partition, by as much (PacketsLate counts it too: what it carried
-// reaches a host late).
-func addLag(l *LagStats, cs []CrossingStats) {
-	for _, c := range cs {
-		l.EventsLate += c.Late
-		l.PacketsLate += c.Late
-		l.MaxLag = max(l.MaxLag, c.MaxLate)
-	}
 }
