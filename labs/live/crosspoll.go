@@ -100,6 +100,15 @@ func (cp *crossPoller) Poll(now sim.Time) bool {
 // more: a push from then on wakes it (the pacer's sleep marks it again
 // and finds the eventfd written). True means a packet is waiting.
 func (cp *crossPoller) Sleeping(now, until sim.Time) bool {
+	if len(cp.ins) > 0 && crossSpin > 0 {
+		for end := cp.p.elapsed() + crossSpin; cp.p.elapsed() < end; {
+			for _, in := range cp.ins {
+				if in.Pending() > 0 {
+					return true
+				}
+			}
+		}
+	}
 	if len(cp.ins) > 0 {
 		cp.p.sleeping.Store(true)
 		for _, in := range cp.ins {
@@ -129,6 +138,13 @@ func (p *Pacer) noteLateArrival(lag time.Duration) {
 	p.lag.MaxLag = max(p.lag.MaxLag, lag)
 	p.winMax = max(p.winMax, lag)
 }
+
+// crossSpin is how long a pacer with crossings watches them before it
+// sleeps when it has no event due sooner. Zero (the default) sleeps at
+// once and is woken by the push. BenchmarkPacedPartitions measures both:
+// watching 250 us cut the CPU per hop 7-9x on this 2-core box (fewer
+// wake-ups), and still left two partitions 8-10x slower than one.
+var crossSpin = sim.Time(0)
 
 // Stats reads the inbound crossings' counters (any goroutine).
 func (cp *crossPoller) Stats() []CrossingStats {
