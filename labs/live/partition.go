@@ -24,8 +24,8 @@ import (
 // partition after its stamp is counted late, in the lab's lag figures.
 //
 // What is built: the plan (the sim rule, shown by status), the crossing
-// and its accounting. What is not: the runtime that runs more than one
-// pacer. The fabric's cut links hand packets over at the sim engine's
+// and its accounting, and a pacer serving its crossings (crosspoll.go).
+// What is not: the runtime that runs a lab on more than one pacer. The fabric's cut links hand packets over at the sim engine's
 // barriers (fabric.Network.Partition), and routing, faults, the workload
 // cluster, telemetry and capture run on the group's global loop, alone at
 // barriers; a live group needs each of those made safe without a barrier
@@ -35,7 +35,9 @@ import (
 // The default count leaves one core to the hosts: the hosts' kernels (TCP,
 // the TUN reads and writes) and the programs in them (iperf3, ping, verbs
 // clients) need a core of their own, and a lab loop that competes with
-// them for it lags (README "Partitions").
+// them for it lags; on this project's 2-core box two paced partitions
+// exchanging packets were 9-110x slower than one (BenchmarkPacedPartitions;
+// README "Partitions").
 
 // PartitionStatus is how a live lab's event loop is partitioned.
 type PartitionStatus struct {
