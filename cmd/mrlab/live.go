@@ -101,6 +101,11 @@ func liveUp(c *cli.Context) error {
 	if err := live.ValidLabName(lab.Name); err != nil {
 		return fmt.Errorf("%s: %w", lab.File, err)
 	}
+	if n := c.Int("partitions"); n > 1 && !c.Bool("foreground") {
+		// Said once, on the terminal of the user who asked (a background
+		// lab logs it; mrlab status shows it).
+		fmt.Fprintf(c.App.ErrWriter, "mrlab: up %s: --partitions %d: %s; a live lab runs on 1 partition for now (mrlab status says why)\n", lab.Name, n, lab.PlanPartitions(n))
+	}
 	if err := live.ValidMetricsAddr(c.String("metrics")); err != nil {
 		return usagef("up: --metrics: %v", err)
 	}
