@@ -68,17 +68,15 @@ func newUpCommand() *cli.Command {
 			&cli.StringFlag{Name: "metrics", Value: live.DefaultMetricsAddr, Usage: "serve Prometheus metrics on this loopback `ADDR` (port 0 picks one; \"off\" serves none)"},
 			&cli.DurationFlag{Name: "telemetry-interval", Value: live.DefaultTelemetryInterval, Usage: "how often telemetry (metrics, mrlab top) is sampled"},
 			&cli.BoolFlag{Name: "no-faults", Usage: "do not arm the lab file's fault timeline (--fault's faults still fire)"},
-			&cli.IntFlag{Name: "partitions", Value: 1, Usage: "partitions of the lab's event loop; live labs run on 1 for now and say so"},
+			&cli.IntFlag{Name: "partitions", DefaultText: "one fewer than cores (the hosts keep one), at least 1", Usage: "partitions of the lab's event loop, planned by sim's rule; live labs run on 1 for now, and mrlab status says what was asked and why"},
 		}, whatIfFlags()...),
 		Action: liveUp,
 	}
 }
 
 func liveUp(c *cli.Context) error {
-	if n := c.Int("partitions"); n < 1 {
+	if n := c.Int("partitions"); c.IsSet("partitions") && n < 1 {
 		return usagef("up: --partitions %d: want 1 or more", n)
-	} else if n > 1 {
-		fmt.Fprintf(c.App.ErrWriter, "mrlab: up: --partitions %d: a live lab runs on 1 partition for now (the partitioned engine runs sim fabrics only; #26)\n", n)
 	}
 	lab, err := oneLab(c)
 	if err != nil {
@@ -102,6 +100,11 @@ func liveUp(c *cli.Context) error {
 	}
 	if err := live.ValidLabName(lab.Name); err != nil {
 		return fmt.Errorf("%s: %w", lab.File, err)
+	}
+	if n := c.Int("partitions"); n > 1 && !c.Bool("foreground") {
+		// Said once, on the terminal of the user who asked (a background
+		// lab logs it; mrlab status shows it).
+		fmt.Fprintf(c.App.ErrWriter, "mrlab: up %s: --partitions %d: %s; a live lab runs on 1 partition for now (mrlab status says why)\n", lab.Name, n, lab.PlanPartitions(n))
 	}
 	if err := live.ValidMetricsAddr(c.String("metrics")); err != nil {
 		return usagef("up: --metrics: %v", err)
@@ -148,6 +151,8 @@ func liveUp(c *cli.Context) error {
 		Pacer:   live.PacerConfig{LagThreshold: c.Duration("lag-threshold"), Policy: live.Policy(c.String("sched")), NoRealtime: c.Bool("no-realtime")},
 		Logf:    logf,
 		Metrics: c.String("metrics"),
+		// 0 when not set: the default for this machine (live.DefaultPartitions).
+		Partitions: c.Int("partitions"),
 	})
 	if err != nil {
 		return err
@@ -198,6 +203,9 @@ func upBackground(c *cli.Context, lab *labs.Lab) error {
 		"--name", lab.Name, "--sched", c.String("sched")}
 	if c.Bool("no-realtime") {
 		args = append(args, "--no-realtime")
+	}
+	if c.IsSet("partitions") {
+		args = append(args, "--partitions", strconv.Itoa(c.Int("partitions")))
 	}
 	if c.Bool("no-faults") {
 		args = append(args, "--no-faults")
@@ -467,6 +475,9 @@ func statusReport(s live.Status, allLinks bool) *Report {
 	}
 	r.Fact("uptime", "uptime", s.Uptime.Round(time.Millisecond).String())
 	r.Fact("planes", "planes", s.Engine.Planes)
+	if p := s.Partitions; p.Asked > 0 {
+		r.Fact("partitions", "partitions", partitionLine(p))
+	}
 	r.Fact("events", "events run", s.Lag.Events)
 	r.Fact("events_late", "events late", s.Lag.EventsLate)
 	r.Fact("max_lag", "max lag", s.Lag.MaxLag.String())
@@ -713,4 +724,14 @@ func spinLine(l live.LagStats) string {
 		return fmt.Sprintf("wakes %v before each event and watches the clock (twice its worst timer wake-up latency, %v, in the last second)", l.Spin, l.WakeLatency)
 	}
 	return fmt.Sprintf("wakes %v before each event and watches the clock", l.Spin)
+}
+
+// partitionLine is a live lab's partitions as status shows them: how many
+// run, what was asked and the sim rule's plan for it, and why fewer run.
+func partitionLine(p live.PartitionStatus) string {
+	s := fmt.Sprintf("%d running (asked %d: %s)", p.Running, p.Asked, p.Plan)
+	if p.Reason != "" {
+		s += "; " + p.Reason
+	}
+	return s
 }

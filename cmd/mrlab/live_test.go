@@ -352,7 +352,9 @@ func TestLiveCLI(t *testing.T) {
 	bin, dir, name, lab := lb.bin, lb.dir, lb.name, lb.file
 	sh := func(args ...string) (int, string) { return lb.sh(t, args...) }
 	// A what-if on up: one direction of a link no test here uses.
-	if code, out := sh("up", "--impair", "h3-p1:ba=delay 1ms", lab); code != 0 {
+	// --partitions 2: planned by sim's rule (by plane), run on one, and
+	// said so in status (labs/live/partition.go).
+	if code, out := sh("up", "--partitions", "2", "--impair", "h3-p1:ba=delay 1ms", lab); code != 0 {
 		t.Fatalf("up: %d\n%s", code, out)
 	}
 	if code, out := sh("up", lab); code == 0 || !strings.Contains(out, "already running") {
@@ -423,8 +425,9 @@ func TestLiveCLI(t *testing.T) {
 	if code, out := sh("exec", "h9", "--", "true"); code == 0 || !strings.Contains(out, "no host") {
 		t.Errorf("exec on unknown host: code %d\n%s", code, out)
 	}
-	if code, out := sh("status"); code != 0 || !strings.Contains(out, live.NamespaceName(name, "h3")) {
-		t.Errorf("status: code %d\n%s", code, out)
+	if code, out := sh("status"); code != 0 || !strings.Contains(out, live.NamespaceName(name, "h3")) ||
+		!strings.Contains(squash(out), "partitions: 1 running (asked 2: 2 partition(s) by plane") || !strings.Contains(out, "partitioned live pacing is not built") {
+		t.Errorf("status: code %d (want the partitions asked, planned and running, and why)\n%s", code, out)
 	}
 	// Watch a MetaRoCE run with loss: trace, top and the metrics endpoint
 	// status --json names.

@@ -69,6 +69,10 @@ type Options struct {
 	// serves (packet capture, telemetry). Handlers run on the server's
 	// goroutines: reach the engine through l.Pacer().Do.
 	Extend func(l *Lab, mux *http.ServeMux)
+	// Partitions is the partition count asked for (0: DefaultPartitions
+	// of the machine's cores). A live lab runs on one for now; status
+	// says what the sim rule would make of the count and why (partition.go).
+	Partitions int
 }
 
 // Lab is a running live lab.
@@ -93,6 +97,7 @@ type Lab struct {
 	finished chan struct{}
 	err      error
 	started  time.Time
+	parts    PartitionStatus
 }
 
 // hostIO is one host's kernel side: its device and the goroutines that
@@ -240,6 +245,10 @@ func newState(name string, specs []HostSpec, opts Options) (*State, error) {
 // gives each host its kernel input and output.
 func (l *Lab) startEngine() error {
 	opts, eng := &l.opts, l.eng
+	l.parts = planLive(eng, opts.Partitions)
+	if l.parts.Reason != "" {
+		opts.Logf("partitions: %d asked, running on %d: %s", l.parts.Asked, l.parts.Running, l.parts.Reason)
+	}
 	loop := sim.NewLoop()
 	pool := packet.NewPool()
 	pc := opts.Pacer
@@ -442,7 +451,9 @@ type Status struct {
 	VirtualTime time.Duration `json:"virtual_time_ns"`
 	Hosts       []HostStatus  `json:"hosts"`
 	Lag         LagStats      `json:"lag"`
-	Engine      EngineStatus  `json:"engine"`
+	// Partitions says how the lab's event loop is partitioned.
+	Partitions PartitionStatus `json:"partitions"`
+	Engine     EngineStatus    `json:"engine"`
 }
 
 // HostStatus is one host's kernel-side counters.
@@ -471,7 +482,7 @@ type HostStatus struct {
 
 // Status collects a status report through the loop goroutine.
 func (l *Lab) Status(ctx context.Context) (Status, error) {
-	s := Status{Lab: l.name, PID: l.state.PID, Metrics: l.state.Metrics, Uptime: time.Since(l.started)}
+	s := Status{Lab: l.name, PID: l.state.PID, Metrics: l.state.Metrics, Uptime: time.Since(l.started), Partitions: l.parts}
 	err := l.pacer.Do(ctx, func(now sim.Time) {
 		s.VirtualTime = time.Duration(now)
 		s.Lag = l.pacer.lag // on the loop goroutine: current, not the last published copy
