@@ -15,7 +15,8 @@ import (
 //
 //   - Active or Draining, something outstanding: a tail-loss probe PTO
 //     after the path's last transmission or ACK progress, whichever is
-//     later. The probe is sent at once, outside the window and the pacer:
+//     later. The probe is sent at once, outside the window and not held
+//     by the pacer (one that carries a chunk moves the pacer):
 //     a PSN of the path found lost and not yet resent, if any; else, once
 //     the connection has measured a data packet's RTT, the path's next
 //     packet: a new chunk if the connection has one, else the path's
@@ -69,7 +70,14 @@ func (c *Conn) transmitProbe(port int, b []byte) (int, transport.TxMeta) {
 			i := 64*w + bits.TrailingZeros64(word)
 			word &= word - 1
 			if p := &c.s.paths[i]; p.plane(c.cfg.Ports) == port && p.sb.room() {
-				return c.sendProbe(p, b)
+				n, meta := c.sendProbe(p, b)
+				// A probe that carries a chunk (a lost PSN resent, a new
+				// chunk, the newest one again) loads the receiver like any
+				// data packet: it is not held by the pacer (it is due now)
+				// but moves it, so the next data packet waits its gap. A
+				// payload-free probe or filler does not (pacer.sent).
+				c.pace(n)
+				return n, meta
 			}
 		}
 	}
@@ -84,7 +92,8 @@ func (c *Conn) transmitProbe(port int, b []byte) (int, transport.TxMeta) {
 // before the connection has measured a data packet's RTT (its PTO is then
 // a guess, and the packets it waits for may only be queued) is a bare
 // PROBE, whose arrival proves any hole before it a loss. Probes are
-// neither windowed nor paced, and do not move the pacer.
+// neither windowed nor held by the pacer; one carrying a chunk moves the
+// pacer like any data packet (transmitProbe).
 func (c *Conn) sendProbe(p *sndPath, b []byte) (int, transport.TxMeta) {
 	p.probeWant = false
 	c.flagPath(p)
