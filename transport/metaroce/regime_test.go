@@ -319,8 +319,13 @@ func TestTargetOnePercent(t *testing.T) {
 // fraction of the sender's frames the run's wire delivered (its
 // expectation is (1-p)^hops; a seed's draw differs, and against the
 // nominal figure a lucky draw read above 1 in the experiments).
+// Measured: leafspine 0.958 random, 0.903 bursty; fattree 0.934 random,
+// 0.907 bursty. With a path made suspect (its chunks moved) after one
+// unanswered probe, whatever the measured loss, the fattree bursty case
+// was 0.815 (leafspine bursty 0.872): at 47% loss end to end a probe round
+// trip fails three times in four, and half the chunks moved had arrived
+// (their ACKs were lost), so they went twice (probe.go, the chance rule).
 func TestTargetTenPercent(t *testing.T) {
-	var misses []string
 	for _, b := range []bed{{topo: "leafspine", rate: 100e9, hpl: 2, spines: 2}, {topo: "fattree", rate: 10e9}} {
 		for _, bursty := range []bool{false, true} {
 			lb := b
@@ -334,14 +339,9 @@ func TestTargetTenPercent(t *testing.T) {
 				t.Errorf("%s %g Gb/s, 10%% loss (bursty %v): %.4f of the loss ceiling: above 1, or no ceiling", b.topo, b.rate/1e9, bursty, o.goodput/ceiling)
 			}
 			if o.goodput < 0.85*ceiling {
-				// Held (>= 0.89) while a lost packet cost no wire time;
-				// on the wire 0.81-0.88.
-				misses = append(misses, fmt.Sprintf("%s %g Gb/s, 10%% loss (bursty %v): %.3f of the loss ceiling, want >= 0.85", b.topo, b.rate/1e9, bursty, o.goodput/ceiling))
+				t.Errorf("%s %g Gb/s, 10%% loss (bursty %v): %.3f of the loss ceiling, want >= 0.85", b.topo, b.rate/1e9, bursty, o.goodput/ceiling)
 			}
 		}
-	}
-	if len(misses) > 0 {
-		knownMiss(t, "#27", "%s", strings.Join(misses, "; "))
 	}
 }
 
