@@ -151,7 +151,11 @@
 // AckDelay after the first, and at once on a hole, a hole filled, a
 // duplicate, a probe, a message completely placed, or a move of the
 // sender's share by more than a tenth. Each arrival is carried by two
-// ACKs, and records are cumulative, so an ACK lost loses nothing.
+// ACKs, or more under loss (the chance rule at 1e-3, at the loss rate the
+// receiver measures: the fraction of arrivals that are retransmissions;
+// at most 10), and records are cumulative, so lost ACKs lose nothing: a
+// path whose state no ACK delivered would look lost to the sender's loss
+// detection across paths, and its packets would go twice.
 //
 // # Connection life
 //
