@@ -101,13 +101,17 @@
 // PTO (RTT + 4 x variation + the peer's ACK delay + the lateness) after its last
 // transmission or progress; more probes follow while chance can explain
 // their loss; only then a timeout, which moves the path's chunks to paths
-// that deliver and the path to a new entropy (probe.go). A probe
-// unanswered for a PTO moves the path's chunks early (the path is suspect)
-// only with evidence against the route: another path delivered a round
-// trip after the probe left, or the path's packets sent since its last
-// progress were found lost across paths, or nothing else is outstanding
-// on a path that still answers, nor left to send; when every path's ACKs are late alike, the peer is
-// slow, not the route. A chunk the
+// that deliver and the path to a new entropy (probe.go). Unanswered
+// probes move the path's chunks early (the path is suspect) only with
+// evidence against the route: as many probes unanswered as the chance
+// rule's tail-probe count (one loss-free) and another path delivered a
+// round trip after the latest left, or the path's packets sent since its
+// last progress were found lost across paths; or one probe unanswered
+// and nothing else outstanding on a path that still answers, nor left to
+// send. When every path's ACKs are late alike, the peer is slow, not the
+// route; when a probe round trip fails by chance as often as not (47%
+// loss end to end on six links at 10%), one unanswered probe says
+// nothing: half the chunks moved on it had arrived and went twice. A chunk the
 // receiver refused with an RNR NAK is neither lost nor a tail: while
 // chunks wait out their RNR back-off, a path holding no chunk (only
 // fillers and probes) arms no probe and no timeout; it probes again a PTO
@@ -119,8 +123,8 @@
 // AllFailedTimeout gives up. There is no go-back-N anywhere.
 //
 // The "chance" rule: wherever a count of failures decides something (tail
-// probes before a timeout, timeouts before a path fails, losses before a
-// chunk fails), the count is the option's value or, if more, the smallest
+// probes before a timeout or a move, timeouts before a path fails, losses
+// before a chunk fails), the count is the option's value or, if more, the smallest
 // count whose all-fail probability at the connection's measured loss rate
 // is below a small bound (1e-3, 1e-4, 1e-9). Loss-free it is the option;
 // under heavy loss it grows just enough that random loss alone does not
@@ -147,7 +151,11 @@
 // AckDelay after the first, and at once on a hole, a hole filled, a
 // duplicate, a probe, a message completely placed, or a move of the
 // sender's share by more than a tenth. Each arrival is carried by two
-// ACKs, and records are cumulative, so an ACK lost loses nothing.
+// ACKs, or more under loss (the chance rule at 1e-3, at the loss rate the
+// receiver measures: the fraction of arrivals that are retransmissions;
+// at most 10), and records are cumulative, so lost ACKs lose nothing: a
+// path whose state no ACK delivered would look lost to the sender's loss
+// detection across paths, and its packets would go twice.
 //
 // # Connection life
 //

@@ -28,6 +28,10 @@ type rcvState struct {
 	// msgPlaced says the packet being consumed completed a message's
 	// placement: the ACK goes at once.
 	msgPlaced bool
+	// lossQ is the loss rate the receiver measures, in 1/65536
+	// (noteArrival); it sets how many ACKs carry each path's state
+	// (ackRedundancy). (It fills ackDue's padding: TestConnSize.)
+	lossQ uint16
 	// lastHint is the share (kB/s) the last ACK carried: when the share
 	// moves by more than a tenth, the next ACK goes at once. (These two
 	// sit beside ackDue to fill its padding: TestConnSize.)
@@ -195,6 +199,7 @@ func (c *Conn) onData(d wire.Data, rx transport.RxMeta) {
 		return
 	}
 	c.st.dataReceived++
+	c.noteArrival(d.Flags()&wire.FlagRetx != 0)
 	out := rp.sack.add(psn)
 	rp.rx++
 	rp.port, rp.sport, rp.echoTS, rp.arrived = rx.Port, rx.SrcPort, d.TS(), c.now

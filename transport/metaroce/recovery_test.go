@@ -16,23 +16,33 @@ import (
 )
 
 // TestTargetShallowLoss: 16 outstanding messages, random loss on every
-// link, goodput as a fraction of the same bed loss-free.
+// link, goodput as a fraction of the same bed loss-free, and the same
+// lossy run with an oracle (job.oracle: the sender learns of each lost
+// data packet the moment a wire drops it), the bound of any loss
+// detection on the bed.
 //
-// With one stream, completions come in post order, so a lost packet holds
-// every later message's completion (and the application's next posts) for
-// the round trip its resend takes: on the 4-hop bed at 1% per link, 47%
-// of the windows of 16 one-packet messages lose one, which bounds the
-// fraction near 1/(1+0.47) = 0.68 whatever the loss detection; with 16
-// streams a loss holds one message only. The floors are regression guards:
-// the figures measured where a lost packet began to cost wire time
-// (fabric.LossAtWire, the merge of #27's honest links with this test),
-// less a margin of about 0.03 (16 streams at 10%: 0.419 then, 0.408 with
-// the measured lateness, 0.387 once ties broke by (time, origin, seq), 0.372
-// with the active paths capped by the window: 4 paths carry its 16
-// packets; its floor stays 0.36). With the cap: b2b 0.978 and 0.827,
-// leafspine one stream 0.680, 16 streams at 1% 0.933, 10us one stream
-// 0.504, 16 streams 0.604. The targets (0.85 at 1%, 0.5 at
-// 10%) are missed in the one-stream cases for the reason above.
+// The floors are regression guards: the figures measured (seed 1) less
+// a margin of about 0.03. History of 16 streams at 10%: 0.419 where a lost
+// packet began to cost wire time (fabric.LossAtWire), 0.408 with the
+// measured lateness, 0.387 once ties broke by (time, origin, seq), 0.372
+// with the active paths capped by the window, 0.411 with suspect moves
+// under the chance rule (probe.go), 0.476 with ACK redundancy by the
+// chance rule (ackgen.go; seeds 1-5: 0.435 (0.411-0.447) -> 0.494
+// (0.476-0.497)). Now: b2b 0.978 and 0.851, leafspine one stream 0.691,
+// 16 streams at 1% 0.935, 10us one stream 0.458 (0.519 before the ACK
+// rule; seeds 1-5 0.491 (0.470-0.519) -> 0.458 (0.434-0.491), not
+// understood), 16 streams 0.587 (0.614 before; seeds 1-5 0.617 ->
+// 0.622).
+//
+// The oracle says where the rest goes. The one-stream cases are not
+// bounded near 1/(1+0.47) by in-order completion, as this comment argued
+// before: with the oracle leafspine one stream reaches 0.87 (seeds 1-5),
+// 10us one stream 0.71; the gap is loss detection (about one RTT plus the
+// reordering window from the loss: a later packet's ACK must come back)
+// and the resend's own round trip. The targets: 16 streams at 10%
+// (0.5) is within the oracle's 0.72 and missed by about 0.02 (seeds 1-5
+// median 0.494); 10us 16 streams at 1% (0.85) is above even the oracle's
+// 0.83: on this bed no loss detection reaches it.
 func TestTargetShallowLoss(t *testing.T) {
 	if testing.Short() {
 		t.Skip("long")
@@ -41,36 +51,40 @@ func TestTargetShallowLoss(t *testing.T) {
 	long := leafspine
 	long.delay = 10 * sim.Microsecond
 	for _, c := range []struct {
-		name    string
-		b       bed
-		size    int
-		streams int
-		loss    float64
-		min     float64
+		name      string
+		b         bed
+		size      int
+		streams   int
+		loss      float64
+		min       float64
+		oracleMin float64
 	}{
-		{"b2b 4KiB", bed{topo: "b2b", rate: 100e9}, 4 << 10, 1, 0.01, 0.92},
-		{"b2b 4KiB", bed{topo: "b2b", rate: 100e9}, 4 << 10, 1, 0.1, 0.74},
-		{"leafspine 4KiB", leafspine, 4 << 10, 1, 0.01, 0.60},
-		{"leafspine 4KiB", leafspine, 4 << 10, 16, 0.01, 0.90},
-		{"leafspine 4KiB", leafspine, 4 << 10, 16, 0.1, 0.36},
-		{"leafspine 10us 64KiB", long, 64 << 10, 1, 0.01, 0.45},
-		{"leafspine 10us 64KiB", long, 64 << 10, 16, 0.01, 0.58},
+		{"b2b 4KiB", bed{topo: "b2b", rate: 100e9}, 4 << 10, 1, 0.01, 0.92, 0.95},
+		{"b2b 4KiB", bed{topo: "b2b", rate: 100e9}, 4 << 10, 1, 0.1, 0.80, 0.87},
+		{"leafspine 4KiB", leafspine, 4 << 10, 1, 0.01, 0.60, 0.83},
+		{"leafspine 4KiB", leafspine, 4 << 10, 16, 0.01, 0.90, 0.94},
+		{"leafspine 4KiB", leafspine, 4 << 10, 16, 0.1, 0.44, 0.68},
+		{"leafspine 10us 64KiB", long, 64 << 10, 1, 0.01, 0.42, 0.67},
+		{"leafspine 10us 64KiB", long, 64 << 10, 16, 0.01, 0.55, 0.79},
 	} {
 		t.Run(fmt.Sprintf("%s %d streams %g%%", c.name, c.streams, 100*c.loss), func(t *testing.T) {
-			run := func(loss float64) outcome {
+			run := func(loss float64, oracle bool) outcome {
 				b := c.b
 				b.loss = lossModel(loss, false)
 				spec := b.bulk(transport.MetaRoCE, 200)
 				spec.Size, spec.QueueDepth, spec.Streams = c.size, 16, c.streams
 				spec.Duration = max(spec.Duration, sim.Millisecond)
-				return b.run(t, job{spec: spec})
+				return b.run(t, job{spec: spec, oracle: oracle})
 			}
-			free, lossy := run(0), run(c.loss)
-			ratio := lossy.goodput / free.goodput
-			t.Logf("%.1f Gb/s loss-free, %.1f Gb/s at %g%%: %.3f (%d retransmissions, %d timeouts)",
-				free.goodput/1e9, lossy.goodput/1e9, 100*c.loss, ratio, lossy.res.Retransmits, lossy.res.Timeouts)
+			free, lossy, oracle := run(0, false), run(c.loss, false), run(c.loss, true)
+			ratio, bound := lossy.goodput/free.goodput, oracle.goodput/free.goodput
+			t.Logf("%.1f Gb/s loss-free, %.1f Gb/s at %g%%: %.3f (%d retransmissions, %d timeouts); with the oracle %.3f",
+				free.goodput/1e9, lossy.goodput/1e9, 100*c.loss, ratio, lossy.res.Retransmits, lossy.res.Timeouts, bound)
 			if ratio < c.min {
 				t.Errorf("%.3f of loss-free goodput, want >= %.2f", ratio, c.min)
+			}
+			if bound < c.oracleMin {
+				t.Errorf("with the oracle %.3f of loss-free goodput, want >= %.2f", bound, c.oracleMin)
 			}
 		})
 	}
@@ -107,7 +121,8 @@ func TestTargetPlanesDefaultPaths(t *testing.T) {
 // route (probe.go); moving on silence alone, most moves were spurious and
 // each such chunk went twice: 3.36% of data packets sent again, 1.58%
 // with the rule, 1.57% with the active paths capped by the window too
-// (8 hosts, 250 connections per pair, 4 KiB packets).
+// (8 hosts, 250 connections per pair, 4 KiB packets), 1.56% with the
+// suspect rule's chance count and the receiver's ACK redundancy (#27).
 func TestManyConnsFewMoves(t *testing.T) {
 	if testing.Short() {
 		t.Skip("long")
@@ -129,5 +144,38 @@ func TestManyConnsFewMoves(t *testing.T) {
 		o.goodput/1e9, data, o.res.Retransmits, 100*frac, o.res.Timeouts, o.res.Errors)
 	if o.res.Errors != 0 || frac > 0.025 {
 		t.Errorf("%.2f%% of data packets sent again (want <= 2.5%%), %d errors", 100*frac, o.res.Errors)
+	}
+}
+
+// TestAckLossNotResent: at 10% bursty loss on every link of a k=4
+// fat-tree (47% of packets lost end to end, ACKs as often as data), the
+// receiver's ACKs carry each path's state often enough that a path whose
+// ACKs were lost is seldom taken for one whose packets were: fewer than
+// 2.5% of the data packets the receiver accepts arrive a second time
+// under the same PSN (a resend of a packet that had arrived). With every
+// arrival carried by two ACKs whatever the loss (both lost for one
+// arrival in five), 4.93% did; with the receiver's chance rule
+// (ackgen.go: 10 ACKs here) 0.55%. (The regimes cell fattree 10G 10%
+// bursty, seeds 1 and 5: 4.9% and 4.9% before, 1.0% and 1.3% after.)
+func TestAckLossNotResent(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long")
+	}
+	b := bed{topo: "fattree", rate: 10e9, loss: lossModel(0.1, true)}
+	o := b.run(t, job{spec: b.bulk(transport.MetaRoCE, 300)})
+	var rx, dup uint64
+	for _, nic := range o.cl.NICs {
+		for _, c := range nic.Conns() {
+			if mc, ok := c.Transport().(*metaroce.Conn); ok {
+				st := mc.Stats()
+				rx += st.DataReceived
+				dup += st.DupPackets
+			}
+		}
+	}
+	frac := float64(dup) / float64(rx)
+	t.Logf("%d data packets accepted, %d arrived again under the same PSN (%.2f%%), %d retransmissions", rx, dup, 100*frac, o.res.Retransmits)
+	if rx == 0 || frac > 0.025 {
+		t.Errorf("%.2f%% of accepted data packets arrived again under the same PSN, want <= 2.5%%", 100*frac)
 	}
 }

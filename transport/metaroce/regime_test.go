@@ -8,12 +8,14 @@ package metaroce_test
 import (
 	"fmt"
 	"math"
+	"net/netip"
 	"strings"
 	"testing"
 
 	"github.com/mrlab/mrlab/fabric"
 	"github.com/mrlab/mrlab/internal/packet"
 	"github.com/mrlab/mrlab/internal/sim"
+	"github.com/mrlab/mrlab/softnic"
 	"github.com/mrlab/mrlab/transport"
 	"github.com/mrlab/mrlab/transport/metaroce"
 	"github.com/mrlab/mrlab/transport/metaroce/wire"
@@ -94,6 +96,30 @@ type job struct {
 	// the receivers from then until then, MetaRoCE only): the steady state,
 	// not the start or the drain of the last messages.
 	from, to sim.Time
+	// oracle tells each MetaRoCE sender of a data packet lost on a wire
+	// the moment it is lost (Conn.OracleLost): the bound of loss
+	// detection.
+	oracle bool
+}
+
+// lossOracle is the fabric observer behind job.oracle.
+type lossOracle struct{ nics map[netip.Addr]*softnic.NIC }
+
+func (o lossOracle) Observe(now sim.Time, ev fabric.Event, _ fabric.Point, b *packet.Buffer, r fabric.DropReason) {
+	d := b.Data()
+	if ev != fabric.EvDrop || r != fabric.DropFCS || len(d) < 28 {
+		return
+	}
+	nic := o.nics[netip.AddrFrom4([4]byte(d[12:16]))]
+	if nic == nil {
+		return
+	}
+	payload := d[int(d[0]&0xf)*4+8:]
+	for _, c := range nic.Conns() {
+		if mc, ok := c.Transport().(*metaroce.Conn); ok {
+			mc.OracleLost(now, payload)
+		}
+	}
 }
 
 type outcome struct {
@@ -153,6 +179,13 @@ func (b bed) run(t *testing.T, j job) outcome {
 	}})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if j.oracle {
+		o := lossOracle{nics: map[netip.Addr]*softnic.NIC{}}
+		for _, nic := range cl.NICs {
+			o.nics[nic.Addr()] = nic
+		}
+		net.SetObserver(o)
 	}
 	var placedFrom, placedTo uint64
 	var linkFrom, linkTo fabric.Snapshot
@@ -319,8 +352,14 @@ func TestTargetOnePercent(t *testing.T) {
 // fraction of the sender's frames the run's wire delivered (its
 // expectation is (1-p)^hops; a seed's draw differs, and against the
 // nominal figure a lucky draw read above 1 in the experiments).
+// Measured: leafspine 0.980 random, 0.946 bursty; fattree 0.979 random,
+// 0.929 bursty (0.958, 0.903, 0.934, 0.907 with every arrival in two ACKs
+// whatever the loss: TestAckLossNotResent). With a path made suspect (its chunks moved) after one
+// unanswered probe, whatever the measured loss, the fattree bursty case
+// was 0.815 (leafspine bursty 0.872): at 47% loss end to end a probe round
+// trip fails three times in four, and half the chunks moved had arrived
+// (their ACKs were lost), so they went twice (probe.go, the chance rule).
 func TestTargetTenPercent(t *testing.T) {
-	var misses []string
 	for _, b := range []bed{{topo: "leafspine", rate: 100e9, hpl: 2, spines: 2}, {topo: "fattree", rate: 10e9}} {
 		for _, bursty := range []bool{false, true} {
 			lb := b
@@ -334,14 +373,9 @@ func TestTargetTenPercent(t *testing.T) {
 				t.Errorf("%s %g Gb/s, 10%% loss (bursty %v): %.4f of the loss ceiling: above 1, or no ceiling", b.topo, b.rate/1e9, bursty, o.goodput/ceiling)
 			}
 			if o.goodput < 0.85*ceiling {
-				// Held (>= 0.89) while a lost packet cost no wire time;
-				// on the wire 0.81-0.88.
-				misses = append(misses, fmt.Sprintf("%s %g Gb/s, 10%% loss (bursty %v): %.3f of the loss ceiling, want >= 0.85", b.topo, b.rate/1e9, bursty, o.goodput/ceiling))
+				t.Errorf("%s %g Gb/s, 10%% loss (bursty %v): %.3f of the loss ceiling, want >= 0.85", b.topo, b.rate/1e9, bursty, o.goodput/ceiling)
 			}
 		}
-	}
-	if len(misses) > 0 {
-		knownMiss(t, "#27", "%s", strings.Join(misses, "; "))
 	}
 }
 
