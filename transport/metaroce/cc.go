@@ -138,9 +138,12 @@ func (c *Conn) window() int {
 // one) over the handshake's round trip, if the first data goes within
 // two of them after the SYN_ACK (the acceptor holds the grant against its
 // capacity for four after our EST arrives; later data waits for the first
-// ACK's hint with one packet); 0 otherwise.
+// ACK's hint with one packet); 0 otherwise. With HoldFirstGrant the
+// acceptor holds the grant until that data arrives, and the flight goes
+// whenever it does: the grants still add up to at most the capacity, but
+// a late flight lands on top of the shares handed out meanwhile.
 func (c *Conn) firstFlight() int {
-	if !c.dialer || c.s.hint == 0 || c.now > c.ctl.echoAt+2*c.s.srtt {
+	if !c.dialer || c.s.hint == 0 || (!c.opts.HoldFirstGrant && c.now > c.ctl.echoAt+2*c.s.srtt) {
 		return 0
 	}
 	return min(int(c.s.hint*c.s.srtt.Seconds()), c.pathCount()*maxPathWindow/2*c.mss)
