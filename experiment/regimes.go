@@ -161,9 +161,10 @@ func rocev2AckTimeout(rate float64) sim.Time {
 	return max(131*sim.Microsecond, sim.Time(131e3*100e9/rate))
 }
 
-// queueDepth is how many 64 KiB messages a connection keeps posted: enough
+// queueDepth is how many 64 KiB messages a host pair keeps posted: enough
 // to cover 32 base round trips of its capacity (both planes), and at
-// least perftest's 128, in powers of two up to 1024. Completions come in
+// least perftest's 128, in powers of two up to 1024 (connDepth splits
+// them among the pair's connections). Completions come in
 // post order, so the oldest message's retries hold back every later one:
 // at 10% loss on each of 6 links (47% end to end) one packet in ten
 // thousand needs a dozen attempts, a dozen round trips, and a window of
@@ -179,9 +180,30 @@ func (p regimeParams) queueDepth(c regimeCase) int {
 	return qd
 }
 
+// regimeQPs is how many connections RoCEv2 opens per host pair on every
+// regimes bed: one queue pair per plane (qps_per_peer: per-plane), two
+// planes (TestRegimeBedsPerPlaneQPs).
+const regimeQPs = 2
+
+// connDepth is the queue depth of each of a host pair's connections: the
+// pair's queueDepth split among them, so that both transports keep the
+// same messages in flight per pair. A duration-bounded run ends when the
+// messages posted before its end complete, so the depth sets how long
+// the run drains and over how much data its fixed costs (the first
+// packet's one-way trip, the last ACK's return) spread: RoCEv2 with the
+// pair's depth on each of its two queue pairs ran 1143 us where
+// MetaRoCE's one connection ran 809 (100 Gbit/s leafspine), and that
+// alone made MetaRoCE's fraction of its wire limit 0.997 of RoCEv2's.
+func (p regimeParams) connDepth(c regimeCase) int {
+	if c.kind == transport.RoCEv2 {
+		return p.queueDepth(c) / regimeQPs
+	}
+	return p.queueDepth(c)
+}
+
 func (p regimeParams) point(c regimeCase, seed uint64) Point {
 	d := p.duration(c)
-	spec := workload.Spec{Name: c.wl, Transport: c.kind, Size: 64 << 10, QueueDepth: p.queueDepth(c), Duration: d,
+	spec := workload.Spec{Name: c.wl, Transport: c.kind, Size: 64 << 10, QueueDepth: p.connDepth(c), Duration: d,
 		Timeout: max(sim.Second, 20*d)}
 	if c.wl == workload.WriteBW {
 		spec.From, spec.To = []string{c.bed.from}, []string{c.bed.to}

@@ -421,3 +421,45 @@ func TestFirstGrantOutlivesPresumption(t *testing.T) {
 		})
 	}
 }
+
+// TestFirstFlightStart: the first flight's start is judged when its first
+// data packet went. A dialer whose first packet went in time keeps its
+// flight after two handshake RTTs have passed (a flight that starts late
+// in them outlasts them; it used to stop there, and a ring all-reduce
+// whose first step went 6 ns before the lapse sent one packet per plane
+// and waited a round trip); one whose first packet goes later has one
+// packet, unless the grant is held (HoldFirstGrant).
+func TestFirstFlightStart(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		hold   bool
+		flight uint8    // the first packet: not yet, in time, late
+		at     sim.Time // now, in handshake RTTs after the SYN_ACK
+		whole  bool     // want the whole flight (else one packet)
+	}{
+		{"first packet now, in time", false, flightNone, 1, true},
+		{"first packet went in time, now past two RTTs", false, flightInTime, 3, true},
+		{"first packet now, late", false, flightNone, 3, false},
+		{"first packet went late", false, flightLate, 3, false},
+		{"held grant: first packet now, late", true, flightNone, 3, true},
+		{"held grant: first packet went late", true, flightLate, 5, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := newLab(t, transporttest.Config{Seed: 1, LinkRate: 100e9}, Options{HoldFirstGrant: tc.hold})
+			c := metaConn(l.ca)
+			if !c.dialer || c.s.srtt <= 0 {
+				t.Fatalf("dialer %v, handshake RTT %v", c.dialer, c.s.srtt)
+			}
+			const hint = 1e9 // bytes/s
+			c.s.heard, c.s.hint, c.ctl.flight = false, hint, tc.flight
+			c.now = c.ctl.echoAt + tc.at*c.s.srtt
+			want := c.mss
+			if tc.whole {
+				want = max(c.mss, int(hint*c.s.srtt.Seconds()))
+			}
+			if got := c.window(); got != want {
+				t.Errorf("window %d before the first ACK, want %d", got, want)
+			}
+		})
+	}
+}
