@@ -161,9 +161,10 @@ func rocev2AckTimeout(rate float64) sim.Time {
 	return max(131*sim.Microsecond, sim.Time(131e3*100e9/rate))
 }
 
-// queueDepth is how many 64 KiB messages a connection keeps posted: enough
+// queueDepth is how many 64 KiB messages a host pair keeps posted: enough
 // to cover 32 base round trips of its capacity (both planes), and at
-// least perftest's 128, in powers of two up to 1024. Completions come in
+// least perftest's 128, in powers of two up to 1024 (connDepth splits
+// them among the pair's connections). Completions come in
 // post order, so the oldest message's retries hold back every later one:
 // at 10% loss on each of 6 links (47% end to end) one packet in ten
 // thousand needs a dozen attempts, a dozen round trips, and a window of
@@ -179,9 +180,30 @@ func (p regimeParams) queueDepth(c regimeCase) int {
 	return qd
 }
 
+// regimeQPs is how many connections RoCEv2 opens per host pair on every
+// regimes bed: one queue pair per plane (qps_per_peer: per-plane), two
+// planes (TestRegimeBedsPerPlaneQPs).
+const regimeQPs = 2
+
+// connDepth is the queue depth of each of a host pair's connections: the
+// pair's queueDepth split among them, so that both transports keep the
+// same messages in flight per pair. A duration-bounded run ends when the
+// messages posted before its end complete, so the depth sets how long
+// the run drains and over how much data its fixed costs (the first
+// packet's one-way trip, the last ACK's return) spread: RoCEv2 with the
+// pair's depth on each of its two queue pairs ran 1143 us where
+// MetaRoCE's one connection ran 809 (100 Gbit/s leafspine), and that
+// alone made MetaRoCE's fraction of its wire limit 0.997 of RoCEv2's.
+func (p regimeParams) connDepth(c regimeCase) int {
+	if c.kind == transport.RoCEv2 {
+		return p.queueDepth(c) / regimeQPs
+	}
+	return p.queueDepth(c)
+}
+
 func (p regimeParams) point(c regimeCase, seed uint64) Point {
 	d := p.duration(c)
-	spec := workload.Spec{Name: c.wl, Transport: c.kind, Size: 64 << 10, QueueDepth: p.queueDepth(c), Duration: d,
+	spec := workload.Spec{Name: c.wl, Transport: c.kind, Size: 64 << 10, QueueDepth: p.connDepth(c), Duration: d,
 		Timeout: max(sim.Second, 20*d)}
 	if c.wl == workload.WriteBW {
 		spec.From, spec.To = []string{c.bed.from}, []string{c.bed.to}
@@ -236,7 +258,7 @@ func runRegimes(cfg Config) (*Report, error) {
 		"beds: built-in labs regimes/b2b (2 hosts back to back, 1 hop), regimes/leaf (4 hosts on one leaf, 2 hops), regimes/leafspine (8 hosts, 2 leaves x 2 spines, 4 hops between leaves), regimes/fattree (k=4 fat-tree, 16 hosts, 6 hops between pods); two planes each, 1 us per link, 512 KiB queues, ECN step marking above 64 KiB",
 		"link rate (every link) and loss (every link direction, data and ACKs alike) are set on the command line: --set links.default.rate=R, --impair 'all=LOSS'; bursty loss is Gilbert-Elliott with mean burst 4 (every packet lost in the bad state)",
 		"capacity: the same for both transports: MetaRoCE spreads one connection over both planes, RoCEv2 opens one queue pair per plane (qps_per_peer: per-plane), DCQCN on; RoCEv2's local ACK timeout is 131 us at 100 Gbit/s and above and grows in proportion below (1.31 ms at 10, 13.1 ms at 1 Gbit/s), as an operator would set it for the rate",
-		fmt.Sprintf("workloads: write_bw between the two hosts farthest apart (h0 to the last host) and a permutation (every host WRITEs to one other), 64 KiB messages, enough in flight per connection to cover 32 base round trips of its capacity (at least perftest's 128, at most 1024: 256 at 100 Gbit/s over 6 hops, 256/512/1024 at 400 Gbit/s over 2/4/6 hops), since completions come in post order and a window shorter than the oldest message's retries under 47%% end-to-end loss measures the queue depth; each run lasts the longer of %d full packets and %d base round trips at its rate", p.pkts, p.rtts),
+		fmt.Sprintf("workloads: write_bw between the two hosts farthest apart (h0 to the last host) and a permutation (every host WRITEs to one other), 64 KiB messages, enough in flight per host pair to cover 32 base round trips of its capacity (at least perftest's 128, at most 1024: 256 at 100 Gbit/s over 6 hops, 256/512/1024 at 400 Gbit/s over 2/4/6 hops; RoCEv2's two per-plane queue pairs keep half each, so both transports have the same messages in flight and their runs drain alike), since completions come in post order and a window shorter than the oldest message's retries under 47%% end-to-end loss measures the queue depth; each run lasts the longer of %d full packets and %d base round trips at its rate", p.pkts, p.rtts),
 		"wire limit: payload / (payload + every header byte on the wire): MetaRoCE 96 B per packet (64 B header, 4 B CRC, 28 B IPv4/UDP); RoCEv2 44 B per packet (BTH, ICRC, IPv4/UDP) and a 16 B RETH per message; loss ceiling (write_bw): the wire limit times the fraction of the sender's frames that no link lost on the wire, counted per run (its expectation is (1-p)^hops; a seed's draw differs)",
 		"queues: the largest peak and the largest time-average over every link direction (K = 64 KiB)",
 	}

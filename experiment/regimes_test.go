@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/mrlab/mrlab/internal/sim"
+	"github.com/mrlab/mrlab/labs"
 	"github.com/mrlab/mrlab/transport"
 	"github.com/mrlab/mrlab/workload"
 )
@@ -194,5 +195,30 @@ func TestRegimesSilentTailPaths(t *testing.T) {
 	t.Logf("%s: %.2f of %.2f Gb/s loss-free = %.3f", bursty.Command, bursty.GoodputGbps, free.GoodputGbps, frac)
 	if frac < 0.90 {
 		t.Errorf("fattree 100G 1%% bursty seed 1: %.3f of loss-free, want >= 0.90", frac)
+	}
+}
+
+// TestRegimeBedsPerPlaneQPs: every regimes bed opens regimeQPs RoCEv2
+// queue pairs per host pair (connDepth splits the pair's queue depth
+// among them), and the points ask for it: the same messages in flight per
+// host pair for both transports.
+func TestRegimeBedsPerPlaneQPs(t *testing.T) {
+	p := regimeParamsFor(Full)
+	for _, b := range regimeBeds {
+		lab, err := labs.Builtin("regimes/" + b.name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := lab.Transports.ConnsPerPeer(transport.RoCEv2, lab.Summary().Planes); got != regimeQPs {
+			t.Errorf("%s: RoCEv2 opens %d queue pairs per host pair, connDepth assumes %d", b.name, got, regimeQPs)
+		}
+		for _, rate := range []float64{1e9, 100e9, 400e9} {
+			mr := regimeCase{bed: b, rate: rate, wl: workload.WriteBW, kind: transport.MetaRoCE}
+			ro := mr
+			ro.kind = transport.RoCEv2
+			if m, r := p.point(mr, 1).Spec.QueueDepth, p.point(ro, 1).Spec.QueueDepth; m != r*regimeQPs {
+				t.Errorf("%s at %g Gbit/s: MetaRoCE's depth %d, RoCEv2's %d per queue pair x %d", b.name, rate/1e9, m, r, regimeQPs)
+			}
+		}
 	}
 }

@@ -135,12 +135,22 @@ func (c *Conn) window() int {
 
 // firstFlight is the window before the first ACK of a dialer whose
 // SYN_ACK offered a first share: that rate (the hint until an ACK brings
-// one) over the handshake's round trip, if the first data goes within
-// two of them after the SYN_ACK (the acceptor holds the grant against its
-// capacity for four after our EST arrives; later data waits for the first
-// ACK's hint with one packet); 0 otherwise.
+// one) over the handshake's round trip, if the first data went within two
+// of them after the SYN_ACK (the acceptor holds the grant against its
+// capacity for four after our EST arrives, and the grant ends when that
+// first packet arrives; later data waits for the first ACK's hint with
+// one packet). Judged when the first packet went, not now: a flight that
+// starts late in the two RTTs outlasts them, and stopped there (a ring
+// all-reduce's first step, 6 ns before the lapse, sent one packet per
+// plane and waited a round trip); 0 otherwise. With HoldFirstGrant the
+// acceptor holds the grant until that data arrives, and the flight goes
+// whenever it does: the grants still add up to at most the capacity, but
+// a late flight lands on top of the shares handed out meanwhile.
 func (c *Conn) firstFlight() int {
-	if !c.dialer || c.s.hint == 0 || c.now > c.ctl.echoAt+2*c.s.srtt {
+	if !c.dialer || c.s.hint == 0 {
+		return 0
+	}
+	if !c.opts.HoldFirstGrant && (c.ctl.flight == flightLate || (c.ctl.flight == flightNone && c.flightLate())) {
 		return 0
 	}
 	return min(int(c.s.hint*c.s.srtt.Seconds()), c.pathCount()*maxPathWindow/2*c.mss)
@@ -294,7 +304,26 @@ func (c *Conn) noteHint(h uint32) {
 func (c *Conn) paceRate() float64 { return c.s.rate(c.refRate()) }
 
 // pace accounts a packet of n bytes sent now at R (pacer.go).
-func (c *Conn) pace(n int) { c.s.pacer.sent(c.now, n, c.paceRate(), c.lineBytes) }
+func (c *Conn) pace(n int) {
+	if c.ctl.flight == flightNone {
+		c.ctl.flight = flightInTime
+		if c.flightLate() {
+			c.ctl.flight = flightLate
+		}
+	}
+	c.s.pacer.sent(c.now, n, c.paceRate(), c.lineBytes)
+}
+
+// The first flight's start (ctlState.flight).
+const (
+	flightNone   = iota // no data packet has gone yet
+	flightInTime        // the first went within two handshake RTTs of the SYN_ACK
+	flightLate          // it went later
+)
+
+// flightLate reports whether a first data packet going now is late for
+// the first flight: more than two handshake RTTs after the SYN_ACK.
+func (c *Conn) flightLate() bool { return c.now > c.ctl.echoAt+2*c.s.srtt }
 
 // demandKBs is the rate the sender asks of the receiver, in kB/s: what it
 // has queued (new data and the packets declared lost or moved that wait

@@ -81,6 +81,10 @@ type ctlState struct {
 	// retry moves to the next port.
 	basePort  uint8
 	replyPort uint8
+	// flight is whether the dialer's first data packet has gone and when
+	// (flightNone, flightInTime, flightLate): whether the first flight
+	// started in time is judged then (firstFlight).
+	flight uint8
 
 	// firstShare is the first_share our SYN_ACK offers (firstShareFor).
 	firstShare uint16

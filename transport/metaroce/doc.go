@@ -62,9 +62,13 @@
 // acceptor grants a first share (first_share: the new sender's fair share,
 // at most the capacity not granted to dialers whose first data has not
 // arrived, so simultaneous dialers' grants add up to at most its capacity)
-// and the dialer sends up to that share x its handshake RTT (one packet
-// when the share is 0 or the data starts more than two handshake RTTs
-// after the SYN_ACK); what of it is still in flight at the first ACK is a
+// and the dialer sends up to that share x its handshake RTT; one packet
+// when the share is 0 or its first data
+// packet went more than two handshake RTTs after the SYN_ACK (judged
+// when it went, not as the flight goes), the acceptor's grant having
+// lapsed with its presumption (with Options.HoldFirstGrant, off by
+// default, the grant holds until the first data arrives and the flight
+// goes whenever it does). What of it is still in flight at the first ACK is a
 // credit over W until it leaves flight (acknowledged or lost). Its losses, all found within one
 // round trip, count in the sender's demand and move the repath test's
 // typical rate at once, so they neither lower its share nor move its

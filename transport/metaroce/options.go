@@ -58,6 +58,18 @@ type Options struct {
 	// receiver sends "no hint" and senders ignore hints (for experiments
 	// comparing with and without it).
 	DisableRateHint bool
+	// HoldFirstGrant (off by default; both ends must run it): a receiver
+	// holds the first share its SYN_ACK granted against its capacity
+	// until the dialer's first data packet arrives, however late, instead
+	// of only while it presumes the new connection active (until four
+	// RTTs after the handshake); a dialer keeps its first flight whenever
+	// its first data goes, instead of only within two handshake RTTs of
+	// the SYN_ACK. A connection set up before its first message (as
+	// collectives' are) then skips a round trip at one packet; an incast
+	// whose senders start late gets the first dialer's stale grant on top
+	// of the others' shares (within the one BDP the grants add up to).
+	// See docs/metaroce-wire.md §9, first flight.
+	HoldFirstGrant bool
 	// HintUtilization is the fraction of its line rate a receiver hands out
 	// to its senders (default 1).
 	HintUtilization float64

@@ -104,6 +104,7 @@ func (p *Protocol) nicSetup(cfg transport.Config) {
 		capacity := float64(cfg.Ports) * cfg.LineRate / 8 * p.opts.HintUtilization
 		p.alloc = newAllocator(capacity, p.opts.RTOMax, p.opts.ECNGain)
 		p.alloc.ports = max(1, cfg.Ports)
+		p.alloc.holdGrants = p.opts.HoldFirstGrant
 	}
 }
 

@@ -79,6 +79,9 @@ type allocator struct {
 	active   int
 	// Recomputes counts water-fill runs (for tests and stats).
 	recomputes uint64
+	// holdGrants (Options.HoldFirstGrant): a grant outlives its sender's
+	// presumption and holds until its first data packet arrives.
+	holdGrants bool
 }
 
 type allocSender struct {
@@ -91,7 +94,8 @@ type allocSender struct {
 	share  float64
 	// grant is the first-round-trip rate its SYN_ACK offered (firstGrant),
 	// held against the capacity until its first data packet arrives or
-	// its presumption ends.
+	// its presumption ends (with holdGrants: until that packet arrives,
+	// however late, or the slot is freed).
 	grant float64
 }
 
@@ -163,7 +167,7 @@ func (a *allocator) firstGrant(s int32, now sim.Time) float64 {
 	share := a.share(s, now)
 	left := a.capacity * a.frac
 	for i := range a.senders {
-		if x := &a.senders[i]; int32(i) != s && x.active {
+		if x := &a.senders[i]; int32(i) != s && (x.active || a.holdGrants) {
 			left -= x.grant
 		}
 	}
@@ -349,7 +353,10 @@ func (a *allocator) recompute(now sim.Time) {
 	for i := range a.senders {
 		x := &a.senders[i]
 		if x.used && x.active && now-x.last > x.window {
-			x.active, x.grant = false, 0
+			x.active = false
+			if !a.holdGrants {
+				x.grant = 0
+			}
 		}
 		if x.active {
 			a.order = append(a.order, int32(i))

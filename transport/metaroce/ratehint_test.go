@@ -368,3 +368,98 @@ func TestLinkControl(t *testing.T) {
 		})
 	}
 }
+
+// TestFirstGrantOutlivesPresumption: with HoldFirstGrant a SYN_ACK's
+// grant holds against the capacity until the sender's first data packet
+// arrives, however late (a connection set up long before its first
+// message, as collectives' are, still has its first flight), while the
+// presumption that counted it as an active sender ends after its window
+// as before: the grants outstanding add up to at most the capacity at any
+// time, and an idle grant takes no share from the senders that do send.
+// Without it (the default) the grant ends with the presumption.
+func TestFirstGrantOutlivesPresumption(t *testing.T) {
+	const capacity = 100.0
+	w := 40 * sim.Microsecond
+	rtt := 10 * sim.Microsecond
+	for _, tc := range []struct {
+		name string
+		hold bool
+		// firstData: when the first dialer's first packet arrives (0: never);
+		// second: when a second dialer registers.
+		firstData, second sim.Time
+		want              float64 // the second dialer's grant
+	}{
+		{"second dials while the first is presumed: what is left", true, 0, w / 2, 0},
+		{"second dials after the first's presumption, first silent: still held", true, 0, 3 * w, 0},
+		{"first sent, then the second dials: the first's grant is over", true, w / 4, w / 2, capacity / 2},
+		{"first sent after its presumption: grant over when it arrives", true, 2 * w, 3 * w, capacity / 2},
+		{"default: second dials while the first is presumed", false, 0, w / 2, 0},
+		{"default: the grant ends with the presumption", false, 0, 3 * w, capacity},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := newAllocator(capacity, w, 1.0/16)
+			a.holdGrants = tc.hold
+			first := a.register(0, true)
+			if g := a.firstGrant(first, 0); g != capacity {
+				t.Fatalf("first dialer alone: grant %v, want the capacity", g)
+			}
+			if tc.firstData > 0 {
+				a.observe(first, tc.firstData, capacity, rtt, 4096, false)
+			}
+			second := a.register(tc.second, true)
+			if g := a.firstGrant(second, tc.second); g != tc.want {
+				t.Errorf("second dialer's grant %v, want %v", g, tc.want)
+			}
+			if tc.firstData == 0 && tc.second > w {
+				// The silent first is no longer an active sender: the
+				// second's share (its hint once it sends) is everything.
+				a.observe(second, tc.second+rtt, capacity, rtt, 4096, false)
+				if got := a.share(second, tc.second+rtt); got != capacity {
+					t.Errorf("share beside an idle grant %v, want %v", got, capacity)
+				}
+			}
+		})
+	}
+}
+
+// TestFirstFlightStart: the first flight's start is judged when its first
+// data packet went. A dialer whose first packet went in time keeps its
+// flight after two handshake RTTs have passed (a flight that starts late
+// in them outlasts them; it used to stop there, and a ring all-reduce
+// whose first step went 6 ns before the lapse sent one packet per plane
+// and waited a round trip); one whose first packet goes later has one
+// packet, unless the grant is held (HoldFirstGrant).
+func TestFirstFlightStart(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		hold   bool
+		flight uint8    // the first packet: not yet, in time, late
+		at     sim.Time // now, in handshake RTTs after the SYN_ACK
+		whole  bool     // want the whole flight (else one packet)
+	}{
+		{"first packet now, in time", false, flightNone, 1, true},
+		{"first packet went in time, now past two RTTs", false, flightInTime, 3, true},
+		{"first packet now, late", false, flightNone, 3, false},
+		{"first packet went late", false, flightLate, 3, false},
+		{"held grant: first packet now, late", true, flightNone, 3, true},
+		{"held grant: first packet went late", true, flightLate, 5, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := newLab(t, transporttest.Config{Seed: 1, LinkRate: 100e9}, Options{HoldFirstGrant: tc.hold})
+			c := metaConn(l.ca)
+			if !c.dialer || c.s.srtt <= 0 {
+				t.Fatalf("dialer %v, handshake RTT %v", c.dialer, c.s.srtt)
+			}
+			const hint = 1e9 // bytes/s
+			c.s.heard, c.s.hint, c.ctl.flight = false, hint, tc.flight
+			c.now = c.ctl.echoAt + tc.at*c.s.srtt
+			want := c.mss
+			if tc.whole {
+				want = max(c.mss, int(hint*c.s.srtt.Seconds()))
+			}
+			if got := c.window(); got != want {
+				t.Errorf("window %d before the first ACK, want %d", got, want)
+			}
+		})
+	}
+}
