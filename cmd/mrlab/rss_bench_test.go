@@ -19,7 +19,7 @@ const runMainEnv = "MRLAB_TEST_RUN_MAIN"
 // bed, issue #29's ≤ 24 MiB target), each a child process of the test
 // binary. The test binary also links the tests' packages (chromedp among
 // them): its `version` peaks about 5 MiB above the mrlab binary's (24.2
-// against 19.3 MiB), so compare its figures with each other, not with
+// against about 19 MiB), so compare its figures with each other, not with
 // `/usr/bin/time -v mrlab`. Also the bench run's own heap figures: state per
 // host (after the build) and per connection (the run's peak growth).
 //
