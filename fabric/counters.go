@@ -87,10 +87,14 @@ type PortCounters struct {
 // counters at the scheduler's current time.
 func (n *Network) Counters() Snapshot {
 	now := n.s.Now()
-	s := Snapshot{At: now, Links: make([]LinkCounters, 0, len(n.ports)), Ports: make([]PortCounters, 0, len(n.ports))}
-	for _, p := range n.ports {
+	s := Snapshot{At: now, Links: make([]LinkCounters, len(n.ports)), Ports: make([]PortCounters, len(n.ports))}
+	// Once the order is known each entry goes straight to its sorted
+	// place: the snapshot is then its two slices, not twice that (a big
+	// lab reads its counters at the end of a run, when its heap is
+	// largest; at 1,024 hosts the copies were 3.2 MB).
+	linkAt, portAt := n.order.positions(len(n.ports))
+	for i, p := range n.ports {
 		lc := p.linkCounters(now, n.start)
-		s.Links = append(s.Links, lc)
 		pc := PortCounters{
 			Node: p.from.Node, Port: p.from.Port, Link: p.link.name, Up: p.link.up,
 			TxPackets: p.sentPkts, TxBytes: p.sentBytes,
@@ -107,11 +111,17 @@ func (n *Network) Counters() Snapshot {
 		pc.Drops[DropFCS] -= d[DropFCS]
 		pc.FCSErrors = p.peer.drops()[DropFCS]
 		pc.Drops[DropFCS] += pc.FCSErrors
-		s.Ports = append(s.Ports, pc)
+		li, pi := i, i
+		if linkAt != nil {
+			li, pi = int(linkAt[i]), int(portAt[i])
+		}
+		s.Links[li], s.Ports[pi] = lc, pc
 	}
-	links, ports := n.order.get(s.Links, s.Ports)
-	s.Links = permute(s.Links, links)
-	s.Ports = permute(s.Ports, ports)
+	if linkAt == nil {
+		links, ports := n.order.get(s.Links, s.Ports)
+		s.Links = permute(s.Links, links)
+		s.Ports = permute(s.Ports, ports)
+	}
 	return s
 }
 
@@ -123,6 +133,8 @@ func (n *Network) Counters() Snapshot {
 type counterOrder struct {
 	mu           sync.Mutex // Counters may be called from any goroutine
 	links, ports []int32    // the n.ports index at each position
+	linkAt       []int32    // the position of each n.ports index in Links
+	portAt       []int32    // and in Ports
 }
 
 // get returns the orders, sorting a snapshot's entries (in n.ports order)
@@ -137,8 +149,29 @@ func (o *counterOrder) get(links []LinkCounters, ports []PortCounters) ([]int32,
 		o.ports = sortedOrder(ports, func(a, b PortCounters) int {
 			return cmp.Or(natural.Compare(a.Node, b.Node), cmp.Compare(a.Port, b.Port))
 		})
+		o.linkAt, o.portAt = inverse(o.links), inverse(o.ports)
 	}
 	return o.links, o.ports
+}
+
+// positions returns the inverse orders when they are known for n
+// directions, nil otherwise. The slices are never written once made.
+func (o *counterOrder) positions(n int) (linkAt, portAt []int32) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if len(o.linkAt) != n || len(o.portAt) != n {
+		return nil, nil
+	}
+	return o.linkAt, o.portAt
+}
+
+// inverse returns the permutation that undoes idx.
+func inverse(idx []int32) []int32 {
+	inv := make([]int32, len(idx))
+	for i, j := range idx {
+		inv[j] = int32(i)
+	}
+	return inv
 }
 
 // sortedOrder returns the indices of s in the order cmp sorts s.

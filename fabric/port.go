@@ -87,11 +87,15 @@ type Port struct {
 	obs Observer
 	// up mirrors link.up here, next to what every packet reads, so the
 	// per-packet path does not chase the link.
-	up   bool
-	link *netLink
-	dir  Direction
-	idx  int // Point.Link
-	name string
+	up  bool
+	dir Direction
+	// impairedCut: this cut link was impaired mid-run and the channel
+	// told so (handOver). Beside up and dir it takes no word of its own:
+	// Port stays within the allocator's 1,024-byte class (TestPortSize).
+	impairedCut bool
+	link        *netLink
+	idx         int // Point.Link
+	name        string
 	// from and to are this direction's endpoints.
 	from, to         Endpoint
 	fromNode, toNode int
@@ -115,8 +119,7 @@ type Port struct {
 	pool *packet.Pool
 	// ch is the channel to the far end's partition when the link is cut
 	// (partitioned.go); nil otherwise.
-	ch          *sim.Channel
-	impairedCut bool
+	ch *sim.Channel
 
 	// Impairment state (portimpair.go), nil while the impairment is zero:
 	// most ports of a big fabric are never impaired. The flags let an

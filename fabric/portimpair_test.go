@@ -13,8 +13,10 @@ import (
 // fabric's unimpaired ports do not carry it: 1,784 bytes per Port before.
 // The ceiling leaves room for a field or two.
 func TestPortSize(t *testing.T) {
-	if n := unsafe.Sizeof(fabric.Port{}); n > 1072 {
-		t.Errorf("Port is %d bytes, want at most 1072", n)
+	// Ports are allocated one by one: past 1,024 bytes each takes 1,152
+	// (the allocator's next size class), 0.8 MB more at 1,024 hosts.
+	if n := unsafe.Sizeof(fabric.Port{}); n > 1024 {
+		t.Errorf("Port is %d bytes, want at most 1024", n)
 	}
 }
 

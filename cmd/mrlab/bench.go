@@ -407,6 +407,10 @@ func benchDataPackets(nics []*softnic.NIC) (data, retransmits uint64) {
 }
 
 func writeHeapProfile(name string) error {
+	// A heap profile is as of the last collection: without this one, what
+	// the run allocated after the heap's last growth (a big lab's path
+	// state and packets, the end-of-run snapshots) would be missing.
+	runtime.GC()
 	f, err := os.Create(name)
 	if err != nil {
 		return fmt.Errorf("bench: %w", err)

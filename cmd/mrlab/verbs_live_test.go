@@ -35,6 +35,9 @@ func TestMain(m *testing.M) {
 	if ns := os.Getenv("MRLAB_TEST_FOREIGN_NS"); ns != "" {
 		os.Exit(foreignClient(ns))
 	}
+	if os.Getenv(runMainEnv) != "" {
+		os.Exit(run(append([]string{"mrlab"}, os.Args[1:]...), os.Stdout, os.Stderr))
+	}
 	os.Exit(m.Run())
 }
 

@@ -1,6 +1,9 @@
 package packet
 
-import "testing"
+import (
+	"testing"
+	"unsafe"
+)
 
 func TestBufferPrependAndReuse(t *testing.T) {
 	p := NewPool()
@@ -168,7 +171,7 @@ func FuzzElide(f *testing.F) {
 		if e.Len() != len(want) || string(e.AppendBytes(nil)) != string(want) {
 			t.Fatalf("header-only packet differs")
 		}
-		h := int(pre) % (Headroom + 1)
+		h := int(pre) % (e.off + 1) // all the headroom e's class has
 		e.Prepend(h)
 		x := e.Expand()
 		if got := x.Data()[h:]; string(got) != string(want) {
@@ -192,9 +195,15 @@ func TestTinyPacketOneAllocation(t *testing.T) {
 		t.Errorf("a new tiny buffer takes %v allocations, want 1", n)
 	}
 	b := p.Get(tinySize)
-	if off, ok := b.Offset(b.Tail()[:1]); !ok || off != Headroom || b.Cap() != tinySize {
+	if off, ok := b.Offset(b.Tail()[:1]); !ok || off != tinyHeadroom || b.Cap() != tinySize {
 		t.Errorf("tiny buffer: offset %d (%v), cap %d", off, ok, b.Cap())
 	}
+	// The Go allocator's size classes near it are 352, 384 and 448 bytes.
+	if n := unsafe.Sizeof(tinyBuffer{}); n > 384 {
+		t.Errorf("a tiny buffer is %d bytes, want at most 384 (an allocation of 384)", n)
+	}
+	b.Prepend(tinyHeadroom)
+	b.Free()
 }
 
 // TestBalance: free buffers pile up in the pool packets are freed into
