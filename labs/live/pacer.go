@@ -261,7 +261,6 @@ func (p *Pacer) Run(ctx context.Context) error {
 	defer resetPolicy()
 	p.spin = newSpinner(p.cfg.Spin, p.inForce, p.cfg.LagThreshold)
 	p.lag.Spin = p.spin.horizon
-	defer holdP()()
 	defer func() {
 		p.stopped.Store(true)
 		p.direct.close()
@@ -269,6 +268,9 @@ func (p *Pacer) Run(ctx context.Context) error {
 		p.publish()
 		close(p.done)
 	}()
+	// Deferred after the function that closes done, so it runs before:
+	// a stopped pacer (Done closed) has given its P back.
+	defer holdP()()
 	p.start = time.Now()
 	close(p.started)
 	stop := context.AfterFunc(ctx, func() {
