@@ -25,8 +25,11 @@ import (
 // A packet declared lost that turns out to have arrived (its ACK came
 // before its resend went, or the ACK of its resent data PSN echoes a ts
 // older than the resend: paths are FIFO and echo_ts is the path's latest
-// data packet's, so the first transmission arrived; RFC 3522) widens the
-// window by one more of itself, up to 9 times; it narrows back by one
+// data packet's, so the first transmission arrived; RFC 3522) and whose
+// arriving copy was overtaken (overtaken: its round trip, from echo_ts,
+// beyond the rule's deadline, or not known) widens the window by one more
+// of itself, up to 9 times; one that arrived on time, its ACKs lost or
+// held, leaves it alone (no window would have helped). It narrows back by one
 // step per 15 losses repaired without such a proof (RFC 8985's
 // DSACK-driven adaptation). The cap at the smoothed RTT applies before
 // the widening.
@@ -205,6 +208,11 @@ func (c *Conn) lateMax(half sim.Time) sim.Time {
 
 // reorder returns the connection's reordering window now.
 func (c *Conn) reorder() sim.Time {
+	return c.reorderBase() * sim.Time(1+c.s.reo.mult())
+}
+
+// reorderBase is the reordering window before the spurious-driven scale.
+func (c *Conn) reorderBase() sim.Time {
 	lo, hi := sim.Never, sim.Time(0)
 	for i := range c.s.paths {
 		if p := &c.s.paths[i]; p.hasRTT && p.state == PathActive {
@@ -214,8 +222,42 @@ func (c *Conn) reorder() sim.Time {
 	if hi == 0 {
 		lo = 0
 	}
-	w := reorderWindow(hi, lo, c.s.rttvar, c.peerAckDelay, c.granularity(), max(c.s.srtt, c.s.recentRTT))
-	return w * sim.Time(1+c.s.reo.mult())
+	return reorderWindow(hi, lo, c.s.rttvar, c.peerAckDelay, c.granularity(), max(c.s.srtt, c.s.recentRTT))
+}
+
+// overtaken says whether a PSN declared lost that proves to have
+// arrived (psn on p, acknowledged now by a record whose newest PSN is top,
+// age after its echo_ts; older: that echo_ts predates psn's latest send)
+// arrived later than the rule allowed:
+// reordering, which widens the window; or on time, its ACK lost or held,
+// which no window would have helped. On time: its round trip
+// (arrivalRTT) within the reference round trip (rack.rtt) plus the
+// unscaled window. Unknown: overtaken, as before the rule.
+func (c *Conn) overtaken(p *sndPath, psn, top uint32, age sim.Time, older bool) bool {
+	rtt, ok := p.sb.arrivalRTT(psn, top, age, older)
+	if !ok || c.s.rack.rtt == 0 {
+		return true
+	}
+	return rtt > sim.Time(c.s.rack.rtt)+c.reorderBase()+c.lateMax(c.lateHalfLife())
+}
+
+// arrivalRTT is the round trip, without the receiver's hold, of the copy
+// of psn that a record acknowledging it proves arrived (its newest PSN
+// top, read age after its echo_ts; older: the echo_ts predates psn's
+// latest send): age when psn is top and, if psn was resent, older (the
+// copy echoed is the one that arrived); else, for a PSN never resent, at most top's round trip
+// plus the time between the two sends (paths are FIFO: psn arrived before
+// top). ok is false when it is not known (psn resent and not top, or top
+// resent or no longer on the scoreboard).
+func (s *scoreboard) arrivalRTT(psn, top uint32, age sim.Time, older bool) (rtt sim.Time, ok bool) {
+	e := s.entry(psn)
+	switch {
+	case top == psn && (!e.resent || older):
+		return age, true
+	case e.resent || !s.outstanding(top) || s.entry(top).resent:
+		return 0, false
+	}
+	return age + s.entry(top).sentAt - e.sentAt, true
 }
 
 // rackDetect runs the rule over every path's outstanding transmissions,
@@ -250,6 +292,7 @@ func (c *Conn) rackDetect() {
 				next = min(next, at)
 				continue
 			}
+
 			if p.lastProgress >= e.sentAt {
 				judged++
 			}
