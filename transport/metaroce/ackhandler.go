@@ -130,10 +130,7 @@ func (c *Conn) onPathAck(r *wire.PathAck) {
 // is acknowledged before its resend went, or when the record's echo_ts is
 // older than the resend (paths are FIFO, echo_ts is the path's latest data
 // packet's ts plus the receiver's hold: the resend had not arrived, so the
-// first transmission did; RFC 3522's timestamp test). A spurious
-// declaration widens the window only if the copy that arrived was
-// overtaken (lossdetect.go's overtaken): one that arrived on time and
-// whose ACK was lost or held says nothing of reordering.
+// first transmission did; RFC 3522's timestamp test).
 func (c *Conn) ackEntry(p *sndPath, psn, top, echo uint32) (int, int) {
 	wasLost := p.sb.lost
 	e := p.sb.entry(psn)
@@ -141,13 +138,9 @@ func (c *Conn) ackEntry(p *sndPath, psn, top, echo uint32) (int, int) {
 	switch {
 	case e.acked:
 	case e.lost:
-		if c.overtaken(p, psn, top, age, older) {
-			c.s.reo.spurious() // declared lost, arrived late: not resent yet
-		}
+		c.spurious(p, psn, top, age, older) // declared lost, arrived: not resent yet
 	case e.resent && e.kind == sbData && older:
-		if c.overtaken(p, psn, top, age, older) {
-			c.s.reo.spurious() // the first transmission arrived late
-		}
+		c.spurious(p, psn, top, age, older) // the first transmission arrived
 	case e.resent:
 		c.s.reo.recovered()
 	}

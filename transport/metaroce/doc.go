@@ -91,9 +91,7 @@
 // out longer than that packet's round trip plus a reordering window made
 // of the paths' RTT spread, four RTT variations and the peer's ACK delay
 // (widened after a loss found spurious: its ACK came before the resend
-// went, or echoed a time before it; and only if the copy that arrived was
-// overtaken, its round trip from echo_ts beyond the rule's deadline, not
-// one on time whose ACK was lost; narrowed back after repairs), plus the
+// went, or echoed a time before it; narrowed back after repairs), plus the
 // measured lateness: how much later than a later-sent packet's round trip
 // a packet came, the largest over the paths, halved every 16 RTTs, so
 // queues that differ between paths are not taken for loss. A path with
