@@ -134,17 +134,18 @@ func (c *Conn) onPathAck(r *wire.PathAck) {
 func (c *Conn) ackEntry(p *sndPath, psn, top, echo uint32) (int, int) {
 	wasLost := p.sb.lost
 	e := p.sb.entry(psn)
+	age, older := sim.Time(int32(c.ts()-echo)), int32(echo-uint32(e.sentAt)) < 0
 	switch {
 	case e.acked:
 	case e.lost:
-		c.s.reo.spurious() // declared lost, arrived: not resent yet
-	case e.resent && e.kind == sbData && int32(echo-uint32(e.sentAt)) < 0:
-		c.s.reo.spurious() // the first transmission arrived
+		c.spurious(p, psn, top, age, older) // declared lost, arrived: not resent yet
+	case e.resent && e.kind == sbData && older:
+		c.spurious(p, psn, top, age, older) // the first transmission arrived
 	case e.resent:
 		c.s.reo.recovered()
 	}
 	if !e.acked && !e.resent && psn == top {
-		c.noteLateness(p, e.order, sim.Time(int32(c.ts()-echo)))
+		c.noteLateness(p, e.order, age)
 	}
 	e, newly, left := p.sb.ack(psn)
 	if !newly {

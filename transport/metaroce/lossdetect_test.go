@@ -238,3 +238,75 @@ func TestPathLate(t *testing.T) {
 		}
 	}
 }
+
+// TestArrivalRTT: the round trip of the copy a record proves arrived, from
+// sequences of sends and resends on one path (sent 1us apart from 0) and
+// the record (newest PSN top, echo_ts) read at now.
+func TestArrivalRTT(t *testing.T) {
+	const us = sim.Microsecond
+	for _, tc := range []struct {
+		name      string
+		sends     int      // PSNs 0..sends-1, PSN i sent at i us
+		resend    []uint32 // sent again at 10us, in this order
+		psn, top  uint32
+		echo, now sim.Time
+		rtt       sim.Time
+		ok        bool
+	}{
+		{"the PSN is top: now - echo", 3, nil, 1, 1, 1 * us, 10 * us, 9 * us, true},
+		{"the receiver's hold is not counted", 3, nil, 1, 1, 1*us + 2*us, 12 * us, 9 * us, true},
+		{"a later PSN is top: its round trip plus the gap", 3, nil, 0, 2, 2 * us, 11 * us, 11 * us, true},
+		{"resent, echo older than the resend: the first copy's", 3, []uint32{1}, 1, 1, 1 * us, 9 * us, 8 * us, true},
+		{"resent, echo of the resend: unknown", 3, []uint32{1}, 1, 1, 10 * us, 19 * us, 0, false},
+		{"resent and not top: unknown", 3, []uint32{0}, 0, 2, 2 * us, 11 * us, 0, false},
+		{"top resent: unknown", 3, []uint32{2}, 0, 2, 2 * us, 11 * us, 0, false},
+		{"top no longer outstanding: unknown", 3, nil, 0, 5, 2 * us, 11 * us, 0, false},
+	} {
+		s := &scoreboard{}
+		for i := range tc.sends {
+			s.push(sbEntry{dsn: uint32(i), size: 1, sentAt: sim.Time(i) * us, order: uint32(i)})
+		}
+		for i, psn := range tc.resend {
+			s.resend(psn, 10*us, uint32(tc.sends+i))
+		}
+		older := tc.echo < 10*us && len(tc.resend) > 0 // before the resends went
+		rtt, ok := s.arrivalRTT(tc.psn, tc.top, tc.now-tc.echo, older)
+		if rtt != tc.rtt || ok != tc.ok {
+			t.Errorf("%s: %v %v, want %v %v", tc.name, rtt, ok, tc.rtt, tc.ok)
+		}
+	}
+}
+
+// TestOvertaken: a spurious declaration widens the reordering window only
+// when the copy that arrived came later than the reference round trip
+// plus the unscaled window allowed; one whose ACK was lost (it arrived on
+// time) does not.
+func TestOvertaken(t *testing.T) {
+	const us = sim.Microsecond
+	l := newLab(t, transporttest.Config{Seed: 1}, Options{Paths: 1})
+	c := metaConn(l.ca)
+	c.ensurePaths()
+	p := &c.s.paths[0]
+	c.now = 100 * us
+	c.s.rack = rackState{}
+	c.s.rack.delivered(50, c.now-8*us, c.now) // reference round trip 8us
+	p.sb = scoreboard{}
+	p.sb.push(sbEntry{size: 1, sentAt: 80 * us, order: 40})
+	allowed := 8*us + c.reorderBase() + c.lateMax(c.lateHalfLife())
+	for _, tc := range []struct {
+		name string
+		rtt  sim.Time
+		want bool
+	}{
+		{"on time, its ACK lost", 8 * us, false},
+		{"at the deadline", allowed, false},
+		{"after it: overtaken", allowed + 1, true},
+	} {
+		if got := c.overtaken(p, 0, 0, tc.rtt, false); got != tc.want {
+			t.Errorf("%s (%v, allowed %v): overtaken %v, want %v", tc.name, tc.rtt, allowed, got, tc.want)
+		}
+	}
+	if !c.overtaken(p, 0, 3, 8*us, false) {
+		t.Errorf("round trip unknown: not taken as overtaken")
+	}
+}
