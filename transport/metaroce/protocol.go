@@ -29,6 +29,8 @@ type Protocol struct {
 	// entropy0 holds, for a connection whose sending paths are not
 	// allocated yet (Conn.ensurePaths), the entropies drawn for them.
 	entropy0 map[*Conn][]uint16
+	// lateMemo is the last Conn.lateMax answer of this NIC's connections.
+	lateMemo lateMemo
 }
 
 // lastAck is an ACK encoded at Close, sent on port with entropy sport.
