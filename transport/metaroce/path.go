@@ -50,7 +50,10 @@ type sndPath struct {
 	id      uint8
 	state   PathState
 	gen     uint8
+	wq      uint8 // weight in sixteenths when shares were last computed (cc.go)
 	entropy uint16
+	heavy   bool // the last round was marked above RepathMarkFraction (cc.go)
+	tlpSent bool // a tail-loss probe went out since progress
 
 	// sb is what the current generation has outstanding.
 	sb scoreboard
@@ -59,29 +62,26 @@ type sndPath struct {
 	// fraction of the path's acknowledged packets; the path's weight in
 	// the window is 1 - alpha. credit runs the weighted round robin.
 	alpha              markAvg
-	wq                 uint8 // weight in sixteenths when shares were last computed
 	credit             float64
 	lastCE, lastRx     uint16 // receiver's cumulative counts at its last record
-	roundPkts, roundCE int    // this round's delivered and marked packets
 	roundEnd           uint32 // PSN whose ACK ends the round
+	roundPkts, roundCE int    // this round's delivered and marked packets
 	markRounds         int    // consecutive rounds marked above RepathMarkFraction
-	heavy              bool   // the last round was marked above it
 
 	// RTT (RFC 6298) and timers (probe.go).
 	pathRTT
 	tlpBase      sim.Time // last send or ACK progress
-	tlpSent      bool     // a tail-loss probe went out since progress
 	tlps         int      // tail-loss probes since progress
-	suspect      bool     // a probe went unanswered: chunks moved, no new data
-	spare        bool     // beyond its plane's active paths: no new data (activePerPlane)
-	silentLoss   bool     // packets sent after its last ACK progress were found lost across paths
 	tlpSentAt    sim.Time
-	probeWant    bool     // a probe is due on this path
 	probeAt      sim.Time // Probing/Failed: when the next probe is due
 	timeouts     int      // consecutive
 	failures     int      // probe timeouts since the path failed (back-off)
 	lastProgress sim.Time // last ACK that acknowledged something new
 	rackAt       sim.Time // earliest reorder deadline of its transmissions (lossdetect.go); 0: none
+	suspect      bool     // a probe went unanswered: chunks moved, no new data
+	spare        bool     // beyond its plane's active paths: no new data (activePerPlane)
+	silentLoss   bool     // packets sent after its last ACK progress were found lost across paths
+	probeWant    bool     // a probe is due on this path
 	// The largest recent lateness of the path's packets behind later-sent
 	// ones that had arrived (lossdetect.go).
 	pathLate
