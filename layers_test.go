@@ -33,6 +33,7 @@ var floors = map[string]int{
 	"experiment": 6,
 	"cmd":        7,
 	"examples":   8,
+	"scripts":    8, // stand-alone probes (//go:build ignore), run with go run
 }
 
 // sansIO are imports transport/ may not use outside tests: the engines
