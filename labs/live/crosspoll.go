@@ -126,18 +126,7 @@ func (cp *crossPoller) Sleeping(now, until sim.Time) bool {
 // clock had passed the stamp (runUntil measures the rest itself). Its
 // arrival event then runs and counts too, with the lateness it has
 // against the loop's clock. Loop goroutine only.
-func (p *Pacer) noteLateArrival(lag time.Duration) {
-	late := lag > p.cfg.LagThreshold
-	if late {
-		p.lag.EventsLate++
-		p.winLate++
-	}
-	for _, w := range p.watches {
-		w.observe(lag, late)
-	}
-	p.lag.MaxLag = max(p.lag.MaxLag, lag)
-	p.winMax = max(p.winMax, lag)
-}
+func (p *Pacer) noteLateArrival(lag time.Duration) { p.noteLag(lag, p.cfg.LagThreshold) }
 
 // crossSpin is how long a pacer with crossings watches them before it
 // sleeps when it has no event due sooner. Zero (the default) sleeps at

@@ -362,16 +362,7 @@ func (p *Pacer) runUntil(limit sim.Time) sim.Time {
 		}
 		lag := time.Duration(now - next)
 		p.curLag = lag
-		late := lag > time.Duration(thr)
-		if late {
-			p.lag.EventsLate++
-			p.winLate++
-		}
-		for _, w := range p.watches {
-			w.observe(lag, late)
-		}
-		p.lag.MaxLag = max(p.lag.MaxLag, lag)
-		p.winMax = max(p.winMax, lag)
+		p.noteLag(lag, time.Duration(thr))
 		p.lag.Events++
 		p.winRun++
 		p.loop.Step()
@@ -506,4 +497,19 @@ func (p *Pacer) publish() {
 	p.mu.Lock()
 	p.published = p.lag
 	p.mu.Unlock()
+}
+
+// noteLag counts an event lag late against the wall clock in the lab's
+// figures and perf's timing watches: late beyond thr. Loop goroutine only.
+func (p *Pacer) noteLag(lag, thr time.Duration) {
+	late := lag > thr
+	if late {
+		p.lag.EventsLate++
+		p.winLate++
+	}
+	for _, w := range p.watches {
+		w.observe(lag, late)
+	}
+	p.lag.MaxLag = max(p.lag.MaxLag, lag)
+	p.winMax = max(p.winMax, lag)
 }
