@@ -3,11 +3,11 @@ package experiment
 import (
 	"fmt"
 	"math"
-	"os"
 	"strings"
 	"testing"
 
 	"github.com/mrlab/mrlab/internal/sim"
+	"github.com/mrlab/mrlab/internal/testenv"
 	"github.com/mrlab/mrlab/workload"
 )
 
@@ -78,27 +78,10 @@ func (c *claim) done() {
 		t.Logf("the claim holds: delete its knownMisses entry (%s)", issue)
 	case len(c.miss) == 0:
 	case known:
-		noteKnownMiss(t.Name(), issue)
-		t.Skipf("KNOWN MISS, fixed by %s:\n%s", issue, strings.Join(c.miss, "\n"))
+		testenv.KnownMiss(t, "experiment", issue, "%s", strings.Join(c.miss, "\n"))
 	default:
 		t.Error(strings.Join(c.miss, "\n"))
 	}
-}
-
-// noteKnownMiss appends "experiment NAME (ISSUE)" to $MRLAB_KNOWN_MISSES,
-// which scripts/test lists in its last line (see its comment); one short
-// append per miss, so parallel test processes do not interleave.
-func noteKnownMiss(name, issue string) {
-	path := os.Getenv("MRLAB_KNOWN_MISSES")
-	if path == "" {
-		return
-	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
-	if err != nil {
-		return // the summary is a convenience; the skip says it all
-	}
-	defer f.Close()
-	fmt.Fprintf(f, "experiment %s (%s)\n", name, issue)
 }
 
 // claimRows runs cases with every claim seed, in parallel.

@@ -114,3 +114,22 @@ func RequireCommand(t testing.TB, name string) string {
 	}
 	return p
 }
+
+// KnownMissVar names the file scripts/test collects known misses in.
+const KnownMissVar = "MRLAB_KNOWN_MISSES"
+
+// KnownMiss skips t as a documented target missed today ("KNOWN MISS,
+// fixed by ISSUE: ...") and appends "PKG NAME (ISSUE)" to the file named
+// by $MRLAB_KNOWN_MISSES, which scripts/test lists in its last line, so
+// CI's summary shows every miss the suite tolerates. One short append per
+// miss, so parallel test processes do not interleave.
+func KnownMiss(t testing.TB, pkg, issue, format string, args ...any) {
+	t.Helper()
+	if path := os.Getenv(KnownMissVar); path != "" {
+		if f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644); err == nil {
+			fmt.Fprintf(f, "%s %s (%s)\n", pkg, t.Name(), issue)
+			f.Close() // the summary is a convenience; the skip says it all
+		}
+	}
+	t.Skipf("KNOWN MISS, fixed by %s:\n%s", issue, fmt.Sprintf(format, args...))
+}

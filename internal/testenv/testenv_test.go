@@ -2,6 +2,8 @@ package testenv
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"runtime"
 	"testing"
 )
@@ -71,5 +73,24 @@ func withPackage(name string, require func(testing.TB, string) string) func(test
 		packages[name] = "mrlab-test-pkg"
 		defer delete(packages, name)
 		require(tb, name)
+	}
+}
+
+func (r *recorder) Name() string { return "TestX" }
+
+// TestKnownMiss: a known miss skips with its issue and message and leaves
+// one line for scripts/test's summary; without the file it only skips.
+func TestKnownMiss(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "misses")
+	for _, file := range []string{path, ""} {
+		t.Setenv(KnownMissVar, file)
+		r := run(func(tb testing.TB) { KnownMiss(tb, "pkg", "#1", "lost %d%%", 31) })
+		if r.ended != "skip" || r.msg != "KNOWN MISS, fixed by #1:\nlost 31%" {
+			t.Errorf("ended %q with %q", r.ended, r.msg)
+		}
+	}
+	got, err := os.ReadFile(path)
+	if err != nil || string(got) != "pkg TestX (#1)\n" {
+		t.Errorf("summary file %q (%v), want one line", got, err)
 	}
 }
