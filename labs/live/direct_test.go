@@ -18,13 +18,7 @@ import (
 // reads that device without another epoll_wait: here the device is taken
 // out of the look's own epoll, so only the sleep's word can get it read.
 func TestDirectReadOncePerLook(t *testing.T) {
-	p, err := NewPacer(sim.NewLoop(), packet.NewPool(), PacerConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.direct.close()
-	defer p.w.close()
-	p.start = time.Now()
+	p := idlePacer(t)
 	pkt := ipPacket(netip.MustParseAddr("198.18.0.1"), netip.MustParseAddr("198.18.0.2"), 1400)
 	// An eventfd nobody reads: the device polls readable for good, as a
 	// kernel with a deep queue would.
@@ -77,13 +71,7 @@ func TestDirectReadOncePerLook(t *testing.T) {
 // with more time to go than an empty look has cost (measured, not set):
 // a look closer to the event would make the event late.
 func TestSpinLookCost(t *testing.T) {
-	p, err := NewPacer(sim.NewLoop(), packet.NewPool(), PacerConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.direct.close()
-	defer p.w.close()
-	p.start = time.Now()
+	p := idlePacer(t)
 	if p.direct.spinLook(time.Hour) {
 		t.Fatal("a loop with no devices looks at them")
 	}
@@ -115,4 +103,21 @@ func TestSpinLookCost(t *testing.T) {
 			t.Errorf("spinLook(%v) with looks costing %v = %v, want %v", tc.wait, c, got, tc.want)
 		}
 	}
+}
+
+// idlePacer is a pacer whose loop does not run: the test drives its
+// devices' reads by hand. Its clock starts now, as Run sets it (reads are
+// stamped with the time since).
+func idlePacer(t *testing.T) *Pacer {
+	t.Helper()
+	p, err := NewPacer(sim.NewLoop(), packet.NewPool(), PacerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		p.w.close()
+		p.direct.close()
+	})
+	p.start = time.Now()
+	return p
 }

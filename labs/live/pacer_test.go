@@ -2,7 +2,6 @@ package live
 
 import (
 	"context"
-	"golang.org/x/sys/unix"
 	"net/netip"
 	"os"
 	"runtime"
@@ -11,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/mrlab/mrlab/internal/packet"
 	"github.com/mrlab/mrlab/internal/sim"
@@ -186,13 +187,7 @@ func TestDirectReadAllocs(t *testing.T) {
 	if raceEnabled {
 		t.Skip("allocation counts mean nothing under -race (the detector allocates)")
 	}
-	p, err := NewPacer(sim.NewLoop(), packet.NewPool(), PacerConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.direct.close()
-	defer p.w.close()
-	p.start = time.Now() // as Run sets it: reads are stamped with the time since
+	p := idlePacer(t)
 	pkt := ipPacket(netip.MustParseAddr("198.18.0.1"), netip.MustParseAddr("198.18.0.2"), 1400)
 	efd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
 	if err != nil {
