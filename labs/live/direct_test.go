@@ -1,6 +1,7 @@
 package live
 
 import (
+	"encoding/binary"
 	"net/netip"
 	"testing"
 	"time"
@@ -11,26 +12,40 @@ import (
 	"github.com/mrlab/mrlab/internal/sim"
 )
 
-// TestDirectReadOncePerLook: the loop reads a readable device once per
-// look, never asking the kernel (a system call, ~2 µs on the project's
-// VM) whether it holds more: the next look's epoll_wait says so. And a
+// TestDirectLookDrains: a look reads a readable device once per round;
+// after a look that found packets it makes rounds until its devices are
+// empty (a kernel's queue of k packets is read in two looks, k reads), or
+// until its budget is spent (a device that never empties does not hold
+// the loop for longer); after an empty look, one round (no call to ask
+// for more where packets come one at a time). And a
 // sleep woken by a device hands its readiness to the next look, which
 // reads that device without another epoll_wait: here the device is taken
 // out of the look's own epoll, so only the sleep's word can get it read.
-func TestDirectReadOncePerLook(t *testing.T) {
+func TestDirectLookDrains(t *testing.T) {
 	p := idlePacer(t)
 	pkt := ipPacket(netip.MustParseAddr("198.18.0.1"), netip.MustParseAddr("198.18.0.2"), 1400)
-	// An eventfd nobody reads: the device polls readable for good, as a
-	// kernel with a deep queue would.
-	efd, err := unix.Eventfd(1, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
+	// The device polls readable while its eventfd's count is not zero:
+	// queued packets, taken one per read.
+	efd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC|unix.EFD_SEMAPHORE)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer unix.Close(efd)
-	reads := 0
+	queue := func(k uint64) {
+		var b [8]byte
+		binary.NativeEndian.PutUint64(b[:], k)
+		if _, err := unix.Write(efd, b[:]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reads, endless := 0, false
 	src := &pollCountDevice{fd: efd}
 	src.read = func(bufs [][]byte, sizes []int, offset int) (int, error) {
 		reads++
+		if !endless {
+			var b [8]byte
+			unix.Read(efd, b[:]) // one packet off the queue
+		}
 		sizes[0] = copy(bufs[0][offset:], pkt)
 		return 1, nil
 	}
@@ -42,14 +57,40 @@ func TestDirectReadOncePerLook(t *testing.T) {
 	if ok, err := p.readDirect(in, src); !ok || err != nil {
 		t.Fatalf("readDirect: %v, %v", ok, err)
 	}
-	for look := 1; look <= 3; look++ {
-		if !p.pollInputs() {
-			t.Fatalf("look %d: the readable device was not read", look)
-		}
-		if reads != look || got != look {
-			t.Fatalf("look %d: %d reads, %d packets; want one read (of one packet) per look", look, reads, got)
-		}
+	if p.pollInputs() || reads != 0 {
+		t.Fatalf("an empty device: read %d times", reads)
 	}
+	queue(5)
+	if !p.pollInputs() || reads != 1 || got != 1 {
+		t.Fatalf("5 packets queued, the look before empty: the look read %d times, %d packets; want one round", reads, got)
+	}
+	if !p.pollInputs() || reads != 5 || got != 5 {
+		t.Fatalf("the look after one that found packets read %d times in all, %d packets; want the other 4 (a queue building up is drained)", reads, got)
+	}
+	if p.pollInputs() || reads != 5 {
+		t.Fatalf("the look after it read %d times, want none (the queue is empty)", reads-5)
+	}
+
+	// A kernel that never runs dry: the second look ends on its budget.
+	endless = true
+	queue(1)
+	if !p.pollInputs() || reads != 6 {
+		t.Fatalf("a readable device after an empty look: %d reads, want 1", reads-5)
+	}
+	start := time.Now()
+	if !p.pollInputs() {
+		t.Fatal("a readable device was not read")
+	}
+	if took := time.Since(start); reads < 8 || p.direct.cut != 1 || took < p.lookBudget() {
+		t.Fatalf("an endless device: the look read %d times in %v and was cut %d times; want more than one round, ended by its budget of %v", reads-6, took, p.direct.cut, p.lookBudget())
+	}
+	// Empty it, and the sleep below is the first wake-up after an empty
+	// look.
+	endless = false
+	var b [8]byte
+	unix.Read(efd, b[:])
+	p.pollInputs()
+	queue(1)
 
 	// The sleep: woken by the device at once (it is readable).
 	p.sleep(sim.Never, 0)
@@ -59,8 +100,9 @@ func TestDirectReadOncePerLook(t *testing.T) {
 	if err := unix.EpollCtl(p.direct.ep, unix.EPOLL_CTL_DEL, efd, nil); err != nil {
 		t.Fatal(err)
 	}
-	if !p.pollInputs() || reads != 4 {
-		t.Fatalf("after the wake-up: %d reads, want 4 (the device the sleep named)", reads)
+	before := reads
+	if !p.pollInputs() || reads != before+1 {
+		t.Fatalf("after the wake-up: %d reads, want 1 (the device the sleep named; the look's epoll no longer sees it)", reads-before)
 	}
 	if p.pollInputs() {
 		t.Fatal("a look with no wake-up to use read a device its epoll does not watch")

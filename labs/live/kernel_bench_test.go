@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
+	"os"
 	"os/exec"
 	"slices"
 	"strings"
@@ -182,8 +183,8 @@ func paired(b *testing.B, p *pair, measure func(c, s *hostns.Namespace, a netip.
 		}
 		after, _ := p.lab.Status(context.Background())
 		veth, lab = append(veth, v), append(lab, x)
-		b.Logf("rep %d: veth %.4g lab %.4g (lab lateness: %d of %d events late, max %v so far)", i, v, x,
-			after.Lag.EventsLate-before.Lag.EventsLate, after.Lag.Events-before.Lag.Events, after.Lag.MaxLag)
+		b.Logf("rep %d: veth %.4g lab %.4g (lab lateness: %d of %d events late, max %v so far; spin horizon %v, worst wake-up %v; load %s)", i, v, x,
+			after.Lag.EventsLate-before.Lag.EventsLate, after.Lag.Events-before.Lag.Events, after.Lag.MaxLag, after.Lag.Spin, after.Lag.WakeLatency, loadAvg())
 	}
 	b.StopTimer()
 	b.Logf("veth %s; lab %s", spread(veth), spread(lab))
@@ -355,4 +356,15 @@ func tailString(s string, n int) string {
 		return s[len(s)-n:]
 	}
 	return s
+}
+
+// loadAvg is the machine's load averages (1, 5, 15 minutes), for the
+// benchmarks' logs: figures measured on a busy machine say so.
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	return strings.Join(f[:min(3, len(f))], " ")
 }
