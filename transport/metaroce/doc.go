@@ -110,7 +110,11 @@
 // PTO (RTT + 4 x variation + the peer's ACK delay + the lateness) after its last
 // transmission or progress; more probes follow while chance can explain
 // their loss; only then a timeout, which moves the path's chunks to paths
-// that deliver and the path to a new entropy (probe.go). Unanswered
+// that deliver (last ACK progress within their PTO of the connection's
+// latest, not of now: when the moved chunks are all a connection has
+// outstanding no path has anything to deliver, and judged against now
+// they went from one dead path to the next; transmit.go) and the path to
+// a new entropy (probe.go). Unanswered
 // probes move the path's chunks early (the path is suspect) only with
 // evidence against the route: as many probes unanswered as the chance
 // rule's tail-probe count (one loss-free) and another path delivered a
