@@ -34,7 +34,7 @@ import (
 //     one probe, nothing else is outstanding on a path that still
 //     answers and nothing is left to send (othersIdle): the
 //     path is suspect. Its outstanding chunks move to paths
-//     that have delivered within their PTO and it takes no new data.
+//     that deliver (pickHealthy) and it takes no new data.
 //     Either way it sends another probe, a bare PROBE, every probe
 //     interval. Without that evidence every path's ACKs are late alike
 //     (the peer's NIC is slow to send them, a queue all paths cross):
@@ -50,7 +50,7 @@ import (
 //     rule) and either another path has made progress a round trip after
 //     that probe left (the network answers, this route does not) or the
 //     interval has backed off to RTOMax. The path's chunks move to paths
-//     that have delivered within their PTO, the path takes a new entropy
+//     that deliver (pickHealthy), the path takes a new entropy
 //     (the old one is remembered as bad) and becomes Probing. So a timeout
 //     means the path's ACKs stopped: not that random loss took a probe,
 //     not that a queue all paths share delayed them.

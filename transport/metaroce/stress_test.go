@@ -31,25 +31,6 @@ func TestPaceSkipsPayloadless(t *testing.T) {
 	}
 }
 
-// TestDemandNeverZero: every data packet asks for at least one MSS per RTT,
-// whatever is queued; a demand of 0 (the last retransmission of a message,
-// with nothing else queued or in flight) got the sender a share of ~0.
-func TestDemandNeverZero(t *testing.T) {
-	l := newLab(t, transporttest.Config{Seed: 1, LinkRate: 100e9}, Options{})
-	c := metaConn(l.ca)
-	c.s.unsent, c.s.inflight = 0, 0
-	want := uint32(float64(c.mss) / c.baseRTT().Seconds() / 1000)
-	for _, size := range []int{0, 64, 4096} {
-		if got := c.demandKBs(size); got < want {
-			t.Errorf("demand with %d bytes being sent and nothing queued: %d kB/s, want at least %d (one MSS per RTT)", size, got, want)
-		}
-	}
-	c.s.unsent = 1 << 20
-	if got, low := c.demandKBs(4096), c.demandKBs(0); got < low {
-		t.Errorf("demand fell from %d to %d kB/s counting the packet being sent", low, got)
-	}
-}
-
 // TestMessageDoesNotWaitForDelayedAck: the chunks of a small WRITE go over
 // several planes; the receiver ACKs every path the moment the message is
 // placed, so the WRITE completes about one RTT after it is sent instead of

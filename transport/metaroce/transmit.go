@@ -153,9 +153,9 @@ func (c *Conn) pickPath(port, size int) *sndPath {
 }
 
 // pickHealthy chooses the path of port's plane that re-sends a chunk moved
-// off a path that timed out: one that has delivered within the last probe
-// timeout if any (so a chunk does not hop from one dead path to the next
-// while a plane is down), else any that takes data.
+// off a path that timed out: a healthy one if any (so a chunk does not hop
+// from one dead path to the next while a plane is down), else any that
+// takes data.
 func (c *Conn) pickHealthy(port, size int) *sndPath {
 	if !c.canSend(size) {
 		return nil
@@ -166,7 +166,7 @@ func (c *Conn) pickHealthy(port, size int) *sndPath {
 		if !p.usable() || !p.sb.room() {
 			continue
 		}
-		if p.lastProgress != 0 && c.now-p.lastProgress <= c.pto(p) {
+		if c.healthy(p) {
 			return p
 		}
 		if fallback == nil {
@@ -179,11 +179,27 @@ func (c *Conn) pickHealthy(port, size int) *sndPath {
 	return nil
 }
 
-// anyHealthy reports whether some usable path of the connection has
-// delivered within its probe timeout.
+// healthy reports whether p was still delivering when the connection last
+// heard from its peer: its last ACK progress within its probe timeout of
+// the connection's. Measured against the connection's latest progress,
+// not against now: when the chunks to move are all the connection has
+// outstanding (nothing left to send), no path has anything to deliver,
+// and after a PTO none would have delivered "recently"; every port then
+// took the chunks for its own paths, the dead plane's idle port first and
+// most, and they went from one of its paths to the next, a probe timeout
+// and a probe interval each (plane-failure tiny-lossy, first flights over
+// the base RTT, seed 1: h3->h1 had nothing acknowledged for 450 us). A
+// path that went silent a PTO before the connection's last progress did
+// not answer while another path did; one that was delivering then did.
+func (c *Conn) healthy(p *sndPath) bool {
+	return p.lastProgress != 0 && c.s.lastProgress-p.lastProgress <= c.pto(p)
+}
+
+// anyHealthy reports whether some usable path of the connection is
+// healthy.
 func (c *Conn) anyHealthy() bool {
 	for i := range c.s.paths {
-		if p := &c.s.paths[i]; p.usable() && p.lastProgress != 0 && c.now-p.lastProgress <= c.pto(p) {
+		if p := &c.s.paths[i]; p.usable() && c.healthy(p) {
 			return true
 		}
 	}
