@@ -19,8 +19,11 @@ import (
 //
 // An ACK is sent once AckEvery data packets have arrived since the last
 // one, or AckDelay after the first of them, and at once on a hole, a hole
-// filled, a duplicate, a probe or ACKREQ, a message completely placed, or
-// a move of the sender's share by more than a tenth.
+// filled, a duplicate, a probe or ACKREQ, a message completely placed, a
+// data packet overtaken by one sent later (overtakenArrival), or a move of
+// the sender's share by more than a tenth. While a path's state is still
+// owed, the next ACK goes redundantSpacing after the last if nothing makes
+// one due sooner.
 
 // ackRedundancy is how many ACKs carry a path's state after each of its
 // arrivals: two, so one lost ACK loses no path's state, or as many as it
@@ -150,11 +153,28 @@ func (c *Conn) ackNow() {
 // ackCount counts a data packet toward the next ACK: due after AckEvery
 // of them, or AckDelay after the first.
 func (c *Conn) ackCount() {
-	if c.r.pending++; c.r.pending >= c.opts.AckEvery {
+	if c.r.pending++; int(c.r.pending) >= c.opts.AckEvery {
 		c.ackNow()
 	} else if !c.ackTimer.Armed() && !c.r.ackDue {
 		c.timers.Arm(&c.ackTimer, c.now+c.ackDelay)
 	}
+}
+
+// overtakenArrival reports whether a data packet sent at ts (its header's
+// ts, the sender's clock) arrives after one the sender sent later, on any
+// path, had arrived, and keeps the newest ts seen. Such a packet was
+// overtaken (reordered across paths): its ACK goes at once, so that a
+// packet that arrives late is never also held (QUIC's immediate ACK of a
+// packet below the largest received, RFC 9000 §13.2.1, with the sender's
+// clock as the connection-wide order). The sender's reordering window
+// then needs no room for the receiver's hold (lossdetect.go). Two
+// packets stamped in the same nanosecond count as in order.
+func (c *Conn) overtakenArrival(ts uint32) bool {
+	if c.st.dataReceived > 0 && wire.Seq(ts).Before(wire.Seq(c.r.newestTS)) && !c.mutated(MutNoAckOvertaken) {
+		return true
+	}
+	c.r.newestTS = ts
+	return false
 }
 
 // onAckTimer makes the held-back ACK due.
@@ -249,8 +269,38 @@ func (c *Conn) encodeAck(b []byte, lead int) int {
 	c.r.pending = 0
 	c.r.ackDue = full // what did not fit goes in the next ACK, at once
 	c.timers.Disarm(&c.ackTimer)
+	if !full && c.owesAny() && !c.mutated(MutNoAckSpacing) {
+		c.timers.Arm(&c.ackTimer, c.now+c.redundantSpacing())
+	}
 	c.st.acksSent++
 	return wire.Seal(b, off)
+}
+
+// owesAny reports whether some path's state is owed to a later ACK.
+func (c *Conn) owesAny() bool {
+	for _, w := range c.r.dirty {
+		if w != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// redundantSpacing is how long after an ACK the next one goes when a
+// path's state is still owed and no arrival has made one due sooner: one
+// full packet's serialization at the line rate when the receiver measures
+// loss (ackRedundancy above two: lost ACKs are not rare, and the sender's
+// loss detection across paths waits for the state a lost ACK carried),
+// else AckDelay (the copies go at the pace of ACK coalescing). Tried: the
+// spacing doubling per copy, to spread the copies over bursts of loss;
+// 16 streams at 10% random loss 0.531 -> 0.524 (seeds 1-10) and no fewer
+// resends of arrived packets under bursty loss (TestAckLossNotResent 1.47%
+// -> 1.75%).
+func (c *Conn) redundantSpacing() sim.Time {
+	if c.ackRedundancy() > 2 {
+		return c.granularity()
+	}
+	return c.ackDelay
 }
 
 // hintKBs is the peer's fair share of this NIC, in kB/s, for an ACK.
