@@ -19,9 +19,8 @@ import (
 //
 // An ACK is sent once AckEvery data packets have arrived since the last
 // one, or AckDelay after the first of them, and at once on a hole, a hole
-// filled, a duplicate, a probe or ACKREQ, a message completely placed, a
-// data packet overtaken by one sent later (overtakenArrival), or a move of
-// the sender's share by more than a tenth. While a path's state is still
+// filled, a duplicate, a probe or ACKREQ, a message completely placed, or
+// a move of the sender's share by more than a tenth. While a path's state is still
 // owed, the next ACK goes redundantSpacing after the last if nothing makes
 // one due sooner.
 
@@ -153,28 +152,11 @@ func (c *Conn) ackNow() {
 // ackCount counts a data packet toward the next ACK: due after AckEvery
 // of them, or AckDelay after the first.
 func (c *Conn) ackCount() {
-	if c.r.pending++; int(c.r.pending) >= c.opts.AckEvery {
+	if c.r.pending++; c.r.pending >= c.opts.AckEvery {
 		c.ackNow()
 	} else if !c.ackTimer.Armed() && !c.r.ackDue {
 		c.timers.Arm(&c.ackTimer, c.now+c.ackDelay)
 	}
-}
-
-// overtakenArrival reports whether a data packet sent at ts (its header's
-// ts, the sender's clock) arrives after one the sender sent later, on any
-// path, had arrived, and keeps the newest ts seen. Such a packet was
-// overtaken (reordered across paths): its ACK goes at once, so that a
-// packet that arrives late is never also held (QUIC's immediate ACK of a
-// packet below the largest received, RFC 9000 §13.2.1, with the sender's
-// clock as the connection-wide order). The sender's reordering window
-// then needs no room for the receiver's hold (lossdetect.go). Two
-// packets stamped in the same nanosecond count as in order.
-func (c *Conn) overtakenArrival(ts uint32) bool {
-	if c.st.dataReceived > 0 && wire.Seq(ts).Before(wire.Seq(c.r.newestTS)) && !c.mutated(MutNoAckOvertaken) {
-		return true
-	}
-	c.r.newestTS = ts
-	return false
 }
 
 // onAckTimer makes the held-back ACK due.

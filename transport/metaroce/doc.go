@@ -94,8 +94,8 @@
 // is lost when one sent after it on any path has arrived and it has been
 // out longer than that packet's round trip plus a reordering window made
 // of the paths' RTT spread, four RTT variations and the receiver's
-// measured ACK hold (echo_ts beyond the newest PSN's ts; not the announced
-// AckDelay: a packet overtaken across paths is ACKed at once) (widened after a loss found spurious: its ACK came before the resend
+// measured ACK hold (echo_ts beyond the newest PSN's ts, at most the
+// announced AckDelay: zero where every ACK goes at once) (widened after a loss found spurious: its ACK came before the resend
 // went, or echoed a time before it; narrowed back after repairs), plus the
 // measured lateness: how much later than a later-sent packet's round trip
 // a packet came, the largest over the paths, halved every 16 RTTs, so
@@ -154,10 +154,8 @@
 // part describes one path and records follow for the others it owes
 // (ackgen.go). The receiver sends one per AckEvery data packets or
 // AckDelay after the first, and at once on a hole, a hole filled, a
-// duplicate, a probe, a message completely placed, a data packet
-// overtaken by one sent later on another path (its ts older than the
-// newest that arrived: the sender's clock is the connection-wide order),
-// or a move of the sender's share by more than a tenth. Each arrival is carried by two
+// duplicate, a probe, a message completely placed, or a move of the
+// sender's share by more than a tenth. Each arrival is carried by two
 // ACKs, or more under loss (the chance rule at 1e-3, at the loss rate the
 // receiver measures: the fraction of arrivals that are retransmissions;
 // at most 10), and records are cumulative, so lost ACKs lose nothing: a

@@ -96,9 +96,6 @@ const (
 	// MutNoPathCap: every path takes new data whatever the connection's
 	// window or what it has to send (§9 Paths).
 	MutNoPathCap
-	// MutNoAckOvertaken: the receiver holds the ACK of a data packet that
-	// arrives after a later-sent one (§4 ACK policy).
-	MutNoAckOvertaken
 	// MutNoAckSpacing: a path's state still owed waits for the ACKs of
 	// later arrivals, whatever the measured loss (§4 ACK policy).
 	MutNoAckSpacing
@@ -220,7 +217,6 @@ func Mutations() []NamedMutation {
 		{"rnr-as-access", MutRNRAsAccess}, {"place-duplicate", MutPlaceDuplicate}, {"ignore-gen", MutIgnoreGen},
 		{"no-ackreq", MutNoAckReq}, {"sack-first-word", MutSACKFirstWord}, {"read-retx-stale", MutReadRetxStale},
 		{"no-gray-repath", MutNoGrayRepath}, {"repath-any-loss", MutRepathAnyLoss},
-		{"no-path-cap", MutNoPathCap}, {"no-ack-overtaken", MutNoAckOvertaken},
-		{"no-ack-spacing", MutNoAckSpacing},
+		{"no-path-cap", MutNoPathCap}, {"no-ack-spacing", MutNoAckSpacing},
 	}
 }

@@ -36,12 +36,7 @@ type rcvState struct {
 	// moves by more than a tenth, the next ACK goes at once. (These two
 	// sit beside ackDue to fill its padding: TestConnSize.)
 	lastHint uint32
-	pending  int32
-	// newestTS is the ts of the latest-sent data packet that has arrived
-	// (any path): one that arrives with an older ts was overtaken and is
-	// ACKed at once (onData). (pending is 32 bits to leave it room:
-	// TestConnSize.)
-	newestTS uint32
+	pending  int
 
 	msgs     []rcvMsg // ring by MSN
 	msnBase  uint32   // oldest message not forgotten
@@ -203,7 +198,6 @@ func (c *Conn) onData(d wire.Data, rx transport.RxMeta) {
 	if res == consumedNak || res == consumedDrop || !current {
 		return
 	}
-	overtaken := c.overtakenArrival(d.TS())
 	c.st.dataReceived++
 	c.noteArrival(d.Flags()&wire.FlagRetx != 0)
 	out := rp.sack.add(psn)
@@ -215,7 +209,7 @@ func (c *Conn) onData(d wire.Data, rx transport.RxMeta) {
 		c.st.ceReceived++
 	}
 	c.owe(pid)
-	urgent := out == sackHole || out == sackFill || overtaken || d.Flags()&wire.FlagAckReq != 0 && !c.mutated(MutNoAckReq) || res == consumedDup || c.r.msgPlaced
+	urgent := out == sackHole || out == sackFill || d.Flags()&wire.FlagAckReq != 0 && !c.mutated(MutNoAckReq) || res == consumedDup || c.r.msgPlaced
 	if !urgent && c.slot >= 0 && !c.opts.DisableRateHint {
 		h := c.hintKBs()
 		urgent = h > c.r.lastHint+c.r.lastHint/10 || h < c.r.lastHint-c.r.lastHint/10
