@@ -146,7 +146,6 @@ func (c *Conn) ackEntry(p *sndPath, psn, top, echo uint32) (int, int) {
 	}
 	if !e.acked && !e.resent && psn == top {
 		c.noteLateness(p, e.order, age)
-		c.s.noteHold(sim.Time(wire.Seq(uint32(e.sentAt)).Dist(wire.Seq(echo))))
 	}
 	e, newly, left := p.sb.ack(psn)
 	if !newly {

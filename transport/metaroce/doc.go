@@ -93,9 +93,8 @@
 // under the same PSN. Across paths (lossdetect.go, RACK's rule): a packet
 // is lost when one sent after it on any path has arrived and it has been
 // out longer than that packet's round trip plus a reordering window made
-// of the paths' RTT spread, four RTT variations and the receiver's
-// measured ACK hold (echo_ts beyond the newest PSN's ts, at most the
-// announced AckDelay: zero where every ACK goes at once) (widened after a loss found spurious: its ACK came before the resend
+// of the paths' RTT spread, four RTT variations and the peer's ACK delay
+// (widened after a loss found spurious: its ACK came before the resend
 // went, or echoed a time before it; narrowed back after repairs), plus the
 // measured lateness: how much later than a later-sent packet's round trip
 // a packet came, the largest over the paths, halved every 16 RTTs, so
@@ -160,10 +159,10 @@
 // receiver measures: the fraction of arrivals that are retransmissions;
 // at most 10), and records are cumulative, so lost ACKs lose nothing: a
 // path whose state no ACK delivered would look lost to the sender's loss
-// detection across paths, and its packets would go twice. While a path
-// is owed, the next ACK goes one packet time after the last under
-// measured loss (AckDelay loss-free), so the copies do not wait for the
-// ACKs of later arrivals.
+// detection across paths, and its packets would go twice. Under measured
+// loss (more than two ACKs) an ACK that leaves paths owed is followed a
+// packet time later by one extra copy, which does not wait for later
+// arrivals.
 //
 // # Connection life
 //

@@ -47,27 +47,22 @@ import (
 // The reordering window is what the paths' measured round trips allow a
 // packet sent earlier to arrive later: the spread of the paths' smoothed
 // RTTs, four times the connection's RTT variation (RFC 6298's margin: a
-// path's queue moves faster than its smoothed RTT), and the receiver's
-// measured ACK hold (rttEstimator.peerHold: echo_ts beyond the newest
-// PSN's ts, the largest of about the last 16 samples, at most the peer's
-// announced AckDelay). The hold is there because a later packet's ACK may
-// have gone at once and ours after the receiver's hold (coalescing, or
-// the ACK that carried it lost and the next one held). Tried and not
-// kept: the receiver ACKing at once a packet overtaken across paths (its
-// ts older than the newest that arrived, RFC 9000 13.2.1's rule with the
-// sender's clock as the connection-wide order), so that the window would
-// need no hold for it: the shallow-loss beds moved not at all (seeds
-// 1-10, every case to the last digit) and a sprayed bulk flow sent about
-// twice the ACKs (tutorial lesson 1: 15,833 -> 18,807 packets). Where
-// every ACK goes at once (a
-// small message completes on each arrival) the hold is zero: leafspine,
-// one stream of 4 KiB messages at 1% loss, 0.680 -> 0.699 of loss-free
-// (seeds 1-5) with the announced AckDelay (1.3 us at 100G) out of the
-// window. At least one full packet's serialization at the line rate and at
+// path's queue moves faster than its smoothed RTT), and the peer's ACK
+// delay (a later
+// packet's ACK may have gone at once and ours after the peer's full
+// delay), at least one full packet's serialization at the line rate and at
 // most the smoothed RTT. On a symmetric, quiet fabric it is a few packet
 // times; where paths differ in length or queueing it grows with them, so
 // reordering is never taken for loss, and no constant tuned to a bed sets
-// it. When a candidate's time has not come, a reorder timer fires at the
+// it. Tried and not kept (issue 27): the receiver's measured hold (echo_ts
+// beyond the newest PSN's ts) in place of the announced ACK delay, zero
+// where every ACK goes at once: leafspine one stream of 4 KiB messages at
+// 1% loss 0.680 -> 0.706 (seeds 1-5), but the plane-failure claim's seed 1
+// fell under its 0.9 (0.819 with it alone); and the receiver ACKing at
+// once a packet overtaken across paths (ts older than the newest arrived,
+// RFC 9000 13.2.1's rule with the sender's clock as the order): no
+// shallow-loss case moved and a sprayed bulk flow sent about twice the
+// ACKs. When a candidate's time has not come, a reorder timer fires at the
 // earliest deadline and the rule runs again.
 
 // rackState is the connection's RACK record: the latest-sent packet known
@@ -79,19 +74,6 @@ type rackState struct {
 	order uint32 // its transmission order
 	// txOrder is the latest transmission order the connection gave out.
 	txOrder uint32
-}
-
-// noteHold takes a sample of the receiver's ACK hold (rttEstimator's
-// peerHold): it replaces the held value if larger, else takes it a
-// sixteenth of the way down to the sample, so the value is about the
-// largest hold of the last sixteen samples.
-func (e *rttEstimator) noteHold(h sim.Time) {
-	s := uint32(min(max(h, 0), math.MaxUint32))
-	if s >= e.peerHold {
-		e.peerHold = s
-	} else {
-		e.peerHold -= (e.peerHold - s) / 16
-	}
 }
 
 // reoAdapt scales the reordering window: its multiplier is raised by one
@@ -157,8 +139,8 @@ func (r *rackState) verdict(order uint32, sentAt, now, reo sim.Time) (lost bool,
 // reorderWindow is the window above from the paths' largest and smallest
 // smoothed RTTs, the connection's RTT variation, the peer's ACK delay, one
 // packet's serialization (gran) and the smoothed RTT (its cap).
-func reorderWindow(maxRTT, minRTT, rttvar, hold, gran, srtt sim.Time) sim.Time {
-	w := max(maxRTT-minRTT, 0) + 4*rttvar + hold
+func reorderWindow(maxRTT, minRTT, rttvar, peerAckDelay, gran, srtt sim.Time) sim.Time {
+	w := max(maxRTT-minRTT, 0) + 4*rttvar + peerAckDelay
 	w = max(w, gran)
 	if srtt > 0 {
 		w = min(w, srtt)
@@ -254,7 +236,7 @@ func (c *Conn) reorderBase() sim.Time {
 	if hi == 0 {
 		lo = 0
 	}
-	return reorderWindow(hi, lo, c.s.rttvar, min(sim.Time(c.s.peerHold), c.peerAckDelay), c.granularity(), max(c.s.srtt, c.s.recentRTT))
+	return reorderWindow(hi, lo, c.s.rttvar, c.peerAckDelay, c.granularity(), max(c.s.srtt, c.s.recentRTT))
 }
 
 // spurious notes a declaration found spurious (see ackEntry); the trace

@@ -71,22 +71,21 @@ func TestRack(t *testing.T) {
 }
 
 // TestReorderWindow: the window is the paths' RTT spread plus four
-// variations plus the receiver's measured ACK hold, at least a packet time, at most
+// variations plus the peer's ACK delay, at least a packet time, at most
 // the smoothed RTT.
 func TestReorderWindow(t *testing.T) {
 	const us = sim.Microsecond
 	for _, tc := range []struct {
-		name                               string
-		maxRTT, minRTT, v, hold, gran, rtt sim.Time
-		want                               sim.Time
+		name                                   string
+		maxRTT, minRTT, v, ackDelay, gran, rtt sim.Time
+		want                                   sim.Time
 	}{
 		{"quiet symmetric fabric: a packet time", 10 * us, 10 * us, 0, 0, us / 3, 10 * us, us / 3},
-		{"spread, variation and the measured hold add", 14 * us, 10 * us, us, 2 * us, us / 3, 12 * us, 10 * us},
-		{"ACKs that go at once: no hold", 10 * us, 10 * us, us / 8, 0, us / 3, 10 * us, us / 2},
+		{"spread, variation and ACK delay add", 14 * us, 10 * us, us, 2 * us, us / 3, 12 * us, 10 * us},
 		{"never above the smoothed RTT", 40 * us, 10 * us, 4 * us, 2 * us, us / 3, 20 * us, 20 * us},
 		{"no RTT yet: no cap", 0, 0, 0, 10 * us, us / 3, 0, 10 * us},
 	} {
-		if got := reorderWindow(tc.maxRTT, tc.minRTT, tc.v, tc.hold, tc.gran, tc.rtt); got != tc.want {
+		if got := reorderWindow(tc.maxRTT, tc.minRTT, tc.v, tc.ackDelay, tc.gran, tc.rtt); got != tc.want {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
 	}

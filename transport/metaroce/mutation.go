@@ -96,8 +96,8 @@ const (
 	// MutNoPathCap: every path takes new data whatever the connection's
 	// window or what it has to send (§9 Paths).
 	MutNoPathCap
-	// MutNoAckSpacing: a path's state still owed waits for the ACKs of
-	// later arrivals, whatever the measured loss (§4 ACK policy).
+	// MutNoAckSpacing: no extra ACK copy a packet time after an ACK that
+	// leaves paths owed under measured loss (§4 ACK policy).
 	MutNoAckSpacing
 )
 

@@ -56,9 +56,6 @@ type rttEstimator struct {
 	srtt, rttvar, recentRTT, minRTT sim.Time
 	// dataRTT, fullRTT: a data, a full-size data packet has been measured.
 	dataRTT, fullRTT bool
-	// peerHold is how long the receiver recently held the packets its
-	// ACKs report, in ns (noteHold, lossdetect.go; it fills the padding).
-	peerHold uint32
 }
 
 // sample takes one data packet's RTT; full says it was full-size. The
