@@ -178,7 +178,7 @@ func (c *Conn) ackCount() {
 // onAckTimer makes the held-back ACK due.
 func (c *Conn) onAckTimer() {
 	if c.r.pending == 0 && !c.r.ackDue {
-		c.r.pending = -1 // no arrival held: the timer is redundantSpacing's, for a copy
+		c.r.pending = -1 // no arrival held: the timer is the quick copy's (encodeAck)
 	}
 	c.r.ackDue = true
 }
@@ -209,14 +209,15 @@ func (c *Conn) transmitAck(port int, b []byte) (int, transport.TxMeta) {
 	return n, transport.TxMeta{SrcPort: c.r.paths[lead].sport}
 }
 
-// pathAck returns path pid's state for an ACK and settles what it owes.
-func (c *Conn) pathAck(pid int, copy bool) wire.PathAck {
+// pathAck returns path pid's state for an ACK and settles what it owes
+// (nothing for the quick extra copy).
+func (c *Conn) pathAck(pid int, extra bool) wire.PathAck {
 	rp := &c.r.paths[pid]
 	a := wire.PathAck{Path: uint8(pid), Gen: rp.gen, ECE: rp.ece, Cum: rp.sack.cum,
 		EchoTS: rp.echoTS + uint32(c.now-rp.arrived), CECount: rp.ce, RxCount: rp.rx, SACK: rp.sack.bits}
 	c.mutateAck(&a)
 	rp.ece = false
-	if rp.owed > 0 && !copy {
+	if rp.owed > 0 && !extra {
 		rp.owed--
 	}
 	if rp.owed == 0 {
@@ -228,8 +229,8 @@ func (c *Conn) pathAck(pid int, copy bool) wire.PathAck {
 // encodeAck writes an ACK led by path lead, with a record for every other
 // path it owes that fits in b.
 func (c *Conn) encodeAck(b []byte, lead int) int {
-	copy := c.r.pending < 0 // an extra copy on the timer: it settles nothing owed
-	first := c.pathAck(lead, copy)
+	extra := c.r.pending < 0 // the quick copy on the timer: it settles nothing owed
+	first := c.pathAck(lead, extra)
 	f := wire.AckFields{
 		Common:   wire.Common{Type: wire.TypeAck, Path: first.Path, Gen: first.Gen, DstConn: c.peer, PSN: first.Cum, TS: c.ts()},
 		EchoTS:   first.EchoTS,
@@ -262,7 +263,7 @@ func (c *Conn) encodeAck(b []byte, lead int) int {
 				full = true
 				break
 			}
-			r := c.pathAck(pid, copy)
+			r := c.pathAck(pid, extra)
 			off = wire.PutRecord(b, off, &r)
 			recs++
 		}
@@ -273,7 +274,7 @@ func (c *Conn) encodeAck(b []byte, lead int) int {
 	c.r.pending = 0
 	c.r.ackDue = full // what did not fit goes in the next ACK, at once
 	c.timers.Disarm(&c.ackTimer)
-	if !full && !copy && c.ackRedundancy() > 2 && c.owesAny() && !c.mutated(MutNoAckSpacing) {
+	if !full && !extra && c.ackRedundancy() > 2 && c.owesAny() && !c.mutated(MutNoAckSpacing) {
 		c.timers.Arm(&c.ackTimer, c.now+c.granularity())
 	}
 	c.st.acksSent++

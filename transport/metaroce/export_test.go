@@ -14,7 +14,7 @@ import (
 // generation. The resend goes at c's next transmit opportunity (the
 // NIC's next interaction with it: an ACK, a timer, a port freeing).
 func (c *Conn) OracleLost(now sim.Time, payload []byte) {
-	c.oracleLost(now, payload, false)
+	c.oracleLost(now, payload)
 }
 
 // OracleLostAfterRTT is OracleLost for an oracle that learns of the loss
@@ -32,10 +32,10 @@ func (c *Conn) OracleLostAfterRTT(now sim.Time, payload []byte) (sim.Time, bool)
 	if now < at {
 		return at, true
 	}
-	return 0, c.oracleLost(now, payload, true)
+	return 0, c.oracleLost(now, payload)
 }
 
-func (c *Conn) oracleLost(now sim.Time, payload []byte, _ bool) bool {
+func (c *Conn) oracleLost(now sim.Time, payload []byte) bool {
 	if len(payload) < wire.CommonSize || c.state != transport.StateEstablished {
 		return false
 	}
