@@ -152,6 +152,11 @@ func (c *Conn) ackEntry(p *sndPath, psn, top, echo uint32) (int, int) {
 		return 0, 0
 	}
 	c.s.inflight -= left
+	// Only a first transmission is a reference for loss detection across
+	// paths (Karn). Tried and not kept: a resend as well when the record's
+	// echo_ts shows the resend arrived (RFC 8985 allows timestamps to
+	// disambiguate): 16 streams at 10% loss 0.530 -> 0.532 mean (seeds
+	// 1-10), 10us one stream 0.463 -> 0.462: no gain for the doubt.
 	if !e.resent {
 		c.s.rack.delivered(e.order, e.sentAt, c.now)
 	}

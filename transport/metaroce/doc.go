@@ -168,7 +168,10 @@
 // receiver measures: the fraction of arrivals that are retransmissions;
 // at most 10), and records are cumulative, so lost ACKs lose nothing: a
 // path whose state no ACK delivered would look lost to the sender's loss
-// detection across paths, and its packets would go twice.
+// detection across paths, and its packets would go twice. Under measured
+// loss (more than two ACKs) an ACK that leaves paths owed is followed a
+// packet time later by one extra copy, which does not wait for later
+// arrivals.
 //
 // # Connection life
 //

@@ -96,6 +96,9 @@ const (
 	// MutNoPathCap: every path takes new data whatever the connection's
 	// window or what it has to send (§9 Paths).
 	MutNoPathCap
+	// MutNoAckSpacing: no extra ACK copy a packet time after an ACK that
+	// leaves paths owed under measured loss (§4 ACK policy).
+	MutNoAckSpacing
 )
 
 // mutated reports whether the connection breaks rule m (a planted fault).
@@ -214,6 +217,6 @@ func Mutations() []NamedMutation {
 		{"rnr-as-access", MutRNRAsAccess}, {"place-duplicate", MutPlaceDuplicate}, {"ignore-gen", MutIgnoreGen},
 		{"no-ackreq", MutNoAckReq}, {"sack-first-word", MutSACKFirstWord}, {"read-retx-stale", MutReadRetxStale},
 		{"no-gray-repath", MutNoGrayRepath}, {"repath-any-loss", MutRepathAnyLoss},
-		{"no-path-cap", MutNoPathCap},
+		{"no-path-cap", MutNoPathCap}, {"no-ack-spacing", MutNoAckSpacing},
 	}
 }

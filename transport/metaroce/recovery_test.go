@@ -17,32 +17,43 @@ import (
 
 // TestTargetShallowLoss: 16 outstanding messages, random loss on every
 // link, goodput as a fraction of the same bed loss-free, and the same
-// lossy run with an oracle (job.oracle: the sender learns of each lost
-// data packet the moment a wire drops it), the bound of any loss
-// detection on the bed.
+// lossy run with two oracles: job.oracle (the sender learns of each lost
+// data packet the moment a wire drops it: the bound of any loss
+// detection on the bed) and job.oracleRTT (it learns one base RTT after
+// the packet was sent: the bound of any rule that needs a later packet's
+// ACK, as RACK across paths and a receiver's report of a gap in a
+// connection-wide sequence both do; no ACK is lost or held for it).
 //
 // The floors are regression guards: the figures measured (seed 1) less
-// a margin of about 0.03. History of 16 streams at 10%: 0.419 where a lost
-// packet began to cost wire time (fabric.LossAtWire), 0.408 with the
+// a margin of about 0.03. History of 16 streams at 10%: 0.419 where a
+// lost packet began to cost wire time (fabric.LossAtWire), 0.408 with the
 // measured lateness, 0.387 once ties broke by (time, origin, seq), 0.372
 // with the active paths capped by the window, 0.411 with suspect moves
 // under the chance rule (probe.go), 0.476 with ACK redundancy by the
-// chance rule (ackgen.go; seeds 1-5: 0.435 (0.411-0.447) -> 0.494
-// (0.476-0.497)). Now: b2b 0.978 and 0.851, leafspine one stream 0.691,
-// 16 streams at 1% 0.935, 10us one stream 0.458 (0.519 before the ACK
-// rule; seeds 1-5 0.491 (0.470-0.519) -> 0.458 (0.434-0.491), not
-// understood), 16 streams 0.587 (0.614 before; seeds 1-5 0.617 ->
-// 0.622).
+// chance rule (ackgen.go), 0.494 with a quick extra ACK copy under
+// measured loss (ackgen.go; seeds 1-5: 0.435 (0.411-0.447) -> 0.494
+// (0.476-0.497) -> 0.513 (0.494-0.524); seeds 1-15 median 0.495 ->
+// 0.514; seed 1 is the worst of the five). Seeds 1-5 now: leafspine one
+// stream 0.685 (0.644-0.725), 16 streams at 1% 0.935 (0.925-0.950), 10us
+// one stream 0.477 (0.353-0.501; seeds 1-15 median 0.457, before 0.448),
+// 16 streams 0.622 (0.605-0.662).
 //
-// The oracle says where the rest goes. The one-stream cases are not
-// bounded near 1/(1+0.47) by in-order completion, as this comment argued
-// before: with the oracle leafspine one stream reaches 0.87 (seeds 1-5),
-// 10us one stream 0.71; the gap is loss detection (about one RTT plus the
-// reordering window from the loss: a later packet's ACK must come back)
-// and the resend's own round trip. The targets: 16 streams at 10%
-// (0.5) is within the oracle's 0.72 and missed by about 0.02 (seeds 1-5
-// median 0.494); 10us 16 streams at 1% (0.85) is above even the oracle's
-// 0.83: on this bed no loss detection reaches it.
+// The one-RTT oracle says where the rest goes. The one-stream cases are
+// near it (seeds 1-5 with the measured ACK hold of lossdetect.go's notes:
+// leafspine 0.706 against 0.727, 10us 0.463 against 0.469): their loss is
+// found about one RTT after it was sent (measured: 10.0-10.4 us from
+// send to declaration on leafspine, base RTT about 9.5 us), as soon as
+// any end-to-end signal can show it, and what the instant oracle gains
+// beyond (0.880, 0.704) is the time the packet would have spent reaching
+// the receiver and its ACK coming back. A connection-wide transmission
+// sequence that lets the receiver report gaps needs a later packet's
+// arrival too: it is bounded by the same one-RTT oracle. So no loss detection reaches the
+// issue's 0.85 for one stream; a stream's in-order completion holds the
+// whole queue for about two round trips per loss, and only sending less
+// often into that wait (redundancy while the window has room) would.
+// The 10us 1-stream drop from 0.491 to 0.458 with the ACK redundancy
+// rule was the five seeds: over seeds 1-30, 0.452 (k = 2) and 0.438 (the
+// rule) median, 0.446 and 0.437 mean.
 func TestTargetShallowLoss(t *testing.T) {
 	if testing.Short() {
 		t.Skip("long")
@@ -59,27 +70,27 @@ func TestTargetShallowLoss(t *testing.T) {
 		min       float64
 		oracleMin float64
 	}{
-		{"b2b 4KiB", bed{topo: "b2b", rate: 100e9}, 4 << 10, 1, 0.01, 0.92, 0.95},
+		{"b2b 4KiB", bed{topo: "b2b", rate: 100e9}, 4 << 10, 1, 0.01, 0.94, 0.95},
 		{"b2b 4KiB", bed{topo: "b2b", rate: 100e9}, 4 << 10, 1, 0.1, 0.80, 0.87},
-		{"leafspine 4KiB", leafspine, 4 << 10, 1, 0.01, 0.60, 0.83},
+		{"leafspine 4KiB", leafspine, 4 << 10, 1, 0.01, 0.66, 0.84},
 		{"leafspine 4KiB", leafspine, 4 << 10, 16, 0.01, 0.90, 0.94},
-		{"leafspine 4KiB", leafspine, 4 << 10, 16, 0.1, 0.44, 0.68},
-		{"leafspine 10us 64KiB", long, 64 << 10, 1, 0.01, 0.42, 0.67},
-		{"leafspine 10us 64KiB", long, 64 << 10, 16, 0.01, 0.55, 0.79},
+		{"leafspine 4KiB", leafspine, 4 << 10, 16, 0.1, 0.46, 0.72},
+		{"leafspine 10us 64KiB", long, 64 << 10, 1, 0.01, 0.44, 0.67},
+		{"leafspine 10us 64KiB", long, 64 << 10, 16, 0.01, 0.58, 0.79},
 	} {
 		t.Run(fmt.Sprintf("%s %d streams %g%%", c.name, c.streams, 100*c.loss), func(t *testing.T) {
-			run := func(loss float64, oracle bool) outcome {
+			run := func(loss float64, oracle, oracleRTT bool) outcome {
 				b := c.b
 				b.loss = lossModel(loss, false)
 				spec := b.bulk(transport.MetaRoCE, 200)
 				spec.Size, spec.QueueDepth, spec.Streams = c.size, 16, c.streams
 				spec.Duration = max(spec.Duration, sim.Millisecond)
-				return b.run(t, job{spec: spec, oracle: oracle})
+				return b.run(t, job{spec: spec, oracle: oracle, oracleRTT: oracleRTT})
 			}
-			free, lossy, oracle := run(0, false), run(c.loss, false), run(c.loss, true)
-			ratio, bound := lossy.goodput/free.goodput, oracle.goodput/free.goodput
-			t.Logf("%.1f Gb/s loss-free, %.1f Gb/s at %g%%: %.3f (%d retransmissions, %d timeouts); with the oracle %.3f",
-				free.goodput/1e9, lossy.goodput/1e9, 100*c.loss, ratio, lossy.res.Retransmits, lossy.res.Timeouts, bound)
+			free, lossy, oracle, oracleRTT := run(0, false, false), run(c.loss, false, false), run(c.loss, true, false), run(c.loss, false, true)
+			ratio, bound, rttBound := lossy.goodput/free.goodput, oracle.goodput/free.goodput, oracleRTT.goodput/free.goodput
+			t.Logf("%.1f Gb/s loss-free, %.1f Gb/s at %g%%: %.3f (%d retransmissions, %d timeouts); with the oracle %.3f, told one base RTT after the send %.3f",
+				free.goodput/1e9, lossy.goodput/1e9, 100*c.loss, ratio, lossy.res.Retransmits, lossy.res.Timeouts, bound, rttBound)
 			if ratio < c.min {
 				t.Errorf("%.3f of loss-free goodput, want >= %.2f", ratio, c.min)
 			}
@@ -122,7 +133,9 @@ func TestTargetPlanesDefaultPaths(t *testing.T) {
 // each such chunk went twice: 3.36% of data packets sent again, 1.58%
 // with the rule, 1.57% with the active paths capped by the window too
 // (8 hosts, 250 connections per pair, 4 KiB packets), 1.56% with the
-// suspect rule's chance count and the receiver's ACK redundancy (#27).
+// suspect rule's chance count and the receiver's ACK redundancy (#27),
+// unchanged (1.56%) with the quick ACK copy under measured loss; 0.38%
+// with copies on a timer loss-free too (ackgen.go's notes: not kept).
 func TestManyConnsFewMoves(t *testing.T) {
 	if testing.Short() {
 		t.Skip("long")
@@ -155,7 +168,9 @@ func TestManyConnsFewMoves(t *testing.T) {
 // under the same PSN (a resend of a packet that had arrived). With every
 // arrival carried by two ACKs whatever the loss (both lost for one
 // arrival in five), 4.93% did; with the receiver's chance rule
-// (ackgen.go: 10 ACKs here) 0.55%. (The regimes cell fattree 10G 10%
+// (ackgen.go: 10 ACKs here) 0.55%; 0.70% with the quick extra ACK copy
+// (24 of 3,448: small counts; the owed copies themselves a packet time
+// apart, all in one burst, made it 2.28%). (The regimes cell fattree 10G 10%
 // bursty, seeds 1 and 5: 4.9% and 4.9% before, 1.0% and 1.3% after.)
 func TestAckLossNotResent(t *testing.T) {
 	if testing.Short() {

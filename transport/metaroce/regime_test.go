@@ -100,10 +100,18 @@ type job struct {
 	// the moment it is lost (Conn.OracleLost): the bound of loss
 	// detection.
 	oracle bool
+	// oracleRTT makes the oracle learn of each loss one base round trip
+	// after the packet was sent (Conn.OracleLostAfterRTT): the bound of
+	// loss detection that needs a later packet's ACK.
+	oracleRTT bool
 }
 
 // lossOracle is the fabric observer behind job.oracle.
-type lossOracle struct{ nics map[netip.Addr]*softnic.NIC }
+type lossOracle struct {
+	nics     map[netip.Addr]*softnic.NIC
+	afterRTT bool
+	loop     *sim.Loop
+}
 
 func (o lossOracle) Observe(now sim.Time, ev fabric.Event, _ fabric.Point, b *packet.Buffer, r fabric.DropReason) {
 	d := b.Data()
@@ -116,8 +124,16 @@ func (o lossOracle) Observe(now sim.Time, ev fabric.Event, _ fabric.Point, b *pa
 	}
 	payload := d[int(d[0]&0xf)*4+8:]
 	for _, c := range nic.Conns() {
-		if mc, ok := c.Transport().(*metaroce.Conn); ok {
+		mc, ok := c.Transport().(*metaroce.Conn)
+		switch {
+		case !ok:
+		case !o.afterRTT:
 			mc.OracleLost(now, payload)
+		default:
+			if at, ok := mc.OracleLostAfterRTT(now, payload); ok && at > now {
+				cp := append([]byte(nil), payload...)
+				o.loop.At(at, func(t sim.Time) { mc.OracleLostAfterRTT(t, cp) })
+			}
 		}
 	}
 }
@@ -180,8 +196,8 @@ func (b bed) run(t *testing.T, j job) outcome {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if j.oracle {
-		o := lossOracle{nics: map[netip.Addr]*softnic.NIC{}}
+	if j.oracle || j.oracleRTT {
+		o := lossOracle{nics: map[netip.Addr]*softnic.NIC{}, afterRTT: j.oracleRTT, loop: loop}
 		for _, nic := range cl.NICs {
 			o.nics[nic.Addr()] = nic
 		}
