@@ -79,6 +79,9 @@ func TestBenchRSS128(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a 128-host bench (seconds)")
 	}
+	if raceEnabled {
+		t.Skip("resident-set figures mean nothing under the race detector")
+	}
 	v, r, res := processRSS(t)
 	t.Logf("max RSS: version %.1f MiB, bench leafspine-128h %.1f MiB; state per connection %d B", float64(v)/(1<<20), float64(r)/(1<<20), res.ConnState)
 	if r > v+5<<20 || res.ConnState > 64<<10 {
