@@ -151,7 +151,7 @@ func (c *Conn) transmitNak(port int, b []byte) (int, transport.TxMeta) {
 
 // owe makes the next ACKs carry path pid's state.
 func (c *Conn) owe(pid int) {
-	rp := &c.r.paths[pid]
+	rp := c.r.paths[pid]
 	rp.owed = c.ackRedundancy()
 	c.r.dirty[pid/64] |= 1 << (pid % 64)
 	if rp.port >= 0 && rp.port < len(c.r.lastOn) {
@@ -212,7 +212,7 @@ func (c *Conn) transmitAck(port int, b []byte) (int, transport.TxMeta) {
 // pathAck returns path pid's state for an ACK and settles what it owes
 // (nothing for the quick extra copy).
 func (c *Conn) pathAck(pid int, extra bool) wire.PathAck {
-	rp := &c.r.paths[pid]
+	rp := c.r.paths[pid]
 	a := wire.PathAck{Path: uint8(pid), Gen: rp.gen, ECE: rp.ece, Cum: rp.sack.cum,
 		EchoTS: rp.echoTS + uint32(c.now-rp.arrived), CECount: rp.ce, RxCount: rp.rx, SACK: rp.sack.bits}
 	c.mutateAck(&a)

@@ -39,6 +39,7 @@ func (c *Conn) onPathAck(r *wire.PathAck) {
 		c.st.staleAcks++
 		return
 	}
+	c.use(p)
 	cum := r.Cum
 	sb := &p.sb
 	// cum is in [una, nxt], or a little before una (an older record

@@ -31,6 +31,7 @@ func TestRepathBaseFollowsBurst(t *testing.T) {
 			s.srtt = sim.Millisecond
 			s.lossSent, s.lossLost = 130*float64(len(s.paths)), 0
 			for i := range s.paths {
+				mc.use(&s.paths[i])
 				s.paths[i].genSent = 130
 			}
 			gen := func(i int) uint8 { return s.paths[i].gen }
@@ -73,6 +74,7 @@ func TestFirstCreditLeavesWithFlight(t *testing.T) {
 	l := newLab(t, transporttest.Config{}, Options{})
 	mc := metaConn(l.ca)
 	mc.ensurePaths()
+	mc.use(&mc.s.paths[0])
 	const flight = 64 * 4096
 	for _, c := range []struct {
 		name string

@@ -99,6 +99,7 @@ func TestEntropyMemory(t *testing.T) {
 	c := metaConn(l.ca)
 	c.ensurePaths() // the paths are allocated on first use
 	p := &c.s.paths[0]
+	c.use(p)
 	var left []uint16
 	for i, why := range []repathReason{whyTimeout, whyReprobe, whyReprobe, whyLosses, whyReprobe, whyReprobe,
 		whyReprobe, whyMarks, whyReprobe, whyReprobe, whyReprobe} {
@@ -165,6 +166,8 @@ func TestLateness(t *testing.T) {
 	half := c.lateHalfLife()
 	c.ensurePaths() // path state is allocated on first use
 	p, q := &c.s.paths[0], &c.s.paths[1]
+	c.use(p)
+	c.use(q)
 	c.s.rack = rackState{}
 	c.s.rack.delivered(10, 0, 8*us) // order 10 arrived, round trip 8us
 	steps := []struct {
@@ -287,6 +290,7 @@ func TestOvertaken(t *testing.T) {
 	c := metaConn(l.ca)
 	c.ensurePaths()
 	p := &c.s.paths[0]
+	c.use(p)
 	c.now = 100 * us
 	c.s.rack = rackState{}
 	c.s.rack.delivered(50, c.now-8*us, c.now) // reference round trip 8us

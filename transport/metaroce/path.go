@@ -45,24 +45,51 @@ func (s PathState) String() string {
 // sndPath is one path of the sending side of a connection: its route
 // (entropy), its PSN space and scoreboard, its RTT estimate, its ECN
 // signal and its weight in the connection's window, and its health.
+//
+// A connection has all its paths from its first send, but most of them
+// may never carry a packet (a window of a few dozen packets uses a few of
+// 128 paths: at 128 hosts x 128 paths, 2,004 of 16,384 sending paths
+// carried one). So a path is two parts: these few bytes, which every
+// loop over the connection's paths may read and write, and the rest
+// (pathCold), allocated when the path first carries a packet or takes an
+// ACK (use). Until then pathCold points at freshCold, the state every
+// path starts with, shared and never written: reads of a path not yet
+// used see its initial state, as they did when every path had its own.
+// Whatever writes a path's cold fields first calls use; the fields a
+// loop writes on any path (spare, credit, rackAt, probeWant) are here.
 type sndPath struct {
-	c       *Conn
-	id      uint8
-	state   PathState
-	gen     uint8
-	wq      uint8 // weight in sixteenths when shares were last computed (cc.go)
-	entropy uint16
-	heavy   bool // the last round was marked above RepathMarkFraction (cc.go)
-	tlpSent bool // a tail-loss probe went out since progress
+	*pathCold
+
+	// ECN share (cc.go): credit runs the weighted round robin.
+	credit float64
+	rackAt sim.Time // earliest reorder deadline of its transmissions (lossdetect.go); 0: none
+
+	id         uint8
+	state      PathState
+	gen        uint8
+	wq         uint8 // weight in sixteenths when shares were last computed (cc.go)
+	entropy    uint16
+	heavy      bool // the last round was marked above RepathMarkFraction (cc.go)
+	tlpSent    bool // a tail-loss probe went out since progress
+	suspect    bool // a probe went unanswered: chunks moved, no new data
+	spare      bool // beyond its plane's active paths: no new data (activePerPlane)
+	silentLoss bool // packets sent after its last ACK progress were found lost across paths
+	probeWant  bool // a probe is due on this path
+}
+
+// pathCold is the part of a sending path allocated on its first use
+// (sndPath). Its zero value, with c and the timer set, is a path's
+// initial state.
+type pathCold struct {
+	c *Conn
 
 	// sb is what the current generation has outstanding.
 	sb scoreboard
 
-	// ECN signal and share (cc.go). alpha is the EWMA (markavg.go) of the CE-marked
+	// ECN signal (cc.go). alpha is the EWMA (markavg.go) of the CE-marked
 	// fraction of the path's acknowledged packets; the path's weight in
-	// the window is 1 - alpha. credit runs the weighted round robin.
+	// the window is 1 - alpha.
 	alpha              markAvg
-	credit             float64
 	lastCE, lastRx     uint16 // receiver's cumulative counts at its last record
 	roundEnd           uint32 // PSN whose ACK ends the round
 	roundPkts, roundCE int    // this round's delivered and marked packets
@@ -77,11 +104,6 @@ type sndPath struct {
 	timeouts     int      // consecutive
 	failures     int      // probe timeouts since the path failed (back-off)
 	lastProgress sim.Time // last ACK that acknowledged something new
-	rackAt       sim.Time // earliest reorder deadline of its transmissions (lossdetect.go); 0: none
-	suspect      bool     // a probe went unanswered: chunks moved, no new data
-	spare        bool     // beyond its plane's active paths: no new data (activePerPlane)
-	silentLoss   bool     // packets sent after its last ACK progress were found lost across paths
-	probeWant    bool     // a probe is due on this path
 	// The largest recent lateness of the path's packets behind later-sent
 	// ones that had arrived (lossdetect.go).
 	pathLate
@@ -91,6 +113,25 @@ type sndPath struct {
 	genSent, genLost int
 
 	st pathCounters
+}
+
+// freshCold is the cold state of every path not yet used: read, never
+// written (TestMain checks that it is still zero after the package's
+// tests).
+var freshCold pathCold
+
+// used reports whether p has its own cold state.
+func (p *sndPath) used() bool { return p.pathCold != &freshCold }
+
+// use gives p its own cold state if it has none yet, before anything
+// writes it: its first packet, or an ACK of it. The state is the initial
+// one, so results are the same as if every path had it from the start.
+func (c *Conn) use(p *sndPath) {
+	if p.used() {
+		return
+	}
+	p.pathCold = &pathCold{c: c}
+	p.timer.Init(pathTimerFired, p)
 }
 
 // pathCounters are a path's lifetime counters.
@@ -400,10 +441,8 @@ func (c *Conn) pathRecovered(p *sndPath) {
 // anything is queued to send, and before anything reads or acknowledges
 // a path. Allocating them later than the connection changes nothing a
 // path holds: until something is sent a path is its initial state, and
-// its entropy was drawn when the connection was built.
-//
-// Reading a path's figures (PathStats, ReportStats) is a use: telemetry
-// that reads every connection's paths allocates them.
+// its entropy was drawn when the connection was built. Each path's cold
+// state comes later still, on the path's own first use (use).
 func (c *Conn) ensurePaths() {
 	if c.s.paths != nil {
 		return
@@ -416,8 +455,7 @@ func (c *Conn) ensurePaths() {
 	c.s.paths = make([]sndPath, len(e0))
 	for i := range c.s.paths {
 		ph := &c.s.paths[i]
-		ph.c, ph.id = c, uint8(i)
-		ph.timer.Init(pathTimerFired, ph)
+		ph.pathCold, ph.id = &freshCold, uint8(i)
 		ph.entropy = e0[i]
 		ph.credit = 1
 	}

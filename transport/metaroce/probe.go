@@ -96,6 +96,7 @@ func (c *Conn) transmitProbe(port int, b []byte) (int, transport.TxMeta) {
 // neither windowed nor held by the pacer; one carrying a chunk moves the
 // pacer like any data packet (transmitProbe).
 func (c *Conn) sendProbe(p *sndPath, b []byte) (int, transport.TxMeta) {
+	c.use(p)
 	p.probeWant = false
 	c.flagPath(p)
 	p.st.probes++

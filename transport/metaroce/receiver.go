@@ -18,7 +18,9 @@ import (
 // completed. There is no per-stream table: a stream exists here only as
 // the chain of its messages in flight.
 type rcvState struct {
-	paths []rcvPath
+	// paths holds the peer's paths that have sent here, each allocated on
+	// its first packet (rcvPaths): nil for one not heard from.
+	paths []*rcvPath
 	// ACK generation (ackgen.go): paths the next ACKs owe, the latest
 	// path to receive data on each port, whether an ACK is due now, and
 	// the data packets since the last one.
@@ -124,7 +126,7 @@ func (c *Conn) onProbe(h wire.Header, rx transport.RxMeta) {
 		c.st.dropMalformed++
 		return
 	}
-	rp := &c.r.paths[pid]
+	rp := c.r.paths[pid]
 	if !c.pathGen(rp, h.Gen()) {
 		c.st.dropStale++
 		return
@@ -139,14 +141,20 @@ func (c *Conn) onProbe(h wire.Header, rx transport.RxMeta) {
 }
 
 // rcvPaths reports whether pid is one of the peer's paths, allocating
-// the receiving paths on the first packet of any (an end that only sends
-// never needs them).
+// the table of receiving paths on the first packet of any (an end that
+// only sends never needs it) and path pid's state on its first packet (a
+// connection's peer may use a few of its paths: at 128 hosts x 128 paths,
+// 2,004 of 16,384 carried a packet). A path's state before its first
+// packet is the zero rcvPath, so allocating it then changes nothing.
 func (c *Conn) rcvPaths(pid int) bool {
 	if pid >= c.peerPaths {
 		return false
 	}
 	if c.r.paths == nil {
-		c.r.paths = make([]rcvPath, c.peerPaths)
+		c.r.paths = make([]*rcvPath, c.peerPaths)
+	}
+	if c.r.paths[pid] == nil {
+		c.r.paths[pid] = new(rcvPath)
 	}
 	return true
 }
@@ -168,7 +176,7 @@ func (c *Conn) onData(d wire.Data, rx transport.RxMeta) {
 		c.st.dropMalformed++
 		return
 	}
-	rp := &c.r.paths[pid]
+	rp := c.r.paths[pid]
 	current := c.pathGen(rp, d.Gen())
 	psn := d.PSN()
 	if current {

@@ -555,7 +555,9 @@ func (c *Conn) flushSender(status transport.Status, cause uint32, hasCause bool)
 	c.s.inflight, c.s.unsent = 0, 0
 	for i := range c.s.paths {
 		p := &c.s.paths[i]
-		p.sb.flush()
+		if p.used() { // a path not used has nothing outstanding
+			p.sb.flush()
+		}
 		p.probeWant = false
 	}
 	c.s.lostSet, c.s.probeSet = [4]uint64{}, [4]uint64{}

@@ -114,7 +114,7 @@ type PathStats struct {
 
 // PathStats returns a snapshot of sending path i (0 <= i < Paths).
 func (c *Conn) PathStats(i int) PathStats {
-	var fresh sndPath
+	fresh := sndPath{pathCold: &freshCold}
 	p, share := &fresh, 0
 	if c.s.paths != nil {
 		p = &c.s.paths[i]
@@ -124,7 +124,7 @@ func (c *Conn) PathStats(i int) PathStats {
 		// reading its figures does not allocate them. A connection that
 		// closed without ever sending has forgotten its entropies
 		// (Protocol.forget): they read 0.
-		p.c, p.id, p.credit = c, uint8(i), 1
+		p.id, p.credit = uint8(i), 1
 		if e0 := c.proto.entropy0[c]; i < len(e0) {
 			p.entropy = e0[i]
 		}

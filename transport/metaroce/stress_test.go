@@ -134,6 +134,7 @@ func TestFirstFlightAndECNRate(t *testing.T) {
 	}
 	c.ensurePaths() // the paths are allocated on first use
 	p := &c.s.paths[0]
+	c.use(p)
 	c.s.alpha, c.s.cutUntil = 0.5, 0
 	c.ccOnRecord(p, 1, 4096, 4, 1)
 	if c.s.mult != 0.75 {

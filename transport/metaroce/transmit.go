@@ -223,6 +223,7 @@ func (c *Conn) flagPath(p *sndPath) {
 
 // sendChunk sends chunk dsn on path p under a new PSN.
 func (c *Conn) sendChunk(p *sndPath, dsn uint32, b []byte, extra wire.Flags) int {
+	c.use(p)
 	ch := c.chunk(dsn)
 	e := sbEntry{dsn: dsn, size: ch.size, kind: sbData, sentAt: c.now, order: c.nextOrder()}
 	if f, st := c.chunkFailed(ch); f {
