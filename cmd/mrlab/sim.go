@@ -130,9 +130,6 @@ func simRun(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	// Start-up's pages out of the run's RSS (best effort: only RSS
-	// depends on it).
-	_, _ = releaseStartupPages()
 	if c.IsSet("seed") {
 		if c.Uint64("seed") == 0 {
 			return usagef("sim: --seed 0: want a seed from 1 up (0 would silently mean the default)")
