@@ -153,7 +153,7 @@ func (c *Conn) firstFlight() int {
 	if !c.opts.HoldFirstGrant && (c.ctl.flight == flightLate || (c.ctl.flight == flightNone && c.flightLate())) {
 		return 0
 	}
-	return min(int(c.s.hint*c.s.srtt.Seconds()), c.pathCount()*maxPathWindow/2*c.mss)
+	return min(int(c.s.hint*c.firstFlightRTT().Seconds()), c.pathCount()*maxPathWindow/2*c.mss)
 }
 
 // flightLeft takes n bytes that left flight (acknowledged, declared lost,
