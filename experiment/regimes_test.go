@@ -79,7 +79,9 @@ func TestClaimRegimesTenPercentLoss(t *testing.T) {
 // capacity (median), no seed below 0.99 of it.
 func TestClaimRegimesAtLeastRoCEv2(t *testing.T) {
 	cl := newClaim(t)
-	if c := regimeCheck(t, "MetaRoCE loss-free write_bw, every cell: fraction of the wire limit over RoCEv2's"); !c.Met {
+	c := regimeCheck(t, "MetaRoCE loss-free write_bw, every cell: fraction of the wire limit over RoCEv2's")
+	t.Logf("%s: %s (target %s)", c.What, c.Measured, c.Target)
+	if !c.Met {
 		cl.Errorf("%s: %s, want %s (%s)", c.What, c.Measured, c.Target, c.Note)
 	}
 }

@@ -124,7 +124,7 @@ func (c *Conn) window() int {
 		// for the receiver's share. An N-to-1 incast whose senders each
 		// sent a BDP first filled the receiver's queue N times over. A
 		// dialer whose SYN_ACK offered a first share (first_share) sends
-		// one handshake round trip of that rate instead, if it starts in
+		// one first-ACK round trip of that rate instead, if it starts in
 		// time (firstFlight): the acceptor's grants add up to at most its
 		// capacity, so N dialers' first flights add up to one BDP, and it
 		// is over when the first ACK brings the hint of N.
@@ -135,7 +135,8 @@ func (c *Conn) window() int {
 
 // firstFlight is the window before the first ACK of a dialer whose
 // SYN_ACK offered a first share: that rate (the hint until an ACK brings
-// one) over the handshake's round trip, if the first data went within two
+// one) over the first ACK's round trip (firstFlightRTT, setup.go), if the
+// first data went within two
 // of them after the SYN_ACK (the acceptor holds the grant against its
 // capacity for four after our EST arrives, and the grant ends when that
 // first packet arrives; later data waits for the first ACK's hint with
@@ -153,7 +154,7 @@ func (c *Conn) firstFlight() int {
 	if !c.opts.HoldFirstGrant && (c.ctl.flight == flightLate || (c.ctl.flight == flightNone && c.flightLate())) {
 		return 0
 	}
-	return min(int(c.s.hint*c.s.srtt.Seconds()), c.pathCount()*maxPathWindow/2*c.mss)
+	return min(int(c.s.hint*c.firstFlightRTT().Seconds()), c.pathCount()*maxPathWindow/2*c.mss)
 }
 
 // flightLeft takes n bytes that left flight (acknowledged, declared lost,

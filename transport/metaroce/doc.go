@@ -62,7 +62,11 @@
 // acceptor grants a first share (first_share: the new sender's fair share,
 // at most the capacity not granted to dialers whose first data has not
 // arrived, so simultaneous dialers' grants add up to at most its capacity)
-// and the dialer sends up to that share x its handshake RTT; one packet
+// and the dialer sends up to that share x the first ACK's round trip (the
+// handshake RTT plus initialSerializations full-size packets at the line
+// rate: the handshake's small packets show no data packet's
+// serialization per hop; a late, held flight keeps the handshake RTT);
+// one packet
 // when the share is 0 or its first data
 // packet went more than two handshake RTTs after the SYN_ACK (judged
 // when it went, not as the flight goes), the acceptor's grant having

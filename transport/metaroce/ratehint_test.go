@@ -455,7 +455,7 @@ func TestFirstFlightStart(t *testing.T) {
 			c.now = c.ctl.echoAt + tc.at*c.s.srtt
 			want := c.mss
 			if tc.whole {
-				want = max(c.mss, int(hint*c.s.srtt.Seconds()))
+				want = max(c.mss, int(hint*c.firstFlightRTT().Seconds()))
 			}
 			if got := c.window(); got != want {
 				t.Errorf("window %d before the first ACK, want %d", got, want)
