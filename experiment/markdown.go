@@ -104,7 +104,7 @@ func mdExperiment(b *bytes.Buffer, r *Report, plotDir string) {
 	}
 	fmt.Fprintf(b, "- **Run:** `mrlab experiment %s --seed %d --seeds %d --scale %s%s`", r.Experiment, firstSeed(r.Seeds), len(r.Seeds), r.Scale, what)
 	if r.Wall > 0 {
-		fmt.Fprintf(b, " (%.0f s of wall time on the machine that made this page)", r.Wall.Seconds())
+		fmt.Fprintf(b, " (%.0f s of wall time, %.0f s of its points' run times summed, on the machine that made this page)", r.Wall.Seconds(), r.PointTime.Seconds())
 	}
 	b.WriteString(".\n")
 	if !r.WhatIf.IsZero() {
