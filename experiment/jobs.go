@@ -10,7 +10,7 @@ import (
 type job[T any] struct {
 	// name labels the job in errors; progress lines say "exp: name".
 	exp, name string
-	run  func() (T, error)
+	run       func() (T, error)
 }
 
 // runJobs runs jobs, cfg.Jobs at a time, each on its own goroutine (each
