@@ -110,7 +110,7 @@ func RunBatch(runs []Batch, jobs int, progress io.Writer) ([]*Report, error) {
 		if first.IsZero() {
 			first = start
 		}
-		rep.Wall, rep.PointTime = time.Since(first), ps[r].took
+		rep.Wall, rep.PointTime, rep.Points = time.Since(first), ps[r].took, len(ps[r].d.pts)
 		reports[r] = rep
 	}
 	return reports, nil

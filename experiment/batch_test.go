@@ -51,8 +51,8 @@ func TestBatchMatchesPoints(t *testing.T) {
 			if rep.Experiment != runs[i].Experiment.Name || rep.Seeds[0] != runs[i].Config.Seed {
 				t.Errorf("jobs %d: report %d is %s seeds %v, want run %d's", jobs, i, rep.Experiment, rep.Seeds, i)
 			}
-			if rep.Wall <= 0 || rep.PointTime <= 0 {
-				t.Errorf("jobs %d: report %d: wall %v, point time %v", jobs, i, rep.Wall, rep.PointTime)
+			if rep.Wall <= 0 || rep.PointTime <= 0 || rep.Points != len(runs[i].Config.seeds())*map[string]int{"plane-failure": 2, "congestion": 6}[rep.Experiment] {
+				t.Errorf("jobs %d: report %d: wall %v, point time %v, %d points", jobs, i, rep.Wall, rep.PointTime, rep.Points)
 			}
 			g := batchBytes(t, rep)
 			for k, what := range []string{"CSV", "JSON", "Markdown"} {

@@ -51,10 +51,11 @@ type Report struct {
 	SanityFailures []RunFailure `json:"sanity_failures,omitempty"`
 	// Wall is how long the experiment took on this machine (in a batch,
 	// beside other experiments' points: RunBatch), and PointTime the sum
-	// of its points' run times. They are not part of the JSON, which
-	// depends on the seed only.
+	// of its Points points' run times. They are not part of the JSON,
+	// which depends on the seed only.
 	Wall      time.Duration `json:"-"`
 	PointTime time.Duration `json:"-"`
+	Points    int           `json:"-"`
 
 	table Table
 	plots []figure

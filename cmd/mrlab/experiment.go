@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -116,9 +119,13 @@ func experimentAction(c *cli.Context) error {
 			batch = append(batch, experiment.Batch{Experiment: e, Config: rc})
 		}
 	}
+	start := time.Now()
 	reports, err := experiment.RunBatch(batch, cfg.Jobs, cfg.Progress)
 	if err != nil {
 		return err
+	}
+	if len(reports) > 1 {
+		batchSummary(c.App.ErrWriter, reports, time.Since(start), cfg.Jobs)
 	}
 	var errs []error
 	for k, r := range runs {
@@ -142,6 +149,27 @@ func experimentAction(c *cli.Context) error {
 		errs = append(errs, writeDoc(c, rs, r.out, r.doc))
 	}
 	return errors.Join(errs...)
+}
+
+// batchSummary prints where a batch's time went: every experiment run's
+// points, their summed run time and the wall time from its first point to
+// its merge, then the whole batch's, and how busy its jobs were (summed
+// point time over wall x jobs: the rest is planning, merging and cores
+// left idle).
+func batchSummary(w io.Writer, reports []*experiment.Report, wall time.Duration, jobs int) {
+	if jobs < 1 {
+		jobs = runtime.NumCPU()
+	}
+	var pts int
+	var sum time.Duration
+	for _, r := range reports {
+		fmt.Fprintf(w, "experiment %s (%s): %d points, %.1f s of point time, %.1f s wall\n",
+			r.Experiment, r.Scale, r.Points, r.PointTime.Seconds(), r.Wall.Seconds())
+		pts += r.Points
+		sum += r.PointTime
+	}
+	fmt.Fprintf(w, "experiment batch: %d points, %.1f s of point time in %.1f s wall on %d jobs (%.0f%% busy)\n",
+		pts, sum.Seconds(), wall.Seconds(), jobs, 100*sum.Seconds()/(wall.Seconds()*float64(jobs)))
 }
 
 // experimentRunSpec is one run of `mrlab experiment`: its experiments,
