@@ -29,8 +29,8 @@ func newExperimentCommand() *cli.Command {
 	for _, e := range experiment.All() {
 		fmt.Fprintf(&desc, "  %-14s %s\n", e.Name, e.Title)
 	}
-	desc.WriteString("  all            every experiment in turn (with --doc, also a Markdown summary)\n")
-	desc.WriteString("  A,B,...        those experiments in turn\n")
+	desc.WriteString("  all            every experiment (with --doc, also a Markdown summary)\n")
+	desc.WriteString("  A,B,...        those experiments (reports and pages in this order)\n")
 	desc.WriteString("\nThe points of every experiment named run in one pool of --jobs simulations, the\n" +
 		"largest beds first; --also adds more runs to the same pool, each with its own scale,\n" +
 		"files and --doc page (the seeds, jobs, partitions, payload and what-if are the run's):\n" +
@@ -187,7 +187,7 @@ func experimentRun(name string, scale experiment.Scale, out, doc string) (experi
 		r.exps = experiment.All()
 		return r, nil
 	}
-	// NAME or NAME,NAME,...: those experiments in turn.
+	// NAME or NAME,NAME,...: those experiments, in that order.
 	for _, n := range strings.Split(name, ",") {
 		e, err := experiment.Lookup(n)
 		if err != nil {
