@@ -129,12 +129,12 @@ func TestExperimentAlso(t *testing.T) {
 	}
 }
 
-// untimed drops a page's timing figures (the run's wall and point times).
+// untimed drops a page's timing figures (the Run lines' times).
 func untimed(md string) string {
 	var b strings.Builder
 	for _, l := range strings.SplitAfter(md, "\n") {
-		if i := strings.Index(l, " s of wall time"); i >= 0 {
-			l = l[:strings.LastIndex(l[:i], "(")] + "\n"
+		if i := strings.Index(l, " on the machine that made this page)"); i >= 0 {
+			l = l[:strings.LastIndex(l[:i], " (")] + "\n"
 		}
 		b.WriteString(l)
 	}
