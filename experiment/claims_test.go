@@ -113,9 +113,9 @@ type localDriver struct {
 func (d localDriver) rows(pts []Point, run func(i int) ([]byte, error)) ([][]byte, error) {
 	jobs := make([]job[[]byte], len(pts))
 	for i, p := range pts {
-		jobs[i] = job[[]byte]{name: p.Command(), run: func() ([]byte, error) { return run(i) }}
+		jobs[i] = job[[]byte]{exp: d.name, name: p.Command(), run: func() ([]byte, error) { return run(i) }}
 	}
-	return runJobs(d.cfg, d.name, jobs)
+	return runJobs(d.cfg, jobs)
 }
 
 // lossFractions runs a side at 0% and at loss% on the loss-sweep beds and

@@ -8,16 +8,17 @@ import (
 
 // job is one independent simulation of an experiment.
 type job[T any] struct {
-	// name labels the job in progress lines and errors.
-	name string
-	run  func() (T, error)
+	// name labels the job in errors; progress lines say "exp: name".
+	exp, name string
+	run       func() (T, error)
 }
 
 // runJobs runs jobs, cfg.Jobs at a time, each on its own goroutine (each
-// simulation owns its loop, fabric and NICs, so they share nothing), and
-// returns their results in the order of jobs: the outcome does not depend
-// on how many ran at once. It returns the first error in job order.
-func runJobs[T any](cfg Config, exp string, jobs []job[T]) ([]T, error) {
+// simulation owns its loop, fabric and NICs, so they share nothing),
+// starting them in the order of jobs, and returns their results in that
+// order: the outcome does not depend on how many ran at once. It returns
+// the first error in job order.
+func runJobs[T any](cfg Config, jobs []job[T]) ([]T, error) {
 	out := make([]T, len(jobs))
 	errs := make([]error, len(jobs))
 	sem := make(chan struct{}, max(cfg.Jobs, 1))
@@ -37,7 +38,7 @@ func runJobs[T any](cfg Config, exp string, jobs []job[T]) ([]T, error) {
 				if errs[i] != nil {
 					status = "failed: " + errs[i].Error()
 				}
-				fmt.Fprintf(cfg.Progress, "%s: %s %s in %.1fs\n", exp, jobs[i].name, status, time.Since(start).Seconds())
+				fmt.Fprintf(cfg.Progress, "%s: %s %s in %.1fs\n", jobs[i].exp, jobs[i].name, status, time.Since(start).Seconds())
 				mu.Unlock()
 			}
 		}(i)

@@ -103,7 +103,11 @@ func mdExperiment(b *bytes.Buffer, r *Report, plotDir string) {
 		what = " " + r.WhatIf.String()
 	}
 	fmt.Fprintf(b, "- **Run:** `mrlab experiment %s --seed %d --seeds %d --scale %s%s`", r.Experiment, firstSeed(r.Seeds), len(r.Seeds), r.Scale, what)
-	if r.Wall > 0 {
+	// Its points' run times summed, not its wall time: in a batch its
+	// points run among other experiments' (RunBatch).
+	if r.PointTime > 0 {
+		fmt.Fprintf(b, " (%.0f s of simulation, its points' run times summed, on the machine that made this page)", r.PointTime.Seconds())
+	} else if r.Wall > 0 {
 		fmt.Fprintf(b, " (%.0f s of wall time on the machine that made this page)", r.Wall.Seconds())
 	}
 	b.WriteString(".\n")

@@ -49,9 +49,13 @@ type Report struct {
 	// with the command that reproduces it. Any makes `mrlab experiment`
 	// exit non-zero.
 	SanityFailures []RunFailure `json:"sanity_failures,omitempty"`
-	// Wall is how long the experiment took on this machine. It is not
-	// part of the JSON, which depends on the seed only.
-	Wall time.Duration `json:"-"`
+	// Wall is how long the experiment took on this machine (in a batch,
+	// beside other experiments' points: RunBatch), and PointTime the sum
+	// of its Points points' run times. They are not part of the JSON,
+	// which depends on the seed only.
+	Wall      time.Duration `json:"-"`
+	PointTime time.Duration `json:"-"`
+	Points    int           `json:"-"`
 
 	table Table
 	plots []figure
@@ -198,7 +202,7 @@ func (r *Report) WriteText(w io.Writer) error {
 		fmt.Fprintf(&b, "note: %s\n", n)
 	}
 	if r.Wall > 0 {
-		fmt.Fprintf(&b, "wall time: %.1fs\n", r.Wall.Seconds())
+		fmt.Fprintf(&b, "wall time: %.1fs (points: %.1fs summed)\n", r.Wall.Seconds(), r.PointTime.Seconds())
 	}
 	_, err := w.Write(b.Bytes())
 	return err

@@ -30,8 +30,11 @@ import (
 // local run, byte for byte: both decode the same encoded rows.
 //
 // An experiment's run function hands its points to the sweep through
-// runCases, once; what runCases does with them (list them, run one, run
-// all, or decode rows run elsewhere) is the driver's choice.
+// runCases, once; what runCases does with them is the driver's choice:
+// keep them and the function that runs one (planDriver: a plan, a point
+// or a batch runs them from there, so an experiment is planned once
+// however many of its points run), or decode rows run elsewhere
+// (mergeDriver).
 
 // driver decides what runCases does with an experiment's points: run is
 // the function that runs point i and returns its row encoded.
@@ -40,32 +43,19 @@ type driver interface {
 }
 
 // errStop ends an experiment's run function once its driver has what it
-// wanted from runCases (the plan, or one point's row).
+// wanted from runCases (the points and their run function).
 var errStop = errors.New("sweep stopped after runCases")
 
-// planDriver keeps the points.
-type planDriver struct{ pts []Point }
-
-func (d *planDriver) rows(pts []Point, _ func(int) ([]byte, error)) ([][]byte, error) {
-	d.pts = pts
-	return nil, errStop
+// planDriver keeps the points and the function that runs one (a batch
+// runs them later, from many goroutines: runCases' run function only
+// reads what it closes over, and every point builds its own simulation).
+type planDriver struct {
+	pts []Point
+	run func(i int) ([]byte, error)
 }
 
-// pointDriver runs one point and keeps its encoded row.
-type pointDriver struct {
-	id  int
-	row []byte
-}
-
-func (d *pointDriver) rows(pts []Point, run func(int) ([]byte, error)) ([][]byte, error) {
-	if d.id < 0 || d.id >= len(pts) {
-		return nil, fmt.Errorf("no point %d (the plan has points 0-%d)", d.id, len(pts)-1)
-	}
-	row, err := run(d.id)
-	if err != nil {
-		return nil, err
-	}
-	d.row = row
+func (d *planDriver) rows(pts []Point, run func(int) ([]byte, error)) ([][]byte, error) {
+	d.pts, d.run = pts, run
 	return nil, errStop
 }
 
@@ -192,14 +182,24 @@ func (p *Plan) PointArgs(id int, dir string) []string {
 // matter), without running any. A what-if is checked here: its flags, the
 // settings the experiment varies, and every bed with it applied; an error
 // wraps ErrWhatIf and names the flag (and the bed).
-func (e Experiment) Plan(cfg Config) (*Plan, error) { return e.plan(cfg, true) }
+func (e Experiment) Plan(cfg Config) (*Plan, error) {
+	p, _, err := e.planRun(cfg, true)
+	return p, err
+}
 
 // plan is Plan; checkBeds resolves every bed with the what-if (RunPoint
 // and Merge skip it: a point resolves its own bed, and Run planned first).
 func (e Experiment) plan(cfg Config, checkBeds bool) (*Plan, error) {
+	p, _, err := e.planRun(cfg, checkBeds)
+	return p, err
+}
+
+// planRun is plan, and also returns the points and the function that
+// runs point i and returns its row encoded, as RunPoint's would be.
+func (e Experiment) planRun(cfg Config, checkBeds bool) (*Plan, *planDriver, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.WhatIf.check(e); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	d := &planDriver{}
 	cfg.drive = d
@@ -207,11 +207,11 @@ func (e Experiment) plan(cfg Config, checkBeds bool) (*Plan, error) {
 		if err == nil {
 			err = errors.New("it never handed its points to runCases")
 		}
-		return nil, fmt.Errorf("planning experiment %s: %w", e.Name, err)
+		return nil, nil, fmt.Errorf("planning experiment %s: %w", e.Name, err)
 	}
 	if checkBeds && !cfg.WhatIf.IsZero() {
 		if err := cfg.WhatIf.checkBeds(e, d.pts); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	p := &Plan{Experiment: e.Name, Scale: cfg.Scale.String(), Seeds: cfg.seeds(), WhatIf: cfg.WhatIf,
@@ -228,7 +228,7 @@ func (e Experiment) plan(cfg Config, checkBeds bool) (*Plan, error) {
 		fmt.Fprintf(h, "%s\n", c)
 	}
 	p.ID = hex.EncodeToString(h.Sum(nil))[:16]
-	return p, nil
+	return p, d, nil
 }
 
 // ResultFormat is the version of PointResult's encoding.
@@ -265,24 +265,22 @@ type PointResult struct {
 
 // RunPoint runs point id of the plan for cfg and returns its result.
 func (e Experiment) RunPoint(cfg Config, id int) (*PointResult, error) {
-	p, err := e.plan(cfg, false)
+	p, d, err := e.planRun(cfg, false)
 	if err != nil {
 		return nil, err
 	}
-	cfg = cfg.withDefaults()
-	d := &pointDriver{id: id}
-	cfg.drive = d
+	if id < 0 || id >= len(d.pts) {
+		return nil, fmt.Errorf("experiment %s, point %d: no point %d (the plan has points 0-%d)", e.Name, id, id, len(d.pts)-1)
+	}
 	start := time.Now()
-	if _, err := e.run(cfg); !errors.Is(err, errStop) {
-		if err == nil {
-			err = errors.New("it never handed its points to runCases")
-		}
+	row, err := d.run(id)
+	if err != nil {
 		return nil, fmt.Errorf("experiment %s, point %d: %w", e.Name, id, err)
 	}
 	host, _ := os.Hostname()
 	return &PointResult{Format: ResultFormat, Experiment: e.Name, Scale: p.Scale, Seeds: p.Seeds, WhatIf: p.WhatIf, Plan: p.ID,
 		Point: id, Command: p.Points[id].Command, Build: Build(), Host: host,
-		WallSeconds: time.Since(start).Seconds(), Row: d.row}, nil
+		WallSeconds: time.Since(start).Seconds(), Row: row}, nil
 }
 
 // Merge builds the report from every point's result. It refuses results
@@ -297,6 +295,11 @@ func (e Experiment) Merge(cfg Config, results []*PointResult) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	return e.merge(cfg, rows)
+}
+
+// merge builds the report from every point's encoded row, in plan order.
+func (e Experiment) merge(cfg Config, rows [][]byte) (*Report, error) {
 	cfg = cfg.withDefaults()
 	cfg.drive = mergeDriver{enc: rows}
 	r, err := e.run(cfg)
@@ -367,28 +370,15 @@ func (p *Plan) order(results []*PointResult) ([][]byte, error) {
 }
 
 // Run runs the experiment and returns its report: the plan, every point
-// on the local cores (cfg.Jobs at a time), the merge.
+// on the local cores (cfg.Jobs at a time), the merge. It is RunBatch of
+// one run.
 func (e Experiment) Run(cfg Config) (*Report, error) {
 	cfg = cfg.withDefaults()
-	start := time.Now()
-	p, err := e.Plan(cfg)
+	rs, err := RunBatch([]Batch{{Experiment: e, Config: cfg}}, cfg.Jobs, cfg.Progress)
 	if err != nil {
 		return nil, err
 	}
-	jobs := make([]job[*PointResult], len(p.Points))
-	for i, pt := range p.Points {
-		jobs[i] = job[*PointResult]{name: pt.Command, run: func() (*PointResult, error) { return e.RunPoint(cfg, i) }}
-	}
-	results, err := runJobs(cfg, e.Name, jobs)
-	if err != nil {
-		return nil, fmt.Errorf("experiment %s: %w", e.Name, err)
-	}
-	r, err := e.Merge(cfg, results)
-	if err != nil {
-		return nil, err
-	}
-	r.Wall = time.Since(start)
-	return r, nil
+	return rs[0], nil
 }
 
 // Build names this mrlab build: Go version, platform and, when the

@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -26,8 +29,13 @@ func newExperimentCommand() *cli.Command {
 	for _, e := range experiment.All() {
 		fmt.Fprintf(&desc, "  %-14s %s\n", e.Name, e.Title)
 	}
-	desc.WriteString("  all            every experiment in turn (with --doc, also a Markdown summary)\n")
-	desc.WriteString("  A,B,...        those experiments in turn\n")
+	desc.WriteString("  all            every experiment (with --doc, also a Markdown summary)\n")
+	desc.WriteString("  A,B,...        those experiments (reports and pages in this order)\n")
+	desc.WriteString("\nThe points of every experiment named run in one pool of --jobs simulations, the\n" +
+		"largest beds first; --also adds more runs to the same pool, each with its own scale,\n" +
+		"files and --doc page (the seeds, jobs, partitions, payload and what-if are the run's):\n" +
+		"  mrlab experiment all --out d --doc d.md --also 'all scale=quick out=q doc=q.md'\n" +
+		"Reports, files and pages are those of the runs made one by one, byte for byte.\n")
 	desc.WriteString(whatIfExperimentHelp())
 	desc.WriteString(sweepHelp)
 	return &cli.Command{
@@ -44,6 +52,7 @@ func newExperimentCommand() *cli.Command {
 			&cli.IntFlag{Name: "jobs", Usage: "simulations to run at once (results do not depend on it)", DefaultText: "one per CPU"},
 			&cli.StringFlag{Name: "payload", Usage: "payload mode: synthetic (content tracked, not stored) or bytes (every byte real); results do not depend on it", Value: "synthetic"},
 			&cli.StringFlag{Name: "doc", Usage: "also write a Markdown summary of the results to `FILE` (plots linked relative to it)"},
+			&cli.GenericFlag{Name: "also", Value: &repeated{}, Usage: "another run in the same pool of simulations: `'NAME scale=S out=DIR doc=FILE'` (words split at spaces; scale and out default to this run's, doc to none): its files and page, not its tables; repeatable"},
 			&cli.IntFlag{Name: "partitions", DefaultText: "the cores --jobs leaves",
 				Usage: "partitions of the event engine per simulation, at most one per 16 hosts of its bed (one goroutine each; a point whose workload or probe is not partition-safe runs on one); results do not depend on it"},
 		}, append(experimentWhatIfFlags(), sweepFlags()...)...),
@@ -57,31 +66,32 @@ func experimentAction(c *cli.Context) error {
 		return err
 	}
 	if mode := sweepMode(c); mode != "" {
+		if c.IsSet("also") {
+			return usagef("experiment: --also runs in the local pool; it does not go with --%s", mode)
+		}
 		return sweepAction(c, mode, args)
 	}
 	if len(args) != 1 {
 		return usagef("experiment needs one NAME (one of %s, or all)", strings.Join(experiment.Names(), ", "))
 	}
-	name := args[0]
 	if n := c.Int("partitions"); c.IsSet("partitions") && n < 1 {
 		return usagef("experiment: --partitions %d: want 1 or more", n)
-	}
-	var exps []experiment.Experiment
-	if name == "all" {
-		exps = experiment.All()
-	} else {
-		// NAME or NAME,NAME,...: those experiments in turn.
-		for _, n := range strings.Split(name, ",") {
-			e, err := experiment.Lookup(n)
-			if err != nil {
-				return usageError{err}
-			}
-			exps = append(exps, e)
-		}
 	}
 	scale, err := experiment.ParseScale(c.String("scale"))
 	if err != nil {
 		return usageError{err}
+	}
+	main, err := experimentRun(args[0], scale, c.String("out"), c.String("doc"))
+	if err != nil {
+		return err
+	}
+	runs := []experimentRunSpec{main}
+	for _, a := range flagValues(c, "also") {
+		r, err := parseAlso(a, scale, c.String("out"))
+		if err != nil {
+			return err
+		}
+		runs = append(runs, r)
 	}
 	if c.IsSet("jobs") && c.Int("jobs") < 1 {
 		return usagef("--jobs %d: want at least 1", c.Int("jobs"))
@@ -89,31 +99,137 @@ func experimentAction(c *cli.Context) error {
 	if c.Int("seeds") < 1 {
 		return usagef("--seeds %d: want at least 1", c.Int("seeds"))
 	}
-	if c.Bool("json") && len(exps) > 1 {
-		return usagef("--json prints one experiment's object: name one experiment, not all")
+	if c.Bool("json") && (len(main.exps) > 1 || len(runs) > 1) {
+		return usagef("--json prints one experiment's object: name one experiment, not all (and no --also)")
 	}
 	payload, err := softnic.ParsePayloadMode(c.String("payload"))
 	if err != nil {
 		return usageError{fmt.Errorf("experiment: --payload: %w", err)}
 	}
-	cfg := experiment.Config{Seed: c.Uint64("seed"), Seeds: c.Int("seeds"), Scale: scale, Jobs: c.Int("jobs"), Progress: c.App.ErrWriter,
+	cfg := experiment.Config{Seed: c.Uint64("seed"), Seeds: c.Int("seeds"), Jobs: c.Int("jobs"), Progress: c.App.ErrWriter,
 		Payload: payload, WhatIf: experimentWhatIf(c), Partitions: c.Int("partitions")}
-	if err := checkWhatIf(exps, cfg); err != nil {
+	var batch []experiment.Batch
+	for _, r := range runs {
+		rc := cfg
+		rc.Scale = r.scale
+		if err := checkWhatIf(r.exps, rc); err != nil {
+			return err
+		}
+		for _, e := range r.exps {
+			batch = append(batch, experiment.Batch{Experiment: e, Config: rc})
+		}
+	}
+	start := time.Now()
+	reports, err := experiment.RunBatch(batch, cfg.Jobs, cfg.Progress)
+	if err != nil {
 		return err
 	}
-	out := c.String("out")
-	var reports []*experiment.Report
-	for _, e := range exps {
-		r, err := e.Run(cfg)
-		if err != nil {
-			return err
+	if len(reports) > 1 {
+		batchSummary(c.App.ErrWriter, reports, time.Since(start), cfg.Jobs)
+	}
+	var errs []error
+	for k, r := range runs {
+		rs := reports[:len(r.exps)]
+		reports = reports[len(r.exps):]
+		for _, rep := range rs {
+			if k > 0 {
+				// An --also run writes its files and page; the tables
+				// printed are the command's own run's.
+				paths, err := rep.WriteFiles(r.out)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(c.App.Writer, "wrote %s\n", strings.Join(paths, ", "))
+				continue
+			}
+			if err := writeReport(c, rep, r.out); err != nil {
+				return err
+			}
 		}
-		reports = append(reports, r)
-		if err := writeReport(c, r, out); err != nil {
-			return err
+		errs = append(errs, writeDoc(c, rs, r.out, r.doc))
+	}
+	return errors.Join(errs...)
+}
+
+// batchSummary prints where a batch's time went: every experiment run's
+// points, their summed run time and the wall time from its first point to
+// its merge, then the whole batch's, and how busy its jobs were (summed
+// point time over wall x jobs: the rest is planning, merging and cores
+// left idle).
+func batchSummary(w io.Writer, reports []*experiment.Report, wall time.Duration, jobs int) {
+	if jobs < 1 {
+		jobs = runtime.NumCPU()
+	}
+	var pts int
+	var sum time.Duration
+	for _, r := range reports {
+		fmt.Fprintf(w, "experiment %s (%s): %d points, %.1f s of point time, %.1f s wall\n",
+			r.Experiment, r.Scale, r.Points, r.PointTime.Seconds(), r.Wall.Seconds())
+		pts += r.Points
+		sum += r.PointTime
+	}
+	fmt.Fprintf(w, "experiment batch: %d points, %.1f s of point time in %.1f s wall on %d jobs (%.0f%% busy)\n",
+		pts, sum.Seconds(), wall.Seconds(), jobs, 100*sum.Seconds()/(wall.Seconds()*float64(jobs)))
+}
+
+// experimentRunSpec is one run of `mrlab experiment`: its experiments,
+// scale, output directory and --doc page ("" for none).
+type experimentRunSpec struct {
+	exps     []experiment.Experiment
+	scale    experiment.Scale
+	out, doc string
+}
+
+// experimentRun reads NAME (one experiment, A,B,... or all).
+func experimentRun(name string, scale experiment.Scale, out, doc string) (experimentRunSpec, error) {
+	r := experimentRunSpec{scale: scale, out: out, doc: doc}
+	if name == "all" {
+		r.exps = experiment.All()
+		return r, nil
+	}
+	// NAME or NAME,NAME,...: those experiments, in that order.
+	for _, n := range strings.Split(name, ",") {
+		e, err := experiment.Lookup(n)
+		if err != nil {
+			return r, usageError{err}
+		}
+		r.exps = append(r.exps, e)
+	}
+	return r, nil
+}
+
+// parseAlso reads an --also run: "NAME scale=S out=DIR doc=FILE", scale
+// and out defaulting to the command's.
+func parseAlso(s string, scale experiment.Scale, out string) (experimentRunSpec, error) {
+	words := strings.Fields(s)
+	if len(words) == 0 || strings.Contains(words[0], "=") {
+		return experimentRunSpec{}, usagef("--also %q: want 'NAME [scale=S] [out=DIR] [doc=FILE]'", s)
+	}
+	var doc string
+	for _, w := range words[1:] {
+		k, v, ok := strings.Cut(w, "=")
+		switch {
+		case !ok || v == "":
+			return experimentRunSpec{}, usagef("--also %q: %q is not KEY=VALUE (scale, out or doc)", s, w)
+		case k == "scale":
+			sc, err := experiment.ParseScale(v)
+			if err != nil {
+				return experimentRunSpec{}, usagef("--also %q: %v", s, err)
+			}
+			scale = sc
+		case k == "out":
+			out = v
+		case k == "doc":
+			doc = v
+		default:
+			return experimentRunSpec{}, usagef("--also %q: unknown key %q (want scale, out or doc)", s, k)
 		}
 	}
-	return writeDoc(c, reports, out)
+	r, err := experimentRun(words[0], scale, out, doc)
+	if err != nil {
+		return r, usagef("--also %q: %v", s, err)
+	}
+	return r, nil
 }
 
 // writeReport writes r's files into out and prints it (as JSON with
@@ -133,9 +249,10 @@ func writeReport(c *cli.Context, r *experiment.Report, out string) error {
 	return nil
 }
 
-// writeDoc writes the --doc summary of reports, whose files are in out.
-func writeDoc(c *cli.Context, reports []*experiment.Report, out string) error {
-	if doc := c.String("doc"); doc != "" {
+// writeDoc writes the summary of reports, whose files are in out, to doc
+// (none if "").
+func writeDoc(c *cli.Context, reports []*experiment.Report, out, doc string) error {
+	if doc != "" {
 		rel, err := filepath.Rel(filepath.Dir(doc), out)
 		if err != nil {
 			return fmt.Errorf("writing %s: %w", doc, err)

@@ -21,6 +21,12 @@ func TestExperimentUsage(t *testing.T) {
 		{[]string{"experiment", "all", "--json"}, "--json prints one experiment's object"},
 		{[]string{"experiment", "incast", "--jobs", "0"}, "--jobs 0"},
 		{[]string{"experiment", "incast", "--seeds", "0"}, "--seeds 0"},
+		{[]string{"experiment", "incast", "--also", "scale=tiny"}, "want 'NAME [scale=S] [out=DIR] [doc=FILE]'"},
+		{[]string{"experiment", "incast", "--also", "regimes scale=huge"}, `unknown scale "huge"`},
+		{[]string{"experiment", "incast", "--also", "regimes size=8"}, `unknown key "size"`},
+		{[]string{"experiment", "incast", "--also", "nope out=x"}, `unknown experiment "nope"`},
+		{[]string{"experiment", "incast", "--json", "--also", "regimes"}, "--json prints one experiment's object"},
+		{[]string{"experiment", "incast", "--plan", "--also", "regimes"}, "--also runs in the local pool"},
 	} {
 		code, _, errs := runCLI(t, c.args...)
 		if code != 2 || !strings.Contains(errs, c.want) {
@@ -73,6 +79,66 @@ func TestExperimentRun(t *testing.T) {
 	if !strings.Contains(string(md), "](r/loss-sweep.png)") {
 		t.Errorf("results document does not embed r/loss-sweep.png:\n%s", md)
 	}
+}
+
+// TestExperimentAlso runs two experiments at tiny scale with another run
+// (--also) in the same pool, and wants every file and page as the runs
+// made one by one write them (the pages' timing line aside).
+func TestExperimentAlso(t *testing.T) {
+	dir := t.TempDir()
+	one, also := filepath.Join(dir, "one"), filepath.Join(dir, "also")
+	common := []string{"--scale", "tiny", "--seed", "2", "--seeds", "1", "--jobs", "2"}
+	for _, args := range [][]string{
+		append([]string{"experiment", "plane-failure,congestion", "--out", filepath.Join(one, "a"), "--doc", filepath.Join(one, "a.md")}, common...),
+		append([]string{"experiment", "loss-sweep", "--out", filepath.Join(one, "b"), "--doc", filepath.Join(one, "b.md"), "--scale", "quick"}, common[2:]...),
+		append(append([]string{"experiment", "plane-failure,congestion", "--out", filepath.Join(also, "a"), "--doc", filepath.Join(also, "a.md")}, common...),
+			"--also", "loss-sweep scale=quick out="+filepath.Join(also, "b")+" doc="+filepath.Join(also, "b.md")),
+	} {
+		if code, _, errs := runCLI(t, args...); code != 0 {
+			t.Fatalf("mrlab %s: exit %d: %s", strings.Join(args, " "), code, errs)
+		}
+	}
+	var n int
+	err := filepath.WalkDir(one, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(one, path)
+		a, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		b, err := os.ReadFile(filepath.Join(also, rel))
+		if err != nil {
+			return err
+		}
+		if strings.HasSuffix(path, ".md") {
+			a, b = []byte(untimed(string(a))), []byte(untimed(string(b)))
+		}
+		if string(a) != string(b) {
+			t.Errorf("%s differs with --also:\none by one:\n%s\nwith --also:\n%s", rel, a, b)
+		}
+		n++
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n < 10 {
+		t.Errorf("compared %d files, want the CSV, JSON, plots and page of three experiments", n)
+	}
+}
+
+// untimed drops a page's timing figures (the Run lines' times).
+func untimed(md string) string {
+	var b strings.Builder
+	for _, l := range strings.SplitAfter(md, "\n") {
+		if i := strings.Index(l, " on the machine that made this page)"); i >= 0 {
+			l = l[:strings.LastIndex(l[:i], " (")] + "\n"
+		}
+		b.WriteString(l)
+	}
+	return b.String()
 }
 
 // TestExperimentRowsReproduce runs every experiment (tiny, one seed) and,

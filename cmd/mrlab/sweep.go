@@ -257,7 +257,7 @@ func sweepMerge(c *cli.Context, args []string, dir string) error {
 	if err := writeReport(c, r, out); err != nil {
 		return err
 	}
-	return writeDoc(c, []*experiment.Report{r}, out)
+	return writeDoc(c, []*experiment.Report{r}, out, c.String("doc"))
 }
 
 func sweepStatus(c *cli.Context, args []string, dir string) error {
