@@ -37,23 +37,6 @@ var knownMisses = map[string]string{
 	// misses on seed 3 only, where RoCEv2 reaches 202 Gb/s (163 on seeds
 	// 1-2; MetaRoCE 170 on all).
 	"TestClaimCollectivesFasterThanRoCEv2": "#27 (MetaRoCE's header and ACK bytes)",
-	// Seed 1 read 90.3% of the surviving capacity, 0.3% over the claim,
-	// and any change of the run's timing moves it: 83.8% with the
-	// loss-free ACK redundancy of one alone, 69.9-80.3% with the first
-	// flight sized to the first ACK alone, 87.1% with both (seeds 2 and
-	// 3 stay at 96-97%). The trace shows why: the failed plane takes the
-	// sender's own port down, and the paths on that port keep data for
-	// 250 us after the failure (mrlab sim plane-failure/tiny-lossy
-	// --workload permutation --transport metaroce --seed 1 --size 65536
-	// --duration 600us --qd 16 --trace -): each loss found across paths
-	// moves the path to a new entropy on the same dead port, where it
-	// stays Active and takes its next burst, and only RTOs make a path
-	// Probing; the NIC's port state (softnic PortsUp) never reaches the
-	// transport. At the page's scale (mrlab experiment plane-failure
-	// --seeds 5) the claim holds: 96.7% (96.6-96.7%) before, 97.0%
-	// (97.0-97.1%) after; tiny, seeds 1-5: 0.903/0.968/0.964/0.968/0.968
-	// before, 0.871/0.968/0.971/0.971/0.971 after.
-	"TestClaimPlaneFailureNoApplicationErrors": "#27 (paths on a dead local port stay Active after moving for losses)",
 }
 
 // claim collects a claim test's failures and reports them at the end:
