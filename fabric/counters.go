@@ -98,7 +98,7 @@ func (n *Network) Counters() Snapshot {
 		pc := PortCounters{
 			Node: p.from.Node, Port: p.from.Port, Link: p.link.name, Up: p.link.up,
 			TxPackets: p.sentPkts, TxBytes: p.sentBytes,
-			RxPackets: p.rcvPkts, RxBytes: p.rcvBy,
+			RxPackets: p.peer.c.rxPkts, RxBytes: p.peer.c.rxBytes,
 			Drops:         p.nodeDrops,
 			NodeDrops:     p.nodeDrops,
 			ECNMarks:      lc.ECNMarks,

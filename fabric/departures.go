@@ -66,7 +66,7 @@ func (p *Port) enqueueFast(now sim.Time, b *packet.Buffer, atPs int64) {
 	if p.dLen == len(p.deps) {
 		p.growDeps()
 	}
-	p.deps[(p.dHead+p.dLen)%len(p.deps)] = departure{startPs: start, endPs: end, n: n, b: b}
+	p.deps[(p.dHead+p.dLen)&(len(p.deps)-1)] = departure{startPs: start, endPs: end, n: n, b: b}
 	p.dLen++
 	if !idle {
 		p.addQueue(now, n)
@@ -98,7 +98,7 @@ func (p *Port) enqueueFast(now sim.Time, b *packet.Buffer, atPs int64) {
 func (p *Port) growDeps() {
 	d := make([]departure, ringGrow(len(p.deps)))
 	for i := 0; i < p.dLen; i++ {
-		d[i] = p.deps[(p.dHead+i)%len(p.deps)]
+		d[i] = p.deps[(p.dHead+i)&(len(p.deps)-1)]
 	}
 	p.deps, p.dHead = d, 0
 }
@@ -122,7 +122,7 @@ func (p *Port) retire(atPs int64) {
 		}
 		endPs := d.endPs
 		*d = departure{}
-		p.dHead = (p.dHead + 1) % len(p.deps)
+		p.dHead = (p.dHead + 1) & (len(p.deps) - 1)
 		p.dLen--
 		if p.dLen > 0 {
 			p.addQueue(sim.Time(endPs/1000), -p.deps[p.dHead].n)
@@ -155,7 +155,7 @@ func (p *Port) reschedule(now sim.Time) {
 	prevOld, prevNew := int64(-1), int64(-1)
 	moved := false
 	for i := 0; i < p.dLen; i++ {
-		d := &p.deps[(p.dHead+i)%len(p.deps)]
+		d := &p.deps[(p.dHead+i)&(len(p.deps)-1)]
 		if d.startPs <= nowPs {
 			prevOld, prevNew = d.endPs, d.endPs
 			continue
@@ -209,7 +209,7 @@ func (p *Port) observeStarts(now sim.Time) {
 	}
 	limit := (int64(now) + 1) * 1000
 	for p.nSeen < p.dLen {
-		d := &p.deps[(p.dHead+p.nSeen)%len(p.deps)]
+		d := &p.deps[(p.dHead+p.nSeen)&(len(p.deps)-1)]
 		if d.startPs >= limit {
 			break
 		}
@@ -224,7 +224,7 @@ func (p *Port) armObs() {
 	if p.nSeen >= p.dLen {
 		return
 	}
-	d := &p.deps[(p.dHead+p.nSeen)%len(p.deps)]
+	d := &p.deps[(p.dHead+p.nSeen)&(len(p.deps)-1)]
 	p.s.Arm(&p.obsTimer, sim.Time(d.startPs/1000))
 }
 
@@ -242,7 +242,7 @@ func (p *Port) goDownFast(now sim.Time) bool {
 	p.epoch++
 	// Cancel the arrivals newest first: those in the FIFO are its tail.
 	for i := p.dLen - 1; i >= 0; i-- {
-		b := p.deps[(p.dHead+i)%len(p.deps)].b
+		b := p.deps[(p.dHead+i)&(len(p.deps)-1)].b
 		if b.Timer.Armed() {
 			p.s.Disarm(&b.Timer)
 		} else {
@@ -252,7 +252,7 @@ func (p *Port) goDownFast(now sim.Time) bool {
 	for p.dLen > 0 {
 		d := p.deps[p.dHead]
 		p.deps[p.dHead] = departure{}
-		p.dHead = (p.dHead + 1) % len(p.deps)
+		p.dHead = (p.dHead + 1) & (len(p.deps) - 1)
 		p.dLen--
 		if d.startPs > nsEnd(now) {
 			// Never started: it was not transmitted after all.
@@ -277,7 +277,7 @@ func (p *Port) goDownFast(now sim.Time) bool {
 // FIFO stays in arrival order.
 func (p *Port) refly(b *packet.Buffer, arrPs int64) {
 	for i := p.fLen - 1; i >= 0; i-- {
-		f := &p.fly[(p.fHead+i)%len(p.fly)]
+		f := &p.fly[(p.fHead+i)&(len(p.fly)-1)]
 		if f.b == b {
 			f.atPs, f.key = arrPs, p.org.NextKey()
 			return

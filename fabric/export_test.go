@@ -10,3 +10,6 @@ func SetMaskDegree(d int32) (restore func()) {
 
 // HoldsImpairState reports whether p keeps netem state (impairState).
 func (p *Port) HoldsImpairState() bool { return p.ia != nil }
+
+// RingGrow is ringGrow, for TestRingGrowPowersOfTwo.
+var RingGrow = ringGrow

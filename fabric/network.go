@@ -352,10 +352,10 @@ func Build(s sim.Scheduler, pool *packet.Pool, topo *Topology, opts BuildOptions
 				toNode:   n.nodeByNm[to.Node],
 				params:   paramsOf(params),
 				rng:      sim.NewRand(opts.Seed, tl.Name+":"+d.String()),
-				org:      s.NewOrigin(),
 				s:        s,
 				pool:     pool,
 			}
+			p.org = *s.NewOrigin()
 			p.idleSince = n.start
 			p.qLast = n.start
 			p.init(params.Impair)

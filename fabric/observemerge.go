@@ -158,6 +158,7 @@ func (n *Network) FlushObservers() {
 func (n *Network) setObservers() {
 	for _, p := range n.ports {
 		p.obs = n.observerOf(p.fromNode)
+		p.rxObs = n.observerOf(p.toNode)
 	}
 	for i, s := range n.switches {
 		s.obs = n.observerOf(n.numHosts + i)

@@ -116,7 +116,7 @@ func (p *Port) handOver(w sim.Time) sim.Time {
 		}
 		p.ch.Send(sim.Time((f.atPs+999)/1000), f.key, f.b)
 		*f = flight{}
-		p.fHead = (p.fHead + 1) % len(p.fly)
+		p.fHead = (p.fHead + 1) & (len(p.fly) - 1)
 		p.fLen--
 	}
 	return sim.Never

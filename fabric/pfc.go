@@ -124,7 +124,7 @@ func (n *Network) initPFC() {
 		p := p
 		st := &pfcState{cfg: p.params.PFC, flips: make([]sim.Time, 4)}
 		st.timer.Init(func(now sim.Time, _ any) { p.pfcFlip(now) }, nil)
-		st.timer.Own(p.org)
+		st.timer.Own(&p.org)
 		p.pfc = st
 	}
 }

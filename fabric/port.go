@@ -80,11 +80,31 @@ const DefaultQueueBytes = 1 << 20
 //
 // A Port is not safe for concurrent use: it runs on its Network's loop.
 type Port struct {
-	net *Network
-	// obs is the observer of this direction's events (nil: none): the
-	// network's, or its partition's recorder when partitioned
-	// (Network.SetObserver sets it).
-	obs Observer
+	// The fields are in the order the per-packet paths read them, hot
+	// first, so a hop touches a few cache lines of the two ports it
+	// crosses instead of most of their 16 (at 1,024 hosts a run is bound
+	// by cache misses on ports and packets): first what a packet's
+	// arrival reads (landHead, arrive), then what a packet's enqueue
+	// reads (enqueueFast), then what set-up, failures, impairments and
+	// counters read.
+
+	// The packets propagating to the far end, in arrival order (a link
+	// direction is a FIFO with a fixed delay), with the one timer that
+	// fires at the head: one heap entry per busy direction, not one per
+	// packet in flight. Impaired deliveries (delay, jitter, reordering,
+	// duplicates, slots) are not in order and keep a timer each.
+	flyTimer sim.Timer
+	fly      []flight
+	fHead    int
+	fLen     int
+	// ch is the channel to the far end's partition when the link is cut
+	// (partitioned.go); nil otherwise.
+	ch *sim.Channel
+	// s is the loop of the node that sends here (its partition's).
+	s sim.Scheduler
+	// epoch counts link failures; a packet carries the epoch it was sent
+	// in (in Hop) and is lost if the link failed since.
+	epoch int
 	// up mirrors link.up here, next to what every packet reads, so the
 	// per-packet path does not chase the link.
 	up  bool
@@ -93,97 +113,93 @@ type Port struct {
 	// told so (handOver). Beside up and dir it takes no word of its own:
 	// Port stays within the allocator's 1,024-byte class (TestPortSize).
 	impairedCut bool
-	link        *netLink
-	idx         int // Point.Link
-	name        string
-	// from and to are this direction's endpoints.
-	from, to         Endpoint
-	fromNode, toNode int
-	// peer is the reverse direction: the far node's port on the same link.
-	peer *Port
-	// deliverTo is the far node (nil: an unattached host); toSwitch is it
-	// when it is a switch.
-	deliverTo Node
-	toSwitch  *switchNode
-
-	params  portParams
-	rate    float64 // effective: impairment rate override or params.Rate
-	rateBps uint64
-	rng     *rand.Rand
-	// org numbers the direction's events: its idle and observer timers
-	// and its packets' arrivals (sim.Origin).
-	org *sim.Origin
-	// s is the loop of the node that sends here (its partition's) and
-	// pool where the direction copies packets (duplicates).
-	s    sim.Scheduler
-	pool *packet.Pool
-	// ch is the channel to the far end's partition when the link is cut
-	// (partitioned.go); nil otherwise.
-	ch *sim.Channel
-
-	// Impairment state (portimpair.go), nil while the impairment is zero:
-	// most ports of a big fabric are never impaired. The flags let an
-	// unimpaired link skip it all.
-	ia                                        *impairState
+	// Impairment flags (the state is ia, nil while the impairment is
+	// zero: most ports of a big fabric are never impaired). The flags
+	// let an unimpaired link skip it all.
 	lossOn, delayOn, dupOn, corruptOn, slotOn bool
 	deliverImpaired                           bool
 	// overheadOn: the impairment's rate has netem's packet/cell overhead.
 	overheadOn bool
+	ecnOn      bool
+	// pfc is the direction's PFC state; nil when PFC is off (pfc.go).
+	pfc *pfcState
+	// deliverTo is the far node (nil: an unattached host); toSwitch is it
+	// when it is a switch.
+	toSwitch  *switchNode
+	deliverTo Node
+	// to is this direction's far end (from its near one, below).
+	to Endpoint
+	// rxObs is the far node's observer (peer.obs), kept here so that an
+	// arrival does not read the reverse direction's Port.
+	rxObs Observer
+	c     dirCounts
 
-	// ECN: RED's averaged queue and when the queue last went idle.
-	ecnOn     bool
-	redAvg    float64
-	idleSince sim.Time
-
-	// The FIFO of waiting packets (a ring that grows, never shrinks) and
-	// its depth statistics.
-	queue        []*packet.Buffer
-	qHead, qLen  int
-	qBytes, qMax int
-	qArea        float64 // integral of qBytes over ns since qLast's start
-	qLast        sim.Time
-
-	// The server: the packet being serialized and when the line is free.
-	inService *packet.Buffer
-	busyPs    int64  // end of the current or last serialization, ps
-	remNum    uint64 // sub-ps remainder, in units of 1/rateBps ps
-	// epoch counts link failures; a packet carries the epoch it was sent
-	// in (in Hop) and is lost if the link failed since.
-	epoch int
-
+	// What an enqueue reads. obs is the observer of this direction's
+	// events (nil: none): the network's, or its partition's recorder when
+	// partitioned (Network.SetObserver sets it).
+	obs Observer
+	// org numbers the direction's events: its idle and observer timers
+	// and its packets' arrivals (sim.Origin). It is here rather than in
+	// an allocation of its own, which every packet would read.
+	org     sim.Origin
+	params  portParams
+	rateBps uint64
+	// The server: when the line is free.
+	busyPs int64  // end of the current or last serialization, ps
+	remNum uint64 // sub-ps remainder, in units of 1/rateBps ps
 	// The one-event-per-hop model (every port without PFC; see
 	// enqueueFast): the packets whose serialization is scheduled and not
 	// yet known to be over, oldest first, in a ring popped lazily. The
 	// head is being serialized, the rest wait (qBytes counts them).
-	deps               []departure
-	dHead              int
-	dLen               int
-	nSeen              int       // ring entries (from the head) whose EvTransmit was observed
-	idleTimer          sim.Timer // fires when the line frees up, for onIdle
-	obsTimer           sim.Timer // fires at the next unobserved serialization start
-	onIdle             func(now sim.Time)
-	txDoneFn, arriveFn sim.Func
-	// The packets propagating to the far end, in arrival order (a link
-	// direction is a FIFO with a fixed delay), with the one timer that
-	// fires at the head: one heap entry per busy direction, not one per
-	// packet in flight. Impaired deliveries (delay, jitter, reordering,
-	// duplicates, slots) are not in order and keep a timer each.
-	fly      []flight
-	fHead    int
-	fLen     int
-	flyTimer sim.Timer
-	// pfc is the direction's PFC state; nil when PFC is off (pfc.go).
-	pfc *pfcState
+	deps  []departure
+	dHead int
+	dLen  int
+	nSeen int // ring entries (from the head) whose EvTransmit was observed
+	// The depth statistics of the waiting packets.
+	qBytes, qMax int
+	qArea        float64 // integral of qBytes over ns since qLast's start
+	qLast        sim.Time
+	// ECN: RED's averaged queue and when the queue last went idle.
+	redAvg    float64
+	idleSince sim.Time
+	idleTimer sim.Timer // fires when the line frees up, for onIdle
+	onIdle    func(now sim.Time)
+	// The node's view: what it handed the port (what it received through
+	// it is the reverse direction's c.rxPkts and c.rxBytes).
+	sentPkts, sentBytes uint64
 
-	c dirCounts
+	net      *Network
+	link     *netLink
+	idx      int // Point.Link
+	name     string
+	from     Endpoint
+	fromNode int
+	toNode   int
+	// peer is the reverse direction: the far node's port on the same link.
+	peer *Port
+	rate float64 // effective: impairment rate override or params.Rate
+	rng  *rand.Rand
+	// pool is where the direction copies packets (duplicates).
+	pool *packet.Pool
+
+	// Impairment state (portimpair.go), nil while the impairment is zero.
+	ia *impairState
+
+	// The FIFO of waiting packets of the PFC model (a ring that grows,
+	// never shrinks) and the packet being serialized.
+	queue       []*packet.Buffer
+	qHead, qLen int32 // int32: Port stays within 1,024 bytes
+	inService   *packet.Buffer
+
+	obsTimer           sim.Timer // fires at the next unobserved serialization start
+	txDoneFn, arriveFn sim.Func
+
 	// rxDrops are the drops the far end makes on arrival (FCS errors,
 	// link down in flight, no route), apart from c.drops so that a cut
 	// link's two partitions never write one counter.
 	rxDrops DropCounts
-	// The node's view: drops it made at this port, what it handed the
-	// port, what it received through it.
-	nodeDrops                           DropCounts
-	sentPkts, sentBytes, rcvPkts, rcvBy uint64
+	// The node's view: drops it made at this port.
+	nodeDrops DropCounts
 }
 
 // portParams are a direction's LinkParams but for its impairment, which
@@ -244,11 +260,11 @@ func (p *Port) init(imp Impairment) {
 	// once, and preallocating 64 entries each cost 1 GiB at 8 planes x
 	// k=32. They never shrink, so steady state allocates nothing.
 	p.flyTimer.Init(func(now sim.Time, _ any) { p.landHead(now) }, nil)
-	p.flyTimer.Own(p.org)
+	p.flyTimer.Own(&p.org)
 	p.idleTimer.Init(func(now sim.Time, _ any) { p.idleFired(now) }, nil)
 	p.obsTimer.Init(func(now sim.Time, _ any) { p.observeStarts(now) }, nil)
-	p.idleTimer.Own(p.org)
-	p.obsTimer.Own(p.org)
+	p.idleTimer.Own(&p.org)
+	p.obsTimer.Own(&p.org)
 	p.setImpairment(imp)
 	p.setECN(p.params.ECN)
 }
@@ -378,22 +394,24 @@ func (p *Port) enqueue(now sim.Time, b *packet.Buffer, atPs int64) {
 		p.startTx(now, b, start)
 		return
 	}
-	if p.qLen == len(p.queue) {
+	if int(p.qLen) == len(p.queue) {
 		p.growQueue()
 	}
-	p.queue[(p.qHead+p.qLen)%len(p.queue)] = b
+	p.queue[(int(p.qHead)+int(p.qLen))&(len(p.queue)-1)] = b
 	p.qLen++
 	p.addQueue(now, n)
 }
 
 // ringGrow is the next size of a port's ring that holds n entries and is
-// full: twice as many, and at least 4 for the first.
+// full: twice as many, and at least 4 for the first. Ring sizes are
+// powers of two, so an index wraps with a mask (i & (len-1)), not a
+// division, which cost tens of cycles several times per hop.
 func ringGrow(n int) int { return max(4, 2*n) }
 
 func (p *Port) growQueue() {
 	q := make([]*packet.Buffer, ringGrow(len(p.queue)))
-	for i := 0; i < p.qLen; i++ {
-		q[i] = p.queue[(p.qHead+i)%len(p.queue)]
+	for i := 0; i < int(p.qLen); i++ {
+		q[i] = p.queue[(int(p.qHead)+i)&(len(p.queue)-1)]
 	}
 	p.queue, p.qHead = q, 0
 }
@@ -401,7 +419,7 @@ func (p *Port) growQueue() {
 func (p *Port) pop() *packet.Buffer {
 	b := p.queue[p.qHead]
 	p.queue[p.qHead] = nil
-	p.qHead = (p.qHead + 1) % len(p.queue)
+	p.qHead = int32((int(p.qHead) + 1) & (len(p.queue) - 1))
 	p.qLen--
 	return b
 }
@@ -439,7 +457,7 @@ func (p *Port) startTx(now sim.Time, b *packet.Buffer, startPs int64) {
 		o.Observe(now, EvTransmit, Point{Link: p.idx}, b, DropNone)
 	}
 	b.Timer.Init(p.txDoneFn, b)
-	b.Timer.Own(p.org)
+	b.Timer.Own(&p.org)
 	// Report done in the nanosecond the last bit leaves (floor), so a
 	// pull-style sender continues at exactly busyPs.
 	p.s.Arm(&b.Timer, sim.Time(p.busyPs/1000))
@@ -495,13 +513,13 @@ func (p *Port) schedule(b *packet.Buffer, atPs int64, flags int) {
 	b.Hop = p.epoch<<hopFlagBits | flags
 	b.Stamp = sim.Time(atPs)
 	b.Timer.Init(p.arriveFn, b)
-	b.Timer.Own(p.org)
+	b.Timer.Own(&p.org)
 	p.s.Arm(&b.Timer, sim.Time((atPs+999)/1000))
 }
 
 // arrive runs on the far node's loop (its partition's, when the link is
 // cut), so what it reports goes to the far node's observer: the reverse
-// direction's (p.peer.obs).
+// direction's (p.rxObs).
 func (p *Port) arrive(now sim.Time, b *packet.Buffer) {
 	if b.Hop>>hopFlagBits != p.epoch || !p.up {
 		// Sent before the link went down: lost on the wire.
@@ -518,7 +536,7 @@ func (p *Port) arrive(now sim.Time, b *packet.Buffer) {
 		if p.params.LossAt == LossAtWire {
 			// The flipped bit fails the frame's CRC: the receiving MAC
 			// discards it. The packet is reported corrupt, then dropped.
-			if o := p.peer.obs; o != nil {
+			if o := p.rxObs; o != nil {
 				o.Observe(now, EvCorrupt, Point{Link: p.idx}, b, DropNone)
 			}
 			p.dropRx(now, b, DropFCS)
@@ -529,7 +547,7 @@ func (p *Port) arrive(now sim.Time, b *packet.Buffer) {
 		b = b.Expand()
 		flipBit(b.Data(), p.rng)
 		b.Flow = packet.FlowTag{} // the bit may be in the UDP ports
-		if o := p.peer.obs; o != nil {
+		if o := p.rxObs; o != nil {
 			o.Observe(now, EvCorrupt, Point{Link: p.idx}, b, DropNone)
 		}
 	}
@@ -540,9 +558,7 @@ func (p *Port) arrive(now sim.Time, b *packet.Buffer) {
 	n := uint64(b.Len())
 	p.c.rxPkts++
 	p.c.rxBytes += n
-	p.peer.rcvPkts++
-	p.peer.rcvBy += n
-	if o := p.peer.obs; o != nil {
+	if o := p.rxObs; o != nil {
 		o.Observe(now, EvDeliver, Point{Link: p.idx}, b, DropNone)
 	}
 	if p.toSwitch != nil {
@@ -558,7 +574,7 @@ func (p *Port) arrive(now sim.Time, b *packet.Buffer) {
 // dropRx is drop on the arrival side.
 func (p *Port) dropRx(now sim.Time, b *packet.Buffer, r DropReason) {
 	p.rxDrops[r]++
-	if o := p.peer.obs; o != nil {
+	if o := p.rxObs; o != nil {
 		o.Observe(now, EvDrop, Point{Link: p.idx}, b, r)
 	}
 	b.Free()
@@ -663,7 +679,7 @@ func (p *Port) fifo(b *packet.Buffer, atPs int64, flags int) {
 		p.growFly()
 	}
 	f := flight{atPs: atPs, key: p.org.NextKey(), b: b}
-	p.fly[(p.fHead+p.fLen)%len(p.fly)] = f
+	p.fly[(p.fHead+p.fLen)&(len(p.fly)-1)] = f
 	p.fLen++
 	if p.fLen == 1 && p.ch == nil {
 		p.s.ArmKey(&p.flyTimer, sim.Time((atPs+999)/1000), f.key)
@@ -673,7 +689,7 @@ func (p *Port) fifo(b *packet.Buffer, atPs int64, flags int) {
 func (p *Port) growFly() {
 	f := make([]flight, ringGrow(len(p.fly)))
 	for i := 0; i < p.fLen; i++ {
-		f[i] = p.fly[(p.fHead+i)%len(p.fly)]
+		f[i] = p.fly[(p.fHead+i)&(len(p.fly)-1)]
 	}
 	p.fly, p.fHead = f, 0
 }
@@ -683,7 +699,7 @@ func (p *Port) growFly() {
 func (p *Port) landHead(now sim.Time) {
 	b := p.fly[p.fHead].b
 	p.fly[p.fHead] = flight{}
-	p.fHead = (p.fHead + 1) % len(p.fly)
+	p.fHead = (p.fHead + 1) & (len(p.fly) - 1)
 	p.fLen--
 	p.armFly()
 	p.arrive(now, b)
@@ -709,7 +725,7 @@ func (p *Port) unflyTail(b *packet.Buffer) bool {
 	if p.fLen == 0 {
 		return false
 	}
-	i := (p.fHead + p.fLen - 1) % len(p.fly)
+	i := (p.fHead + p.fLen - 1) & (len(p.fly) - 1)
 	if p.fly[i].b != b {
 		return false
 	}

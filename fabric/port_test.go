@@ -527,3 +527,15 @@ func TestImpairmentDuplicateCorruptReorder(t *testing.T) {
 		})
 	}
 }
+
+// TestRingGrowPowersOfTwo: a port's rings wrap their indices with a mask,
+// which is right only while every size ringGrow gives is a power of two.
+func TestRingGrowPowersOfTwo(t *testing.T) {
+	n := 0
+	for range 20 {
+		n = fabric.RingGrow(n)
+		if n&(n-1) != 0 {
+			t.Fatalf("ringGrow gave %d, not a power of two", n)
+		}
+	}
+}

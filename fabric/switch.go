@@ -42,17 +42,13 @@ func (s *switchNode) Receive(now sim.Time, port int, b *packet.Buffer) {
 
 // forward routes b, which arrived on port at atPs (picoseconds).
 func (s *switchNode) forward(now sim.Time, port int, b *packet.Buffer, atPs int64) {
-	var in *Port
-	if port >= 0 && port < len(s.ports) {
-		in = s.ports[port]
-	}
 	if !b.Flow.Valid && !s.net.tag(b) {
-		s.drop(now, in, b, DropMalformed)
+		s.drop(now, s.port(port), b, DropMalformed)
 		return
 	}
 	ip := header.IPv4(b.Data())
 	if ip.TTL() <= 1 {
-		s.drop(now, in, b, DropTTL)
+		s.drop(now, s.port(port), b, DropTTL)
 		return
 	}
 	ip.DecTTL()
@@ -62,7 +58,7 @@ func (s *switchNode) forward(now sim.Time, port int, b *packet.Buffer, atPs int6
 		gi = s.groupFor(h)
 	}
 	if gi < 0 {
-		s.drop(now, in, b, DropNoRoute)
+		s.drop(now, s.port(port), b, DropNoRoute)
 		return
 	}
 	g := s.groups[gi]
@@ -78,6 +74,15 @@ func (s *switchNode) forward(now sim.Time, port int, b *packet.Buffer, atPs int6
 	out.sentPkts++
 	out.sentBytes += uint64(b.Len())
 	out.enqueue(now, b, atPs)
+}
+
+// port returns the switch's port number i, nil if there is none. Only a
+// drop reads it: a forwarded packet does not touch its ingress port.
+func (s *switchNode) port(i int) *Port {
+	if i >= 0 && i < len(s.ports) {
+		return s.ports[i]
+	}
+	return nil
 }
 
 func (s *switchNode) drop(now sim.Time, at *Port, b *packet.Buffer, r DropReason) {

@@ -301,6 +301,11 @@ type memView struct {
 	nic  *NIC
 	pd   *PD
 	conn *Conn // counts refusals; nil in unit tests of the view
+	// last is the region the view last looked up: a connection names
+	// the same region packet after packet, and a valid region with its
+	// key is the one the NIC's table holds (keys are never reused while
+	// valid), so the table's map is read once per region, not per packet.
+	last *MR
 }
 
 var _ transport.Memory = (*memView)(nil)
@@ -498,7 +503,11 @@ func (v *memView) lookupRange(key uint32, addr uint64, n int, access transport.A
 	if n < 0 || (access&remoteAccess != 0 && v.conn != nil && v.conn.poisoned) {
 		return nil, 0, false
 	}
-	m := v.nic.lookup(key)
+	m := v.last
+	if m == nil || m.key != key || !m.valid {
+		m = v.nic.lookup(key)
+		v.last = m
+	}
 	if m == nil || m.pd != v.pd || m.access&access != access || addr < m.addr {
 		return nil, 0, false
 	}

@@ -227,3 +227,91 @@ func TestLoopOriginOrder(t *testing.T) {
 		t.Errorf("origin numbers %d, %d (count %d), want 1, 2 (2)", a.ID(), b.ID(), alloc.Count())
 	}
 }
+
+// TestLoopArmInCallback: events that arm, re-arm and disarm timers (their
+// own among them) and read Pending and Next while they run fire in
+// exactly the (time, key) order a plain model of the armed set gives.
+// Step leaves the fired event's root slot for the next timer it arms
+// (holeBit); this is what checks that the slot never shows.
+func TestLoopArmInCallback(t *testing.T) {
+	type arming struct {
+		at  Time
+		key uint64
+	}
+	for seed := range uint64(10) {
+		r := rand.New(rand.NewPCG(seed, 3))
+		l := NewLoop()
+		const n = 64
+		timers := make([]Timer, n)
+		model := map[int]arming{} // the armed timers
+		arm := func(i int, at Time) {
+			l.Arm(&timers[i], at)
+			model[i] = arming{max(at, l.Now()), l.seq & seqMask}
+		}
+		next := func() (int, bool) {
+			best, ok := -1, false
+			for i, a := range model {
+				if !ok || a.at < model[best].at || (a.at == model[best].at && a.key < model[best].key) {
+					best, ok = i, true
+				}
+			}
+			return best, ok
+		}
+		fired, last := 0, -1
+		for i := range timers {
+			timers[i].Init(func(now Time, arg any) {
+				i := arg.(int)
+				if timers[i].Armed() {
+					t.Fatalf("seed %d: timer %d armed in its own event", seed, i)
+				}
+				fired, last = fired+1, i
+				for range r.IntN(4) {
+					j := r.IntN(n)
+					switch r.IntN(6) {
+					case 0, 1, 5:
+						arm(j, now+Time(r.IntN(50)))
+					case 2:
+						l.Disarm(&timers[j])
+						delete(model, j)
+					case 3:
+						if l.Pending() != len(model) {
+							t.Fatalf("seed %d: %d pending, want %d", seed, l.Pending(), len(model))
+						}
+					case 4:
+						want := Never
+						if k, ok := next(); ok {
+							want = model[k].at
+						}
+						if l.Next() != want {
+							t.Fatalf("seed %d: next %v, want %v", seed, l.Next(), want)
+						}
+					}
+				}
+				arm(r.IntN(n), now+Time(r.IntN(50))) // keeps timers armed
+			}, i)
+		}
+		for i := range 16 {
+			arm(i, Time(r.IntN(50)))
+		}
+		for fired < 5000 {
+			want, ok := next()
+			if !ok {
+				break
+			}
+			at := model[want].at
+			delete(model, want)
+			if !l.Step() {
+				t.Fatalf("seed %d: nothing to step, want timer %d", seed, want)
+			}
+			if last != want || l.Now() != at {
+				t.Fatalf("seed %d: timer %d fired at %v, want timer %d at %v", seed, last, l.Now(), want, at)
+			}
+		}
+		if l.Pending() != len(model) {
+			t.Fatalf("seed %d: %d pending at the end, want %d", seed, l.Pending(), len(model))
+		}
+		if fired < 5000 {
+			t.Fatalf("seed %d: %d events fired, want 5000", seed, fired)
+		}
+	}
+}
