@@ -1,11 +1,8 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"os"
-	"os/exec"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -31,20 +28,9 @@ func BenchmarkBenchCPU(b *testing.B) {
 	if lab == "" {
 		lab = "leafspine-128h"
 	}
-	self, err := os.Executable()
-	if err != nil {
-		b.Fatal(err)
-	}
 	child := func(args ...string) (out []byte, cpu float64) {
-		cmd := exec.Command(self, args...)
-		cmd.Env = append(os.Environ(), runMainEnv+"=1")
-		var o, errOut bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &o, &errOut
-		if err := cmd.Run(); err != nil {
-			b.Fatalf("mrlab %v: %v\n%s", args, err, errOut.String())
-		}
-		ru := cmd.ProcessState.SysUsage().(*syscall.Rusage)
-		return o.Bytes(), time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+		out, ru := runSelf(b, args...)
+		return out, time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
 	}
 	var whole, run, setup, floor float64
 	var pkts uint64

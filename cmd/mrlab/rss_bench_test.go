@@ -41,19 +41,9 @@ func BenchmarkProcessRSS(b *testing.B) {
 // child processes of the test binary and returns their peak RSS and the
 // bench's result.
 func processRSS(tb testing.TB) (version, bench int64, res benchResult) {
-	self, err := os.Executable()
-	if err != nil {
-		tb.Fatal(err)
-	}
 	child := func(args ...string) ([]byte, int64) {
-		cmd := exec.Command(self, args...)
-		cmd.Env = append(os.Environ(), runMainEnv+"=1")
-		var out, errOut bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &errOut
-		if err := cmd.Run(); err != nil {
-			tb.Fatalf("mrlab %v: %v\n%s", args, err, errOut.String())
-		}
-		return out.Bytes(), cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss << 10
+		out, ru := runSelf(tb, args...)
+		return out, ru.Maxrss << 10
 	}
 	_, version = child("version")
 	out, bench := child("bench", "--json", "--in-process", "leafspine-128h")
@@ -64,6 +54,24 @@ func processRSS(tb testing.TB) (version, bench int64, res benchResult) {
 		tb.Fatalf("implausible bench result %+v", res)
 	}
 	return version, bench, res
+}
+
+// runSelf runs mrlab's main with args in a child process of the test
+// binary (see runMainEnv) and returns its stdout and resource usage.
+func runSelf(tb testing.TB, args ...string) ([]byte, *syscall.Rusage) {
+	tb.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	cmd := exec.Command(self, args...)
+	cmd.Env = append(os.Environ(), runMainEnv+"=1")
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Run(); err != nil {
+		tb.Fatalf("mrlab %v: %v\n%s", args, err, errOut.String())
+	}
+	return out.Bytes(), cmd.ProcessState.SysUsage().(*syscall.Rusage)
 }
 
 // TestBenchRSS128 holds issue #29's 128-host memory figures in the test

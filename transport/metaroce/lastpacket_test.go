@@ -113,18 +113,7 @@ func TestFinishedSendersFreeShare(t *testing.T) {
 	)
 	cfg := transporttest.Config{Seed: 5, LinkRate: rate, LinkDelay: sim.Microsecond, ECNThreshold: 64 << 10, QueueBytes: 4 << 20}
 	net := transporttest.New(sim.NewLoop(), cfg)
-	dst := net.AddHost("dst", NewProtocol(Options{}))
-	registerMem(dst)
-	var conns []*transporttest.Conn
-	for i := range n {
-		h := net.AddHost(string(rune('a'+i)), NewProtocol(Options{}))
-		registerMem(h)
-		c, err := net.Connect(h, dst, sim.Millisecond)
-		if err != nil {
-			t.Fatal(err)
-		}
-		conns = append(conns, c)
-	}
+	_, conns := incastStar(t, net, n, Options{})
 	t0 := net.Loop.Now()
 	for i, c := range conns {
 		size := short

@@ -119,15 +119,14 @@ type incastResult struct {
 	peakQueue, steadyQueue int
 }
 
-func runIncast(t *testing.T, n, size int, noHint bool) incastResult {
-	const rate = 100e9
-	cfg := transporttest.Config{Seed: 31, LinkRate: rate, ECNThreshold: 64 << 10, QueueBytes: 4 << 20}
-	net := transporttest.New(sim.NewLoop(), cfg)
-	opts := Options{DisableRateHint: noHint}
+// incastStar adds a receiver "dst" and n senders "a", "b", ... with memory
+// registered, each connected to dst.
+func incastStar(t *testing.T, net *transporttest.Net, n int, opts Options) (*transporttest.Host, []*transporttest.Conn) {
+	t.Helper()
 	dst := net.AddHost("dst", NewProtocol(opts))
 	registerMem(dst)
 	var conns []*transporttest.Conn
-	for i := 0; i < n; i++ {
+	for i := range n {
 		h := net.AddHost(string(rune('a'+i)), NewProtocol(opts))
 		registerMem(h)
 		c, err := net.Connect(h, dst, sim.Millisecond)
@@ -136,6 +135,15 @@ func runIncast(t *testing.T, n, size int, noHint bool) incastResult {
 		}
 		conns = append(conns, c)
 	}
+	return dst, conns
+}
+
+func runIncast(t *testing.T, n, size int, noHint bool) incastResult {
+	const rate = 100e9
+	cfg := transporttest.Config{Seed: 31, LinkRate: rate, ECNThreshold: 64 << 10, QueueBytes: 4 << 20}
+	net := transporttest.New(sim.NewLoop(), cfg)
+	opts := Options{DisableRateHint: noHint}
+	dst, conns := incastStar(t, net, n, opts)
 	t0 := net.Loop.Now()
 	posted := make([]int, n)
 	var res incastResult
