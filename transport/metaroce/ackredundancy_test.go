@@ -1,6 +1,7 @@
 package metaroce
 
 import (
+	"math"
 	"testing"
 
 	"github.com/mrlab/mrlab/transport/transporttest"
@@ -36,6 +37,10 @@ func TestAckRedundancy(t *testing.T) {
 			q := float64(mc.r.lossQ) / 65536
 			if got := mc.ackRedundancy(); got != c.want {
 				t.Errorf("measured loss %.3f: %d ACKs, want %d", q, got, c.want)
+			}
+			// The operator sees both: the peer sets the RETX flag.
+			if st := mc.Stats(); st.AckCopies != int(c.want) || math.Abs(st.RetxShare-float64(c.retx)/100) > 0.03 {
+				t.Errorf("Stats: RetxShare %.3f, AckCopies %d; want about %.2f and %d", st.RetxShare, st.AckCopies, float64(c.retx)/100, c.want)
 			}
 		})
 	}

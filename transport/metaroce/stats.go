@@ -62,6 +62,14 @@ type ConnStats struct {
 	// Open messages (posted, not completed), chunks not yet acknowledged,
 	// and receive buffers posted and not yet consumed.
 	OpenMessages, OpenChunks, PostedRecvs int
+	// RetxShare is the receiver's measured share of arrivals the peer
+	// flagged RETX (about the last 64), and AckCopies how many ACKs carry
+	// each path's state because of it (1 loss-free, at most
+	// maxAckRedundancy, plus a quick extra copy above 2). The flag is
+	// the peer's to set: a peer that flags every packet gets every
+	// record AckCopies times; these two make that visible.
+	RetxShare float64
+	AckCopies int
 }
 
 // Stats returns a snapshot of the connection's counters.
@@ -83,6 +91,7 @@ func (c *Conn) Stats() ConnStats {
 		Posted: s.posted, Completions: s.completions,
 		RateHint: c.s.hint, InFlight: c.s.inflight, InFlightCap: c.window(),
 		SRTT: c.s.srtt, MinRTT: c.s.minRTT,
+		RetxShare: float64(c.r.lossQ) / 65536, AckCopies: int(c.ackRedundancy()),
 		OpenMessages: int(wire.Seq(c.s.msnBase).Span(wire.Seq(c.s.msnNext))),
 		OpenChunks:   int(wire.Seq(c.s.dsnBase).Span(wire.Seq(c.s.dsnNext))),
 		PostedRecvs:  int(wire.Seq(c.r.rqBase).Span(wire.Seq(c.r.rqNext))),
