@@ -2,7 +2,6 @@ package experiment
 
 import (
 	"cmp"
-	"fmt"
 	"io"
 	"runtime"
 	"slices"
@@ -84,14 +83,7 @@ func RunBatch(runs []Batch, jobs int, progress io.Writer) ([]*Report, error) {
 	}
 	out, err := runJobs(Config{Jobs: jobs, Progress: progress}, sorted)
 	if err != nil {
-		// runJobs names the point; say which experiment it belongs to.
-		for k, j := range order {
-			if out[k] == nil {
-				err = fmt.Errorf("experiment %s: %w", runs[at[j].run].Experiment.Name, err)
-				break
-			}
-		}
-		return nil, err
+		return nil, err // runJobs names the experiment and the point
 	}
 	rows := make([][][]byte, len(runs))
 	for r := range runs {

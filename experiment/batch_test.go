@@ -2,6 +2,7 @@ package experiment
 
 import (
 	"bytes"
+	"errors"
 	"testing"
 )
 
@@ -102,5 +103,20 @@ func TestSchedule(t *testing.T) {
 	}
 	if n := bedHosts("regimes/b2b"); n != 2 {
 		t.Errorf("regimes/b2b has %d hosts, want 2", n)
+	}
+}
+
+// TestRunJobsNamesFailure: a failed point's error names its experiment
+// and the point, the first failure in job order whatever ran beside it.
+func TestRunJobsNamesFailure(t *testing.T) {
+	boom := errors.New("boom")
+	jobs := []job[[]byte]{
+		{exp: "incast", name: "p0", run: func() ([]byte, error) { return []byte("r"), nil }},
+		{exp: "regimes", name: "p1", run: func() ([]byte, error) { return nil, boom }},
+		{exp: "incast", name: "p2", run: func() ([]byte, error) { return nil, errors.New("later") }},
+	}
+	_, err := runJobs(Config{Jobs: 3}, jobs)
+	if !errors.Is(err, boom) || err.Error() != "experiment regimes: p1: boom" {
+		t.Fatalf("err = %v, want experiment regimes: p1: boom", err)
 	}
 }

@@ -8,7 +8,7 @@ import (
 
 // job is one independent simulation of an experiment.
 type job[T any] struct {
-	// name labels the job in errors; progress lines say "exp: name".
+	// exp and name label the job in errors and progress lines ("exp: name").
 	exp, name string
 	run       func() (T, error)
 }
@@ -46,6 +46,9 @@ func runJobs[T any](cfg Config, jobs []job[T]) ([]T, error) {
 	wg.Wait()
 	for i, err := range errs {
 		if err != nil {
+			if jobs[i].exp != "" {
+				return out, fmt.Errorf("experiment %s: %s: %w", jobs[i].exp, jobs[i].name, err)
+			}
 			return out, fmt.Errorf("%s: %w", jobs[i].name, err)
 		}
 	}

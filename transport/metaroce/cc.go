@@ -151,7 +151,7 @@ func (c *Conn) firstFlight() int {
 	if !c.dialer || c.s.hint == 0 {
 		return 0
 	}
-	if !c.opts.HoldFirstGrant && (c.ctl.flight == flightLate || (c.ctl.flight == flightNone && c.flightLate())) {
+	if !c.opts.HoldFirstGrant && c.firstFlightLate() {
 		return 0
 	}
 	return min(int(c.s.hint*c.firstFlightRTT().Seconds()), c.pathCount()*maxPathWindow/2*c.mss)
@@ -325,6 +325,12 @@ const (
 // flightLate reports whether a first data packet going now is late for
 // the first flight: more than two handshake RTTs after the SYN_ACK.
 func (c *Conn) flightLate() bool { return c.now > c.ctl.echoAt+2*c.s.srtt }
+
+// firstFlightLate reports whether the first flight is late: its first
+// packet went late, or none has gone and one going now would be.
+func (c *Conn) firstFlightLate() bool {
+	return c.ctl.flight == flightLate || (c.ctl.flight == flightNone && c.flightLate())
+}
 
 // demandKBs is the rate the sender asks of the receiver, in kB/s: what it
 // has queued (new data and the packets declared lost or moved that wait

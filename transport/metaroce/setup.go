@@ -124,7 +124,7 @@ func (c *Conn) encodeCtl(b []byte, t wire.Type) int {
 // sized to the first ACK, kept the receiver's queue marked long enough to
 // move paths: wide settle 2.75 -> 41 RTTs).
 func (c *Conn) firstFlightRTT() sim.Time {
-	if c.ctl.flight == flightLate || (c.ctl.flight == flightNone && c.flightLate()) {
+	if c.firstFlightLate() {
 		return c.s.srtt
 	}
 	return c.s.srtt + initialSerializations*c.granularity()
