@@ -296,3 +296,28 @@ func TestMemoryResolve(t *testing.T) {
 		t.Errorf("empty region: %v", err)
 	}
 }
+
+// TestMemoryViewForgetsDeregistered: a view remembers the region it last
+// looked up (memView.last); once that region is deregistered, or its key
+// names another view's domain, the remembered region grants nothing.
+func TestMemoryViewForgetsDeregistered(t *testing.T) {
+	n, err := New(Config{Name: "n", Addr: addrA, Ports: 1, Sched: sim.NewLoop(), Pool: packet.NewPool()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pd, other := n.AllocPD(), n.AllocPD()
+	mr, _ := pd.Register(make([]byte, 100), transport.AccessRemoteWrite)
+	v, vo := &memView{nic: n, pd: pd}, &memView{nic: n, pd: other}
+	if _, _, ok := v.lookupRange(mr.key, mr.addr, 10, transport.AccessRemoteWrite); !ok {
+		t.Fatal("a valid region refused")
+	}
+	if _, _, ok := vo.lookupRange(mr.key, mr.addr, 10, transport.AccessRemoteWrite); ok {
+		t.Fatal("another domain's region granted")
+	}
+	if err := mr.Deregister(); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, ok := v.lookupRange(mr.key, mr.addr, 10, transport.AccessRemoteWrite); ok {
+		t.Error("a deregistered region granted through the view's memory of it")
+	}
+}
