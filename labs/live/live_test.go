@@ -524,10 +524,12 @@ func checkObservability(t *testing.T, l *Lab, src, dst string) {
 			case x.Kind != telemetry.KindConn || x.Transport != "metaroce":
 			case x.Host == src && x.Peer == dst && x.SendRate > 0:
 				sender = x
-			case x.Host == dst && x.Peer == src && x.BytesAcked > 0:
-				if receiver == nil {
-					during = scrape(t, st.Metrics)
-				}
+			case x.Host == dst && x.Peer == src && x.BytesAcked > 0 && receiver == nil:
+				// Pin the first receiving connection seen with the
+				// scrape taken right after it: a later snapshot may
+				// show another connection (a new one the scrape
+				// predates), whose series that scrape cannot hold.
+				during = scrape(t, st.Metrics)
 				receiver = x
 			}
 		}
