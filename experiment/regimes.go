@@ -308,14 +308,21 @@ func regimeChecks(r *Report, rows []RegimeRow) {
 		}
 		st := statRows(rs, f)
 		c := statCheck(what, target, st, g, format)
+		if !c.Met {
+			format = sharpen(format, g.median)
+		}
 		c.Measured = fmt.Sprintf("%s over %d runs (every cell, every seed)", st.cell(format), st.N)
+		var short string
+		if g.atLeast && st.Median < g.median {
+			short = fmt.Sprintf("median short by %s; ", sharpen(format, 0)(g.median-st.Median))
+		}
 		worst := rs[0]
 		for _, x := range rs {
 			if (g.atLeast && f(x) < f(worst)) || (!g.atLeast && f(x) > f(worst)) {
 				worst = x
 			}
 		}
-		c.Note = fmt.Sprintf("worst cell %s %s %s, seed %d: %s (%s)", worst.Bed, fabric.FormatRate(worst.RateGbps*1e9), worst.Loss, worst.Seed, format(f(worst)), worst.Command)
+		c.Note = fmt.Sprintf("%sworst cell %s %s %s, seed %d: %s (%s)", short, worst.Bed, fabric.FormatRate(worst.RateGbps*1e9), worst.Loss, worst.Seed, format(f(worst)), worst.Command)
 		r.Checks = append(r.Checks, c)
 	}
 	lossFree := meta(func(x RegimeRow) bool { return x.LossP == 0 })

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strconv"
 )
 
 // Stat summarises one figure over a case's seeds.
@@ -72,22 +73,46 @@ func (g goal) met(s Stat) bool {
 	return s.Median <= g.median && s.Max <= g.floor
 }
 
-// statCheck checks s against g; f formats the figures.
+// sharpen returns f, except that a figure f would print exactly as it
+// prints target while the two differ gets as many significant digits as
+// it takes to tell them apart: a miss by a few millionths must not read
+// "1.000, missed".
+func sharpen(f func(float64) string, target float64) func(float64) string {
+	return func(x float64) string {
+		s := f(x)
+		if x == target || math.IsNaN(x) || math.IsInf(x, 0) || s != f(target) {
+			return s
+		}
+		for p := 4; p <= 17; p++ {
+			a, b := strconv.FormatFloat(x, 'g', p, 64), strconv.FormatFloat(target, 'g', p, 64)
+			if a != b {
+				return a
+			}
+		}
+		return s
+	}
+}
+
+// statCheck checks s against g; f formats the figures (sharpened against
+// the target's median when the check is missed).
 func statCheck(what, target string, s Stat, g goal, f func(float64) string) Check {
 	c := Check{What: what, Target: target, Median: Float(s.Median), Min: Float(s.Min), Max: Float(s.Max), Seeds: s.N, Met: g.met(s)}
+	if !c.Met {
+		f = sharpen(f, g.median)
+	}
 	c.Measured = fmt.Sprintf("%s over %d seeds", s.cell(f), s.N)
 	switch {
 	case s.N == 0:
 		c.Measured, c.Note = "nothing measured", "no seed gave a figure"
 	case c.Met:
 	case g.atLeast && s.Median < g.median:
-		c.Note = fmt.Sprintf("median short by %s", f(g.median-s.Median))
+		c.Note = fmt.Sprintf("median short by %s", sharpen(f, 0)(g.median-s.Median))
 	case g.atLeast:
 		c.Note = fmt.Sprintf("worst seed %s, below %s", f(s.Min), f(g.floor))
 	case math.IsInf(s.Median, 1):
 		c.Note = "the median seed never got there"
 	case s.Median > g.median:
-		c.Note = fmt.Sprintf("median over by %s", f(s.Median-g.median))
+		c.Note = fmt.Sprintf("median over by %s", sharpen(f, 0)(s.Median-g.median))
 	default:
 		c.Note = fmt.Sprintf("worst seed %s, above %s", f(s.Max), f(g.floor))
 	}
