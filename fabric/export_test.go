@@ -24,3 +24,6 @@ func (n *Network) RecomputeAllRoutes() {
 	}
 	n.recomputeRoutes()
 }
+
+// RouteSearches returns how many class searches routing has run.
+func (n *Network) RouteSearches() int { return n.rt.searches }

@@ -78,6 +78,8 @@ type routeState struct {
 
 	dirty []int32 // links whose routed state changed since the last recompute
 
+	searches int // class searches so far (searchClass), for tests
+
 	// Scratch.
 	routed []bool // by link, what routing believes now
 	queue  []int32
@@ -459,6 +461,7 @@ func (rt *routeState) classOf(attach []int32, switches int) int32 {
 // over routed links.
 func (n *Network) searchClass(c, ci int32) {
 	rt := &n.rt
+	rt.searches++
 	dist := rt.classDist[c]
 	for _, si := range rt.compSw[ci] {
 		dist[si] = -1
