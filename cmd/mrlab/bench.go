@@ -274,6 +274,22 @@ func benchCluster(c *cli.Context, lab *labs.Lab, plan *partition.Plan) (*workloa
 	return cl, plan, err
 }
 
+// benchSetup builds the lab as benchCluster does and returns the wall and
+// CPU time it took (profiled with --setupprofile).
+func benchSetup(c *cli.Context, lab *labs.Lab, plan *partition.Plan) (*workload.Cluster, *partition.Plan, time.Duration, time.Duration, error) {
+	stop, err := startCPUProfile(c.String("setupprofile"))
+	if err != nil {
+		return nil, nil, 0, 0, err
+	}
+	cpu := cpuTime()
+	start := time.Now()
+	cl, plan, err := benchCluster(c, lab, plan)
+	wall := time.Since(start)
+	cpu = cpuTime() - cpu
+	stop()
+	return cl, plan, wall, cpu, err
+}
+
 // benchDigest is a result's fingerprint: the workload's JSON and every
 // NIC's counters, as TestPartitionedLabSameRun compares them.
 func benchDigest(res any, cl *workload.Cluster) (string, error) {
@@ -310,16 +326,7 @@ func benchOne(c *cli.Context, name string, parts int) (*benchResult, error) {
 	plan := planPartitions(c.App.ErrWriter, "bench", lab, asked, false, "")
 	runtime.GC()
 	heap0 := heapInUse()
-	stopSetupProfile, err := startCPUProfile(c.String("setupprofile"))
-	if err != nil {
-		return nil, err
-	}
-	setupCPU := cpuTime()
-	setup := time.Now()
-	cl, plan, err := benchCluster(c, lab, plan)
-	setupWall := time.Since(setup)
-	setupCPU = cpuTime() - setupCPU
-	stopSetupProfile()
+	cl, plan, setupWall, setupCPU, err := benchSetup(c, lab, plan)
 	if err != nil {
 		return nil, err
 	}
