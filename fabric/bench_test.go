@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime"
 	"testing"
+	"time"
 
 	"github.com/mrlab/mrlab/fabric"
 	"github.com/mrlab/mrlab/internal/header"
@@ -247,6 +248,102 @@ func BenchmarkReroute(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkRouteFailure measures the route work of single failures on 8
+// planes of k=32 (65,536 host ports; 4 planes of k=16 with -short), routing
+// told at once (DetectionDelay -1), against a full recomputation of every
+// FIB in the same run: each iteration times a full recomputation, then
+// each failure and its repair. It reports milliseconds of each and each
+// failure's and repair's cost as a fraction of the full recomputation
+// (x-full), the figures to read on a shared machine.
+func BenchmarkRouteFailure(b *testing.B) {
+	k, planes := 32, 8
+	if testing.Short() {
+		k, planes = 16, 4
+	}
+	topo, err := fabric.FatTree(fabric.FatTreeParams{K: k, Planes: planes})
+	if err != nil {
+		b.Fatal(err)
+	}
+	n, err := fabric.Build(sim.NewLoop(), packet.NewPool(), topo, fabric.BuildOptions{DetectionDelay: -1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	// Fail a link and a switch of each tier, the last of each in the
+	// fabric (the last plane's).
+	role := map[string]string{}
+	switches := map[string]string{}
+	for _, sw := range topo.Switches {
+		role[sw.Name] = sw.Role
+		switches[sw.Role] = sw.Name
+	}
+	var hostLink, edgeLink, coreLink string
+	for _, l := range topo.Links {
+		switch ra, rb := role[l.A.Node], role[l.B.Node]; {
+		case ra == "" || rb == "":
+			hostLink = l.Name
+		case ra == "core" || rb == "core":
+			coreLink = l.Name
+		default:
+			edgeLink = l.Name
+		}
+	}
+	type failure struct {
+		name string
+		set  func(now sim.Time, up bool) error
+	}
+	link := func(l string) func(sim.Time, bool) error {
+		return func(now sim.Time, up bool) error { return n.SetLinkUp(now, l, up) }
+	}
+	sw := func(s string) func(sim.Time, bool) error {
+		return func(now sim.Time, up bool) error { return n.SetSwitchUp(now, s, up) }
+	}
+	fails := []failure{
+		{"link-host", link(hostLink)},
+		{"link-edge-agg", link(edgeLink)},
+		{"link-agg-core", link(coreLink)},
+	}
+	for _, role := range []string{"edge", "agg", "core"} {
+		if s, ok := switches[role]; ok {
+			fails = append(fails, failure{"switch-" + role, sw(s)})
+		}
+	}
+	if len(fails) != 6 || hostLink == "" || edgeLink == "" || coreLink == "" {
+		b.Fatalf("fat tree: found failures %v (roles %v)", fails, switches)
+	}
+	full := time.Duration(0)
+	took := make([]time.Duration, len(fails))
+	back := make([]time.Duration, len(fails))
+	now := sim.Time(0)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
+		n.RecomputeAllRoutes()
+		full += time.Since(t0)
+		for j, f := range fails {
+			now++
+			t0 := time.Now()
+			if err := f.set(now, false); err != nil {
+				b.Fatal(err)
+			}
+			took[j] += time.Since(t0)
+			now++
+			t0 = time.Now()
+			if err := f.set(now, true); err != nil {
+				b.Fatal(err)
+			}
+			back[j] += time.Since(t0)
+		}
+	}
+	ms := func(d time.Duration) float64 { return float64(d) / float64(b.N) / 1e6 }
+	b.ReportMetric(ms(full), "ms-full")
+	for j, f := range fails {
+		b.ReportMetric(ms(took[j]), "ms-"+f.name)
+		b.ReportMetric(float64(took[j])/float64(full), "x-full-"+f.name)
+		b.ReportMetric(ms(back[j]), "ms-"+f.name+"-repair")
+		b.ReportMetric(float64(back[j])/float64(full), "x-full-"+f.name+"-repair")
 	}
 }
 

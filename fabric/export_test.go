@@ -13,3 +13,17 @@ func (p *Port) HoldsImpairState() bool { return p.ia != nil }
 
 // RingGrow is ringGrow, for TestRingGrowPowersOfTwo.
 var RingGrow = ringGrow
+
+// RecomputeAllRoutes throws routing's state away and computes every FIB
+// from nothing, as Build does: the baseline BenchmarkRouteFailure compares
+// a failure's incremental work with.
+func (n *Network) RecomputeAllRoutes() {
+	n.rt = routeState{}
+	for _, sw := range n.switches {
+		sw.route, sw.groups, sw.groupKeys = nil, nil, nil
+	}
+	n.recomputeRoutes()
+}
+
+// RouteSearches returns how many class searches routing has run.
+func (n *Network) RouteSearches() int { return n.rt.searches }

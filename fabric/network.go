@@ -327,8 +327,18 @@ func Build(s sim.Scheduler, pool *packet.Pool, topo *Topology, opts BuildOptions
 		n.switches = append(n.switches, sn)
 		n.nodes = append(n.nodes, netNode{name: sw.Name, up: true, plane: sw.Plane, sw: sn})
 	}
+	// Links and ports live in two slabs: one allocation each instead of
+	// one per port (a 1 KiB object whose every allocation sets up its
+	// pointer header: 30% of the set-up CPU of 8 planes x k=32, 393,216
+	// ports). The slabs never move, so the pointers to their elements
+	// stay valid.
+	links := make([]netLink, len(t.Links))
+	ports := make([]Port, 2*len(t.Links))
+	n.links = make([]*netLink, 0, len(t.Links))
+	n.ports = make([]*Port, 0, len(ports))
 	for i, tl := range t.Links {
-		l := &netLink{idx: i, name: tl.Name, admin: true, up: true}
+		l := &links[i]
+		l.idx, l.name, l.admin, l.up = i, tl.Name, true, true
 		l.timer.Init(func(now sim.Time, _ any) { n.detected(now, l) }, nil)
 		params := tl.Params
 		if params.QueueBytes == 0 {
@@ -339,22 +349,14 @@ func Build(s sim.Scheduler, pool *packet.Pool, topo *Topology, opts BuildOptions
 			from, to Endpoint
 		}{{AtoB, tl.A, tl.B}, {BtoA, tl.B, tl.A}} {
 			d, from, to := e.d, e.from, e.to
-			p := &Port{
-				net:      n,
-				up:       true,
-				link:     l,
-				dir:      d,
-				idx:      2*i + int(d),
-				name:     tl.Name + ":" + d.String(),
-				from:     from,
-				to:       to,
-				fromNode: n.nodeByNm[from.Node],
-				toNode:   n.nodeByNm[to.Node],
-				params:   paramsOf(params),
-				rng:      sim.NewRand(opts.Seed, tl.Name+":"+d.String()),
-				s:        s,
-				pool:     pool,
-			}
+			p := &ports[2*i+int(d)]
+			p.net, p.up, p.link, p.dir, p.idx = n, true, l, d, 2*i+int(d)
+			p.name = tl.Name + ":" + d.String()
+			p.from, p.to = from, to
+			p.fromNode, p.toNode = n.nodeByNm[from.Node], n.nodeByNm[to.Node]
+			p.params = paramsOf(params)
+			p.rng = sim.NewRand(opts.Seed, p.name)
+			p.s, p.pool = s, pool
 			p.org = *s.NewOrigin()
 			p.idleSince = n.start
 			p.qLast = n.start

@@ -33,7 +33,9 @@ import (
 //     end loses its last member (or the link, coming up, shortens paths):
 //     then the class is searched again, in the link's component only
 //     (switches that no link joins, such as planes, are apart). A host
-//     link moves its host to the class of its new attachment set.
+//     link moves its host to the class of its new attachment set. A
+//     switch cut off or rejoining, and a new class, need no search where
+//     no other hop count moves (reroute.go).
 //
 // This runs on the control plane (at Build and after a detection delay),
 // so it may allocate; lookups on the data path do not.
@@ -72,8 +74,13 @@ type routeState struct {
 	classes    [][]int32        // class -> attachment switches, sorted
 	classDist  [][]int16        // class -> hop count at each switch, -1 unreachable
 	classByKey map[string]int32 // attachment set -> class
+	// compRep maps a component and the attachment switches in it to the
+	// first class searched there with them (newClassIn).
+	compRep map[string]int32
 
 	dirty []int32 // links whose routed state changed since the last recompute
+
+	searches int // class searches so far (searchClass), for tests
 
 	// Scratch.
 	routed []bool // by link, what routing believes now
@@ -151,8 +158,8 @@ func (n *Network) recomputeRoutes() {
 	}
 	rt.dirty = rt.dirty[:0]
 
-	// Hosts whose attachments changed move class; a new class is searched
-	// in every component.
+	// Hosts whose attachments changed move class; a new class is filled in
+	// after the old ones are brought up to date (newClassIn).
 	firstNew := len(rt.classes)
 	for h, d := range dirtyHost {
 		if d {
@@ -160,52 +167,27 @@ func (n *Network) recomputeRoutes() {
 			rt.hostClass[h] = rt.classOf(rt.hostAttach[h], len(n.switches))
 		}
 	}
-	for _, sw := range n.switches {
-		for len(sw.route) < len(rt.classes) {
-			sw.route = append(sw.route, -1)
-		}
-	}
-	for c := firstNew; c < len(rt.classes); c++ {
-		for ci := range rt.compSw {
-			n.searchClass(int32(c), int32(ci))
+	if nc := len(rt.classes); nc > firstNew {
+		for _, sw := range n.switches {
+			if cap(sw.route) < nc {
+				// Room for a few more classes, so that the first
+				// failures of host links do not reallocate every FIB.
+				sw.route = append(make([]int32, 0, nc+nc/8+4), sw.route...)
+			}
+			for len(sw.route) < nc {
+				sw.route = append(sw.route, -1)
+			}
 		}
 	}
 
-	// Switch-to-switch links: a local fix per class where hop counts stay,
-	// else a new search of the class in the link's component.
-	slices.Sort(swLinks)
-	swLinks = slices.Compact(swLinks)
-	research := map[[2]int32]bool{}
-	for _, li := range swLinks {
-		u := int32(n.links[li].ends[AtoB].fromNode - n.numHosts)
-		v := int32(n.links[li].ends[BtoA].fromNode - n.numHosts)
-		ci := rt.comp[u]
-		for c := 0; c < firstNew; c++ {
-			k := [2]int32{int32(c), ci}
-			if research[k] {
-				continue
-			}
-			dist := rt.classDist[c]
-			du, dv := dist[u], dist[v]
-			switch {
-			case du < 0 && dv < 0, du == dv:
-				// On no shortest path before, nor after: hop counts are
-				// equal or the link is unreachable for the class.
-			case du >= 0 && dv >= 0 && (du-dv == 1 || dv-du == 1):
-				x := u
-				if dv > du {
-					x = v
-				}
-				if !n.setClassGroup(int32(c), x) {
-					research[k] = true // x lost its last way closer
-				}
-			default:
-				research[k] = true // the link shortens paths
-			}
-		}
-	}
+	research := n.switchLinksChanged(swLinks, firstNew)
 	for k := range research {
 		n.searchClass(k[0], k[1])
+	}
+	for c := firstNew; c < len(rt.classes); c++ {
+		for ci := range rt.compSw {
+			n.newClassIn(int32(c), int32(ci))
+		}
 	}
 	for h, d := range dirtyHost {
 		if d {
@@ -278,6 +260,7 @@ func (n *Network) initRouting() {
 	rt.hostClass = make([]int32, n.numHosts)
 	rt.hostDirect = make([][]directEntry, n.numHosts)
 	rt.classByKey = map[string]int32{}
+	rt.compRep = map[string]int32{}
 }
 
 // attachments appends to dst the switches host h reaches over a routed
@@ -318,6 +301,7 @@ func (rt *routeState) classOf(attach []int32, switches int) int32 {
 // over routed links.
 func (n *Network) searchClass(c, ci int32) {
 	rt := &n.rt
+	rt.searches++
 	dist := rt.classDist[c]
 	for _, si := range rt.compSw[ci] {
 		dist[si] = -1

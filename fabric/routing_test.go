@@ -208,3 +208,71 @@ func routesEqualReference(t *testing.T, bi int, topoFn func() (*fabric.Topology,
 		check(fmt.Sprintf("step %d (%s)", step, what))
 	}
 }
+
+// TestFailureRouteWork: a single link or switch failure, and its repair,
+// on a fat tree of two planes searches only the classes whose hop counts
+// it moves (a search per class and plane is the unit of route work: a full
+// computation is one per class and plane), and the FIB then equals the
+// reference. Per failure, k=8 (4 edges per pod, 32 classes, 64 searches
+// in full): a core switch's failure and repair move no hop count (the
+// switch is cut off, then joins); an aggregation link or switch moves the
+// hop counts of its pod's classes at the cores (k/2); an edge's uplink
+// those of the edge's class; a host link or an edge switch makes a new
+// class, copied from the old one where its attachment switches are the
+// same (one search, of the plane it left, the first time).
+func TestFailureRouteWork(t *testing.T) {
+	const k = 8
+	topo, err := fabric.FatTree(fabric.FatTreeParams{K: k, Planes: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := newLab(t, topo, fabric.BuildOptions{Seed: 1, DetectionDelay: -1})
+	n := l.net
+	routed := func(link string) bool {
+		_, r, err := n.LinkState(link)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r == "up" || r == "failing"
+	}
+	full := n.RouteSearches()
+	if want := 2 * k * k / 2; full != want {
+		t.Fatalf("Build searched %d class-planes, want %d (32 classes x 2 planes)", full, want)
+	}
+	cases := []struct {
+		name, sw, link string
+		fail, repair   int // most searches
+	}{
+		{name: "host link", link: "h5-p1", fail: 1, repair: 0},
+		{name: "edge uplink", link: "p1-pod2-edge1-agg3", fail: 1, repair: 1},
+		{name: "core link", link: "p1-pod2-agg3-core13", fail: k / 2, repair: k / 2},
+		{name: "core switch", sw: "p1-core13", fail: 0, repair: 0},
+		{name: "agg switch", sw: "p1-pod2-agg3", fail: k / 2, repair: k / 2},
+		{name: "edge switch", sw: "p1-pod2-edge1", fail: 1, repair: 1},
+	}
+	now := sim.Time(0)
+	for _, c := range cases {
+		for i, up := range []bool{false, true} {
+			now += sim.Microsecond
+			before := n.RouteSearches()
+			var err error
+			if c.sw != "" {
+				err = n.SetSwitchUp(now, c.sw, up)
+			} else {
+				err = n.SetLinkUp(now, c.link, up)
+			}
+			if err != nil {
+				t.Fatalf("%s up=%v: %v", c.name, up, err)
+			}
+			got, want := n.RouteSearches()-before, []int{c.fail, c.repair}[i]
+			if got > want {
+				t.Errorf("%s up=%v: %d class searches, want at most %d (a full computation is %d)", c.name, up, got, want, full)
+			}
+		}
+	}
+	// TestRoutesEqualReference checks the FIB after every step of random
+	// failures; here once, after all of them.
+	if diff := cmp.Diff(referenceRoutes(topo, routed), fibOf(t, n)); diff != "" {
+		t.Fatalf("FIB differs from the reference (-want +got):\n%s", diff)
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"runtime/pprof"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -51,6 +52,7 @@ func newBenchCommand() *cli.Command {
 			&cli.StringFlag{Name: "payload", Usage: "payload mode: synthetic or bytes", DefaultText: "synthetic"},
 			&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "seed of the lab and the permutation"},
 			&cli.StringFlag{Name: "cpuprofile", Usage: "write a CPU profile of the run to this file (one lab only)"},
+			&cli.StringFlag{Name: "setupprofile", Usage: "write a CPU profile of the set-up (lab, routes, NICs) to this file (one lab only)"},
 			&cli.StringFlag{Name: "memprofile", Usage: "write a heap profile, taken when the run ends, to this file (one lab only)"},
 			&cli.BoolFlag{Name: "json", Usage: "print one JSON object per lab"},
 			&cli.BoolFlag{Name: "in-process", Usage: "run every lab in this process (peak RSS is then the largest so far)"},
@@ -67,9 +69,11 @@ type benchResult struct {
 	Hosts   int    `json:"hosts"`
 	Payload string `json:"payload"`
 	// SetupSeconds is the wall time of building the lab (fabric, routes,
-	// NICs) before the run; WallSeconds is the run's.
-	SetupSeconds float64 `json:"setup_seconds"`
-	DataPackets  uint64  `json:"data_packets"`
+	// NICs) before the run, SetupCPUSeconds its user+system time (every
+	// thread of the process); WallSeconds is the run's.
+	SetupSeconds    float64 `json:"setup_seconds"`
+	SetupCPUSeconds float64 `json:"setup_cpu_seconds"`
+	DataPackets     uint64  `json:"data_packets"`
 	// Retransmits counts data packets the senders sent again: the data
 	// packets beyond one per chunk come from them.
 	Retransmits   uint64  `json:"retransmits"`
@@ -110,8 +114,8 @@ func benchAction(c *cli.Context) error {
 	if len(names) == 0 {
 		names = benchLabs
 	}
-	if (c.IsSet("cpuprofile") || c.IsSet("memprofile")) && len(names) > 1 {
-		return usagef("bench: --cpuprofile and --memprofile profile one lab: name it")
+	if (c.IsSet("cpuprofile") || c.IsSet("memprofile") || c.IsSet("setupprofile")) && len(names) > 1 {
+		return usagef("bench: --cpuprofile, --memprofile and --setupprofile profile one lab: name it")
 	}
 	if _, err := labs.ParseSize(c.String("size")); err != nil {
 		return usagef("bench: --size %q: %v", c.String("size"), err)
@@ -225,7 +229,7 @@ func printBench(c *cli.Context, r *benchResult) {
 	}
 	fmt.Fprintf(w, "%s: %d hosts, payload %s, %d data packets in %.2f s wall (%v virtual)\n",
 		r.Lab, r.Hosts, r.Payload, r.DataPackets, r.WallSeconds, r.VirtualTime)
-	fmt.Fprintf(w, "  set-up (lab, routes, NICs)    %.3f s wall\n", r.SetupSeconds)
+	fmt.Fprintf(w, "  set-up (lab, routes, NICs)    %.3f s wall, %.3f s CPU\n", r.SetupSeconds, r.SetupCPUSeconds)
 	fmt.Fprintf(w, "  data packets per wall second  %.0f\n", r.PacketsPerSec)
 	fmt.Fprintf(w, "  events per data packet        %.2f\n", r.EventsPerPkt)
 	fmt.Fprintf(w, "  peak RSS                      %.0f MiB\n", r.PeakRSSMiB)
@@ -270,6 +274,22 @@ func benchCluster(c *cli.Context, lab *labs.Lab, plan *partition.Plan) (*workloa
 	return cl, plan, err
 }
 
+// benchSetup builds the lab as benchCluster does and returns the wall and
+// CPU time it took (profiled with --setupprofile).
+func benchSetup(c *cli.Context, lab *labs.Lab, plan *partition.Plan) (*workload.Cluster, *partition.Plan, time.Duration, time.Duration, error) {
+	stop, err := startCPUProfile(c.String("setupprofile"))
+	if err != nil {
+		return nil, nil, 0, 0, err
+	}
+	cpu := cpuTime()
+	start := time.Now()
+	cl, plan, err := benchCluster(c, lab, plan)
+	wall := time.Since(start)
+	cpu = cpuTime() - cpu
+	stop()
+	return cl, plan, wall, cpu, err
+}
+
 // benchDigest is a result's fingerprint: the workload's JSON and every
 // NIC's counters, as TestPartitionedLabSameRun compares them.
 func benchDigest(res any, cl *workload.Cluster) (string, error) {
@@ -306,8 +326,7 @@ func benchOne(c *cli.Context, name string, parts int) (*benchResult, error) {
 	plan := planPartitions(c.App.ErrWriter, "bench", lab, asked, false, "")
 	runtime.GC()
 	heap0 := heapInUse()
-	setup := time.Now()
-	cl, plan, err := benchCluster(c, lab, plan)
+	cl, plan, setupWall, setupCPU, err := benchSetup(c, lab, plan)
 	if err != nil {
 		return nil, err
 	}
@@ -318,7 +337,6 @@ func benchOne(c *cli.Context, name string, parts int) (*benchResult, error) {
 		}
 		return loop.Fired()
 	}
-	setupWall := time.Since(setup)
 	runtime.GC()
 	heap1 := heapInUse()
 	hosts := len(cl.NICs)
@@ -334,17 +352,11 @@ func benchOne(c *cli.Context, name string, parts int) (*benchResult, error) {
 	}, nil)
 	loop.Arm(&sample, 10*sim.Microsecond)
 
-	if f := c.String("cpuprofile"); f != "" {
-		out, err := os.Create(f)
-		if err != nil {
-			return nil, fmt.Errorf("bench: %w", err)
-		}
-		defer out.Close()
-		if err := pprof.StartCPUProfile(out); err != nil {
-			return nil, fmt.Errorf("bench: %w", err)
-		}
-		defer pprof.StopCPUProfile()
+	stopProfile, err := startCPUProfile(c.String("cpuprofile"))
+	if err != nil {
+		return nil, err
 	}
+	defer stopProfile()
 	fired0 := fired()
 	cpu0 := cpuTime()
 	start := time.Now()
@@ -369,7 +381,7 @@ func benchOne(c *cli.Context, name string, parts int) (*benchResult, error) {
 	pkts, retx := benchDataPackets(cl.NICs)
 	events := fired() - fired0
 	r := &benchResult{
-		Lab: lab.Name, Hosts: hosts, Payload: mode.String(), SetupSeconds: setupWall.Seconds(),
+		Lab: lab.Name, Hosts: hosts, Payload: mode.String(), SetupSeconds: setupWall.Seconds(), SetupCPUSeconds: setupCPU.Seconds(),
 		DataPackets: pkts, Retransmits: retx,
 		WallSeconds: wall.Seconds(), PacketsPerSec: float64(pkts) / wall.Seconds(),
 		Events: events, EventsPerPkt: float64(events) / float64(max(pkts, 1)),
@@ -435,6 +447,30 @@ func cpuTime() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// startCPUProfile starts a CPU profile into file f (none when f is empty)
+// and returns what stops it and closes the file; calling that again does
+// nothing.
+func startCPUProfile(f string) (stop func(), err error) {
+	if f == "" {
+		return func() {}, nil
+	}
+	out, err := os.Create(f)
+	if err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	if err := pprof.StartCPUProfile(out); err != nil {
+		out.Close()
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			pprof.StopCPUProfile()
+			out.Close()
+		})
+	}, nil
 }
 
 // peakRSS returns the process's peak resident set size in bytes.
