@@ -24,9 +24,11 @@ import (
 // Two runs in one lab, one after the other, so their ratio is the cost of
 // the programs' side: the lab's own run (in its loop: POST /perf), then
 // `mrlab perf` (two programs on the hosts' verbs endpoints). The in-loop
-// run is asserted whatever the machine's load, once the lab kept real
-// time during it (a lab that kept real time runs its transports as sim
-// does: under 0.9 of the bound is a fault of the lab, not of the load).
+// run is asserted whatever the machine's load: it involves no program
+// and no kernel, so its goodput in lab time is the lab's transports' as
+// sim runs them (0.977 at load 16-18, where the loop fell 39-69 ms behind
+// the wall clock; the events it ran were the same), and under 0.9 of the
+// bound is a fault of the live engine, not of the load.
 // The `mrlab perf` figure needs CPU for two programs besides the lab: it
 // skips, saying why, when the lab fell behind during it or its client
 // waited for a CPU (CLIENT STARVED, the machine's load), and is a known
@@ -73,8 +75,8 @@ func TestLivePerfAcrossSpines(t *testing.T) {
 	if !in.Verified || in.Errors != 0 {
 		t.Fatalf("in-loop run: status %q, verified %v, %d errors", in.Status, in.Verified, in.Errors)
 	}
-	if !in.Timing.Lagging() && inRatio < 0.9 {
-		t.Errorf("in-loop MetaRoCE write_bw h0 -> %s moved %.3f of 2 planes x the cap while the lab kept real time (sim: 0.975; want >= 0.9)", to, inRatio)
+	if inRatio < 0.9 {
+		t.Errorf("in-loop MetaRoCE write_bw h0 -> %s moved %.3f of 2 planes x the cap in lab time (sim: 0.975; want >= 0.9)", to, inRatio)
 	}
 
 	// mrlab perf, as a user runs it.
