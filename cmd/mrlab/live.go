@@ -482,6 +482,11 @@ func statusReport(s live.Status, allLinks bool) *Report {
 	r.Fact("events_late", "events late", s.Lag.EventsLate)
 	r.Fact("max_lag", "max lag", s.Lag.MaxLag.String())
 	r.Fact("packets_late", "packets late", s.Lag.PacketsLate)
+	// How the loop read the hosts' kernels: rounds that found packets,
+	// and looks cut short by their budget with packets still queued (a
+	// loop that could not keep up with its senders).
+	r.Fact("look_rounds", "kernel read rounds", s.Lag.LookRounds)
+	r.Fact("looks_cut", "kernel looks cut", s.Lag.LooksCut)
 	if s.Lag.Warnings > 0 {
 		r.Fact("lag_warnings", "WARNING", fmt.Sprintf("could not keep real time in %d periods: delays and rates are distorted", s.Lag.Warnings))
 	}

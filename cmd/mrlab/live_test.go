@@ -641,3 +641,29 @@ func labStatus(t *testing.T, dir, name string) live.Status {
 	}
 	return st
 }
+
+// TestStatusShowsKernelLooks: status says how the loop read the hosts'
+// kernels (rounds that found packets, looks cut by their budget), in its
+// text and its JSON, with the loop's own counts.
+func TestStatusShowsKernelLooks(t *testing.T) {
+	r := statusReport(live.Status{Lab: "x", Lag: live.LagStats{LookRounds: 12345, LooksCut: 67}}, false)
+	var text, js strings.Builder
+	if err := r.WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"kernel read rounds:", "12345", "kernel looks cut:", "67"} {
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("status text lacks %q:\n%s", want, text.String())
+		}
+	}
+	if err := r.WriteJSON(&js); err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Rounds uint64 `json:"look_rounds"`
+		Cut    uint64 `json:"looks_cut"`
+	}
+	if err := json.Unmarshal([]byte(js.String()), &got); err != nil || got.Rounds != 12345 || got.Cut != 67 {
+		t.Errorf("status JSON: rounds %d, cut %d (want 12345, 67), %v:\n%s", got.Rounds, got.Cut, err, js.String())
+	}
+}

@@ -52,9 +52,6 @@ type directInputs struct {
 	// average of its epoll_wait's wall time): a loop watching the clock
 	// for an event closer than that does not look (spinLook).
 	lookCost time.Duration
-	// rounds counts the rounds of looks that found packets, cut the looks
-	// that ended on their budget with devices still readable (metrics).
-	rounds, cut uint64
 	// backlog: the last look found packets, so the next drains.
 	backlog bool
 }
@@ -156,7 +153,7 @@ func (p *Pacer) pollInputs() bool {
 			return got
 		}
 		got = true
-		d.rounds++
+		p.lag.LookRounds++
 		if !d.backlog {
 			// The look before found nothing: no queue is building up,
 			// and asking for more would cost a call per look that
@@ -166,7 +163,7 @@ func (p *Pacer) pollInputs() bool {
 		}
 		p.flush()
 		if time.Duration(p.elapsed()-start) >= p.lookBudget() {
-			d.cut++
+			p.lag.LooksCut++
 			return true
 		}
 	}

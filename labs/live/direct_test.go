@@ -70,6 +70,11 @@ func TestDirectLookDrains(t *testing.T) {
 	if p.pollInputs() || reads != 5 {
 		t.Fatalf("the look after it read %d times, want none (the queue is empty)", reads-5)
 	}
+	// Status's counters: a round for each of the 5 reads, none cut.
+	p.publish()
+	if l := p.Lag(); l.LookRounds != 5 || l.LooksCut != 0 {
+		t.Fatalf("after 5 packets read in 5 rounds: status says %d rounds, %d looks cut; want 5, 0", l.LookRounds, l.LooksCut)
+	}
 
 	// A kernel that never runs dry: the second look ends on its budget.
 	endless = true
@@ -81,8 +86,8 @@ func TestDirectLookDrains(t *testing.T) {
 	if !p.pollInputs() {
 		t.Fatal("a readable device was not read")
 	}
-	if took := time.Since(start); reads < 8 || p.direct.cut != 1 || took < p.lookBudget() {
-		t.Fatalf("an endless device: the look read %d times in %v and was cut %d times; want more than one round, ended by its budget of %v", reads-6, took, p.direct.cut, p.lookBudget())
+	if took := time.Since(start); reads < 8 || p.lag.LooksCut != 1 || took < p.lookBudget() {
+		t.Fatalf("an endless device: the look read %d times in %v and was cut %d times; want more than one round, ended by its budget of %v", reads-6, took, p.lag.LooksCut, p.lookBudget())
 	}
 	// Empty it, and the sleep below is the first wake-up after an empty
 	// look.

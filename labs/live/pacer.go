@@ -75,6 +75,13 @@ type LagStats struct {
 	// WakeLatency is the worst timer wake-up latency of the loop's
 	// thread in the last complete window (the measure Spin follows).
 	WakeLatency time.Duration `json:"wake_latency_ns"`
+	// LookRounds counts the rounds of reads of the hosts' kernels that
+	// found packets (direct.go: one read per readable device a round).
+	LookRounds uint64 `json:"look_rounds"`
+	// LooksCut counts the looks that ended on their budget with devices
+	// still readable: the loop read the kernels as fast as it could and
+	// still left packets queued (their senders' mr0 rings fill next).
+	LooksCut uint64 `json:"looks_cut"`
 }
 
 // Pacer owns a sim.Loop and runs it paced to the wall clock: virtual time is

@@ -104,9 +104,14 @@ func udpDropsWhere(r iperf3Result, before, after Status, rcv uint64) string {
 }
 
 // udpRcvbufErrors is ns's count of UDP datagrams dropped at a full socket
-// receive buffer (/proc/net/snmp's Udp RcvbufErrors, read by a process
-// started in ns: it sees ns's /proc/net).
+// receive buffer (/proc/net/snmp's Udp RcvbufErrors).
 func udpRcvbufErrors(t testing.TB, ns *hostns.Namespace) uint64 {
+	return snmpCounter(t, ns, "Udp", "RcvbufErrors")
+}
+
+// snmpCounter is ns's counter name of protocol proto (Udp, Tcp) in
+// /proc/net/snmp, read by a process started in ns: it sees ns's /proc/net.
+func snmpCounter(t testing.TB, ns *hostns.Namespace, proto, name string) uint64 {
 	t.Helper()
 	var out strings.Builder
 	cmd := exec.Command("cat", "/proc/net/snmp")
@@ -120,7 +125,7 @@ func udpRcvbufErrors(t testing.TB, ns *hostns.Namespace) uint64 {
 	var names []string
 	for _, line := range strings.Split(out.String(), "\n") {
 		f := strings.Fields(line)
-		if len(f) == 0 || f[0] != "Udp:" {
+		if len(f) == 0 || f[0] != proto+":" {
 			continue
 		}
 		if names == nil {
@@ -128,7 +133,7 @@ func udpRcvbufErrors(t testing.TB, ns *hostns.Namespace) uint64 {
 			continue
 		}
 		for i, n := range names {
-			if n == "RcvbufErrors" && i < len(f) {
+			if n == name && i < len(f) {
 				v, err := strconv.ParseUint(f[i], 10, 64)
 				if err != nil {
 					t.Fatalf("/proc/net/snmp in %s: %v", ns.Name(), err)
@@ -137,6 +142,6 @@ func udpRcvbufErrors(t testing.TB, ns *hostns.Namespace) uint64 {
 			}
 		}
 	}
-	t.Fatalf("no Udp RcvbufErrors in %s's /proc/net/snmp", ns.Name())
+	t.Fatalf("no %s %s in %s's /proc/net/snmp", proto, name, ns.Name())
 	return 0
 }
