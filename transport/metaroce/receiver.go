@@ -147,7 +147,7 @@ func (c *Conn) onProbe(h wire.Header, rx transport.RxMeta) {
 // 2,004 of 16,384 carried a packet). A path's state before its first
 // packet is the zero rcvPath, so allocating it then changes nothing.
 func (c *Conn) rcvPaths(pid int) bool {
-	if pid >= c.peerPaths {
+	if pid >= int(c.peerPaths) {
 		return false
 	}
 	if c.r.paths == nil {
@@ -207,7 +207,9 @@ func (c *Conn) onData(d wire.Data, rx transport.RxMeta) {
 		return
 	}
 	c.st.dataReceived++
-	c.noteArrival(d.Flags()&wire.FlagRetx != 0)
+	if retx := d.Flags()&wire.FlagRetx != 0; retx || res != consumedDup {
+		c.noteArrival(retx) // not a proactive copy whose twin came first (redundancy.go)
+	}
 	out := rp.sack.add(psn)
 	rp.rx++
 	rp.port, rp.sport, rp.echoTS, rp.arrived = rx.Port, rx.SrcPort, d.TS(), c.now

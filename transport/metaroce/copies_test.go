@@ -1,0 +1,99 @@
+package metaroce_test
+
+import (
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"testing"
+
+	"github.com/mrlab/mrlab/internal/sim"
+	"github.com/mrlab/mrlab/transport"
+	"github.com/mrlab/mrlab/transport/metaroce"
+)
+
+// shallowCase is one bed of TestTargetShallowLoss.
+type shallowCase struct {
+	name    string
+	b       bed
+	size    int
+	streams int
+	loss    float64
+}
+
+func shallowCases() []shallowCase {
+	leafspine := bed{topo: "leafspine", rate: 100e9, hpl: 2, spines: 2}
+	long := leafspine
+	long.delay = 10 * sim.Microsecond
+	return []shallowCase{
+		{"leafspine 4KiB", leafspine, 4 << 10, 1, 0.01},
+		{"leafspine 4KiB", leafspine, 4 << 10, 16, 0.1},
+		{"leafspine 10us 64KiB", long, 64 << 10, 1, 0.01},
+		{"leafspine 4KiB", leafspine, 4 << 10, 16, 0.01},
+		{"leafspine 10us 64KiB", long, 64 << 10, 16, 0.01},
+	}
+}
+
+func (c shallowCase) run(t *testing.T, loss float64, seed uint64, faults metaroce.Faults) outcome {
+	b := c.b
+	b.loss = lossModel(loss, false)
+	spec := b.bulk(transport.MetaRoCE, 200)
+	spec.Size, spec.QueueDepth, spec.Streams = c.size, 16, c.streams
+	spec.Duration = max(spec.Duration, sim.Millisecond)
+	return b.run(t, job{spec: spec, seed: seed, faults: faults})
+}
+
+func copiesSent(o outcome) (copies, data uint64) {
+	for _, nic := range o.cl.NICs {
+		for _, c := range nic.Conns() {
+			if mc, ok := c.Transport().(*metaroce.Conn); ok {
+				st := mc.Stats()
+				copies += st.Copies
+				data += st.DataPacketsSent
+			}
+		}
+	}
+	return copies, data
+}
+
+// TestCopiesSeeds measures the shallow-loss beds with and without
+// proactive copies over MRLAB_COPY_SEEDS seeds (a measurement, not run by
+// default).
+func TestCopiesSeeds(t *testing.T) {
+	n, _ := strconv.Atoi(os.Getenv("MRLAB_COPY_SEEDS"))
+	if n == 0 {
+		t.Skip("set MRLAB_COPY_SEEDS")
+	}
+	for _, c := range shallowCases() {
+		t.Run(fmt.Sprintf("%s %d streams %g%%", c.name, c.streams, 100*c.loss), func(t *testing.T) {
+			var before, after []float64
+			for seed := uint64(1); seed <= uint64(n); seed++ {
+				free := c.run(t, 0, seed, nil)
+				freeOff := c.run(t, 0, seed, metaroce.MutNoCopies)
+				off := c.run(t, c.loss, seed, metaroce.MutNoCopies)
+				on := c.run(t, c.loss, seed, nil)
+				cp, data := copiesSent(on)
+				fcp, _ := copiesSent(free)
+				before = append(before, off.goodput/free.goodput)
+				after = append(after, on.goodput/free.goodput)
+				t.Logf("seed %d: loss-free %.2f Gb/s (without the rule %.2f, %d copies), %.3f -> %.3f (%d copies of %d data packets)",
+					seed, free.goodput/1e9, freeOff.goodput/1e9, fcp, off.goodput/free.goodput, on.goodput/free.goodput, cp, data)
+			}
+			t.Logf("median (worst) %.3f (%.3f) -> %.3f (%.3f)", median(before), minOf(before), median(after), minOf(after))
+		})
+	}
+}
+
+func median(x []float64) float64 {
+	y := append([]float64(nil), x...)
+	sort.Float64s(y)
+	return y[len(y)/2]
+}
+
+func minOf(x []float64) float64 {
+	m := x[0]
+	for _, v := range x {
+		m = min(m, v)
+	}
+	return m
+}

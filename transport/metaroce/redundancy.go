@@ -1,0 +1,118 @@
+package metaroce
+
+import "github.com/mrlab/mrlab/transport/metaroce/wire"
+
+// Proactive copies (spec §10, "Copies while the share is unused").
+//
+// A connection with few messages outstanding (an application-limited
+// one) leaves part of its share unused, and each loss it suffers holds
+// its stream's in-order completion for about two round trips: one to find
+// the loss (no signal shows it sooner: the one-RTT oracle of
+// TestTargetShallowLoss), one to repair it. Under measured loss such a
+// connection spends its own unused share on a second transmission of
+// each chunk it has outstanding, under a new PSN on another path, so a
+// chunk is late only when both are lost.
+//
+// The rule, from measured quantities only:
+//   - loss: the connection's measured loss rate p is at least
+//     copyLossFloor (1e-3), i.e. one transmission per chunk fails the
+//     chance rule (p^1 not below 1e-3; §10 Chance count). Loss-free (p
+//     below it, every loss-free run) nothing changes.
+//   - room: nothing else to send (no lost PSN waiting, no moved chunk
+//     queued, no new chunk to cut or none that fits) and the bytes on the
+//     wire, the chunks in flight plus the copies not yet settled
+//     (copyFlight), stay within the share's bandwidth-delay product, R x
+//     the base RTT, R the rate the connection is paced at (the receiver's
+//     share, capped by the line and by congestion control). Copies go
+//     through the same pacer as data, so the connection's sending rate
+//     stays at most R: it spends only what it was given and does not use.
+//   - which: the oldest chunk whose only transmission is its first one and
+//     is still in flight, once each (a cursor over the DSNs).
+//
+// The copy takes the original's place as the chunk's transmission (the
+// original's PSN becomes a filler, as after a tail-loss probe): whichever
+// of the two is acknowledged first settles the chunk (§10 Earlier copies),
+// the receiver places it once (the DSN window), and a filler found lost
+// is closed with a bare PROBE, never resent with payload. A copy carries
+// no RETX: it is not a retransmission, and the receiver's loss estimate
+// (§4, the fraction of arrivals that are retransmissions) ignores a
+// non-RETX arrival whose chunk was already placed (the copy that came
+// second), so copies neither raise nor dilute it and the ACK redundancy
+// rule does not feed on them. The sender's own loss rate counts copies
+// like any packet (sent and, if lost, lost): a per-packet rate that
+// copies do not move.
+
+// copyLossFloor is the measured loss rate from which a chunk is sent
+// twice: the chance bound (1e-3) of a single transmission.
+const copyLossFloor = 1e-3
+
+// sendCopy sends one proactive copy on port if the rule above allows,
+// returning its size and path (0, nil if none went).
+func (c *Conn) sendCopy(port int, b []byte) (int, *sndPath) {
+	if !c.s.heard || c.lossRate() < copyLossFloor || c.mutated(MutNoCopies) {
+		return 0, nil
+	}
+	if int(c.s.rexHead) < len(c.s.rexmit) || c.s.lostSet != [4]uint64{} {
+		return 0, nil // resends first, whichever port they wait for
+	}
+	bdp := int(c.paceRate() * c.baseRTT().Seconds())
+	if wire.Seq(c.copyNext).Before(wire.Seq(c.s.dsnBase)) {
+		c.copyNext = c.s.dsnBase
+	}
+	for ; c.copyNext != c.s.dsnNext; c.copyNext++ {
+		dsn := c.copyNext
+		ch := c.chunk(dsn)
+		if ch.where != chunkOnPath || ch.tx != 1 || ch.copied || ch.abort {
+			continue
+		}
+		p := &c.s.paths[ch.path]
+		if ch.gen != p.gen || !p.sb.outstanding(ch.psn) {
+			continue
+		}
+		if e := p.sb.entry(ch.psn); e.kind != sbData || !e.counts() {
+			continue // acknowledged, found lost or presumed gone: recovery's
+		}
+		size := int(ch.size)
+		if c.s.inflight+int(c.copyFlight)+size > bdp {
+			return 0, nil
+		}
+		q := c.pickCopyPath(port, p)
+		if q == nil {
+			return 0, nil // another port may have a path for it
+		}
+		c.s.inflight -= p.sb.move(ch.psn)
+		ch.copied = true
+		c.copyFlight += int32(size)
+		c.copies++
+		c.copyNext++
+		if c.cfg.Trace != nil {
+			c.tracef("path %d: copy of dsn %d (psn %d on path %d)", q.id, dsn, ch.psn, p.id)
+		}
+		return c.sendChunkAs(q, dsn, b, 0, true), q
+	}
+	return 0, nil
+}
+
+// pickCopyPath chooses the path of port's plane that carries a copy of a
+// chunk sent on orig: the first after orig (so copies spread as the
+// originals do) that takes data, has SACK-window room and is delivering
+// (healthy: a copy on a path that stopped answering would be the one
+// lost), never orig itself.
+func (c *Conn) pickCopyPath(port int, orig *sndPath) *sndPath {
+	ports := c.cfg.Ports
+	n := (len(c.s.paths) - port + ports - 1) / ports
+	k := 0
+	if int(orig.id)%ports == port {
+		k = int(orig.id) / ports
+	}
+	for tries := 0; tries < n; tries++ {
+		if k++; k >= n {
+			k = 0
+		}
+		q := &c.s.paths[port+k*ports]
+		if q != orig && q.usable() && q.sb.room() && c.healthy(q) {
+			return q
+		}
+	}
+	return nil
+}
