@@ -155,7 +155,9 @@
 // on another path that delivers. The copy takes the original's place (the
 // old PSN becomes a filler, as after a tail-loss probe), so whichever copy
 // is acknowledged first settles the chunk and a lost filler is closed by
-// a bare probe. Copies go through the pacer at R and are not in the
+// a bare probe. Not while congestion control holds R below the share,
+// the receiver is BUSY, or a path the connection used is out of service.
+// Copies go through the pacer at R and are not in the
 // demand the receiver allocates by, so they spend only the connection's
 // own unused share. A copy carries no RETX, and the receiver's loss
 // estimate skips a non-RETX arrival whose chunk was already placed, so

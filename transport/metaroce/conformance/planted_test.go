@@ -28,6 +28,7 @@ func TestScriptsKillTheirFaults(t *testing.T) {
 		{"path-gray-repath", metaroce.MutNoGrayRepath},
 		{"path-even-loss-stays", metaroce.MutRepathAnyLoss},
 		{"paths-active-by-window", metaroce.MutNoPathCap},
+		{"copy-unused-share", metaroce.MutNoCopies},
 	} {
 		t.Run(c.script, func(t *testing.T) {
 			s := byName[c.script]
