@@ -159,9 +159,10 @@
 // the receiver is BUSY, or a path the connection used is out of service.
 // Copies go through the pacer at R and are not in the
 // demand the receiver allocates by, so they spend only the connection's
-// own unused share. A copy carries no RETX, and the receiver's loss
-// estimate skips a non-RETX arrival whose chunk was already placed, so
-// copies do not move the ACK redundancy rule. Loss-free nothing changes.
+// own unused share. A copy carries no RETX; the receiver's loss estimate
+// counts a lost copy by its filler's RETX probe, so it stays the
+// per-packet loss and the ACK redundancy rule does not feed on copies.
+// Loss-free nothing changes.
 //
 // # Path health
 //

@@ -131,9 +131,17 @@ func (c *Conn) onProbe(h wire.Header, rx transport.RxMeta) {
 		c.st.dropStale++
 		return
 	}
-	if rp.sack.add(h.PSN()) == sackTooFar {
+	out := rp.sack.add(h.PSN())
+	if out == sackTooFar {
 		c.st.dropWindow++
 		return
+	}
+	if h.Flags()&wire.FlagRetx != 0 && out != sackDup {
+		// A filler sent again: the PSN's data transmission was lost (a
+		// proactive copy's twin, or a chunk a probe or move sent again),
+		// a retransmission in the loss estimate like a data one (§4), so
+		// that copies do not hide the losses the ACKs also suffer.
+		c.noteArrival(true)
 	}
 	rp.port, rp.sport = rx.Port, rx.SrcPort // a probe's answer echoes the latest data packet
 	c.owe(pid)
@@ -207,9 +215,7 @@ func (c *Conn) onData(d wire.Data, rx transport.RxMeta) {
 		return
 	}
 	c.st.dataReceived++
-	if retx := d.Flags()&wire.FlagRetx != 0; retx || res != consumedDup {
-		c.noteArrival(retx) // not a proactive copy whose twin came first (redundancy.go)
-	}
+	c.noteArrival(d.Flags()&wire.FlagRetx != 0)
 	out := rp.sack.add(psn)
 	rp.rx++
 	rp.port, rp.sport, rp.echoTS, rp.arrived = rx.Port, rx.SrcPort, d.TS(), c.now
