@@ -102,6 +102,9 @@ const (
 	// MutNoCopies: a connection with measured loss and unused share sends
 	// no proactive copies (§10 Copies while the share is unused).
 	MutNoCopies
+	// MutNoRetxProbeLoss: the receiver's loss estimate ignores PROBEs
+	// flagged RETX (§4 ACK policy).
+	MutNoRetxProbeLoss
 )
 
 // mutated reports whether the connection breaks rule m (a planted fault).
@@ -221,6 +224,6 @@ func Mutations() []NamedMutation {
 		{"no-ackreq", MutNoAckReq}, {"sack-first-word", MutSACKFirstWord}, {"read-retx-stale", MutReadRetxStale},
 		{"no-gray-repath", MutNoGrayRepath}, {"repath-any-loss", MutRepathAnyLoss},
 		{"no-path-cap", MutNoPathCap}, {"no-ack-spacing", MutNoAckSpacing},
-		{"no-copies", MutNoCopies},
+		{"no-copies", MutNoCopies}, {"no-retx-probe-loss", MutNoRetxProbeLoss},
 	}
 }

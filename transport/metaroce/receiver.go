@@ -136,7 +136,7 @@ func (c *Conn) onProbe(h wire.Header, rx transport.RxMeta) {
 		c.st.dropWindow++
 		return
 	}
-	if h.Flags()&wire.FlagRetx != 0 && out != sackDup {
+	if h.Flags()&wire.FlagRetx != 0 && out != sackDup && !c.mutated(MutNoRetxProbeLoss) {
 		// A filler sent again: the PSN's data transmission was lost (a
 		// proactive copy's twin, or a chunk a probe or move sent again),
 		// a retransmission in the loss estimate like a data one (§4), so

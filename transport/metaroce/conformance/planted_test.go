@@ -29,6 +29,7 @@ func TestScriptsKillTheirFaults(t *testing.T) {
 		{"path-even-loss-stays", metaroce.MutRepathAnyLoss},
 		{"paths-active-by-window", metaroce.MutNoPathCap},
 		{"copy-unused-share", metaroce.MutNoCopies},
+		{"ack-retx-probe-counts", metaroce.MutNoRetxProbeLoss},
 	} {
 		t.Run(c.script, func(t *testing.T) {
 			s := byName[c.script]
