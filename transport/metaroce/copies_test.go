@@ -57,14 +57,18 @@ func copiesSent(o outcome) (copies, data uint64) {
 }
 
 // TestCopiesSeeds measures the shallow-loss beds with and without
-// proactive copies over MRLAB_COPY_SEEDS seeds (a measurement, not run by
-// default).
+// proactive copies over MRLAB_COPY_SEEDS seeds, at MRLAB_COPY_RATE bits/s
+// per link if set (a measurement, not run by default).
 func TestCopiesSeeds(t *testing.T) {
 	n, _ := strconv.Atoi(os.Getenv("MRLAB_COPY_SEEDS"))
 	if n == 0 {
 		t.Skip("set MRLAB_COPY_SEEDS")
 	}
+	rate, _ := strconv.ParseFloat(os.Getenv("MRLAB_COPY_RATE"), 64) // bits/s; 0: the beds' 100 Gbit/s
 	for _, c := range shallowCases() {
+		if rate > 0 {
+			c.b.rate = rate
+		}
 		t.Run(fmt.Sprintf("%s %d streams %g%%", c.name, c.streams, 100*c.loss), func(t *testing.T) {
 			var before, after []float64
 			for seed := uint64(1); seed <= uint64(n); seed++ {
