@@ -65,11 +65,6 @@ func (c *Conn) sendCopy(port int, b []byte) (int, *sndPath) {
 	if int(c.s.rexHead) < len(c.s.rexmit) || c.s.lostSet != [4]uint64{} {
 		return 0, nil // resends first, whichever port they wait for
 	}
-	for i := range c.s.paths {
-		if p := &c.s.paths[i]; p.used() && (p.state != PathActive || p.suspect) {
-			return 0, nil // a path out of service: its timers' work, not chance
-		}
-	}
 	bdp := int(c.paceRate() * c.baseRTT().Seconds())
 	if wire.Seq(c.copyNext).Before(wire.Seq(c.s.dsnBase)) {
 		c.copyNext = c.s.dsnBase
@@ -88,7 +83,7 @@ func (c *Conn) sendCopy(port int, b []byte) (int, *sndPath) {
 			continue // acknowledged, found lost or presumed gone: recovery's
 		}
 		size := int(ch.size)
-		if c.s.inflight+int(c.copyFlight)+size > bdp {
+		if c.s.inflight+int(c.copyFlight)+size > bdp || !c.allInService() {
 			return 0, nil
 		}
 		q := c.pickCopyPath(port, p)
@@ -106,6 +101,19 @@ func (c *Conn) sendCopy(port int, b []byte) (int, *sndPath) {
 		return c.sendChunkAs(q, dsn, b, 0, true), q
 	}
 	return 0, nil
+}
+
+// allInService reports whether every path the connection used is in
+// service (not suspect, probing or failed): loss on a path out of service
+// is its timers' work, not chance. It reads every path, so sendCopy asks
+// it only once a copy is due.
+func (c *Conn) allInService() bool {
+	for i := range c.s.paths {
+		if p := &c.s.paths[i]; p.used() && (p.state != PathActive || p.suspect) {
+			return false
+		}
+	}
+	return true
 }
 
 // pickCopyPath chooses the path of port's plane that carries a copy of a
