@@ -37,10 +37,19 @@ type Conn struct {
 	ackDelay     sim.Time // the longest we hold an ACK (Options.AckDelay or derived)
 	peerAckDelay sim.Time // the longest the peer holds one (from its SYN or SYN_ACK)
 
-	// What the peer accepts from us.
-	peerPaths int
-	msgWindow int
-	dsnWindow int
+	// What the peer accepts from us (int32: the room the proactive copies'
+	// state below takes, keeping Conn in its size class).
+	peerPaths int32
+	msgWindow int32
+	dsnWindow int32
+
+	// Proactive copies (redundancy.go): copyNext is the first DSN not yet
+	// considered for a copy, copyFlight the payload bytes of chunks copied
+	// and not yet settled (the second transmission's wire, which the
+	// window does not count), copies how many copies went.
+	copyNext   uint32
+	copyFlight int32
+	copies     uint32
 
 	// timers is a private timer heap; Deadline is its earliest entry.
 	timers    sim.Loop

@@ -147,6 +147,23 @@
 // under heavy loss it grows just enough that random loss alone does not
 // trip it.
 //
+// Proactive copies (redundancy.go): a connection whose measured loss rate
+// is at least 1e-3 (one transmission fails the chance bound) and that has
+// nothing else to send, with its chunks in flight plus the copies not yet
+// settled below its share's bandwidth-delay product (R x base RTT), sends
+// its oldest outstanding chunk not yet copied once more, under a new PSN
+// on another path that delivers. The copy takes the original's place (the
+// old PSN becomes a filler, as after a tail-loss probe), so whichever copy
+// is acknowledged first settles the chunk and a lost filler is closed by
+// a bare probe. Not while congestion control holds R below the share,
+// the receiver is BUSY, or a path the connection used is out of service.
+// Copies go through the pacer at R and are not in the
+// demand the receiver allocates by, so they spend only the connection's
+// own unused share. A copy carries no RETX; the receiver's loss estimate
+// counts a lost copy by its filler's RETX probe, so it stays the
+// per-packet loss and the ACK redundancy rule does not feed on copies.
+// Loss-free nothing changes.
+//
 // # Path health
 //
 // A path whose losses on its current entropy are too many to be chance at

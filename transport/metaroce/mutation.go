@@ -99,6 +99,12 @@ const (
 	// MutNoAckSpacing: no extra ACK copy a packet time after an ACK that
 	// leaves paths owed under measured loss (§4 ACK policy).
 	MutNoAckSpacing
+	// MutNoCopies: a connection with measured loss and unused share sends
+	// no proactive copies (§10 Copies while the share is unused).
+	MutNoCopies
+	// MutNoRetxProbeLoss: the receiver's loss estimate ignores PROBEs
+	// flagged RETX (§4 ACK policy).
+	MutNoRetxProbeLoss
 )
 
 // mutated reports whether the connection breaks rule m (a planted fault).
@@ -218,5 +224,6 @@ func Mutations() []NamedMutation {
 		{"no-ackreq", MutNoAckReq}, {"sack-first-word", MutSACKFirstWord}, {"read-retx-stale", MutReadRetxStale},
 		{"no-gray-repath", MutNoGrayRepath}, {"repath-any-loss", MutRepathAnyLoss},
 		{"no-path-cap", MutNoPathCap}, {"no-ack-spacing", MutNoAckSpacing},
+		{"no-copies", MutNoCopies}, {"no-retx-probe-loss", MutNoRetxProbeLoss},
 	}
 }

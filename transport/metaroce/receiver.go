@@ -131,9 +131,17 @@ func (c *Conn) onProbe(h wire.Header, rx transport.RxMeta) {
 		c.st.dropStale++
 		return
 	}
-	if rp.sack.add(h.PSN()) == sackTooFar {
+	out := rp.sack.add(h.PSN())
+	if out == sackTooFar {
 		c.st.dropWindow++
 		return
+	}
+	if h.Flags()&wire.FlagRetx != 0 && out != sackDup && !c.mutated(MutNoRetxProbeLoss) {
+		// A filler sent again: the PSN's data transmission was lost (a
+		// proactive copy's twin, or a chunk a probe or move sent again),
+		// a retransmission in the loss estimate like a data one (§4), so
+		// that copies do not hide the losses the ACKs also suffer.
+		c.noteArrival(true)
 	}
 	rp.port, rp.sport = rx.Port, rx.SrcPort // a probe's answer echoes the latest data packet
 	c.owe(pid)
@@ -147,7 +155,7 @@ func (c *Conn) onProbe(h wire.Header, rx transport.RxMeta) {
 // 2,004 of 16,384 carried a packet). A path's state before its first
 // packet is the zero rcvPath, so allocating it then changes nothing.
 func (c *Conn) rcvPaths(pid int) bool {
-	if pid >= c.peerPaths {
+	if pid >= int(c.peerPaths) {
 		return false
 	}
 	if c.r.paths == nil {

@@ -104,6 +104,9 @@ type job struct {
 	// after the packet was sent (Conn.OracleLostAfterRTT): the bound of
 	// loss detection that needs a later packet's ACK.
 	oracleRTT bool
+	// faults, if set, plants faults in every MetaRoCE end (a rule turned
+	// off: its before figure in the same run).
+	faults metaroce.Faults
 }
 
 // lossOracle is the fabric observer behind job.oracle.
@@ -189,7 +192,7 @@ func (b bed) run(t *testing.T, j job) outcome {
 	for 4096*float64(int(1)<<ropts.Timeout) < 4*rtt {
 		ropts.Timeout++
 	}
-	mopts := metaroce.Options{Paths: j.paths}
+	mopts := metaroce.Options{Paths: j.paths, Faults: j.faults}
 	cl, err := workload.NewCluster("bed", loop, pool, net, seed, workload.NICOptions{Protocols: func() []transport.Protocol {
 		return []transport.Protocol{metaroce.NewProtocol(mopts), rocev2.NewProtocol(ropts)}
 	}})

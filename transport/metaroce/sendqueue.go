@@ -160,6 +160,7 @@ type chunk struct {
 	round  uint8 // the message's RNR round when the chunk was last sent
 	where  chunkWhere
 	abort  bool // send as ABORT (its message failed)
+	copied bool // a proactive copy went (redundancy.go): counted in copyFlight until settled
 	status transport.Status
 }
 
@@ -375,7 +376,7 @@ func (c *Conn) chunkFailed(ch *chunk) (bool, transport.Status) {
 // nextChunkSize says what the next new chunk would be without cutting it:
 // from a message (job -1, msn) or a READ response (job).
 func (c *Conn) nextChunkSize() (job int32, msn uint32, size int, ok bool) {
-	if int(wire.Seq(c.s.dsnBase).Span(wire.Seq(c.s.dsnNext))) >= c.dsnWindow {
+	if int(wire.Seq(c.s.dsnBase).Span(wire.Seq(c.s.dsnNext))) >= int(c.dsnWindow) {
 		return 0, 0, 0, false
 	}
 	// Skip messages that have nothing left to cut.
@@ -389,7 +390,7 @@ func (c *Conn) nextChunkSize() (job int32, msn uint32, size int, ok bool) {
 		}
 		c.s.segNext++
 	}
-	haveMsg := c.s.segNext != c.s.msnNext && int(wire.Seq(c.s.msnBase).Span(wire.Seq(c.s.segNext))) < c.msgWindow
+	haveMsg := c.s.segNext != c.s.msnNext && int(wire.Seq(c.s.msnBase).Span(wire.Seq(c.s.segNext))) < int(c.msgWindow)
 	haveResp := int(c.s.respHead) < len(c.s.respQ)
 	if haveResp && (!haveMsg || c.s.fromResp) {
 		j := c.s.respQ[c.s.respHead]
@@ -458,6 +459,10 @@ func (c *Conn) chunkResolved(dsn uint32) {
 
 	job, msn := ch.job, ch.msn
 	ch.where = chunkFree
+	if ch.copied {
+		ch.copied = false
+		c.copyFlight -= int32(ch.size)
+	}
 	for c.s.dsnBase != c.s.dsnNext && c.chunk(c.s.dsnBase).where == chunkFree {
 		c.s.dsnBase++
 	}
@@ -553,6 +558,7 @@ func (c *Conn) flushSender(status transport.Status, cause uint32, hasCause bool)
 	c.s.rexmit, c.s.rexHead, c.s.rnr = c.s.rexmit[:0], 0, c.s.rnr[:0]
 	c.s.respQ, c.s.respHead = c.s.respQ[:0], 0
 	c.s.inflight, c.s.unsent = 0, 0
+	c.copyFlight = 0
 	for i := range c.s.paths {
 		p := &c.s.paths[i]
 		if p.used() { // a path not used has nothing outstanding

@@ -150,12 +150,12 @@ func (c *Conn) ctlEcho() uint32 {
 // learnPeer takes the peer's parameters from its SYN or SYN_ACK.
 func (c *Conn) learnPeer(s wire.Setup) {
 	c.peer = s.SrcConn()
-	c.peerPaths = s.Paths()
+	c.peerPaths = int32(s.Paths())
 	c.mss = min(c.cfg.PathMTU, s.MTU())
-	c.msgWindow = min(c.opts.SendQueue, s.MsgWindow())
-	c.dsnWindow = min(c.opts.DSNWindow, s.DSNWindow())
+	c.msgWindow = int32(min(c.opts.SendQueue, s.MsgWindow()))
+	c.dsnWindow = int32(min(c.opts.DSNWindow, s.DSNWindow(), math.MaxInt32))
 	c.r.paths = nil // allocated on the first packet of a path (rcvPaths)
-	c.r.dirty = make([]uint64, (c.peerPaths+63)/64)
+	c.r.dirty = make([]uint64, (int(c.peerPaths)+63)/64)
 	c.r.lastOn = make([]int16, c.cfg.Ports)
 	for i := range c.r.lastOn {
 		c.r.lastOn[i] = -1

@@ -70,6 +70,10 @@ type ConnStats struct {
 	// record AckCopies times; these two make that visible.
 	RetxShare float64
 	AckCopies int
+	// Copies counts proactive copies sent: second transmissions of
+	// outstanding chunks while the connection's share had room under
+	// measured loss (spec §10, redundancy.go). Not in Retransmits.
+	Copies uint64
 }
 
 // Stats returns a snapshot of the connection's counters.
@@ -92,6 +96,7 @@ func (c *Conn) Stats() ConnStats {
 		RateHint: c.s.hint, InFlight: c.s.inflight, InFlightCap: c.window(),
 		SRTT: c.s.srtt, MinRTT: c.s.minRTT,
 		RetxShare: float64(c.r.lossQ) / 65536, AckCopies: int(c.ackRedundancy()),
+		Copies:       uint64(c.copies),
 		OpenMessages: int(wire.Seq(c.s.msnBase).Span(wire.Seq(c.s.msnNext))),
 		OpenChunks:   int(wire.Seq(c.s.dsnBase).Span(wire.Seq(c.s.dsnNext))),
 		PostedRecvs:  int(wire.Seq(c.r.rqBase).Span(wire.Seq(c.r.rqNext))),

@@ -53,6 +53,10 @@ func (c *Conn) transmitData(port int, b []byte) (int, transport.TxMeta) {
 			dsn := c.cutChunk(job, msn, size)
 			return c.dataSent(c.sendChunk(p, dsn, b, 0), p)
 		}
+		return 0, transport.TxMeta{}
+	}
+	if n, p := c.sendCopy(port, b); n > 0 { // nothing to send: the unused share (redundancy.go)
+		return c.dataSent(n, p)
 	}
 	return 0, transport.TxMeta{}
 }
@@ -223,6 +227,12 @@ func (c *Conn) flagPath(p *sndPath) {
 
 // sendChunk sends chunk dsn on path p under a new PSN.
 func (c *Conn) sendChunk(p *sndPath, dsn uint32, b []byte, extra wire.Flags) int {
+	return c.sendChunkAs(p, dsn, b, extra, false)
+}
+
+// sendChunkAs is sendChunk; a proactive copy (redundancy.go) is not a
+// retransmission: it goes without RETX and is not counted as one.
+func (c *Conn) sendChunkAs(p *sndPath, dsn uint32, b []byte, extra wire.Flags, copy bool) int {
 	c.use(p)
 	ch := c.chunk(dsn)
 	e := sbEntry{dsn: dsn, size: ch.size, kind: sbData, sentAt: c.now, order: c.nextOrder()}
@@ -238,14 +248,14 @@ func (c *Conn) sendChunk(p *sndPath, dsn uint32, b []byte, extra wire.Flags) int
 	if ch.job < 0 {
 		ch.round = c.msg(ch.msn).rnrTries
 	}
-	n := c.encodeChunk(b, p, psn, dsn, ch.tx > 1, extra)
+	n := c.encodeChunk(b, p, psn, dsn, ch.tx > 1 && !copy, extra)
 	if ch.abort && p.sb.entry(psn).kind == sbData { // gathering the payload failed
 		p.sb.strip(psn, sbAbort)
 	}
 	c.s.inflight += int(p.sb.entry(psn).size) // after encoding: demand counts the packet once
 	c.sentOnPath(p, n)
 	c.st.dataPackets++
-	if ch.tx > 1 {
+	if ch.tx > 1 && !copy {
 		p.st.retransmits++
 	}
 	return n

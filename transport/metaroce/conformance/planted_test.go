@@ -28,6 +28,8 @@ func TestScriptsKillTheirFaults(t *testing.T) {
 		{"path-gray-repath", metaroce.MutNoGrayRepath},
 		{"path-even-loss-stays", metaroce.MutRepathAnyLoss},
 		{"paths-active-by-window", metaroce.MutNoPathCap},
+		{"copy-unused-share", metaroce.MutNoCopies},
+		{"ack-retx-probe-counts", metaroce.MutNoRetxProbeLoss},
 	} {
 		t.Run(c.script, func(t *testing.T) {
 			s := byName[c.script]
