@@ -19,8 +19,9 @@ type view struct {
 // Show returns b's packet with all its bytes (its elided payload as
 // zeros), as Expand does, but in a buffer the pool lends instead of a new
 // one, and b stays as it is (its owner still frees it). The buffer has b's
-// ID, flow tag, scratch fields and runs; it is valid until Unshow, and its
-// borrower must not free, keep or arm it. Show returns nil if b holds all
+// ID, flow tag, scratch fields and runs (b's slice, read-only); it is
+// valid until Unshow, and its borrower must not free, keep, arm or change
+// it. Show returns nil if b holds all
 // its bytes, or if the pool's buffer is lent (Unshow not called yet: a
 // receive inside a receive); use b, or Expand, then.
 func (p *Pool) Show(b *Buffer) *Buffer {
@@ -33,7 +34,7 @@ func (p *Pool) Show(b *Buffer) *Buffer {
 		v.b.buf = make([]byte, Headroom+MaxSize)
 		p.view = v
 	}
-	if v.inUse || b.Len() > MaxSize {
+	if v.inUse || b.off+b.Len() > len(v.b.buf) {
 		return nil
 	}
 	v.inUse = true
@@ -41,14 +42,15 @@ func (p *Pool) Show(b *Buffer) *Buffer {
 	for _, r := range v.dirty {
 		clear(e.buf[r[0]:r[1]])
 	}
-	e.off = Headroom
+	// The packet sits where it sits in b's buffer, so its runs' offsets
+	// are b's: the runs are b's slice itself, not a copy.
+	e.off = b.off
 	pre := copy(e.buf[e.off:], b.buf[b.off:b.holeAt])
 	mid := e.off + pre + b.hole
 	e.end = mid + copy(e.buf[mid:], b.buf[b.holeAt:b.end])
 	v.dirty = [2][2]int{{e.off, e.off + pre}, {mid, e.end}}
 	e.ID, e.Hop, e.Stamp, e.Flow = b.ID, b.Hop, b.Stamp, b.Flow
-	e.Synthetic = e.Synthetic[:0]
-	e.copyRuns(b)
+	e.Synthetic = b.Synthetic
 	return e
 }
 
