@@ -27,3 +27,9 @@ func (n *Network) RecomputeAllRoutes() {
 
 // RouteSearches returns how many class searches routing has run.
 func (n *Network) RouteSearches() int { return n.rt.searches }
+
+// NewestEndsAtBusy reports the invariant Port.retire's shortcut relies
+// on: with departures in the ring, the newest ends at busyPs.
+func (p *Port) NewestEndsAtBusy() bool {
+	return p.dLen == 0 || p.deps[(p.dHead+p.dLen-1)&(len(p.deps)-1)].endPs == p.busyPs
+}

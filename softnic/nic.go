@@ -381,10 +381,42 @@ func (n *NIC) drop(r DropReason, p *packet.Buffer) {
 // Receive implements fabric.Node: a packet arrived on a port. It takes
 // ownership of p.
 func (n *NIC) Receive(now sim.Time, port int, p *packet.Buffer) {
-	// A header-only packet gets its bytes back: transports and the host
-	// port read packets as bytes (its runs say what the zeros stand for).
-	p = n.expandRx(p)
-	data := p.Data()
+	p, b := n.showRx(p)
+	n.receive(now, port, p, b)
+	if b != p {
+		n.pool.Unshow()
+	}
+}
+
+// showRx returns where p's bytes are read, b, and notes where its elided
+// payload lies (ZeroSpan). A header-only packet is read with its bytes
+// back: transports and the host port read packets as bytes (its runs say
+// what the zeros stand for). They are shown in the pool's lent buffer
+// (packet.Pool.Show; the caller ends the loan when b is not p), not
+// expanded into a buffer of their own unless that one is lent already
+// (a receive inside a receive): then p is the expanded packet, and b too.
+// A whole packet is its own b.
+func (n *NIC) showRx(p *packet.Buffer) (owned, b *packet.Buffer) {
+	holeAt, hole := p.Hole()
+	n.rxZero, n.rxZeroN = 0, 0
+	if hole == 0 {
+		return p, p
+	}
+	b = n.pool.Show(p)
+	if b == nil {
+		p = p.Expand()
+		b = p
+	}
+	base, _ := b.Offset(b.Data())
+	n.rxZero, n.rxZeroN = base+holeAt, hole
+	return p, b
+}
+
+// receive is Receive of packet p, whose bytes b holds (p itself, or the
+// pool's buffer that shows a header-only p). p is what is freed or
+// dropped; b is what is read, and what the DMA engine sees (dmaRx).
+func (n *NIC) receive(now sim.Time, port int, p, b *packet.Buffer) {
+	data := b.Data()
 	n.stats.RxPackets++
 	n.stats.RxBytes += uint64(len(data))
 	if port >= 0 && port < len(n.ports) {
@@ -408,7 +440,7 @@ func (n *NIC) Receive(now sim.Time, port int, p *packet.Buffer) {
 			return
 		}
 		if e := n.protoByPort(udp.DstPort()); e != nil {
-			n.receiveTransport(now, port, p, ip, udp, e)
+			n.receiveTransport(now, port, p, b, ip, udp, e)
 			return
 		}
 	}
@@ -421,20 +453,8 @@ func (n *NIC) Receive(now sim.Time, port int, p *packet.Buffer) {
 	p.Free()
 }
 
-// expandRx gives a header-only packet its bytes back and notes where its
-// elided payload lies (ZeroSpan); a whole packet is returned as it is.
-func (n *NIC) expandRx(p *packet.Buffer) *packet.Buffer {
-	holeAt, hole := p.Hole()
-	p = p.Expand()
-	n.rxZero, n.rxZeroN = 0, 0
-	if hole > 0 {
-		base, _ := p.Offset(p.Data())
-		n.rxZero, n.rxZeroN = base+holeAt, hole
-	}
-	return p
-}
-
-func (n *NIC) receiveTransport(now sim.Time, port int, p *packet.Buffer, ip header.IPv4, udp header.UDP, e *protoEntry) {
+// receiveTransport hands p (its bytes in b, see receive) to its transport.
+func (n *NIC) receiveTransport(now sim.Time, port int, p, b *packet.Buffer, ip header.IPv4, udp header.UDP, e *protoEntry) {
 	if ip.DstU32() != n.addrU32 {
 		n.drop(DropNotMine, p)
 		return
@@ -473,7 +493,7 @@ func (n *NIC) receiveTransport(now sim.Time, port int, p *packet.Buffer, ip head
 	if rx.CE {
 		c.stats.CEReceived++
 	}
-	n.dmaRx = p
+	n.dmaRx = b
 	c.tc.Receive(now, payload, rx)
 	n.dmaRx = nil
 	p.Free()

@@ -273,12 +273,15 @@ func TestZeroSpan(t *testing.T) {
 			b = b.Elide(tc.slice[0]+at, n)
 			want = [2]int{tc.slice[0] + at - 5, n}
 		}
-		b = nic.expandRx(b)
-		nic.dmaRx = b
-		at, n = v.ZeroSpan(b.Data()[5:])
+		b, shown := nic.showRx(b)
+		nic.dmaRx = shown
+		at, n = v.ZeroSpan(shown.Data()[5:])
 		nic.dmaRx = nil
 		if [2]int{at, n} != want {
 			t.Errorf("%s: received: ZeroSpan = (%d, %d), want %v", tc.name, at, n, want)
+		}
+		if shown != b {
+			nic.pool.Unshow()
 		}
 		b.Free()
 	}

@@ -236,6 +236,8 @@ type Pool struct {
 	nextID                     uint64
 	allocated                  int
 	outstanding                int
+	// view is the buffer Show lends (view.go); nil until first used.
+	view *view
 }
 
 // NewPool returns an empty pool.

@@ -152,9 +152,14 @@ type heapEntry struct {
 // heap's sifts. Times in the heap are never negative (arm clamps them
 // to now).
 func (e *heapEntry) before(o *heapEntry) bool {
+	return e.beforeBit(o) != 0
+}
+
+// beforeBit is before as 1 or 0.
+func (e *heapEntry) beforeBit(o *heapEntry) uint64 {
 	_, borrow := bits.Sub64(e.key, o.key, 0)
 	_, borrow = bits.Sub64(uint64(e.at), uint64(o.at), borrow)
-	return borrow != 0
+	return borrow
 }
 
 var _ Scheduler = (*Loop)(nil)
@@ -377,11 +382,21 @@ func (l *Loop) down(i int) {
 		if c >= n {
 			break
 		}
-		m := c
-		end := min(c+4, n)
-		for k := c + 1; k < end; k++ {
-			if h[k].before(&h[m]) {
-				m = k
+		var m int
+		if c+3 < n {
+			// Four children: the earliest by a tournament without
+			// branches (which child wins is a coin toss the processor
+			// would mispredict about half the time). On equal entries
+			// the lower index wins, as in the scan below.
+			m01 := c + int(h[c+1].beforeBit(&h[c]))
+			m23 := c + 2 + int(h[c+3].beforeBit(&h[c+2]))
+			m = m01 + (m23-m01)&-int(h[m23].beforeBit(&h[m01]))
+		} else {
+			m = c
+			for k := c + 1; k < n; k++ {
+				if h[k].before(&h[m]) {
+					m = k
+				}
 			}
 		}
 		if !h[m].before(&e) {

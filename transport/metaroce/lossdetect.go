@@ -192,7 +192,7 @@ func (l *pathLate) lateness(now, half sim.Time) sim.Time {
 func (c *Conn) noteLateness(p *sndPath, order uint32, rtt sim.Time) {
 	if late, ok := c.s.rack.lateBy(order, rtt); ok {
 		p.note(late, c.now, c.lateHalfLife())
-		c.proto.lateMemo.c = nil
+		c.proto.lateMemo.noted(c, p)
 	}
 }
 
@@ -207,17 +207,10 @@ func (c *Conn) lateHalfLife() sim.Time {
 
 // lateMax is the largest lateness over the connection's paths. It is
 // asked for every path's probe timeout (pto), often many times at one
-// instant: the last answer is kept (latememo.go).
+// instant: the last answer and the paths that have samples are kept
+// (latememo.go).
 func (c *Conn) lateMax(half sim.Time) sim.Time {
-	if late, ok := c.proto.lateMemo.get(c, half); ok {
-		return late
-	}
-	late := sim.Time(0)
-	for i := range c.s.paths {
-		late = max(late, c.s.paths[i].lateness(c.now, half))
-	}
-	c.proto.lateMemo.put(c, half, late)
-	return late
+	return c.proto.lateMemo.lateMax(c, half)
 }
 
 // reorder returns the connection's reordering window now.
