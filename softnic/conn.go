@@ -130,6 +130,7 @@ func (n *NIC) Dial(peer netip.Addr, opts ConnOptions) (*Conn, error) {
 		return nil, fmt.Errorf("dialing %v from %q with %v: %w", peer, n.name, e.kind, err)
 	}
 	c.setTransport(tc)
+	n.tellPorts(now, c)
 	c.state = tc.State()
 	n.afterIO(now, c)
 	return c, nil

@@ -7,6 +7,13 @@
 // packets to transport connections or to the host port, and counts
 // everything.
 //
+// Each port's transmit scheduler serves connections' control packets
+// (ACK, NAK, CNP, handshake: transport.ControlTransmitter) strictly ahead
+// of data, as an RDMA NIC's responder has its own queue for them; data
+// and the host's packets then take turns, connections in round robin. A
+// NIC tells the transports that watch their ports (transport.PortWatcher)
+// when a port's link goes down or comes back.
+//
 // A NIC is driven by one event loop: it gets the time from its caller and
 // its timers from a sim.Scheduler, never reads a clock, never starts a
 // goroutine, and is not safe for concurrent use. In steady state it
@@ -117,6 +124,7 @@ type nicPort struct {
 	hN      int
 	hostTx  bool // host's turn next
 	pumping bool
+	down    bool // its link was down when last looked at (checkPort)
 	kick    sim.Timer
 	stats   PortStats
 }
@@ -524,6 +532,7 @@ func (n *NIC) accept(now sim.Time, e *protoEntry, ip header.IPv4, payload []byte
 		return
 	}
 	c.setTransport(tc)
+	n.tellPorts(now, c)
 	c.state = tc.State()
 	n.setups[key] = c
 	c.setup = &key
@@ -608,6 +617,7 @@ func (n *NIC) pump(now sim.Time, pt *nicPort) {
 	if pt.pumping || pt.w == nil {
 		return
 	}
+	n.checkPort(now, pt)
 	pt.pumping = true
 	for sent := 0; pt.w.Idle(); sent++ {
 		if sent == maxBurst {
@@ -619,6 +629,41 @@ func (n *NIC) pump(now sim.Time, pt *nicPort) {
 		}
 	}
 	pt.pumping = false
+}
+
+// checkPort notes a change of pt's link state and tells every
+// connection that watches its NIC's ports (transport.PortWatcher). The
+// wire calls the port's idle callback when its link goes down or comes
+// back, and the NIC looks whenever it is about to send, so a change is
+// seen at once.
+func (n *NIC) checkPort(now sim.Time, pt *nicPort) {
+	if pt.up == nil || pt.up.Up() != pt.down {
+		return
+	}
+	pt.down = !pt.down
+	up := n.PortsUp()
+	for _, c := range n.conns {
+		if c == nil {
+			continue
+		}
+		if w, ok := c.tc.(transport.PortWatcher); ok {
+			w.SetPortsUp(now, up)
+			n.afterIO(now, c)
+		}
+	}
+}
+
+// tellPorts gives a new connection its NIC's port state if a port is
+// down (a transport that is not told assumes every port is up).
+func (n *NIC) tellPorts(now sim.Time, c *Conn) {
+	for i := range n.ports {
+		if n.ports[i].down {
+			if w, ok := c.tc.(transport.PortWatcher); ok {
+				w.SetPortsUp(now, n.PortsUp())
+			}
+			return
+		}
+	}
 }
 
 // sendOne sends one packet on pt: control packets first, then host

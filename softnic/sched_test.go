@@ -189,3 +189,31 @@ func TestControlAheadOfData(t *testing.T) {
 		})
 	}
 }
+
+// TestPortStateToTransports: a NIC tells its connections when a port's
+// link goes down or comes back (the wire's idle callback, which the fabric
+// runs on both), and a connection opened while a port is down hears of
+// it when it is created.
+func TestPortStateToTransports(t *testing.T) {
+	p := newPair(t, 2, toyProtos)
+	src, _ := p.connect(t, 1<<16, transport.AccessLocalWrite|transport.AccessRemoteWrite, 0)
+	tc := src.c.tc.(*toyConn)
+	if tc.told != 0 {
+		t.Fatalf("told %d times with every port up, want never", tc.told)
+	}
+	w := p.ab[1]
+	w.down = true
+	w.onIdle(p.loop.Now())
+	if tc.told != 1 || tc.portsUp != 0b01 {
+		t.Fatalf("after port 1 went down: told %d times, ports up %#b; want once, 0b01", tc.told, tc.portsUp)
+	}
+	src2, _ := p.connect(t, 1<<16, transport.AccessLocalWrite|transport.AccessRemoteWrite, 0)
+	if tc2 := src2.c.tc.(*toyConn); tc2.told != 1 || tc2.portsUp != 0b01 {
+		t.Errorf("a connection dialed while port 1 was down: told %d times, ports up %#b; want once, 0b01", tc2.told, tc2.portsUp)
+	}
+	w.down = false
+	w.onIdle(p.loop.Now())
+	if tc.told != 2 || tc.portsUp != 0b11 {
+		t.Errorf("after port 1 came back: told %d times, ports up %#b; want twice, 0b11", tc.told, tc.portsUp)
+	}
+}
