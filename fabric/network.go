@@ -639,10 +639,12 @@ func (n *Network) refresh(now sim.Time, ls []*netLink) {
 		l.up = up
 		l.ends[AtoB].up, l.ends[BtoA].up = up, up
 		if !up {
+			// Every sender hears of the failure (its idle callback), busy
+			// or not: a NIC tells its transports at once that the port is
+			// down (softnic).
 			for _, p := range l.ends {
-				if p.goDown(now) {
-					kick = append(kick, p)
-				}
+				p.goDown(now)
+				kick = append(kick, p)
 			}
 		} else {
 			for _, p := range l.ends {

@@ -316,9 +316,11 @@ func (p *Port) QueueBytes() int {
 }
 
 // SetOnIdle sets fn to be called each time the outgoing direction becomes
-// idle (the last queued packet finished serializing, or a link-down flushed
-// the queue) and when a downed link comes back up, so NICs can transmit
-// pull-style: send one packet, wait for fn. fn may call Send. nil removes it.
+// idle (the last queued packet finished serializing), when its link goes
+// down (busy or not: the queue is flushed) and when a downed link comes
+// back up, so NICs can transmit pull-style (send one packet, wait for fn)
+// and see their port's state change at once. fn may call Send. nil
+// removes it.
 func (p *Port) SetOnIdle(fn func(now sim.Time)) { p.onIdle = fn }
 
 // Send takes ownership of b (an IPv4 packet) and enqueues it on the outgoing

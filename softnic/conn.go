@@ -56,6 +56,7 @@ type ListenOptions struct {
 type Conn struct {
 	nic     *NIC
 	tc      transport.Conn
+	ctl     transport.ControlTransmitter // tc's control-only transmit, or nil
 	proto   *protoEntry
 	id      uint32
 	peer    netip.Addr
@@ -128,7 +129,8 @@ func (n *NIC) Dial(peer netip.Addr, opts ConnOptions) (*Conn, error) {
 		n.conns = n.conns[:len(n.conns)-1]
 		return nil, fmt.Errorf("dialing %v from %q with %v: %w", peer, n.name, e.kind, err)
 	}
-	c.tc = tc
+	c.setTransport(tc)
+	n.tellPorts(now, c)
 	c.state = tc.State()
 	n.afterIO(now, c)
 	return c, nil
@@ -144,7 +146,7 @@ func (n *NIC) newConn(e *protoEntry, peer netip.Addr, opts ConnOptions) *Conn {
 		peer:    peer,
 		scq:     opts.SendCQ,
 		rcq:     opts.RecvCQ,
-		links:   make([]link, len(n.ports)),
+		links:   make([]link, 2*len(n.ports)), // data lists, then control lists
 		onState: opts.OnState,
 		ctx:     opts.Context,
 		service: opts.Service,
@@ -264,4 +266,11 @@ func (n *NIC) connIndex(id uint32) int {
 		return -1
 	}
 	return int(i)
+}
+
+// setTransport attaches the transport connection and notes whether it
+// sends control packets on their own (served ahead of data: nicPort).
+func (c *Conn) setTransport(tc transport.Conn) {
+	c.tc = tc
+	c.ctl, _ = tc.(transport.ControlTransmitter)
 }

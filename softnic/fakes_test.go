@@ -158,7 +158,13 @@ type toyConn struct {
 	lastRx  transport.RxMeta
 	rxCount int
 	trailer int
+	// portsUp is what the NIC last said of its ports (SetPortsUp), told
+	// how many times it said so.
+	portsUp uint32
+	told    int
 }
+
+func (c *toyConn) SetPortsUp(now sim.Time, up uint32) { c.portsUp, c.told = up, c.told+1 }
 
 func (c *toyConn) pushCtl(x ctl) {
 	c.ctls[(c.cHead+c.cN)%len(c.ctls)] = x

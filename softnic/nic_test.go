@@ -126,7 +126,7 @@ func (p *pair) connectMode(t testing.TB, size int, access transport.Access, kind
 	}); err != nil {
 		t.Fatal(err)
 	}
-	c, err := p.a.Dial(addrB, ConnOptions{Transport: kind, PD: src.pd, SendCQ: src.cq, RecvCQ: src.cq})
+	c, err := p.a.Dial(p.b.Addr(), ConnOptions{Transport: kind, PD: src.pd, SendCQ: src.cq, RecvCQ: src.cq})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,30 +1,31 @@
 package softnic
 
-// link is a connection's membership in one port's ready list.
+// link is a connection's membership in one ready list (a port's data or
+// control list).
 type link struct {
 	prev, next *Conn
 	in         bool
 }
 
 // readyList is one port's round-robin of connections that may have
-// something to send on it: an intrusive doubly linked list through each
-// connection's links[port], so adding, removing and rotating never allocate
-// and idle connections cost nothing.
+// something to send on it (data, or control: see nicPort): an intrusive
+// doubly linked list through each connection's links[slot], so adding,
+// removing and rotating never allocate and idle connections cost nothing.
 type readyList struct {
-	port       int
+	slot       int
 	head, tail *Conn
 	n          int
 }
 
 // pushBack adds c at the tail unless it is already listed.
 func (l *readyList) pushBack(c *Conn) {
-	k := &c.links[l.port]
+	k := &c.links[l.slot]
 	if k.in {
 		return
 	}
 	k.in, k.prev, k.next = true, l.tail, nil
 	if l.tail != nil {
-		l.tail.links[l.port].next = c
+		l.tail.links[l.slot].next = c
 	} else {
 		l.head = c
 	}
@@ -43,17 +44,17 @@ func (l *readyList) popFront() *Conn {
 
 // remove takes c off the list if it is listed.
 func (l *readyList) remove(c *Conn) {
-	k := &c.links[l.port]
+	k := &c.links[l.slot]
 	if !k.in {
 		return
 	}
 	if k.prev != nil {
-		k.prev.links[l.port].next = k.next
+		k.prev.links[l.slot].next = k.next
 	} else {
 		l.head = k.next
 	}
 	if k.next != nil {
-		k.next.links[l.port].prev = k.prev
+		k.next.links[l.slot].prev = k.prev
 	} else {
 		l.tail = k.prev
 	}

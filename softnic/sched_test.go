@@ -138,3 +138,82 @@ func benchNICWriteRoundTrip(b *testing.B, tc transportCase, mode PayloadMode) {
 	pk := p.a.Stats().TxPackets + p.b.Stats().TxPackets - pk0
 	b.ReportMetric(float64(pk)/b.Elapsed().Seconds(), "pkts/s")
 }
+
+// TestControlAheadOfData checks the port scheduler's control class: an
+// ACK owed on a port leaves ahead of the data other connections queue
+// there. Host b sends bulk WRITEs to a on many connections, so its port's
+// data round robin is long; a then WRITEs one packet to b, and the WRITE
+// must complete within a round trip and a few packet times, not after a
+// round of b's data round robin (conns packets: 32 x 0.33 us here).
+func TestControlAheadOfData(t *testing.T) {
+	const conns, depth = 32, 8
+	for _, tc := range transportCases()[1:] { // the real transports (the toy has no control class)
+		t.Run(tc.name, func(t *testing.T) {
+			p := newPair(t, 1, tc.protos)
+			src, dst := p.connect(t, 1<<16, transport.AccessLocalWrite|transport.AccessRemoteWrite, tc.kind)
+			rev := &pair{loop: p.loop, pool: p.pool, a: p.b, b: p.a, ab: p.ba, ba: p.ab}
+			var bulk [][2]*endpoint
+			for range conns {
+				s, d := rev.connect(t, 1<<20, transport.AccessLocalWrite|transport.AccessRemoteWrite, tc.kind)
+				bulk = append(bulk, [2]*endpoint{s, d})
+			}
+			post := func(s, d *endpoint, id uint64, size int) {
+				wr := transport.WorkRequest{ID: id, Op: transport.OpWrite, RemoteAddr: d.mr.Addr(), RKey: d.mr.RKey(), NumSGE: 1}
+				wr.SGL[0] = s.mr.SGE(0, size)
+				if err := s.c.PostSend(&wr); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for i := range depth {
+				for _, e := range bulk {
+					post(e[0], e[1], uint64(i), 128<<10)
+				}
+			}
+			p.loop.RunUntil(p.loop.Now() + 20*sim.Microsecond)
+			if p.ba[0].Idle() {
+				t.Fatal("b's port is idle: the bulk WRITEs do not load it")
+			}
+			start := p.loop.Now()
+			post(src, dst, 99, 4000)
+			wc := p.waitCompletion(t, src.cq, sim.Millisecond)
+			if wc.Status != transport.StatusOK {
+				t.Fatalf("WRITE completed with %v", wc.Status)
+			}
+			// A round trip (two 1 us wires), the WRITE's and the ACK's
+			// serialization, and the data packet b's port was sending
+			// when the WRITE arrived, with one more packet of margin.
+			pkt := sim.Time((4096 + transport.HeaderRoom + IPv4UDPSize) * 8 / 100) // ns at 100 Gbit/s
+			if took, bound := p.loop.Now()-start, 2*sim.Microsecond+4*pkt; took > bound {
+				t.Errorf("one-packet WRITE took %v behind %d bulk connections, want at most %v (the ACK waited behind their data)", took, conns, bound)
+			}
+		})
+	}
+}
+
+// TestPortStateToTransports: a NIC tells its connections when a port's
+// link goes down or comes back (the wire's idle callback, which the fabric
+// runs on both), and a connection opened while a port is down hears of
+// it when it is created.
+func TestPortStateToTransports(t *testing.T) {
+	p := newPair(t, 2, toyProtos)
+	src, _ := p.connect(t, 1<<16, transport.AccessLocalWrite|transport.AccessRemoteWrite, 0)
+	tc := src.c.tc.(*toyConn)
+	if tc.told != 0 {
+		t.Fatalf("told %d times with every port up, want never", tc.told)
+	}
+	w := p.ab[1]
+	w.down = true
+	w.onIdle(p.loop.Now())
+	if tc.told != 1 || tc.portsUp != 0b01 {
+		t.Fatalf("after port 1 went down: told %d times, ports up %#b; want once, 0b01", tc.told, tc.portsUp)
+	}
+	src2, _ := p.connect(t, 1<<16, transport.AccessLocalWrite|transport.AccessRemoteWrite, 0)
+	if tc2 := src2.c.tc.(*toyConn); tc2.told != 1 || tc2.portsUp != 0b01 {
+		t.Errorf("a connection dialed while port 1 was down: told %d times, ports up %#b; want once, 0b01", tc2.told, tc2.portsUp)
+	}
+	w.down = false
+	w.onIdle(p.loop.Now())
+	if tc.told != 2 || tc.portsUp != 0b11 {
+		t.Errorf("after port 1 came back: told %d times, ports up %#b; want twice, 0b11", tc.told, tc.portsUp)
+	}
+}

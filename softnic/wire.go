@@ -20,8 +20,10 @@ type Wire interface {
 }
 
 // upper is implemented by wires that can fail (the fabric's ports). The NIC
-// uses it only to keep host traffic off a port that is down; transports find
-// failed planes by themselves, as they would on real hardware.
+// keeps host traffic off a port that is down and tells the transports
+// that watch their ports (transport.PortWatcher), as a NIC's port state
+// (its PHY's link) is known to its transport engine; failures past the
+// port (a switch, a link further on) transports find by themselves.
 type upper interface{ Up() bool }
 
 // HostPort is the NIC's netdev side: where packets that are not for an RDMA

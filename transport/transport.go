@@ -346,6 +346,31 @@ type Aborter interface {
 	Abort(now sim.Time)
 }
 
+// ControlTransmitter is implemented by connections that can send their
+// control packets (ACKs, NAKs, CNPs, handshake and teardown messages) on
+// their own, apart from data. A NIC serves control packets ahead of data,
+// as NICs do (the responder's ACK/NAK and CNP generation has its own
+// queue, served before the send queues' data WQEs): an ACK never waits
+// behind other connections' data on its port.
+//
+// TransmitControl is Transmit restricted to control: it writes the next
+// control packet the connection has for port into b (0: none now) and
+// never sends data, a probe or a read response. Transmit still sends
+// control first, so a NIC that never calls TransmitControl loses
+// nothing but the priority.
+type ControlTransmitter interface {
+	TransmitControl(now sim.Time, port int, b []byte) (int, TxMeta)
+}
+
+// PortWatcher is implemented by multipath connections that act on their
+// NIC's local port state: a NIC calls SetPortsUp with bit i set for each
+// port whose link is up, when a connection is created and whenever a
+// port's link goes down or comes back. A transport that is not told
+// assumes every port is up.
+type PortWatcher interface {
+	SetPortsUp(now sim.Time, up uint32)
+}
+
 // RNRPolicy is implemented by connections whose receiver-not-ready
 // policy a verbs client sets per QP, as ibv_modify_qp's rnr_retry and
 // min_rnr_timer do. SetRNR may be called at any time; it applies from the

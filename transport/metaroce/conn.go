@@ -335,6 +335,34 @@ func (c *Conn) Transmit(now sim.Time, port int, b []byte) (int, transport.TxMeta
 	if len(b) < c.mss+wire.MaxOverhead || port < 0 || port >= c.cfg.Ports {
 		return 0, transport.TxMeta{}
 	}
+	if n, meta := c.transmitCtl(port, b); n > 0 {
+		return n, meta
+	}
+	if c.state != transport.StateEstablished || !c.dialer && !c.confirmed {
+		return 0, transport.TxMeta{}
+	}
+	if n, meta := c.transmitProbe(port, b); n > 0 {
+		return c.sent(n, meta)
+	}
+	if n, meta := c.transmitData(port, b); n > 0 {
+		return c.sent(n, meta)
+	}
+	return 0, transport.TxMeta{}
+}
+
+// TransmitControl implements transport.ControlTransmitter: the
+// handshake, teardown, NAK or ACK the connection owes on port, never data
+// or a probe (the NIC serves it ahead of every connection's data).
+func (c *Conn) TransmitControl(now sim.Time, port int, b []byte) (int, transport.TxMeta) {
+	c.now = now
+	if len(b) < c.mss+wire.MaxOverhead || port < 0 || port >= c.cfg.Ports {
+		return 0, transport.TxMeta{}
+	}
+	return c.transmitCtl(port, b)
+}
+
+// transmitCtl sends the next control packet for port, if any.
+func (c *Conn) transmitCtl(port int, b []byte) (int, transport.TxMeta) {
 	if n, meta := c.transmitControl(port, b); n > 0 {
 		return c.sent(n, meta)
 	}
@@ -345,15 +373,6 @@ func (c *Conn) Transmit(now sim.Time, port int, b []byte) (int, transport.TxMeta
 		return c.sent(n, meta)
 	}
 	if n, meta := c.transmitAck(port, b); n > 0 {
-		return c.sent(n, meta)
-	}
-	if !c.dialer && !c.confirmed {
-		return 0, transport.TxMeta{}
-	}
-	if n, meta := c.transmitProbe(port, b); n > 0 {
-		return c.sent(n, meta)
-	}
-	if n, meta := c.transmitData(port, b); n > 0 {
 		return c.sent(n, meta)
 	}
 	return 0, transport.TxMeta{}

@@ -177,6 +177,12 @@
 // new entropy is never a remembered one, so a gray link is
 // left for good while a uniformly lossy fabric moves no path.
 //
+// The NIC tells a connection when one of its own ports goes down or comes
+// back (SetPortsUp, portstate.go): the paths on a port that is down take
+// no new data, their chunks move at once to paths that deliver, and they
+// send nothing and time nothing out until the port is back; then they
+// probe and return to service when a probe is answered.
+//
 // # ACKs
 //
 // One ACK answers data that arrived on any of the peer's paths: its fixed
@@ -192,7 +198,9 @@
 // detection across paths, and its packets would go twice. Under measured
 // loss (more than two ACKs) an ACK that leaves paths owed is followed a
 // packet time later by one extra copy, which does not wait for later
-// arrivals.
+// arrivals. The NIC sends ACKs, NAKs and handshake messages ahead of
+// every connection's data (TransmitControl), so an ACK never waits for a
+// round of other connections' data on its port.
 //
 // # Connection life
 //

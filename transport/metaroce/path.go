@@ -75,6 +75,7 @@ type sndPath struct {
 	spare      bool // beyond its plane's active paths: no new data (activePerPlane)
 	silentLoss bool // packets sent after its last ACK progress were found lost across paths
 	probeWant  bool // a probe is due on this path
+	portDown   bool // its NIC port is down (portstate.go): no data, no probes, no timers
 }
 
 // pathCold is the part of a sending path allocated on its first use
@@ -149,11 +150,13 @@ func pathTimerFired(now sim.Time, arg any) {
 func (p *sndPath) plane(ports int) int { return int(p.id) % ports }
 
 // usable reports whether the path takes new data.
-func (p *sndPath) usable() bool { return p.state == PathActive && !p.suspect && !p.spare }
+func (p *sndPath) usable() bool {
+	return p.state == PathActive && !p.suspect && !p.spare && !p.portDown
+}
 
 // serviceable reports whether the path could take new data were it among
 // its plane's active paths.
-func (p *sndPath) serviceable() bool { return p.state == PathActive && !p.suspect }
+func (p *sndPath) serviceable() bool { return p.state == PathActive && !p.suspect && !p.portDown }
 
 // activePerPlane is how many paths of each plane take new data: enough
 // that each carries AckEvery (default 4) full packets of the connection's
@@ -172,6 +175,7 @@ func (p *sndPath) serviceable() bool { return p.state == PathActive && !p.suspec
 func (c *Conn) activePerPlane() int {
 	ports := c.cfg.Ports
 	onPlane := (len(c.s.paths) + ports - 1) / ports
+	ports = c.livePorts() // the window spreads over the ports that are up
 	if !c.s.heard {
 		// Before the receiver's first ACK there is no measured window to
 		// size the set by (one packet goes): no cap.
@@ -458,6 +462,7 @@ func (c *Conn) ensurePaths() {
 		ph.pathCold, ph.id = &freshCold, uint8(i)
 		ph.entropy = e0[i]
 		ph.credit = 1
+		ph.portDown = c.proto.portsDown>>(ph.plane(c.cfg.Ports)%32)&1 != 0
 	}
 	c.s.sharesDirty = true
 }

@@ -402,8 +402,10 @@ func (c *Conn) timeoutsBeforeFail() int {
 // armPath sets p's timer to its next event.
 func (c *Conn) armPath(p *sndPath) {
 	at := sim.Never
-	switch p.state {
-	case PathActive, PathDraining:
+	switch {
+	case p.portDown:
+		// Nothing leaves by a port that is down (portstate.go).
+	case p.state == PathActive || p.state == PathDraining:
 		if !p.sb.empty() {
 			if !c.rnrWaiting(p) {
 				at = c.probeDue(p)
@@ -412,7 +414,7 @@ func (c *Conn) armPath(p *sndPath) {
 				at = min(at, p.rackAt)
 			}
 		}
-	case PathProbing, PathFailed:
+	default: // Probing, Failed
 		at = p.probeAt
 	}
 	if at == sim.Never {

@@ -31,6 +31,10 @@ type Protocol struct {
 	entropy0 map[*Conn][]uint16
 	// lateMemo is the last Conn.lateMax answer of this NIC's connections.
 	lateMemo lateMemo
+	// portsDown is the NIC's ports known down (Conn.SetPortsUp), bit i
+	// for port i: NIC-wide state, here rather than in Conn, which stays
+	// within its size class.
+	portsDown uint32
 }
 
 // lastAck is an ACK encoded at Close, sent on port with entropy sport.

@@ -285,6 +285,37 @@ func (c *Conn) Transmit(now sim.Time, port int, b []byte) (int, transport.TxMeta
 	if port != c.port {
 		return 0, transport.TxMeta{}
 	}
+	if n, meta := c.transmitCtl(now, b); n > 0 || c.state != transport.StateEstablished {
+		return n, meta
+	}
+	if c.rp.limited && now < c.nextSend {
+		return 0, transport.TxMeta{}
+	}
+	n := c.resp.buildReadResponse(c, now, b)
+	if n == 0 {
+		n = c.req.build(c, now, b)
+	}
+	if n == 0 {
+		return 0, transport.TxMeta{}
+	}
+	c.pace(now, n)
+	return c.sent(n, transport.TxMeta{SrcPort: c.srcPort, ECT: true})
+}
+
+// TransmitControl implements transport.ControlTransmitter: connection
+// management, a CNP, or the responder's ACK or NAK, never a request or a
+// READ response. An ACK still waits for the READ responses before it
+// (they share the PSN space; the responder sends them in order).
+func (c *Conn) TransmitControl(now sim.Time, port int, b []byte) (int, transport.TxMeta) {
+	c.lastNow = now
+	if port != c.port {
+		return 0, transport.TxMeta{}
+	}
+	return c.transmitCtl(now, b)
+}
+
+// transmitCtl sends the next control packet, if any.
+func (c *Conn) transmitCtl(now sim.Time, b []byte) (int, transport.TxMeta) {
 	ctl := transport.TxMeta{SrcPort: c.srcPort}
 	if c.cm.send != 0 {
 		if n := c.buildCM(now, b); n > 0 {
@@ -312,18 +343,7 @@ func (c *Conn) Transmit(now sim.Time, port int, b []byte) (int, transport.TxMeta
 			return c.sent(n, ctl)
 		}
 	}
-	if c.rp.limited && now < c.nextSend {
-		return 0, transport.TxMeta{}
-	}
-	n := c.resp.buildReadResponse(c, now, b)
-	if n == 0 {
-		n = c.req.build(c, now, b)
-	}
-	if n == 0 {
-		return 0, transport.TxMeta{}
-	}
-	c.pace(now, n)
-	return c.sent(n, transport.TxMeta{SrcPort: c.srcPort, ECT: true})
+	return 0, transport.TxMeta{}
 }
 
 func (c *Conn) sent(n int, m transport.TxMeta) (int, transport.TxMeta) {

@@ -58,9 +58,25 @@ func portTxDone(now sim.Time, arg any) {
 	p.h.poll(now, p)
 }
 
-// SetLinkUp takes host h's links on port q (uplink and downlink) down or up.
+// SetLinkUp takes host h's links on port q (uplink and downlink) down or
+// up, and tells the host's connections that watch their ports
+// (transport.PortWatcher), as a NIC does.
 func (h *Host) SetLinkUp(q int, up bool) {
 	h.ports[q].upDown, h.ports[q].downDown = !up, !up
+	var mask uint32
+	for i := range h.ports {
+		if !h.ports[i].upDown && i < 32 {
+			mask |= 1 << i
+		}
+	}
+	now := h.net.Loop.Now()
+	for _, c := range h.conns {
+		if w, ok := c.T.(transport.PortWatcher); ok {
+			w.SetPortsUp(now, mask)
+			c.rearm()
+		}
+	}
+	h.kick(now)
 }
 
 // Conns returns the host's connections in the order they were opened.
