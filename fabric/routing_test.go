@@ -168,13 +168,7 @@ func routesEqualReference(t *testing.T, bi int, topoFn func() (*fabric.Topology,
 	topo := mustTopo(t, tp, err)
 	l := newLab(t, topo, fabric.BuildOptions{Seed: 1, DetectionDelay: -1})
 	n := l.net
-	routed := func(link string) bool {
-		_, r, err := n.LinkState(link)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return r == "up" || r == "failing"
-	}
+	routed := routedIn(t, n)
 	check := func(step string) {
 		t.Helper()
 		if diff := cmp.Diff(referenceRoutes(topo, routed), fibOf(t, n)); diff != "" {
@@ -228,13 +222,7 @@ func TestFailureRouteWork(t *testing.T) {
 	}
 	l := newLab(t, topo, fabric.BuildOptions{Seed: 1, DetectionDelay: -1})
 	n := l.net
-	routed := func(link string) bool {
-		_, r, err := n.LinkState(link)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return r == "up" || r == "failing"
-	}
+	routed := routedIn(t, n)
 	full := n.RouteSearches()
 	if want := 2 * k * k / 2; full != want {
 		t.Fatalf("Build searched %d class-planes, want %d (32 classes x 2 planes)", full, want)
@@ -274,5 +262,17 @@ func TestFailureRouteWork(t *testing.T) {
 	// failures; here once, after all of them.
 	if diff := cmp.Diff(referenceRoutes(topo, routed), fibOf(t, n)); diff != "" {
 		t.Fatalf("FIB differs from the reference (-want +got):\n%s", diff)
+	}
+}
+
+// routedIn says whether routing uses a link of n (up, or failing and not
+// yet detected).
+func routedIn(t *testing.T, n *fabric.Network) func(link string) bool {
+	return func(link string) bool {
+		_, r, err := n.LinkState(link)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r == "up" || r == "failing"
 	}
 }

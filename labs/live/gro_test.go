@@ -22,20 +22,7 @@ import (
 // counts it as a checksum error (Tcp InCsumErrors) and drops it.
 func TestWriteCoalescesSegmentRun(t *testing.T) {
 	testenv.RequireNamespaces(t)
-	name := fmt.Sprintf("mrlt-%d-gro", os.Getpid())
-	ns, err := hostns.Create(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ns.Close()
-		if err := hostns.Delete(name); err != nil {
-			t.Errorf("deleting %s: %v", name, err)
-		}
-	})
-	if err := ns.DisableIPv6(); err != nil {
-		t.Fatal(err)
-	}
+	ns := testNamespace(t, fmt.Sprintf("mrlt-%d-gro", os.Getpid()))
 	tun, err := ns.OpenTUN(ifaceName)
 	if err != nil {
 		t.Fatal(err)

@@ -217,25 +217,31 @@ func udpBlast(client, server *hostns.Namespace, addr netip.Addr, count, size int
 // vethPair makes two namespaces joined by a veth pair (198.19.255.1 and
 // .2/30), created from inside the first so nothing touches the root
 // namespace. Everything is removed by exact name when the test ends.
+// testNamespace creates the namespace name with IPv6 off, closed and
+// deleted (by that exact name) when the test ends.
+func testNamespace(t testing.TB, name string) *hostns.Namespace {
+	t.Helper()
+	ns, err := hostns.Create(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ns.Close()
+		if err := hostns.Delete(name); err != nil {
+			t.Errorf("deleting %s: %v", name, err)
+		}
+	})
+	if err := ns.DisableIPv6(); err != nil {
+		t.Fatal(err)
+	}
+	return ns
+}
+
 func vethPair(t testing.TB) (a, b *hostns.Namespace, addrB netip.Addr) {
 	t.Helper()
 	var nss [2]*hostns.Namespace
 	for i := range nss {
-		name := fmt.Sprintf("mrlt-%d-veth%d", os.Getpid(), i)
-		ns, err := hostns.Create(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			ns.Close()
-			if err := hostns.Delete(name); err != nil {
-				t.Errorf("deleting %s: %v", name, err)
-			}
-		})
-		if err := ns.DisableIPv6(); err != nil {
-			t.Fatal(err)
-		}
-		nss[i] = ns
+		nss[i] = testNamespace(t, fmt.Sprintf("mrlt-%d-veth%d", os.Getpid(), i))
 	}
 	peerNS, err := openFD(nss[1])
 	if err != nil {
