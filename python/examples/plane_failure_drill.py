@@ -4,8 +4,11 @@
 Brings up the tutorial's two-plane lab, checks every host reaches every
 other, starts a verified RDMA WRITE transfer between h0 and h1, takes
 plane 1 down under it, and checks the transfer still delivered every byte
-(MetaRoCE moves the connection's paths to plane 0) and that the failed
-plane dropped packets. Exits 0 when the drill passes, 1 when it fails.
+(MetaRoCE moves the connection's paths to plane 0) and that plane 0 carried
+what was left. The failed plane drops whatever was on it when it failed; a
+NIC that learns its port is down sends nothing more there, so those drops
+can be none and are printed, not asserted. Exits 0 when the drill passes,
+1 when it fails.
 
     go build -o bin/mrlab ./cmd/mrlab && go build -o bin/rdma-write ./examples/rdma-write
     sudo PYTHONPATH=python python3 python/examples/plane_failure_drill.py \\
@@ -54,6 +57,14 @@ def wait_completed(lab, host, n, proc, timeout=60.0):
     raise SystemExit("drill: %s never completed %d work requests" % (host, n))
 
 
+def link_bytes(lab, name):
+    """The bytes the lab's link name has carried so far."""
+    for l in lab.status()["engine"]["links"]:
+        if l["name"] == name:
+            return l["bytes"]
+    raise SystemExit("drill: the lab has no link %s" % name)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--mrlab", help="the mrlab binary (default: $MRLAB or PATH)")
@@ -84,6 +95,7 @@ def main():
             # have completed: data is then in flight on both planes.
             done = wait_completed(lab, "h0", a.messages // 4, client)
             lab.plane(1, "down")
+            p0_at_failure = link_bytes(lab, "h0-p0")
             print("plane 1 down after %d%% of the transfer" % (100 * done // a.messages))
             rc_client, rc_server = client.wait(timeout=120), server.wait(timeout=30)
         out = open(client_out).read()
@@ -97,8 +109,14 @@ def main():
         links = {l["name"]: l for l in lab.status()["engine"]["links"]}
         p1 = links.get("h0-p1")
         print("h0-p1: %s, %d drops" % ("up" if p1 and p1["up"] else "DOWN", p1["drops"] if p1 else -1))
-        if not p1 or p1["up"] or p1["drops"] == 0:
-            failures.append("h0-p1 is not down with drops: %r" % (p1,))
+        if not p1 or p1["up"]:
+            failures.append("h0-p1 is not down: %r" % (p1,))
+        p0_after = links["h0-p0"]["bytes"] - p0_at_failure
+        print("h0-p0: %d bytes after the failure" % p0_after)
+        # What was left of the WRITEs crossed plane 0 (half of it, for
+        # margin: WRITEs past the count read at the failure were in flight).
+        if p0_after < ((a.messages - done) << 20) // 2:
+            failures.append("h0-p0 carried %d bytes after the failure, want the rest of the transfer" % p0_after)
         lab.plane(1, "up")
         lost = lab.ping_all()
         print("plane 1 up; ping_all: %.0f%% lost" % lost)
