@@ -295,10 +295,8 @@ func (c *Conn) noteHint(h uint32) {
 	}
 	if hint == 0 || c.s.hint == 0 {
 		c.s.pacer.release(c.now)
-		c.s.repair.release(c.now)
 	} else {
 		c.s.pacer.speedUp(c.now, c.s.hint, hint) // more room: the rest of the gap shrinks
-		c.s.repair.speedUp(c.now, c.s.hint, hint)
 	}
 	c.s.hint = hint
 }
@@ -306,15 +304,8 @@ func (c *Conn) noteHint(h uint32) {
 // paceRate is R, in bytes per second.
 func (c *Conn) paceRate() float64 { return c.s.rate(c.refRate()) }
 
-// pace accounts a packet of n bytes sent now at R (pacer.go): on the
-// repair schedule if it carries a chunk sent before (c.s.again, cleared
-// here), else on the first transmissions' one.
+// pace accounts a packet of n bytes sent now at R (pacer.go).
 func (c *Conn) pace(n int) {
-	if c.s.again && !c.mutated(MutRepairOnShare) {
-		c.s.again = false
-		c.s.repair.sent(c.now, n, c.paceRate(), c.lineBytes)
-		return
-	}
 	if c.ctl.flight == flightNone {
 		c.ctl.flight = flightInTime
 		if c.flightLate() {

@@ -105,10 +105,6 @@ const (
 	// MutNoRetxProbeLoss: the receiver's loss estimate ignores PROBEs
 	// flagged RETX (§4 ACK policy).
 	MutNoRetxProbeLoss
-	// MutRepairOnShare: chunks sent again are paced on the schedule of
-	// first transmissions, so each loss takes a slot of the sender's
-	// share (§9 Repairs beside the share).
-	MutRepairOnShare
 )
 
 // mutated reports whether the connection breaks rule m (a planted fault).
@@ -229,6 +225,5 @@ func Mutations() []NamedMutation {
 		{"no-gray-repath", MutNoGrayRepath}, {"repath-any-loss", MutRepathAnyLoss},
 		{"no-path-cap", MutNoPathCap}, {"no-ack-spacing", MutNoAckSpacing},
 		{"no-copies", MutNoCopies}, {"no-retx-probe-loss", MutNoRetxProbeLoss},
-		{"repair-on-share", MutRepairOnShare},
 	}
 }

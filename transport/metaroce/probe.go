@@ -66,7 +66,6 @@ import (
 // transmitProbe sends a due probe (a tail-loss probe, or a probe of a
 // probing or failed path) on port's plane.
 func (c *Conn) transmitProbe(port int, b []byte) (int, transport.TxMeta) {
-	c.s.again = false
 	for w, word := range c.s.probeSet {
 		for word != 0 {
 			i := 64*w + bits.TrailingZeros64(word)
@@ -103,7 +102,6 @@ func (c *Conn) sendProbe(p *sndPath, b []byte) (int, transport.TxMeta) {
 	p.st.probes++
 	if (p.state == PathActive || p.state == PathDraining) && p.sb.lost > 0 {
 		if n := c.resendLost(p, b); n > 0 {
-			c.s.again = true
 			p.tlpSent, p.tlpSentAt = true, c.now // resendLost restarted the probe timer
 			c.armPath(p)
 			return n, transport.TxMeta{SrcPort: p.entropy, ECT: true}
@@ -123,7 +121,6 @@ func (c *Conn) sendProbe(p *sndPath, b []byte) (int, transport.TxMeta) {
 			}
 		}
 		if n := c.tailLossProbe(p, b); n > 0 {
-			c.s.again = true
 			p.tlpSent, p.tlpSentAt = true, c.now
 			c.armPath(p)
 			return n, transport.TxMeta{SrcPort: p.entropy, ECT: true}

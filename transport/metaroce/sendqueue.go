@@ -61,13 +61,7 @@ type sndState struct {
 	// lastProgress is the latest ACK that acknowledged something new,
 	// on any path.
 	lastProgress sim.Time
-	pacer        pacer // spaces first transmissions of chunks at R (pacer.go)
-	// repair spaces chunks sent again (resent, moved, a tail-loss
-	// probe's copy) at R on a schedule of their own: a loss costs the
-	// sender no slot of its share (pacer.go). again marks the packet
-	// being sent as one of those, for pace.
-	repair pacer
-	again  bool
+	pacer        pacer // spaces data packets at R (pacer.go)
 
 	// The controller (cc.go): DCTCP's window as a fraction of the
 	// reference rate (m) and its alpha over all paths, the current round's

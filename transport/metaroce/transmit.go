@@ -10,51 +10,11 @@ import (
 
 // transmitData sends one data packet on port if pacing and the window
 // allow: a lost PSN again on its path, else a chunk moved off a path that
-// timed out (both on the repair schedule), else a new chunk (on the first
-// transmissions' schedule).
+// timed out, else a new chunk.
 func (c *Conn) transmitData(port int, b []byte) (int, transport.TxMeta) {
-	c.s.again = false
-	untilNew, waitNew := c.s.pacer.wait(c.now)
-	untilAgain, waitAgain := c.s.repair.wait(c.now)
-	if c.mutated(MutRepairOnShare) {
-		untilAgain, waitAgain = untilNew, waitNew
-	}
-	if n, p := c.transmitAgain(port, b, waitAgain); n > 0 {
-		return c.dataSent(n, p)
-	}
-	if waitNew {
-		if waitAgain && c.againPending() {
-			untilNew = min(untilNew, untilAgain)
-		}
-		c.timers.Arm(&c.paceTimer, untilNew)
+	if until, wait := c.s.pacer.wait(c.now); wait {
+		c.timers.Arm(&c.paceTimer, until)
 		return 0, transport.TxMeta{}
-	}
-	if job, msn, size, ok := c.nextChunkSize(); ok {
-		if p := c.pickPath(port, size); p != nil {
-			dsn := c.cutChunk(job, msn, size)
-			return c.dataSent(c.sendChunk(p, dsn, b, 0), p)
-		}
-		return 0, transport.TxMeta{}
-	}
-	if n, p := c.sendCopy(port, b); n > 0 { // nothing to send: the unused share (redundancy.go)
-		return c.dataSent(n, p)
-	}
-	return 0, transport.TxMeta{}
-}
-
-// againPending reports whether a chunk may wait to be sent again: a
-// path has a lost PSN or a moved chunk is queued.
-func (c *Conn) againPending() bool {
-	return c.s.lostSet != [4]uint64{} || int(c.s.rexHead) < len(c.s.rexmit)
-}
-
-// transmitAgain sends a chunk again on port if one waits and the repair
-// schedule allows (wait: it does not): a lost PSN on its path, else a
-// chunk moved off a path that timed out. It returns the packet's size and
-// path (0, nil if none went).
-func (c *Conn) transmitAgain(port int, b []byte, wait bool) (int, *sndPath) {
-	if wait {
-		return 0, nil
 	}
 	for w, word := range c.s.lostSet {
 		for word != 0 {
@@ -68,8 +28,7 @@ func (c *Conn) transmitAgain(port int, b []byte, wait bool) (int, *sndPath) {
 				continue
 			}
 			if n := c.resendLost(p, b); n > 0 {
-				c.s.again = true
-				return n, p
+				return c.dataSent(n, p)
 			}
 		}
 	}
@@ -86,11 +45,20 @@ func (c *Conn) transmitAgain(port int, b []byte, wait bool) (int, *sndPath) {
 		if p := c.pickHealthy(port, size); p != nil {
 			c.popRexmit()
 			c.st.retransmits++
-			c.s.again = true
-			return c.sendChunk(p, dsn, b, 0), p
+			return c.dataSent(c.sendChunk(p, dsn, b, 0), p)
 		}
 	}
-	return 0, nil
+	if job, msn, size, ok := c.nextChunkSize(); ok {
+		if p := c.pickPath(port, size); p != nil {
+			dsn := c.cutChunk(job, msn, size)
+			return c.dataSent(c.sendChunk(p, dsn, b, 0), p)
+		}
+		return 0, transport.TxMeta{}
+	}
+	if n, p := c.sendCopy(port, b); n > 0 { // nothing to send: the unused share (redundancy.go)
+		return c.dataSent(n, p)
+	}
+	return 0, transport.TxMeta{}
 }
 
 // popRexmit drops the head of the retransmit queue.
