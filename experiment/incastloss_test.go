@@ -149,6 +149,35 @@ func (o *lossObserver) Observe(now sim.Time, ev fabric.Event, pt fabric.Point, b
 	}
 }
 
+// newLossObserver watches senders' data to h0 on net, as its observer.
+func newLossObserver(net *fabric.Network, from []string) (*lossObserver, *fabric.Port, error) {
+	bott, err := net.LinkPort("h0-p0", fabric.BtoA)
+	if err != nil {
+		return nil, nil, err
+	}
+	byName := map[string]netip.Addr{}
+	for a, n := range hostAddrs(net) {
+		byName[n] = a
+	}
+	k := len(from)
+	o := &lossObserver{recv: byName["h0"], idx: map[netip.Addr]int{}, uplink: map[int]int{},
+		first: make([]map[uint32]sim.Time, k), arrive: make([]map[uint32]sim.Time, k), lost: make([]map[uint32]bool, k)}
+	var senders []netip.Addr
+	for i, h := range from {
+		senders = append(senders, byName[h])
+		o.idx[byName[h]] = i
+		up, err := net.LinkPort(h+"-p0", fabric.AtoB)
+		if err != nil {
+			return nil, nil, err
+		}
+		o.uplink[up.Index()] = i
+		o.first[i], o.arrive[i], o.lost[i] = map[uint32]sim.Time{}, map[uint32]sim.Time{}, map[uint32]bool{}
+	}
+	o.arr = newArrivals(bott, senders)
+	net.SetObserver(o)
+	return o, bott, nil
+}
+
 // anatomize runs one incast point and takes it apart.
 func anatomize(p incastParams, c incastCase, seed uint64) (lossAnatomy, error) {
 	pt := p.point(c, seed)
@@ -156,30 +185,8 @@ func anatomize(p incastParams, c incastCase, seed uint64) (lossAnatomy, error) {
 	var bott *fabric.Port
 	run, err := pt.run(probe{observe: func(net *fabric.Network) error {
 		var err error
-		if bott, err = net.LinkPort("h0-p0", fabric.BtoA); err != nil {
-			return err
-		}
-		byName := map[string]netip.Addr{}
-		for a, n := range hostAddrs(net) {
-			byName[n] = a
-		}
-		k := len(pt.Spec.From)
-		o = &lossObserver{recv: byName["h0"], idx: map[netip.Addr]int{}, uplink: map[int]int{},
-			first: make([]map[uint32]sim.Time, k), arrive: make([]map[uint32]sim.Time, k), lost: make([]map[uint32]bool, k)}
-		var senders []netip.Addr
-		for i, h := range pt.Spec.From {
-			senders = append(senders, byName[h])
-			o.idx[byName[h]] = i
-			up, err := net.LinkPort(h+"-p0", fabric.AtoB)
-			if err != nil {
-				return err
-			}
-			o.uplink[up.Index()] = i
-			o.first[i], o.arrive[i], o.lost[i] = map[uint32]sim.Time{}, map[uint32]sim.Time{}, map[uint32]bool{}
-		}
-		o.arr = newArrivals(bott, senders)
-		net.SetObserver(o)
-		return nil
+		o, bott, err = newLossObserver(net, pt.Spec.From)
+		return err
 	}})
 	if err != nil {
 		return lossAnatomy{}, err
