@@ -302,20 +302,14 @@ func incastRun(p incastParams, c incastCase, pt Point) (IncastRow, error) {
 	row.BottleneckGbps = rate / 1e9
 	rtt := labBaseRTT(run.lab)
 	row.BaseRTT = rtt
-	const pkt = 4096 + 64 + 28 // a full packet on the wire, IPv4 bytes (approx. transport headers)
 	fair := rate / 8 * float64(rtt) / 1e9 / float64(c.n)
-	row.ShareRTTPackets = fair / pkt
+	row.ShareRTTPackets = fair / incastPkt
 	step := rtt / 4
 	end := min(p.duration, run.end-run.t0)
 	if s := arr.settle(run.t0, end, 4*step, step, rate, fair, 0.1); s >= 0 {
 		row.SettleRTTs = float64(s) / float64(rtt)
 	}
-	// The shortest whole number of quarter RTTs (at least one RTT)
-	// holding 20 packets of fair share.
-	m := 4
-	for float64(m)*float64(step)*rate/8/1e9/float64(c.n) < 20*pkt {
-		m++
-	}
+	m := wideQuarters(step, rate, c.n)
 	row.WideWindowRTTs = float64(m*int(step)) / float64(rtt)
 	if s := arr.settle(run.t0, end, sim.Time(m)*step, step, rate, float64(m)*fair/4, 0.1); s >= 0 {
 		row.WideSettleRTTs = float64(s) / float64(rtt)
@@ -349,4 +343,20 @@ func incastRun(p incastParams, c incastCase, pt Point) (IncastRow, error) {
 	row.Utilization = sum * 8 / (rate * float64(end-end/2) / 1e9)
 	row.Jain = jain(late)
 	return row, nil
+}
+
+// incastPkt is a full packet on the wire in IPv4 bytes (approx. transport
+// headers): the unit of the incast's shares.
+const incastPkt = 4096 + 64 + 28
+
+// wideQuarters is the wide settle test's window in steps of a quarter
+// RTT (step): the shortest whole number of them, at least four (one
+// RTT), in which one of n senders' fair share of a line of rate bit/s
+// spans 20 packets.
+func wideQuarters(step sim.Time, rate float64, n int) int {
+	m := 4
+	for float64(m)*float64(step)*rate/8/1e9/float64(n) < 20*incastPkt {
+		m++
+	}
+	return m
 }
