@@ -52,6 +52,7 @@ func Run(ctx context.Context, dev *verbs.Device, to netip.AddrPort, spec Spec) (
 	if err != nil {
 		return nil, err
 	}
+	cpu0 := processCPU()
 	c.start = time.Now()
 	c.last = c.start
 	for c.more() || c.done < c.posted || c.credits && c.credited < c.posted {
@@ -73,6 +74,7 @@ func Run(ctx context.Context, dev *verbs.Device, to netip.AddrPort, spec Spec) (
 		return res, err
 	}
 	res.Timing = &timing
+	res.CPU = cpuSince(cpu0)
 	c.measured()
 	if err := c.finish(ctx); err != nil {
 		return res, err

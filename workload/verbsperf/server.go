@@ -43,10 +43,13 @@ func Serve(ctx context.Context, dev *verbs.Device, port uint16, listening func(p
 	if err != nil {
 		return nil, err
 	}
+	cpu0 := processCPU()
 	if err := v.ready(); err != nil {
 		return nil, err
 	}
-	if err := v.receive(ctx); err != nil {
+	err = v.receive(ctx)
+	v.res.CPU = cpuSince(cpu0)
+	if err != nil {
 		return v.res, err
 	}
 	return v.finish(ctx)
@@ -180,6 +183,7 @@ func (v *server) receive(ctx context.Context) error {
 	if !arrive {
 		v.res.Messages = v.fin
 	}
+	v.res.Bytes = v.res.Messages * int64(v.spec.Size)
 	return nil
 }
 
