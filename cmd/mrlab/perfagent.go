@@ -308,5 +308,6 @@ func perfCounters(r *verbsperf.Result) map[string]uint64 {
 		"retransmits": r.QP.Retransmits, "timeouts": r.QP.Timeouts, "ecn_echoes": r.QP.ECNEchoes,
 		"ce_received": r.QP.CEReceived, "packets_sent": r.QP.TxPackets, "packets_received": r.QP.RxPackets,
 		"work_requests": r.Posted, "doorbells": r.Doorbells, "cq_waits": r.Waits,
+		"pacing_sleeps": r.Sleeps, "empty_polls": r.Looks,
 	}
 }

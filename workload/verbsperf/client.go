@@ -52,6 +52,13 @@ func Run(ctx context.Context, dev *verbs.Device, to netip.AddrPort, spec Spec) (
 	if err != nil {
 		return nil, err
 	}
+	s.pace = newPacer(func() (uint64, uint64) {
+		done := c.done
+		if c.credits {
+			done = min(done, c.credited)
+		}
+		return done, c.posted - done
+	})
 	cpu0 := processCPU()
 	c.start = time.Now()
 	c.last = c.start
@@ -75,6 +82,7 @@ func Run(ctx context.Context, dev *verbs.Device, to netip.AddrPort, spec Spec) (
 	}
 	res.Timing = &timing
 	res.CPU = cpuSince(cpu0)
+	res.noteWaits(s)
 	c.measured()
 	if err := c.finish(ctx); err != nil {
 		return res, err

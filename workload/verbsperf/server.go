@@ -43,12 +43,22 @@ func Serve(ctx context.Context, dev *verbs.Device, port uint16, listening func(p
 	if err != nil {
 		return nil, err
 	}
+	if v.arrives() {
+		// The client has up to its depth of messages uncredited: all
+		// in flight once every arrived one is credited.
+		s.pace = newPacer(func() (uint64, uint64) { return v.n, uint64(v.spec.Depth) })
+	} else {
+		// Nothing arrives but the client's fin: wait for it in the
+		// kernel rather than spin.
+		s.ev = true
+	}
 	cpu0 := processCPU()
 	if err := v.ready(); err != nil {
 		return nil, err
 	}
 	err = v.receive(ctx)
 	v.res.CPU = cpuSince(cpu0)
+	v.res.noteWaits(s)
 	if err != nil {
 		return v.res, err
 	}

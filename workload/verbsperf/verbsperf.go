@@ -114,6 +114,10 @@ type Result struct {
 	Posted    uint64 `json:"posted"`
 	Doorbells uint64 `json:"doorbells"`
 	Waits     uint64 `json:"waits"`
+	// Sleeps counts the side's sleeps while its window was in flight
+	// (pacer.go), Looks its polls of an empty CQ that spun instead.
+	Sleeps uint64 `json:"sleeps"`
+	Looks  uint64 `json:"looks"`
 	// Timing says whether the lab kept real time during the measurement
 	// (the client's; nil at the server).
 	Timing *verbs.Timing `json:"timing,omitempty"`
@@ -124,6 +128,14 @@ type Result struct {
 	CPU time.Duration `json:"cpu_ns,omitempty"`
 	// QP is the client connection's counters (retransmissions, ECN).
 	QP verbs.QPStats `json:"qp"`
+}
+
+// noteWaits records how the side waited for completions.
+func (r *Result) noteWaits(s *side) {
+	r.Looks = s.looks
+	if s.pace != nil {
+		r.Sleeps = uint64(s.pace.Sleeps)
+	}
 }
 
 // CPUPerGB is the side's CPU time per 10^9 bytes moved (0 when nothing
@@ -188,6 +200,10 @@ type side struct {
 	key uint64
 	// pat is the key's pattern table (pattern.go), made on first use.
 	pat *pattern
+	// pace, once set, lets a polling side sleep while its window is in
+	// flight (pacer.go); looks counts polls of an empty CQ that spun.
+	pace  *pacer
+	looks uint64
 }
 
 func newSide(dev *verbs.Device, spec *Spec, depth int) (*side, error) {
@@ -220,11 +236,20 @@ func (s *side) next(ctx context.Context) (verbs.WC, error) {
 		if err := s.dev.Err(); err != nil {
 			return verbs.WC{}, err // the lab stopped: Poll alone would spin forever
 		}
-		if s.ev {
+		switch {
+		case s.ev:
 			if err := s.cq.Wait(ctx); err != nil {
 				return verbs.WC{}, err
 			}
-		} else {
+		case s.pace != nil:
+			if d := s.pace.sleepFor(time.Now()); d > 0 {
+				s.pace.sleep(ctx, d)
+			} else {
+				s.looks++
+				runtime.Gosched()
+			}
+		default:
+			s.looks++
 			runtime.Gosched()
 		}
 	}

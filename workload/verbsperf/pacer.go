@@ -1,0 +1,121 @@
+package verbsperf
+
+import (
+	"context"
+	"time"
+)
+
+// A side that polls its CQ (perf's default, as perftest's) need not spin
+// while a full window of messages is in flight: the pipe stays full for
+// as long as the window takes to drain. pacer turns that into a sleep.
+// Once the CQ is empty and the side has done all it could (posted to the
+// window's end, or checked and credited every message that arrived), it
+// sleeps for a quarter of the window's time at the measured rate (the
+// window: the messages in flight, which is the depth until a run ends
+// and then fewer, so the last messages are seen at once), less the
+// sleeps' measured overshoot, and then finds a quarter of a window to
+// take at once while the rest keeps the link busy. A quarter, not a
+// half: with checked WRITEs and SENDs a slot is free again only once the
+// server has seen the message and the client its credit, so both sides'
+// sleeps come out of the same window; each leaves the other and the
+// round trip half of it.
+//
+// It spins as before when a sleep would not be worth it: before any
+// message has completed (no rate yet), with a window of fewer than four
+// messages (write_lat's one: every wake-up would be in its latency), or
+// when the quarter window is shorter than twice the timer's measured
+// overshoot (a short window at a high rate).
+//
+// The rule corrects itself: if the measured rate is lower than the path
+// allows, the sleeps are longer than they need be, but both sides'
+// together last half the window's time at that rate, so the window lets
+// twice that rate through; a higher rate is believed at once (it shortens
+// the sleeps), a lower one a quarter at a time, so a single slow wake-up
+// does not drain the window (TestPacerKeepsThePipeFull).
+type pacer struct {
+	// progress returns the messages through the window so far and
+	// those in it now (its depth, or fewer as a run ends).
+	progress func() (done, inFlight uint64)
+	// per is the time per message (a moving average over wake-ups that
+	// found progress), from the last progress at last, lastN.
+	per   time.Duration
+	last  time.Time
+	lastN uint64
+	// over is the timer's overshoot: the least any sleep overshot.
+	over  time.Duration
+	timer *time.Timer
+	// Sleeps counts the sleeps taken, Slept their time.
+	Sleeps int
+	Slept  time.Duration
+}
+
+// newPacer paces a side whose window progress describes.
+func newPacer(progress func() (done, inFlight uint64)) *pacer {
+	return &pacer{progress: progress}
+}
+
+// sleepFor returns how long to sleep now that the CQ is empty (0: do
+// not), noting the progress since the last call.
+func (p *pacer) sleepFor(now time.Time) time.Duration {
+	n, inFlight := p.progress()
+	switch {
+	case n <= p.lastN || p.last.IsZero():
+		// No progress: until the first, the interval starts at the
+		// last empty look (the connection's set-up is not the rate).
+		if n < p.lastN || p.lastN == 0 || p.last.IsZero() {
+			p.last, p.lastN = now, n
+		}
+		if p.per == 0 {
+			return 0
+		}
+	default:
+		// A shorter time per message is believed at once (sleeping less
+		// is safe); a longer one a quarter at a time.
+		if per := now.Sub(p.last) / time.Duration(n-p.lastN); p.per == 0 || per < p.per {
+			p.per = per
+		} else {
+			p.per += (per - p.per) / 4
+		}
+		p.last, p.lastN = now, n
+	}
+	if p.per == 0 {
+		return 0
+	}
+	quarter := p.per * time.Duration(inFlight/4)
+	if quarter <= 0 {
+		return 0
+	}
+	if quarter < 2*p.over {
+		return 0
+	}
+	return quarter - p.over
+}
+
+// sleep sleeps d or until ctx is done, and learns the overshoot.
+func (p *pacer) sleep(ctx context.Context, d time.Duration) {
+	start := time.Now()
+	if p.timer == nil {
+		p.timer = time.NewTimer(d)
+	} else {
+		p.timer.Reset(d)
+	}
+	select {
+	case <-p.timer.C:
+	case <-ctx.Done():
+		p.timer.Stop()
+		return
+	}
+	p.slept(d, time.Since(start))
+}
+
+// slept notes a sleep of d that took took.
+func (p *pacer) slept(d, took time.Duration) {
+	p.Sleeps++
+	p.Slept += took
+	// The timer's own lateness is the least a sleep overshoots: the
+	// rest of an overshoot is the machine keeping the side from a CPU,
+	// which it would suffer spinning too.
+	if o := max(took-d, 0); p.Sleeps == 1 || o < p.over {
+		p.over = o
+	}
+}

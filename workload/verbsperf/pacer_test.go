@@ -1,0 +1,109 @@
+package verbsperf
+
+import (
+	"testing"
+	"time"
+)
+
+// TestPacerKeepsThePipeFull runs a client and a server, each paced, on a
+// simulated clock, as perf's checked write_bw runs them: the client posts
+// while fewer than depth messages are uncredited, the link delivers one
+// message every per (after a set-up delay, the first window slower: a
+// connection's start), the server sees the messages that arrived when it
+// looks and credits them, and a credit reaches the client a round trip
+// later, which sees it when it looks. Sleeps overshoot by a fixed amount.
+// Whatever the window and rate, the link must be busy at least 95% of the
+// time; where a quarter window outlasts twice the overshoot each side
+// must wake once per many messages instead of spinning, and where it
+// does not (a short window at a high rate) sleep once (learning the
+// timer), and with write_lat's window of one never.
+func TestPacerKeepsThePipeFull(t *testing.T) {
+	for _, c := range []struct {
+		name         string
+		depth        int
+		per, over    time.Duration
+		rtt          time.Duration
+		wantSleeps   bool
+		setup, start time.Duration // before the first delivery; the first window's spacing
+	}{
+		{"64KiB at 2Gbit/s, depth 128", 128, 262 * time.Microsecond, 80 * time.Microsecond, 40 * time.Microsecond, true, 2 * time.Millisecond, 3 * time.Millisecond},
+		{"64KiB at 2Gbit/s, 1ms timers", 128, 262 * time.Microsecond, time.Millisecond, 40 * time.Microsecond, true, 5 * time.Millisecond, 0},
+		{"64KiB at 2Gbit/s, depth 16", 16, 262 * time.Microsecond, 60 * time.Microsecond, 200 * time.Microsecond, true, 0, 0},
+		{"4KiB at 10Gbit/s, depth 16", 16, 3300 * time.Nanosecond, 60 * time.Microsecond, 10 * time.Microsecond, false, 0, 0},
+		{"write_lat", 1, 50 * time.Microsecond, 10 * time.Microsecond, 0, false, 0, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			const messages = 20000
+			const look = 500 * time.Nanosecond // a poll that finds nothing
+			var posted, seen, credited uint64
+			var arrive, creditAt []time.Time
+			cli := newPacer(func() (uint64, uint64) { return credited, posted - credited })
+			srv := newPacer(func() (uint64, uint64) { return seen, uint64(c.depth) })
+			start := time.Unix(1000, 0)
+			now, free := start, start
+			cliNext, srvNext := start, start
+			spins := 0
+			// wait is a side's decision once it has done all it could.
+			wait := func(p *pacer) time.Time {
+				if d := p.sleepFor(now); d > 0 {
+					p.slept(d, d+c.over)
+					return now.Add(d + c.over)
+				}
+				spins++
+				return now.Add(look)
+			}
+			for credited < messages {
+				if !srvNext.Before(cliNext) {
+					now = cliNext
+					for credited < seen && !creditAt[credited].After(now) {
+						credited++
+					}
+					for posted < messages && posted-credited < uint64(c.depth) {
+						at := now
+						if free.After(at) {
+							at = free
+						}
+						per := c.per
+						if posted == 0 {
+							at = at.Add(c.setup)
+						}
+						if posted < uint64(c.depth) && c.start > 0 {
+							per = c.start
+						}
+						free = at.Add(per)
+						arrive = append(arrive, free)
+						posted++
+					}
+					cliNext = wait(cli)
+					continue
+				}
+				now = srvNext
+				for seen < posted && !arrive[seen].After(now) {
+					creditAt = append(creditAt, now.Add(c.rtt))
+					seen++
+				}
+				srvNext = wait(srv)
+			}
+			ideal := c.setup + time.Duration(messages)*c.per + c.rtt
+			if c.start > 0 {
+				ideal += time.Duration(c.depth) * (c.start - c.per)
+			}
+			busy := float64(ideal) / float64(now.Sub(start))
+			t.Logf("link busy %.3f; client %d sleeps, server %d (%.1f messages a wake-up); %d spinning looks; per %v/%v, overshoot %v",
+				busy, cli.Sleeps, srv.Sleeps, float64(messages)/float64(max(cli.Sleeps, 1)), spins, cli.per, srv.per, cli.over)
+			if busy < 0.95 {
+				t.Errorf("the link was busy %.3f of the time, want >= 0.95", busy)
+			}
+			for _, p := range []*pacer{cli, srv} {
+				if c.wantSleeps && (p.Sleeps == 0 || messages/p.Sleeps < c.depth/8) {
+					t.Errorf("%d sleeps for %d messages: want one per %d messages or more", p.Sleeps, messages, c.depth/8)
+				}
+				// Where none is worth it, one sleep learns the timer's
+				// overshoot, and none with a window under four messages.
+				if !c.wantSleeps && (p.Sleeps > 1 || c.depth < 4 && p.Sleeps > 0) {
+					t.Errorf("%d sleeps where none is worth it", p.Sleeps)
+				}
+			}
+		})
+	}
+}
