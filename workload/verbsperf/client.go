@@ -52,7 +52,8 @@ func Run(ctx context.Context, dev *verbs.Device, to netip.AddrPort, spec Spec) (
 	if err != nil {
 		return nil, err
 	}
-	s.pace = newPacer(func() (uint64, uint64) {
+	s.looks = 0 // the connection's set-up is not the run's
+	s.pace = newPacer(spec.Depth, func() (uint64, uint64) {
 		done := c.done
 		if c.credits {
 			done = min(done, c.credited)

@@ -20,6 +20,11 @@ import (
 // sleeps come out of the same window; each leaves the other and the
 // round trip half of it.
 //
+// Once a window of four or more has drained to under four messages in
+// flight (the run is ending: the last completions, the fin's reply) it
+// waits for them in the kernel (CQ.Wait) rather than spin on a peer
+// that may be asleep.
+//
 // It spins as before when a sleep would not be worth it: before any
 // message has completed (no rate yet), with a window of fewer than four
 // messages (write_lat's one: every wake-up would be in its latency), or
@@ -33,6 +38,7 @@ import (
 // the sleeps), a lower one a quarter at a time, so a single slow wake-up
 // does not drain the window (TestPacerKeepsThePipeFull).
 type pacer struct {
+	depth uint64 // the window's size, in messages
 	// progress returns the messages through the window so far and
 	// those in it now (its depth, or fewer as a run ends).
 	progress func() (done, inFlight uint64)
@@ -49,13 +55,18 @@ type pacer struct {
 	Slept  time.Duration
 }
 
-// newPacer paces a side whose window progress describes.
-func newPacer(progress func() (done, inFlight uint64)) *pacer {
-	return &pacer{progress: progress}
+// newPacer paces a side whose window is depth messages and progress
+// describes.
+func newPacer(depth int, progress func() (done, inFlight uint64)) *pacer {
+	return &pacer{depth: uint64(depth), progress: progress}
 }
 
-// sleepFor returns how long to sleep now that the CQ is empty (0: do
-// not), noting the progress since the last call.
+// block is sleepFor's answer when the side should wait in the kernel for
+// its next completion.
+const block = time.Duration(-1)
+
+// sleepFor returns how long to sleep now that the CQ is empty (0: spin;
+// block: wait in the kernel), noting the progress since the last call.
 func (p *pacer) sleepFor(now time.Time) time.Duration {
 	n, inFlight := p.progress()
 	switch {
@@ -80,6 +91,9 @@ func (p *pacer) sleepFor(now time.Time) time.Duration {
 	}
 	if p.per == 0 {
 		return 0
+	}
+	if p.depth >= 4 && inFlight < 4 {
+		return block // the run's last messages, or its end
 	}
 	quarter := p.per * time.Duration(inFlight/4)
 	if quarter <= 0 {

@@ -37,15 +37,24 @@ func TestPacerKeepsThePipeFull(t *testing.T) {
 			const look = 500 * time.Nanosecond // a poll that finds nothing
 			var posted, seen, credited uint64
 			var arrive, creditAt []time.Time
-			cli := newPacer(func() (uint64, uint64) { return credited, posted - credited })
-			srv := newPacer(func() (uint64, uint64) { return seen, uint64(c.depth) })
+			cli := newPacer(c.depth, func() (uint64, uint64) { return credited, posted - credited })
+			srv := newPacer(c.depth, func() (uint64, uint64) { return seen, uint64(c.depth) })
 			start := time.Unix(1000, 0)
 			now, free := start, start
 			cliNext, srvNext := start, start
 			spins := 0
 			// wait is a side's decision once it has done all it could.
+			blocks := 0
 			wait := func(p *pacer) time.Time {
-				if d := p.sleepFor(now); d > 0 {
+				d := p.sleepFor(now)
+				if d == block { // woken by the next credit
+					blocks++
+					if credited < uint64(len(creditAt)) {
+						return creditAt[credited]
+					}
+					return srvNext.Add(c.rtt)
+				}
+				if d > 0 {
 					p.slept(d, d+c.over)
 					return now.Add(d + c.over)
 				}
@@ -89,8 +98,11 @@ func TestPacerKeepsThePipeFull(t *testing.T) {
 				ideal += time.Duration(c.depth) * (c.start - c.per)
 			}
 			busy := float64(ideal) / float64(now.Sub(start))
-			t.Logf("link busy %.3f; client %d sleeps, server %d (%.1f messages a wake-up); %d spinning looks; per %v/%v, overshoot %v",
-				busy, cli.Sleeps, srv.Sleeps, float64(messages)/float64(max(cli.Sleeps, 1)), spins, cli.per, srv.per, cli.over)
+			t.Logf("link busy %.3f; client %d sleeps, server %d (%.1f messages a wake-up); %d spinning looks, %d waits in the kernel; per %v/%v, overshoot %v",
+				busy, cli.Sleeps, srv.Sleeps, float64(messages)/float64(max(cli.Sleeps, 1)), spins, blocks, cli.per, srv.per, cli.over)
+			if c.depth < 4 && blocks > 0 {
+				t.Errorf("a window of %d waited in the kernel %d times", c.depth, blocks)
+			}
 			if busy < 0.95 {
 				t.Errorf("the link was busy %.3f of the time, want >= 0.95", busy)
 			}

@@ -46,12 +46,13 @@ func Serve(ctx context.Context, dev *verbs.Device, port uint16, listening func(p
 	if v.arrives() {
 		// The client has up to its depth of messages uncredited: all
 		// in flight once every arrived one is credited.
-		s.pace = newPacer(func() (uint64, uint64) { return v.n, uint64(v.spec.Depth) })
+		s.pace = newPacer(v.spec.Depth, func() (uint64, uint64) { return v.n, uint64(v.spec.Depth) })
 	} else {
 		// Nothing arrives but the client's fin: wait for it in the
 		// kernel rather than spin.
 		s.ev = true
 	}
+	s.looks = 0
 	cpu0 := processCPU()
 	if err := v.ready(); err != nil {
 		return nil, err

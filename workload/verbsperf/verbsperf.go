@@ -242,7 +242,11 @@ func (s *side) next(ctx context.Context) (verbs.WC, error) {
 				return verbs.WC{}, err
 			}
 		case s.pace != nil:
-			if d := s.pace.sleepFor(time.Now()); d > 0 {
+			if d := s.pace.sleepFor(time.Now()); d == block {
+				if err := s.cq.Wait(ctx); err != nil {
+					return verbs.WC{}, err
+				}
+			} else if d > 0 {
 				s.pace.sleep(ctx, d)
 			} else {
 				s.looks++
