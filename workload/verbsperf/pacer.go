@@ -29,7 +29,8 @@ import (
 // message has completed (no rate yet), with a window of fewer than four
 // messages (write_lat's one: every wake-up would be in its latency), or
 // when the quarter window is shorter than twice the timer's measured
-// overshoot (a short window at a high rate).
+// overshoot (a short window at a high rate; the least overshoot of all
+// sleeps, once there have been learnSleeps).
 //
 // The rule corrects itself: if the measured rate is lower than the path
 // allows, the sleeps are longer than they need be, but both sides'
@@ -60,6 +61,13 @@ type pacer struct {
 func newPacer(depth int, progress func() (done, inFlight uint64)) *pacer {
 	return &pacer{depth: uint64(depth), progress: progress}
 }
+
+// learnSleeps is how many sleeps the timer's overshoot is learned from
+// before it may stop the sleeps: the least of a few, because on a busy
+// machine any one sleep may end long after its timer (the side waiting
+// for a CPU), and a single such first sleep must not make it spin for
+// good.
+const learnSleeps = 4
 
 // block is sleepFor's answer when the side should wait in the kernel for
 // its next completion.
@@ -99,10 +107,12 @@ func (p *pacer) sleepFor(now time.Time) time.Duration {
 	if quarter <= 0 {
 		return 0
 	}
-	if quarter < 2*p.over {
+	if p.Sleeps >= learnSleeps && quarter < 2*p.over {
 		return 0
 	}
-	return quarter - p.over
+	// Less the overshoot, but never under half (so while the overshoot
+	// is being learned, too).
+	return max(quarter-p.over, quarter/2)
 }
 
 // sleep sleeps d or until ctx is done, and learns the overshoot.

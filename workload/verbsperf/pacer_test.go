@@ -15,8 +15,9 @@ import (
 // Whatever the window and rate, the link must be busy at least 95% of the
 // time; where a quarter window outlasts twice the overshoot each side
 // must wake once per many messages instead of spinning, and where it
-// does not (a short window at a high rate) sleep once (learning the
-// timer), and with write_lat's window of one never.
+// does not (a short window at a high rate) sleep only to learn the
+// timer, and with write_lat's window of one never. A first sleep that
+// ends 20 ms late (a busy machine) must not stop the sleeps.
 func TestPacerKeepsThePipeFull(t *testing.T) {
 	for _, c := range []struct {
 		name         string
@@ -25,12 +26,14 @@ func TestPacerKeepsThePipeFull(t *testing.T) {
 		rtt          time.Duration
 		wantSleeps   bool
 		setup, start time.Duration // before the first delivery; the first window's spacing
+		lateFirst    time.Duration // the first sleep's overshoot (0: over)
 	}{
-		{"64KiB at 2Gbit/s, depth 128", 128, 262 * time.Microsecond, 80 * time.Microsecond, 40 * time.Microsecond, true, 2 * time.Millisecond, 3 * time.Millisecond},
-		{"64KiB at 2Gbit/s, 1ms timers", 128, 262 * time.Microsecond, time.Millisecond, 40 * time.Microsecond, true, 5 * time.Millisecond, 0},
-		{"64KiB at 2Gbit/s, depth 16", 16, 262 * time.Microsecond, 60 * time.Microsecond, 200 * time.Microsecond, true, 0, 0},
-		{"4KiB at 10Gbit/s, depth 16", 16, 3300 * time.Nanosecond, 60 * time.Microsecond, 10 * time.Microsecond, false, 0, 0},
-		{"write_lat", 1, 50 * time.Microsecond, 10 * time.Microsecond, 0, false, 0, 0},
+		{"64KiB at 2Gbit/s, depth 128", 128, 262 * time.Microsecond, 80 * time.Microsecond, 40 * time.Microsecond, true, 2 * time.Millisecond, 3 * time.Millisecond, 0},
+		{"64KiB at 2Gbit/s, first sleep 20ms late", 128, 262 * time.Microsecond, 80 * time.Microsecond, 40 * time.Microsecond, true, 2 * time.Millisecond, 0, 20 * time.Millisecond},
+		{"64KiB at 2Gbit/s, 1ms timers", 128, 262 * time.Microsecond, time.Millisecond, 40 * time.Microsecond, true, 5 * time.Millisecond, 0, 0},
+		{"64KiB at 2Gbit/s, depth 16", 16, 262 * time.Microsecond, 60 * time.Microsecond, 200 * time.Microsecond, true, 0, 0, 0},
+		{"4KiB at 10Gbit/s, depth 16", 16, 3300 * time.Nanosecond, 60 * time.Microsecond, 10 * time.Microsecond, false, 0, 0, 0},
+		{"write_lat", 1, 50 * time.Microsecond, 10 * time.Microsecond, 0, false, 0, 0, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			const messages = 20000
@@ -55,8 +58,12 @@ func TestPacerKeepsThePipeFull(t *testing.T) {
 					return srvNext.Add(c.rtt)
 				}
 				if d > 0 {
-					p.slept(d, d+c.over)
-					return now.Add(d + c.over)
+					o := c.over
+					if p.Sleeps == 0 && c.lateFirst > 0 {
+						o = c.lateFirst
+					}
+					p.slept(d, d+o)
+					return now.Add(d + o)
 				}
 				spins++
 				return now.Add(look)
@@ -93,7 +100,7 @@ func TestPacerKeepsThePipeFull(t *testing.T) {
 				}
 				srvNext = wait(srv)
 			}
-			ideal := c.setup + time.Duration(messages)*c.per + c.rtt
+			ideal := c.setup + time.Duration(messages)*c.per + c.rtt + c.lateFirst
 			if c.start > 0 {
 				ideal += time.Duration(c.depth) * (c.start - c.per)
 			}
@@ -107,12 +114,13 @@ func TestPacerKeepsThePipeFull(t *testing.T) {
 				t.Errorf("the link was busy %.3f of the time, want >= 0.95", busy)
 			}
 			for _, p := range []*pacer{cli, srv} {
-				if c.wantSleeps && (p.Sleeps == 0 || messages/p.Sleeps < c.depth/8) {
-					t.Errorf("%d sleeps for %d messages: want one per %d messages or more", p.Sleeps, messages, c.depth/8)
+				if c.wantSleeps && (p.Sleeps < messages/(2*c.depth) || messages/p.Sleeps < c.depth/8) {
+					t.Errorf("%d sleeps for %d messages: want one per %d to %d messages", p.Sleeps, messages, c.depth/8, 2*c.depth)
 				}
-				// Where none is worth it, one sleep learns the timer's
-				// overshoot, and none with a window under four messages.
-				if !c.wantSleeps && (p.Sleeps > 1 || c.depth < 4 && p.Sleeps > 0) {
+				// Where none is worth it, a few sleeps learn the
+				// timer's overshoot, and none with a window under four
+				// messages.
+				if !c.wantSleeps && (p.Sleeps > learnSleeps || c.depth < 4 && p.Sleeps > 0) {
 					t.Errorf("%d sleeps where none is worth it", p.Sleeps)
 				}
 			}
