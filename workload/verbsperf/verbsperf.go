@@ -115,9 +115,11 @@ type Result struct {
 	Doorbells uint64 `json:"doorbells"`
 	Waits     uint64 `json:"waits"`
 	// Sleeps counts the side's sleeps while its window was in flight
-	// (pacer.go), Looks its polls of an empty CQ that spun instead.
-	Sleeps uint64 `json:"sleeps"`
-	Looks  uint64 `json:"looks"`
+	// (pacer.go) and Slept their wall time; Looks its polls of an empty
+	// CQ that spun instead.
+	Sleeps uint64        `json:"sleeps"`
+	Slept  time.Duration `json:"slept_ns"`
+	Looks  uint64        `json:"looks"`
 	// Timing says whether the lab kept real time during the measurement
 	// (the client's; nil at the server).
 	Timing *verbs.Timing `json:"timing,omitempty"`
@@ -134,7 +136,7 @@ type Result struct {
 func (r *Result) noteWaits(s *side) {
 	r.Looks = s.looks
 	if s.pace != nil {
-		r.Sleeps = uint64(s.pace.Sleeps)
+		r.Sleeps, r.Slept = uint64(s.pace.Sleeps), s.pace.Slept
 	}
 }
 

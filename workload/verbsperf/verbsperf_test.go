@@ -25,34 +25,7 @@ func TestTests(t *testing.T) {
 		{Test: WriteBW, Size: 4096, Duration: 100 * time.Millisecond, Depth: 16, Verify: true},
 	} {
 		t.Run(c.Test, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			srvDev, err := verbs.OpenEndpoint(ctx, lab.Endpoints[1])
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer srvDev.Close()
-			port := uint16(30000 + i)
-			listening := make(chan struct{})
-			srv := make(chan *Result, 1)
-			go func() {
-				r, err := Serve(ctx, srvDev, port, func(uint16) { close(listening) })
-				if err != nil {
-					t.Errorf("server: %v", err)
-				}
-				srv <- r
-			}()
-			<-listening
-			cliDev, err := verbs.OpenEndpoint(ctx, lab.Endpoints[0])
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer cliDev.Close()
-			r, err := Run(ctx, cliDev, netip.AddrPortFrom(lab.NICs[1].Addr(), port), c)
-			if err != nil {
-				t.Fatal(err)
-			}
-			s := <-srv
+			r, s := runPair(t, lab, uint16(30000+i), c)
 			t.Logf("client %+v", r)
 			if r.Status != "ok" || r.Errors != 0 || r.Messages == 0 || c.Count > 0 && r.Messages != int64(c.Count) {
 				t.Errorf("client result %+v", r)
@@ -88,6 +61,39 @@ func TestTests(t *testing.T) {
 // same message from another offset (a power-of-two stride, and whole
 // 64 KiB pattern tables of a longer message) all fail, at the right
 // offset.
+// runPair runs spec between the in-process lab's two hosts, the server
+// on port, and returns the client's result and the server's.
+func runPair(t *testing.T, lab *uverbstest.Lab, port uint16, c Spec) (*Result, *Result) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	srvDev, err := verbs.OpenEndpoint(ctx, lab.Endpoints[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srvDev.Close()
+	listening := make(chan struct{})
+	srv := make(chan *Result, 1)
+	go func() {
+		r, err := Serve(ctx, srvDev, port, func(uint16) { close(listening) })
+		if err != nil {
+			t.Errorf("server: %v", err)
+		}
+		srv <- r
+	}()
+	<-listening
+	cliDev, err := verbs.OpenEndpoint(ctx, lab.Endpoints[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cliDev.Close()
+	r, err := Run(ctx, cliDev, netip.AddrPortFrom(lab.NICs[1].Addr(), port), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r, <-srv
+}
+
 func TestCheckFindsChanges(t *testing.T) {
 	s, other := &side{key: 5}, &side{key: 6}
 	for _, n := range []int{1, 7, 8, 9, 4096, 3 * 4096, 64 << 10, 64<<10 + 5, 200 << 10} {
