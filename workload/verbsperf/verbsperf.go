@@ -39,7 +39,8 @@ type Spec struct {
 	Depth     int             `json:"depth"` // messages in flight (1 for write_lat)
 	Transport verbs.Transport `json:"transport"`
 	Verify    bool            `json:"verify"`
-	// Events waits for completions in the kernel instead of polling.
+	// Events waits for completions in the kernel instead of polling
+	// (where the side does not sleep its window's time: pacer.go).
 	Events bool `json:"events"`
 	// CQMod is perftest's CQ moderation for the BW peak (0: perftest's
 	// default for the size); NoPeak skips the peak (perftest's -N).
@@ -238,21 +239,19 @@ func (s *side) next(ctx context.Context) (verbs.WC, error) {
 		if err := s.dev.Err(); err != nil {
 			return verbs.WC{}, err // the lab stopped: Poll alone would spin forever
 		}
+		// A paced side sleeps while its window is in flight; where the
+		// pacer would spin, an events side (perftest's -e) waits in the
+		// kernel instead.
+		d := time.Duration(0)
+		if s.pace != nil {
+			d = s.pace.sleepFor(time.Now())
+		}
 		switch {
-		case s.ev:
+		case d > 0:
+			s.pace.sleep(ctx, d)
+		case d == block || s.ev:
 			if err := s.cq.Wait(ctx); err != nil {
 				return verbs.WC{}, err
-			}
-		case s.pace != nil:
-			if d := s.pace.sleepFor(time.Now()); d == block {
-				if err := s.cq.Wait(ctx); err != nil {
-					return verbs.WC{}, err
-				}
-			} else if d > 0 {
-				s.pace.sleep(ctx, d)
-			} else {
-				s.looks++
-				runtime.Gosched()
 			}
 		default:
 			s.looks++
