@@ -28,9 +28,13 @@ import (
 // It spins as before when a sleep would not be worth it: before any
 // message has completed (no rate yet), with a window of fewer than four
 // messages (write_lat's one: every wake-up would be in its latency), or
-// when the quarter window is shorter than twice the timer's measured
-// overshoot (a short window at a high rate; the least overshoot of all
-// sleeps, once there have been learnSleeps).
+// when the quarter window is shorter than the timer's measured overshoot
+// (a short window at a high rate; the least overshoot of all sleeps,
+// once there have been learnSleeps; one sleep in probeSpins overshoots'
+// time measures it again, so that an overshoot learned while the machine
+// was busy does not stop the sleeps for good). Up to that, a sleep (of
+// at least half a quarter) ends within one and a half quarters, and
+// both sides' within three of the window's four.
 //
 // The rule corrects itself: if the measured rate is lower than the path
 // allows, the sleeps are longer than they need be, but both sides'
@@ -48,9 +52,11 @@ type pacer struct {
 	per   time.Duration
 	last  time.Time
 	lastN uint64
-	// over is the timer's overshoot: the least any sleep overshot.
-	over  time.Duration
-	timer *time.Timer
+	// over is the timer's overshoot: the least any sleep overshot;
+	// guarded is when the side began spinning because of it.
+	guarded time.Time
+	over    time.Duration
+	timer   *time.Timer
 	// Sleeps counts the sleeps taken, Slept their time.
 	Sleeps int
 	Slept  time.Duration
@@ -68,6 +74,11 @@ func newPacer(depth int, progress func() (done, inFlight uint64)) *pacer {
 // for a CPU), and a single such first sleep must not make it spin for
 // good.
 const learnSleeps = 4
+
+// probeSpins is how many of the learned overshoots a side spins, where
+// that overshoot makes sleeps not worth it, before it sleeps once to
+// measure it again.
+const probeSpins = 32
 
 // block is sleepFor's answer when the side should wait in the kernel for
 // its next completion.
@@ -107,9 +118,19 @@ func (p *pacer) sleepFor(now time.Time) time.Duration {
 	if quarter <= 0 {
 		return 0
 	}
-	if p.Sleeps >= learnSleeps && quarter < 2*p.over {
-		return 0
+	if p.Sleeps >= learnSleeps && quarter < p.over {
+		// Not worth a sleep at the overshoot learned, which may have
+		// been learned while the machine was busier: after spinning
+		// probeSpins overshoots' time, one sleep measures it again
+		// (costing the link at most one overshoot in that many).
+		if p.guarded.IsZero() {
+			p.guarded = now
+		}
+		if now.Sub(p.guarded) < probeSpins*p.over {
+			return 0
+		}
 	}
+	p.guarded = time.Time{}
 	// Less the overshoot, but never under half (so while the overshoot
 	// is being learned, too).
 	return max(quarter-p.over, quarter/2)
