@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -55,7 +56,7 @@ func newPerfCommand() *cli.Command {
 			// Ctrl-C kills both sides; the lab closes their connections.
 			ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			res, _, err := verbsPerf(ctx, c.String("run-dir"), name, req, perfOptions{Events: c.Bool("use-event"), CQMod: pt.Spec.CQMod, NoPeak: pt.NoPeak}, c.App.ErrWriter)
+			res, srv, err := verbsPerf(ctx, c.String("run-dir"), name, req, perfOptions{Events: c.Bool("use-event"), CQMod: pt.Spec.CQMod, NoPeak: pt.NoPeak}, c.App.ErrWriter)
 			if err != nil {
 				if ctx.Err() != nil && !errors.Is(err, errLabStopped) {
 					if !labAlive(c.String("run-dir"), name) {
@@ -72,7 +73,7 @@ func newPerfCommand() *cli.Command {
 			if err := writeOutJSON(pt, liveResult(req, res)); err != nil {
 				return err
 			}
-			return writePerf(c.App.Writer, req, pt.Format, res, fabric, c.Bool("json"), c.Bool("allow-lag"))
+			return writePerf(c.App.Writer, req, pt.Format, res, srv, fabric, c.Bool("json"), c.Bool("allow-lag"))
 		},
 	}
 }
@@ -100,11 +101,12 @@ func fabricDelta(before, after map[string]uint64) map[string]uint64 {
 // average and MsgRate, or the latency statistics), the lab's timing verdict
 // first when it lagged, then what perftest cannot say: whether every byte
 // arrived intact, the run's lab and wall time, the connection's and the
-// fabric's counters. With asJSON it prints one JSON object instead. It
-// returns the error that makes perf exit non-zero: a failed run,
-// unverified data, or a lagging lab without allowLag. fabric holds the
+// fabric's counters, and each side's CPU time per GB moved. With asJSON it
+// prints one JSON object instead. It returns the error that makes perf
+// exit non-zero: a failed run, unverified data, or a lagging lab without
+// allowLag. srv is the server's result (nil: not known); fabric holds the
 // lab's fabric counters' growth during the run.
-func writePerf(w io.Writer, req live.PerfRequest, f workload.Format, res *verbsperf.Result, fabric map[string]uint64, asJSON, allowLag bool) error {
+func writePerf(w io.Writer, req live.PerfRequest, f workload.Format, res, srv *verbsperf.Result, fabric map[string]uint64, asJSON, allowLag bool) error {
 	var t verbs.Timing
 	if res.Timing != nil {
 		t = *res.Timing
@@ -155,6 +157,17 @@ func writePerf(w io.Writer, req live.PerfRequest, f workload.Format, res *verbsp
 		// What the lab's lateness cannot see: the client's own waits
 		// for a CPU, which a latency figure includes.
 		r.Fact("client_cpu_wait", "client's CPU wait", t.ClientWait.String())
+	}
+	// What each program's side cost: CPU time (user and system, every
+	// thread) per 10^9 bytes moved, which the machine's load hardly
+	// changes; what a side spends beside the lab's loop on a shared box.
+	if d := res.CPUPerGB(); d > 0 {
+		r.Fact("client_cpu_per_gb", "client's CPU per GB", d.Round(time.Microsecond).String())
+	}
+	if srv != nil {
+		if d := srv.CPUPerGB(); d > 0 {
+			r.Fact("server_cpu_per_gb", "server's CPU per GB", d.Round(time.Microsecond).String())
+		}
 	}
 	verified := "off (--verify=false)"
 	switch {

@@ -34,7 +34,7 @@ func TestLivePerfLikeSim(t *testing.T) {
 	} {
 		req := live.PerfRequest{From: "h0", To: "h1", Op: tc.op, Verify: true}
 		var b strings.Builder
-		if err := writePerf(&b, req, workload.Format{}, &tc.res, nil, false, false); err != nil {
+		if err := writePerf(&b, req, workload.Format{}, &tc.res, nil, nil, false, false); err != nil {
 			t.Fatalf("%s: %v", tc.workload, err)
 		}
 		code, simOut, errs := runCLI(t, append([]string{"sim", "b2b", "-n", "200"}, tc.simArgs...)...)
@@ -90,7 +90,7 @@ func TestWritePerf(t *testing.T) {
 		{"unverified", verbsperf.Result{Status: "ok", Timing: onTime}, true, true, "-----"},
 	} {
 		var b strings.Builder
-		err := writePerf(&b, req, workload.Format{}, &tc.res, fabric, false, tc.allowLag)
+		err := writePerf(&b, req, workload.Format{}, &tc.res, nil, fabric, false, tc.allowLag)
 		if (err != nil) != tc.wantErr {
 			t.Errorf("%s: error %v, want error %v", tc.name, err, tc.wantErr)
 		}

@@ -10,6 +10,8 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"runtime/pprof"
 	"syscall"
 	"time"
 
@@ -51,7 +53,14 @@ func newPerfAgentCommand() *cli.Command {
 			ctx, cancel := context.WithTimeout(c.Context, c.Duration("timeout"))
 			defer cancel()
 			out := json.NewEncoder(c.App.Writer)
+			stop, err := agentProfile(c.Bool("serve"))
+			if err != nil {
+				return err
+			}
 			res, err := perfAgent(ctx, c, func(port uint16) { out.Encode(agentLine{Listening: port}) })
+			// Written before the result: perf ends the agents once it
+			// has both results.
+			stop()
 			if err != nil {
 				out.Encode(agentLine{Result: res, Error: err.Error()})
 				return cli.Exit("", 1)
@@ -59,6 +68,34 @@ func newPerfAgentCommand() *cli.Command {
 			return out.Encode(agentLine{Result: res})
 		},
 	}
+}
+
+// AgentProfileEnv names the environment variable that, when set to a
+// directory, makes each perf agent write a CPU profile of its run there
+// (server-PID.pprof, client-PID.pprof; `go tool pprof` reads them): where
+// a side's CPU per GB goes.
+const AgentProfileEnv = "MRLAB_PERF_AGENT_PROFILE"
+
+// agentProfile starts the agent's CPU profile when AgentProfileEnv asks
+// for one, and returns what stops it.
+func agentProfile(serve bool) (func(), error) {
+	dir := os.Getenv(AgentProfileEnv)
+	if dir == "" {
+		return func() {}, nil
+	}
+	role := "client"
+	if serve {
+		role = "server"
+	}
+	f, err := os.Create(filepath.Join(dir, fmt.Sprintf("%s-%d.pprof", role, os.Getpid())))
+	if err != nil {
+		return nil, fmt.Errorf("perf-agent: %s: %w", AgentProfileEnv, err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("perf-agent: profiling: %w", err)
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
 
 func perfAgent(ctx context.Context, c *cli.Context, listening func(uint16)) (*verbsperf.Result, error) {
@@ -271,5 +308,6 @@ func perfCounters(r *verbsperf.Result) map[string]uint64 {
 		"retransmits": r.QP.Retransmits, "timeouts": r.QP.Timeouts, "ecn_echoes": r.QP.ECNEchoes,
 		"ce_received": r.QP.CEReceived, "packets_sent": r.QP.TxPackets, "packets_received": r.QP.RxPackets,
 		"work_requests": r.Posted, "doorbells": r.Doorbells, "cq_waits": r.Waits,
+		"pacing_sleeps": r.Sleeps, "empty_polls": r.Looks,
 	}
 }

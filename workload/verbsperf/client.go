@@ -52,6 +52,15 @@ func Run(ctx context.Context, dev *verbs.Device, to netip.AddrPort, spec Spec) (
 	if err != nil {
 		return nil, err
 	}
+	s.looks = 0 // the connection's set-up is not the run's
+	s.pace = newPacer(spec.Depth, func() (uint64, uint64) {
+		done := c.done
+		if c.credits {
+			done = min(done, c.credited)
+		}
+		return done, c.posted - done
+	})
+	cpu0 := processCPU()
 	c.start = time.Now()
 	c.last = c.start
 	for c.more() || c.done < c.posted || c.credits && c.credited < c.posted {
@@ -73,6 +82,8 @@ func Run(ctx context.Context, dev *verbs.Device, to netip.AddrPort, spec Spec) (
 		return res, err
 	}
 	res.Timing = &timing
+	res.CPU = cpuSince(cpu0)
+	res.noteWaits(s)
 	c.measured()
 	if err := c.finish(ctx); err != nil {
 		return res, err

@@ -43,10 +43,24 @@ func Serve(ctx context.Context, dev *verbs.Device, port uint16, listening func(p
 	if err != nil {
 		return nil, err
 	}
+	if v.arrives() {
+		// The client has up to its depth of messages uncredited: all
+		// in flight once every arrived one is credited.
+		s.pace = newPacer(v.spec.Depth, func() (uint64, uint64) { return v.n, uint64(v.spec.Depth) })
+	} else {
+		// Nothing arrives but the client's fin: wait for it in the
+		// kernel rather than spin.
+		s.ev = true
+	}
+	s.looks = 0
+	cpu0 := processCPU()
 	if err := v.ready(); err != nil {
 		return nil, err
 	}
-	if err := v.receive(ctx); err != nil {
+	err = v.receive(ctx)
+	v.res.CPU = cpuSince(cpu0)
+	v.res.noteWaits(s)
+	if err != nil {
 		return v.res, err
 	}
 	return v.finish(ctx)
@@ -180,6 +194,7 @@ func (v *server) receive(ctx context.Context) error {
 	if !arrive {
 		v.res.Messages = v.fin
 	}
+	v.res.Bytes = v.res.Messages * int64(v.spec.Size)
 	return nil
 }
 

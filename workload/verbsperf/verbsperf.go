@@ -17,6 +17,8 @@ import (
 	"slices"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/mrlab/mrlab/verbs"
 )
 
@@ -37,7 +39,8 @@ type Spec struct {
 	Depth     int             `json:"depth"` // messages in flight (1 for write_lat)
 	Transport verbs.Transport `json:"transport"`
 	Verify    bool            `json:"verify"`
-	// Events waits for completions in the kernel instead of polling.
+	// Events waits for completions in the kernel instead of polling
+	// (where the side does not sleep its window's time: pacer.go).
 	Events bool `json:"events"`
 	// CQMod is perftest's CQ moderation for the BW peak (0: perftest's
 	// default for the size); NoPeak skips the peak (perftest's -N).
@@ -112,11 +115,58 @@ type Result struct {
 	Posted    uint64 `json:"posted"`
 	Doorbells uint64 `json:"doorbells"`
 	Waits     uint64 `json:"waits"`
+	// Sleeps counts the side's sleeps while its window was in flight
+	// (pacer.go) and Slept their wall time; Looks its polls of an empty
+	// CQ that spun instead.
+	Sleeps uint64        `json:"sleeps"`
+	Slept  time.Duration `json:"slept_ns"`
+	Looks  uint64        `json:"looks"`
 	// Timing says whether the lab kept real time during the measurement
 	// (the client's; nil at the server).
 	Timing *verbs.Timing `json:"timing,omitempty"`
+	// CPU is this side's process CPU time (user and system, every
+	// thread) over the measurement: the client's from its first post to
+	// its last completion, the server's from the hello to the fin. Per
+	// byte moved it hardly depends on the machine's load (CPUPerGB).
+	CPU time.Duration `json:"cpu_ns,omitempty"`
 	// QP is the client connection's counters (retransmissions, ECN).
 	QP verbs.QPStats `json:"qp"`
+}
+
+// noteWaits records how the side waited for completions.
+func (r *Result) noteWaits(s *side) {
+	r.Looks = s.looks
+	if s.pace != nil {
+		r.Sleeps, r.Slept = uint64(s.pace.Sleeps), s.pace.Slept
+	}
+}
+
+// CPUPerGB is the side's CPU time per 10^9 bytes moved (0 when nothing
+// moved or the kernel did not say).
+func (r *Result) CPUPerGB() time.Duration {
+	if r.Bytes <= 0 || r.CPU <= 0 {
+		return 0
+	}
+	return time.Duration(float64(r.CPU) * 1e9 / float64(r.Bytes))
+}
+
+// processCPU is this process's CPU time so far (user and system, every
+// thread), or -1 when the kernel does not say.
+func processCPU() time.Duration {
+	var ru unix.Rusage
+	if unix.Getrusage(unix.RUSAGE_SELF, &ru) != nil {
+		return -1
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// cpuSince is the CPU time since start (a processCPU reading), or 0 when
+// unknown.
+func cpuSince(start time.Duration) time.Duration {
+	if end := processCPU(); start >= 0 && end >= start {
+		return end - start
+	}
+	return 0
 }
 
 // Latency is write_lat's one-way latency (half the round trip).
@@ -151,6 +201,12 @@ type side struct {
 	// key keys the data pattern: the client draws it and sends it in the
 	// hello, so each connection's content differs from any other's.
 	key uint64
+	// pat is the key's pattern table (pattern.go), made on first use.
+	pat *pattern
+	// pace, once set, lets a polling side sleep while its window is in
+	// flight (pacer.go); looks counts polls of an empty CQ that spun.
+	pace  *pacer
+	looks uint64
 }
 
 func newSide(dev *verbs.Device, spec *Spec, depth int) (*side, error) {
@@ -183,11 +239,22 @@ func (s *side) next(ctx context.Context) (verbs.WC, error) {
 		if err := s.dev.Err(); err != nil {
 			return verbs.WC{}, err // the lab stopped: Poll alone would spin forever
 		}
-		if s.ev {
+		// A paced side sleeps while its window is in flight; where the
+		// pacer would spin, an events side (perftest's -e) waits in the
+		// kernel instead.
+		d := time.Duration(0)
+		if s.pace != nil {
+			d = s.pace.sleepFor(time.Now())
+		}
+		switch {
+		case d > 0:
+			s.pace.sleep(ctx, d)
+		case d == block || s.ev:
 			if err := s.cq.Wait(ctx); err != nil {
 				return verbs.WC{}, err
 			}
-		} else {
+		default:
+			s.looks++
 			runtime.Gosched()
 		}
 	}
@@ -217,54 +284,6 @@ func (s *side) recvCtl(off int) error {
 // sendImm sends a 0-byte SEND_IMM: a credit or the end of the test.
 func (s *side) sendImm(imm uint32) error {
 	return s.qp.PostSend(verbs.SendWR{ID: 1 << 40, Op: verbs.OpSendImm, Imm: imm})
-}
-
-// fill writes message msg's pattern into b; firstBad returns the offset of
-// the first byte of b that differs from it (-1: none). xorshift64 words
-// seeded by the connection's key and the message, so no copy of the data
-// is needed to check it, and a chunk of another message or connection, or
-// from another offset, never checks out.
-func (s *side) fill(b []byte, msg uint64) {
-	x := newPattern(s.key, msg)
-	var t [8]byte
-	for i := 0; i < len(b); i += 8 {
-		if i+8 <= len(b) {
-			binary.LittleEndian.PutUint64(b[i:], x.next())
-		} else {
-			binary.LittleEndian.PutUint64(t[:], x.next())
-			copy(b[i:], t[:])
-		}
-	}
-}
-
-func (s *side) firstBad(b []byte, msg uint64) int {
-	x := newPattern(s.key, msg)
-	var t [8]byte
-	for i := 0; i < len(b); i += 8 {
-		binary.LittleEndian.PutUint64(t[:], x.next())
-		for j := 0; j < 8 && i+j < len(b); j++ {
-			if b[i+j] != t[j] {
-				return i + j
-			}
-		}
-	}
-	return -1
-}
-
-// pattern is the xorshift64 state behind a message's bytes.
-type pattern uint64
-
-// newPattern starts message msg's pattern on connection key.
-func newPattern(key, msg uint64) pattern { return pattern((key ^ (msg+1)*0x9e3779b97f4a7c15) | 1) }
-
-// next returns the pattern's next 8 bytes (little-endian in the message).
-func (p *pattern) next() uint64 {
-	x := uint64(*p)
-	x ^= x << 13
-	x ^= x >> 7
-	x ^= x << 17
-	*p = pattern(x)
-	return x
 }
 
 // check reports whether b holds message msg, noting the first bad offset
