@@ -125,6 +125,36 @@ func (n *Network) Counters() Snapshot {
 	return s
 }
 
+// Totals are a Network's counters summed over every link direction and
+// node: what a run's summary reports, without a Snapshot's per-direction
+// entries.
+type Totals struct {
+	// Drops counts every drop once, as Snapshot.Drops does.
+	Drops                                   DropCounts
+	ECNMarks, Corrupted, Duplicated, Pauses uint64
+}
+
+// Totals returns the Network's totals now: the sums a Snapshot's Drops,
+// PFCPauses and link counters give, without allocating. A workload reads
+// them at the end of its run, when its heap is largest; a Snapshot there
+// was 0.8 MB of garbage at 128 hosts.
+func (n *Network) Totals() Totals {
+	var t Totals
+	for _, p := range n.ports {
+		p.settle() // as Counters: the same state after either
+		d := p.drops()
+		t.Drops.add(&d)
+		t.Drops.add(&p.nodeDrops)
+		t.ECNMarks += p.c.marks
+		t.Corrupted += p.c.corrupts
+		t.Duplicated += p.c.dups
+		if st := p.pfc; st != nil {
+			t.Pauses += st.pauses
+		}
+	}
+	return t
+}
+
 // counterOrder is the order of a Network's directions in a Snapshot's
 // Links and in its Ports: by names, which never change after Build, so it
 // is sorted once (sorting 393,216 directions by natural name order on
