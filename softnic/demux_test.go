@@ -192,6 +192,57 @@ func TestHostQueueFull(t *testing.T) {
 	}
 }
 
+// The host queue is made on the first host packet and grows with need,
+// wrapped or not, to HostQueue: packets leave in the order they came and
+// the ones beyond HostQueue are counted drops.
+func TestHostQueueGrows(t *testing.T) {
+	loop := sim.NewLoop()
+	pool := packet.NewPool()
+	n, _ := New(Config{Name: "n", Addr: addrA, Ports: 1, Sched: loop, Pool: pool, HostQueue: 20})
+	w := newFakeWire(loop, 1e9, 0)
+	if err := n.SetWires(w); err != nil {
+		t.Fatal(err)
+	}
+	if n.ports[0].host != nil {
+		t.Fatalf("host queue of %d made before any host packet", len(n.ports[0].host))
+	}
+	var order []uint16
+	w.seen = func(p *packet.Buffer) {
+		order = append(order, header.UDP(p.Data()[header.IPv4MinSize:]).SrcPort())
+	}
+	sport := uint16(0)
+	send := func(k int) {
+		for range k {
+			sport++
+			n.SendIP(loop.Now(), ipPacket(pool, addrA, addrB, sport, 2, nil))
+		}
+	}
+	w.busy = true
+	send(6) // a queue of 8
+	w.busy = false
+	w.onIdle(0) // one leaves: the queue's head moves
+	send(10)    // 15 waiting: grows to 16 wrapped
+	send(10)    // to 20, then 5 drops
+	if got := n.Stats().Drops[DropHostQueue]; got != 5 {
+		t.Errorf("%d host queue drops, want 5", got)
+	}
+	if l := len(n.ports[0].host); l != 20 {
+		t.Errorf("host queue of %d, want HostQueue's 20", l)
+	}
+	loop.Run()
+	if len(order) != 21 {
+		t.Fatalf("%d packets sent, want 21", len(order))
+	}
+	for i, sp := range order {
+		if sp != uint16(i+1) {
+			t.Fatalf("sent in the order %v, want 1..21", order)
+		}
+	}
+	if pool.Outstanding() != 0 {
+		t.Errorf("%d buffers outstanding", pool.Outstanding())
+	}
+}
+
 func TestRepeatedSetupReachesSameConn(t *testing.T) {
 	p := newPair(t, 1, toyProtos)
 	var accepted int

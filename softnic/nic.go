@@ -163,7 +163,7 @@ type NIC struct {
 	sources map[uint32]*source        // per source address (guard.go)
 	onIdle  []func(sim.Time)
 	ipID    uint16
-	hostQ   int
+	hostQ   int // each port's host queue holds at most this many (Config.HostQueue)
 	keyRand *rand.Rand
 
 	nextPD   uint32
@@ -246,7 +246,6 @@ func New(cfg Config) (*NIC, error) {
 		pt.idx = i
 		pt.ready.slot = i
 		pt.ctl.slot = cfg.Ports + i
-		pt.host = make([]*packet.Buffer, cfg.HostQueue)
 		pt.kick.Init(n.fireKick, pt)
 		pt.kick.Own(n.org)
 		n.onIdle[i] = func(now sim.Time) { n.pump(now, pt) }

@@ -213,6 +213,22 @@ func (n *NIC) sendHost(now sim.Time, pt *nicPort) {
 	n.transmit(now, pt, b)
 }
 
+// growHost doubles the port's host queue (to at most limit), keeping its
+// packets in order: the queue is made on the first host packet and grows
+// with need, so a simulated NIC whose host sends nothing holds no queue
+// (256 pointers a port was 288 KB at 128 hosts).
+func (pt *nicPort) growHost(limit int) {
+	q := make([]*packet.Buffer, min(max(2*len(pt.host), 8), limit))
+	for i := range pt.hN {
+		j := pt.hHead + i
+		if j >= len(pt.host) {
+			j -= len(pt.host)
+		}
+		q[i] = pt.host[j]
+	}
+	pt.host, pt.hHead = q, 0
+}
+
 // SendIP sends a packet from the host (a kernel packet read from the TUN
 // device): a complete IPv4 packet. The NIC takes ownership of b, picks the
 // plane by a hash of the flow's 5-tuple (so one flow stays on one plane and
@@ -248,8 +264,11 @@ func (n *NIC) SendIP(now sim.Time, b *packet.Buffer) {
 		return
 	}
 	if pt.hN == len(pt.host) {
-		n.drop(DropHostQueue, b)
-		return
+		if len(pt.host) >= n.hostQ {
+			n.drop(DropHostQueue, b)
+			return
+		}
+		pt.growHost(n.hostQ)
 	}
 	i := pt.hHead + pt.hN
 	if i >= len(pt.host) {

@@ -18,8 +18,8 @@ const runMainEnv = "MRLAB_TEST_RUN_MAIN"
 // every command pays) and of `mrlab bench leafspine-128h` (htsim's 128-host
 // bed, issue #29's ≤ 24 MiB target), each a child process of the test
 // binary. The test binary also links the tests' packages (chromedp among
-// them): its `version` peaks about 5 MiB above the mrlab binary's (24.2
-// against about 19 MiB), so compare its figures with each other, not with
+// them): its `version` peaks about 4 MiB above the mrlab binary's (21.2
+// against about 17.5 MiB), so compare its figures with each other, not with
 // `/usr/bin/time -v mrlab`. Also the bench run's own heap figures: state per
 // host (after the build) and per connection (the run's peak growth).
 //
@@ -77,9 +77,10 @@ func runSelf(tb testing.TB, args ...string) ([]byte, *syscall.Rusage) {
 // TestBenchRSS128 holds issue #29's 128-host memory figures in the test
 // binary, whose own pages differ from mrlab's: the whole 128-host bench
 // run peaks within 15 MiB of `version`, the start-up every command pays
-// (12 MiB above here; mrlab itself: 31.4-32.0 MiB against 19 MiB for
-// version). With every path's whole state from the first send it was 6
-// MiB higher. The state per connection (the run's peak heap growth over
+// (12 MiB above here; mrlab itself: 29.9-30.6 MiB against 17.3-18.1 MiB
+// for version, docs/speed.md). With every path's whole state from the
+// first send it was 6 MiB higher. What every process pays at start-up is
+// TestInitAllocations'. The state per connection (the run's peak heap growth over
 // 128 connections) stays under 64 KB (50 KB; 96 KB with whole paths).
 func TestBenchRSS128(t *testing.T) {
 	if testing.Short() {
