@@ -32,9 +32,11 @@ const MaxSize = 9216
 // packets in the same allocation as the Buffer itself: a switch reads a
 // packet's fields and its IPv4 header together, so they share cache
 // lines instead of costing a miss each, and each takes about half the
-// memory of a separate small buffer.
+// memory of a separate small buffer. The short class does the same for
+// control packets up to 256 bytes (ACKs with SACK records).
 const (
 	tinySize   = 128
+	shortSize  = 256
 	smallSize  = 512
 	mediumSize = 4096 + 256
 )
@@ -50,6 +52,15 @@ const tinyHeadroom = 64
 type tinyBuffer struct {
 	Buffer
 	bytes [tinyHeadroom + tinySize]byte
+}
+
+// shortBuffer is the short class's Buffer with its bytes inline: control
+// packets longer than tiny (a MetaRoCE ACK with a further SACK record is
+// 144 bytes) in one 512-byte allocation, where a small buffer is two
+// (its Buffer and 640 bytes: 832).
+type shortBuffer struct {
+	Buffer
+	bytes [tinyHeadroom + shortSize]byte
 }
 
 // Buffer is one packet. Data() is the packet from its first byte (the IPv4
@@ -205,7 +216,7 @@ func (b *Buffer) Tail() []byte { return b.buf[b.end:] }
 // Reset empties the packet, restoring full headroom.
 func (b *Buffer) Reset() {
 	h := Headroom
-	if len(b.buf) == tinyHeadroom+tinySize {
+	if l := len(b.buf); l == tinyHeadroom+tinySize || l == tinyHeadroom+shortSize {
 		h = tinyHeadroom
 	}
 	b.off, b.end, b.hole, b.holeAt = h, h, 0, 0
@@ -229,13 +240,13 @@ func (b *Buffer) Free() {
 // then differ by the packets that moved; their sum is still right.
 func (b *Buffer) Rehome(p *Pool) { b.pool = p }
 
-// Pool is a free list of buffers in four size classes. It is not safe for
+// Pool is a free list of buffers in five size classes. It is not safe for
 // concurrent use: each event loop (and each live I/O goroutine) has its own.
 type Pool struct {
-	tiny, small, medium, large []*Buffer
-	nextID                     uint64
-	allocated                  int
-	outstanding                int
+	tiny, short, small, medium, large []*Buffer
+	nextID                            uint64
+	allocated                         int
+	outstanding                       int
 	// view is the buffer Show lends (view.go); nil until first used.
 	view *view
 }
@@ -271,6 +282,16 @@ func (p *Pool) get(size int) *Buffer {
 		} else {
 			p.allocated++
 			t := &tinyBuffer{}
+			t.buf, t.pool = t.bytes[:], p
+			b = &t.Buffer
+		}
+	} else if size <= shortSize {
+		if n := len(p.short); n > 0 {
+			b = p.short[n-1]
+			p.short = p.short[:n-1]
+		} else {
+			p.allocated++
+			t := &shortBuffer{}
 			t.buf, t.pool = t.bytes[:], p
 			b = &t.Buffer
 		}
@@ -378,6 +399,8 @@ func (p *Pool) put(b *Buffer) {
 	switch len(b.buf) {
 	case tinyHeadroom + tinySize:
 		p.tiny = append(p.tiny, b)
+	case tinyHeadroom + shortSize:
+		p.short = append(p.short, b)
 	case Headroom + smallSize:
 		p.small = append(p.small, b)
 	case Headroom + mediumSize:
@@ -402,7 +425,7 @@ func Balance(pools []*Pool) {
 	if len(pools) < 2 {
 		return
 	}
-	for c := range 4 {
+	for c := range numClasses {
 		lo, hi := pools[0], pools[0]
 		for _, p := range pools[1:] {
 			if len(*p.class(c)) < len(*lo.class(c)) {
@@ -427,21 +450,29 @@ func Balance(pools []*Pool) {
 	}
 }
 
-// class returns the free list of size class c (tiny, small, medium, large).
+// numClasses is the number of size classes (class's c).
+const numClasses = 5
+
+// class returns the free list of size class c (tiny, short, small,
+// medium, large).
 func (p *Pool) class(c int) *[]*Buffer {
 	switch c {
 	case 0:
 		return &p.tiny
 	case 1:
-		return &p.small
+		return &p.short
 	case 2:
+		return &p.small
+	case 3:
 		return &p.medium
 	}
 	return &p.large
 }
 
 // FreeCount returns how many free buffers the pool holds.
-func (p *Pool) FreeCount() int { return len(p.tiny) + len(p.small) + len(p.medium) + len(p.large) }
+func (p *Pool) FreeCount() int {
+	return len(p.tiny) + len(p.short) + len(p.small) + len(p.medium) + len(p.large)
+}
 
 // Allocated returns how many buffers the pool has ever allocated.
 func (p *Pool) Allocated() int { return p.allocated }

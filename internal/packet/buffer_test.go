@@ -204,6 +204,23 @@ func TestTinyPacketOneAllocation(t *testing.T) {
 	}
 	b.Prepend(tinyHeadroom)
 	b.Free()
+	// The short class (tiny < size <= 256) likewise, in the 512-byte
+	// allocation class, not a Buffer and a separate 640-byte slice.
+	if n := testing.AllocsPerRun(100, func() { p.Get(tinySize + 1) }); n != 1 {
+		t.Errorf("a new short buffer takes %v allocations, want 1", n)
+	}
+	s := p.Get(shortSize)
+	if off, ok := s.Offset(s.Tail()[:1]); !ok || off != tinyHeadroom || s.Cap() != shortSize {
+		t.Errorf("short buffer: offset %d (%v), cap %d", off, ok, s.Cap())
+	}
+	if n := unsafe.Sizeof(shortBuffer{}); n > 512 {
+		t.Errorf("a short buffer is %d bytes, want at most 512", n)
+	}
+	s.Prepend(tinyHeadroom)
+	s.Free()
+	if got := p.Get(shortSize + 1); got.Cap() != smallSize {
+		t.Errorf("a %d-byte packet got a buffer of %d, want the small class's %d", shortSize+1, got.Cap(), smallSize)
+	}
 }
 
 // TestBalance: free buffers pile up in the pool packets are freed into
