@@ -153,7 +153,7 @@ func newConn(p *Protocol, now sim.Time, cfg transport.Config, dialer bool) (*Con
 	c.rnrTimer.Init(rnrTimerFired, c)
 	c.timers.AdvanceTo(now)
 	paths := c.configuredPaths()
-	c.s.pick = make([]portPick, cfg.Ports)
+	c.s.sel = &pathSel{pick: make([]portPick, cfg.Ports)}
 	c.s.roomEpoch = 1
 	c.s.dctcp = newDCTCP()
 	c.s.sharesDirty = true

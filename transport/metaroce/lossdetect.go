@@ -2,6 +2,7 @@ package metaroce
 
 import (
 	"math"
+	"math/bits"
 
 	"github.com/mrlab/mrlab/internal/sim"
 	"github.com/mrlab/mrlab/transport"
@@ -221,9 +222,14 @@ func (c *Conn) reorder() sim.Time {
 // reorderBase is the reordering window before the spurious-driven scale.
 func (c *Conn) reorderBase() sim.Time {
 	lo, hi := sim.Never, sim.Time(0)
-	for i := range c.s.paths {
-		if p := &c.s.paths[i]; p.hasRTT && p.state == PathActive {
-			lo, hi = min(lo, p.srtt), max(hi, p.srtt)
+	// Only used paths have an RTT; each is in the rack set (pathSel).
+	for w, word := range c.s.sel.rack {
+		for word != 0 {
+			i := w<<6 | bits.TrailingZeros64(word)
+			word &= word - 1
+			if p := &c.s.paths[i]; p.hasRTT && p.state == PathActive {
+				lo, hi = min(lo, p.srtt), max(hi, p.srtt)
+			}
 		}
 	}
 	if hi == 0 {
@@ -297,8 +303,14 @@ func (c *Conn) rackDetect() {
 	}
 	base, half := c.reorder(), c.lateHalfLife()
 	reo := base + c.lateMax(half)
-	for i := range c.s.paths {
+	// The paths in the rack set, in order: the others have nothing
+	// outstanding and rackAt Never already (pathSel).
+	set := &c.s.sel.rack
+	for i := set.next(-1); i >= 0; i = set.next(i) {
 		p := &c.s.paths[i]
+		if !p.used() {
+			set.remove(i) // its rackAt is Never from here (below) until it is used
+		}
 		next := sim.Never
 		if p.sb.empty() || p.state == PathProbing || p.state == PathFailed {
 			c.setRackAt(p, next)

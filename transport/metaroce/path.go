@@ -133,6 +133,7 @@ func (c *Conn) use(p *sndPath) {
 	}
 	p.pathCold = &pathCold{c: c}
 	p.timer.Init(pathTimerFired, p)
+	c.s.sel.rack.add(int(p.id))
 }
 
 // pathCounters are a path's lifetime counters.
@@ -202,12 +203,17 @@ func (c *Conn) setSpare(perPlane int) {
 	}
 	for port := 0; port < ports; port++ {
 		k := 0
-		for i := port; i < len(c.s.paths); i += ports {
+		cand := &c.s.sel.pick[port].cand
+		*cand = pathSet{}
+		for i, j := port, 0; i < len(c.s.paths); i, j = i+ports, j+1 {
 			p := &c.s.paths[i]
 			p.spare = false
 			if p.serviceable() {
 				p.spare = k >= perPlane
 				k++
+			}
+			if !p.spare {
+				cand.add(j)
 			}
 		}
 	}
@@ -463,6 +469,7 @@ func (c *Conn) ensurePaths() {
 		ph.entropy = e0[i]
 		ph.credit = 1
 		ph.portDown = c.proto.portsDown>>(ph.plane(c.cfg.Ports)%32)&1 != 0
+		c.s.sel.rack.add(i) // rackAt 0: not yet swept (pathSel)
 	}
 	c.s.sharesDirty = true
 }
