@@ -189,6 +189,25 @@ func (l *pathLate) lateness(now, half sim.Time) sim.Time {
 	return l.late >> uint(n)
 }
 
+// lateChange returns the first instant after now at which the lateness
+// can differ from its value at now (for the same half-life and sample):
+// the next halving, Never once it is gone. Before lateAt (not expected)
+// it promises nothing past now.
+func (l *pathLate) lateChange(now, half sim.Time) sim.Time {
+	if l.late <= 0 {
+		return sim.Never
+	}
+	d := now - l.lateAt
+	if d < 0 {
+		return now + 1
+	}
+	n := d / half
+	if n >= 32 {
+		return sim.Never
+	}
+	return l.lateAt + (n+1)*half
+}
+
 // noteLateness takes a lateness sample on p (see lateBy).
 func (c *Conn) noteLateness(p *sndPath, order uint32, rtt sim.Time) {
 	if late, ok := c.s.rack.lateBy(order, rtt); ok {
