@@ -50,8 +50,8 @@ func (m *lateMemo) lateMax(c *Conn, half sim.Time) sim.Time {
 			i := w<<6 | bits.TrailingZeros64(word)
 			word &= word - 1
 			p := &c.s.paths[i]
-			late = max(late, p.lateness(c.now, half))
-			until = min(until, p.lateChange(c.now, half))
+			l, u := p.lateUntil(c.now, half)
+			late, until = max(late, l), min(until, u)
 		}
 	}
 	m.valid, m.now, m.half, m.max, m.until = true, c.now, half, late, until

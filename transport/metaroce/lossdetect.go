@@ -189,23 +189,23 @@ func (l *pathLate) lateness(now, half sim.Time) sim.Time {
 	return l.late >> uint(n)
 }
 
-// lateChange returns the first instant after now at which the lateness
-// can differ from its value at now (for the same half-life and sample):
-// the next halving, Never once it is gone. Before lateAt (not expected)
-// it promises nothing past now.
-func (l *pathLate) lateChange(now, half sim.Time) sim.Time {
+// lateUntil returns the lateness at now and the first instant after now
+// at which it can differ (for the same half-life and sample): the next
+// halving, Never once it is gone. Before lateAt (not expected) it
+// promises nothing past now.
+func (l *pathLate) lateUntil(now, half sim.Time) (late, until sim.Time) {
 	if l.late <= 0 {
-		return sim.Never
+		return 0, sim.Never
 	}
 	d := now - l.lateAt
 	if d < 0 {
-		return now + 1
+		return l.lateness(now, half), now + 1
 	}
 	n := d / half
 	if n >= 32 {
-		return sim.Never
+		return 0, sim.Never
 	}
-	return l.lateAt + (n+1)*half
+	return l.late >> uint(n), l.lateAt + (n+1)*half
 }
 
 // noteLateness takes a lateness sample on p (see lateBy).
