@@ -3,6 +3,9 @@ package metaroce
 import (
 	"math/rand/v2"
 	"testing"
+
+	"github.com/mrlab/mrlab/internal/sim"
+	"github.com/mrlab/mrlab/transport/transporttest"
 )
 
 // TestPathSetOrder checks next and after against a scan of every number
@@ -58,5 +61,51 @@ func TestPathSetOrder(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// After a 64 KiB WRITE at 128 paths the sets the per-packet and per-ACK
+// loops visit hold what pathSel says and are small: the rack set is the
+// used paths (every unused one swept to rackAt Never), a plane's
+// candidates the paths that are not spare. If they held every path, path
+// choice and loss detection would be back to scanning all 128.
+func TestPathSelAfterWrite(t *testing.T) {
+	l := newLab(t, transporttest.Config{Seed: 1}, Options{Paths: 128})
+	a := metaConn(l.ca)
+	if err := l.ca.PostSend(write(7, 0, addrRW, addrRW+0x80000, 65536)); err != nil {
+		t.Fatal(err)
+	}
+	if !l.runUntil(sim.Millisecond, func() bool { return len(l.ca.Completions) == 1 }) {
+		t.Fatalf("no completion; stats %+v", a.Stats())
+	}
+	var used, cand pathSet
+	for i := range a.s.paths {
+		p := &a.s.paths[i]
+		if p.used() {
+			used.add(i)
+		} else if p.rackAt != sim.Never {
+			t.Errorf("unused path %d: rackAt %v, want Never (swept)", i, p.rackAt)
+		}
+	}
+	if a.s.sel.rack != used {
+		t.Errorf("rack set %x, want the used paths %x", a.s.sel.rack, used)
+	}
+	ports := a.cfg.Ports
+	for port := 0; port < ports; port++ {
+		cand = pathSet{}
+		for i, j := port, 0; i < len(a.s.paths); i, j = i+ports, j+1 {
+			if !a.s.paths[i].spare {
+				cand.add(j)
+			}
+		}
+		if got := a.s.sel.pick[port].cand; got != cand {
+			t.Errorf("port %d: candidates %x, want the paths not spare %x", port, got, cand)
+		}
+	}
+	if n := used.len(); n == 0 || n > 32 {
+		t.Errorf("%d of 128 paths used by a 64 KiB WRITE, want 1-32", n)
+	}
+	if n := a.s.sel.pick[0].cand.len(); n == 0 || n > 32 {
+		t.Errorf("%d candidates on plane 0, want 1-32", n)
 	}
 }
