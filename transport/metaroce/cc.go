@@ -260,12 +260,18 @@ func (c *Conn) shares() {
 	c.s.sharesDirty = false
 	c.setSpare(int(c.s.perPlane))
 	sum, top, n := 0.0, 0.0, 0
-	for i := range c.s.paths {
-		if p := &c.s.paths[i]; p.usable() {
-			w := float64(quantWeight(p)) / 16
-			sum += w
-			top = max(top, w)
-			n++
+	// The paths not spare, in index order (the sum's order): a spare
+	// path is not usable (pathSel).
+	for w, word := range c.s.sel.open {
+		for word != 0 {
+			i := w<<6 | bits.TrailingZeros64(word)
+			word &= word - 1
+			if p := &c.s.paths[i]; p.usable() {
+				w := float64(quantWeight(p)) / 16
+				sum += w
+				top = max(top, w)
+				n++
+			}
 		}
 	}
 	c.s.weightSum, c.s.weightTop, c.s.usable = sum, top, int32(n)

@@ -201,6 +201,7 @@ func (c *Conn) setSpare(perPlane int) {
 	if perPlane <= 0 {
 		perPlane = len(c.s.paths) // not computed yet: no cap
 	}
+	c.s.sel.open = pathSet{}
 	for port := 0; port < ports; port++ {
 		k := 0
 		cand := &c.s.sel.pick[port].cand
@@ -214,6 +215,7 @@ func (c *Conn) setSpare(perPlane int) {
 			}
 			if !p.spare {
 				cand.add(j)
+				c.s.sel.open.add(i)
 			}
 		}
 	}

@@ -50,6 +50,9 @@ func (s *pathSet) after(k int) int {
 //     pickPath's round robin visits cand, in the order and as often as it
 //     visited every path, and the paths it no longer visits are those it
 //     skipped without effect.
+//   - open holds the same paths as the planes' cand together, by path
+//     index: shares sums the usable paths' weights over it, in index
+//     order as it did over every path (a spare path is not usable).
 //   - rack holds the paths rackDetect (and reorderBase) visit: every path
 //     that has its own cold state (use), and the unused ones whose rackAt
 //     is still the initial 0. An unused path has nothing outstanding and
@@ -59,5 +62,6 @@ func (s *pathSet) after(k int) int {
 //     have an RTT (reorderBase).
 type pathSel struct {
 	pick []portPick
+	open pathSet
 	rack pathSet
 }

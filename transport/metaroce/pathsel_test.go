@@ -90,6 +90,15 @@ func TestPathSelAfterWrite(t *testing.T) {
 	if a.s.sel.rack != used {
 		t.Errorf("rack set %x, want the used paths %x", a.s.sel.rack, used)
 	}
+	var open pathSet
+	for i := range a.s.paths {
+		if !a.s.paths[i].spare {
+			open.add(i)
+		}
+	}
+	if a.s.sel.open != open {
+		t.Errorf("open set %x, want the paths not spare %x", a.s.sel.open, open)
+	}
 	ports := a.cfg.Ports
 	for port := 0; port < ports; port++ {
 		cand = pathSet{}
