@@ -184,7 +184,7 @@ func (c *Conn) ccOnRecord(p *sndPath, pkts, bytes, drx, dce int) {
 		p.alpha.add(c.opts.ECNGain, drx, dce)
 		if q := quantWeight(p); q != p.wq {
 			p.wq = q
-			s.sharesDirty = true
+			s.sharesDirty = true // a weight: which paths are spare has not changed
 		}
 		p.roundPkts += drx
 		p.roundCE += dce
@@ -224,7 +224,7 @@ func (c *Conn) endPathRound(p *sndPath) {
 		if p.markRounds >= c.opts.RepathMarkRounds && p.state == PathActive && c.fewHeavy() {
 			p.state = PathDraining
 			p.markRounds = 0
-			c.s.sharesDirty = true
+			c.s.pathsChanged()
 			if c.cfg.Trace != nil {
 				c.tracef("path %d: marked heavily for %d rounds, draining to move", p.id, c.opts.RepathMarkRounds)
 			}
@@ -258,7 +258,10 @@ func (c *Conn) shares() {
 		return
 	}
 	c.s.sharesDirty = false
-	c.setSpare(int(c.s.perPlane))
+	if c.s.sel.spareDirty {
+		c.s.sel.spareDirty = false
+		c.setSpare(int(c.s.perPlane))
+	}
 	sum, top, n := 0.0, 0.0, 0
 	// The paths not spare, in index order (the sum's order): a spare
 	// path is not usable (pathSel).

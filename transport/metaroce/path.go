@@ -312,7 +312,7 @@ func (c *Conn) repath(p *sndPath, why repathReason, abandon bool) {
 	p.genSent, p.genLost = 0, 0
 	p.tlpSent, p.tlps, p.suspect, p.silentLoss = false, 0, false, false
 	p.alpha = 0 // a new route: its marks are its own
-	c.s.sharesDirty = true
+	c.s.pathsChanged()
 	p.st.entropyChanges++
 	c.st.entropyChanges++
 	if c.cfg.Trace != nil {
@@ -443,7 +443,7 @@ func (c *Conn) pathRecovered(p *sndPath) {
 		p.state = PathActive
 		p.probeWant = false
 		c.flagPath(p)
-		c.s.sharesDirty = true
+		c.s.pathsChanged()
 	}
 	p.timeouts = 0
 	c.allFailedSince = 0
@@ -473,7 +473,7 @@ func (c *Conn) ensurePaths() {
 		ph.portDown = c.proto.portsDown>>(ph.plane(c.cfg.Ports)%32)&1 != 0
 		c.s.sel.rack.add(i) // rackAt 0: not yet swept (pathSel)
 	}
-	c.s.sharesDirty = true
+	c.s.pathsChanged()
 }
 
 // freshShare is pathShare for path p of a connection whose paths are not

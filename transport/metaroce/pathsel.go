@@ -60,8 +60,23 @@ func (s *pathSet) after(k int) int {
 //     (after which it leaves the set); a path with rackAt Never and nothing
 //     outstanding is a path rackDetect leaves as it is. Only used paths
 //     have an RTT (reorderBase).
+//
+// spareDirty says that setSpare must run again: a path may have changed
+// whether it could take data (serviceable), the paths per plane changed,
+// or the paths were allocated. A change of weight alone leaves it: the
+// spare paths, and so pick's and open's sets, depend on nothing else.
 type pathSel struct {
-	pick []portPick
-	open pathSet
-	rack pathSet
+	pick       []portPick
+	open       pathSet
+	rack       pathSet
+	spareDirty bool
+}
+
+// pathsChanged notes a change that moves the path shares and may move
+// which paths are spare (see pathSel.spareDirty): every change of a path's
+// state, suspect or portDown flag, of the paths per plane, or the paths'
+// allocation.
+func (s *sndState) pathsChanged() {
+	s.sharesDirty = true
+	s.sel.spareDirty = true
 }

@@ -121,7 +121,7 @@ func (c *Conn) pickPath(port, size int) *sndPath {
 	ports := c.cfg.Ports
 	if k := uint16(c.activePerPlane()); k != c.s.perPlane {
 		c.s.perPlane = k
-		c.s.sharesDirty = true
+		c.s.pathsChanged()
 	}
 	c.shares()
 	run := c.runLength(w)
