@@ -169,14 +169,22 @@ func (b IPv4) updateChecksum(old, new uint16) {
 
 // Checksum returns the 16-bit ones'-complement sum of b added to initial
 // (not complemented). A header with a correct checksum sums to 0xffff.
+//
+// Eight bytes are read at a time; the sum is the same integer as word by
+// word (in 64 bits it cannot wrap), so the folded result is too.
 func Checksum(b []byte, initial uint32) uint16 {
-	sum := initial
+	sum := uint64(initial)
+	for len(b) >= 8 {
+		v := binary.BigEndian.Uint64(b)
+		sum += v>>48 + v>>32&0xffff + v>>16&0xffff + v&0xffff
+		b = b[8:]
+	}
 	for len(b) >= 2 {
-		sum += uint32(b[0])<<8 | uint32(b[1])
+		sum += uint64(b[0])<<8 | uint64(b[1])
 		b = b[2:]
 	}
 	if len(b) == 1 {
-		sum += uint32(b[0]) << 8
+		sum += uint64(b[0]) << 8
 	}
 	for sum>>16 != 0 {
 		sum = sum&0xffff + sum>>16

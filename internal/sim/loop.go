@@ -373,39 +373,47 @@ func (l *Loop) up(i int) {
 }
 
 // down moves the entry at i towards the leaves until no child is earlier.
+// A node with four children reads them as one array (one bounds check, not
+// one per child) and keeps a pointer to the hole it fills.
 func (l *Loop) down(i int) {
 	h := l.heap
 	n := len(h)
-	e := h[i]
+	hole := &h[i]
+	e := *hole
 	for {
 		c := 4*i + 1
-		if c >= n {
-			break
-		}
 		var m int
+		var next *heapEntry
 		if c+3 < n {
 			// Four children: the earliest by a tournament without
 			// branches (which child wins is a coin toss the processor
 			// would mispredict about half the time). On equal entries
 			// the lower index wins, as in the scan below.
-			m01 := c + int(h[c+1].beforeBit(&h[c]))
-			m23 := c + 2 + int(h[c+3].beforeBit(&h[c+2]))
-			m = m01 + (m23-m01)&-int(h[m23].beforeBit(&h[m01]))
+			ch := (*[4]heapEntry)(h[c : c+4])
+			m01 := ch[1].beforeBit(&ch[0])
+			m23 := 2 + ch[3].beforeBit(&ch[2])
+			k := m01 + (m23-m01)&-ch[m23&3].beforeBit(&ch[m01&3])
+			next = &ch[k&3]
+			m = c + int(k&3)
 		} else {
+			if c >= n {
+				break
+			}
 			m = c
 			for k := c + 1; k < n; k++ {
 				if h[k].before(&h[m]) {
 					m = k
 				}
 			}
+			next = &h[m]
 		}
-		if !h[m].before(&e) {
+		if !next.before(&e) {
 			break
 		}
-		h[i] = h[m]
-		h[i].t.idx = i + 1
-		i = m
+		*hole = *next
+		hole.t.idx = i + 1
+		i, hole = m, next
 	}
-	h[i] = e
+	*hole = e
 	e.t.idx = i + 1
 }

@@ -103,7 +103,7 @@ func (c *Conn) onPathAck(r *wire.PathAck) {
 		c.s.lastProgress = c.now
 		if p.suspect {
 			p.suspect = false
-			c.s.sharesDirty = true
+			c.s.pathsChanged()
 		}
 		if p.timeouts > 0 || p.state == PathProbing || p.state == PathFailed {
 			c.pathRecovered(p)
@@ -117,7 +117,7 @@ func (c *Conn) onPathAck(r *wire.PathAck) {
 	if p.state == PathDraining && sb.empty() {
 		c.repath(p, whyMarks, false)
 		p.state = PathActive
-		c.s.sharesDirty = true
+		c.s.pathsChanged()
 	}
 	c.armPath(p)
 }

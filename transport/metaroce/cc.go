@@ -184,7 +184,7 @@ func (c *Conn) ccOnRecord(p *sndPath, pkts, bytes, drx, dce int) {
 		p.alpha.add(c.opts.ECNGain, drx, dce)
 		if q := quantWeight(p); q != p.wq {
 			p.wq = q
-			s.sharesDirty = true
+			s.sharesDirty = true // a weight: which paths are spare has not changed
 		}
 		p.roundPkts += drx
 		p.roundCE += dce
@@ -224,7 +224,7 @@ func (c *Conn) endPathRound(p *sndPath) {
 		if p.markRounds >= c.opts.RepathMarkRounds && p.state == PathActive && c.fewHeavy() {
 			p.state = PathDraining
 			p.markRounds = 0
-			c.s.sharesDirty = true
+			c.s.pathsChanged()
 			if c.cfg.Trace != nil {
 				c.tracef("path %d: marked heavily for %d rounds, draining to move", p.id, c.opts.RepathMarkRounds)
 			}
@@ -258,14 +258,23 @@ func (c *Conn) shares() {
 		return
 	}
 	c.s.sharesDirty = false
-	c.setSpare(int(c.s.perPlane))
+	if c.s.sel.spareDirty {
+		c.s.sel.spareDirty = false
+		c.setSpare(int(c.s.perPlane))
+	}
 	sum, top, n := 0.0, 0.0, 0
-	for i := range c.s.paths {
-		if p := &c.s.paths[i]; p.usable() {
-			w := float64(quantWeight(p)) / 16
-			sum += w
-			top = max(top, w)
-			n++
+	// The paths not spare, in index order (the sum's order): a spare
+	// path is not usable (pathSel).
+	for w, word := range c.s.sel.open {
+		for word != 0 {
+			i := w<<6 | bits.TrailingZeros64(word)
+			word &= word - 1
+			if p := &c.s.paths[i]; p.usable() {
+				w := float64(quantWeight(p)) / 16
+				sum += w
+				top = max(top, w)
+				n++
+			}
 		}
 	}
 	c.s.weightSum, c.s.weightTop, c.s.usable = sum, top, int32(n)

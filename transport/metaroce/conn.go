@@ -153,10 +153,10 @@ func newConn(p *Protocol, now sim.Time, cfg transport.Config, dialer bool) (*Con
 	c.rnrTimer.Init(rnrTimerFired, c)
 	c.timers.AdvanceTo(now)
 	paths := c.configuredPaths()
-	c.s.pick = make([]portPick, cfg.Ports)
+	c.s.sel = &pathSel{pick: make([]portPick, cfg.Ports)}
 	c.s.roomEpoch = 1
 	c.s.dctcp = newDCTCP()
-	c.s.sharesDirty = true
+	c.s.pathsChanged()
 	// The paths' entropies are drawn now, in the order they always were;
 	// the paths themselves on first use (ensurePaths).
 	e0 := make([]uint16, paths)

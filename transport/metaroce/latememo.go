@@ -14,8 +14,10 @@ import (
 // state from memory (7% of leafspine-128h's and fattree-k16's CPU).
 //
 // Two things are kept. The last answer (now, half, max): it depends only
-// on the instant, the half-life and the paths' samples, so it serves until
-// one of those changes; a new sample clears it (noted). And set, the
+// on the instant, the half-life and the paths' samples, and a path's
+// lateness only changes when its sample halves (at lateAt + k x half), so
+// it serves from now until the first such instant over the set (until),
+// for the same half-life; a new sample clears it (noted). And set, the
 // connection's paths that ever took a sample (late > 0): only they can
 // have a lateness, and a path's sample is never removed (its lateness
 // fades with time, but the half-life can grow again), so a path enters the
@@ -30,8 +32,8 @@ type lateMemo struct {
 	valid bool   // now, half and max hold an answer
 	// set has bit i for c's path i if that path has a sample (ids are
 	// uint8: at most 256 paths).
-	set            [4]uint64
-	now, half, max sim.Time
+	set                   [4]uint64
+	now, half, max, until sim.Time
 }
 
 // lateMax returns the largest lateness over c's paths at c.now for
@@ -39,18 +41,20 @@ type lateMemo struct {
 func (m *lateMemo) lateMax(c *Conn, half sim.Time) sim.Time {
 	if m.c != c || m.id != c.id {
 		m.rebuild(c)
-	} else if m.valid && m.now == c.now && m.half == half {
+	} else if m.valid && m.half == half && c.now >= m.now && c.now < m.until {
 		return m.max
 	}
-	late := sim.Time(0)
+	late, until := sim.Time(0), sim.Never
 	for w, word := range m.set {
 		for word != 0 {
 			i := w<<6 | bits.TrailingZeros64(word)
 			word &= word - 1
-			late = max(late, c.s.paths[i].lateness(c.now, half))
+			p := &c.s.paths[i]
+			l, u := p.lateUntil(c.now, half)
+			late, until = max(late, l), min(until, u)
 		}
 	}
-	m.valid, m.now, m.half, m.max = true, c.now, half, late
+	m.valid, m.now, m.half, m.max, m.until = true, c.now, half, late, until
 	return late
 }
 

@@ -59,3 +59,31 @@ func TestLateMemoMatchesScan(t *testing.T) {
 		t.Fatalf("only %d answers were positive: the test does not exercise the set", positive)
 	}
 }
+
+// TestLateUntil: lateUntil's lateness is lateness at now, and lateness
+// holds that value at every instant from now until the instant it names.
+func TestLateUntil(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for trial := 0; trial < 2000; trial++ {
+		l := pathLate{late: sim.Time(rng.Int64N(1 << 20)), lateAt: sim.Time(rng.Int64N(1 << 30))}
+		half := sim.Time(1 + rng.Int64N(1<<16))
+		now := l.lateAt + sim.Time(rng.Int64N(40*int64(half)))
+		late, until := l.lateUntil(now, half)
+		if want := l.lateness(now, half); late != want {
+			t.Fatalf("%+v at %d half %d: lateUntil %d, lateness %d", l, now, half, late, want)
+		}
+		if until <= now {
+			t.Fatalf("%+v at %d half %d: until %d not after now", l, now, half, until)
+		}
+		end := min(until, now+50*half)
+		for k := 0; k < 20; k++ {
+			at := now + sim.Time(rng.Int64N(int64(end-now)))
+			if got := l.lateness(at, half); got != late {
+				t.Fatalf("%+v half %d: lateness %d at %d, %d at %d, before until %d", l, half, late, now, got, at, until)
+			}
+		}
+		if until != sim.Never && l.lateness(until, half) == late && late != 0 {
+			t.Fatalf("%+v half %d: lateness unchanged at until %d", l, half, until)
+		}
+	}
+}

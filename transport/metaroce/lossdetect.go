@@ -2,6 +2,7 @@ package metaroce
 
 import (
 	"math"
+	"math/bits"
 
 	"github.com/mrlab/mrlab/internal/sim"
 	"github.com/mrlab/mrlab/transport"
@@ -188,6 +189,25 @@ func (l *pathLate) lateness(now, half sim.Time) sim.Time {
 	return l.late >> uint(n)
 }
 
+// lateUntil returns the lateness at now and the first instant after now
+// at which it can differ (for the same half-life and sample): the next
+// halving, Never once it is gone. Before lateAt (not expected) it
+// promises nothing past now.
+func (l *pathLate) lateUntil(now, half sim.Time) (late, until sim.Time) {
+	if l.late <= 0 {
+		return 0, sim.Never
+	}
+	d := now - l.lateAt
+	if d < 0 {
+		return l.lateness(now, half), now + 1
+	}
+	n := d / half
+	if n >= 32 {
+		return 0, sim.Never
+	}
+	return l.late >> uint(n), l.lateAt + (n+1)*half
+}
+
 // noteLateness takes a lateness sample on p (see lateBy).
 func (c *Conn) noteLateness(p *sndPath, order uint32, rtt sim.Time) {
 	if late, ok := c.s.rack.lateBy(order, rtt); ok {
@@ -221,9 +241,14 @@ func (c *Conn) reorder() sim.Time {
 // reorderBase is the reordering window before the spurious-driven scale.
 func (c *Conn) reorderBase() sim.Time {
 	lo, hi := sim.Never, sim.Time(0)
-	for i := range c.s.paths {
-		if p := &c.s.paths[i]; p.hasRTT && p.state == PathActive {
-			lo, hi = min(lo, p.srtt), max(hi, p.srtt)
+	// Only used paths have an RTT; each is in the rack set (pathSel).
+	for w, word := range c.s.sel.rack {
+		for word != 0 {
+			i := w<<6 | bits.TrailingZeros64(word)
+			word &= word - 1
+			if p := &c.s.paths[i]; p.hasRTT && p.state == PathActive {
+				lo, hi = min(lo, p.srtt), max(hi, p.srtt)
+			}
 		}
 	}
 	if hi == 0 {
@@ -297,8 +322,14 @@ func (c *Conn) rackDetect() {
 	}
 	base, half := c.reorder(), c.lateHalfLife()
 	reo := base + c.lateMax(half)
-	for i := range c.s.paths {
+	// The paths in the rack set, in order: the others have nothing
+	// outstanding and rackAt Never already (pathSel).
+	set := &c.s.sel.rack
+	for i := set.next(-1); i >= 0; i = set.next(i) {
 		p := &c.s.paths[i]
+		if !p.used() {
+			set.remove(i) // its rackAt is Never from here (below) until it is used
+		}
 		next := sim.Never
 		if p.sb.empty() || p.state == PathProbing || p.state == PathFailed {
 			c.setRackAt(p, next)

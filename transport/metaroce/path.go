@@ -133,6 +133,7 @@ func (c *Conn) use(p *sndPath) {
 	}
 	p.pathCold = &pathCold{c: c}
 	p.timer.Init(pathTimerFired, p)
+	c.s.sel.rack.add(int(p.id))
 }
 
 // pathCounters are a path's lifetime counters.
@@ -200,14 +201,21 @@ func (c *Conn) setSpare(perPlane int) {
 	if perPlane <= 0 {
 		perPlane = len(c.s.paths) // not computed yet: no cap
 	}
+	c.s.sel.open = pathSet{}
 	for port := 0; port < ports; port++ {
 		k := 0
-		for i := port; i < len(c.s.paths); i += ports {
+		cand := &c.s.sel.pick[port].cand
+		*cand = pathSet{}
+		for i, j := port, 0; i < len(c.s.paths); i, j = i+ports, j+1 {
 			p := &c.s.paths[i]
 			p.spare = false
 			if p.serviceable() {
 				p.spare = k >= perPlane
 				k++
+			}
+			if !p.spare {
+				cand.add(j)
+				c.s.sel.open.add(i)
 			}
 		}
 	}
@@ -304,7 +312,7 @@ func (c *Conn) repath(p *sndPath, why repathReason, abandon bool) {
 	p.genSent, p.genLost = 0, 0
 	p.tlpSent, p.tlps, p.suspect, p.silentLoss = false, 0, false, false
 	p.alpha = 0 // a new route: its marks are its own
-	c.s.sharesDirty = true
+	c.s.pathsChanged()
 	p.st.entropyChanges++
 	c.st.entropyChanges++
 	if c.cfg.Trace != nil {
@@ -435,7 +443,7 @@ func (c *Conn) pathRecovered(p *sndPath) {
 		p.state = PathActive
 		p.probeWant = false
 		c.flagPath(p)
-		c.s.sharesDirty = true
+		c.s.pathsChanged()
 	}
 	p.timeouts = 0
 	c.allFailedSince = 0
@@ -463,8 +471,9 @@ func (c *Conn) ensurePaths() {
 		ph.entropy = e0[i]
 		ph.credit = 1
 		ph.portDown = c.proto.portsDown>>(ph.plane(c.cfg.Ports)%32)&1 != 0
+		c.s.sel.rack.add(i) // rackAt 0: not yet swept (pathSel)
 	}
-	c.s.sharesDirty = true
+	c.s.pathsChanged()
 }
 
 // freshShare is pathShare for path p of a connection whose paths are not

@@ -50,7 +50,7 @@ func (c *Conn) SetPortsUp(now sim.Time, up uint32) {
 		changed = true
 	}
 	if changed {
-		c.s.sharesDirty = true
+		c.s.pathsChanged()
 		if c.cfg.Trace != nil {
 			c.tracef("local ports down %#b", down)
 		}

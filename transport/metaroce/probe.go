@@ -207,7 +207,7 @@ func (c *Conn) onPathTimer(p *sndPath) {
 			// twice, so the path keeps them and probes on.
 			p.suspect = true
 			moved := c.abandon(p)
-			c.s.sharesDirty = true
+			c.s.pathsChanged()
 			if c.cfg.Trace != nil {
 				c.tracef("path %d: probe unanswered for %v, %d chunks moved to other paths", p.id, now-p.tlpSentAt, moved)
 			}
@@ -350,7 +350,7 @@ func (c *Conn) pathTimeout(p *sndPath) {
 	}
 	c.repath(p, whyTimeout, true)
 	p.state = PathProbing
-	c.s.sharesDirty = true
+	c.s.pathsChanged()
 	c.probeSoon(p)
 }
 

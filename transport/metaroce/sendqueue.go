@@ -46,9 +46,11 @@ type sndState struct {
 	// lostSet has the paths with lost PSNs to resend, probeSet those with
 	// a probe due.
 	lostSet, probeSet [4]uint64
-	// Path choice per port (transmit.go); room only changes when a packet
-	// arrives or a timer runs, which bump roomEpoch.
-	pick      []portPick
+	// Path choice per port (transmit.go) and the paths the per-ACK loops
+	// visit (pathsel.go); room only changes when a packet arrives or a
+	// timer runs, which bump roomEpoch. A pointer keeps Conn in its size
+	// class (TestConnSize).
+	sel       *pathSel
 	roomEpoch uint64
 
 	// lossSent and lossLost are the connection's data packets and SACK
@@ -101,12 +103,14 @@ type sndState struct {
 }
 
 // portPick is path choice on one port: a round-robin cursor, the packets
-// the cursor's path has taken in its current run, and a memo that nothing
-// of blockedSize bytes fitted at blockedEpoch.
+// the cursor's path has taken in its current run, a memo that nothing
+// of blockedSize bytes fitted at blockedEpoch, and cand, the plane's
+// paths that may take new data (pathsel.go).
 type portPick struct {
 	blockedEpoch uint64
 	cursor, run  int32
 	blockedSize  int32
+	cand         pathSet
 }
 
 // sndMsg is a posted message.

@@ -114,15 +114,14 @@ func (c *Conn) pickPath(port, size int) *sndPath {
 	if size > 0 && c.s.inflight > 0 && c.s.inflight+size > w {
 		return nil
 	}
-	pk := &c.s.pick[port]
+	pk := &c.s.sel.pick[port]
 	if pk.blockedEpoch == c.s.roomEpoch && size >= int(pk.blockedSize) {
 		return nil // nothing has changed since nothing fitted
 	}
 	ports := c.cfg.Ports
-	n := (len(c.s.paths) - port + ports - 1) / ports // paths on this plane
 	if k := uint16(c.activePerPlane()); k != c.s.perPlane {
 		c.s.perPlane = k
-		c.s.sharesDirty = true
+		c.s.pathsChanged()
 	}
 	c.shares()
 	run := c.runLength(w)
@@ -134,10 +133,11 @@ func (c *Conn) pickPath(port, size int) *sndPath {
 		}
 	}
 	top := c.s.weightTop
-	for tries := 0; tries < 2*n; tries++ {
-		if k++; k >= n {
-			k = 0
-		}
+	// Every path of the plane twice, from the one after the cursor, in
+	// turn; those not in cand would not take data (pathSel).
+	cand := &pk.cand
+	for tries, m := 0, 2*cand.len(); tries < m; tries++ {
+		k = cand.after(k)
 		p := &c.s.paths[port+k*ports]
 		if !c.takes(p, size, w, run) {
 			continue

@@ -3,6 +3,7 @@ package wire
 import (
 	"encoding/binary"
 	"hash/crc32"
+	"sync/atomic"
 )
 
 // The CRC32C of bytes known to be zero, without reading them.
@@ -46,16 +47,65 @@ var zeroPow = func() (p [32]zeroOp) {
 }()
 
 // crcZeros returns crc32.Update(crc, castagnoli, make([]byte, n)) without
-// touching n bytes.
+// touching n bytes: Z^n from the byte tables of n (zeroTableFor).
 func crcZeros(crc uint32, n int) uint32 {
+	if n <= 0 {
+		return crc
+	}
+	t := zeroTableFor(n)
 	r := ^crc
+	return ^(t.t[0][r&0xff] ^ t.t[1][r>>8&0xff] ^ t.t[2][r>>16&0xff] ^ t.t[3][r>>24])
+}
+
+// regZeros feeds n zero bytes to the register r: Z^n r, as a product of
+// the powers for the bits of n.
+func regZeros(r uint32, n int) uint32 {
 	for k := 0; n > 0 && k < len(zeroPow); k++ {
 		if n&1 != 0 {
 			r = zeroPow[k].apply(r)
 		}
 		n >>= 1
 	}
-	return ^r
+	return r
+}
+
+// zeroTable is Z^n for one n as four byte tables: Z^n r is the XOR of
+// t[j][byte j of r] (Z^n is linear). Applying it is four loads where the
+// product of powers is one 32-step matrix product per bit of n, and a
+// packet's payload length takes few values (the MSS, a message's last
+// chunk), so the tables of recent lengths are kept.
+type zeroTable struct {
+	n int
+	t [4][256]uint32
+}
+
+// zeroTables holds recently used tables, by a hash of n. A table is never
+// written after it is published, so readers on other goroutines (a
+// partitioned run's loops) see it whole; two lengths that share a slot
+// replace each other's, which costs a rebuild, never a wrong answer.
+var zeroTables [16]atomic.Pointer[zeroTable]
+
+// zeroTableFor returns the tables of Z^n, building them if no slot holds
+// them: each byte's table from Z^n of its eight bits.
+func zeroTableFor(n int) *zeroTable {
+	slot := &zeroTables[(n^n>>4^n>>8)&(len(zeroTables)-1)]
+	if t := slot.Load(); t != nil && t.n == n {
+		return t
+	}
+	t := &zeroTable{n: n}
+	for j := range t.t {
+		tj := &t.t[j]
+		for bit := 0; bit < 8; bit++ {
+			tj[1<<bit] = regZeros(uint32(1)<<(8*j+bit), n)
+		}
+		for b := 3; b < 256; b++ {
+			if low := b & -b; low != b {
+				tj[b] = tj[b&^low] ^ tj[low]
+			}
+		}
+	}
+	slot.Store(t)
+	return t
 }
 
 // checksum returns the CRC32C of pkt, whose bytes pkt[at:at+z] the caller

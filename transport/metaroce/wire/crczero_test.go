@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"fmt"
 	"hash/crc32"
 	"math/rand/v2"
 	"testing"
@@ -115,4 +116,31 @@ func FuzzParseZeros(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestCRCZerosConcurrent: goroutines asking for lengths that share the
+// tables' slots (a partitioned run's loops) each get the CRC over the
+// zeros (run with -race).
+func TestCRCZerosConcurrent(t *testing.T) {
+	zeros := make([]byte, 1<<13)
+	done := make(chan error, 4)
+	for g := 0; g < 4; g++ {
+		go func(g int) {
+			rng := rand.New(rand.NewPCG(uint64(g), 9))
+			for i := 0; i < 300; i++ {
+				n := 1 + rng.IntN(len(zeros)-1)
+				crc := rng.Uint32()
+				if got, want := crcZeros(crc, n), crc32.Update(crc, castagnoli, zeros[:n]); got != want {
+					done <- fmt.Errorf("crcZeros(%#x, %d) = %#x, want %#x", crc, n, got, want)
+					return
+				}
+			}
+			done <- nil
+		}(g)
+	}
+	for g := 0; g < 4; g++ {
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}
 }
