@@ -150,25 +150,7 @@ func writePerf(w io.Writer, req live.PerfRequest, f workload.Format, res, srv *v
 			return err
 		}
 	}
-	r.Fact("run_lab_time", "run: lab time", t.LabTime.String())
-	r.Fact("run_wall_time", "run: wall time", t.WallTime.String())
-	r.Fact("max_lateness", "lab's worst lateness", t.MaxLateness.String())
-	if t.ClientWait >= 0 {
-		// What the lab's lateness cannot see: the client's own waits
-		// for a CPU, which a latency figure includes.
-		r.Fact("client_cpu_wait", "client's CPU wait", t.ClientWait.String())
-	}
-	// What each program's side cost: CPU time (user and system, every
-	// thread) per 10^9 bytes moved, which the machine's load hardly
-	// changes; what a side spends beside the lab's loop on a shared box.
-	if d := res.CPUPerGB(); d > 0 {
-		r.Fact("client_cpu_per_gb", "client's CPU per GB", d.Round(time.Microsecond).String())
-	}
-	if srv != nil {
-		if d := srv.CPUPerGB(); d > 0 {
-			r.Fact("server_cpu_per_gb", "server's CPU per GB", d.Round(time.Microsecond).String())
-		}
-	}
+	timingFacts(r, t, res, srv)
 	verified := "off (--verify=false)"
 	switch {
 	case res.Verified:
@@ -214,6 +196,30 @@ func writePerf(w io.Writer, req live.PerfRequest, f workload.Format, res, srv *v
 			req.From, req.To, t.MaxLateness, t.LabTime)
 	}
 	return nil
+}
+
+// timingFacts adds the run's lab and wall time, the lab's worst lateness,
+// the client's waits for a CPU and each side's CPU per GB to r.
+func timingFacts(r *Report, t verbs.Timing, res, srv *verbsperf.Result) {
+	r.Fact("run_lab_time", "run: lab time", t.LabTime.String())
+	r.Fact("run_wall_time", "run: wall time", t.WallTime.String())
+	r.Fact("max_lateness", "lab's worst lateness", t.MaxLateness.String())
+	if t.ClientWait >= 0 {
+		// What the lab's lateness cannot see: the client's own waits
+		// for a CPU, which a latency figure includes.
+		r.Fact("client_cpu_wait", "client's CPU wait", t.ClientWait.String())
+	}
+	// What each program's side cost: CPU time (user and system, every
+	// thread) per 10^9 bytes moved, which the machine's load hardly
+	// changes; what a side spends beside the lab's loop on a shared box.
+	if d := res.CPUPerGB(); d > 0 {
+		r.Fact("client_cpu_per_gb", "client's CPU per GB", d.Round(time.Microsecond).String())
+	}
+	if srv != nil {
+		if d := srv.CPUPerGB(); d > 0 {
+			r.Fact("server_cpu_per_gb", "server's CPU per GB", d.Round(time.Microsecond).String())
+		}
+	}
 }
 
 // liveResult is a live run's result in the shape mrlab sim's perftest
