@@ -253,11 +253,15 @@ func (c *Conn) reorderBase() sim.Time {
 	if hi == 0 {
 		lo = 0
 	}
-	floor := incastFloor(int(c.peerPorts), c.mss+dataOverhead, c.s.hint)
+	return reorderWindow(hi, lo, c.s.rttvar, c.peerAckDelay, c.granularity(), max(c.s.srtt, c.s.recentRTT), c.incastFloor())
+}
+
+// incastFloor is the connection's incast floor now (incastFloor).
+func (c *Conn) incastFloor() sim.Time {
 	if c.mutated(MutNoIncastFloor) {
-		floor = 0
+		return 0
 	}
-	return reorderWindow(hi, lo, c.s.rttvar, c.peerAckDelay, c.granularity(), max(c.s.srtt, c.s.recentRTT), floor)
+	return incastFloor(int(c.peerPorts), c.mss+dataOverhead, c.s.hint)
 }
 
 // spurious notes a declaration found spurious (see ackEntry); the trace
