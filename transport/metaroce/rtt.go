@@ -155,20 +155,12 @@ func (c *Conn) serialize(n int) sim.Time {
 
 // pto is how long p waits for ACK progress before a tail-loss probe, and
 // how long a probe waits for its answer: RTT + max(4 x variation,
-// granularity, the incast floor) + the peer's largest ACK delay (RFC
-// 9002's PTO) + the path's recent lateness; the setup timeout before any
-// RTT. The incast floor (lossdetect.go) is the queue one packet of each
-// of the receiver's senders makes at one of its ports: a path behind it
-// is queued, not silent.
+// granularity) + the peer's largest ACK delay (RFC 9002's PTO) + the
+// path's recent lateness; the setup timeout before any RTT.
 func (c *Conn) pto(p *sndPath) sim.Time {
-	gran := c.granularity()
-	d, ok := c.s.ptoBase(&p.pathRTT, gran)
+	d, ok := c.s.ptoBase(&p.pathRTT, c.granularity())
 	if !ok {
 		return c.opts.SetupTimeout
-	}
-	if floor := c.incastFloor(); floor > gran {
-		rtt, _ := c.s.timerRTT(&p.pathRTT, gran)
-		d = max(d, rtt+floor)
 	}
 	return d + c.peerAckDelay + c.lateMax(c.lateHalfLife())
 }
