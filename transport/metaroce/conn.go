@@ -38,10 +38,8 @@ type Conn struct {
 	peerAckDelay sim.Time // the longest the peer holds one (from its SYN or SYN_ACK)
 
 	// What the peer accepts from us (int32: the room the proactive copies'
-	// state below takes, keeping Conn in its size class), and its port
-	// count (the reordering window's incast floor, lossdetect.go).
-	peerPaths uint16
-	peerPorts uint8
+	// state below takes, keeping Conn in its size class).
+	peerPaths int32
 	msgWindow int32
 	dsnWindow int32
 

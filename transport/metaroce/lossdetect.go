@@ -51,9 +51,7 @@ import (
 // delay (a later
 // packet's ACK may have gone at once and ours after the peer's full
 // delay), at least one full packet's serialization at the line rate and at
-// most the smoothed RTT; and, above that cap, at least the incast floor
-// (incastFloor): one packet from each of the receiver's senders at one of
-// its ports. On a symmetric, quiet fabric it is a few packet
+// most the smoothed RTT. On a symmetric, quiet fabric it is a few packet
 // times; where paths differ in length or queueing it grows with them, so
 // reordering is never taken for loss, and no constant tuned to a bed sets
 // it. Tried and not kept (issue 27): the receiver's measured hold (echo_ts
@@ -65,7 +63,10 @@ import (
 // RFC 9000 13.2.1's rule with the sender's clock as the order): no
 // shallow-loss case moved and a sprayed bulk flow sent about twice the
 // ACKs. When a candidate's time has not come, a reorder timer fires at the
-// earliest deadline and the rule runs again.
+// earliest deadline and the rule runs again. A synchronized start (the
+// collectives page's all-to-all) still makes spurious declarations
+// loss-free; why, and the floors tried against them, which held real
+// losses at 1%: spec §10, "Spurious declarations loss-free".
 
 // rackState is the connection's RACK record: the latest-sent packet known
 // to have arrived. The zero value has seen nothing.
@@ -140,36 +141,14 @@ func (r *rackState) verdict(order uint32, sentAt, now, reo sim.Time) (lost bool,
 
 // reorderWindow is the window above from the paths' largest and smallest
 // smoothed RTTs, the connection's RTT variation, the peer's ACK delay, one
-// packet's serialization (gran), the smoothed RTT (its cap) and the incast
-// floor (incastFloor), which the cap does not lower.
-func reorderWindow(maxRTT, minRTT, rttvar, peerAckDelay, gran, srtt, incast sim.Time) sim.Time {
+// packet's serialization (gran) and the smoothed RTT (its cap).
+func reorderWindow(maxRTT, minRTT, rttvar, peerAckDelay, gran, srtt sim.Time) sim.Time {
 	w := max(maxRTT-minRTT, 0) + 4*rttvar + peerAckDelay
 	w = max(w, gran)
 	if srtt > 0 {
 		w = min(w, srtt)
 	}
-	return max(w, incast)
-}
-
-// incastFloor is the least reordering the receiver's share implies: one
-// full-size packet from each of the receiver's senders queued at one of
-// its ports, ports x (mss + overhead) / share. The receiver hands its
-// capacity C out in shares of at least C/N among its N active senders
-// (ratehint.go), so C/share bounds N from below, and N packets at one
-// port of C/ports take ports x packet / share. A packet that waits behind
-// them is not overtaken by more than that by one on another, emptier
-// port: the synchronized start of an all-to-all, where every sender
-// posts in the same order and its NIC's first round of packets puts
-// every sender's first packet for a receiver on the same plane, made
-// such a queue on one plane of every receiver (63 packets, ~20 us at
-// 100 Gbit/s) while the others stayed short. With the whole capacity
-// (one sender) it is one packet at the peer's line rate: the gran floor.
-// No share yet (hint 0, or hints off): 0.
-func incastFloor(peerPorts int, packet int, share float64) sim.Time {
-	if share <= 0 {
-		return 0
-	}
-	return sim.Time(min(float64(max(peerPorts, 1)*packet)/share*float64(sim.Second), float64(math.MaxInt64/2)))
+	return w
 }
 
 // lateBy is a lateness sample: the first transmission of order order was
@@ -253,15 +232,7 @@ func (c *Conn) reorderBase() sim.Time {
 	if hi == 0 {
 		lo = 0
 	}
-	return reorderWindow(hi, lo, c.s.rttvar, c.peerAckDelay, c.granularity(), max(c.s.srtt, c.s.recentRTT), c.incastFloor())
-}
-
-// incastFloor is the connection's incast floor now (incastFloor).
-func (c *Conn) incastFloor() sim.Time {
-	if c.mutated(MutNoIncastFloor) {
-		return 0
-	}
-	return incastFloor(int(c.peerPorts), c.mss+dataOverhead, c.s.hint)
+	return reorderWindow(hi, lo, c.s.rttvar, c.peerAckDelay, c.granularity(), max(c.s.srtt, c.s.recentRTT))
 }
 
 // spurious notes a declaration found spurious (see ackEntry); the trace

@@ -85,54 +85,7 @@ func TestReorderWindow(t *testing.T) {
 		{"never above the smoothed RTT", 40 * us, 10 * us, 4 * us, 2 * us, us / 3, 20 * us, 20 * us},
 		{"no RTT yet: no cap", 0, 0, 0, 10 * us, us / 3, 0, 10 * us},
 	} {
-		if got := reorderWindow(tc.maxRTT, tc.minRTT, tc.v, tc.ackDelay, tc.gran, tc.rtt, 0); got != tc.want {
-			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
-		}
-	}
-}
-
-// TestIncastFloor: the reordering window's incast floor (lossdetect.go)
-// is one packet per sender of the receiver at one of its ports, ports x
-// packet / share, in every regime: it is one packet at the receiver's
-// line rate when the sender has the receiver's whole capacity, N packets
-// there when it has 1/N of it, and it stands above the cap at the
-// smoothed RTT and below a larger window.
-func TestIncastFloor(t *testing.T) {
-	const (
-		us  = sim.Microsecond
-		pkt = 4096 + 100
-	)
-	gbps := func(g float64) float64 { return g * 1e9 / 8 } // bytes/s
-	ser := func(n int, g float64) sim.Time { return sim.Time(float64(n*pkt) * 8 / (g * 1e9) * float64(sim.Second)) }
-	for _, tc := range []struct {
-		name  string
-		ports int
-		share float64 // bytes/s
-		want  sim.Time
-	}{
-		{"1 Gbit/s, one port, alone: one packet at 1 Gbit/s", 1, gbps(1), ser(1, 1)},
-		{"800 Gbit/s, one port, alone: one packet at 800 Gbit/s", 1, gbps(800), ser(1, 800)},
-		{"8 x 100 Gbit/s, alone: one packet at one port's 100 Gbit/s", 8, gbps(800), ser(1, 100)},
-		{"8 x 100 Gbit/s, 1/63 of it (an all-to-all of 64): 63 packets at one port", 8, gbps(800.0 / 63), ser(63, 100)},
-		{"one 100 Gbit/s port, a 63:1 incast: 63 packets at its line rate", 1, gbps(100.0 / 63), ser(63, 100)},
-		{"ports unknown count as one", 0, gbps(100), ser(1, 100)},
-		{"no share yet, or hints off: no floor", 8, 0, 0},
-	} {
-		got := incastFloor(tc.ports, pkt, tc.share)
-		if d := got - tc.want; d < -1 || d > 1 {
-			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
-		}
-	}
-	for _, tc := range []struct {
-		name                                          string
-		maxRTT, minRTT, v, ackDelay, gran, rtt, floor sim.Time
-		want                                          sim.Time
-	}{
-		{"the floor stands above the cap at the smoothed RTT", 40 * us, 10 * us, 4 * us, 2 * us, us / 3, 6 * us, 20 * us, 20 * us},
-		{"a wider window keeps its width", 14 * us, 10 * us, us, 2 * us, us / 3, 12 * us, 3 * us, 10 * us},
-		{"alone on a quiet fabric: the packet time either way", 10 * us, 10 * us, 0, 0, us / 3, 10 * us, us / 3, us / 3},
-	} {
-		if got := reorderWindow(tc.maxRTT, tc.minRTT, tc.v, tc.ackDelay, tc.gran, tc.rtt, tc.floor); got != tc.want {
+		if got := reorderWindow(tc.maxRTT, tc.minRTT, tc.v, tc.ackDelay, tc.gran, tc.rtt); got != tc.want {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
 	}

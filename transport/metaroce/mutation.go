@@ -105,10 +105,6 @@ const (
 	// MutNoRetxProbeLoss: the receiver's loss estimate ignores PROBEs
 	// flagged RETX (§4 ACK policy).
 	MutNoRetxProbeLoss
-	// MutNoIncastFloor: the reordering window has no incast floor: one
-	// packet per sender of the receiver at one of its ports (§10 Loss
-	// across paths).
-	MutNoIncastFloor
 )
 
 // mutated reports whether the connection breaks rule m (a planted fault).
@@ -229,6 +225,5 @@ func Mutations() []NamedMutation {
 		{"no-gray-repath", MutNoGrayRepath}, {"repath-any-loss", MutRepathAnyLoss},
 		{"no-path-cap", MutNoPathCap}, {"no-ack-spacing", MutNoAckSpacing},
 		{"no-copies", MutNoCopies}, {"no-retx-probe-loss", MutNoRetxProbeLoss},
-		{"no-incast-floor", MutNoIncastFloor},
 	}
 }

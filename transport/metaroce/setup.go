@@ -150,8 +150,7 @@ func (c *Conn) ctlEcho() uint32 {
 // learnPeer takes the peer's parameters from its SYN or SYN_ACK.
 func (c *Conn) learnPeer(s wire.Setup) {
 	c.peer = s.SrcConn()
-	c.peerPaths = uint16(s.Paths())
-	c.peerPorts = uint8(s.Ports())
+	c.peerPaths = int32(s.Paths())
 	c.mss = min(c.cfg.PathMTU, s.MTU())
 	c.msgWindow = int32(min(c.opts.SendQueue, s.MsgWindow()))
 	c.dsnWindow = int32(min(c.opts.DSNWindow, s.DSNWindow(), math.MaxInt32))

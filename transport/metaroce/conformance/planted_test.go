@@ -30,7 +30,6 @@ func TestScriptsKillTheirFaults(t *testing.T) {
 		{"paths-active-by-window", metaroce.MutNoPathCap},
 		{"copy-unused-share", metaroce.MutNoCopies},
 		{"ack-retx-probe-counts", metaroce.MutNoRetxProbeLoss},
-		{"loss-incast-floor", metaroce.MutNoIncastFloor},
 	} {
 		t.Run(c.script, func(t *testing.T) {
 			s := byName[c.script]
