@@ -47,7 +47,10 @@
 // CE-marked fraction, and each path takes a run of packets in a row, as
 // many as keep about two packets per path in flight per round trip (at
 // most a quarter of the window), so that losses show in SACKs rather than
-// timers. A path never holds more than its share of W (or its run).
+// timers. A path never holds more than its share of W (or its run),
+// except in a dialer's first flight, where it takes a packet while it
+// holds less than its share (the flight has no headroom: shares rounded
+// down to whole packets left part of it unsent).
 //
 // # Congestion control
 //

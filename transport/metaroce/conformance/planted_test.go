@@ -30,6 +30,7 @@ func TestScriptsKillTheirFaults(t *testing.T) {
 		{"paths-active-by-window", metaroce.MutNoPathCap},
 		{"copy-unused-share", metaroce.MutNoCopies},
 		{"ack-retx-probe-counts", metaroce.MutNoRetxProbeLoss},
+		{"first-flight-whole-window", metaroce.MutPathShareFloor},
 	} {
 		t.Run(c.script, func(t *testing.T) {
 			s := byName[c.script]
