@@ -25,16 +25,17 @@ import "math/bits"
 // Slots are recycled last-in first-out, so the few in use stay in cache.
 type queue struct {
 	keys []qkey   // by heap position from qRoot; keys[:qRoot] unused
-	slot []int32  // by heap position: the slot of the entry there
 	pos  []int32  // by slot: its heap position (while armed)
 	tm   []*Timer // by slot: its timer (while armed)
 	free []int32  // slots not in use
 }
 
-// qkey is a heap entry's order: its time, then its (origin, seq) key.
+// qkey is a heap entry: its order (time, then (origin, seq) key) and
+// its timer's slot.
 type qkey struct {
-	at  Time
-	key uint64
+	at   Time
+	key  uint64
+	slot int32
 }
 
 // qRoot is the root's index in queue.keys and queue.slot. With it the
@@ -46,7 +47,6 @@ const qRoot = 3
 func newQueue(initial int) *queue {
 	q := &queue{
 		keys: make([]qkey, qRoot, qRoot+initial),
-		slot: make([]int32, qRoot, qRoot+initial),
 		pos:  make([]int32, 0, initial),
 		tm:   make([]*Timer, 0, initial),
 		free: make([]int32, 0, initial),
@@ -77,7 +77,7 @@ func (q *queue) len() int { return len(q.keys) - qRoot }
 func (q *queue) root() *qkey { return &q.keys[qRoot] }
 
 // rootTimer returns the earliest entry's timer.
-func (q *queue) rootTimer() *Timer { return q.tm[q.slot[qRoot]] }
+func (q *queue) rootTimer() *Timer { return q.tm[q.keys[qRoot].slot] }
 
 // newSlot gives t a slot.
 func (q *queue) newSlot(t *Timer) int32 {
@@ -98,19 +98,18 @@ func (q *queue) newSlot(t *Timer) int32 {
 // push adds t, which is not armed, at (at, key).
 func (q *queue) push(t *Timer, at Time, key uint64) {
 	s := q.newSlot(t)
-	q.keys = append(q.keys, qkey{at, key})
-	q.slot = append(q.slot, s)
+	q.keys = append(q.keys, qkey{at, key, s})
 	q.up(len(q.keys) - 1)
 }
 
 // replaceRoot puts t, which is not armed, at the root in place of the
 // entry there, whose timer fired (it gives t its slot), and sifts it down.
 func (q *queue) replaceRoot(t *Timer, at Time, key uint64) {
-	s := q.slot[qRoot]
-	q.tm[s] = t
-	t.idx = int(s) + 1
-	q.keys[qRoot] = qkey{at, key}
-	q.down(qRoot)
+	r := &q.keys[qRoot]
+	q.tm[r.slot] = t
+	t.idx = int(r.slot) + 1
+	r.at, r.key = at, key
+	q.downStd(qRoot)
 }
 
 // rekey moves armed t to (at, key).
@@ -128,18 +127,16 @@ func (q *queue) rekey(t *Timer, at Time, key uint64) {
 
 // remove takes the entry at index a out and unarms its timer.
 func (q *queue) remove(a int) {
-	s := q.slot[a]
+	s := q.keys[a].slot
 	q.tm[s].idx = 0
 	q.tm[s] = nil
 	q.free = append(q.free, s)
 	last := len(q.keys) - 1
 	if a != last {
 		q.keys[a] = q.keys[last]
-		q.slot[a] = q.slot[last]
-		q.pos[q.slot[a]] = int32(a)
+		q.pos[q.keys[a].slot] = int32(a)
 	}
 	q.keys = q.keys[:last]
-	q.slot = q.slot[:last]
 	if a != last {
 		// The moved entry came from a leaf: it can only need to go down,
 		// unless it came from another subtree with an earlier key.
@@ -154,22 +151,19 @@ func (q *queue) remove(a int) {
 // up moves the entry at a towards the root until its parent is earlier,
 // shifting parents down into the hole instead of swapping.
 func (q *queue) up(a int) {
-	keys, slot, pos := q.keys, q.slot, q.pos
-	e, s := keys[a], slot[a]
+	keys, pos := q.keys, q.pos
+	e := keys[a]
 	for a > qRoot {
 		p := a/4 + 2
 		if !e.before(&keys[p]) {
 			break
 		}
 		keys[a] = keys[p]
-		sp := slot[p]
-		slot[a] = sp
-		pos[sp] = int32(a)
+		pos[keys[a].slot] = int32(a)
 		a = p
 	}
 	keys[a] = e
-	slot[a] = s
-	pos[s] = int32(a)
+	pos[e.slot] = int32(a)
 }
 
 // down moves the entry at a towards the leaves until no child is earlier.
@@ -187,9 +181,8 @@ func (q *queue) up(a int) {
 func (q *queue) down(a int) {
 	keys, pos := q.keys, q.pos
 	n := len(keys)
-	slot := q.slot[:n]
-	e, s := keys[a], slot[a]
-	hk, hs := &keys[a], &slot[a] // the hole
+	e := keys[a]
+	hole := &keys[a]
 	for {
 		c := 4*a - 8
 		if c+3 >= n {
@@ -202,10 +195,8 @@ func (q *queue) down(a int) {
 					m = k
 				}
 			}
-			*hk = keys[m]
-			sm := slot[m]
-			*hs = sm
-			pos[sm] = int32(a)
+			*hole = keys[m]
+			pos[hole.slot] = int32(a)
 			a = m
 			break
 		}
@@ -214,30 +205,66 @@ func (q *queue) down(a int) {
 		// would mispredict about half the time). On equal entries
 		// the lower index wins, as in the scan above.
 		ch := (*[4]qkey)(keys[c : c+4])
-		sl := (*[4]int32)(slot[c : c+4])
 		m01 := ch[1].beforeBit(&ch[0])
 		m23 := 2 + ch[3].beforeBit(&ch[2])
 		k := (m01 + (m23-m01)&-ch[m23&3].beforeBit(&ch[m01&3])) & 3
-		*hk = ch[k]
-		sm := sl[k]
-		*hs = sm
-		pos[sm] = int32(a)
-		hk, hs = &ch[k], &sl[k]
+		*hole = ch[k]
+		pos[hole.slot] = int32(a)
+		hole = &ch[k]
 		a = c + int(k)
 	}
 	// Climb: a is the hole, at a leaf.
-	for {
+	for a > qRoot {
 		p := a/4 + 2
-		if a <= qRoot || !e.before(&keys[p]) {
+		if !e.before(&keys[p]) {
 			break
 		}
 		keys[a] = keys[p]
-		sp := slot[p]
-		slot[a] = sp
-		pos[sp] = int32(a)
+		pos[keys[a].slot] = int32(a)
 		a = p
 	}
 	keys[a] = e
-	slot[a] = s
-	pos[s] = int32(a)
+	pos[e.slot] = int32(a)
+}
+
+// downStd is the usual sift-down (stop at the first node whose earliest
+// child is not earlier than the entry).
+func (q *queue) downStd(a int) {
+	keys, pos := q.keys, q.pos
+	n := len(keys)
+	e := keys[a]
+	hole := &keys[a]
+	for {
+		c := 4*a - 8
+		var next *qkey
+		var m int
+		if c+3 < n {
+			ch := (*[4]qkey)(keys[c : c+4])
+			m01 := ch[1].beforeBit(&ch[0])
+			m23 := 2 + ch[3].beforeBit(&ch[2])
+			k := (m01 + (m23-m01)&-ch[m23&3].beforeBit(&ch[m01&3])) & 3
+			next = &ch[k]
+			m = c + int(k)
+		} else {
+			if c >= n {
+				break
+			}
+			m = c
+			for k := c + 1; k < n; k++ {
+				if keys[k].before(&keys[m]) {
+					m = k
+				}
+			}
+			next = &keys[m]
+		}
+		if !next.before(&e) {
+			break
+		}
+		*hole = *next
+		pos[hole.slot] = int32(a)
+		hole = next
+		a = m
+	}
+	*hole = e
+	pos[e.slot] = int32(a)
 }
