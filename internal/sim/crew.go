@@ -108,7 +108,7 @@ func (c *crew) work(i int) {
 func (c *crew) window(win Time) {
 	busy, only := 0, 0
 	for i, l := range c.g.parts {
-		has := l.due(win)
+		has := len(l.heap) > 0 && l.heap[0].at < win
 		c.run[i].Store(has)
 		if has {
 			busy++

@@ -305,7 +305,7 @@ func (g *Group) Run(end Time) error {
 // finishes its window like the others.
 func (g *Group) runPart(l *Loop, win Time) {
 	stop := false
-	for l.due(win) {
+	for len(l.heap) > 0 && l.heap[0].at < win {
 		l.RunUntil(win - 1)
 		stop = stop || l.stopped()
 	}

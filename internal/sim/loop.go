@@ -1,5 +1,7 @@
 package sim
 
+import "math/bits"
+
 // Func is a timer callback. arg is the value given to Timer.Init; passing a
 // pointer there lets one method value serve many timers without allocating.
 type Func func(now Time, arg any)
@@ -10,7 +12,7 @@ type Func func(now Time, arg any)
 // buffer) so that arming one never allocates.
 type Timer struct {
 	at  Time
-	idx int // its slot in the loop's queue plus one; 0 when not armed
+	idx int // position in the heap plus one; 0 when not armed
 	org *Origin
 	fn  Func
 	arg any
@@ -99,15 +101,12 @@ type Scheduler interface {
 // Loop is a discrete-event scheduler with a virtual clock. It is not safe for
 // concurrent use: one goroutine owns it (that is the point).
 //
-// The timer queue (queue.go) is a 4-ary min-heap of (time, key) entries
-// in an array of their own: comparisons read only that array, never the
-// timers (which live scattered in packet buffers and connections), and a
-// moved entry writes its position into a dense slot table, not into its
-// timer, so Disarm and re-Arm stay O(log n) without a search and sifting
-// touches no timer.
-//
-// The zero Loop is usable (a connection's private loop is one): its queue
-// is allocated by the first Arm.
+// The timer queue is a 4-ary min-heap of (time, key, timer) entries with
+// the keys stored inline: comparisons read only the contiguous heap array,
+// never the timers themselves (which live scattered in packet buffers and
+// connections), and a 4-ary heap is half as deep as a binary one. A moved
+// entry writes its new position into its timer, so Disarm and re-Arm stay
+// O(log n) without a search.
 type Loop struct {
 	now Time
 	// seq is origin 0's counter (timers without an origin); its top bit
@@ -115,7 +114,7 @@ type Loop struct {
 	// as small as before origins.
 	seq     uint64
 	origins *Origins
-	q       *queue
+	heap    []heapEntry
 	fired   uint64
 	// cur is the key of the event running (0 between events): what a
 	// partition's observer orders its records by (EventKey).
@@ -140,6 +139,29 @@ func (l *Loop) clearStop() { l.seq &^= stopBit }
 
 func (l *Loop) hole() bool { return l.seq&holeBit != 0 }
 
+// heapEntry is one armed timer in the heap, with a copy of its key.
+type heapEntry struct {
+	at  Time
+	key uint64
+	t   *Timer
+}
+
+// before orders entries by time, then by (origin, seq): (at, key) read
+// as one 128-bit number, compared by the borrow of a subtraction, without
+// a branch the processor would mispredict about half the time in the
+// heap's sifts. Times in the heap are never negative (arm clamps them
+// to now).
+func (e *heapEntry) before(o *heapEntry) bool {
+	return e.beforeBit(o) != 0
+}
+
+// beforeBit is before as 1 or 0.
+func (e *heapEntry) beforeBit(o *heapEntry) uint64 {
+	_, borrow := bits.Sub64(e.key, o.key, 0)
+	_, borrow = bits.Sub64(uint64(e.at), uint64(o.at), borrow)
+	return borrow
+}
+
 var _ Scheduler = (*Loop)(nil)
 
 // NewLoop returns a loop at time 0.
@@ -148,7 +170,7 @@ func NewLoop() *Loop { return NewLoopShared(&Origins{}) }
 // NewLoopShared returns a loop at time 0 that numbers origins from o: the
 // loops of one partitioned lab share one Origins.
 func NewLoopShared(o *Origins) *Loop {
-	return &Loop{q: newQueue(1024), origins: o}
+	return &Loop{heap: make([]heapEntry, 0, 1024), origins: o}
 }
 
 // NewOrigin numbers a new component from the loop's Origins.
@@ -163,15 +185,7 @@ func (l *Loop) Fired() uint64 { return l.fired }
 // Pending returns the number of armed timers.
 func (l *Loop) Pending() int {
 	l.settle()
-	if l.q == nil {
-		return 0
-	}
-	return l.q.len()
-}
-
-// due reports whether an event is armed before end.
-func (l *Loop) due(end Time) bool {
-	return l.q != nil && l.q.len() > 0 && l.q.root().at < end
+	return len(l.heap)
 }
 
 // Arm schedules t at time at (clamped to now), replacing any earlier arming.
@@ -204,19 +218,26 @@ func (l *Loop) arm(t *Timer, at Time, key uint64) {
 	if l.hole() {
 		if t.idx == 0 {
 			l.seq &^= holeBit
-			l.q.replaceRoot(t, at, key)
+			l.heap[0] = heapEntry{at: at, key: key, t: t}
+			l.down(0)
 			return
 		}
 		l.settle()
 	}
 	if t.idx != 0 {
-		l.q.rekey(t, at, key)
+		i := t.idx - 1
+		e := &l.heap[i]
+		later := at > e.at || (at == e.at && key > e.key)
+		e.at, e.key = at, key
+		if later {
+			l.down(i)
+		} else {
+			l.up(i)
+		}
 		return
 	}
-	if l.q == nil {
-		l.q = newQueue(0)
-	}
-	l.q.push(t, at, key)
+	l.heap = append(l.heap, heapEntry{at: at, key: key, t: t})
+	l.up(len(l.heap) - 1)
 }
 
 // ArmAfter schedules t at now+d.
@@ -228,14 +249,35 @@ func (l *Loop) Disarm(t *Timer) {
 		return
 	}
 	l.settle()
-	l.q.remove(int(l.q.pos[t.idx-1]))
+	l.remove(t.idx - 1)
 }
 
 // settle takes the hole (see holeBit) out of the heap.
 func (l *Loop) settle() {
 	if l.hole() {
 		l.seq &^= holeBit
-		l.q.remove(qRoot)
+		l.remove(0)
+	}
+}
+
+// remove takes the entry at heap index i out of the heap.
+func (l *Loop) remove(i int) {
+	h := l.heap
+	h[i].t.idx = 0
+	last := len(h) - 1
+	if i != last {
+		h[i] = h[last]
+	}
+	h[last] = heapEntry{}
+	l.heap = h[:last]
+	if i != last {
+		// The moved entry came from a leaf: it can only need to go down,
+		// unless it came from another subtree with an earlier key.
+		if i > 0 && l.heap[i].before(&l.heap[(i-1)/4]) {
+			l.up(i)
+		} else {
+			l.down(i)
+		}
 	}
 }
 
@@ -258,23 +300,22 @@ func (l *Loop) EventKey() uint64 { return l.cur }
 // Next returns the time of the earliest armed timer, or Never.
 func (l *Loop) Next() Time {
 	l.settle()
-	if l.q == nil || l.q.len() == 0 {
+	if len(l.heap) == 0 {
 		return Never
 	}
-	return l.q.root().at
+	return l.heap[0].at
 }
 
 // Step runs the earliest event, advancing the clock to its time. It returns
 // false when nothing is armed.
 func (l *Loop) Step() bool {
-	if l.q == nil || l.q.len() == 0 {
+	if len(l.heap) == 0 {
 		return false
 	}
-	r := l.q.root()
-	t, key := l.q.rootTimer(), r.key
+	t, key := l.heap[0].t, l.heap[0].key
 	t.idx = 0
 	l.seq |= holeBit
-	l.now = r.at
+	l.now = t.at
 	l.fired++
 	l.cur = key
 	t.fn(l.now, t.arg)
@@ -287,7 +328,7 @@ func (l *Loop) Step() bool {
 // end. Stop ends it early.
 func (l *Loop) RunUntil(end Time) {
 	l.clearStop()
-	for !l.stopped() && l.q != nil && l.q.len() > 0 && l.q.root().at <= end {
+	for !l.stopped() && len(l.heap) > 0 && l.heap[0].at <= end {
 		l.Step()
 	}
 	if !l.stopped() && end > l.now && end != Never {
@@ -311,4 +352,82 @@ func (l *Loop) AdvanceTo(t Time) {
 	if t > l.now {
 		l.now = t
 	}
+}
+
+// up moves the entry at i towards the root until its parent is earlier,
+// shifting parents down into the hole instead of swapping.
+func (l *Loop) up(i int) {
+	h := l.heap
+	e := h[i]
+	for i > 0 {
+		p := (i - 1) / 4
+		if !e.before(&h[p]) {
+			break
+		}
+		h[i] = h[p]
+		h[i].t.idx = i + 1
+		i = p
+	}
+	h[i] = e
+	e.t.idx = i + 1
+}
+
+// down moves the entry at i towards the leaves until no child is earlier.
+//
+// It sifts bottom-up (Floyd): the hole at i follows the earliest child of
+// each node down to a leaf, then the entry climbs back from there to the
+// first position whose parent is earlier. The earliest children along
+// that path increase, so the entry ends where the usual sift (stop at the
+// first node whose earliest child is not earlier) would leave it, for
+// entries with distinct keys (a loop's keys are); the descent makes no
+// comparison with the entry, and the climb is short because an event
+// armed by the one running is usually later than most of those pending.
+// A node with four children reads them as one array (one bounds check,
+// not one per child) and keeps a pointer to the hole it fills.
+func (l *Loop) down(i int) {
+	h := l.heap
+	n := len(h)
+	hole := &h[i]
+	e := *hole
+	for {
+		c := 4*i + 1
+		if c+3 >= n {
+			if c >= n {
+				break
+			}
+			m := c
+			for k := c + 1; k < n; k++ {
+				if h[k].before(&h[m]) {
+					m = k
+				}
+			}
+			*hole = h[m]
+			hole.t.idx = i + 1
+			i, hole = m, &h[m]
+			break
+		}
+		// Four children: the earliest by a tournament without
+		// branches (which child wins is a coin toss the processor
+		// would mispredict about half the time). On equal entries
+		// the lower index wins, as in the scan above.
+		ch := (*[4]heapEntry)(h[c : c+4])
+		m01 := ch[1].beforeBit(&ch[0])
+		m23 := 2 + ch[3].beforeBit(&ch[2])
+		k := (m01 + (m23-m01)&-ch[m23&3].beforeBit(&ch[m01&3])) & 3
+		*hole = ch[k]
+		hole.t.idx = i + 1
+		i, hole = c+int(k), &ch[k]
+	}
+	// Climb from the leaf the hole reached.
+	for i > 0 {
+		p := (i - 1) / 4
+		if !e.before(&h[p]) {
+			break
+		}
+		h[i] = h[p]
+		h[i].t.idx = i + 1
+		i = p
+	}
+	h[i] = e
+	e.t.idx = i + 1
 }

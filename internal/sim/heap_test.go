@@ -6,11 +6,11 @@ import (
 	"testing"
 )
 
-// refHeap is the timer heap sim used before queue.go (8bc9314), kept as
-// the reference order: a 4-ary heap of (at, key, id) with each entry's
-// position written back per id, the same tournament and tie rule. It
-// pops the fired entry at once (the old loop's reuse of the root slot
-// only saved work).
+// refHeap is the timer heap sim used before the bottom-up sift-down
+// (8bc9314), kept as the reference order: a 4-ary heap of (at, key, id)
+// with each entry's position written back per id, the same tournament
+// and tie rule, sifting down the usual way. It pops the fired entry at
+// once (the loop's reuse of the root slot only saves work).
 type refHeap struct {
 	h   []refEntry
 	idx map[int]int // id -> position+1
@@ -126,7 +126,7 @@ func (r *refHeap) down(i int) {
 	r.idx[e.id] = i + 1
 }
 
-// TestQueueOrderMatchesReference drives a Loop and the old heap with the
+// TestHeapOrderMatchesReference drives a Loop and the old heap with the
 // same random schedules: many timers at few distinct times (so most
 // events tie on time and fire by key), timers of several origins and of
 // none, keys reserved early and armed late (ArmKey, as a packet crossing
@@ -136,7 +136,7 @@ func (r *refHeap) down(i int) {
 // and key, and Pending and Next must agree throughout. Keys are distinct
 // within a loop, as in every lab: each arming takes a fresh (origin,
 // seq), and a reserved key is armed once.
-func TestQueueOrderMatchesReference(t *testing.T) {
+func TestHeapOrderMatchesReference(t *testing.T) {
 	for seed := range uint64(40) {
 		r := rand.New(rand.NewPCG(seed, 29))
 		n := 8 + r.IntN(600)
@@ -250,9 +250,9 @@ func TestQueueOrderMatchesReference(t *testing.T) {
 	}
 }
 
-// TestQueueNoAllocPerEvent: once the queue has grown, firing, re-arming
+// TestHeapNoAllocPerEvent: once the heap has grown, firing, re-arming
 // and cancelling allocate nothing.
-func TestQueueNoAllocPerEvent(t *testing.T) {
+func TestHeapNoAllocPerEvent(t *testing.T) {
 	l := NewLoop()
 	timers := make([]Timer, 4096)
 	r := rand.New(rand.NewPCG(1, 1))
@@ -273,14 +273,14 @@ func TestQueueNoAllocPerEvent(t *testing.T) {
 	}
 }
 
-// BenchmarkQueue: the loop's queue alone, at the sizes of the 128-host
+// BenchmarkHeap: the loop's timer heap alone, at the sizes of the 128-host
 // and 1,024-host benches' pending timers and beyond: every event re-arms
 // its timer a little later (as a link its next arrival) and one in eight
 // also cancels and re-arms another timer (as a transport its
 // retransmission timeout). The timers sit in their own 1 KiB owners, so
 // anything that touches a timer while sifting meets cold memory as in a
 // run.
-func BenchmarkQueue(b *testing.B) {
+func BenchmarkHeap(b *testing.B) {
 	type owner struct {
 		t Timer
 		_ [1024]byte
