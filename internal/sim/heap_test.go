@@ -3,6 +3,7 @@ package sim
 import (
 	"math/bits"
 	"math/rand/v2"
+	"strconv"
 	"testing"
 )
 
@@ -286,7 +287,7 @@ func BenchmarkHeap(b *testing.B) {
 		_ [1024]byte
 	}
 	for _, size := range []int{256, 4096, 65536} {
-		b.Run(itoa(size), func(b *testing.B) {
+		b.Run(strconv.Itoa(size), func(b *testing.B) {
 			l := NewLoop()
 			var alloc Origins
 			l.origins = &alloc
@@ -315,16 +316,5 @@ func BenchmarkHeap(b *testing.B) {
 			}
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
 		})
-	}
-}
-
-func itoa(n int) string {
-	s := ""
-	for {
-		s = string(rune('0'+n%10)) + s
-		n /= 10
-		if n == 0 {
-			return s
-		}
 	}
 }
