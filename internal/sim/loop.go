@@ -373,8 +373,17 @@ func (l *Loop) up(i int) {
 }
 
 // down moves the entry at i towards the leaves until no child is earlier.
-// A node with four children reads them as one array (one bounds check, not
-// one per child) and keeps a pointer to the hole it fills.
+//
+// It sifts bottom-up (Floyd): the hole at i follows the earliest child of
+// each node down to a leaf, then the entry climbs back from there to the
+// first position whose parent is earlier. The earliest children along
+// that path increase, so the entry ends where the usual sift (stop at the
+// first node whose earliest child is not earlier) would leave it, for
+// entries with distinct keys (a loop's keys are); the descent makes no
+// comparison with the entry, and the climb is short because an event
+// armed by the one running is usually later than most of those pending.
+// A node with four children reads them as one array (one bounds check,
+// not one per child) and keeps a pointer to the hole it fills.
 func (l *Loop) down(i int) {
 	h := l.heap
 	n := len(h)
@@ -382,38 +391,43 @@ func (l *Loop) down(i int) {
 	e := *hole
 	for {
 		c := 4*i + 1
-		var m int
-		var next *heapEntry
-		if c+3 < n {
-			// Four children: the earliest by a tournament without
-			// branches (which child wins is a coin toss the processor
-			// would mispredict about half the time). On equal entries
-			// the lower index wins, as in the scan below.
-			ch := (*[4]heapEntry)(h[c : c+4])
-			m01 := ch[1].beforeBit(&ch[0])
-			m23 := 2 + ch[3].beforeBit(&ch[2])
-			k := m01 + (m23-m01)&-ch[m23&3].beforeBit(&ch[m01&3])
-			next = &ch[k&3]
-			m = c + int(k&3)
-		} else {
+		if c+3 >= n {
 			if c >= n {
 				break
 			}
-			m = c
+			m := c
 			for k := c + 1; k < n; k++ {
 				if h[k].before(&h[m]) {
 					m = k
 				}
 			}
-			next = &h[m]
-		}
-		if !next.before(&e) {
+			*hole = h[m]
+			hole.t.idx = i + 1
+			i, hole = m, &h[m]
 			break
 		}
-		*hole = *next
+		// Four children: the earliest by a tournament without
+		// branches (which child wins is a coin toss the processor
+		// would mispredict about half the time). On equal entries
+		// the lower index wins, as in the scan above.
+		ch := (*[4]heapEntry)(h[c : c+4])
+		m01 := ch[1].beforeBit(&ch[0])
+		m23 := 2 + ch[3].beforeBit(&ch[2])
+		k := (m01 + (m23-m01)&-ch[m23&3].beforeBit(&ch[m01&3])) & 3
+		*hole = ch[k]
 		hole.t.idx = i + 1
-		i, hole = m, next
+		i, hole = c+int(k), &ch[k]
 	}
-	*hole = e
+	// Climb from the leaf the hole reached.
+	for i > 0 {
+		p := (i - 1) / 4
+		if !e.before(&h[p]) {
+			break
+		}
+		h[i] = h[p]
+		h[i].t.idx = i + 1
+		i = p
+	}
+	h[i] = e
 	e.t.idx = i + 1
 }
