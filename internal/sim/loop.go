@@ -403,7 +403,7 @@ func (l *Loop) down(i int) {
 			}
 			*hole = h[m]
 			hole.t.idx = i + 1
-			i, hole = m, &h[m]
+			i = m
 			break
 		}
 		// Four children: the earliest by a tournament without
