@@ -255,14 +255,8 @@ func TestHeapOrderMatchesReference(t *testing.T) {
 // and cancelling allocate nothing.
 func TestHeapNoAllocPerEvent(t *testing.T) {
 	l := NewLoop()
-	timers := make([]Timer, 4096)
 	r := rand.New(rand.NewPCG(1, 1))
-	for i := range timers {
-		timers[i].Init(func(now Time, arg any) {
-			l.Arm(arg.(*Timer), now+Time(1+r.IntN(1000)))
-		}, &timers[i])
-		l.Arm(&timers[i], Time(r.IntN(1000)))
-	}
+	timers := selfArming(l, 4096, r)
 	allocs := testing.AllocsPerRun(10000, func() {
 		l.Step()
 		j := r.IntN(len(timers))
