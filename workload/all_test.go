@@ -241,3 +241,29 @@ func TestManyConnsFewMessages(t *testing.T) {
 		t.Errorf("registered %d MiB for 256 messages of 16 KiB", registered>>20)
 	}
 }
+
+// TestAllToAllPostsStaggered: in each operation rank i posts to its peers
+// in the order i+1, i+2, ... (mod N), as NCCL schedules them, so every
+// rank's first WRITE goes to a different receiver (posting to 0, 1, 2, ...
+// from every rank put all first packets on one receiver at once).
+func TestAllToAllPostsStaggered(t *testing.T) {
+	const n = 4
+	var order [n][]int
+	testA2APost = func(src, dst int) { order[src] = append(order[src], dst) }
+	defer func() { testA2APost = nil }()
+	cl, _ := lab{hosts: n, leaves: 2, seed: 3}.build(t)
+	res, err := Run(cl, Spec{Name: AllToAll, Transport: transport.MetaRoCE, Size: 64 << 10, Iterations: 2})
+	if err != nil || !res.Check.OK {
+		t.Fatalf("run: %v, check %+v", err, res.Check)
+	}
+	for i, got := range order {
+		if len(got) != 2*(n-1) {
+			t.Fatalf("rank %d posted %d WRITEs in 2 operations, want %d", i, len(got), 2*(n-1))
+		}
+		for k, dst := range got {
+			if want := (i + 1 + k%(n-1)) % n; dst != want {
+				t.Fatalf("rank %d posted to %v, want i+1, i+2, ... (mod %d) in each operation", i, got, n)
+			}
+		}
+	}
+}

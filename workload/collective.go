@@ -162,6 +162,9 @@ func (e *a2aEngine) op(now sim.Time) {
 				wr.SGL[0] = e.send[i].SGE(j*e.chunk+lo, hi-lo)
 				e.posted[(i*n+j)*conns+k] = now
 				e.busy++
+				if testA2APost != nil {
+					testA2APost(i, j)
+				}
 				if err := e.conns[i][j*conns+k].dial.PostSend(&wr); err != nil {
 					e.r.fail(fmt.Errorf("alltoall: posting WRITE: %w", err))
 					return
@@ -170,6 +173,10 @@ func (e *a2aEngine) op(now sim.Time) {
 		}
 	}
 }
+
+// testA2APost, if set (by tests), sees every all-to-all WRITE as it is
+// posted: the sender's and the receiver's rank.
+var testA2APost func(src, dst int)
 
 func (a *a2aRank) complete(now sim.Time, wc *softnic.Completion) {
 	e := a.e
