@@ -80,15 +80,17 @@ func TestLiveUDPAtCap(t *testing.T) {
 }
 
 // udpDropsWhere says where a UDP run's datagrams were dropped: the
-// sender's mr0 ring (its kernel's tx_dropped: the lab did not read it in
-// time), the NICs, the fabric's links, the writers (to-kernel drops) and
+// sender's mr0 qdisc (it sent faster than its NIC's rate for longer than
+// the shaper holds: kernelShape), its ring (its kernel's tx_dropped: the
+// lab did not read it in time), the NICs, the fabric's links, the writers (to-kernel drops) and
 // the receiver's socket buffer (rcv, RcvbufErrors over the run).
 func udpDropsWhere(r iperf3Result, before, after Status, rcv uint64) string {
-	var ring, nic, writer, fabric uint64
+	var ring, qdisc, nic, writer, fabric uint64
 	for i := range after.Hosts {
 		writer += after.Hosts[i].ToKernelDrops - before.Hosts[i].ToKernelDrops
 		if k, k0 := after.Hosts[i].Kernel, before.Hosts[i].Kernel; k != nil && k0 != nil {
 			ring += k.TxDropped - k0.TxDropped
+			qdisc += k.QdiscDropped - k0.QdiscDropped
 		}
 	}
 	for name, c := range after.Engine.NICs {
@@ -99,8 +101,8 @@ func udpDropsWhere(r iperf3Result, before, after Status, rcv uint64) string {
 			fabric += k.Drops - before.Engine.Links[i].Drops
 		}
 	}
-	return fmt.Sprintf("sent %.0f Mbit/s, %d of %d datagrams lost (%.2f%%); drops: mr0 rings %d, NICs %d, fabric %d, writers %d, receiver's socket %d",
-		r.SentPerSecond/1e6, r.Lost, r.Packets, r.LostPercent, ring, nic, fabric, writer, rcv)
+	return fmt.Sprintf("sent %.0f Mbit/s, %d of %d datagrams lost (%.2f%%); drops: mr0 qdiscs %d, mr0 rings %d, NICs %d, fabric %d, writers %d, receiver's socket %d",
+		r.SentPerSecond/1e6, r.Lost, r.Packets, r.LostPercent, qdisc, ring, nic, fabric, writer, rcv)
 }
 
 // udpRcvbufErrors is ns's count of UDP datagrams dropped at a full socket
