@@ -223,7 +223,7 @@ func timingFacts(r *Report, t verbs.Timing, res, srv *verbsperf.Result) {
 	// How each side waited (workload/verbsperf's pacer): a run far below
 	// the others with as much CPU says here which side slept or spun.
 	pacing := func(x *verbsperf.Result) string {
-		return fmt.Sprintf("%d sleeps for %v, %d empty polls", x.Sleeps, x.Slept.Round(time.Millisecond), x.Looks)
+		return fmt.Sprintf("%d sleeps for %v (%v asked), %d empty polls", x.Sleeps, x.Slept.Round(time.Millisecond), x.Asked.Round(time.Millisecond), x.Looks)
 	}
 	r.Fact("client_pacing", "client's pacing", pacing(res))
 	if srv != nil {
