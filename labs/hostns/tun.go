@@ -3,6 +3,7 @@ package hostns
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/netip"
 	"os"
@@ -187,11 +188,13 @@ func (n *Namespace) Shape(t *TUN, s Shape) error {
 		return fmt.Errorf("shaping %s in %s: %w", t.name, n.name, err)
 	}
 	rate := uint64(s.Rate / 8) // bytes per second
+	// The kernel's fields are 32-bit: a queue past 4 GiB (20 ms at 1.6
+	// Tbit/s) is clamped, not wrapped.
 	q := &netlink.Tbf{
 		QdiscAttrs: netlink.QdiscAttrs{LinkIndex: link.Attrs().Index, Handle: netlink.MakeHandle(1, 0), Parent: netlink.HANDLE_ROOT},
 		Rate:       rate,
-		Limit:      uint32(s.Limit),
-		Buffer:     netlink.Xmittime(rate, uint32(s.Burst)),
+		Limit:      uint32(min(s.Limit, math.MaxUint32)),
+		Buffer:     netlink.Xmittime(rate, uint32(min(s.Burst, math.MaxUint32))),
 	}
 	if err := n.nl.QdiscReplace(q); err != nil {
 		return fmt.Errorf("shaping %s in %s to %v bit/s (tbf): %w", t.name, n.name, s.Rate, err)
