@@ -495,16 +495,18 @@ func statusReport(s live.Status, allLinks bool) *Report {
 		r.Fact("loop_spin", "loop spin", spinLine(s.Lag))
 	}
 	// mr0's own counters are the host kernel's: its tx is towards the lab,
-	// and tx drops are packets the lab did not read in time.
+	// tx drops are packets the lab did not read in time, and qdisc drops
+	// packets the host sent faster than its NIC's rate for longer than
+	// mr0's shaper holds.
 	ht := r.Table("hosts", "Hosts (mr0: the host kernel's counters of its interface)", Col("name", "host", ""), Col("addr", "address", ""), Col("namespace", "namespace", ""),
 		Col("from_kernel", "from kernel", ""), Col("to_kernel", "to kernel", ""), Col("to_kernel_drops", "to-kernel drops", ""),
-		Col("mr0_tx_dropped", "mr0 tx drop", ""), Col("mr0_rx_dropped", "mr0 rx drop", ""), Col("mr0_errors", "mr0 errors", ""))
+		Col("mr0_tx_dropped", "mr0 tx drop", ""), Col("mr0_qdisc_dropped", "mr0 qdisc drop", ""), Col("mr0_rx_dropped", "mr0 rx drop", ""), Col("mr0_errors", "mr0 errors", ""))
 	for _, h := range s.Hosts {
-		var txd, rxd, errs any = "-", "-", "-"
+		var txd, qd, rxd, errs any = "-", "-", "-", "-"
 		if k := h.Kernel; k != nil {
-			txd, rxd, errs = k.TxDropped, k.RxDropped, k.TxErrors+k.RxErrors
+			txd, qd, rxd, errs = k.TxDropped, k.QdiscDropped, k.RxDropped, k.TxErrors+k.RxErrors
 		}
-		ht.Add(h.Name, h.Addr, h.Namespace, h.FromKernel, h.ToKernel, h.ToKernelDrops, txd, rxd, errs)
+		ht.Add(h.Name, h.Addr, h.Namespace, h.FromKernel, h.ToKernel, h.ToKernelDrops, txd, qd, rxd, errs)
 	}
 	vt := r.Table("verbs", "Verbs clients (programs on the hosts' NICs)", Col("host", "host", ""), Col("pid", "pid", ""),
 		Col("program", "program", ""), Col("qps", "QPs", ""), Col("connected", "connected", ""), Col("mrs", "MRs", ""),

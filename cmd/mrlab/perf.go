@@ -220,6 +220,15 @@ func timingFacts(r *Report, t verbs.Timing, res, srv *verbsperf.Result) {
 			r.Fact("server_cpu_per_gb", "server's CPU per GB", d.Round(time.Microsecond).String())
 		}
 	}
+	// How each side waited (workload/verbsperf's pacer): a run far below
+	// the others with as much CPU says here which side slept or spun.
+	pacing := func(x *verbsperf.Result) string {
+		return fmt.Sprintf("%d sleeps for %v (%v asked), %d empty polls", x.Sleeps, x.Slept.Round(time.Millisecond), x.Asked.Round(time.Millisecond), x.Looks)
+	}
+	r.Fact("client_pacing", "client's pacing", pacing(res))
+	if srv != nil {
+		r.Fact("server_pacing", "server's pacing", pacing(srv))
+	}
 }
 
 // liveResult is a live run's result in the shape mrlab sim's perftest

@@ -3,6 +3,7 @@ package hostns
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/netip"
 	"os"
@@ -162,6 +163,45 @@ type IfConfig struct {
 	TxQueueLen int
 }
 
+// Shape paces an interface's egress as a NIC's line paces a real host's
+// (Namespace.Shape): a token bucket (Linux's tbf qdisc) that hands the
+// device at most Rate, up to Burst bytes at once, and holds what the host
+// sends faster, up to Limit bytes. A packet held in a qdisc is still
+// charged to its socket's send buffer, so a sender faster than the line
+// blocks once that buffer is full, as at a real NIC; a TUN device frees
+// (orphans) each packet as it queues it for its reader, and without a
+// shaper a host that sends faster than its reader reads loses the excess
+// at the device's ring (tx_dropped) however deep the ring.
+type Shape struct {
+	Rate  float64 // bits per second
+	Burst int     // bytes; at least the largest packet (a 64 KiB super-packet), or the qdisc splits it
+	Limit int     // bytes held before the qdisc drops (counted: IfCounters.QdiscDropped)
+}
+
+// Shape installs s as the root qdisc of t's interface.
+func (n *Namespace) Shape(t *TUN, s Shape) error {
+	if s.Rate <= 0 || s.Burst <= 0 || s.Limit <= 0 {
+		return fmt.Errorf("shaping %s in %s: rate %v bit/s, burst %d B, limit %d B: want all positive", t.name, n.name, s.Rate, s.Burst, s.Limit)
+	}
+	link, err := n.nl.LinkByName(t.name)
+	if err != nil {
+		return fmt.Errorf("shaping %s in %s: %w", t.name, n.name, err)
+	}
+	rate := uint64(s.Rate / 8) // bytes per second
+	// The kernel's fields are 32-bit: a queue past 4 GiB (20 ms at 1.6
+	// Tbit/s) is clamped, not wrapped.
+	q := &netlink.Tbf{
+		QdiscAttrs: netlink.QdiscAttrs{LinkIndex: link.Attrs().Index, Handle: netlink.MakeHandle(1, 0), Parent: netlink.HANDLE_ROOT},
+		Rate:       rate,
+		Limit:      uint32(min(s.Limit, math.MaxUint32)),
+		Buffer:     netlink.Xmittime(rate, uint32(min(s.Burst, math.MaxUint32))),
+	}
+	if err := n.nl.QdiscReplace(q); err != nil {
+		return fmt.Errorf("shaping %s in %s to %v bit/s (tbf): %w", t.name, n.name, s.Rate, err)
+	}
+	return nil
+}
+
 // Configure brings lo up, sets the MTU, address and routes of the TUN and
 // brings it up. It refuses a default route: a lab host reaches only the lab.
 func (n *Namespace) Configure(t *TUN, c IfConfig) error {
@@ -249,6 +289,10 @@ type IfCounters struct {
 	TxBytes   uint64 `json:"tx_bytes"`
 	TxDropped uint64 `json:"tx_dropped"`
 	TxErrors  uint64 `json:"tx_errors"`
+	// QdiscDropped counts packets the interface's root qdisc dropped (a
+	// shaper's queue full: the host sent faster than its line for longer
+	// than the queue holds).
+	QdiscDropped uint64 `json:"qdisc_dropped"`
 }
 
 // Counters reads the kernel's counters of interface ifname in the
@@ -264,8 +308,20 @@ func (n *Namespace) Counters(ifname string) (IfCounters, error) {
 	if st == nil {
 		return IfCounters{}, fmt.Errorf("reading %s's counters in %s: netlink returned none", ifname, n.name)
 	}
-	return IfCounters{
+	c := IfCounters{
 		RxPackets: st.RxPackets, RxBytes: st.RxBytes, RxDropped: st.RxDropped, RxErrors: st.RxErrors,
 		TxPackets: st.TxPackets, TxBytes: st.TxBytes, TxDropped: st.TxDropped, TxErrors: st.TxErrors,
-	}, nil
+	}
+	n.statsMu.Lock()
+	qs, err := n.nl.QdiscList(link)
+	n.statsMu.Unlock()
+	if err != nil {
+		return IfCounters{}, fmt.Errorf("reading %s's qdisc counters in %s: %w", ifname, n.name, err)
+	}
+	for _, q := range qs {
+		if a := q.Attrs(); a.Parent == netlink.HANDLE_ROOT && a.Statistics != nil && a.Statistics.Queue != nil {
+			c.QdiscDropped = uint64(a.Statistics.Queue.Drops)
+		}
+	}
+	return c, nil
 }

@@ -132,7 +132,7 @@ func newLabCollector(l *Lab) *labCollector {
 	for k, help := range nicCounters {
 		c.nicCtr[k] = prometheus.NewDesc("mrlab_nic_"+k+"_total", help, []string{"host"}, nil)
 	}
-	for _, k := range []string{"tx_packets", "tx_dropped", "tx_errors", "rx_packets", "rx_dropped", "rx_errors"} {
+	for _, k := range []string{"tx_packets", "tx_dropped", "tx_errors", "rx_packets", "rx_dropped", "rx_errors", "qdisc_dropped"} {
 		c.kernel[k] = prometheus.NewDesc("mrlab_host_mr0_"+k+"_total",
 			"The host kernel's own counter of its mr0 (tx: towards the lab).", []string{"host"}, nil)
 	}
@@ -183,7 +183,7 @@ func (c *labCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, h := range s.Hosts {
 		if k := h.Kernel; k != nil {
 			for name, v := range map[string]uint64{"tx_packets": k.TxPackets, "tx_dropped": k.TxDropped, "tx_errors": k.TxErrors,
-				"rx_packets": k.RxPackets, "rx_dropped": k.RxDropped, "rx_errors": k.RxErrors} {
+				"rx_packets": k.RxPackets, "rx_dropped": k.RxDropped, "rx_errors": k.RxErrors, "qdisc_dropped": k.QdiscDropped} {
 				counter(c.kernel[name], v, h.Name)
 			}
 		}

@@ -320,8 +320,33 @@ func (l *Lab) createHosts(specs []HostSpec) ([]Device, error) {
 			}
 			return nil, err
 		}
+		if err := ns.Shape(tun, kernelShape(specs[i].Rate, l.opts.MTU)); err != nil {
+			// A kernel without tbf: the lab runs, and a host that sends
+			// faster than its NIC's rate loses the excess at mr0's ring.
+			l.opts.Logf("lab %s host %s: mr0 not paced to its NIC's rate (%v); a host sending faster than that loses packets at mr0 (tx_dropped)", l.name, h.Name, err)
+		}
 	}
 	return devs, nil
+}
+
+// maxSuperPacket is the largest packet a host's kernel hands mr0: a TCP
+// super-packet (gso_max_size).
+const maxSuperPacket = 64 << 10
+
+// kernelShape paces a host's mr0 to its NIC's rate (rate bits/s, the sum
+// of its ports'), as a real NIC's line paces its host: what the host
+// sends faster waits in the kernel (and blocks its sender once the
+// socket's send buffer is full) instead of reaching the lab faster than
+// the NIC can send it. Without it, a sender that bursts above the line
+// rate (iperf3's UDP catching up after the machine kept it from a CPU:
+// 2 Gbit/s into b2b's 1 Gbit/s NIC for 600 ms) fills mr0's ring faster
+// than the lab reads and the kernel drops the excess there (tx_dropped),
+// a loss no real host has, since its NIC's queue stops the qdisc. The
+// bucket holds two super-packets (so none is split), and the queue the
+// same kernelQueueSpan as mr0's ring; beyond it the qdisc drops, counted
+// (mr0's qdisc_dropped), as a real host's qdisc does.
+func kernelShape(rate float64, mtu int) hostns.Shape {
+	return hostns.Shape{Rate: rate, Burst: 2 * maxSuperPacket, Limit: kernelQueueLen(rate, mtu) * mtu}
 }
 
 // kernelQueueSpan is how long a host's kernel can send at its NIC's full

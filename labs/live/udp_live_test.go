@@ -73,22 +73,27 @@ func TestLiveUDPAtCap(t *testing.T) {
 	// The datagrams the lab did not read in time from the sender's mr0
 	// (its kernel's tx_dropped) while it kept real time by its own rule:
 	// on this 2-core box, about one run in four while each look read a
-	// device once (the loop's pass rate capped its read rate); looks now
-	// drain a queue that builds up (direct.go), not yet measured on a
-	// quiet box at 800 Mbit/s.
+	// device once (the loop's pass rate capped its read rate). Then the
+	// ring's loss was iperf3 catching up at 1.7-2x the line after the
+	// machine delayed it (the loop reads ~1.2x the line at most); mr0 is
+	// now paced to the NIC's rate (kernelShape) and such bursts wait in
+	// the qdisc (drops there are counted). Not yet measured on a quiet
+	// box at 800 Mbit/s: at load 13-20 iperf3 offered 68-210 Mbit/s.
 	testenv.KnownMiss(t, "labs/live", "#26", "UDP at 80%% of the cap lost %.2f%% (want under 1%%) while the lab kept real time: %s", r.LostPercent, where)
 }
 
 // udpDropsWhere says where a UDP run's datagrams were dropped: the
-// sender's mr0 ring (its kernel's tx_dropped: the lab did not read it in
-// time), the NICs, the fabric's links, the writers (to-kernel drops) and
+// sender's mr0 qdisc (it sent faster than its NIC's rate for longer than
+// the shaper holds: kernelShape), its ring (its kernel's tx_dropped: the
+// lab did not read it in time), the NICs, the fabric's links, the writers (to-kernel drops) and
 // the receiver's socket buffer (rcv, RcvbufErrors over the run).
 func udpDropsWhere(r iperf3Result, before, after Status, rcv uint64) string {
-	var ring, nic, writer, fabric uint64
+	var ring, qdisc, nic, writer, fabric uint64
 	for i := range after.Hosts {
 		writer += after.Hosts[i].ToKernelDrops - before.Hosts[i].ToKernelDrops
 		if k, k0 := after.Hosts[i].Kernel, before.Hosts[i].Kernel; k != nil && k0 != nil {
 			ring += k.TxDropped - k0.TxDropped
+			qdisc += k.QdiscDropped - k0.QdiscDropped
 		}
 	}
 	for name, c := range after.Engine.NICs {
@@ -99,8 +104,8 @@ func udpDropsWhere(r iperf3Result, before, after Status, rcv uint64) string {
 			fabric += k.Drops - before.Engine.Links[i].Drops
 		}
 	}
-	return fmt.Sprintf("sent %.0f Mbit/s, %d of %d datagrams lost (%.2f%%); drops: mr0 rings %d, NICs %d, fabric %d, writers %d, receiver's socket %d",
-		r.SentPerSecond/1e6, r.Lost, r.Packets, r.LostPercent, ring, nic, fabric, writer, rcv)
+	return fmt.Sprintf("sent %.0f Mbit/s, %d of %d datagrams lost (%.2f%%); drops: mr0 qdiscs %d, mr0 rings %d, NICs %d, fabric %d, writers %d, receiver's socket %d",
+		r.SentPerSecond/1e6, r.Lost, r.Packets, r.LostPercent, qdisc, ring, nic, fabric, writer, rcv)
 }
 
 // udpRcvbufErrors is ns's count of UDP datagrams dropped at a full socket

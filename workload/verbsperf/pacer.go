@@ -41,7 +41,12 @@ import (
 // together last half the window's time at that rate, so the window lets
 // twice that rate through; a higher rate is believed at once (it shortens
 // the sleeps), a lower one a quarter at a time, so a single slow wake-up
-// does not drain the window (TestPacerKeepsThePipeFull).
+// does not drain the window (TestPacerKeepsThePipeFull). A lower rate (or
+// the first) is timed over at least a quarter window of messages, the
+// span a sleep stands for: one timed over a few messages that a stall
+// spread out would set a sleep many times the window's time, during which
+// the other side sees no progress and slows down too
+// (TestPacerFirstRateNeedsEvidence).
 type pacer struct {
 	depth uint64 // the window's size, in messages
 	// progress returns the messages through the window so far and
@@ -57,9 +62,11 @@ type pacer struct {
 	guarded time.Time
 	over    time.Duration
 	timer   *time.Timer
-	// Sleeps counts the sleeps taken, Slept their time.
+	// Sleeps counts the sleeps taken, Slept their time and Asked the
+	// time they asked for (Slept less Asked: how late they woke).
 	Sleeps int
 	Slept  time.Duration
+	Asked  time.Duration
 }
 
 // newPacer paces a side whose window is depth messages and progress
@@ -90,9 +97,11 @@ func (p *pacer) sleepFor(now time.Time) time.Duration {
 	n, inFlight := p.progress()
 	switch {
 	case n <= p.lastN || p.last.IsZero():
-		// No progress: until the first, the interval starts at the
-		// last empty look (the connection's set-up is not the rate).
-		if n < p.lastN || p.lastN == 0 || p.last.IsZero() {
+		// No progress: until there is a rate, the interval starts at
+		// the last empty look (the connection's set-up is not the rate,
+		// nor is a wait before the first look that found messages
+		// already there).
+		if n < p.lastN || p.per == 0 || p.last.IsZero() {
 			p.last, p.lastN = now, n
 		}
 		if p.per == 0 {
@@ -100,13 +109,25 @@ func (p *pacer) sleepFor(now time.Time) time.Duration {
 		}
 	default:
 		// A shorter time per message is believed at once (sleeping less
-		// is safe); a longer one a quarter at a time.
-		if per := now.Sub(p.last) / time.Duration(n-p.lastN); p.per == 0 || per < p.per {
+		// is safe); a longer one, or the first, only from at least a
+		// quarter window of messages, what the sleep it sets stands for:
+		// until then the interval keeps its start. A first rate timed
+		// from 3 messages that a stall spread over 44 ms made a side
+		// sleep 472 ms, and the run never recovered (0.43 of the cap).
+		// A longer one then moves a quarter of the way at a time.
+		k := n - p.lastN
+		switch per := now.Sub(p.last) / time.Duration(k); {
+		case p.per != 0 && per < p.per:
 			p.per = per
-		} else {
+			p.last, p.lastN = now, n
+		case k < max(inFlight/4, 1):
+		case p.per == 0:
+			p.per = per
+			p.last, p.lastN = now, n
+		default:
 			p.per += (per - p.per) / 4
+			p.last, p.lastN = now, n
 		}
-		p.last, p.lastN = now, n
 	}
 	if p.per == 0 {
 		return 0
@@ -157,6 +178,7 @@ func (p *pacer) sleep(ctx context.Context, d time.Duration) {
 func (p *pacer) slept(d, took time.Duration) {
 	p.Sleeps++
 	p.Slept += took
+	p.Asked += d
 	// The timer's own lateness is the least a sleep overshoots: the
 	// rest of an overshoot is the machine keeping the side from a CPU,
 	// which it would suffer spinning too.

@@ -160,3 +160,76 @@ func TestPacedRun(t *testing.T) {
 		}
 	}
 }
+
+// TestPacerFirstRateNeedsEvidence: the first rate a side measures must
+// not lock the run low. In a live run (perf across the spines, 0.43 of
+// the cap, load 20; the agents' pacer traced) the server's first look at
+// an empty CQ came after 93 messages had arrived, then the link gave 3
+// messages in 44 ms (a stall: the lab, or the side kept from its CPU), and
+// the pacer timed its first rate from that first look: 14.8 ms a
+// message, believed at once, so it slept a quarter window at it, 472 ms,
+// while the client, without credits, saw no progress and slowed its own
+// estimate. Here the server first looks after 93 messages, the next 3
+// take 15 ms each, then the link runs at its rate; the link must be busy
+// at least 0.9 of the time.
+func TestPacerFirstRateNeedsEvidence(t *testing.T) {
+	const depth, per, rtt, messages = 128, 262 * time.Microsecond, 40 * time.Microsecond, 5000
+	const over, look = 80 * time.Microsecond, 500 * time.Nanosecond
+	linkPer := func(i uint64) time.Duration {
+		if i >= 93 && i < 96 {
+			return 15 * time.Millisecond
+		}
+		return per
+	}
+	var posted, seen, credited uint64
+	var arrive, creditAt []time.Time
+	cli := newPacer(depth, func() (uint64, uint64) { return credited, posted - credited })
+	srv := newPacer(depth, func() (uint64, uint64) { return seen, uint64(depth) })
+	start := time.Unix(1000, 0)
+	now, free := start, start
+	cliNext, srvNext := start, start.Add(93*per)
+	wait := func(p *pacer) time.Time {
+		switch d := p.sleepFor(now); {
+		case d == block:
+			if credited < uint64(len(creditAt)) {
+				return creditAt[credited]
+			}
+			return srvNext.Add(rtt)
+		case d > 0:
+			p.slept(d, d+over)
+			return now.Add(d + over)
+		}
+		return now.Add(look)
+	}
+	var ideal time.Duration
+	for credited < messages {
+		if !srvNext.Before(cliNext) {
+			now = cliNext
+			for credited < seen && !creditAt[credited].After(now) {
+				credited++
+			}
+			for posted < messages && posted-credited < depth {
+				if free.Before(now) {
+					free = now
+				}
+				free = free.Add(linkPer(posted))
+				ideal += linkPer(posted)
+				arrive = append(arrive, free)
+				posted++
+			}
+			cliNext = wait(cli)
+			continue
+		}
+		now = srvNext
+		for seen < posted && !arrive[seen].After(now) {
+			creditAt = append(creditAt, now.Add(rtt))
+			seen++
+		}
+		srvNext = wait(srv)
+	}
+	busy := float64(ideal+rtt) / float64(now.Sub(start))
+	t.Logf("link busy %.3f; client %d sleeps (%v asked), server %d (%v asked); per %v/%v", busy, cli.Sleeps, cli.Asked, srv.Sleeps, srv.Asked, cli.per, srv.per)
+	if busy < 0.9 {
+		t.Errorf("the link was busy %.3f of the time after a slow start, want >= 0.9", busy)
+	}
+}

@@ -116,10 +116,12 @@ type Result struct {
 	Doorbells uint64 `json:"doorbells"`
 	Waits     uint64 `json:"waits"`
 	// Sleeps counts the side's sleeps while its window was in flight
-	// (pacer.go) and Slept their wall time; Looks its polls of an empty
-	// CQ that spun instead.
+	// (pacer.go), Slept their wall time and Asked the time they asked
+	// for (the rest is how late the side woke); Looks its polls of an
+	// empty CQ that spun instead.
 	Sleeps uint64        `json:"sleeps"`
 	Slept  time.Duration `json:"slept_ns"`
+	Asked  time.Duration `json:"asked_ns"`
 	Looks  uint64        `json:"looks"`
 	// Timing says whether the lab kept real time during the measurement
 	// (the client's; nil at the server).
@@ -137,7 +139,7 @@ type Result struct {
 func (r *Result) noteWaits(s *side) {
 	r.Looks = s.looks
 	if s.pace != nil {
-		r.Sleeps, r.Slept = uint64(s.pace.Sleeps), s.pace.Slept
+		r.Sleeps, r.Slept, r.Asked = uint64(s.pace.Sleeps), s.pace.Slept, s.pace.Asked
 	}
 }
 
