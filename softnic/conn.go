@@ -72,7 +72,11 @@ type Conn struct {
 	stats   ConnStats
 	setup   *setupKey // the request that opened a passive end
 	service uint16
-	retired bool
+	// nextPort is the port offered the connection's next data packet
+	// first when several of the NIC's ports are idle (markReady): the one
+	// after the port of its previous data packet.
+	nextPort uint16
+	retired  bool
 	// halfOpen: a passive end whose handshake has not completed, not yet
 	// handed to its listener (guard.go); src is its peer's source entry
 	// (set when first needed); poisoned: it caused a remote access

@@ -6,6 +6,7 @@ import (
 	"github.com/mrlab/mrlab/internal/header"
 	"github.com/mrlab/mrlab/internal/sim"
 	"github.com/mrlab/mrlab/transport"
+	"github.com/mrlab/mrlab/transport/metaroce"
 )
 
 func TestRoundRobinAcrossConns(t *testing.T) {
@@ -215,5 +216,40 @@ func TestPortStateToTransports(t *testing.T) {
 	w.onIdle(p.loop.Now())
 	if tc.told != 2 || tc.portsUp != 0b11 {
 		t.Errorf("after port 1 came back: told %d times, ports up %#b; want twice, 0b11", tc.told, tc.portsUp)
+	}
+}
+
+// TestIdlePortsInTurn: a connection paced below its NIC's line rate finds
+// its ports idle whenever its next packet may go, and the idle port kicked
+// first takes it (a MetaRoCE packet goes on that port's plane). Kicked
+// from port 0 every time, port 0 took most of such a connection's packets
+// (an 8-to-1 incast on 8 planes: 27% more bytes on the receiver's plane 0
+// than on its plane 7); kicked from the port after its previous packet's,
+// the ports take them in turn.
+func TestIdlePortsInTurn(t *testing.T) {
+	const ports = 8
+	protos := func() []transport.Protocol {
+		// The receiver hands out half its capacity: the sender paces at
+		// 4 ports' worth over 8 idle ports.
+		return []transport.Protocol{metaroce.NewProtocol(metaroce.Options{HintUtilization: 0.5})}
+	}
+	p := newPair(t, ports, protos)
+	src, dst := p.connect(t, 1<<20, transport.AccessLocalWrite|transport.AccessRemoteWrite, transport.MetaRoCE)
+	wr := transport.WorkRequest{ID: 1, Op: transport.OpWrite, RemoteAddr: dst.mr.Addr(), RKey: dst.mr.RKey(), NumSGE: 1}
+	wr.SGL[0] = src.mr.SGE(0, len(src.buf))
+	if err := src.c.PostSend(&wr); err != nil {
+		t.Fatal(err)
+	}
+	if wc := p.waitCompletion(t, src.cq, 10*sim.Millisecond); wc.Status != transport.StatusOK {
+		t.Fatalf("%+v", wc)
+	}
+	cs := src.c.Stats()
+	lo, hi, sum := cs.PortTxPackets[0], cs.PortTxPackets[0], uint64(0)
+	for _, n := range cs.PortTxPackets[:ports] {
+		lo, hi, sum = min(lo, n), max(hi, n), sum+n
+	}
+	// 256 data packets: 32 a port; allow 10% of the mean either way.
+	if mean := float64(sum) / ports; float64(hi) > 1.1*mean || float64(lo) < 0.9*mean {
+		t.Errorf("packets per port %v: not spread evenly over idle ports (mean %.1f)", cs.PortTxPackets[:ports], mean)
 	}
 }
