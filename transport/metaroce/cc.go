@@ -16,7 +16,7 @@ import (
 // have in flight on all its paths together:
 //
 //	R = min(line rate, hint) x m
-//	W = 5/4 x R x baseRTT / (1 - loss) + 1 MSS   (one packet before the first ACK)
+//	W = 5/4 x R x baseRTT / (1 - loss) + 2 MSS   (one packet before the first ACK)
 //
 // hint is the receiver's fair share for this sender (none: the line
 // rate); baseRTT the minimum RTT measured plus the peer's largest ACK
@@ -24,8 +24,8 @@ import (
 // packets do not occupy the receiver, but hold their place in W until
 // their loss is seen). The pacer keeps the rate; the window bounds what a
 // sender has out when its ACKs are late: a quarter of a BDP above the
-// base BDP, and a packet for the pacer's grain, so it does not bind while
-// queues are short, and a queue that builds behind
+// base BDP, and two packets for ACK coalescing and the pacer's grain, so
+// it does not bind while queues are short, and a queue that builds behind
 // paced senders stops growing at about a quarter of their BDP. m in
 // (0, 1] is DCTCP's window in rate form, over the connection's packets on
 // all paths: alpha <- (1-g) alpha + g F once per
@@ -47,12 +47,9 @@ import (
 // packet) of the marked fraction of the path's packets: a congestion mark
 // trims the path that saw it and steers the next packets to paths that
 // are clear, while a queue every path crosses (the receiver's link) marks
-// all alike and leaves the shares even. The shares are whole packets that
-// sum to W's (shares.go), so total in flight is W whatever the number of
-// paths; W's single packet over 5/4 of the BDP is all its headroom in
-// packets (with 2, while shares rounded down each took up to a packet off
-// W, 16 senders through a 2:1 oversubscribed uplink queued past the
-// marking threshold once the rounding was gone: 0.92 of the bottleneck).
+// all alike and leaves the shares even. The shares are whole packets
+// (shares.go): the first flight's sum to it; afterwards each is rounded
+// down, so total in flight is at most W whatever the number of paths.
 //
 // The receiver side is the fair-share hint in every ACK (ratehint.go).
 // Before the receiver's first ACK a connection has one packet in flight,
@@ -424,7 +421,7 @@ type ccCut struct{ from, to, alpha float64 }
 func (d *dctcp) rate(ref float64) float64 { return ref * d.mult }
 
 // window is W in bytes for the rate R over the base RTT at the loss
-// rate loss (at most 0.5 counts): 5/4 x R x base / (1 - loss) + 1 MSS.
+// rate loss (at most 0.5 counts): 5/4 x R x base / (1 - loss) + 2 MSS.
 func (d *dctcp) window(rate float64, base sim.Time, loss float64, mss int) int {
-	return int(rate*base.Seconds()*5/4/(1-min(loss, 0.5))) + mss
+	return int(rate*base.Seconds()*5/4/(1-min(loss, 0.5))) + 2*mss
 }

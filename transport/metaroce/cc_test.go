@@ -78,7 +78,7 @@ func TestDCTCP(t *testing.T) {
 
 // TestDCTCPLimits checks R and W: R is the reference rate times m, so at
 // most the reference (the line rate or the hint) and at least minMult of
-// it; W is 5/4 R x base RTT / (1 - loss), loss capped at 0.5, plus 1 MSS.
+// it; W is 5/4 R x base RTT / (1 - loss), loss capped at 0.5, plus 2 MSS.
 func TestDCTCPLimits(t *testing.T) {
 	const ref = 12.5e9 // 100 Gb/s in bytes/s
 	for _, tc := range []struct {
@@ -89,12 +89,12 @@ func TestDCTCPLimits(t *testing.T) {
 		rate   float64
 		window int
 	}{
-		{"full rate", 1, 10 * sim.Microsecond, 0, ref, 156250 + 4096},
-		{"half rate", 0.5, 10 * sim.Microsecond, 0, ref / 2, 78125 + 4096},
-		{"floor", minMult, 10 * sim.Microsecond, 0, ref * minMult, 152 + 4096},
-		{"loss widens the window", 1, 10 * sim.Microsecond, 0.2, ref, 195312 + 4096},
-		{"loss counts at most 0.5", 1, 10 * sim.Microsecond, 0.9, ref, 312500 + 4096},
-		{"no base RTT: one packet", 1, 0, 0, ref, 4096},
+		{"full rate", 1, 10 * sim.Microsecond, 0, ref, 156250 + 2*4096},
+		{"half rate", 0.5, 10 * sim.Microsecond, 0, ref / 2, 78125 + 2*4096},
+		{"floor", minMult, 10 * sim.Microsecond, 0, ref * minMult, 152 + 2*4096},
+		{"loss widens the window", 1, 10 * sim.Microsecond, 0.2, ref, 195312 + 2*4096},
+		{"loss counts at most 0.5", 1, 10 * sim.Microsecond, 0.9, ref, 312500 + 2*4096},
+		{"no base RTT: two packets", 1, 0, 0, ref, 2 * 4096},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := dctcp{mult: tc.mult}

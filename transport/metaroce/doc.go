@@ -47,12 +47,13 @@
 // CE-marked fraction, and each path takes a run of packets in a row, as
 // many as keep about two packets per path in flight per round trip (at
 // most a quarter of the window), so that losses show in SACKs rather than
-// timers. A path never holds more than its share of W (or its run):
-// W's whole packets apportioned to the usable paths by their weights,
-// largest remainders first (ties to the lower path), so the shares sum
-// to W and a marked path's stays below its peers' (shares.go; shares
-// rounded down each left up to a packet per path of W unsent, which a
-// first flight, with no headroom, missed).
+// timers. A path never holds more than its share of W (or its run), in
+// whole packets (shares.go): in a dialer's first flight, which has no
+// headroom, the flight's packets are apportioned to the paths by weight,
+// largest remainders first (ties to the lower path), so the shares sum to
+// the flight; afterwards each share is rounded down, which W's headroom
+// covers (W's packets handed out whole cost a 2:1 oversubscribed uplink
+// and a many-peer all-to-all, see shares.go).
 //
 // # Congestion control
 //
@@ -62,7 +63,7 @@
 // per round on marks, alpha starting at 1/4, grown back by 1/16 per round
 // without), and keeps at
 // most W = 5/4 x R x (base RTT + the peer's ACK delay) / (1 - measured
-// loss) + 1 full packet in flight. Before the receiver's first ACK a
+// loss) + 2 full packets in flight. Before the receiver's first ACK a
 // dialer keeps in flight the first flight its SYN_ACK allows: the
 // acceptor grants a first share (first_share: the new sender's fair share,
 // at most the capacity not granted to dialers whose first data has not

@@ -105,9 +105,9 @@ const (
 	// MutNoRetxProbeLoss: the receiver's loss estimate ignores PROBEs
 	// flagged RETX (§4 ACK policy).
 	MutNoRetxProbeLoss
-	// MutPathShareFloor: each path's part of the window is its quota
-	// rounded down to whole packets, the leftover packets handed to no
-	// path, so up to a packet per path of the window goes unused (§9
+	// MutPathShareFloor: in the first flight too, each path's part is its
+	// quota rounded down to whole packets, the leftover packets handed to
+	// no path, so up to a packet per path of the flight goes unused (§9
 	// Paths).
 	MutPathShareFloor
 )

@@ -135,33 +135,43 @@ func TestApportionProperties(t *testing.T) {
 	}
 }
 
-// TestConnSharesSumToWindow: a connection's usable paths' parts sum to
-// its window in whole packets, a marked path's below its peers', and
-// they follow the window when it changes by a packet.
-func TestConnSharesSumToWindow(t *testing.T) {
+// TestConnShares: in a dialer's first flight its usable paths' parts sum
+// to the flight in whole packets, a marked path's below its peers', and
+// they follow the flight when it changes by a packet; after the first
+// ACK each part is its quota rounded down.
+func TestConnShares(t *testing.T) {
 	l := newLab(t, transporttest.Config{}, Options{Paths: 16})
 	c := metaConn(l.ca)
 	c.ensurePaths()
 	c.use(&c.s.paths[5])
 	c.s.paths[5].alpha = 0.5 // weight 8 of 16
-	c.s.pathsChanged()
-	for _, pkts := range []int{1, 7, 16, 90, 91} {
-		w := pkts*c.mss + c.mss/2
-		c.shares(w)
-		sum, usable := 0, 0
-		for i := range c.s.paths {
-			if p := &c.s.paths[i]; p.usable() {
+	for _, heard := range []bool{false, true} {
+		c.s.heard = heard
+		c.s.pathsChanged()
+		for _, pkts := range []int{1, 7, 16, 90, 91} {
+			w := pkts*c.mss + c.mss/2
+			c.shares(w)
+			sum, usable := 0, 0
+			for i := range c.s.paths {
+				p := &c.s.paths[i]
+				if !p.usable() {
+					continue
+				}
 				sum += int(p.part)
 				usable++
+				if x := int(quantWeight(p)); heard && int(p.part) != pkts*x/int(c.s.weightSum) {
+					t.Errorf("after the first ACK, window of %d packets: path %d (weight %d of %d) has %d, want its quota rounded down",
+						pkts, i, x, c.s.weightSum, p.part)
+				}
 			}
-		}
-		if usable == 0 || sum != pkts {
-			t.Errorf("window of %d packets: %d usable paths' parts sum to %d", pkts, usable, sum)
-		}
-		// At 16 packets its exact quota (0.52) rounds up to its
-		// neighbours' (1.03 rounded down); from 90 it is half theirs.
-		if q, p := c.s.paths[5].part, c.s.paths[4].part; q > p || pkts >= 90 && 2*q > p+1 {
-			t.Errorf("window of %d packets: the marked path has %d, its unmarked neighbour %d", pkts, q, p)
+			if usable == 0 || !heard && sum != pkts {
+				t.Errorf("first flight of %d packets: %d usable paths' parts sum to %d", pkts, usable, sum)
+			}
+			// At 16 packets its exact quota (0.52) rounds up to its
+			// neighbours' (1.03 rounded down); from 90 it is half theirs.
+			if q, p := c.s.paths[5].part, c.s.paths[4].part; q > p || pkts >= 90 && 2*q > p+1 {
+				t.Errorf("window of %d packets: the marked path has %d, its unmarked neighbour %d", pkts, q, p)
+			}
 		}
 	}
 }
