@@ -257,6 +257,9 @@ func (c *Conn) noteHint(h uint32) {
 	if !c.s.heard && c.firstFlight() > 0 {
 		c.ctl.firstCredit = int32(min(c.s.inflight, math.MaxInt32))
 	}
+	if !c.s.heard {
+		c.s.sharesDirty = true // the parts are rounded down from now on (shares.go)
+	}
 	c.s.heard = true
 	var hint float64
 	if h != wire.NoRateHint && !c.opts.DisableRateHint && !c.mutated(MutIgnoreRateHint) {
