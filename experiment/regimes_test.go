@@ -247,9 +247,9 @@ func TestRegimeBedsPerPlaneQPs(t *testing.T) {
 // loss-free, seed 1). Each of the 16 paths held its share of the flight
 // rounded down to whole packets, 80 of its 90 packets went, and both ports
 // idled 0.65 us: 0.9998 of RoCEv2's fraction of its wire limit, the
-// matrix's worst cell. With a path taking packets while it holds less than
-// its share (spec §9 Paths) the flight covers the first ACK and the cell
-// reads 0.99999; what is left is the last data packet's and the last
+// matrix's worst cell. With the flight's 90 packets apportioned to the
+// paths by largest remainders (6 on 10 paths, 5 on 6; spec §9 Paths) the
+// flight covers the first ACK and the cell reads 0.99999; what is left is the last data packet's and the last
 // ACK's header bytes at each hop (96 B per data packet against 44-60, a
 // 144 B ACK against 48).
 func TestRegimesFirstFlightSixHops(t *testing.T) {

@@ -47,8 +47,9 @@ import (
 // packet) of the marked fraction of the path's packets: a congestion mark
 // trims the path that saw it and steers the next packets to paths that
 // are clear, while a queue every path crosses (the receiver's link) marks
-// all alike and leaves the shares even. Total in flight is W whatever the
-// number of paths.
+// all alike and leaves the shares even. The shares are whole packets
+// (shares.go): the first flight's sum to it; afterwards each is rounded
+// down, so total in flight is at most W whatever the number of paths.
 //
 // The receiver side is the fair-share hint in every ACK (ratehint.go).
 // Before the receiver's first ACK a connection has one packet in flight,
@@ -251,48 +252,13 @@ func (c *Conn) fewHeavy() bool {
 	return 2*heavy < active
 }
 
-// shares recomputes the usable paths' number, total and largest weight
-// when a weight or a path's state changed.
-func (c *Conn) shares() {
-	if !c.s.sharesDirty {
-		return
-	}
-	c.s.sharesDirty = false
-	if c.s.sel.spareDirty {
-		c.s.sel.spareDirty = false
-		c.setSpare(int(c.s.perPlane))
-	}
-	sum, top, n := 0.0, 0.0, 0
-	// The paths not spare, in index order (the sum's order): a spare
-	// path is not usable (pathSel).
-	for w, word := range c.s.sel.open {
-		for word != 0 {
-			i := w<<6 | bits.TrailingZeros64(word)
-			word &= word - 1
-			if p := &c.s.paths[i]; p.usable() {
-				w := float64(quantWeight(p)) / 16
-				sum += w
-				top = max(top, w)
-				n++
-			}
-		}
-	}
-	c.s.weightSum, c.s.weightTop, c.s.usable = sum, top, int32(n)
-}
-
-// pathShare returns p's share of the window, in bytes.
-func (c *Conn) pathShare(p *sndPath) int {
-	c.shares()
-	if !p.usable() || c.s.weightSum == 0 {
-		return 0
-	}
-	return int(float64(c.window()) * float64(quantWeight(p)) / 16 / c.s.weightSum)
-}
-
 // noteHint takes the receiver's fair-share hint from an ACK.
 func (c *Conn) noteHint(h uint32) {
 	if !c.s.heard && c.firstFlight() > 0 {
 		c.ctl.firstCredit = int32(min(c.s.inflight, math.MaxInt32))
+	}
+	if !c.s.heard {
+		c.s.sharesDirty = true // the parts are rounded down from now on (shares.go)
 	}
 	c.s.heard = true
 	var hint float64

@@ -47,10 +47,13 @@
 // CE-marked fraction, and each path takes a run of packets in a row, as
 // many as keep about two packets per path in flight per round trip (at
 // most a quarter of the window), so that losses show in SACKs rather than
-// timers. A path never holds more than its share of W (or its run),
-// except in a dialer's first flight, where it takes a packet while it
-// holds less than its share (the flight has no headroom: shares rounded
-// down to whole packets left part of it unsent).
+// timers. A path never holds more than its share of W (or its run), in
+// whole packets (shares.go): in a dialer's first flight, which has no
+// headroom, the flight's packets are apportioned to the paths by weight,
+// largest remainders first (ties to the lower path), so the shares sum to
+// the flight; afterwards each share is rounded down, which W's headroom
+// covers (W's packets handed out whole cost a 2:1 oversubscribed uplink
+// and a many-peer all-to-all, see shares.go).
 //
 // # Congestion control
 //

@@ -105,9 +105,10 @@ const (
 	// MutNoRetxProbeLoss: the receiver's loss estimate ignores PROBEs
 	// flagged RETX (§4 ACK policy).
 	MutNoRetxProbeLoss
-	// MutPathShareFloor: during the first flight too, a path holds at most
-	// its share rounded down to whole packets, so up to a packet per path
-	// of the flight goes unused (§9 Paths).
+	// MutPathShareFloor: in the first flight too, each path's part is its
+	// quota rounded down to whole packets, the leftover packets handed to
+	// no path, so up to a packet per path of the flight goes unused (§9
+	// Paths).
 	MutPathShareFloor
 )
 

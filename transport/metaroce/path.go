@@ -67,7 +67,8 @@ type sndPath struct {
 	id         uint8
 	state      PathState
 	gen        uint8
-	wq         uint8 // weight in sixteenths when shares were last computed (cc.go)
+	wq         uint8  // weight in sixteenths when shares were last computed (cc.go)
+	part       uint16 // its part of the window in whole packets, while usable (shares.go)
 	entropy    uint16
 	heavy      bool // the last round was marked above RepathMarkFraction (cc.go)
 	tlpSent    bool // a tail-loss probe went out since progress
@@ -474,20 +475,6 @@ func (c *Conn) ensurePaths() {
 		c.s.sel.rack.add(i) // rackAt 0: not yet swept (pathSel)
 	}
 	c.s.pathsChanged()
-}
-
-// freshShare is pathShare for path p of a connection whose paths are not
-// allocated: all are as built (usable, with p's weight), so the sums are
-// shares()'s over pathCount copies of p.
-func (c *Conn) freshShare(p *sndPath) int {
-	w, sum := float64(quantWeight(p))/16, 0.0
-	for range c.pathCount() {
-		sum += w
-	}
-	if !p.usable() || sum == 0 {
-		return 0
-	}
-	return int(float64(c.window()) * float64(quantWeight(p)) / 16 / sum)
 }
 
 // pathCount returns the number of sending paths, allocated or not.

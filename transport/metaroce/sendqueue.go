@@ -69,9 +69,12 @@ type sndState struct {
 	// reference rate (m) and its alpha over all paths, the current round's
 	// counts, and the earliest next cut.
 	dctcp
-	// Path shares: the usable paths' total and largest weight, recomputed
-	// when sharesDirty.
-	weightSum, weightTop float64
+	// Path shares (shares.go): the usable paths' total weight (in
+	// sixteenths) and the window in whole packets they were apportioned,
+	// recomputed when sharesDirty or the window's packets change; the
+	// largest weight.
+	weightSum, sharePkts int32
+	weightTop            float64
 
 	// RTT (rtt.go): smoothed and variation over all paths, the latest
 	// sample, the minimum (the base RTT).

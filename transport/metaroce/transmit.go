@@ -91,32 +91,18 @@ func (c *Conn) runLength(w int) int {
 	return max(min((2*int(c.s.usable)+w-1)/w, w/4), 1)
 }
 
-// takes reports whether p may carry one more size-byte data packet, the
-// window being w bytes: it carries data, has SACK-window room, and holds
-// no more than its share of the window (or a run, whichever is more).
-// During the first flight (a dialer's, before the first ACK) a path takes
-// a packet while it holds less than its share, or the packet fits its
-// run: the flight is share x the first ACK's round trip with no headroom
-// (W has 5/4), so shares rounded down to whole packets left up to a packet
-// per path of it unused (80 of 90 packets over 16 paths; the sender idled
-// 0.65 us before the first ACK, regimes fattree 100 Gbit/s, 6 hops), and
-// no path has a mark yet, so every path's share is alike. The flight
-// itself (pickPath) still bounds the connection. Afterwards shares round
-// down: rounding them up too equalizes a marked path's share with its
-// peers' (2:1 oversubscription, 16 paths: 0.917 of the bottleneck, from
-// >= 0.95).
-func (c *Conn) takes(p *sndPath, size, w, run int) bool {
+// takes reports whether p may carry one more size-byte data packet, a
+// run being run packets: it carries data, has SACK-window room, and holds
+// no more than its part of the window in whole packets (shares.go) or a
+// run, whichever is more.
+func (c *Conn) takes(p *sndPath, size, run int) bool {
 	if !p.usable() || !p.sb.room() {
 		return false
 	}
 	if size == 0 || p.sb.inflight == 0 {
 		return true
 	}
-	share := int(float64(w) * float64(quantWeight(p)) / 16 / c.s.weightSum)
-	if !c.s.heard && c.dialer && !c.mutated(MutPathShareFloor) {
-		return p.sb.inflight < share || p.sb.inflight+size <= run*c.mss
-	}
-	return p.sb.inflight+size <= max(share, run*c.mss)
+	return p.sb.inflight+size <= max(int(p.part), run)*c.mss
 }
 
 // pickPath chooses the path of port's plane that carries the next new
@@ -137,11 +123,11 @@ func (c *Conn) pickPath(port, size int) *sndPath {
 		c.s.perPlane = k
 		c.s.pathsChanged()
 	}
-	c.shares()
+	c.shares(w)
 	run := c.runLength(w)
 	k := int(pk.cursor)
 	if r := int(pk.run); r > 0 && r < run {
-		if p := &c.s.paths[port+k*ports]; c.takes(p, size, w, run) {
+		if p := &c.s.paths[port+k*ports]; c.takes(p, size, run) {
 			pk.run++
 			return p
 		}
@@ -153,7 +139,7 @@ func (c *Conn) pickPath(port, size int) *sndPath {
 	for tries, m := 0, 2*cand.len(); tries < m; tries++ {
 		k = cand.after(k)
 		p := &c.s.paths[port+k*ports]
-		if !c.takes(p, size, w, run) {
+		if !c.takes(p, size, run) {
 			continue
 		}
 		if top > 0 {
