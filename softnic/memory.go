@@ -329,6 +329,19 @@ func (v *memView) Check(key uint32, addr uint64, n int, access transport.Access)
 // dst and records on the packet being built which content stream each
 // range of dst carries.
 func (v *memView) Read(dst []byte, key uint32, addr uint64, access transport.Access) transport.Status {
+	return v.read(dst, key, addr, access, false)
+}
+
+// ReadLazy implements transport.ZeroSpanner: Read, except that content
+// it records on the packet being built is not zeroed (NIC.txLazy):
+// ZeroSpan writes the zeros its caller reads, and the NIC those left in
+// the span when the packet goes out whole (txZeros); a header-only packet
+// needs none of them.
+func (v *memView) ReadLazy(dst []byte, key uint32, addr uint64, access transport.Access) transport.Status {
+	return v.read(dst, key, addr, access, true)
+}
+
+func (v *memView) read(dst []byte, key uint32, addr uint64, access transport.Access, lazy bool) transport.Status {
 	m, off, st := v.region(key, addr, len(dst), access)
 	if st != transport.StatusOK {
 		return st
@@ -340,7 +353,6 @@ func (v *memView) Read(dst []byte, key uint32, addr uint64, access transport.Acc
 		copy(dst, m.buf[off:])
 		return st
 	}
-	clear(dst)
 	p := v.nic.dmaTx
 	base, ok := 0, false
 	if p != nil {
@@ -350,12 +362,18 @@ func (v *memView) Read(dst []byte, key uint32, addr uint64, access transport.Acc
 		// Not a slice of the packet: the transport stages payload
 		// elsewhere, so carry real bytes.
 		v.nic.stats.SyntheticMaterialized++
+		clear(dst)
 		m.syn.each(off, uint64(len(dst)), func(o, n, stream, pos uint64) {
 			if stream != opaqueStream {
 				fillAt(dst[o:o+n], stream, pos)
 			}
 		})
 		return st
+	}
+	if lazy {
+		v.nic.txLazy = true
+	} else {
+		clear(dst)
 	}
 	m.syn.each(off, uint64(len(dst)), func(o, n, stream, pos uint64) {
 		p.Synthetic = append(p.Synthetic, packet.Run{Off: int32(base) + int32(o), Len: int32(n), Stream: stream, Pos: pos})
@@ -366,28 +384,50 @@ func (v *memView) Read(dst []byte, key uint32, addr uint64, access transport.Acc
 var _ transport.ZeroSpanner = (*memView)(nil)
 
 // ZeroSpan implements transport.ZeroSpanner. In the packet being built it
-// is the last contiguous range of content runs Read recorded (Read zeroed
-// those bytes); in the packet being received, the payload that travelled
-// header-only (the NIC expanded it to zeros; a packet whose bytes were
-// touched on the way, such as a corrupted one, was expanded before and
-// has none). Anything else, including bytes mode, reports none.
+// is the last contiguous range of content runs Read or ReadLazy recorded;
+// after ReadLazy it writes the zeros of the other runs in b (its caller
+// reads them) and notes the span for the NIC (txZero). In the packet
+// being received, it is the payload that travelled header-only (the NIC
+// expanded it to zeros; a packet whose bytes were touched on the way,
+// such as a corrupted one, was expanded before and has none). Anything
+// else, including bytes mode, reports none.
 func (v *memView) ZeroSpan(b []byte) (at, n int) {
 	if p := v.nic.dmaTx; p != nil {
-		runs := p.Synthetic
-		i := len(runs) - 1
-		if i < 0 || runs[i].Len <= 0 {
-			return 0, 0
+		first, start, end := lastRange(p.Synthetic)
+		if first >= 0 {
+			at, n = clipSpan(p, b, start, end-start)
 		}
-		start, end := int(runs[i].Off), int(runs[i].Off+runs[i].Len)
-		for i--; i >= 0 && runs[i].Len > 0 && int(runs[i].Off+runs[i].Len) == start; i-- {
-			start = int(runs[i].Off)
+		if v.nic.txLazy {
+			if first == 0 && n == end-start {
+				// The runs are one range, all in b: no other zeros to
+				// write.
+				v.nic.txAsked, v.nic.txZero, v.nic.txZeroN = true, start, n
+			} else {
+				v.nic.settleTx(p, b, at, n)
+			}
 		}
-		return clipSpan(p, b, start, end-start)
+		return at, n
 	}
 	if p := v.nic.dmaRx; p != nil && v.nic.rxZeroN > 0 {
 		return clipSpan(p, b, v.nic.rxZero, v.nic.rxZeroN)
 	}
 	return 0, 0
+}
+
+// lastRange returns the last contiguous range of runs, start..end of the
+// buffer, from runs[first] on; first is -1 if the last run is empty or
+// there is none.
+func lastRange(runs []packet.Run) (first, start, end int) {
+	i := len(runs) - 1
+	if i < 0 || runs[i].Len <= 0 {
+		return -1, 0, 0
+	}
+	start, end = int(runs[i].Off), int(runs[i].Off+runs[i].Len)
+	for i > 0 && runs[i-1].Len > 0 && int(runs[i-1].Off+runs[i-1].Len) == start {
+		i--
+		start = int(runs[i].Off)
+	}
+	return i, start, end
 }
 
 // clipSpan returns the part of the span [off, off+n) of p's buffer that

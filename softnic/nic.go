@@ -150,6 +150,11 @@ type NIC struct {
 	// count (a header-only packet's elided payload), at rxZero of dmaRx's
 	// buffer (packet.Buffer.Offset), for ZeroSpan.
 	rxZero, rxZeroN int
+	// txLazy: ReadLazy left zeros unwritten in dmaTx (payload.go says
+	// who writes them); txAsked: ZeroSpan was asked about it since, and
+	// reported txZeroN bytes at txZero of its buffer.
+	txLazy, txAsked bool
+	txZero, txZeroN int
 
 	protos []protoEntry
 	ports  []nicPort

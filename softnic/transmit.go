@@ -137,7 +137,7 @@ func (n *NIC) sendFrom(now sim.Time, pt *nicPort, l *readyList) bool {
 	for c := l.popFront(); c != nil; c = l.popFront() {
 		b := n.pool.Get(IPv4UDPSize + maxPayload)
 		b.SetLen(maxPayload)
-		n.dmaTx = b
+		n.dmaTx, n.txLazy, n.txAsked = b, false, false
 		var k int
 		var meta transport.TxMeta
 		if l == &pt.ctl {
@@ -160,21 +160,7 @@ func (n *NIC) sendFrom(now sim.Time, pt *nicPort, l *readyList) bool {
 		if l == &pt.ready {
 			c.nextPort = uint16((pt.idx + 1) % len(n.ports))
 		}
-		if k <= smallPacket-IPv4UDPSize {
-			s := n.pool.Get(IPv4UDPSize + k)
-			s.SetLen(k)
-			copy(s.Data(), b.Data()[:k])
-			moveRuns(s, b)
-			b.Free()
-			b = s
-		} else {
-			b.SetLen(k)
-			if at, m, ok := elidable(b); ok && c.proto.sealer == nil {
-				// Synthetic payload: send the headers and the trailer
-				// in a small buffer, the payload as a length.
-				b = b.Elide(at, m)
-			}
-		}
+		b = n.finishTx(b, k, c.proto.sealer == nil)
 		n.frame(b, c, k, meta)
 		c.stats.TxPackets++
 		c.stats.TxBytes += uint64(k)

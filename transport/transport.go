@@ -83,16 +83,32 @@ type Memory interface {
 
 // ZeroSpanner is implemented by a Memory that knows which bytes of a
 // packet are zeros standing for memory content (a NIC in synthetic payload
-// mode: its DMA zeroes a payload it describes instead of copying it, and
-// a received payload that travelled header-only was made of zeros), so a
-// transport can checksum them in closed form instead of reading them. It
-// is only a shortcut: the bytes are zeros either way, and a transport that
-// ignores it computes the same checksum.
+// mode: its DMA describes such a payload instead of copying it, and a
+// received payload that travelled header-only was made of zeros), so a
+// transport can checksum them in closed form instead of reading them, and
+// need not have them written at all.
+//
+// ZeroSpan alone is only a shortcut: after Read the bytes are zeros either
+// way, and a transport that ignores it computes the same checksum.
+// ReadLazy is Read for a transport that keeps ZeroSpan's side of the
+// bargain: the NIC need not write the zeros (4 KiB per data packet) when
+// the packet travels header-only and nothing reads them.
 type ZeroSpanner interface {
 	// ZeroSpan reports a span [at, at+n) of b, a slice of the packet
-	// being built (after Read) or received (during Receive), whose bytes
-	// are all zero; n is 0 when it knows of none.
+	// being built (after Read or ReadLazy) or received (during Receive),
+	// whose bytes are all zero; n is 0 when it knows of none. On the
+	// packet being built, every byte of b outside the span holds its
+	// value when ZeroSpan returns (zeros ReadLazy left unwritten there
+	// are written), and the span's zeros are written, or the span
+	// elided, when the packet leaves the transport.
 	ZeroSpan(b []byte) (at, n int)
+	// ReadLazy is Read, except that bytes of dst standing for zeros may
+	// be left unwritten. The caller asks ZeroSpan about the packet (a b
+	// that begins it and covers dst) after its last ReadLazy and before
+	// it reads any byte of dst or returns the packet, and writes nothing
+	// into the span ZeroSpan reports; bytes of dst past that b are its
+	// own to write (a trailer) or to leave out of the packet.
+	ReadLazy(dst []byte, key uint32, addr uint64, access Access) Status
 }
 
 // Status is a work completion's outcome (ibv_wc_status, abridged).

@@ -20,6 +20,7 @@ func (c *Conn) encodeChunk(b []byte, p *sndPath, psn, dsn uint32, retx bool, ext
 		f.Flags |= wire.FlagRetx
 	}
 	payload := b[wire.DataSize : wire.DataSize+int(ch.size)]
+	zs, _ := c.cfg.Memory.(transport.ZeroSpanner)
 	n := 0
 	ok := true
 	if ch.job < 0 {
@@ -48,7 +49,7 @@ func (c *Conn) encodeChunk(b []byte, p *sndPath, psn, dsn uint32, retx bool, ext
 					wire.PutSink(payload, i, s.Addr, s.Len, s.LKey)
 				}
 				n = len(payload)
-			} else if ok = c.gather(payload, m.wr.SGL[:m.wr.NumSGE], ch.offset, 0); ok {
+			} else if ok = c.gather(zs, payload, m.wr.SGL[:m.wr.NumSGE], ch.offset, 0); ok {
 				n = len(payload)
 			} else {
 				c.failMsg(ch.msn, transport.StatusLocalProtection)
@@ -61,7 +62,7 @@ func (c *Conn) encodeChunk(b []byte, p *sndPath, psn, dsn uint32, retx bool, ext
 		f.Addr, f.Key = s.addr, s.key
 		if !ch.abort {
 			src := region(r.src, r.length, r.key)
-			if ok = c.gather(payload, src[:], c.readOffset(ch.offset, int(ch.size), retx), transport.AccessRemoteRead); ok {
+			if ok = c.gather(zs, payload, src[:], c.readOffset(ch.offset, int(ch.size), retx), transport.AccessRemoteRead); ok {
 				n = len(payload)
 			} else {
 				ch.status = transport.StatusRemoteAccess
@@ -89,14 +90,15 @@ func (c *Conn) encodeChunk(b []byte, p *sndPath, psn, dsn uint32, retx bool, ext
 		n = 0
 	}
 	wire.Data(b).Put(&f)
-	return c.seal(b, wire.DataSize+n)
+	return seal(zs, b, wire.DataSize+n)
 }
 
-// seal writes b[:n]'s CRC32C trailer; payload bytes the NIC's DMA zeroed
-// for synthetic content (transport.ZeroSpanner) are checksummed without
-// being read. The trailer is the same either way.
-func (c *Conn) seal(b []byte, n int) int {
-	if zs, ok := c.cfg.Memory.(transport.ZeroSpanner); ok {
+// seal writes b[:n]'s CRC32C trailer; payload bytes the NIC's DMA left
+// as zeros for synthetic content (zs, the Memory as a ZeroSpanner, if it
+// is one) are checksummed without being read. The trailer is the same
+// either way.
+func seal(zs transport.ZeroSpanner, b []byte, n int) int {
+	if zs != nil {
 		at, z := zs.ZeroSpan(b[:n])
 		return wire.SealZeros(b, n, at, z)
 	}

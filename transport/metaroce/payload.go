@@ -12,7 +12,12 @@ import "github.com/mrlab/mrlab/transport"
 // the NIC's Memory with access. It reports false if an element does not
 // resolve or the buffer ends before dst is full; dst may then be partly
 // written.
-func (c *Conn) gather(dst []byte, sgl []transport.SGE, off uint32, access transport.Access) bool {
+//
+// dst is a data packet's payload, and every data packet is sealed (seal)
+// after its gather, asking ZeroSpan before any byte of dst is read: so
+// zs, the Memory as a transport.ZeroSpanner if it is one, is read with
+// ReadLazy, which may leave zeros unwritten.
+func (c *Conn) gather(zs transport.ZeroSpanner, dst []byte, sgl []transport.SGE, off uint32, access transport.Access) bool {
 	n := 0
 	for i := 0; i < len(sgl) && n < len(dst); i++ {
 		s := &sgl[i]
@@ -21,7 +26,13 @@ func (c *Conn) gather(dst []byte, sgl []transport.SGE, off uint32, access transp
 			continue
 		}
 		k := min(int(s.Len-off), len(dst)-n)
-		if st := c.cfg.Memory.Read(dst[n:n+k], s.LKey, s.Addr+uint64(off), access); st != transport.StatusOK {
+		var st transport.Status
+		if zs != nil {
+			st = zs.ReadLazy(dst[n:n+k], s.LKey, s.Addr+uint64(off), access)
+		} else {
+			st = c.cfg.Memory.Read(dst[n:n+k], s.LKey, s.Addr+uint64(off), access)
+		}
+		if st != transport.StatusOK {
 			return false
 		}
 		n += k

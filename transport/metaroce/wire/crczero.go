@@ -3,21 +3,23 @@ package wire
 import (
 	"encoding/binary"
 	"hash/crc32"
-	"sync/atomic"
+	"math/bits"
 )
 
 // The CRC32C of bytes known to be zero, without reading them.
 //
 // A NIC in synthetic payload mode (softnic) carries a data packet's payload
-// as zeros that stand for memory content: the sender's DMA zeroes them and
-// the receiver's NIC makes them from a count. Their CRC need not read them.
-// CRC32C is linear over GF(2): feeding one zero byte maps the (reflected)
-// register r to table[r&0xff] ^ r>>8, a 32x32 bit matrix Z, so feeding n
-// zero bytes is Z^n, and Z^n is a product of the precomputed powers Z^(2^k)
-// for the bits of n (crc32_combine's construction in zlib). For a 4 KiB
-// payload that is one matrix applied to the register, instead of reading
-// 4,096 bytes. The value is exactly the CRC over the zeros, so packets,
-// traces and every check are the same as when the bytes are read.
+// as zeros that stand for memory content: the receiver's NIC makes them
+// from a count, and the sender's DMA need not even write them (they are
+// elided). Their CRC need not read them. CRC32C is linear over GF(2):
+// feeding one zero byte maps the (reflected) register r to
+// table[r&0xff] ^ r>>8, a 32x32 bit matrix Z, so feeding n zero bytes is
+// Z^n, a product of the powers Z^(2^k) for the bits of n (crc32_combine's
+// construction in zlib). The powers a packet needs are precomputed as
+// byte tables: a 4 KiB payload is four table loads instead of reading
+// 4,096 bytes, and any length at most one such step per bit. The value is
+// exactly the CRC over the zeros, so packets, traces and every check are
+// the same as when the bytes are read.
 
 // zeroOp is a linear map on the CRC register: col[i] is the image of bit i.
 type zeroOp [32]uint32
@@ -31,9 +33,10 @@ func (m *zeroOp) apply(r uint32) uint32 {
 	return out
 }
 
-// zeroPow[k] feeds 2^k zero bytes. Computed once at package init and only
-// read afterwards, so it is safe for concurrent use.
-var zeroPow = func() (p [32]zeroOp) {
+// zeroPow[k] feeds 2^k zero bytes, for every bit of a length. Computed
+// once at package init and only read afterwards, so it is safe for
+// concurrent use.
+var zeroPow = func() (p [64]zeroOp) {
 	for i := range p[0] {
 		r := uint32(1) << i
 		p[0][i] = castagnoli[r&0xff] ^ r>>8
@@ -47,19 +50,31 @@ var zeroPow = func() (p [32]zeroOp) {
 }()
 
 // crcZeros returns crc32.Update(crc, castagnoli, make([]byte, n)) without
-// touching n bytes: Z^n from the byte tables of n (zeroTableFor).
+// touching n bytes: Z^n as the product of Z^(2^k) for the bits k of n,
+// each applied from its byte tables (zeroTables), so the cost is at most
+// one table step per bit of n whatever lengths come, with nothing built
+// or cached on the way.
 func crcZeros(crc uint32, n int) uint32 {
 	if n <= 0 {
 		return crc
 	}
-	t := zeroTableFor(n)
 	r := ^crc
-	return ^(t.t[0][r&0xff] ^ t.t[1][r>>8&0xff] ^ t.t[2][r>>16&0xff] ^ t.t[3][r>>24])
+	u := uint64(n)
+	for u != 0 {
+		k := bits.TrailingZeros64(u)
+		if k >= zeroTableBits {
+			r = regZeros(r, u) // past any packet: the bits left, by matrix
+			break
+		}
+		r = zeroTables[k].apply(r)
+		u &= u - 1
+	}
+	return ^r
 }
 
 // regZeros feeds n zero bytes to the register r: Z^n r, as a product of
 // the powers for the bits of n.
-func regZeros(r uint32, n int) uint32 {
+func regZeros(r uint32, n uint64) uint32 {
 	for k := 0; n > 0 && k < len(zeroPow); k++ {
 		if n&1 != 0 {
 			r = zeroPow[k].apply(r)
@@ -69,44 +84,40 @@ func regZeros(r uint32, n int) uint32 {
 	return r
 }
 
-// zeroTable is Z^n for one n as four byte tables: Z^n r is the XOR of
-// t[j][byte j of r] (Z^n is linear). Applying it is four loads where the
-// product of powers is one 32-step matrix product per bit of n, and a
-// packet's payload length takes few values (the MSS, a message's last
-// chunk), so the tables of recent lengths are kept.
-type zeroTable struct {
-	n int
-	t [4][256]uint32
+// zeroTable is one Z^(2^k) as four byte tables: Z r is the XOR of
+// t[j][byte j of r] (Z is linear), four loads where the matrix product
+// (zeroOp.apply) is 32 steps.
+type zeroTable [4][256]uint32
+
+// apply returns the image of register r.
+func (t *zeroTable) apply(r uint32) uint32 {
+	return t[0][r&0xff] ^ t[1][r>>8&0xff] ^ t[2][r>>16&0xff] ^ t[3][r>>24]
 }
 
-// zeroTables holds recently used tables, by a hash of n. A table is never
-// written after it is published, so readers on other goroutines (a
-// partitioned run's loops) see it whole; two lengths that share a slot
-// replace each other's, which costs a rebuild, never a wrong answer.
-var zeroTables [16]atomic.Pointer[zeroTable]
+// zeroTableBits: zeroTables covers the powers 2^k below 2^zeroTableBits
+// bytes, past the largest packet (9,216 bytes), so a packet's zeros take
+// at most 14 steps (4 KiB each, 56 KiB in all).
+const zeroTableBits = 14
 
-// zeroTableFor returns the tables of Z^n, building them if no slot holds
-// them: each byte's table from Z^n of its eight bits.
-func zeroTableFor(n int) *zeroTable {
-	slot := &zeroTables[(n^n>>4^n>>8)&(len(zeroTables)-1)]
-	if t := slot.Load(); t != nil && t.n == n {
-		return t
-	}
-	t := &zeroTable{n: n}
-	for j := range t.t {
-		tj := &t.t[j]
-		for bit := 0; bit < 8; bit++ {
-			tj[1<<bit] = regZeros(uint32(1)<<(8*j+bit), n)
-		}
-		for b := 3; b < 256; b++ {
-			if low := b & -b; low != b {
-				tj[b] = tj[b&^low] ^ tj[low]
+// zeroTables[k] is Z^(2^k): each byte's table from the matrix's columns
+// for its eight bits (zeroPow). Computed once at package init and only
+// read afterwards, so it is safe for concurrent use.
+var zeroTables = func() (t [zeroTableBits]zeroTable) {
+	for k := range t {
+		for j := range t[k] {
+			tj := &t[k][j]
+			for bit := 0; bit < 8; bit++ {
+				tj[1<<bit] = zeroPow[k][8*j+bit]
+			}
+			for b := 3; b < 256; b++ {
+				if low := b & -b; low != b {
+					tj[b] = tj[b&^low] ^ tj[low]
+				}
 			}
 		}
 	}
-	slot.Store(t)
 	return t
-}
+}()
 
 // checksum returns the CRC32C of pkt, whose bytes pkt[at:at+z] the caller
 // knows to be zero (z <= 0: none known); the span is clipped to pkt.

@@ -11,13 +11,15 @@ import (
 // byte, for lengths around every power of two a packet can hold and from
 // arbitrary registers.
 func TestCRCZeros(t *testing.T) {
-	zeros := make([]byte, 1<<15)
+	zeros := make([]byte, 1<<17)
 	rng := rand.New(rand.NewPCG(1, 2))
 	var lens []int
-	for k := 0; k <= 14; k++ {
+	for k := 0; k <= 16; k++ {
 		lens = append(lens, 1<<k-1, 1<<k, 1<<k+1)
 	}
-	lens = append(lens, 0, 4000, 4096, 4097, 9000, 9216, 1<<15)
+	// Past the tables (2^14): the high bits go by matrix, the low ones by
+	// table.
+	lens = append(lens, 0, 4000, 4096, 4097, 9000, 9216, 1<<14+4095, 1<<17-1, 1<<17)
 	for _, n := range lens {
 		for _, crc := range []uint32{0, ^uint32(0), rng.Uint32(), rng.Uint32()} {
 			want := crc32.Update(crc, castagnoli, zeros[:n])
@@ -26,6 +28,54 @@ func TestCRCZeros(t *testing.T) {
 			}
 		}
 	}
+	// Lengths too long to feed byte by byte: n zeros then m are n+m,
+	// through different bits of the length (up to the top powers).
+	for _, nm := range [][2]int{{1 << 31, 1 << 31}, {1<<32 - 1, 1}, {1 << 40, 1<<40 + 12345}, {1 << 62, 1 << 61}} {
+		crc := rng.Uint32()
+		if a, b := crcZeros(crcZeros(crc, nm[0]), nm[1]), crcZeros(crc, nm[0]+nm[1]); a != b {
+			t.Errorf("crcZeros of %d then %d zeros = %#x, of %d at once %#x", nm[0], nm[1], a, nm[0]+nm[1], b)
+		}
+	}
+}
+
+// TestCRCZerosAnyLengthsNoAllocs: any sequence of lengths, however they
+// would share a cache's slots, costs no allocation (the 16-slot cache of
+// per-length tables this replaced allocated a 4 KiB table on every miss).
+func TestCRCZerosAnyLengthsNoAllocs(t *testing.T) {
+	lens := thrashLengths()
+	i := 0
+	if a := testing.AllocsPerRun(1000, func() {
+		crcZeros(0x1234, lens[i%len(lens)])
+		i++
+	}); a != 0 {
+		t.Errorf("crcZeros over %d cycling lengths allocates %v times a call", len(lens), a)
+	}
+}
+
+// thrashLengths returns 64 distinct payload lengths up to 4 KiB, more than
+// any 16-slot cache of per-length tables holds: cycled, at least 48 of
+// every 64 calls would miss such a cache whatever its hash.
+func thrashLengths() []int {
+	lens := make([]int, 64)
+	for i := range lens {
+		lens[i] = 4096 - 61*i
+	}
+	return lens
+}
+
+// FuzzCRCZeros: for any register and length, crcZeros is the CRC over
+// that many zeros fed byte by byte.
+func FuzzCRCZeros(f *testing.F) {
+	f.Add(uint32(0), uint32(4096))
+	f.Add(^uint32(0), uint32(4095))
+	f.Add(uint32(0xdeadbeef), uint32(9216))
+	zeros := make([]byte, 1<<17)
+	f.Fuzz(func(t *testing.T, crc, n uint32) {
+		n %= uint32(len(zeros) + 1)
+		if got, want := crcZeros(crc, int(n)), crc32.Update(crc, castagnoli, zeros[:n]); got != want {
+			t.Fatalf("crcZeros(%#x, %d) = %#x, want %#x", crc, n, got, want)
+		}
+	})
 }
 
 // TestSealParseZeros: a packet whose payload is zeros gets the same trailer
@@ -74,6 +124,31 @@ func TestCRCZerosNoAllocs(t *testing.T) {
 	}
 }
 
+// BenchmarkCRCZeros: the CRC of a zero span of one length over and over
+// (mss: 4 KiB, every full data packet's) and of lengths cycling through
+// more values than a 16-slot cache of per-length tables holds (thrash:
+// last chunks of many message sizes; the cache this replaced rebuilt a
+// 4 KiB table on most calls).
+func BenchmarkCRCZeros(b *testing.B) {
+	b.Run("mss", func(b *testing.B) {
+		var c uint32
+		for b.Loop() {
+			c = crcZeros(c, 4096)
+		}
+	})
+	b.Run("thrash", func(b *testing.B) {
+		lens := thrashLengths()
+		var c uint32
+		i := 0
+		for b.Loop() {
+			c = crcZeros(c, lens[i])
+			if i++; i == len(lens) {
+				i = 0
+			}
+		}
+	})
+}
+
 // BenchmarkSealData: a 4 KiB data packet's trailer, reading the payload
 // (bytes) and with the payload known to be zeros (zeros), in one run.
 func BenchmarkSealData(b *testing.B) {
@@ -118,9 +193,9 @@ func FuzzParseZeros(f *testing.F) {
 	})
 }
 
-// TestCRCZerosConcurrent: goroutines asking for lengths that share the
-// tables' slots (a partitioned run's loops) each get the CRC over the
-// zeros (run with -race).
+// TestCRCZerosConcurrent: goroutines asking for any lengths at once (a
+// partitioned run's loops) each get the CRC over the zeros (run with
+// -race).
 func TestCRCZerosConcurrent(t *testing.T) {
 	zeros := make([]byte, 1<<13)
 	done := make(chan error, 4)
