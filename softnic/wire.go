@@ -1,7 +1,9 @@
 package softnic
 
-import "github.com/mrlab/mrlab/internal/sim"
-import "github.com/mrlab/mrlab/internal/packet"
+import (
+	"github.com/mrlab/mrlab/internal/packet"
+	"github.com/mrlab/mrlab/internal/sim"
+)
 
 // Wire is what the NIC needs from one of its ports' outgoing links. The
 // fabric's *fabric.Port satisfies it; tests use a fake.
