@@ -8,13 +8,10 @@ import (
 	"github.com/mrlab/mrlab/verbs"
 )
 
-// TestPacerKeepsThePipeFull runs a client and a server, each paced, on a
-// simulated clock, as perf's checked write_bw runs them: the client posts
-// while fewer than depth messages are uncredited, the link delivers one
-// message every per (after a set-up delay, the first window slower: a
-// connection's start), the server sees the messages that arrived when it
-// looks and credits them, and a credit reaches the client a round trip
-// later, which sees it when it looks. Sleeps overshoot by a fixed amount.
+// TestPacerKeepsThePipeFull runs a client and a server on a simulated
+// clock (pacedPipe): the link delivers one message every per (after a
+// set-up delay, the first window slower: a connection's start). Sleeps
+// overshoot by a fixed amount.
 // Whatever the window and rate, the link must be busy at least 95% of the
 // time; where a quarter window outlasts twice the overshoot each side
 // must wake once per many messages instead of spinning, and where it
@@ -41,69 +38,24 @@ func TestPacerKeepsThePipeFull(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			const messages = 20000
-			const look = 500 * time.Nanosecond // a poll that finds nothing
-			var posted, seen, credited uint64
-			var arrive, creditAt []time.Time
-			cli := newPacer(c.depth, func() (uint64, uint64) { return credited, posted - credited })
-			srv := newPacer(c.depth, func() (uint64, uint64) { return seen, uint64(c.depth) })
-			start := time.Unix(1000, 0)
-			now, free := start, start
-			cliNext, srvNext := start, start
-			spins := 0
-			// wait is a side's decision once it has done all it could.
-			blocks := 0
-			wait := func(p *pacer) time.Time {
-				d := p.sleepFor(now)
-				if d == block { // woken by the next credit
-					blocks++
-					if credited < uint64(len(creditAt)) {
-						return creditAt[credited]
+			pipe := pacedPipe{
+				depth: c.depth, rtt: c.rtt, messages: messages,
+				linkPer: func(i uint64) time.Duration {
+					if i < uint64(c.depth) && c.start > 0 {
+						return c.start
 					}
-					return srvNext.Add(c.rtt)
-				}
-				if d > 0 {
-					o := c.over
+					return c.per
+				},
+				setup: c.setup,
+				overshoot: func(p *pacer) time.Duration {
 					if p.Sleeps < learnSleeps && c.lateFirst > 0 {
-						o = c.lateFirst
+						return c.lateFirst
 					}
-					p.slept(d, d+o)
-					return now.Add(d + o)
-				}
-				spins++
-				return now.Add(look)
+					return c.over
+				},
 			}
-			for credited < messages {
-				if !srvNext.Before(cliNext) {
-					now = cliNext
-					for credited < seen && !creditAt[credited].After(now) {
-						credited++
-					}
-					for posted < messages && posted-credited < uint64(c.depth) {
-						at := now
-						if free.After(at) {
-							at = free
-						}
-						per := c.per
-						if posted == 0 {
-							at = at.Add(c.setup)
-						}
-						if posted < uint64(c.depth) && c.start > 0 {
-							per = c.start
-						}
-						free = at.Add(per)
-						arrive = append(arrive, free)
-						posted++
-					}
-					cliNext = wait(cli)
-					continue
-				}
-				now = srvNext
-				for seen < posted && !arrive[seen].After(now) {
-					creditAt = append(creditAt, now.Add(c.rtt))
-					seen++
-				}
-				srvNext = wait(srv)
-			}
+			cli, srv, start, now := pipe.run()
+			spins, blocks := pipe.spins, pipe.blocks
 			ideal := c.setup + time.Duration(messages)*c.per + c.rtt + learnSleeps*c.lateFirst
 			if c.start > 0 {
 				ideal += time.Duration(c.depth) * (c.start - c.per)
@@ -174,46 +126,91 @@ func TestPacedRun(t *testing.T) {
 // at least 0.9 of the time.
 func TestPacerFirstRateNeedsEvidence(t *testing.T) {
 	const depth, per, rtt, messages = 128, 262 * time.Microsecond, 40 * time.Microsecond, 5000
-	const over, look = 80 * time.Microsecond, 500 * time.Nanosecond
+	const over = 80 * time.Microsecond
 	linkPer := func(i uint64) time.Duration {
 		if i >= 93 && i < 96 {
 			return 15 * time.Millisecond
 		}
 		return per
 	}
+	pipe := pacedPipe{
+		depth: depth, rtt: rtt, messages: messages, linkPer: linkPer,
+		overshoot: func(*pacer) time.Duration { return over }, srvFirst: 93 * per,
+	}
+	cli, srv, start, now := pipe.run()
+	ideal := pipe.ideal
+	busy := float64(ideal+rtt) / float64(now.Sub(start))
+	t.Logf("link busy %.3f; client %d sleeps (%v asked), server %d (%v asked); per %v/%v", busy, cli.Sleeps, cli.Asked, srv.Sleeps, srv.Asked, cli.per, srv.per)
+	if busy < 0.9 {
+		t.Errorf("the link was busy %.3f of the time after a slow start, want >= 0.9", busy)
+	}
+}
+
+// pacedPipe runs a client and a server, each paced, on a simulated
+// clock, as perf's checked write_bw runs them: the client posts while
+// fewer than depth messages are uncredited; the link delivers message i
+// linkPer(i) after the previous one (the first setup after its post);
+// the server, first looking srvFirst after the start, credits the
+// messages that arrived when it looks; a credit reaches the client rtt
+// later, which sees it when it looks. A sleep ends overshoot(p) late; a
+// poll that finds nothing takes 500 ns.
+type pacedPipe struct {
+	depth, messages int
+	rtt, setup      time.Duration
+	srvFirst        time.Duration
+	linkPer         func(i uint64) time.Duration
+	overshoot       func(p *pacer) time.Duration
+
+	ideal         time.Duration // the link's busy time
+	spins, blocks int           // polls that found nothing; waits in the kernel
+}
+
+// run plays the pipe until every message is credited and returns both
+// sides' pacers, the start and the end.
+func (q *pacedPipe) run() (cli, srv *pacer, start, now time.Time) {
+	const look = 500 * time.Nanosecond
 	var posted, seen, credited uint64
 	var arrive, creditAt []time.Time
-	cli := newPacer(depth, func() (uint64, uint64) { return credited, posted - credited })
-	srv := newPacer(depth, func() (uint64, uint64) { return seen, uint64(depth) })
-	start := time.Unix(1000, 0)
+	depth := uint64(q.depth)
+	cli = newPacer(q.depth, func() (uint64, uint64) { return credited, posted - credited })
+	srv = newPacer(q.depth, func() (uint64, uint64) { return seen, depth })
+	start = time.Unix(1000, 0)
 	now, free := start, start
-	cliNext, srvNext := start, start.Add(93*per)
+	cliNext, srvNext := start, start.Add(q.srvFirst)
+	// wait is a side's decision once it has done all it could.
 	wait := func(p *pacer) time.Time {
 		switch d := p.sleepFor(now); {
-		case d == block:
+		case d == block: // woken by the next credit
+			q.blocks++
 			if credited < uint64(len(creditAt)) {
 				return creditAt[credited]
 			}
-			return srvNext.Add(rtt)
+			return srvNext.Add(q.rtt)
 		case d > 0:
-			p.slept(d, d+over)
-			return now.Add(d + over)
+			o := q.overshoot(p)
+			p.slept(d, d+o)
+			return now.Add(d + o)
 		}
+		q.spins++
 		return now.Add(look)
 	}
-	var ideal time.Duration
-	for credited < messages {
+	for credited < uint64(q.messages) {
 		if !srvNext.Before(cliNext) {
 			now = cliNext
 			for credited < seen && !creditAt[credited].After(now) {
 				credited++
 			}
-			for posted < messages && posted-credited < depth {
-				if free.Before(now) {
-					free = now
+			for posted < uint64(q.messages) && posted-credited < depth {
+				at := now
+				if free.After(at) {
+					at = free
 				}
-				free = free.Add(linkPer(posted))
-				ideal += linkPer(posted)
+				if posted == 0 {
+					at = at.Add(q.setup)
+				}
+				per := q.linkPer(posted)
+				free = at.Add(per)
+				q.ideal += per
 				arrive = append(arrive, free)
 				posted++
 			}
@@ -222,14 +219,10 @@ func TestPacerFirstRateNeedsEvidence(t *testing.T) {
 		}
 		now = srvNext
 		for seen < posted && !arrive[seen].After(now) {
-			creditAt = append(creditAt, now.Add(rtt))
+			creditAt = append(creditAt, now.Add(q.rtt))
 			seen++
 		}
 		srvNext = wait(srv)
 	}
-	busy := float64(ideal+rtt) / float64(now.Sub(start))
-	t.Logf("link busy %.3f; client %d sleeps (%v asked), server %d (%v asked); per %v/%v", busy, cli.Sleeps, cli.Asked, srv.Sleeps, srv.Asked, cli.per, srv.per)
-	if busy < 0.9 {
-		t.Errorf("the link was busy %.3f of the time after a slow start, want >= 0.9", busy)
-	}
+	return cli, srv, start, now
 }
