@@ -250,6 +250,22 @@ func (q *QP) Query() (QPStats, error) {
 		ECNEchoes: r.ECNEchoes, CEReceived: r.CEReceived}, nil
 }
 
+// RNRRetryForever is the rnr_retry that never gives up (IB's 7).
+const RNRRetryForever = verbsabi.RNRRetryForever
+
+// SetRNRRetry sets how many RNR NAKs in a row (the peer had no receive
+// posted) a SEND survives before it completes with StatusRNRRetryExceeded:
+// 0..6, or RNRRetryForever, as ibv_modify_qp's rnr_retry. It applies to
+// the QP's connection now, or to the one Connect or Accept gives it; a
+// QP without it keeps the lab transport's default.
+func (q *QP) SetRNRRetry(retry int) error {
+	if retry < 0 || retry > RNRRetryForever {
+		return &Error{Op: "SET_RNR", Err: ErrInvalid, Msg: fmt.Sprintf("rnr_retry %d: want 0..%d", retry, RNRRetryForever)}
+	}
+	_, _, err := q.d.call(context.Background(), &verbsabi.Request{Op: verbsabi.OpSetRNR, QP: q.h, RNRRetry: uint8(retry), RNRMask: verbsabi.RNRSetRetry})
+	return err
+}
+
 // State returns the QP's state, as the lab last wrote it. Reading it is a
 // load from shared memory.
 func (q *QP) State() QPState {

@@ -363,3 +363,66 @@ func TestTiming(t *testing.T) {
 		t.Errorf("stopping twice: %v", err)
 	}
 }
+
+// TestSendBeforeAccept: a SEND that reaches a connection still waiting in
+// the listener's backlog is refused (RNR) until the server's Accept binds
+// it to a QP with a receive posted. With the transport's default rnr_retry
+// it fails once the server is late by more than the retries' back-off
+// (about 5 ms); with SetRNRRetry(RNRRetryForever), as perftest and mrlab
+// perf set it, it completes when the server accepts, 50 ms later.
+func TestSendBeforeAccept(t *testing.T) {
+	lab := uverbstest.Start(t, uverbstest.Options{})
+	for i, c := range []struct {
+		name    string
+		forever bool
+		want    verbs.Status
+	}{{"default rnr_retry", false, verbs.StatusRNRRetryExceeded}, {"rnr_retry forever", true, verbs.StatusSuccess}} {
+		t.Run(c.name, func(t *testing.T) {
+			a := open(t, lab, 0, 4096, verbs.AccessLocalWrite, verbs.TransportDefault)
+			b := open(t, lab, 1, 4096, verbs.AccessLocalWrite, verbs.TransportDefault)
+			if err := a.qp.SetRNRRetry(verbs.RNRRetryForever + 1); !errors.Is(err, verbs.ErrInvalid) {
+				t.Errorf("rnr_retry 8: %v, want ErrInvalid", err)
+			}
+			if c.forever {
+				if err := a.qp.SetRNRRetry(verbs.RNRRetryForever); err != nil {
+					t.Fatal(err)
+				}
+			}
+			port := uint16(18600 + i)
+			ln, err := b.dev.Listen(b.pd, port, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { ln.Close() })
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if err := a.qp.Connect(ctx, netip.AddrPortFrom(b.dev.Addr(), port)); err != nil {
+				t.Fatal(err)
+			}
+			if err := a.qp.PostSend(verbs.SendWR{ID: 1, Op: verbs.OpSend, SGL: []verbs.SGE{a.mr.SGE(0, 8)}}); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(50 * time.Millisecond) // the server, late to accept
+			if !c.forever {
+				// The connection failed and left the backlog: no
+				// Accept would find it.
+				if wc := poll(t, a.cq, 5*time.Second); wc.Status != c.want {
+					t.Errorf("the SEND completed with %v, want %v", wc.Status, c.want)
+				}
+				return
+			}
+			if err := b.qp.PostRecv(verbs.RecvWR{ID: 2, SGL: []verbs.SGE{b.mr.SGE(0, 64)}}); err != nil {
+				t.Fatal(err)
+			}
+			if err := ln.Accept(ctx, b.qp); err != nil {
+				t.Fatal(err)
+			}
+			if wc := poll(t, a.cq, 5*time.Second); wc.Status != c.want {
+				t.Errorf("the SEND completed with %v, want %v", wc.Status, c.want)
+			}
+			if wc := poll(t, b.cq, 5*time.Second); wc.Status != verbs.StatusSuccess || wc.ID != 2 {
+				t.Errorf("the receive completed %+v", wc)
+			}
+		})
+	}
+}

@@ -144,6 +144,14 @@ func (c *client) connect(ctx context.Context, to netip.AddrPort) error {
 			return err
 		}
 	}
+	// The server's QP may be bound to the connection after the hello
+	// arrives (it waits in the listener's backlog until the server's
+	// Accept, which a busy machine can delay by milliseconds): RNR NAKs
+	// until then must not fail the run, so rnr_retry is forever, as
+	// perftest sets it.
+	if err := s.qp.SetRNRRetry(verbs.RNRRetryForever); err != nil {
+		return err
+	}
 	if err := s.qp.Connect(ctx, to); err != nil {
 		return err
 	}

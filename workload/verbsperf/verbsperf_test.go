@@ -89,7 +89,11 @@ func runPair(t *testing.T, lab *uverbstest.Lab, port uint16, c Spec) (*Result, *
 	defer cliDev.Close()
 	r, err := Run(ctx, cliDev, netip.AddrPortFrom(lab.NICs[1].Addr(), port), c)
 	if err != nil {
-		t.Fatal(err)
+		// Stop the server and wait for it: a test's goroutine may not
+		// report after the test has ended.
+		cancel()
+		<-srv
+		t.Fatalf("client: %v", err)
 	}
 	return r, <-srv
 }
