@@ -537,7 +537,14 @@ func checkObservability(t *testing.T, l *Lab, src, dst string) {
 	t.Logf("telemetry: %s->%s conn %d sending at %.3g bit/s, cwnd %d, srtt %v, %d retransmits; %s placed %d bytes",
 		sender.Host, sender.Peer, sender.Conn, sender.SendRate, sender.Cwnd, sender.SRTT, sender.Retransmits, dst, receiver.BytesAcked)
 	want := fmt.Sprintf(`mrlab_conn_acked_bytes_total{conn="%d",host="%s",lab="%s",peer="%s",transport="metaroce"}`, receiver.Conn, dst, l.Name(), src)
-	if v := metricValue(during, want); v <= 0 {
+	// /metrics may serve a snapshot taken a moment before the one
+	// /telemetry showed: scrape again while the run goes on (bounded).
+	v := metricValue(during, want)
+	for i := 0; i < 20 && v <= 0 && len(ran) == 0; i++ {
+		time.Sleep(50 * time.Millisecond)
+		v = metricValue(scrape(t, st.Metrics), want)
+	}
+	if v <= 0 {
 		t.Errorf("/metrics during the run: %s = %v, want > 0", want, v)
 	}
 
