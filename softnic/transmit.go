@@ -51,10 +51,8 @@ func (n *NIC) checkState(c *Conn) {
 // port is kicked first takes the packet, and a multipath connection's
 // packet goes on that port's plane: kicked from port 0 every time, an
 // idle NIC gave port 0 every packet a paced connection sent while its
-// ports were free, and an 8-to-1 MetaRoCE incast on 8 planes put 4,587 KB
-// on the receiver's plane 0 and 3,596 KB on its plane 7 (27% apart,
-// goodput 704 Gb/s, 69 ECN marks, seed 1); taking the idle ports in turn,
-// the planes are within 2% (719 Gb/s, 6 marks; TestIdlePortsInTurn).
+// ports were free, loading the first planes (TestIdlePortsInTurn; spec
+// §10 "Idle ports in turn").
 func (n *NIC) markReady(now sim.Time, c *Conn) {
 	for i := range n.ports {
 		n.ports[i].ready.pushBack(c)

@@ -20,20 +20,12 @@ import (
 // a mark yet, so the parts differ by a packet at most.
 //
 // After the first ACK each part is rounded down, the leftover packets
-// handed to no path: W's headroom (5/4 of the BDP and 2 MSS) covers them,
-// and W's packets handed out whole cost two figures that were sized with
-// the rounding. Measured (#27): a 2:1 oversubscribed uplink, 16 paths,
-// seeds 1-5, fell from 0.977-0.995 of the bottleneck to 0.924-0.967
-// (TestTargetCongestion wants 0.95): each of 16 senders, W ~7.5 packets on
-// ~2.4 paths, queued a packet more, the uplinks' queues stayed above the
-// marking threshold, DCTCP cut deeper (mean W 29.9 against 32.7 KB) and
-// the uplinks ran at 89-95 Gbit/s; handing the ties out in rotation did
-// not help (0.933-0.973), so it is the total, not which path. With W's
-// headroom 1 MSS instead of 2 the uplink came back (0.991-0.999), but a
-// loss-free all-to-all over many peers (TestClaimAllToAllManyPeers'
-// bed, seeds 1-10) lost 0.5% (median 555.7 against 558.5 Gbit/s) and fell
-// below lossless RoCEv2 in 4 of 10 seeds, where 31 senders per receiver
-// each had a packet more out than with the parts rounded down.
+// handed to no path: W's headroom (a quarter of the BDP and 2 MSS) covers
+// them.
+// Handing them out on every flight too put a packet more per sender in
+// the queues that W was sized for (the 2:1 congestion and many-peer
+// all-to-all figures both fell; docs/metaroce-wire.md §9 has the
+// measurements).
 //
 // The parts are recomputed when a weight or a path's state changes
 // (sharesDirty) or T does, not per packet.
