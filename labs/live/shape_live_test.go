@@ -2,6 +2,7 @@ package live
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -83,9 +84,9 @@ func TestLiveSenderAboveLine(t *testing.T) {
 	}
 	read := after.Hosts[0].FromKernel - before.Hosts[0].FromKernel
 	line := time.Duration(float64(n*ipSize*8) / DefaultMaxRate * float64(time.Second))
-	t.Logf("sent %d datagrams in %v (%.2f Gbit/s; the NIC's line takes %v), %d send errors; the lab read %d; drops: mr0 qdisc %d, mr0 ring %d, NICs %d; %s",
+	t.Logf("sent %d datagrams in %v (%.2f Gbit/s; the NIC's line takes %v), %d send errors; the lab read %d; drops: mr0 qdisc %d, mr0 ring %d, NICs %d; %s; loop policy %s",
 		n, took.Round(time.Millisecond), float64(n*ipSize*8)/took.Seconds()/1e9, line.Round(time.Millisecond), sendErrs,
-		read, k.QdiscDropped-k0.QdiscDropped, k.TxDropped-k0.TxDropped, nic, tm.Verdict())
+		read, k.QdiscDropped-k0.QdiscDropped, k.TxDropped-k0.TxDropped, nic, tm.Verdict(), policyWord(l.pacer.Lag().Priority))
 	if tm.Lagging() {
 		t.Skipf("the lab fell behind the wall clock during the run: %s", tm.Verdict())
 	}
@@ -95,10 +96,22 @@ func TestLiveSenderAboveLine(t *testing.T) {
 			sendErrs, read, n, ring, k.QdiscDropped-k0.QdiscDropped, nic)
 	}
 	// The pacing bound below holds. The ring, though, still loses what
-	// the loop reads late: 0 in 7 of 8 runs and 20 of 30,000 once at load
-	// 10-16, but 14,862 of 30,000 in a CI run with the sender at 0.52
-	// Gbit/s (below the line) and the lab keeping real time. Up to the
-	// issue's UDP target, 1%, is the figure wanted.
+	// the loop reads late, and the lab's lateness does not see it: a
+	// packet enters the lab when it is read, so its events run on time
+	// however long it waited in the ring (14,862 of 30,000 in a CI run,
+	// the sender at 0.52 Gbit/s, below the line, and the lab keeping real
+	// time). Two causes, traced (labs/live/README.md, "Ring drops while
+	// the lab keeps real time"): the loop's CPU per datagram (a write per
+	// round of a draining look made it slower than the line; fixed, and
+	// held by TestDirectLookBatchesWrites), and, under the fair policy
+	// (a loop refused SCHED_DEADLINE, as beside another lab), a sleeping
+	// loop woken by mr0 that waits for its CPU: at load 11-12, 3 of 7
+	// fair runs dropped 327-513, their worst wake-up 19-147 ms after a
+	// send and their worst lateness 12-84 ms (one "real time kept");
+	// 0 of 3 deadline runs dropped any.
+	// The second is the loop's scheduling, which the lag accounting does
+	// not count for input; until it does, up to the issue's UDP target,
+	// 1%, is the figure wanted and more is a known miss.
 	// Held to the NIC's rate: the sends took at least the line's time
 	// less what the bucket and the socket's buffer let through at once
 	// (a lower bound that no load can break: a slower sender only takes
@@ -107,6 +120,15 @@ func TestLiveSenderAboveLine(t *testing.T) {
 		t.Errorf("%d datagrams left h0 in %v, faster than its NIC's line (%v): mr0 is not paced", n, took, line)
 	}
 	if ring > n/100 && !t.Failed() {
-		testenv.KnownMiss(t, "labs/live", "#26", "%d of %d datagrams dropped at mr0's ring, want at most 1%%: the lab read them late (mr0 is paced, so not for want of a queue)", ring, n)
+		testenv.KnownMiss(t, "labs/live", "#26", "%d of %d datagrams dropped at mr0's ring, want at most 1%%: the lab read them late (mr0 is paced, so not for want of a queue); loop policy %s", ring, n, policyWord(l.pacer.Lag().Priority))
 	}
+}
+
+// policyWord is the policy in force at the head of LagStats.Priority
+// ("deadline", "fair", ...).
+func policyWord(priority string) string {
+	if i := strings.IndexByte(priority, ' '); i > 0 {
+		return priority[:i]
+	}
+	return priority
 }
