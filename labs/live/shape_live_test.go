@@ -108,7 +108,7 @@ func TestLiveSenderAboveLine(t *testing.T) {
 	// scheduling and remains: forced fair at load 11-12, 3 of 7 runs
 	// dropped 327-513, the loop 0.5-1.4 s on the run queue, worst
 	// lateness 12-84 ms (one run "real time kept"); under deadline 0 of
-	// 9, but 649 once at load 20 beside another lab's deadline loop,
+	// 17, but 649 once at load 20 beside another lab's deadline loop,
 	// worst lateness 12 ms, "real time kept" (so the policy in force is
 	// no precondition to assert on). Until the lab counts the loop's
 	// waits for input, more than the UDP target, 1%, is a known
