@@ -168,3 +168,97 @@ func idlePacer(t *testing.T) *Pacer {
 	p.start = time.Now()
 	return p
 }
+
+// writeCallDevice counts the Write calls a kernel gets and the packets
+// in them.
+type writeCallDevice struct {
+	countDevice
+	calls int
+}
+
+func (d *writeCallDevice) Write(b [][]byte, offset int) (int, error) {
+	d.calls++
+	return d.countDevice.Write(b, offset)
+}
+
+// TestDirectLookBatchesWrites: what a draining look's rounds hand to a
+// kernel is written once, when the look ends (or when a write batch
+// fills), not once a round: in a queue of datagrams a round is one
+// packet, and a write per round made the loop's cost per datagram three
+// system calls, its read rate lower than a sender's, and the sender's
+// ring overflow while the lab kept real time. Nothing is left unwritten
+// when the look ends, drained or cut on its budget.
+func TestDirectLookBatchesWrites(t *testing.T) {
+	p := idlePacer(t)
+	// A budget no loaded machine's rounds run out of, until the cut below.
+	p.cfg.LagThreshold = time.Hour
+	pkt := ipPacket(netip.MustParseAddr("198.18.0.1"), netip.MustParseAddr("198.18.0.2"), 1400)
+	efd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC|unix.EFD_SEMAPHORE)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(efd)
+	queue := func(k uint64) {
+		var b [8]byte
+		binary.NativeEndian.PutUint64(b[:], k)
+		if _, err := unix.Write(efd, b[:]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	endless := false
+	src := &pollCountDevice{fd: efd}
+	src.read = func(bufs [][]byte, sizes []int, offset int) (int, error) {
+		if !endless {
+			var b [8]byte
+			unix.Read(efd, b[:])
+		}
+		sizes[0] = copy(bufs[0][offset:], pkt)
+		return 1, nil
+	}
+	// Every packet read is handed straight to the far kernel, as the
+	// events of a datagram read a round before are in the lab.
+	dst := &writeCallDevice{}
+	out := p.newOutput(dst, 1<<20, packet.MaxSize, true)
+	in := p.newInput(8, 0, packet.MaxSize, func(_ sim.Time, b *packet.Buffer) {
+		out.Send(b.Data())
+		b.Free()
+	})
+	if ok, err := p.readDirect(in, src); !ok || err != nil {
+		t.Fatalf("readDirect: %v, %v", ok, err)
+	}
+	batch := len(newWriteBufs(dst, packet.MaxSize))
+	queue(uint64(2 * batch))
+	// The look after an empty one: one round, written by the loop's pass.
+	if !p.pollInputs() {
+		t.Fatal("a readable device was not read")
+	}
+	p.flush()
+	calls, sent := dst.calls, dst.n.Load()
+	// The draining look: 2*batch-1 rounds.
+	if !p.pollInputs() {
+		t.Fatal("the draining look read nothing")
+	}
+	rounds := 2*batch - 1
+	if got := dst.n.Load() - sent; got != int64(rounds) {
+		t.Fatalf("the draining look read %d packets and left %d of them unwritten when it ended", rounds, int64(rounds)-got)
+	}
+	if got, want := dst.calls-calls, 2; got > want {
+		t.Fatalf("the draining look's %d rounds wrote to the kernel %d times, want at most %d (a batch of %d filled, then the look ended)", rounds, got, want, batch)
+	}
+	// A look cut on its budget writes what it read too.
+	p.cfg.LagThreshold = time.Millisecond
+	endless = true
+	queue(1)
+	calls, sent = dst.calls, dst.n.Load()
+	// The look before found packets: this one drains, and is cut.
+	if !p.pollInputs() || p.lag.LooksCut != 1 {
+		t.Fatalf("an endless device's look was cut %d times, want 1", p.lag.LooksCut)
+	}
+	if len(p.flushes) != 0 {
+		t.Fatal("a cut look left packets for a kernel unwritten")
+	}
+	got := dst.n.Load() - sent
+	if most := got/int64(batch) + 1; int64(dst.calls-calls) > most {
+		t.Fatalf("a cut look wrote %d packets in %d writes, want at most %d", got, dst.calls-calls, most)
+	}
+}

@@ -2,6 +2,7 @@ package live
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -83,9 +84,9 @@ func TestLiveSenderAboveLine(t *testing.T) {
 	}
 	read := after.Hosts[0].FromKernel - before.Hosts[0].FromKernel
 	line := time.Duration(float64(n*ipSize*8) / DefaultMaxRate * float64(time.Second))
-	t.Logf("sent %d datagrams in %v (%.2f Gbit/s; the NIC's line takes %v), %d send errors; the lab read %d; drops: mr0 qdisc %d, mr0 ring %d, NICs %d; %s",
+	t.Logf("sent %d datagrams in %v (%.2f Gbit/s; the NIC's line takes %v), %d send errors; the lab read %d; drops: mr0 qdisc %d, mr0 ring %d, NICs %d; %s; loop policy %s",
 		n, took.Round(time.Millisecond), float64(n*ipSize*8)/took.Seconds()/1e9, line.Round(time.Millisecond), sendErrs,
-		read, k.QdiscDropped-k0.QdiscDropped, k.TxDropped-k0.TxDropped, nic, tm.Verdict())
+		read, k.QdiscDropped-k0.QdiscDropped, k.TxDropped-k0.TxDropped, nic, tm.Verdict(), policyWord(l.pacer.Lag().Priority))
 	if tm.Lagging() {
 		t.Skipf("the lab fell behind the wall clock during the run: %s", tm.Verdict())
 	}
@@ -94,11 +95,24 @@ func TestLiveSenderAboveLine(t *testing.T) {
 		t.Errorf("a sender faster than its NIC lost datagrams on its own side: %d send errors, %d of %d read by the lab, %d dropped at mr0's ring, %d at its qdisc, %d at the NICs",
 			sendErrs, read, n, ring, k.QdiscDropped-k0.QdiscDropped, nic)
 	}
-	// The pacing bound below holds. The ring, though, still loses what
-	// the loop reads late: 0 in 7 of 8 runs and 20 of 30,000 once at load
-	// 10-16, but 14,862 of 30,000 in a CI run with the sender at 0.52
-	// Gbit/s (below the line) and the lab keeping real time. Up to the
-	// issue's UDP target, 1%, is the figure wanted.
+	// The ring loses what the loop reads late, and the lab's lateness
+	// does not see it: a packet enters the lab when it is read, so its
+	// events run on time however long it waited in the ring (14,862 of
+	// 30,000 in a CI run, the sender at 0.52 Gbit/s, below the line, and
+	// the lab keeping real time). Two causes, traced (labs/live/README.md,
+	// "Ring drops while the lab keeps real time"): the loop's CPU per
+	// datagram (a write per round of a draining look made it read slower
+	// than the line; fixed, TestDirectLookBatchesWrites), and a sleeping
+	// loop woken by mr0 that waits for its CPU with no event due, which
+	// the lag accounting does not count. The second is the loop's
+	// scheduling and remains: forced fair at load 11-12, 3 of 7 runs
+	// dropped 327-513, the loop 0.5-1.4 s on the run queue, worst
+	// lateness 12-84 ms (one run "real time kept"); under deadline 0 of
+	// 17, but 649 once at load 20 beside another lab's deadline loop,
+	// worst lateness 12 ms, "real time kept" (so the policy in force is
+	// no precondition to assert on). Until the lab counts the loop's
+	// waits for input, more than the UDP target, 1%, is a known
+	// miss that names the policy.
 	// Held to the NIC's rate: the sends took at least the line's time
 	// less what the bucket and the socket's buffer let through at once
 	// (a lower bound that no load can break: a slower sender only takes
@@ -107,6 +121,15 @@ func TestLiveSenderAboveLine(t *testing.T) {
 		t.Errorf("%d datagrams left h0 in %v, faster than its NIC's line (%v): mr0 is not paced", n, took, line)
 	}
 	if ring > n/100 && !t.Failed() {
-		testenv.KnownMiss(t, "labs/live", "#26", "%d of %d datagrams dropped at mr0's ring, want at most 1%%: the lab read them late (mr0 is paced, so not for want of a queue)", ring, n)
+		testenv.KnownMiss(t, "labs/live", "#26", "%d of %d datagrams dropped at mr0's ring, want at most 1%%: the lab read them late (mr0 is paced, so not for want of a queue); loop policy %s", ring, n, policyWord(l.pacer.Lag().Priority))
 	}
+}
+
+// policyWord is the policy in force at the head of LagStats.Priority
+// ("deadline", "fair", ...).
+func policyWord(priority string) string {
+	if i := strings.IndexByte(priority, ' '); i > 0 {
+		return priority[:i]
+	}
+	return priority
 }
