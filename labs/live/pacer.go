@@ -21,6 +21,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/mrlab/mrlab/internal/packet"
 	"github.com/mrlab/mrlab/internal/sim"
 )
@@ -75,6 +77,15 @@ type LagStats struct {
 	// WakeLatency is the worst timer wake-up latency of the loop's
 	// thread in the last complete window (the measure Spin follows).
 	WakeLatency time.Duration `json:"wake_latency_ns"`
+	// WakeP99 is the 99th percentile of those wake-ups (1 µs buckets).
+	WakeP99 time.Duration `json:"wake_p99_ns"`
+	// Sleeps counts the loop's passes that ended asleep (epoll_wait),
+	// Spins those that watched the clock for their next event instead.
+	Sleeps uint64 `json:"sleeps"`
+	Spins  uint64 `json:"spins"`
+	// LoopCPU is the CPU time the loop's thread has used (user and
+	// system), read every 10 ms.
+	LoopCPU time.Duration `json:"loop_cpu_ns"`
 	// LookRounds counts the rounds of reads of the hosts' kernels that
 	// found packets (direct.go: one read per readable device a round).
 	LookRounds uint64 `json:"look_rounds"`
@@ -313,6 +324,7 @@ func (p *Pacer) Run(ctx context.Context) error {
 		}
 		wait := time.Duration(next - now)
 		if wait <= p.spin.horizon {
+			p.lag.Spins++
 			// Closer than a sleep's wake-up: watch the clock, the
 			// queues and the poller's clients instead.
 			for now := p.elapsed(); now < next && len(p.posts) == 0 && len(p.input) == 0 && !p.stopping.Load(); now = p.elapsed() {
@@ -338,6 +350,7 @@ func (p *Pacer) Run(ctx context.Context) error {
 		if next != sim.Never {
 			next, wait = next-sim.Time(p.spin.horizon), wait-p.spin.horizon
 		}
+		p.lag.Sleeps++
 		p.sleep(next, wait)
 	}
 }
@@ -497,10 +510,16 @@ func (p *Pacer) checkWarn(now sim.Time) {
 	p.winLate, p.winRun, p.winMax, p.winStart = 0, 0, 0, time.Duration(now)
 	p.winStep, p.winWhat = 0, ""
 	p.spin.roll()
-	p.lag.Spin, p.lag.WakeLatency = p.spin.horizon, p.spin.prev
+	p.lag.Spin, p.lag.WakeLatency, p.lag.WakeP99 = p.spin.horizon, p.spin.prev, p.spin.prevP99
 }
 
+// publish copies the loop's figures for other goroutines. Loop goroutine
+// only (it reads the loop thread's CPU time).
 func (p *Pacer) publish() {
+	var ru unix.Rusage
+	if unix.Getrusage(unix.RUSAGE_THREAD, &ru) == nil {
+		p.lag.LoopCPU = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
 	p.mu.Lock()
 	p.published = p.lag
 	p.mu.Unlock()

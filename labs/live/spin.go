@@ -29,6 +29,8 @@ type spinner struct {
 	cur      time.Duration // worst wake-up latency in this window
 	prev     time.Duration // in the last window that had a wake-up
 	seen     bool          // this window had a wake-up
+	hist     wakeHist      // this window's wake-ups
+	prevP99  time.Duration // the 99th percentile of the last window that had one
 }
 
 // newSpinner returns the horizon for a fixed Spin (PacerConfig.Spin != 0)
@@ -52,6 +54,7 @@ func newSpinner(fixed time.Duration, pol Policy, lag time.Duration) spinner {
 func (s *spinner) woke(late time.Duration) {
 	late = max(late, 0)
 	s.cur = max(s.cur, late)
+	s.hist.add(late)
 	s.seen = true
 	if s.adaptive && 2*late > s.horizon {
 		s.horizon = min(2*late, s.max)
@@ -63,10 +66,63 @@ func (s *spinner) woke(late time.Duration) {
 func (s *spinner) roll() {
 	if s.seen {
 		s.prev = s.cur
+		s.prevP99 = s.hist.quantile(0.99)
 	}
 	s.cur, s.seen = 0, false
+	s.hist = wakeHist{}
 	if !s.adaptive {
 		return
 	}
 	s.horizon = min(max(2*s.prev, minSpin), s.max)
+}
+
+// wakeHist counts a window's wake-up latencies: 1 µs buckets below
+// wakeLinear, then one bucket per doubling. Fixed size: recording
+// allocates nothing.
+type wakeHist struct {
+	n     [wakeLinear + 24]uint32
+	total uint32
+}
+
+const wakeLinear = 128
+
+func wakeBucket(d time.Duration) int {
+	us := int(d / time.Microsecond)
+	if us < wakeLinear {
+		return us
+	}
+	i := wakeLinear
+	for v := us / wakeLinear; v > 1 && i < wakeLinear+23; v >>= 1 {
+		i++
+	}
+	return i
+}
+
+// wakeBucketTop is the largest latency bucket i holds.
+func wakeBucketTop(i int) time.Duration {
+	if i < wakeLinear {
+		return time.Duration(i+1) * time.Microsecond
+	}
+	return time.Duration(wakeLinear<<(i-wakeLinear+1)) * time.Microsecond
+}
+
+func (h *wakeHist) add(d time.Duration) {
+	h.n[wakeBucket(d)]++
+	h.total++
+}
+
+// quantile returns the top of the bucket holding quantile q (0 when
+// empty): a latency at least q of the wake-ups did not exceed.
+func (h *wakeHist) quantile(q float64) time.Duration {
+	if h.total == 0 {
+		return 0
+	}
+	want := uint32(q*float64(h.total) + 0.999999)
+	var c uint32
+	for i, n := range h.n {
+		if c += n; c >= want {
+			return wakeBucketTop(i)
+		}
+	}
+	return wakeBucketTop(len(h.n) - 1)
 }
