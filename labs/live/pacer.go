@@ -39,8 +39,11 @@ type PacerConfig struct {
 	// event by watching the clock instead of sleeping; negative disables
 	// spinning. Zero (the default) measures it: the loop arms its timer
 	// that much before the next event and watches the clock for the
-	// rest, the horizon being twice the worst timer wake-up latency seen
-	// in the last WarnEvery, between minSpin and LagThreshold/4 (spin.go).
+	// rest, the horizon being the 99th percentile of the timer's wake-up
+	// latency in the last WarnEvery less the lateness an event may have
+	// (LagThreshold/20 with the kernel's default real-time share), at
+	// most LagThreshold/4, and it sleeps only when the wait is longer
+	// than the horizon plus a sleep's measured CPU cost (spin.go).
 	// A loop under PolicyFIFO spins at most minSpin: it would stay busy
 	// through busy periods, and the kernel throttles a real-time thread
 	// that never sleeps (for 50ms of every second, by default).
@@ -77,8 +80,17 @@ type LagStats struct {
 	// WakeLatency is the worst timer wake-up latency of the loop's
 	// thread in the last complete window (the measure Spin follows).
 	WakeLatency time.Duration `json:"wake_latency_ns"`
-	// WakeP99 is the 99th percentile of those wake-ups (1 µs buckets).
+	// WakeP99 is the 99th percentile of those wake-ups (1 µs buckets):
+	// the horizon is it less the events' tolerance (spin.go).
 	WakeP99 time.Duration `json:"wake_p99_ns"`
+	// SleepCost is what a sleep costs the loop's thread in CPU time
+	// (measured, a moving average): it sleeps only through waits longer
+	// than the horizon plus this.
+	SleepCost time.Duration `json:"sleep_cost_ns"`
+	// Batch is how long after its next event the sleeping loop's timer
+	// is armed when its wake-ups are on time within the events'
+	// tolerance: one wake-up runs every event due meanwhile (spin.go).
+	Batch time.Duration `json:"batch_ns"`
 	// Sleeps counts the loop's passes that ended asleep (epoll_wait),
 	// Spins those that watched the clock for their next event instead.
 	Sleeps uint64 `json:"sleeps"`
@@ -277,7 +289,7 @@ func (p *Pacer) Run(ctx context.Context) error {
 	// real-time bandwidth until the process exits (every later deadline
 	// lab in the process was refused).
 	defer resetPolicy()
-	p.spin = newSpinner(p.cfg.Spin, p.inForce, p.cfg.LagThreshold)
+	p.spin = newSpinner(p.cfg.Spin, p.inForce, p.cfg.LagThreshold, eventTolerance(p.cfg.LagThreshold))
 	p.lag.Spin = p.spin.horizon
 	defer func() {
 		p.stopped.Store(true)
@@ -323,7 +335,7 @@ func (p *Pacer) Run(ctx context.Context) error {
 			continue
 		}
 		wait := time.Duration(next - now)
-		if wait <= p.spin.horizon {
+		if !p.spin.sleeps(wait) {
 			p.lag.Spins++
 			// Closer than a sleep's wake-up: watch the clock, the
 			// queues and the poller's clients instead.
@@ -344,11 +356,14 @@ func (p *Pacer) Run(ctx context.Context) error {
 		if p.poller != nil && p.poller.Sleeping(now, next) {
 			continue
 		}
-		// Wake a horizon early and watch the clock for the rest: a
+		// Wake a horizon early and watch the clock for the rest (a
 		// timer wakes the thread some microseconds late, and on a busy
-		// machine the thread must also win its CPU back.
+		// machine the thread must also win its CPU back), or, when
+		// wake-ups are on time within the events' tolerance, a batch
+		// late, running every event due by then at once (spin.go).
 		if next != sim.Never {
-			next, wait = next-sim.Time(p.spin.horizon), wait-p.spin.horizon
+			off := p.spin.offset()
+			next, wait = next+sim.Time(off), wait+off
 		}
 		p.lag.Sleeps++
 		p.sleep(next, wait)
@@ -510,7 +525,7 @@ func (p *Pacer) checkWarn(now sim.Time) {
 	p.winLate, p.winRun, p.winMax, p.winStart = 0, 0, 0, time.Duration(now)
 	p.winStep, p.winWhat = 0, ""
 	p.spin.roll()
-	p.lag.Spin, p.lag.WakeLatency, p.lag.WakeP99 = p.spin.horizon, p.spin.prev, p.spin.prevP99
+	p.lag.Spin, p.lag.WakeLatency, p.lag.WakeP99, p.lag.SleepCost, p.lag.Batch = p.spin.horizon, p.spin.prev, p.spin.prevP99, p.spin.cost, p.spin.batch
 }
 
 // publish copies the loop's figures for other goroutines. Loop goroutine

@@ -71,6 +71,11 @@ func (p *Pacer) kick() {
 // or a post or input arrives. Loop goroutine only.
 func (p *Pacer) sleep(next sim.Time, wait time.Duration) {
 	w := p.w
+	var cpu0 time.Duration
+	timed := p.spin.timeSleep()
+	if timed {
+		cpu0 = threadCPU()
+	}
 	if next != w.armed {
 		its := unix.ItimerSpec{}
 		if next != sim.Never {
@@ -92,6 +97,10 @@ func (p *Pacer) sleep(next sim.Time, wait time.Duration) {
 			continue
 		}
 		p.sleeping.Store(false)
+		if timed {
+			// What arming, sleeping and waking cost this thread.
+			p.spin.slept(threadCPU() - cpu0)
+		}
 		var buf [8]byte
 		for i := 0; i < n; i++ {
 			fd := int(w.events[i].Fd)
@@ -111,6 +120,15 @@ func (p *Pacer) sleep(next sim.Time, wait time.Duration) {
 		}
 		return
 	}
+}
+
+// threadCPU is the calling thread's CPU time, user and system.
+func threadCPU() time.Duration {
+	var ts unix.Timespec
+	if unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts) != nil {
+		return 0
+	}
+	return time.Duration(ts.Nano())
 }
 
 // holdPMu serializes pacers' changes to GOMAXPROCS.
