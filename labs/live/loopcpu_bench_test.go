@@ -33,8 +33,8 @@ func BenchmarkLoopCPU(b *testing.B) {
 		passes := float64(a.Sleeps - z.Sleeps + a.Spins - z.Spins)
 		sl := float64(a.Sleeps-z.Sleeps) / max(passes, 1)
 		lc := float64(a.LoopCPU-z.LoopCPU) / float64(wall)
-		b.Logf("%s: lab %.3f CPU s/s (loop thread %.3f, %.1f us a datagram), %.0f passes/s, %.3f slept; %d of %d events late, max lag %v; wake-up p99 %v, worst %v, spin %v, sleep cost %v, batch %v; load %s; %s",
-			what, float64(c)/float64(wall), lc, float64(a.LoopCPU-z.LoopCPU)/1e3/float64(max(pkts, 1)), passes/wall.Seconds(), sl, a.EventsLate-z.EventsLate, a.Events-z.Events, a.MaxLag, a.WakeP99, a.WakeLatency, a.Spin, a.SleepCost, a.Batch, loadAvg(), detail)
+		b.Logf("%s: lab %.3f CPU s/s (loop thread %.3f, %.1f us a datagram; watching the clock %.3f s/s), %.0f passes/s, %.3f slept; %d of %d events late, max lag %v; wake-up p99 %v, worst %v, spin %v, sleep cost %v, batch %v; load %s; %s",
+			what, float64(c)/float64(wall), lc, float64(a.LoopCPU-z.LoopCPU)/1e3/float64(max(pkts, 1)), float64(a.SpinTime-z.SpinTime)/float64(wall), passes/wall.Seconds(), sl, a.EventsLate-z.EventsLate, a.Events-z.Events, a.MaxLag, a.WakeP99, a.WakeLatency, a.Spin, a.SleepCost, a.Batch, loadAvg(), detail)
 		switch what {
 		case "udp 80%":
 			cpu, loopCPU, slept = append(cpu, float64(c)/float64(wall)), append(loopCPU, lc), append(slept, sl)

@@ -95,6 +95,9 @@ type LagStats struct {
 	// Spins those that watched the clock for their next event instead.
 	Sleeps uint64 `json:"sleeps"`
 	Spins  uint64 `json:"spins"`
+	// SpinTime is the wall time the loop spent watching the clock (with
+	// the looks and polls made meanwhile).
+	SpinTime time.Duration `json:"spin_time_ns"`
 	// LoopCPU is the CPU time the loop's thread has used (user and
 	// system), read every 10 ms.
 	LoopCPU time.Duration `json:"loop_cpu_ns"`
@@ -337,6 +340,7 @@ func (p *Pacer) Run(ctx context.Context) error {
 		wait := time.Duration(next - now)
 		if !p.spin.sleeps(wait) {
 			p.lag.Spins++
+			spun := now
 			// Closer than a sleep's wake-up: watch the clock, the
 			// queues and the poller's clients instead.
 			for now := p.elapsed(); now < next && len(p.posts) == 0 && len(p.input) == 0 && !p.stopping.Load(); now = p.elapsed() {
@@ -351,6 +355,7 @@ func (p *Pacer) Run(ctx context.Context) error {
 					break // served a client: its work may be due sooner
 				}
 			}
+			p.lag.SpinTime += time.Duration(p.elapsed() - spun)
 			continue
 		}
 		if p.poller != nil && p.poller.Sleeping(now, next) {
