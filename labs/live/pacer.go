@@ -74,14 +74,17 @@ type LagStats struct {
 	// (sched.go): what was asked for unless the system refused it (then
 	// lateness is likelier on a busy machine).
 	Priority string `json:"priority,omitempty"`
-	// Spin is the horizon in force: the loop wakes this long before an
-	// event and watches the clock until it is due (PacerConfig.Spin).
+	// Spin is the horizon in force for the waits the loop slept for most
+	// often in the last window (spin.go keeps one per class of wait):
+	// the loop wakes this long before an event and watches the clock
+	// until it is due (PacerConfig.Spin).
 	Spin time.Duration `json:"spin_ns"`
 	// WakeLatency is the worst timer wake-up latency of the loop's
-	// thread in the last complete window (the measure Spin follows).
+	// thread in the last complete window.
 	WakeLatency time.Duration `json:"wake_latency_ns"`
-	// WakeP99 is the 99th percentile of those wake-ups (1 µs buckets):
-	// the horizon is it less the events' tolerance (spin.go).
+	// WakeP99 is the 99th percentile of the wake-ups of Spin's class of
+	// waits (1 µs buckets): the horizon is it less the events'
+	// tolerance, the batch the tolerance less it (spin.go).
 	WakeP99 time.Duration `json:"wake_p99_ns"`
 	// SleepCost is what a sleep costs the loop's thread in CPU time
 	// (measured, a moving average): it sleeps only through waits longer
@@ -89,7 +92,8 @@ type LagStats struct {
 	SleepCost time.Duration `json:"sleep_cost_ns"`
 	// Batch is how long after its next event the sleeping loop's timer
 	// is armed when its wake-ups are on time within the events'
-	// tolerance: one wake-up runs every event due meanwhile (spin.go).
+	// tolerance: one wake-up runs every event due meanwhile (spin.go;
+	// Spin's class of waits).
 	Batch time.Duration `json:"batch_ns"`
 	// Sleeps counts the loop's passes that ended asleep (epoll_wait),
 	// Spins those that watched the clock for their next event instead.
@@ -148,6 +152,7 @@ type Pacer struct {
 	winStep   time.Duration // the window's longest single step of the loop
 	winWhat   string        // what that step was
 	spin      spinner
+	waitFor   time.Duration // the wait to its next event the loop sleeps for (spin.go's class)
 
 	// published is a copy of lag the loop refreshes for other goroutines.
 	mu        sync.Mutex
@@ -293,7 +298,7 @@ func (p *Pacer) Run(ctx context.Context) error {
 	// lab in the process was refused).
 	defer resetPolicy()
 	p.spin = newSpinner(p.cfg.Spin, p.inForce, p.cfg.LagThreshold, eventTolerance(p.cfg.LagThreshold))
-	p.lag.Spin = p.spin.horizon
+	p.lag.Spin, _, _ = p.spin.report()
 	defer func() {
 		p.stopped.Store(true)
 		p.direct.close()
@@ -366,8 +371,9 @@ func (p *Pacer) Run(ctx context.Context) error {
 		// machine the thread must also win its CPU back), or, when
 		// wake-ups are on time within the events' tolerance, a batch
 		// late, running every event due by then at once (spin.go).
+		p.waitFor = wait
 		if next != sim.Never {
-			off := p.spin.offset()
+			off := p.spin.offset(wait)
 			next, wait = next+sim.Time(off), wait+off
 		}
 		p.lag.Sleeps++
@@ -530,7 +536,8 @@ func (p *Pacer) checkWarn(now sim.Time) {
 	p.winLate, p.winRun, p.winMax, p.winStart = 0, 0, 0, time.Duration(now)
 	p.winStep, p.winWhat = 0, ""
 	p.spin.roll()
-	p.lag.Spin, p.lag.WakeLatency, p.lag.WakeP99, p.lag.SleepCost, p.lag.Batch = p.spin.horizon, p.spin.prev, p.spin.prevP99, p.spin.cost, p.spin.batch
+	p.lag.Spin, p.lag.Batch, p.lag.WakeP99 = p.spin.report()
+	p.lag.WakeLatency, p.lag.SleepCost = p.spin.prev, p.spin.cost
 }
 
 // publish copies the loop's figures for other goroutines. Loop goroutine

@@ -1,6 +1,9 @@
 package live
 
-import "time"
+import (
+	"math/bits"
+	"time"
+)
 
 // The loop's waiting rule: when it sleeps, and how long before an event
 // it wakes. Two measured costs decide it.
@@ -9,9 +12,13 @@ import "time"
 // kernel's wake-up path (and on this project's VM by the hypervisor's) and,
 // on a busy machine, by however long the thread waits for its CPU. The
 // loop measures that latency on every timer wake-up and takes, per window
-// (PacerConfig.WarnEvery), its 99th percentile L: the window's maximum is
+// (PacerConfig.WarnEvery) and per class of wait (wakeClasses: a CPU left
+// idle longer wakes later), its 99th percentile L: the window's maximum is
 // one stall below the guest, and a horizon that follows it stays at its
-// cap (measured: worst 120-320 µs, p99 50-80 µs under iperf3 UDP).
+// cap (measured: worst 120 µs-4.5 ms, p99 35-100 µs under iperf3 UDP). A
+// class without wake-ups in a window has its L halved, so a class the
+// loop stopped sleeping in (its horizon had it watch the clock) is tried
+// again rather than held at an old measure.
 //
 // A sleep also costs CPU: the timer's arming, epoll_wait, the switch out
 // and back in (measured with the loop thread's CPU clock around one sleep
@@ -45,8 +52,9 @@ import "time"
 // plus a sleep's cost: a shorter sleep costs more CPU than watching the
 // clock. Posts, inputs (a host's mr0 becoming readable) and the verbs
 // rings wake a sleeping loop at once, batch or not. Until the first
-// window is measured the horizon is its bound, the batch 0 and a sleep's
-// cost minSpin. A fixed PacerConfig.Spin keeps its horizon, no batch and
+// window is measured the horizon is its bound (then halving, as L does,
+// until the loop sleeps and measures), the batch 0 and a sleep's cost
+// minSpin. A fixed PacerConfig.Spin keeps its horizon, no batch and
 // no cost. TestWaitRule holds the rule.
 
 // minSpin is FIFO's horizon and a sleep's cost until one is measured: one
@@ -57,38 +65,65 @@ const minSpin = 10 * time.Microsecond
 // clock (two system calls).
 const sleepCostEvery = 16
 
+// wakeClasses: wake-up latencies are measured and applied per class of
+// sleep length, one class per doubling from 1 µs (the last holds every
+// sleep of 1 ms and more). A short sleep keeps the CPU awake, a long one
+// lets the kernel (and the hypervisor) idle it, and waking from idle
+// takes longer: on this VM a timer 15 µs ahead woke 11 µs late at the
+// median, 33 µs at p99; an idle lab's sleeps of milliseconds 100 µs-1 ms
+// late. One figure for all would make every short wait pay for the long
+// ones.
+const wakeClasses = 12
+
+// wakeClass is the class of a sleep of d.
+func wakeClass(d time.Duration) int {
+	return min(bits.Len64(uint64(max(d, 0)/time.Microsecond)), wakeClasses-1)
+}
+
 // spinner tracks the horizon. Loop goroutine only.
 type spinner struct {
-	horizon  time.Duration
 	max      time.Duration // the horizon's upper bound
 	tol      time.Duration // T: the lateness an event may have
-	batch    time.Duration // how long after an event the timer is armed
 	adaptive bool
 	cost     time.Duration // a sleep's CPU cost, moving average
 	nsleep   uint64        // sleeps so far (sampling)
 	cur      time.Duration // worst wake-up latency in this window
 	prev     time.Duration // in the last window that had a wake-up
 	seen     bool          // this window had a wake-up
-	hist     wakeHist      // this window's wake-ups
-	prevP99  time.Duration // the 99th percentile of the last window that had one
+	// Per class of sleep length: this window's wake-ups, the p99 of the
+	// last window (halved for each window since that had none), and the
+	// horizon and batch that follow from it.
+	hist    [wakeClasses]wakeHist
+	p99     [wakeClasses]time.Duration
+	horizon [wakeClasses]time.Duration
+	batch   [wakeClasses]time.Duration
+	// typical is the class that had the most wake-ups in the last
+	// window that had any (what status reports).
+	typical int
 }
 
 // newSpinner returns the horizon for a fixed Spin (PacerConfig.Spin != 0)
 // or a measured one under policy pol with lag threshold lag and event
 // tolerance tol.
 func newSpinner(fixed time.Duration, pol Policy, lag, tol time.Duration) spinner {
+	var s spinner
 	switch {
 	case fixed < 0:
-		return spinner{}
+		return s
 	case fixed > 0:
-		return spinner{horizon: fixed, max: fixed}
+		s.max = fixed
+	default:
+		s.max = max(lag/4, minSpin)
+		if pol == PolicyFIFO {
+			s.max = minSpin
+		}
+		s.tol, s.adaptive, s.cost = tol, true, minSpin
 	}
-	hi := max(lag/4, minSpin)
-	if pol == PolicyFIFO {
-		hi = minSpin
+	// Until a class's wake-ups are measured, assume the worst.
+	for k := range s.horizon {
+		s.p99[k], s.horizon[k] = s.max+s.tol, s.max
 	}
-	// Until the first wake-up is measured, assume the worst.
-	return spinner{horizon: hi, max: hi, tol: tol, adaptive: true, cost: minSpin}
+	return s
 }
 
 // eventTolerance is T for a lab with lag threshold lag: the longest stop
@@ -100,18 +135,22 @@ func eventTolerance(lag time.Duration) time.Duration {
 }
 
 // sleeps reports whether a loop with wait to go until its next event
-// sleeps (arming its timer the horizon before it) rather than watching
+// sleeps (arming its timer offset(wait) from it) rather than watching
 // the clock.
 func (s *spinner) sleeps(wait time.Duration) bool {
+	k := wakeClass(wait)
 	if !s.adaptive {
-		return wait > s.horizon
+		return wait > s.horizon[k]
 	}
-	return wait+s.batch > s.horizon+s.cost
+	return wait+s.batch[k] > s.horizon[k]+s.cost
 }
 
-// offset is where the timer is armed relative to the next event: the
+// offset is where the timer is armed relative to an event wait away: the
 // batch after it, or the horizon before it.
-func (s *spinner) offset() time.Duration { return s.batch - s.horizon }
+func (s *spinner) offset(wait time.Duration) time.Duration {
+	k := wakeClass(wait)
+	return s.batch[k] - s.horizon[k]
+}
 
 // timeSleep reports whether the next sleep's CPU cost is to be measured.
 func (s *spinner) timeSleep() bool {
@@ -124,30 +163,52 @@ func (s *spinner) slept(cpu time.Duration) {
 	s.cost += (max(cpu, 0) - s.cost) / 8
 }
 
-// woke records a timer wake-up late by late (whatever the policy: the
-// lag warning reports the window's worst).
-func (s *spinner) woke(late time.Duration) {
+// woke records a timer wake-up late by late, of a sleep for a wait of
+// wait to the next event (its class is the wait's, as sleeps and offset
+// look it up; whatever the policy: the lag warning reports the window's
+// worst).
+func (s *spinner) woke(wait, late time.Duration) {
 	late = max(late, 0)
 	s.cur = max(s.cur, late)
-	s.hist.add(late)
+	s.hist[wakeClass(wait)].add(late)
 	s.seen = true
 }
 
-// roll ends a window: the horizon becomes the 99th percentile of its
-// wake-ups' latency (or the last window's that had one) less the
-// tolerance, within bounds.
+// roll ends a window: each class's horizon becomes the 99th percentile of
+// its wake-ups' latency (half the last one if it had none) less the
+// tolerance, within bounds, and its batch the tolerance less that.
 func (s *spinner) roll() {
 	if s.seen {
 		s.prev = s.cur
-		s.prevP99 = s.hist.quantile(0.99)
+		most := uint32(0)
+		for k := range s.hist {
+			if n := s.hist[k].total; n > most {
+				most, s.typical = n, k
+			}
+		}
 	}
 	s.cur, s.seen = 0, false
-	s.hist = wakeHist{}
-	if !s.adaptive || s.prevP99 == 0 {
-		return
+	for k := range s.hist {
+		if s.hist[k].total > 0 {
+			s.p99[k] = s.hist[k].quantile(0.99)
+		} else {
+			// A measure ages: a class the loop no longer sleeps in (its
+			// horizon made it watch the clock instead, or the lab was
+			// idle) is tried again.
+			s.p99[k] /= 2
+		}
+		s.hist[k] = wakeHist{}
+		if s.adaptive {
+			s.horizon[k] = min(max(s.p99[k]-s.tol, 0), s.max)
+			s.batch[k] = max(s.tol-s.p99[k], 0)
+		}
 	}
-	s.horizon = min(max(s.prevP99-s.tol, 0), s.max)
-	s.batch = max(s.tol-s.prevP99, 0)
+}
+
+// report is the typical class's horizon, batch and p99, for LagStats.
+func (s *spinner) report() (horizon, batch, p99 time.Duration) {
+	k := s.typical
+	return s.horizon[k], s.batch[k], s.p99[k]
 }
 
 // wakeHist counts a window's wake-up latencies: 1 µs buckets below

@@ -5,80 +5,95 @@ import (
 	"time"
 )
 
-// TestWaitRule: given a window's timer wake-up latencies and a sleep's
-// CPU cost, the loop arms its timer the horizon (the window's 99th
-// percentile latency less the events' tolerance T, within its bound)
-// before the next event, or the batch (T less that latency) after it, and
-// sleeps through a gap only when the gap plus the batch is longer than the
-// horizon plus a sleep's cost, watching the clock otherwise; a fixed
-// horizon and FIFO's bound do not follow the measure.
+// TestWaitRule: given a window's timer wake-ups (each a sleep's length
+// and its lateness) and a sleep's CPU cost, the loop arms its timer the
+// horizon (the 99th percentile latency of sleeps of that length's class
+// less the events' tolerance T, within its bound) before the next event,
+// or the batch (T less that latency) after it, and sleeps through a gap
+// only when the gap plus the batch is longer than the horizon plus a
+// sleep's cost, watching the clock otherwise; a fixed horizon and FIFO's
+// bound do not follow the measure.
 func TestWaitRule(t *testing.T) {
 	const us = time.Microsecond
-	lag := time.Millisecond // bound 250 µs
-	tol := 50 * us          // T: deadline's longest stop at the default share
-	// n wake-ups late by d.
-	rep := func(n int, d time.Duration) []time.Duration {
-		w := make([]time.Duration, n)
+	lag := time.Millisecond                       // bound 250 µs
+	tol := 50 * us                                // T: deadline's longest stop at the default share
+	type wake struct{ sleep, late time.Duration } // sleep: the wait the loop slept for
+	// n wake-ups from sleeps of 10 µs (class 4: 8-15 µs) late by d.
+	rep := func(n int, d time.Duration) []wake {
+		w := make([]wake, n)
 		for i := range w {
-			w[i] = d
+			w[i] = wake{10 * us, d}
 		}
 		return w
 	}
 	// Mostly on time, a 1% tail and one stall below the guest: the
 	// window's maximum is the stall, its p99 the tail.
-	tail := append(append(rep(980, 12*us), rep(19, 70*us)...), 3*time.Millisecond)
+	tail := append(append(rep(980, 12*us), rep(19, 70*us)...), wake{10 * us, 3 * time.Millisecond})
+	// Short sleeps on time, long ones (an idle CPU's) late.
+	mixed := append(rep(500, 4*us), rep(100, 600*us)...)
+	for i := 500; i < len(mixed); i++ {
+		mixed[i].sleep = 2 * time.Millisecond
+	}
 	type gap struct {
-		wait  time.Duration
-		sleep bool
+		wait    time.Duration
+		horizon time.Duration
+		batch   time.Duration
+		sleep   bool
 	}
 	for _, tc := range []struct {
 		name    string
 		fixed   time.Duration
 		pol     Policy
-		windows [][]time.Duration // each a window's wake-ups, then roll
-		cost    time.Duration     // a sleep's measured CPU cost (0: not measured)
-		horizon time.Duration
-		batch   time.Duration
+		windows [][]wake      // each a window's wake-ups, then roll
+		cost    time.Duration // a sleep's measured CPU cost (0: not measured)
 		gaps    []gap
 	}{
-		{"unmeasured", 0, PolicyDeadline, nil, 0, 250 * us, 0, []gap{
-			{250 * us, false}, {261 * us, true}, // horizon 250 + minSpin
+		{"unmeasured", 0, PolicyDeadline, nil, 0, []gap{
+			{250 * us, 250 * us, 0, false}, {261 * us, 250 * us, 0, true}, // horizon 250 + minSpin
 		}},
-		{"window without wake-ups keeps the worst", 0, PolicyDeadline, [][]time.Duration{nil}, 0, 250 * us, 0, []gap{{255 * us, false}}},
-		{"on time within T: batch, no horizon", 0, PolicyDeadline, [][]time.Duration{rep(100, 30*us)}, 25 * us, 0, 19 * us, []gap{
+		{"a window without wake-ups ages the measure", 0, PolicyDeadline, [][]wake{nil}, 0, []gap{{255 * us, 100 * us, 0, true}}}, // (250+50)/2 - 50
+		{"until the loop sleeps again", 0, PolicyDeadline, [][]wake{nil, nil, nil}, 0, []gap{{10 * us, 0, 12500, true}}},          // 300/8 = 37.5 µs
+		{"on time within T: batch, no horizon", 0, PolicyDeadline, [][]wake{rep(100, 30*us)}, 25 * us, []gap{
 			// p99 31 µs (bucket top): a batch of 19 µs.
-			{5 * us, false}, // the batch does not cover a sleep's cost
-			{6 * us, false},
-			{7 * us, true},
-			{11 * us, true}, // a 1400-byte serialization at 1 Gbit/s
+			{5 * us, 100 * us, 0, false}, // class 3: not measured, aged once
+			{8 * us, 0, 19 * us, true},   // the batch covers a sleep's cost
+			{11 * us, 0, 19 * us, true},  // a 1400-byte serialization at 1 Gbit/s
+			{16 * us, 100 * us, 0, false},
 		}},
-		{"prompt wake-ups: batch up to T", 0, PolicyDeadline, [][]time.Duration{rep(100, 2*us)}, 25 * us, 0, 47 * us, []gap{
-			{1, true}, // a 47 µs batch covers a 25 µs sleep
+		{"prompt wake-ups: batch up to T", 0, PolicyDeadline, [][]wake{rep(100, 2*us)}, 25 * us, []gap{
+			{9 * us, 0, 47 * us, true},
 		}},
-		{"costly sleeps: watch the clock", 0, PolicyDeadline, [][]time.Duration{rep(100, 30*us)}, 40 * us, 0, 19 * us, []gap{
-			{21 * us, false}, {22 * us, true},
+		{"costly sleeps: watch the clock", 0, PolicyDeadline, [][]wake{rep(100, 30*us)}, 40 * us, []gap{
+			{9 * us, 0, 19 * us, false}, {15 * us, 0, 19 * us, false},
 		}},
-		{"p99 not the stall", 0, PolicyDeadline, [][]time.Duration{tail}, 16 * us, 21 * us, 0, []gap{
+		{"p99 not the stall", 0, PolicyDeadline, [][]wake{tail}, 16 * us, []gap{
 			// p99 is the 70 µs tail's bucket top (71 µs), less T.
-			{37 * us, false}, {38 * us, true},
+			{15 * us, 21 * us, 0, false},
 		}},
-		{"late machine: capped", 0, PolicyDeadline, [][]time.Duration{rep(100, 2*time.Millisecond)}, 16 * us, 250 * us, 0, []gap{
-			{266 * us, false}, {267 * us, true},
+		{"per class", 0, PolicyDeadline, [][]wake{mixed}, 16 * us, []gap{
+			{10 * us, 0, 45 * us, true},               // short sleeps: on time
+			{2 * time.Millisecond, 250 * us, 0, true}, // long ones: 601 µs late, capped
 		}},
-		{"last measured window holds", 0, PolicyDeadline, [][]time.Duration{rep(10, 90*us), nil}, 16 * us, 41 * us, 0, []gap{
-			{57 * us, false}, {58 * us, true},
+		{"late machine: capped", 0, PolicyDeadline, [][]wake{rep(100, 2*time.Millisecond)}, 16 * us, []gap{
+			{10 * us, 250 * us, 0, false},
 		}},
-		{"follows a quieter window", 0, PolicyDeadline, [][]time.Duration{rep(10, 300*us), rep(10, 20*us)}, 16 * us, 0, 29 * us, []gap{
-			{1, true},
+		{"last measured window holds", 0, PolicyDeadline, [][]wake{rep(10, 90*us)}, 16 * us, []gap{
+			{10 * us, 41 * us, 0, false},
 		}},
-		{"fifo bound", 0, PolicyFIFO, [][]time.Duration{rep(10, 300*us)}, 16 * us, minSpin, 0, []gap{
-			{26 * us, false}, {27 * us, true},
+		{"then ages", 0, PolicyDeadline, [][]wake{rep(10, 90*us), nil}, 16 * us, []gap{
+			{10 * us, 0, 4500, false}, // 91/2 = 45.5 µs: a batch of 4.5
 		}},
-		{"fixed", 70 * us, PolicyFair, [][]time.Duration{rep(10, 300*us), rep(10, 2*us)}, 0, 70 * us, 0, []gap{
-			{70 * us, false}, {71 * us, true},
+		{"follows a quieter window", 0, PolicyDeadline, [][]wake{rep(10, 300*us), rep(10, 20*us)}, 16 * us, []gap{
+			{8 * us, 0, 29 * us, true},
 		}},
-		{"off", -1, PolicyFair, [][]time.Duration{rep(10, 300*us)}, 0, 0, 0, []gap{
-			{1, true},
+		{"fifo bound", 0, PolicyFIFO, [][]wake{rep(10, 300*us)}, 16 * us, []gap{
+			{10 * us, minSpin, 0, false},
+		}},
+		{"fixed", 70 * us, PolicyFair, [][]wake{rep(10, 300*us), rep(10, 2*us)}, 0, []gap{
+			{70 * us, 70 * us, 0, false}, {71 * us, 70 * us, 0, true}, {10 * us, 70 * us, 0, false},
+		}},
+		{"off", -1, PolicyFair, [][]wake{rep(10, 300*us)}, 0, []gap{
+			{1, 0, 0, true},
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -88,25 +103,40 @@ func TestWaitRule(t *testing.T) {
 			}
 			for _, w := range tc.windows {
 				for _, d := range w {
-					s.woke(d)
+					s.woke(d.sleep, d.late)
 				}
 				s.roll()
 			}
-			if s.horizon != tc.horizon || s.batch != tc.batch {
-				t.Fatalf("horizon %v, batch %v; want %v, %v", s.horizon, s.batch, tc.horizon, tc.batch)
-			}
-			if s.horizon > 0 && s.batch > 0 {
-				t.Fatal("a horizon and a batch at once")
-			}
-			if off := s.offset(); off != s.batch-s.horizon {
-				t.Fatalf("timer armed %v from the event, want batch - horizon", off)
-			}
 			for _, g := range tc.gaps {
+				k := wakeClass(g.wait)
+				if s.horizon[k] != g.horizon || s.batch[k] != g.batch {
+					t.Errorf("wait %v: horizon %v, batch %v; want %v, %v", g.wait, s.horizon[k], s.batch[k], g.horizon, g.batch)
+				}
+				if s.horizon[k] > 0 && s.batch[k] > 0 {
+					t.Errorf("wait %v: a horizon and a batch at once", g.wait)
+				}
+				if off := s.offset(g.wait); off != g.batch-g.horizon {
+					t.Errorf("wait %v: timer armed %v from the event, want batch - horizon", g.wait, off)
+				}
 				if got := s.sleeps(g.wait); got != g.sleep {
-					t.Errorf("wait %v (horizon %v, sleep cost %v): sleeps %v, want %v", g.wait, s.horizon, s.cost, got, g.sleep)
+					t.Errorf("wait %v (horizon %v, batch %v, sleep cost %v): sleeps %v, want %v", g.wait, s.horizon[k], s.batch[k], s.cost, got, g.sleep)
 				}
 			}
 		})
+	}
+}
+
+// TestWakeClass: one class per doubling of the sleep from 1 µs, the last
+// holding everything from about a millisecond.
+func TestWakeClass(t *testing.T) {
+	const us = time.Microsecond
+	for _, c := range []struct {
+		d time.Duration
+		k int
+	}{{0, 0}, {-us, 0}, {999, 0}, {us, 1}, {3 * us, 2}, {8 * us, 4}, {15 * us, 4}, {16 * us, 5}, {1023 * us, 10}, {1024 * us, 11}, {time.Hour, wakeClasses - 1}} {
+		if k := wakeClass(c.d); k != c.k {
+			t.Errorf("wakeClass(%v) = %d, want %d", c.d, k, c.k)
+		}
 	}
 }
 

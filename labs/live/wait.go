@@ -113,7 +113,7 @@ func (p *Pacer) sleep(next sim.Time, wait time.Duration) {
 			unix.Read(fd, buf[:])
 			if fd == w.tfd {
 				if next != sim.Never {
-					p.spin.woke(time.Duration(p.elapsed() - next))
+					p.spin.woke(p.waitFor, time.Duration(p.elapsed()-next))
 				}
 				w.armed = sim.Never
 			}
