@@ -727,7 +727,7 @@ func newFaultCommand() *cli.Command {
 func spinLine(l live.LagStats) string {
 	cost := ""
 	if l.SleepCost > 0 {
-		cost = fmt.Sprintf("; sleeps only through waits longer than that plus a sleep's CPU cost, %v", l.SleepCost.Round(100*time.Nanosecond))
+		cost = fmt.Sprintf("; sleeps only through waits longer than its horizon plus a sleep's CPU cost, %v", l.SleepCost.Round(100*time.Nanosecond))
 	}
 	switch {
 	case l.Batch > 0:

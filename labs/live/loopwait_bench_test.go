@@ -47,8 +47,8 @@ func BenchmarkLoopWait(b *testing.B) {
 			passes := float64(a.Sleeps - z.Sleeps + a.Spins - z.Spins)
 			cpu := float64(a.LoopCPU-z.LoopCPU) / float64(2*time.Second)
 			slept := float64(a.Sleeps-z.Sleeps) / max(passes, 1)
-			b.Logf("%.0f%%: loop thread %.3f CPU s/s, %.0f passes/s, %.3f slept, watching the clock %.3f s/s; %d of %d events late, worst %v; wake-up p99 %v, spin %v, batch %v, sleep cost %v; load %s",
-				100*frac, cpu, passes/2, slept, float64(a.SpinTime-z.SpinTime)/float64(2*time.Second), a.EventsLate-z.EventsLate, a.Events-z.Events, a.MaxLag, a.WakeP99, a.Spin, a.Batch, a.SleepCost, loadAvg())
+			b.Logf("%.0f%%: loop thread %.3f CPU s/s, %.0f passes/s, %.3f slept, watching the clock %.3f s/s; %d of %d events late, worst %v; wake-up p99 %v, spin %v, batch %v, sleep cost %v; load %s; %.40s",
+				100*frac, cpu, passes/2, slept, float64(a.SpinTime-z.SpinTime)/float64(2*time.Second), a.EventsLate-z.EventsLate, a.Events-z.Events, a.MaxLag, a.WakeP99, a.Spin, a.Batch, a.SleepCost, loadAvg(), a.Priority)
 			b.ReportMetric(cpu, "loop-cpu-s/s")
 			b.ReportMetric(slept, "slept-frac")
 			b.ReportMetric(float64(a.MaxLag)/1e3, "max-lag-us")

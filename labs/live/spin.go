@@ -48,9 +48,13 @@ import (
 //
 // Either way an event runs at most T late in 99 wake-ups of 100 (the
 // lab's lateness stays a twentieth of its lag threshold), and the loop
-// sleeps only when the wait plus the batch is longer than the horizon
-// plus a sleep's cost: a shorter sleep costs more CPU than watching the
-// clock. Posts, inputs (a host's mr0 becoming readable) and the verbs
+// sleeps only when the wait is longer than the horizon plus a sleep's
+// cost: a shorter sleep costs more CPU than watching the clock. The batch
+// does not count towards it: a sleep must pay for itself on the wait
+// before it, since the events a batch would gather may not come (a ping
+// crossing the lab is eight events 1.7 µs apart, then nothing; had the
+// batch counted, each of its deliveries would wait for the batch and a
+// wake-up instead of the loop watching 14 µs of clock). Posts, inputs (a host's mr0 becoming readable) and the verbs
 // rings wake a sleeping loop at once, batch or not. Until the first
 // window is measured the horizon is its bound (then halving, as L does,
 // until the loop sleeps and measures), the batch 0 and a sleep's cost
@@ -142,7 +146,7 @@ func (s *spinner) sleeps(wait time.Duration) bool {
 	if !s.adaptive {
 		return wait > s.horizon[k]
 	}
-	return wait+s.batch[k] > s.horizon[k]+s.cost
+	return wait > s.horizon[k]+s.cost
 }
 
 // offset is where the timer is armed relative to an event wait away: the

@@ -10,9 +10,9 @@ import (
 // horizon (the 99th percentile latency of sleeps of that length's class
 // less the events' tolerance T, within its bound) before the next event,
 // or the batch (T less that latency) after it, and sleeps through a gap
-// only when the gap plus the batch is longer than the horizon plus a
-// sleep's cost, watching the clock otherwise; a fixed horizon and FIFO's
-// bound do not follow the measure.
+// only when the gap is longer than the horizon plus a sleep's cost (the
+// batch buys no sleep), watching the clock otherwise; a fixed horizon and
+// FIFO's bound do not follow the measure.
 func TestWaitRule(t *testing.T) {
 	const us = time.Microsecond
 	lag := time.Millisecond                       // bound 250 µs
@@ -34,6 +34,11 @@ func TestWaitRule(t *testing.T) {
 	for i := 500; i < len(mixed); i++ {
 		mixed[i].sleep = 2 * time.Millisecond
 	}
+	// Wake-ups of 2 µs waits (class 2), 2 µs late.
+	short := make([]wake, 100)
+	for i := range short {
+		short[i] = wake{2 * us, 2 * us}
+	}
 	type gap struct {
 		wait    time.Duration
 		horizon time.Duration
@@ -52,16 +57,21 @@ func TestWaitRule(t *testing.T) {
 			{250 * us, 250 * us, 0, false}, {261 * us, 250 * us, 0, true}, // horizon 250 + minSpin
 		}},
 		{"a window without wake-ups ages the measure", 0, PolicyDeadline, [][]wake{nil}, 0, []gap{{255 * us, 100 * us, 0, true}}}, // (250+50)/2 - 50
-		{"until the loop sleeps again", 0, PolicyDeadline, [][]wake{nil, nil, nil}, 0, []gap{{10 * us, 0, 12500, true}}},          // 300/8 = 37.5 µs
-		{"on time within T: batch, no horizon", 0, PolicyDeadline, [][]wake{rep(100, 30*us)}, 25 * us, []gap{
+		{"until the loop sleeps again", 0, PolicyDeadline, [][]wake{nil, nil, nil}, 0, []gap{{12 * us, 0, 12500, true}}},          // 300/8 = 37.5 µs
+		{"on time within T: batch, no horizon", 0, PolicyDeadline, [][]wake{rep(100, 30*us)}, 5 * us, []gap{
 			// p99 31 µs (bucket top): a batch of 19 µs.
 			{5 * us, 100 * us, 0, false}, // class 3: not measured, aged once
-			{8 * us, 0, 19 * us, true},   // the batch covers a sleep's cost
+			{8 * us, 0, 19 * us, true},   // longer than a sleep's cost
 			{11 * us, 0, 19 * us, true},  // a 1400-byte serialization at 1 Gbit/s
 			{16 * us, 100 * us, 0, false},
 		}},
-		{"prompt wake-ups: batch up to T", 0, PolicyDeadline, [][]wake{rep(100, 2*us)}, 25 * us, []gap{
+		{"prompt wake-ups: batch up to T", 0, PolicyDeadline, [][]wake{rep(100, 2*us)}, 5 * us, []gap{
 			{9 * us, 0, 47 * us, true},
+		}},
+		{"a batch buys no sleep", 0, PolicyDeadline, [][]wake{short}, 15 * us, []gap{
+			// A ping's next hop, 2 µs away, wake-ups on time: a batch
+			// of 47 µs, yet the wait is shorter than a sleep's cost.
+			{2 * us, 0, 47 * us, false},
 		}},
 		{"costly sleeps: watch the clock", 0, PolicyDeadline, [][]wake{rep(100, 30*us)}, 40 * us, []gap{
 			{9 * us, 0, 19 * us, false}, {15 * us, 0, 19 * us, false},
@@ -70,7 +80,7 @@ func TestWaitRule(t *testing.T) {
 			// p99 is the 70 µs tail's bucket top (71 µs), less T.
 			{15 * us, 21 * us, 0, false},
 		}},
-		{"per class", 0, PolicyDeadline, [][]wake{mixed}, 16 * us, []gap{
+		{"per class", 0, PolicyDeadline, [][]wake{mixed}, 5 * us, []gap{
 			{10 * us, 0, 45 * us, true},               // short sleeps: on time
 			{2 * time.Millisecond, 250 * us, 0, true}, // long ones: 601 µs late, capped
 		}},
@@ -83,7 +93,7 @@ func TestWaitRule(t *testing.T) {
 		{"then ages", 0, PolicyDeadline, [][]wake{rep(10, 90*us), nil}, 16 * us, []gap{
 			{10 * us, 0, 4500, false}, // 91/2 = 45.5 µs: a batch of 4.5
 		}},
-		{"follows a quieter window", 0, PolicyDeadline, [][]wake{rep(10, 300*us), rep(10, 20*us)}, 16 * us, []gap{
+		{"follows a quieter window", 0, PolicyDeadline, [][]wake{rep(10, 300*us), rep(10, 20*us)}, 5 * us, []gap{
 			{8 * us, 0, 29 * us, true},
 		}},
 		{"fifo bound", 0, PolicyFIFO, [][]wake{rep(10, 300*us)}, 16 * us, []gap{
