@@ -221,6 +221,7 @@ func (s *spinner) report() (horizon, batch, p99 time.Duration) {
 type wakeHist struct {
 	n     [wakeLinear + 24]uint32
 	total uint32
+	max   time.Duration
 }
 
 const wakeLinear = 128
@@ -248,10 +249,12 @@ func wakeBucketTop(i int) time.Duration {
 func (h *wakeHist) add(d time.Duration) {
 	h.n[wakeBucket(d)]++
 	h.total++
+	h.max = max(h.max, d)
 }
 
-// quantile returns the top of the bucket holding quantile q (0 when
-// empty): a latency at least q of the wake-ups did not exceed.
+// quantile returns the top of the bucket holding quantile q, or the
+// largest latency recorded if that is less (0 when empty): a latency at
+// least q of the wake-ups did not exceed.
 func (h *wakeHist) quantile(q float64) time.Duration {
 	if h.total == 0 {
 		return 0
@@ -260,8 +263,11 @@ func (h *wakeHist) quantile(q float64) time.Duration {
 	var c uint32
 	for i, n := range h.n {
 		if c += n; c >= want {
-			return wakeBucketTop(i)
+			if i == len(h.n)-1 {
+				return h.max // the last bucket holds everything above
+			}
+			return min(wakeBucketTop(i), h.max)
 		}
 	}
-	return wakeBucketTop(len(h.n) - 1)
+	return h.max
 }

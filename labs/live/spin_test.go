@@ -59,42 +59,42 @@ func TestWaitRule(t *testing.T) {
 		{"a window without wake-ups ages the measure", 0, PolicyDeadline, [][]wake{nil}, 0, []gap{{255 * us, 100 * us, 0, true}}}, // (250+50)/2 - 50
 		{"until the loop sleeps again", 0, PolicyDeadline, [][]wake{nil, nil, nil}, 0, []gap{{12 * us, 0, 12500, true}}},          // 300/8 = 37.5 µs
 		{"on time within T: batch, no horizon", 0, PolicyDeadline, [][]wake{rep(100, 30*us)}, 5 * us, []gap{
-			// p99 31 µs (bucket top): a batch of 19 µs.
+			// p99 30 µs: a batch of 20 µs.
 			{5 * us, 100 * us, 0, false}, // class 3: not measured, aged once
-			{8 * us, 0, 19 * us, true},   // longer than a sleep's cost
-			{11 * us, 0, 19 * us, true},  // a 1400-byte serialization at 1 Gbit/s
+			{8 * us, 0, 20 * us, true},   // longer than a sleep's cost
+			{11 * us, 0, 20 * us, true},  // a 1400-byte serialization at 1 Gbit/s
 			{16 * us, 100 * us, 0, false},
 		}},
 		{"prompt wake-ups: batch up to T", 0, PolicyDeadline, [][]wake{rep(100, 2*us)}, 5 * us, []gap{
-			{9 * us, 0, 47 * us, true},
+			{9 * us, 0, 48 * us, true},
 		}},
 		{"a batch buys no sleep", 0, PolicyDeadline, [][]wake{short}, 15 * us, []gap{
 			// A ping's next hop, 2 µs away, wake-ups on time: a batch
-			// of 47 µs, yet the wait is shorter than a sleep's cost.
-			{2 * us, 0, 47 * us, false},
+			// of 48 µs, yet the wait is shorter than a sleep's cost.
+			{2 * us, 0, 48 * us, false},
 		}},
 		{"costly sleeps: watch the clock", 0, PolicyDeadline, [][]wake{rep(100, 30*us)}, 40 * us, []gap{
-			{9 * us, 0, 19 * us, false}, {15 * us, 0, 19 * us, false},
+			{9 * us, 0, 20 * us, false}, {15 * us, 0, 20 * us, false},
 		}},
 		{"p99 not the stall", 0, PolicyDeadline, [][]wake{tail}, 16 * us, []gap{
 			// p99 is the 70 µs tail's bucket top (71 µs), less T.
 			{15 * us, 21 * us, 0, false},
 		}},
 		{"per class", 0, PolicyDeadline, [][]wake{mixed}, 5 * us, []gap{
-			{10 * us, 0, 45 * us, true},               // short sleeps: on time
-			{2 * time.Millisecond, 250 * us, 0, true}, // long ones: 601 µs late, capped
+			{10 * us, 0, 46 * us, true},               // short sleeps: on time
+			{2 * time.Millisecond, 250 * us, 0, true}, // long ones: 600 µs late, capped
 		}},
 		{"late machine: capped", 0, PolicyDeadline, [][]wake{rep(100, 2*time.Millisecond)}, 16 * us, []gap{
 			{10 * us, 250 * us, 0, false},
 		}},
 		{"last measured window holds", 0, PolicyDeadline, [][]wake{rep(10, 90*us)}, 16 * us, []gap{
-			{10 * us, 41 * us, 0, false},
+			{10 * us, 40 * us, 0, false},
 		}},
 		{"then ages", 0, PolicyDeadline, [][]wake{rep(10, 90*us), nil}, 16 * us, []gap{
-			{10 * us, 0, 4500, false}, // 91/2 = 45.5 µs: a batch of 4.5
+			{10 * us, 0, 5 * us, false}, // 90/2 = 45 µs: a batch of 5
 		}},
 		{"follows a quieter window", 0, PolicyDeadline, [][]wake{rep(10, 300*us), rep(10, 20*us)}, 5 * us, []gap{
-			{8 * us, 0, 29 * us, true},
+			{8 * us, 0, 30 * us, true},
 		}},
 		{"fifo bound", 0, PolicyFIFO, [][]wake{rep(10, 300*us)}, 16 * us, []gap{
 			{10 * us, minSpin, 0, false},
@@ -186,5 +186,29 @@ func TestEventTolerance(t *testing.T) {
 	rt, per, _ := deadlineShare(lag)
 	if got := eventTolerance(lag); got != per-rt || got <= 0 || got >= lag/4 {
 		t.Fatalf("tolerance %v, want %v (deadline runtime %v of %v), within (0, lag/4)", got, per-rt, rt, per)
+	}
+}
+
+// TestWakeHistQuantile: 1 µs buckets below 128 µs, doublings above, and
+// never more than the largest latency recorded.
+func TestWakeHistQuantile(t *testing.T) {
+	const us = time.Microsecond
+	var h wakeHist
+	if q := h.quantile(0.99); q != 0 {
+		t.Fatalf("empty: %v", q)
+	}
+	for range 99 {
+		h.add(10 * us)
+	}
+	h.add(137 * us)
+	if q := h.quantile(0.99); q != 11*us {
+		t.Errorf("p99 of 99 x 10 µs and one 137 µs: %v, want 11 µs (the bucket's top)", q)
+	}
+	if q := h.quantile(1); q != 137*us {
+		t.Errorf("max: %v, want 137 µs (not the bucket's top, 256 µs)", q)
+	}
+	h.add(time.Hour)
+	if q := h.quantile(1); q != time.Hour {
+		t.Errorf("beyond the last bucket: %v", q)
 	}
 }
