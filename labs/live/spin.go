@@ -5,8 +5,8 @@ import (
 	"time"
 )
 
-// The loop's waiting rule: when it sleeps, and how long before an event
-// it wakes. Two measured costs decide it.
+// The loop's waiting rule: when it sleeps, and how far from an event it
+// wakes. Two measured costs and one tolerance decide it.
 //
 // A sleep makes the next event late: a timer wakes the thread late by the
 // kernel's wake-up path (and on this project's VM by the hypervisor's) and,
@@ -15,16 +15,16 @@ import (
 // (PacerConfig.WarnEvery) and per class of wait (wakeClasses: a CPU left
 // idle longer wakes later), its 99th percentile L: the window's maximum is
 // one stall below the guest, and a horizon that follows it stays at its
-// cap (measured: worst 120 µs-4.5 ms, p99 35-100 µs under iperf3 UDP). A
+// cap (measured: worst 120 µs-4.5 ms, p99 35-125 µs under iperf3 UDP). A
 // class without wake-ups in a window has its L halved, so a class the
 // loop stopped sleeping in (its horizon had it watch the clock) is tried
 // again rather than held at an old measure.
 //
 // A sleep also costs CPU: the timer's arming, epoll_wait, the switch out
 // and back in (measured with the loop thread's CPU clock around one sleep
-// in sleepCostEvery, a moving average: 9-20 µs on this 2-core VM, more
-// than ten system calls). Watching the clock through a wait costs the
-// wait itself.
+// in sleepCostEvery, a moving average: 9-68 µs on this 2-core VM, rising
+// with the load, more than ten system calls). Watching the clock through
+// a wait costs the wait itself.
 //
 // The rule. Events may run up to a tolerance T late, T being what the loop
 // thread's own scheduling already allows: SCHED_DEADLINE's longest stop,
@@ -41,10 +41,11 @@ import (
 //     busy being throttled for 50 ms a second) and watches the clock for
 //     the rest;
 //   - L < T: it arms its timer the batch T - L after the event, and the
-//     wake-up runs every event due by then: the events of a datagram
-//     crossing a 1 Gbit/s lab are a serialization time (11 µs for 1400
-//     bytes) apart, less than a sleep costs, so a loop that woke for each
-//     would keep its core as surely as one that watched the clock.
+//     wake-up runs every event due by then: the events that follow one
+//     (the rest of a datagram's crossing, a serialization time apart:
+//     11 µs for 1400 bytes at 1 Gbit/s, less than a sleep costs) run in
+//     the same wake-up instead of the loop watching the clock between
+//     them.
 //
 // Either way an event runs at most T late in 99 wake-ups of 100 (the
 // lab's lateness stays a twentieth of its lag threshold), and the loop
@@ -54,12 +55,13 @@ import (
 // before it, since the events a batch would gather may not come (a ping
 // crossing the lab is eight events 1.7 µs apart, then nothing; had the
 // batch counted, each of its deliveries would wait for the batch and a
-// wake-up instead of the loop watching 14 µs of clock). Posts, inputs (a host's mr0 becoming readable) and the verbs
-// rings wake a sleeping loop at once, batch or not. Until the first
-// window is measured the horizon is its bound (then halving, as L does,
-// until the loop sleeps and measures), the batch 0 and a sleep's cost
-// minSpin. A fixed PacerConfig.Spin keeps its horizon, no batch and
-// no cost. TestWaitRule holds the rule.
+// wake-up instead of the loop watching 14 µs of clock). Posts, inputs
+// (a host's mr0 becoming readable) and the verbs rings wake a sleeping
+// loop at once, batch or not. Until the first window is measured the
+// horizon is its bound (then halving, as L does, until the loop sleeps
+// and measures), the batch 0 and a sleep's cost minSpin. A fixed
+// PacerConfig.Spin keeps its horizon, no batch and no cost. TestWaitRule
+// holds the rule.
 
 // minSpin is FIFO's horizon and a sleep's cost until one is measured: one
 // pass of the loop's clock read and poll.
