@@ -40,10 +40,13 @@ type PacerConfig struct {
 	// spinning. Zero (the default) measures it: the loop arms its timer
 	// that much before the next event and watches the clock for the
 	// rest, the horizon being the 99th percentile of the timer's wake-up
-	// latency in the last WarnEvery less the lateness an event may have
-	// (LagThreshold/20 with the kernel's default real-time share), at
-	// most LagThreshold/4, and it sleeps only when the wait is longer
-	// than the horizon plus a sleep's measured CPU cost (spin.go).
+	// latency in the last WarnEvery (for waits of the same class) less
+	// the lateness an event may have (LagThreshold/20 with the kernel's
+	// default real-time share), at most LagThreshold/4; when that
+	// percentile is under the tolerance it arms the timer the
+	// difference after the event instead (a batch); and it sleeps only
+	// when the wait is longer than the horizon plus a sleep's measured
+	// CPU cost (spin.go).
 	// A loop under PolicyFIFO spins at most minSpin: it would stay busy
 	// through busy periods, and the kernel throttles a real-time thread
 	// that never sleeps (for 50ms of every second, by default).
