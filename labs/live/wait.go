@@ -97,10 +97,6 @@ func (p *Pacer) sleep(next sim.Time, wait time.Duration) {
 			continue
 		}
 		p.sleeping.Store(false)
-		if timed {
-			// What arming, sleeping and waking cost this thread.
-			p.spin.slept(threadCPU() - cpu0)
-		}
 		var buf [8]byte
 		for i := 0; i < n; i++ {
 			fd := int(w.events[i].Fd)
@@ -117,6 +113,11 @@ func (p *Pacer) sleep(next sim.Time, wait time.Duration) {
 				}
 				w.armed = sim.Never
 			}
+		}
+		if timed {
+			// What arming, sleeping, waking and reading the wake-up
+			// cost this thread.
+			p.spin.slept(threadCPU() - cpu0)
 		}
 		return
 	}
