@@ -721,14 +721,23 @@ func newFaultCommand() *cli.Command {
 	}
 }
 
-// spinLine says how the loop waits for its next event: it sleeps until
-// Spin before it and watches the clock for the rest.
+// spinLine says how the loop waits for its next event (labs/live/spin.go):
+// it sleeps until Spin before it and watches the clock for the rest, or,
+// with its wake-ups on time, until Batch after it.
 func spinLine(l live.LagStats) string {
-	if l.Spin <= 0 {
-		return "none: sleeps until each event"
+	cost := ""
+	if l.SleepCost > 0 {
+		cost = fmt.Sprintf("; sleeps only through waits longer than its horizon plus a sleep's CPU cost, %v", l.SleepCost.Round(100*time.Nanosecond))
 	}
-	if l.WakeLatency > 0 {
-		return fmt.Sprintf("wakes %v before each event and watches the clock (twice its worst timer wake-up latency, %v, in the last second)", l.Spin, l.WakeLatency)
+	switch {
+	case l.Batch > 0:
+		return fmt.Sprintf("wakes %v after each event and runs every event due by then (its p99 timer wake-up latency, %v, in the last second, is that much under the events' tolerance)%s", l.Batch, l.WakeP99, cost)
+	case l.Spin <= 0 && l.WakeP99 > 0:
+		return fmt.Sprintf("sleeps until each event (its p99 timer wake-up latency, %v, in the last second, is within the events' tolerance)%s", l.WakeP99, cost)
+	case l.Spin <= 0:
+		return "none: sleeps until each event"
+	case l.WakeP99 > 0:
+		return fmt.Sprintf("wakes %v before each event and watches the clock (its p99 timer wake-up latency, %v, in the last second, less the events' tolerance; worst %v)%s", l.Spin, l.WakeP99, l.WakeLatency, cost)
 	}
 	return fmt.Sprintf("wakes %v before each event and watches the clock", l.Spin)
 }

@@ -120,8 +120,9 @@ func TestClientCommandsAgainstARunningLab(t *testing.T) {
 	if code != 0 || !strings.Contains(out, name) || !strings.Contains(out, "h3") {
 		t.Fatalf("status: code %d\n%s%s", code, out, errs)
 	}
-	// The loop's policy in force and how it waits, with why.
-	for _, want := range []string{"loop priority:", "SCHED_", "loop spin:", "before each event and watches the clock"} {
+	// The loop's policy in force and how it waits, with why (spinLine:
+	// before, until or after each event, as its wake-ups measure).
+	for _, want := range []string{"loop priority:", "SCHED_", "loop spin:", "each event"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("status lacks %q:\n%s", want, out)
 		}

@@ -21,6 +21,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/mrlab/mrlab/internal/packet"
 	"github.com/mrlab/mrlab/internal/sim"
 )
@@ -37,8 +39,14 @@ type PacerConfig struct {
 	// event by watching the clock instead of sleeping; negative disables
 	// spinning. Zero (the default) measures it: the loop arms its timer
 	// that much before the next event and watches the clock for the
-	// rest, the horizon being twice the worst timer wake-up latency seen
-	// in the last WarnEvery, between minSpin and LagThreshold/4 (spin.go).
+	// rest, the horizon being the 99th percentile of the timer's wake-up
+	// latency in the last WarnEvery (for waits of the same class) less
+	// the lateness an event may have (LagThreshold/20 with the kernel's
+	// default real-time share), at most LagThreshold/4; when that
+	// percentile is under the tolerance it arms the timer the
+	// difference after the event instead (a batch); and it sleeps only
+	// when the wait is longer than the horizon plus a sleep's measured
+	// CPU cost (spin.go).
 	// A loop under PolicyFIFO spins at most minSpin: it would stay busy
 	// through busy periods, and the kernel throttles a real-time thread
 	// that never sleeps (for 50ms of every second, by default).
@@ -69,12 +77,37 @@ type LagStats struct {
 	// (sched.go): what was asked for unless the system refused it (then
 	// lateness is likelier on a busy machine).
 	Priority string `json:"priority,omitempty"`
-	// Spin is the horizon in force: the loop wakes this long before an
-	// event and watches the clock until it is due (PacerConfig.Spin).
+	// Spin is the horizon in force for the waits the loop slept for most
+	// often in the last window (spin.go keeps one per class of wait):
+	// the loop wakes this long before an event and watches the clock
+	// until it is due (PacerConfig.Spin).
 	Spin time.Duration `json:"spin_ns"`
 	// WakeLatency is the worst timer wake-up latency of the loop's
-	// thread in the last complete window (the measure Spin follows).
+	// thread in the last complete window.
 	WakeLatency time.Duration `json:"wake_latency_ns"`
+	// WakeP99 is the 99th percentile of the wake-ups of Spin's class of
+	// waits (1 µs buckets): the horizon is it less the events'
+	// tolerance, the batch the tolerance less it (spin.go).
+	WakeP99 time.Duration `json:"wake_p99_ns"`
+	// SleepCost is what a sleep costs the loop's thread in CPU time
+	// (measured, a moving average): it sleeps only through waits longer
+	// than the horizon plus this.
+	SleepCost time.Duration `json:"sleep_cost_ns"`
+	// Batch is how long after its next event the sleeping loop's timer
+	// is armed when its wake-ups are on time within the events'
+	// tolerance: one wake-up runs every event due meanwhile (spin.go;
+	// Spin's class of waits).
+	Batch time.Duration `json:"batch_ns"`
+	// Sleeps counts the loop's passes that ended asleep (epoll_wait),
+	// Spins those that watched the clock for their next event instead.
+	Sleeps uint64 `json:"sleeps"`
+	Spins  uint64 `json:"spins"`
+	// SpinTime is the wall time the loop spent watching the clock (with
+	// the looks and polls made meanwhile).
+	SpinTime time.Duration `json:"spin_time_ns"`
+	// LoopCPU is the CPU time the loop's thread has used (user and
+	// system), read every 10 ms.
+	LoopCPU time.Duration `json:"loop_cpu_ns"`
 	// LookRounds counts the rounds of reads of the hosts' kernels that
 	// found packets (direct.go: one read per readable device a round).
 	LookRounds uint64 `json:"look_rounds"`
@@ -122,6 +155,7 @@ type Pacer struct {
 	winStep   time.Duration // the window's longest single step of the loop
 	winWhat   string        // what that step was
 	spin      spinner
+	waitFor   time.Duration // the wait to its next event the loop sleeps for (spin.go's class)
 
 	// published is a copy of lag the loop refreshes for other goroutines.
 	mu        sync.Mutex
@@ -266,8 +300,8 @@ func (p *Pacer) Run(ctx context.Context) error {
 	// real-time bandwidth until the process exits (every later deadline
 	// lab in the process was refused).
 	defer resetPolicy()
-	p.spin = newSpinner(p.cfg.Spin, p.inForce, p.cfg.LagThreshold)
-	p.lag.Spin = p.spin.horizon
+	p.spin = newSpinner(p.cfg.Spin, p.inForce, p.cfg.LagThreshold, eventTolerance(p.cfg.LagThreshold))
+	p.lag.Spin, _, _ = p.spin.report()
 	defer func() {
 		p.stopped.Store(true)
 		p.direct.close()
@@ -312,7 +346,9 @@ func (p *Pacer) Run(ctx context.Context) error {
 			continue
 		}
 		wait := time.Duration(next - now)
-		if wait <= p.spin.horizon {
+		if !p.spin.sleeps(wait) {
+			p.lag.Spins++
+			spun := now
 			// Closer than a sleep's wake-up: watch the clock, the
 			// queues and the poller's clients instead.
 			for now := p.elapsed(); now < next && len(p.posts) == 0 && len(p.input) == 0 && !p.stopping.Load(); now = p.elapsed() {
@@ -327,17 +363,23 @@ func (p *Pacer) Run(ctx context.Context) error {
 					break // served a client: its work may be due sooner
 				}
 			}
+			p.lag.SpinTime += time.Duration(p.elapsed() - spun)
 			continue
 		}
 		if p.poller != nil && p.poller.Sleeping(now, next) {
 			continue
 		}
-		// Wake a horizon early and watch the clock for the rest: a
+		// Wake a horizon early and watch the clock for the rest (a
 		// timer wakes the thread some microseconds late, and on a busy
-		// machine the thread must also win its CPU back.
+		// machine the thread must also win its CPU back), or, when
+		// wake-ups are on time within the events' tolerance, a batch
+		// late, running every event due by then at once (spin.go).
+		p.waitFor = wait
 		if next != sim.Never {
-			next, wait = next-sim.Time(p.spin.horizon), wait-p.spin.horizon
+			off := p.spin.offset(wait)
+			next, wait = next+sim.Time(off), wait+off
 		}
+		p.lag.Sleeps++
 		p.sleep(next, wait)
 	}
 }
@@ -497,10 +539,17 @@ func (p *Pacer) checkWarn(now sim.Time) {
 	p.winLate, p.winRun, p.winMax, p.winStart = 0, 0, 0, time.Duration(now)
 	p.winStep, p.winWhat = 0, ""
 	p.spin.roll()
-	p.lag.Spin, p.lag.WakeLatency = p.spin.horizon, p.spin.prev
+	p.lag.Spin, p.lag.Batch, p.lag.WakeP99 = p.spin.report()
+	p.lag.WakeLatency, p.lag.SleepCost = p.spin.prev, p.spin.cost
 }
 
+// publish copies the loop's figures for other goroutines. Loop goroutine
+// only (it reads the loop thread's CPU time).
 func (p *Pacer) publish() {
+	var ru unix.Rusage
+	if unix.Getrusage(unix.RUSAGE_THREAD, &ru) == nil {
+		p.lag.LoopCPU = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
 	p.mu.Lock()
 	p.published = p.lag
 	p.mu.Unlock()

@@ -71,6 +71,11 @@ func (p *Pacer) kick() {
 // or a post or input arrives. Loop goroutine only.
 func (p *Pacer) sleep(next sim.Time, wait time.Duration) {
 	w := p.w
+	var cpu0 time.Duration
+	timed := p.spin.timeSleep()
+	if timed {
+		cpu0 = threadCPU()
+	}
 	if next != w.armed {
 		its := unix.ItimerSpec{}
 		if next != sim.Never {
@@ -104,13 +109,27 @@ func (p *Pacer) sleep(next sim.Time, wait time.Duration) {
 			unix.Read(fd, buf[:])
 			if fd == w.tfd {
 				if next != sim.Never {
-					p.spin.woke(time.Duration(p.elapsed() - next))
+					p.spin.woke(p.waitFor, time.Duration(p.elapsed()-next))
 				}
 				w.armed = sim.Never
 			}
 		}
+		if timed {
+			// What arming, sleeping, waking and reading the wake-up
+			// cost this thread.
+			p.spin.slept(threadCPU() - cpu0)
+		}
 		return
 	}
+}
+
+// threadCPU is the calling thread's CPU time, user and system.
+func threadCPU() time.Duration {
+	var ts unix.Timespec
+	if unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts) != nil {
+		return 0
+	}
+	return time.Duration(ts.Nano())
 }
 
 // holdPMu serializes pacers' changes to GOMAXPROCS.
