@@ -41,12 +41,13 @@ const (
 	mediumSize = 4096 + 256
 )
 
-// tinyHeadroom is the tiny class's headroom, smaller than Headroom: the
-// only headers prepended are a NIC's UDP and IPv4 ones (28 bytes), and
-// with 64 a tiny buffer, its Buffer fields included, takes a 384-byte
-// allocation instead of 448 (one per packet in flight: a 1,024-host run
-// holds about 40,000).
-const tinyHeadroom = 64
+// tinyHeadroom is the tiny and short classes' headroom, smaller than
+// Headroom: the only headers prepended to them are a NIC's UDP and IPv4
+// ones (28 bytes; Prepend panics past it). With 32 a tiny buffer, its
+// Buffer fields included, takes a 352-byte allocation (384 with 64, 448
+// with Headroom) and a short one 480 (512): one per packet in flight, and
+// a 1,024-host run holds about 40,000 (TestTinyPacketOneAllocation).
+const tinyHeadroom = 32
 
 // tinyBuffer is a Buffer with its bytes inline.
 type tinyBuffer struct {

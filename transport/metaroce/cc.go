@@ -222,7 +222,7 @@ func (c *Conn) endPathRound(p *sndPath) {
 			p.markRounds = 0
 		}
 		p.heavy = p.markRounds > 0
-		if p.markRounds >= c.opts.RepathMarkRounds && p.state == PathActive && c.fewHeavy() {
+		if int(p.markRounds) >= c.opts.RepathMarkRounds && p.state == PathActive && c.fewHeavy() {
 			p.state = PathDraining
 			p.markRounds = 0
 			c.s.pathsChanged()

@@ -95,16 +95,16 @@ type pathCold struct {
 	lastCE, lastRx     uint16 // receiver's cumulative counts at its last record
 	roundEnd           uint32 // PSN whose ACK ends the round
 	roundPkts, roundCE int    // this round's delivered and marked packets
-	markRounds         int    // consecutive rounds marked above RepathMarkFraction
+	markRounds         int32  // consecutive rounds marked above RepathMarkFraction
+	tlps               int32  // tail-loss probes since progress (probe.go)
 
 	// RTT (RFC 6298) and timers (probe.go).
 	pathRTT
 	tlpBase      sim.Time // last send or ACK progress
-	tlps         int      // tail-loss probes since progress
 	tlpSentAt    sim.Time
 	probeAt      sim.Time // Probing/Failed: when the next probe is due
-	timeouts     int      // consecutive
-	failures     int      // probe timeouts since the path failed (back-off)
+	timeouts     int32    // consecutive
+	failures     int32    // probe timeouts since the path failed (back-off)
 	lastProgress sim.Time // last ACK that acknowledged something new
 	// The largest recent lateness of the path's packets behind later-sent
 	// ones that had arrived (lossdetect.go).

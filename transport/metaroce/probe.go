@@ -180,11 +180,11 @@ func (c *Conn) onPathTimer(p *sndPath) {
 		if p.sb.empty() || now < c.probeDue(p) || c.rnrWaiting(p) {
 			break
 		}
-		if p.tlps >= c.tailProbes() && (c.othersDeliver(p) || c.probeInterval(p) >= c.opts.RTOMax) {
+		if int(p.tlps) >= c.tailProbes() && (c.othersDeliver(p) || c.probeInterval(p) >= c.opts.RTOMax) {
 			c.pathTimeout(p)
 			break
 		}
-		if p.tlps >= 1 && !p.suspect && (p.tlps >= c.tailProbes() && (c.othersDeliver(p) || p.silentLoss) || c.othersIdle(p)) {
+		if p.tlps >= 1 && !p.suspect && (int(p.tlps) >= c.tailProbes() && (c.othersDeliver(p) || p.silentLoss) || c.othersIdle(p)) {
 			// Probes unanswered, each for a probe interval, with evidence
 			// that the route is silent, not the peer, beyond what chance
 			// explains: as many as the chance rule's tailProbes (one
@@ -283,7 +283,7 @@ func (c *Conn) probeDue(p *sndPath) sim.Time {
 // chance can explain the unanswered probes (tailProbes), then doubling
 // with every further probe (RFC 9002's back-off), at most RTOMax.
 func (c *Conn) probeInterval(p *sndPath) sim.Time {
-	return min(c.pto(p)<<min(max(p.tlps-c.tailProbes(), 0), 20), c.opts.RTOMax)
+	return min(c.pto(p)<<min(max(int(p.tlps)-c.tailProbes(), 0), 20), c.opts.RTOMax)
 }
 
 // othersDeliver reports whether another path of the connection has made
@@ -368,7 +368,7 @@ func (c *Conn) probeTimeout(p *sndPath) {
 	if c.cfg.Trace != nil {
 		c.tracef("path %d: RTO (probe unanswered, %d in a row)", p.id, p.timeouts)
 	}
-	if p.state == PathProbing && p.timeouts >= c.timeoutsBeforeFail() {
+	if p.state == PathProbing && int(p.timeouts) >= c.timeoutsBeforeFail() {
 		p.state = PathFailed
 		p.failures = 0
 		if c.cfg.Trace != nil {
