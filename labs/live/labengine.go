@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/mrlab/mrlab/fabric"
 	"github.com/mrlab/mrlab/internal/packet"
 	"github.com/mrlab/mrlab/internal/sim"
@@ -537,4 +539,4 @@ func (e *labEngine) routes(run capture.Runner, mux *http.ServeMux) (closer func(
 func (e *labEngine) MetricsHandler() http.Handler { return e.exp.Handler() }
 
 // RegisterCollector adds the runtime's own series to the exporter.
-func (e *labEngine) RegisterCollector(c prom.Collector) error { return e.exp.Register(c) }
+func (e *labEngine) RegisterCollector(c prometheus.Collector) error { return e.exp.Register(c) }

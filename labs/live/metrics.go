@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/mrlab/mrlab/observe/telemetry/prom"
 	"github.com/mrlab/mrlab/observe/web"
 )
@@ -83,7 +85,7 @@ func (l *Lab) serveMetrics(ln net.Listener) {
 // registrar is an Engine whose metrics endpoint takes collectors of the
 // runtime's own (the lab engine's telemetry exporter).
 type registrar interface {
-	RegisterCollector(c prom.Collector) error
+	RegisterCollector(c prometheus.Collector) error
 }
 
 // labCollector serves what `mrlab status` shows beyond telemetry: each
@@ -94,11 +96,11 @@ type registrar interface {
 // them through the loop (one status per scrape).
 type labCollector struct {
 	l       *Lab
-	nicDrop *prom.Desc
-	nicSrc  *prom.Desc
-	nicCtr  map[string]*prom.Desc
-	kernel  map[string]*prom.Desc
-	link    map[string]*prom.Desc
+	nicDrop *prometheus.Desc
+	nicSrc  *prometheus.Desc
+	nicCtr  map[string]*prometheus.Desc
+	kernel  map[string]*prometheus.Desc
+	link    map[string]*prometheus.Desc
 }
 
 // nicCounters are the NIC counters exported besides drops, with help.
@@ -118,46 +120,48 @@ var nicCounters = map[string]string{
 }
 
 func newLabCollector(l *Lab) *labCollector {
-	c := &labCollector{l: l, nicCtr: map[string]*prom.Desc{}, kernel: map[string]*prom.Desc{},
-		link: map[string]*prom.Desc{
-			"corrupted":  prom.NewDesc("mrlab_link_corrupted_total", "Packets the link's impairment flipped a bit of (both directions).", true, "link"),
-			"duplicated": prom.NewDesc("mrlab_link_duplicated_total", "Packets the link's impairment sent twice (both directions).", true, "link"),
+	c := &labCollector{l: l, nicCtr: map[string]*prometheus.Desc{}, kernel: map[string]*prometheus.Desc{},
+		link: map[string]*prometheus.Desc{
+			"corrupted":  prometheus.NewDesc("mrlab_link_corrupted_total", "Packets the link's impairment flipped a bit of (both directions).", []string{"link"}, nil),
+			"duplicated": prometheus.NewDesc("mrlab_link_duplicated_total", "Packets the link's impairment sent twice (both directions).", []string{"link"}, nil),
 		},
-		nicDrop: prom.NewDesc("mrlab_nic_drops_total", "Packets a NIC dropped, by reason.", true, "host", "reason"),
-		nicSrc: prom.NewDesc("mrlab_nic_source", "A NIC's counters per source address: setup requests, established, half_open (now), "+
+		nicDrop: prometheus.NewDesc("mrlab_nic_drops_total", "Packets a NIC dropped, by reason.", []string{"host", "reason"}, nil),
+		nicSrc: prometheus.NewDesc("mrlab_nic_source", "A NIC's counters per source address: setup requests, established, half_open (now), "+
 			"refused_half_open, refused_limited, evicted, access_errors, poisoned_conns (connections errored for an access error), limited (1 while refused).",
-			false, "host", "source", "counter")}
+			[]string{"host", "source", "counter"}, nil)}
 	for k, help := range nicCounters {
-		c.nicCtr[k] = prom.NewDesc("mrlab_nic_"+k+"_total", help, true, "host")
+		c.nicCtr[k] = prometheus.NewDesc("mrlab_nic_"+k+"_total", help, []string{"host"}, nil)
 	}
 	for _, k := range []string{"tx_packets", "tx_dropped", "tx_errors", "rx_packets", "rx_dropped", "rx_errors", "qdisc_dropped"} {
-		c.kernel[k] = prom.NewDesc("mrlab_host_mr0_"+k+"_total",
-			"The host kernel's own counter of its mr0 (tx: towards the lab).", true, "host")
+		c.kernel[k] = prometheus.NewDesc("mrlab_host_mr0_"+k+"_total",
+			"The host kernel's own counter of its mr0 (tx: towards the lab).", []string{"host"}, nil)
 	}
 	return c
 }
 
-// Describe implements prom.Collector.
-func (c *labCollector) Describe() []*prom.Desc {
-	ds := []*prom.Desc{c.nicDrop, c.nicSrc}
-	for _, m := range []map[string]*prom.Desc{c.nicCtr, c.kernel, c.link} {
-		for _, d := range m {
-			ds = append(ds, d)
-		}
+func (c *labCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.nicDrop
+	ch <- c.nicSrc
+	for _, d := range c.nicCtr {
+		ch <- d
 	}
-	return ds
+	for _, d := range c.kernel {
+		ch <- d
+	}
+	for _, d := range c.link {
+		ch <- d
+	}
 }
 
-// Collect implements prom.Collector.
-func (c *labCollector) Collect(add prom.AddFunc) {
+func (c *labCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	s, err := c.l.Status(ctx)
 	if err != nil {
 		return // stopping: the telemetry series still answer
 	}
-	counter := func(d *prom.Desc, v uint64, labels ...string) {
-		add(d, float64(v), labels...)
+	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
 	}
 	for host, st := range s.Engine.NICs {
 		for k, v := range st {
@@ -165,7 +169,7 @@ func (c *labCollector) Collect(add prom.AddFunc) {
 				counter(c.nicDrop, v, host, reason)
 			} else if src, ok := strings.CutPrefix(k, nicSourcePrefix); ok {
 				if i := strings.LastIndexByte(src, ':'); i > 0 {
-					add(c.nicSrc, float64(v), host, src[:i], src[i+1:])
+					ch <- prometheus.MustNewConstMetric(c.nicSrc, prometheus.GaugeValue, float64(v), host, src[:i], src[i+1:])
 				}
 			} else if d := c.nicCtr[k]; d != nil {
 				counter(d, v, host)

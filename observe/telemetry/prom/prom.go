@@ -3,8 +3,8 @@
 // lab's loop goroutine, and every completed sampling instant becomes the
 // snapshot that scrapes (any goroutine) read.
 //
-// It writes the Prometheus text format itself (expo.go): the Prometheus
-// client is not linked into mrlab.
+// Only the live runtime imports this package, so the Prometheus client
+// stays out of the simulator and the core packages.
 package prom
 
 import (
@@ -16,6 +16,9 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/mrlab/mrlab/fabric"
 	"github.com/mrlab/mrlab/internal/sim"
@@ -31,18 +34,19 @@ type Exporter struct {
 	latest []telemetry.Sample
 	at     sim.Time
 
-	// reg serves the telemetry and the collectors Register adds, with
-	// the lab label on every series.
-	reg   registry
+	reg *prometheus.Registry
+	// wrap registers collectors on reg with the lab label on every series.
+	wrap  prometheus.Registerer
 	descs map[telemetry.Kind][]metricDesc
-	labT  *Desc
+	labT  *prometheus.Desc
 }
 
 var _ telemetry.Sink = (*Exporter)(nil)
 
 type metricDesc struct {
 	m    telemetry.Metric
-	desc *Desc
+	desc *prometheus.Desc
+	typ  prometheus.ValueType
 	// scale converts the sample's unit to the metric's base unit (ns to
 	// seconds, bit/s to bytes per second).
 	scale float64
@@ -112,11 +116,12 @@ func labelValues(s *telemetry.Sample) []string {
 // Prometheus scraping several labs, or a lab run twice under two names,
 // keeps their series apart); an empty lab adds no label.
 func New(lab string) *Exporter {
-	e := &Exporter{descs: map[telemetry.Kind][]metricDesc{}}
+	e := &Exporter{reg: prometheus.NewRegistry(), descs: map[telemetry.Kind][]metricDesc{}}
+	e.wrap = e.reg
 	if lab != "" {
-		e.reg.constLabel = [2]string{"lab", lab}
+		e.wrap = prometheus.WrapRegistererWith(prometheus.Labels{"lab": lab}, e.reg)
 	}
-	e.labT = NewDesc("mrlab_lab_time_seconds", "Lab time of the latest telemetry sample.", false)
+	e.labT = prometheus.NewDesc("mrlab_lab_time_seconds", "Lab time of the latest telemetry sample.", nil, nil)
 	for _, k := range []telemetry.Kind{telemetry.KindConn, telemetry.KindPath, telemetry.KindLink} {
 		for _, m := range telemetry.Metrics(k) {
 			pn, ok := promNames[m.Name]
@@ -127,7 +132,9 @@ func New(lab string) *Exporter {
 				pn = promName{name: m.Name, scale: 1, help: m.Help}
 			}
 			name := "mrlab_" + k.String() + "_" + pn.name
+			typ := prometheus.GaugeValue
 			if m.Counter {
+				typ = prometheus.CounterValue
 				name += "_total"
 			}
 			labels := labelNames[k]
@@ -139,20 +146,18 @@ func New(lab string) *Exporter {
 			if help == "" {
 				help = m.Name
 			}
-			e.descs[k] = append(e.descs[k], metricDesc{m: m, scale: pn.scale, byReason: byReason,
-				desc: NewDesc(name, help, m.Counter, labels...)})
+			e.descs[k] = append(e.descs[k], metricDesc{m: m, typ: typ, scale: pn.scale, byReason: byReason,
+				desc: prometheus.NewDesc(name, help, labels, nil)})
 		}
 	}
-	if err := e.reg.register(e); err != nil {
-		panic(err) // the exporter's own families: a duplicate is a bug here
-	}
+	e.wrap.MustRegister(e)
 	return e
 }
 
 // Register adds a collector of the caller's own to the exporter's registry,
 // so /metrics serves its series too (the live runtime's NIC drops and
 // host interface counters). The collector is called on scrape goroutines.
-func (e *Exporter) Register(c Collector) error { return e.reg.register(c) }
+func (e *Exporter) Register(c prometheus.Collector) error { return e.wrap.Register(c) }
 
 // Write implements telemetry.Sink (loop goroutine).
 func (e *Exporter) Write(s *telemetry.Sample) error {
@@ -177,30 +182,34 @@ func (e *Exporter) Snapshot() (sim.Time, []telemetry.Sample) {
 	return e.at, append([]telemetry.Sample(nil), e.latest...)
 }
 
-// Describe implements Collector.
-func (e *Exporter) Describe() []*Desc {
-	ds := []*Desc{e.labT}
-	for _, k := range []telemetry.Kind{telemetry.KindConn, telemetry.KindPath, telemetry.KindLink} {
-		for _, d := range e.descs[k] {
-			ds = append(ds, d.desc)
+// Describe implements prometheus.Collector.
+func (e *Exporter) Describe(ch chan<- *prometheus.Desc) {
+	ch <- e.labT
+	for _, ds := range e.descs {
+		for _, d := range ds {
+			ch <- d.desc
 		}
 	}
-	return ds
 }
 
-// Collect implements Collector.
-func (e *Exporter) Collect(add AddFunc) {
+// Collect implements prometheus.Collector.
+func (e *Exporter) Collect(ch chan<- prometheus.Metric) {
 	at, samples := e.Snapshot()
-	add(e.labT, at.Seconds())
+	ch <- prometheus.MustNewConstMetric(e.labT, prometheus.GaugeValue, at.Seconds())
 	for i := range samples {
 		s := &samples[i]
 		lv := labelValues(s)
 		for _, d := range e.descs[s.Kind] {
 			if d.byReason {
-				collectDrops(add, d, s, lv)
+				collectDrops(ch, d, s, lv)
 				continue
 			}
-			add(d.desc, d.m.Value(s)*d.scale, lv...)
+			m, err := prometheus.NewConstMetric(d.desc, d.typ, d.m.Value(s)*d.scale, lv...)
+			if err != nil {
+				ch <- prometheus.NewInvalidMetric(d.desc, err)
+				continue
+			}
+			ch <- m
 		}
 	}
 }
@@ -208,11 +217,15 @@ func (e *Exporter) Collect(add AddFunc) {
 // collectDrops sends a link direction's drops, one series per reason
 // (every reason, so rate() sees a series from its start), plus "unknown"
 // for drops its source did not attribute.
-func collectDrops(add AddFunc, d metricDesc, s *telemetry.Sample, lv []string) {
+func collectDrops(ch chan<- prometheus.Metric, d metricDesc, s *telemetry.Sample, lv []string) {
 	labels := append(append([]string(nil), lv...), "")
 	send := func(reason string, v uint64) {
 		labels[len(labels)-1] = reason
-		add(d.desc, float64(v), labels...)
+		m, err := prometheus.NewConstMetric(d.desc, d.typ, float64(v), labels...)
+		if err != nil {
+			m = prometheus.NewInvalidMetric(d.desc, err)
+		}
+		ch <- m
 	}
 	var attributed uint64
 	for r := fabric.DropReason(1); int(r) < fabric.NumDropReasons; r++ {
@@ -228,7 +241,7 @@ func collectDrops(add AddFunc, d metricDesc, s *telemetry.Sample, lv []string) {
 // latest snapshot as JSON, which `mrlab top` reads).
 func (e *Exporter) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /metrics", e.reg.serveMetrics)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(e.reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /telemetry", e.serveSnapshot)
 	return mux
 }

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/mrlab/mrlab/fabric"
 	"github.com/mrlab/mrlab/internal/sim"
 	"github.com/mrlab/mrlab/internal/testenv"
@@ -183,8 +185,12 @@ func TestExamples(t *testing.T) {
 	}
 	// The series they read exist.
 	served := map[string]bool{}
-	for _, d := range New("x").Describe() {
-		served[d.Name()] = true
+	ch := make(chan *prometheus.Desc, 64)
+	go func() { New("x").Describe(ch); close(ch) }()
+	for d := range ch {
+		if m := regexp.MustCompile(`fqName: "(\w+)"`).FindStringSubmatch(d.String()); m != nil {
+			served[m[1]] = true
+		}
 	}
 	ruleText, err := os.ReadFile("examples/mrlab-rules.yml")
 	if err != nil {
