@@ -1,6 +1,9 @@
 package sim
 
-import "math/bits"
+import (
+	"math/bits"
+	"unsafe"
+)
 
 // Func is a timer callback. arg is the value given to Timer.Init; passing a
 // pointer there lets one method value serve many timers without allocating.
@@ -389,6 +392,9 @@ func (l *Loop) down(i int) {
 	n := len(h)
 	hole := &h[i]
 	e := *hole
+	// base addresses the children of a node with four: c+3 < n was
+	// checked, so the slice's bounds check on h[c:c+4] is redundant.
+	base := unsafe.Pointer(unsafe.SliceData(h))
 	for {
 		c := 4*i + 1
 		if c+3 >= n {
@@ -410,7 +416,7 @@ func (l *Loop) down(i int) {
 		// branches (which child wins is a coin toss the processor
 		// would mispredict about half the time). On equal entries
 		// the lower index wins, as in the scan above.
-		ch := (*[4]heapEntry)(h[c : c+4])
+		ch := (*[4]heapEntry)(unsafe.Add(base, uintptr(c)*unsafe.Sizeof(heapEntry{})))
 		m01 := ch[1].beforeBit(&ch[0])
 		m23 := 2 + ch[3].beforeBit(&ch[2])
 		k := (m01 + (m23-m01)&-ch[m23&3].beforeBit(&ch[m01&3])) & 3
