@@ -132,8 +132,18 @@ func (n *NIC) sendOne(now sim.Time, pt *nicPort) bool {
 // returns false if none had anything.
 func (n *NIC) sendFrom(now sim.Time, pt *nicPort, l *readyList) bool {
 	maxPayload := n.mtu + transport.HeaderRoom
+	// spare is the buffer a connection with nothing to send left
+	// unwritten, offered to the next one (Reissue: the same buffer and
+	// IDs as freeing it and getting another).
+	var spare *packet.Buffer
 	for c := l.popFront(); c != nil; c = l.popFront() {
-		b := n.pool.Get(IPv4UDPSize + maxPayload)
+		b := spare
+		if b != nil {
+			n.pool.Reissue(b)
+			spare = nil
+		} else {
+			b = n.pool.Get(IPv4UDPSize + maxPayload)
+		}
 		b.SetLen(maxPayload)
 		n.dmaTx, n.txLazy, n.txAsked = b, false, false
 		var k int
@@ -148,7 +158,7 @@ func (n *NIC) sendFrom(now sim.Time, pt *nicPort, l *readyList) bool {
 			if k > maxPayload {
 				n.stats.TransmitOverruns++
 			}
-			b.Free()
+			spare = b
 			n.rearm(c)
 			n.checkState(c)
 			n.retire(c)
@@ -167,6 +177,9 @@ func (n *NIC) sendFrom(now sim.Time, pt *nicPort, l *readyList) bool {
 		n.rearm(c)
 		n.checkState(c)
 		return true
+	}
+	if spare != nil {
+		spare.Free()
 	}
 	return false
 }
