@@ -132,18 +132,8 @@ func (n *NIC) sendOne(now sim.Time, pt *nicPort) bool {
 // returns false if none had anything.
 func (n *NIC) sendFrom(now sim.Time, pt *nicPort, l *readyList) bool {
 	maxPayload := n.mtu + transport.HeaderRoom
-	// spare is the buffer a connection with nothing to send left
-	// unwritten, offered to the next one (Reissue: the same buffer and
-	// IDs as freeing it and getting another).
-	var spare *packet.Buffer
 	for c := l.popFront(); c != nil; c = l.popFront() {
-		b := spare
-		if b != nil {
-			n.pool.Reissue(b)
-			spare = nil
-		} else {
-			b = n.pool.Get(IPv4UDPSize + maxPayload)
-		}
+		b := n.pool.Get(IPv4UDPSize + maxPayload)
 		b.SetLen(maxPayload)
 		n.dmaTx, n.txLazy, n.txAsked = b, false, false
 		var k int
@@ -158,7 +148,7 @@ func (n *NIC) sendFrom(now sim.Time, pt *nicPort, l *readyList) bool {
 			if k > maxPayload {
 				n.stats.TransmitOverruns++
 			}
-			spare = b
+			b.Free()
 			n.rearm(c)
 			n.checkState(c)
 			n.retire(c)
@@ -177,9 +167,6 @@ func (n *NIC) sendFrom(now sim.Time, pt *nicPort, l *readyList) bool {
 		n.rearm(c)
 		n.checkState(c)
 		return true
-	}
-	if spare != nil {
-		spare.Free()
 	}
 	return false
 }

@@ -317,29 +317,13 @@ func (p *Pool) get(size int) *Buffer {
 			b = p.alloc(MaxSize)
 		}
 	}
-	b.clean()
-	p.outstanding++
-	return b
-}
-
-// clean gives b what Get promises of a buffer: no scratch, timer origin,
-// runs or flow tag, and an empty packet at the front room.
-func (b *Buffer) clean() {
 	b.Hop, b.Stamp = 0, 0
 	b.Timer.Own(nil)
 	b.Synthetic = b.Synthetic[:0]
 	b.Flow = FlowTag{}
 	b.Reset()
-}
-
-// Reissue readies b, which Get gave and nobody else has seen, for another
-// use, as Free then Get of its size would (Get's free lists are LIFO, so
-// they would give b back): b is cleaned and takes the next ID. A NIC that
-// offered b to a transport with nothing to send offers it to the next.
-func (p *Pool) Reissue(b *Buffer) {
-	b.clean()
-	p.nextID++
-	b.ID = p.nextID
+	p.outstanding++
+	return b
 }
 
 // Copy returns a new buffer holding a copy of src's packet bytes (a

@@ -3,8 +3,6 @@ package packet
 import (
 	"testing"
 	"unsafe"
-
-	"github.com/mrlab/mrlab/internal/sim"
 )
 
 func TestBufferPrependAndReuse(t *testing.T) {
@@ -267,45 +265,5 @@ func TestBalance(t *testing.T) {
 	Balance([]*Pool{c, NewPool()})
 	if c.FreeCount() != balanceSlack {
 		t.Errorf("a difference of %d moved buffers: %d left", balanceSlack, c.FreeCount())
-	}
-}
-
-// TestReissueIsFreeThenGet: Reissue leaves a buffer, and its pool, as
-// Free and a Get of the same size would, for every size class: the same
-// buffer (Get's lists are LIFO), the next ID, nothing left of its last
-// use (scratch, timer origin, runs, flow tag, length and front room),
-// and the same count of buffers out.
-func TestReissueIsFreeThenGet(t *testing.T) {
-	for _, size := range []int{10, 100, 1000, 4096 + 100, MaxSize} {
-		var o sim.Origin
-		dirty := func(b *Buffer) {
-			b.SetLen(8)
-			b.Prepend(4)
-			b.Hop, b.Stamp = 7, 9
-			b.Timer.Own(&o)
-			b.Synthetic = append(b.Synthetic, Run{Off: 1, Len: 2, Stream: 3, Pos: 4})
-			b.Flow = FlowTag{Src: 1, Valid: true, Dst: 2}
-		}
-		pa, pb := NewPool(), NewPool()
-		a, b := pa.Get(size), pb.Get(size)
-		dirty(a)
-		dirty(b)
-		a.Free()
-		a2 := pa.Get(size)
-		pb.Reissue(b)
-		if a2 != a {
-			t.Fatalf("size %d: Free then Get gave another buffer", size)
-		}
-		if b.ID != a2.ID || b.Hop != a2.Hop || b.Stamp != a2.Stamp || b.Flow != a2.Flow ||
-			len(b.Synthetic) != len(a2.Synthetic) || b.Len() != a2.Len() || b.Cap() != a2.Cap() ||
-			b.Timer.Armed() || pb.Outstanding() != pa.Outstanding() {
-			t.Fatalf("size %d: reissued ID %d hop %d stamp %d flow %+v runs %d len %d cap %d out %d; "+
-				"Free then Get ID %d hop %d stamp %d flow %+v runs %d len %d cap %d out %d", size,
-				b.ID, b.Hop, b.Stamp, b.Flow, len(b.Synthetic), b.Len(), b.Cap(), pb.Outstanding(),
-				a2.ID, a2.Hop, a2.Stamp, a2.Flow, len(a2.Synthetic), a2.Len(), a2.Cap(), pa.Outstanding())
-		}
-		if pb.Get(size).ID != pa.Get(size).ID {
-			t.Fatalf("size %d: the next Get's ID differs", size)
-		}
 	}
 }
