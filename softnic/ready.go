@@ -33,12 +33,22 @@ func (l *readyList) pushBack(c *Conn) {
 	l.n++
 }
 
-// popFront removes and returns the head, or nil.
+// popFront removes and returns the head, or nil: remove, knowing that
+// the head is listed and has nothing before it.
 func (l *readyList) popFront() *Conn {
 	c := l.head
-	if c != nil {
-		l.remove(c)
+	if c == nil {
+		return nil
 	}
+	k := &c.links[l.slot]
+	l.head = k.next
+	if k.next != nil {
+		k.next.links[l.slot].prev = nil
+	} else {
+		l.tail = nil
+	}
+	k.in, k.prev, k.next = false, nil, nil
+	l.n--
 	return c
 }
 
