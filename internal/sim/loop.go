@@ -221,8 +221,7 @@ func (l *Loop) arm(t *Timer, at Time, key uint64) {
 	if l.hole() {
 		if t.idx == 0 {
 			l.seq &^= holeBit
-			l.heap[0] = heapEntry{at: at, key: key, t: t}
-			l.down(0)
+			l.sift(0, heapEntry{at: at, key: key, t: t})
 			return
 		}
 		l.settle()
@@ -387,11 +386,15 @@ func (l *Loop) up(i int) {
 // armed by the one running is usually later than most of those pending.
 // A node with four children reads them as one array (one bounds check,
 // not one per child) and keeps a pointer to the hole it fills.
-func (l *Loop) down(i int) {
+func (l *Loop) down(i int) { l.sift(i, l.heap[i]) }
+
+// sift is down for entry e, which goes at i or below (i's slot is a hole
+// whatever it holds): the root's hole takes the entry an event arms
+// without a store and a reload of it.
+func (l *Loop) sift(i int, e heapEntry) {
 	h := l.heap
 	n := len(h)
 	hole := &h[i]
-	e := *hole
 	// base addresses the children of a node with four: c+3 < n was
 	// checked, so the slice's bounds check on h[c:c+4] is redundant.
 	base := unsafe.Pointer(unsafe.SliceData(h))
