@@ -33,8 +33,8 @@ func (l *readyList) pushBack(c *Conn) {
 	l.n++
 }
 
-// popFront removes and returns the head, or nil: remove, knowing that
-// the head is listed and has nothing before it.
+// popFront removes and returns the head, or nil (the list's only way
+// out: a connection leaves its list when it is offered a port).
 func (l *readyList) popFront() *Conn {
 	c := l.head
 	if c == nil {
@@ -50,24 +50,4 @@ func (l *readyList) popFront() *Conn {
 	k.in, k.prev, k.next = false, nil, nil
 	l.n--
 	return c
-}
-
-// remove takes c off the list if it is listed.
-func (l *readyList) remove(c *Conn) {
-	k := &c.links[l.slot]
-	if !k.in {
-		return
-	}
-	if k.prev != nil {
-		k.prev.links[l.slot].next = k.next
-	} else {
-		l.head = k.next
-	}
-	if k.next != nil {
-		k.next.links[l.slot].prev = k.prev
-	} else {
-		l.tail = k.prev
-	}
-	k.in, k.prev, k.next = false, nil, nil
-	l.n--
 }
