@@ -77,6 +77,13 @@ func (p *Port) updateREDAvg(now sim.Time, n int, idle bool) {
 
 // mark applies the ECN decision to an accepted packet.
 func (p *Port) mark(now sim.Time, b *packet.Buffer) {
+	if c := &p.params.ECN; c.Mode == ECNStep && p.qBytes <= c.K {
+		// Below K nothing is marked, whatever the packet: decided
+		// without reading it (at 1,024 hosts a packet's header is
+		// often cold here). RED reads the packet first, as it draws
+		// only for an ECN-capable one.
+		return
+	}
 	d := b.Data()
 	if len(d) < header.IPv4MinSize || d[0]>>4 != 4 {
 		return // not IPv4: the next switch drops it as malformed

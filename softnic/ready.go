@@ -33,31 +33,21 @@ func (l *readyList) pushBack(c *Conn) {
 	l.n++
 }
 
-// popFront removes and returns the head, or nil.
+// popFront removes and returns the head, or nil (the list's only way
+// out: a connection leaves its list when it is offered a port).
 func (l *readyList) popFront() *Conn {
 	c := l.head
-	if c != nil {
-		l.remove(c)
+	if c == nil {
+		return nil
 	}
-	return c
-}
-
-// remove takes c off the list if it is listed.
-func (l *readyList) remove(c *Conn) {
 	k := &c.links[l.slot]
-	if !k.in {
-		return
-	}
-	if k.prev != nil {
-		k.prev.links[l.slot].next = k.next
-	} else {
-		l.head = k.next
-	}
+	l.head = k.next
 	if k.next != nil {
-		k.next.links[l.slot].prev = k.prev
+		k.next.links[l.slot].prev = nil
 	} else {
-		l.tail = k.prev
+		l.tail = nil
 	}
 	k.in, k.prev, k.next = false, nil, nil
 	l.n--
+	return c
 }

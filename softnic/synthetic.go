@@ -38,7 +38,18 @@ type contentMap struct {
 }
 
 // first returns the index of the first extent that ends after a.
+//
+// Most regions hold one extent or a few, and most lookups fall in the
+// first (a send reading its source) or past the last (a receive placing
+// the next chunk in order): those are answered before the search.
 func (m *contentMap) first(a uint64) int {
+	n := len(m.ext)
+	if n == 0 || m.ext[n-1].end <= a {
+		return n
+	}
+	if m.ext[0].end > a {
+		return 0
+	}
 	i, _ := slices.BinarySearchFunc(m.ext, a, func(e extent, a uint64) int {
 		if e.end <= a {
 			return -1

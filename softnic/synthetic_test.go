@@ -286,3 +286,30 @@ func TestZeroSpan(t *testing.T) {
 		b.Free()
 	}
 }
+
+// TestContentMapFirst: first (with its shortcuts for the first and past
+// the last extent) finds the first extent ending after a, as a scan does,
+// at every a of random maps, before, inside, between and past extents.
+func TestContentMapFirst(t *testing.T) {
+	const size = 200
+	r := rand.New(rand.NewPCG(5, 6))
+	for round := 0; round < 300; round++ {
+		var m contentMap
+		for range r.IntN(8) {
+			a := uint64(r.IntN(size))
+			m.set(a, uint64(r.IntN(size-int(a))+1), uint64(r.IntN(3)+1), uint64(r.IntN(50)))
+		}
+		for a := uint64(0); a <= size+1; a++ {
+			want := len(m.ext)
+			for i, e := range m.ext {
+				if e.end > a {
+					want = i
+					break
+				}
+			}
+			if got := m.first(a); got != want {
+				t.Fatalf("first(%d) = %d, want %d (extents %+v)", a, got, want, m.ext)
+			}
+		}
+	}
+}

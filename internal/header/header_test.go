@@ -172,5 +172,10 @@ func TestChecksumWordByWord(t *testing.T) {
 				t.Fatalf("len %d: Checksum %#x, want %#x", n, got, want)
 			}
 		}
+		// Zeros sum to 0, not to the other zero, 0xffff (what a sum
+		// with an end-around carry gives if it is not careful).
+		if got := Checksum(make([]byte, n), 0); got != 0 {
+			t.Fatalf("len %d: Checksum of zeros %#x, want 0", n, got)
+		}
 	}
 }

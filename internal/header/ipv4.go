@@ -7,6 +7,7 @@ package header
 import (
 	"encoding/binary"
 	"errors"
+	"math/bits"
 	"net/netip"
 )
 
@@ -170,16 +171,27 @@ func (b IPv4) updateChecksum(old, new uint16) {
 // Checksum returns the 16-bit ones'-complement sum of b added to initial
 // (not complemented). A header with a correct checksum sums to 0xffff.
 //
-// Eight bytes are read at a time; the sum is the same integer as word by
-// word (in 64 bits it cannot wrap), so the folded result is too.
+// Eight bytes are added at a time, as one 64-bit word with its carry
+// added back (end-around carry): 2^16 is 1 modulo 0xffff, so a word of
+// four 16-bit words is congruent to their sum, and so is the total, which
+// is zero only when every byte and initial are; the fold to 16 bits then
+// gives the word-by-word result exactly (TestChecksumWordByWord).
 func Checksum(b []byte, initial uint32) uint16 {
 	sum := uint64(initial)
+	var c uint64
 	for len(b) >= 8 {
-		v := binary.BigEndian.Uint64(b)
-		sum += v>>48 + v>>32&0xffff + v>>16&0xffff + v&0xffff
+		sum, c = bits.Add64(sum, binary.BigEndian.Uint64(b), 0)
+		sum += c // no wrap: with a carry, sum is at most 2^64-2
 		b = b[8:]
 	}
-	for len(b) >= 2 {
+	// At most seven bytes are left: their words fit in 48 bits, added
+	// to the 64-bit sum's two halves without overflow.
+	sum = sum>>32 + sum&0xffffffff
+	if len(b) >= 4 {
+		sum += uint64(binary.BigEndian.Uint32(b))
+		b = b[4:]
+	}
+	if len(b) >= 2 {
 		sum += uint64(b[0])<<8 | uint64(b[1])
 		b = b[2:]
 	}

@@ -1,6 +1,9 @@
 package sim
 
-import "math/bits"
+import (
+	"math/bits"
+	"unsafe"
+)
 
 // Func is a timer callback. arg is the value given to Timer.Init; passing a
 // pointer there lets one method value serve many timers without allocating.
@@ -218,8 +221,7 @@ func (l *Loop) arm(t *Timer, at Time, key uint64) {
 	if l.hole() {
 		if t.idx == 0 {
 			l.seq &^= holeBit
-			l.heap[0] = heapEntry{at: at, key: key, t: t}
-			l.down(0)
+			l.sift(0, heapEntry{at: at, key: key, t: t})
 			return
 		}
 		l.settle()
@@ -384,11 +386,18 @@ func (l *Loop) up(i int) {
 // armed by the one running is usually later than most of those pending.
 // A node with four children reads them as one array (one bounds check,
 // not one per child) and keeps a pointer to the hole it fills.
-func (l *Loop) down(i int) {
+func (l *Loop) down(i int) { l.sift(i, l.heap[i]) }
+
+// sift is down for entry e, which goes at i or below (i's slot is a hole
+// whatever it holds): the root's hole takes the entry an event arms
+// without a store and a reload of it.
+func (l *Loop) sift(i int, e heapEntry) {
 	h := l.heap
 	n := len(h)
 	hole := &h[i]
-	e := *hole
+	// base addresses the children of a node with four: c+3 < n was
+	// checked, so the slice's bounds check on h[c:c+4] is redundant.
+	base := unsafe.Pointer(unsafe.SliceData(h))
 	for {
 		c := 4*i + 1
 		if c+3 >= n {
@@ -410,7 +419,7 @@ func (l *Loop) down(i int) {
 		// branches (which child wins is a coin toss the processor
 		// would mispredict about half the time). On equal entries
 		// the lower index wins, as in the scan above.
-		ch := (*[4]heapEntry)(h[c : c+4])
+		ch := (*[4]heapEntry)(unsafe.Add(base, uintptr(c)*unsafe.Sizeof(heapEntry{})))
 		m01 := ch[1].beforeBit(&ch[0])
 		m23 := 2 + ch[3].beforeBit(&ch[2])
 		k := (m01 + (m23-m01)&-ch[m23&3].beforeBit(&ch[m01&3])) & 3
