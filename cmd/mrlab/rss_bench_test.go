@@ -78,13 +78,15 @@ func runSelf(tb testing.TB, args ...string) ([]byte, *syscall.Rusage) {
 // TestBenchRSS128 holds issue #29's 128-host memory figures in the test
 // binary, whose own pages differ from mrlab's: the whole 128-host bench
 // run (one partition) peaks within 15 MiB of `version`, the start-up every
-// command pays (11.3 MiB above here; mrlab itself: 28.4-28.8 MiB against
-// 16.5-17.1 MiB for version, docs/speed.md; TestInitAllocations holds the
+// command pays (11.3 MiB above here; mrlab itself: 30.6-30.9 MiB against
+// 19.2-19.3 MiB for version; TestInitAllocations holds the
 // start-up). With every path's whole state from the first send it was 6
 // MiB higher. The state per connection (the run's peak heap growth over
-// 128 connections) stays under 56 KB (49.6-53.0 KB with 352-byte tiny
+// 128 connections) stays under 60,000 B (49.6-54.6 KB with 352-byte tiny
 // packets and 320-byte path cold state, 51.0-52.7 KB with 384 and 352: it
-// moves with the collector's timing; 96 KB with whole paths), and the
+// moves with the collector's timing, so the exact guards of what was cut
+// are TestSndPathSize and TestTinyPacketOneAllocation; 96 KB with whole
+// paths), and the
 // state per host (the heap the lab's build leaves) under 9,472 B (8,710 or
 // 9,010 B from run to run; 11.0 KB while every NIC port made its host
 // queue up front).
@@ -101,8 +103,8 @@ func TestBenchRSS128(t *testing.T) {
 	if res.HostState > 9472 {
 		t.Errorf("bench leafspine-128h: %d B of state per host, want under 9,472", res.HostState)
 	}
-	if r > v+15<<20 || res.ConnState > 56000 {
-		t.Errorf("bench leafspine-128h: max RSS %.1f MiB against version's %.1f, %d B per connection; want within 15 MiB and under 56,000",
+	if r > v+15<<20 || res.ConnState > 60000 {
+		t.Errorf("bench leafspine-128h: max RSS %.1f MiB against version's %.1f, %d B per connection; want within 15 MiB and under 60,000",
 			float64(r)/(1<<20), float64(v)/(1<<20), res.ConnState)
 	}
 }
