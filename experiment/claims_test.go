@@ -78,10 +78,14 @@ var knownMisses = map[string]string{
 	// first dialer's grant of the whole capacity still outstanding), so
 	// every connection sends one packet and waits; the 4,032 first
 	// packets queue on the planes and the first ACKs come 4.7-9 us after
-	// them. What is left of both is their tail: queues of 50-68 KB at
-	// single planes' ports (4-5.5 us at 100G, below the marking
-	// threshold) hold a connection's last packets, whose paths then wait
-	// for a tail-loss probe. With rate hints off MetaRoCE takes 32.3
+	// them. What is left of both is their tail: with the receivers'
+	// shares adding up to their capacity, queues stand at about the
+	// marking step (64 KiB, 5 us at 100G) on host and fabric ports
+	// alike: in the second operation each of h9's packets to h42 took
+	// 5.0-6.5 us one way against 2 loss-free and idle, so a
+	// connection's last packets and their ACKs come late and its paths
+	// wait for a tail-loss probe (the originals had arrived). With rate
+	// hints off MetaRoCE takes 32.3
 	// and 33.4 us (1.03x); with the second's restart hints held to 25
 	// Gb/s and every connection keeping its planes even it takes 33.7-
 	// 34.1 (the first unchanged); with every first grant C/63 as well,
