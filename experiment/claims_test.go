@@ -68,7 +68,24 @@ var knownMisses = map[string]string{
 	// (620, 520, 340 Gb/s ... then 12.7): the early ones finish at once
 	// and the rest stay paced at C/63 until the hints that rise reach
 	// them after their last packet (99% of the bytes sent at 25.4 us
-	// against RoCEv2's 21.0). With rate hints off MetaRoCE takes 32.3
+	// against RoCEv2's 21.0). The sender's budget (a NIC's connections
+	// pace at most at its capacity together, max-min over their hints)
+	// takes the second to 34.7, 35.5, 35.7 us (seeds 1-3; the first
+	// 39.6-39.8): 0.91, 0.92, 0.90x. What is left of the first is its
+	// first round trip: the first 15 dialers' grants lapse (their
+	// SYN_ACKs came 9 us, more than two handshake RTTs, before the
+	// operation starts) and the later dialers were granted nothing (the
+	// first dialer's grant of the whole capacity still outstanding), so
+	// every connection sends one packet and waits; the 4,032 first
+	// packets queue on the planes and the first ACKs come 4.7-9 us after
+	// them. What is left of both is their tail: with the receivers'
+	// shares adding up to their capacity, queues stand at about the
+	// marking step (64 KiB, 5 us at 100G) on host and fabric ports
+	// alike: in the second operation each of h9's packets to h42 took
+	// 5.0-6.5 us one way against 2 loss-free and idle, so a
+	// connection's last packets and their ACKs come late and its paths
+	// wait for a tail-loss probe (the originals had arrived). With rate
+	// hints off MetaRoCE takes 32.3
 	// and 33.4 us (1.03x); with the second's restart hints held to 25
 	// Gb/s and every connection keeping its planes even it takes 33.7-
 	// 34.1 (the first unchanged); with every first grant C/63 as well,

@@ -15,11 +15,12 @@ import (
 // The connection has one pacing rate R and one window W, the bytes it may
 // have in flight on all its paths together:
 //
-//	R = min(line rate, hint) x m
+//	R = min(line rate, hint, L) x m
 //	W = 5/4 x R x baseRTT / (1 - loss) + 2 MSS   (one packet before the first ACK)
 //
 // hint is the receiver's fair share for this sender (none: the line
-// rate); baseRTT the minimum RTT measured plus the peer's largest ACK
+// rate); L the level of the NIC's sending budget, which keeps its
+// connections' rates together within its capacity (sendshare.go); baseRTT the minimum RTT measured plus the peer's largest ACK
 // delay; loss the connection's measured loss rate, at most 0.5 here (lost
 // packets do not occupy the receiver, but hold their place in W until
 // their loss is seen). The pacer keeps the rate; the window bounds what a
@@ -110,10 +111,12 @@ func (c *Conn) lossRate() float64 { return c.s.lossLost / max(c.s.lossSent, 1) }
 const lossHalfLife = 4096
 
 // refRate is the rate the connection may use without marks: its line
-// rate, or the receiver's hint when that is lower.
+// rate, or the receiver's hint when that is lower, scaled down when the
+// NIC's connections' hints add up to more than its capacity
+// (sendshare.go).
 func (c *Conn) refRate() float64 {
 	if c.s.hint > 0 {
-		return min(c.lineBytes, c.s.hint)
+		return min(c.lineBytes, c.s.hint) * c.sendScale()
 	}
 	return c.lineBytes
 }
@@ -274,6 +277,7 @@ func (c *Conn) noteHint(h uint32) {
 		c.s.pacer.speedUp(c.now, c.s.hint, hint) // more room: the rest of the gap shrinks
 	}
 	c.s.hint = hint
+	c.noteBacklog(false)
 }
 
 // paceRate is R, in bytes per second.

@@ -103,6 +103,9 @@ type ctlState struct {
 	// sender goes on at its hint instead of pausing a round trip while
 	// the flight drains.
 	firstCredit int32
+	// sendBucket is the bucket of the connection's part of the NIC's
+	// sending budget, 0 if none (sendshare.go).
+	sendBucket uint8
 }
 
 var _ transport.Conn = (*Conn)(nil)

@@ -19,6 +19,7 @@ type Protocol struct {
 	opts     Options
 	err      error
 	alloc    *allocator
+	send     sendBudget        // what the NIC's connections pace at together (sendshare.go)
 	accepted map[uint64]uint32 // SYN nonce -> local connection id
 	ports    int
 	lineRate float64
@@ -111,6 +112,7 @@ func (p *Protocol) nicSetup(cfg transport.Config) {
 		p.alloc = newAllocator(capacity, p.opts.RTOMax, p.opts.ECNGain)
 		p.alloc.ports = max(1, cfg.Ports)
 		p.alloc.holdGrants = p.opts.HoldFirstGrant
+		p.send.capacity = int64(capacity / 1000)
 	}
 }
 
@@ -173,6 +175,7 @@ func (p *Protocol) forget(c *Conn) {
 		c.slot = -1
 	}
 	delete(p.entropy0, c) // it never sent, and no longer will
+	c.noteBacklog(true)
 }
 
 // ActiveSenders returns how many senders the NIC's fair-share allocator

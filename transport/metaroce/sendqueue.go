@@ -267,6 +267,7 @@ func (c *Conn) postSend(wr *transport.WorkRequest) error {
 	m.unsent = true
 	if typ != wire.TypeReadReq {
 		c.s.unsent += int64(length)
+		c.noteBacklog(false)
 	}
 	c.st.posted++
 	return nil
@@ -363,6 +364,7 @@ func (c *Conn) failMsg(msn uint32, status transport.Status) {
 		m.unsent = false
 		if m.typ != wire.TypeReadReq {
 			c.s.unsent -= int64(m.length - m.nextOff)
+			c.noteBacklog(false)
 		}
 	}
 }
@@ -433,6 +435,9 @@ func (c *Conn) cutChunk(job int32, msn uint32, size int) uint32 {
 		} else {
 			m.nextOff += uint32(size)
 			c.s.unsent -= int64(size)
+			if c.s.unsent == 0 {
+				c.noteBacklog(false) // the last new data: its part goes
+			}
 		}
 		if m.nextOff >= m.length {
 			m.unsent = false
@@ -445,6 +450,9 @@ func (c *Conn) cutChunk(job int32, msn uint32, size int) uint32 {
 	r.out++
 	r.nextOff += uint32(size)
 	c.s.unsent -= int64(size)
+	if c.s.unsent == 0 {
+		c.noteBacklog(false)
+	}
 	if r.nextOff >= r.length {
 		c.s.respHead++
 		if int(c.s.respHead) == len(c.s.respQ) {
@@ -525,6 +533,7 @@ func (c *Conn) startResp(j int32) {
 	r.ready = true
 	c.ensurePaths()
 	c.s.unsent += int64(r.length)
+	c.noteBacklog(false)
 	c.s.respQ = append(c.s.respQ, j)
 }
 
@@ -565,6 +574,7 @@ func (c *Conn) flushSender(status transport.Status, cause uint32, hasCause bool)
 	c.s.rexmit, c.s.rexHead, c.s.rnr = c.s.rexmit[:0], 0, c.s.rnr[:0]
 	c.s.respQ, c.s.respHead = c.s.respQ[:0], 0
 	c.s.inflight, c.s.unsent = 0, 0
+	c.noteBacklog(false)
 	c.copyFlight = 0
 	for i := range c.s.paths {
 		p := &c.s.paths[i]

@@ -291,6 +291,7 @@ func (c *Conn) takeFirstShare(s wire.Setup) {
 	}
 	if g := s.FirstShareRate(); g > 0 {
 		c.s.hint = g
+		c.noteBacklog(false)
 		if c.cfg.Trace != nil {
 			c.tracef("first share %.3f Gb/s", g*8/1e9)
 		}
