@@ -208,10 +208,11 @@ func (c *Conn) Close() {
 // Conn returns the NIC's connection with local id id, or nil if it has
 // none (never had, or retired it).
 func (n *NIC) Conn(id uint32) *Conn {
-	if id == 0 || int(id) > len(n.conns) {
+	i := n.connIndex(id)
+	if i < 0 {
 		return nil
 	}
-	return n.conns[id-1]
+	return n.conns[i]
 }
 
 // Refuse closes a connection the application did not ask for (a

@@ -91,6 +91,9 @@ func TestKeySource(t *testing.T) {
 		if i := n.connIndex(c.ID()); i < 0 || n.conns[i] != c || n.connIndex(c.ID()+1) >= 0 || n.connIndex(0) >= 0 {
 			t.Fatalf("connection id %d does not name its connection alone", c.ID())
 		}
+		if n.Conn(c.ID()) != c || n.Conn(c.ID()+1) != nil || n.Conn(0) != nil {
+			t.Fatalf("NIC.Conn(%d) does not return its connection alone", c.ID())
+		}
 		if c.ID() >= 1<<24-16 {
 			t.Fatalf("connection id %#x too wide for RoCEv2", c.ID())
 		}
