@@ -119,6 +119,7 @@ func writePerf(w io.Writer, req live.PerfRequest, f workload.Format, res, srv *v
 	r := &Report{}
 	if asJSON {
 		r.Fact("lagging", "lagging", t.Lagging)
+		r.Fact("loop_starved", "loop starved", t.LoopStarved)
 		r.Fact("from", "from", req.From)
 		r.Fact("to", "to", req.To)
 		r.Fact("op", "op", req.Op)
@@ -191,6 +192,9 @@ func writePerf(w io.Writer, req live.PerfRequest, f workload.Format, res, srv *v
 	switch {
 	case res.Errors > 0 || res.Status != "ok" || (req.Verify && !res.Verified):
 		return fmt.Errorf("perf %s->%s: %s, %d errors, verified=%v", req.From, req.To, res.Status, res.Errors, res.Verified)
+	case t.Lagging && t.LoopStarved && !t.Late() && !allowLag:
+		return fmt.Errorf("perf %s->%s: the lab's loop waited for a CPU more than %.0f%% of the run's wall time (%v), so what the run handed the lab may have waited as long before entering it; its figures are not true in wall time (--allow-lag accepts them)",
+			req.From, req.To, 100*t.Limit, t.WallTime)
 	case t.Lagging && !allowLag:
 		return fmt.Errorf("perf %s->%s: the lab could not keep real time during the run (worst lateness %v over %v of lab time); its figures are not true in wall time (--allow-lag accepts them)",
 			req.From, req.To, t.MaxLateness, t.LabTime)
