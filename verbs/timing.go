@@ -29,10 +29,12 @@ type Timing struct {
 	// over the interval are off by as much.
 	Lagging bool
 	Limit   float64
-	// LoopStarved says the lab's verdict is (also) that its loop thread
-	// waited for a CPU longer than Limit of the wall time: what this
-	// program handed the lab may have waited as long before entering it,
-	// which MaxLateness does not count. Lagging is then true.
+	// LoopStarved says the lab's loop thread waited for a CPU beyond
+	// Limit (the lab's rule, labs/live/runqueue.go): what this program
+	// handed the lab may have waited that long before entering it, which
+	// MaxLateness does not count. A bound, not a measured distortion: it
+	// does not make Lagging true, but the verdict no longer says real
+	// time kept.
 	LoopStarved bool
 	// ClientWait is how long this program's threads waited for a CPU
 	// (runnable, not running: the kernel's run_delay, summed over
@@ -70,18 +72,10 @@ func (t Timing) loopNote() string {
 	return ""
 }
 
-// Late reports whether the lab's lateness alone passes Limit (it fell
-// behind, or its clock lost on the wall clock, by more than Limit of
-// LabTime); Lagging may also hold for LoopStarved.
-func (t Timing) Late() bool {
-	lim := time.Duration(t.Limit * float64(t.LabTime))
-	return t.MaxLateness > lim || t.WallTime-t.LabTime > lim
-}
-
 // String is the verdict in one line.
 func (t Timing) String() string {
-	if t.Lagging && t.LoopStarved && !t.Late() {
-		return fmt.Sprintf("LOOP STARVED: the lab's loop waited for a CPU more than %.0f%% of the wall time, so what this program handed it may have waited as long before entering the lab, which its lateness (worst %v) does not count; over %v of lab time and %v of wall time, rates and times measured meanwhile are not true in wall time%s",
+	if !t.Lagging && t.LoopStarved {
+		return fmt.Sprintf("LOOP STARVED: the lab's loop waited for a CPU beyond %.0f%% of the run, so what this program handed it may have waited that long before entering the lab, which its lateness (worst %v) does not count; over %v of lab time and %v of wall time, rates and times measured meanwhile may not be true in wall time%s",
 			100*t.Limit, t.MaxLateness.Round(time.Microsecond), t.LabTime.Round(time.Microsecond), t.WallTime.Round(time.Microsecond), t.clientNote())
 	}
 	if !t.Lagging {

@@ -490,10 +490,10 @@ func statusReport(s live.Status, allLinks bool) *Report {
 	if s.Lag.LoopWait >= 0 {
 		// What lateness cannot see: the loop thread's waits for a CPU,
 		// during which input waited in the hosts' kernels.
-		r.Fact("loop_cpu_wait", "loop's CPU wait", fmt.Sprintf("%v in all, %v in the last window", s.Lag.LoopWait.Round(time.Microsecond), s.Lag.LoopWaitWindow.Round(time.Microsecond)))
+		r.Fact("loop_cpu_wait", "loop's CPU wait", fmt.Sprintf("%v in all, %v in the last window (at most %v at once)", s.Lag.LoopWait.Round(time.Microsecond), s.Lag.LoopWaitWindow.Round(time.Microsecond), s.Lag.LoopWaitMax.Round(time.Microsecond)))
 	}
 	if s.Lag.StarvedWindows > 0 {
-		r.Fact("starved_windows", "LOOP STARVED", fmt.Sprintf("in %d periods the loop waited for a CPU more than %.0f%% of the period: input may have waited as long to enter the lab", s.Lag.StarvedWindows, 100*live.MaxLagFraction))
+		r.Fact("starved_windows", "LOOP STARVED", fmt.Sprintf("in %d periods the loop's waits for a CPU may have held input more than %.0f%% of the period before it entered the lab", s.Lag.StarvedWindows, 100*live.MaxLagFraction))
 	}
 	if s.Lag.Warnings > 0 {
 		r.Fact("lag_warnings", "WARNING", fmt.Sprintf("could not keep real time in %d periods: delays and rates are distorted", s.Lag.Warnings))

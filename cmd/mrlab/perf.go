@@ -141,7 +141,7 @@ func writePerf(w io.Writer, req live.PerfRequest, f workload.Format, res, srv *v
 			r.Fact("goodput_gbps", "goodput (Gbit/s)", fmt.Sprintf("%.3f", res.Goodput/1e9))
 		}
 	} else {
-		if t.Lagging || t.ClientStarved() {
+		if t.Lagging || t.LoopStarved || t.ClientStarved() {
 			// The first line of the output, before any figure.
 			if _, err := fmt.Fprintln(w, t); err != nil {
 				return err
@@ -192,9 +192,6 @@ func writePerf(w io.Writer, req live.PerfRequest, f workload.Format, res, srv *v
 	switch {
 	case res.Errors > 0 || res.Status != "ok" || (req.Verify && !res.Verified):
 		return fmt.Errorf("perf %s->%s: %s, %d errors, verified=%v", req.From, req.To, res.Status, res.Errors, res.Verified)
-	case t.Lagging && t.LoopStarved && !t.Late() && !allowLag:
-		return fmt.Errorf("perf %s->%s: the lab's loop waited for a CPU more than %.0f%% of the run's wall time (%v), so what the run handed the lab may have waited as long before entering it; its figures are not true in wall time (--allow-lag accepts them)",
-			req.From, req.To, 100*t.Limit, t.WallTime)
 	case t.Lagging && !allowLag:
 		return fmt.Errorf("perf %s->%s: the lab could not keep real time during the run (worst lateness %v over %v of lab time); its figures are not true in wall time (--allow-lag accepts them)",
 			req.From, req.To, t.MaxLateness, t.LabTime)

@@ -278,7 +278,7 @@ type Reply struct {
 	LabNs, WallNs, MaxLateNs uint64
 	Events, EventsLate       uint64
 	Lagging                  bool
-	LoopStarved              bool   // the lab's loop waited for a CPU beyond the limit (part of Lagging)
+	LoopStarved              bool   // the lab's loop waited for a CPU beyond the limit (a bound; Lagging does not follow)
 	LimitPPM                 uint32 // the lateness allowed, in millionths of LabNs
 
 	// QUERY_QP: the QP's state and its connection's counters.

@@ -125,8 +125,8 @@ func newLabCollector(l *Lab) *labCollector {
 	c := &labCollector{l: l, nicCtr: map[string]*prometheus.Desc{}, kernel: map[string]*prometheus.Desc{},
 		loop: map[string]*prometheus.Desc{
 			"cpu_wait": prometheus.NewDesc("mrlab_loop_cpu_wait_seconds_total", "Time the lab loop's thread waited on a CPU run queue (runnable, not running): input waits meanwhile, which event lateness does not count.", nil, nil),
-			"starved":  prometheus.NewDesc("mrlab_loop_starved_windows_total", "Periods in which the lab loop's thread waited for a CPU more than 1% of the period.", nil, nil),
-			"warnings": prometheus.NewDesc("mrlab_loop_lag_warnings_total", "Periods in which the lab could not keep (or vouch for) real time: late or starved beyond 1% of the period.", nil, nil),
+			"starved":  prometheus.NewDesc("mrlab_loop_starved_windows_total", "Periods, not late, in which inputs may have waited for the lab loop's thread to get a CPU more than 1% of the period (labs/live/runqueue.go).", nil, nil),
+			"warnings": prometheus.NewDesc("mrlab_loop_lag_warnings_total", "Periods in which the lab fell behind the wall clock by more than 1% of the period.", nil, nil),
 		},
 		link: map[string]*prometheus.Desc{
 			"corrupted":  prometheus.NewDesc("mrlab_link_corrupted_total", "Packets the link's impairment flipped a bit of (both directions).", []string{"link"}, nil),

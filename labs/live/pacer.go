@@ -115,14 +115,19 @@ type LagStats struct {
 	// still left packets queued (their senders' mr0 rings fill next).
 	LooksCut uint64 `json:"looks_cut"`
 	// LoopWait is the loop thread's time on a CPU run queue (runnable,
-	// not running) since Run, read once per window; negative when the
-	// kernel does not say. LoopWaitWindow is the last complete window's:
-	// a window in which it passed MaxLagFraction of the window counts
-	// in StarvedWindows and in Warnings (runqueue.go: inputs may have
-	// waited that long to enter the lab, which lateness does not count).
+	// not running) since Run, summed per window; negative when the
+	// kernel does not say. LoopWaitWindow is the last complete window's;
+	// StarvedWindows counts the windows, not late, in which runqueue.go's
+	// rule says inputs may have waited longer than MaxLagFraction of the
+	// window to enter the lab, which lateness does not count (logged
+	// through Warn; not in Warnings, which count measured distortion).
 	LoopWait       time.Duration `json:"loop_cpu_wait_ns"`
 	LoopWaitWindow time.Duration `json:"loop_cpu_wait_window_ns"`
 	StarvedWindows uint64        `json:"starved_windows"`
+	// LoopWaitMax is the last complete window's largest run-queue wait
+	// between two samples (every 10 ms of the loop's passes): no single
+	// wait of the loop in it was longer.
+	LoopWaitMax time.Duration `json:"loop_cpu_wait_max_ns"`
 }
 
 // Pacer owns a sim.Loop and runs it paced to the wall clock: virtual time is
@@ -166,6 +171,9 @@ type Pacer struct {
 	waitFor   time.Duration // the wait to its next event the loop sleeps for (spin.go's class)
 	rq        runQueue      // the loop thread's run-queue wait (runqueue.go)
 	winRQ     time.Duration // its reading at the window's start (-1: unknown)
+	lastRQ    time.Duration // its last sample (-1: unknown)
+	winRQMax  time.Duration // the window's largest wait between samples
+	winCut    uint64        // LooksCut at the window's start
 
 	// published is a copy of lag the loop refreshes for other goroutines.
 	mu        sync.Mutex
@@ -205,6 +213,7 @@ func NewPacer(loop *sim.Loop, pool *packet.Pool, cfg PacerConfig) (*Pacer, error
 		direct:  directInputs{ep: -1},
 		rq:      runQueue{fd: -1},
 		winRQ:   -1,
+		lastRQ:  -1,
 	}
 	return p, nil
 }
@@ -315,7 +324,7 @@ func (p *Pacer) Run(ctx context.Context) error {
 	// Opened on the loop's thread, so it reads that thread's waits.
 	p.rq = openRunQueue()
 	p.winRQ, p.lag.LoopWait = p.rq.wait(), -1
-	p.lag.LoopWaitWindow = -1
+	p.lastRQ, p.lag.LoopWaitWindow = p.winRQ, -1
 	p.spin = newSpinner(p.cfg.Spin, p.inForce, p.cfg.LagThreshold, eventTolerance(p.cfg.LagThreshold))
 	p.lag.Spin, _, _ = p.spin.report()
 	defer func() {
@@ -534,6 +543,7 @@ func (p *Pacer) inject(b *inBatch) {
 // publish copies the loop's figures for other goroutines. Loop goroutine
 // only (it reads the loop thread's CPU time).
 func (p *Pacer) publish() {
+	p.sampleRQ()
 	var ru unix.Rusage
 	if unix.Getrusage(unix.RUSAGE_THREAD, &ru) == nil {
 		p.lag.LoopCPU = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())

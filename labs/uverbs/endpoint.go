@@ -112,10 +112,10 @@ type Timing struct {
 	// the lab may fall behind before it is lagging.
 	Lagging bool
 	Limit   float64
-	// LoopStarved says the runtime's loop waited for a CPU longer than
-	// Limit of WallTime (part of Lagging): what clients handed the lab
-	// may have waited as long before entering it, which MaxLateness
-	// does not count.
+	// LoopStarved says the runtime's loop waited for a CPU beyond Limit
+	// (a bound, not part of Lagging): what clients handed the lab may
+	// have waited that long before entering it, which MaxLateness does
+	// not count.
 	LoopStarved bool
 }
 
