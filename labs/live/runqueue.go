@@ -44,11 +44,11 @@ import (
 // bound, not a measured distortion, so it does not make a run Lagging
 // (perf's exit status), as CLIENT STARVED does not: measured on
 // TestLiveSenderAboveLine's flood (30,000 datagrams in 0.35-1.7 s, load
-// 2.4-5.5), deadline loops waited 9-17 ms in tiny waits (at most 1-6 ms
-// between samples) with looks cut, were starved by the rule in 11 of 19
-// runs, and none of those dropped anything; every run that dropped more
-// than 1% at mr0's ring (7, deadline and fair) was late beyond the limit
-// too. A wait the timer's wake-up suffered also counts as lateness; the
+// 2.4-5.5), deadline loops waited 9-17 ms (at most 1-6 ms between
+// samples) with looks cut, and the rule starved 14 of the 19 runs that
+// were not late, none of which dropped anything; every run but one that
+// dropped more than 1% at mr0's ring (10 of 11 in 56, deadline and fair)
+// was late beyond the limit too. A wait the timer's wake-up suffered also counts as lateness; the
 // rules overlap there.
 
 // runQueue reads the loop thread's run_delay. The descriptor is opened on

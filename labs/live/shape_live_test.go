@@ -103,7 +103,7 @@ func TestLiveSenderAboveLine(t *testing.T) {
 	// on the run queue, one run "real time kept"). The lab now counts
 	// the second (runqueue.go: LOOP STARVED). A run that drops more than
 	// 1% at the ring and says neither LAGGING nor LOOP STARVED is still a
-	// known miss: in 44 runs at load 2.4-9, 9 of the 10 such runs were
+	// known miss: in 56 runs at load 2.4-9, 10 of the 11 such runs were
 	// LAGGING, the other said real time kept (deadline, 303 dropped, 9.8
 	// ms late, the loop 17 ms on the run queue in 2 s), so the assertion
 	// would not hold.
