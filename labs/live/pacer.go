@@ -321,10 +321,7 @@ func (p *Pacer) Run(ctx context.Context) error {
 	// real-time bandwidth until the process exits (every later deadline
 	// lab in the process was refused).
 	defer resetPolicy()
-	// Opened on the loop's thread, so it reads that thread's waits.
-	p.rq = openRunQueue()
-	p.winRQ, p.lag.LoopWait = p.rq.wait(), -1
-	p.lastRQ, p.lag.LoopWaitWindow = p.winRQ, -1
+	p.openRQ()
 	p.spin = newSpinner(p.cfg.Spin, p.inForce, p.cfg.LagThreshold, eventTolerance(p.cfg.LagThreshold))
 	p.lag.Spin, _, _ = p.spin.report()
 	defer func() {

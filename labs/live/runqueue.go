@@ -144,6 +144,14 @@ func inputBound(wait, waitMax time.Duration, cut uint64) time.Duration {
 	return waitMax
 }
 
+// openRQ opens the loop thread's run-queue reader. On the loop's thread
+// (Run, locked to it), so it reads that thread's waits.
+func (p *Pacer) openRQ() {
+	p.rq = openRunQueue()
+	p.winRQ, p.lag.LoopWait = p.rq.wait(), -1
+	p.lastRQ, p.lag.LoopWaitWindow, p.lag.LoopWaitMax = p.winRQ, -1, -1
+}
+
 // sampleRQ reads the loop thread's run-queue wait and records its growth
 // since the last sample as a bound on a single wait, for the window and
 // for every open watch. Loop goroutine only.

@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -145,7 +146,7 @@ func TestPacerCountsLoopCPUWait(t *testing.T) {
 	var cpu unix.CPUSet
 	cpu.Set(0)
 	var wg sync.WaitGroup
-	stop := make(chan struct{})
+	var stop atomic.Bool
 	for range 2 {
 		wg.Add(1)
 		go func() {
@@ -155,12 +156,7 @@ func TestPacerCountsLoopCPUWait(t *testing.T) {
 				t.Error(err)
 				return
 			}
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
+			for !stop.Load() {
 			}
 		}()
 	}
@@ -182,7 +178,7 @@ func TestPacerCountsLoopCPUWait(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	close(stop)
+	stop.Store(true)
 	wg.Wait()
 	var tm Timing
 	if err := p.Do(ctx, func(sim.Time) { tm = w.stop() }); err != nil {
