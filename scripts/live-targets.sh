@@ -56,7 +56,7 @@ perfruns() {
 		first=$(head -1 <<<"$out")
 		case $first in LAGGING*) ;; *) ok=$((ok + 1)) ;; esac
 		printf '  %s %s run %d load %s: %s | %s\n' "$tag" "$lab" "$i" "$(load)" \
-			"$(grep -oE '^(LAGGING: the lab fell up to [^ ]+|real time kept)' <<<"$out")" \
+			"$(grep -oE '^(LAGGING: the lab fell up to [^ ]+|LOOP STARVED|real time kept)' <<<"$out")" \
 			"$(grep -oE "worst lateness [^;]*|CLIENT STARVED: this program's threads waited [^ ]+" <<<"$out" | tr '\n' ' ')"
 	done
 	"$bin" down "$name" >/dev/null

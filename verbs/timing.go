@@ -29,6 +29,13 @@ type Timing struct {
 	// over the interval are off by as much.
 	Lagging bool
 	Limit   float64
+	// LoopStarved says the lab's loop thread waited for a CPU beyond
+	// Limit (the lab's rule, labs/live/runqueue.go): what this program
+	// handed the lab may have waited that long before entering it, which
+	// MaxLateness does not count. A bound, not a measured distortion: it
+	// does not make Lagging true, but the verdict no longer says real
+	// time kept.
+	LoopStarved bool
 	// ClientWait is how long this program's threads waited for a CPU
 	// (runnable, not running: the kernel's run_delay, summed over
 	// threads) during the interval; negative when the kernel does not
@@ -57,15 +64,27 @@ func (t Timing) clientNote() string {
 	return fmt.Sprintf(", this program's threads waited %v for a CPU", t.ClientWait.Round(time.Microsecond))
 }
 
+// loopNote adds the lab's loop starvation to a LAGGING verdict.
+func (t Timing) loopNote() string {
+	if t.LoopStarved {
+		return "; LOOP STARVED too: the lab's loop waited for a CPU beyond the limit"
+	}
+	return ""
+}
+
 // String is the verdict in one line.
 func (t Timing) String() string {
+	if !t.Lagging && t.LoopStarved {
+		return fmt.Sprintf("LOOP STARVED: the lab's loop waited for a CPU beyond %.0f%% of the run, so what this program handed it may have waited that long before entering the lab, which its lateness (worst %v) does not count; over %v of lab time and %v of wall time, rates and times measured meanwhile may not be true in wall time%s",
+			100*t.Limit, t.MaxLateness.Round(time.Microsecond), t.LabTime.Round(time.Microsecond), t.WallTime.Round(time.Microsecond), t.clientNote())
+	}
 	if !t.Lagging {
 		return fmt.Sprintf("real time kept: lab time %v, wall time %v, worst lateness %v%s",
 			t.LabTime.Round(time.Microsecond), t.WallTime.Round(time.Microsecond), t.MaxLateness.Round(time.Microsecond), t.clientNote())
 	}
 	return fmt.Sprintf("LAGGING: the lab fell up to %v behind the wall clock (%d of %d events late) over %v of lab time and %v of wall time: rates and times measured meanwhile are not true in wall time (limit %.0f%%)%s",
 		t.MaxLateness.Round(time.Microsecond), t.EventsLate, t.Events, t.LabTime.Round(time.Microsecond),
-		t.WallTime.Round(time.Microsecond), 100*t.Limit, t.clientNote())
+		t.WallTime.Round(time.Microsecond), 100*t.Limit, t.loopNote()+t.clientNote())
 }
 
 // Stopwatch follows the lab's timing from StartTiming to Stop.
@@ -98,7 +117,7 @@ func (w *Stopwatch) Stop() (Timing, error) {
 		wait = max(end-w.wait, 0)
 	}
 	return Timing{LabTime: time.Duration(r.LabNs), WallTime: time.Duration(r.WallNs), MaxLateness: time.Duration(r.MaxLateNs),
-		Events: r.Events, EventsLate: r.EventsLate, Lagging: r.Lagging, Limit: float64(r.LimitPPM) / 1e6, ClientWait: wait}, nil
+		Events: r.Events, EventsLate: r.EventsLate, Lagging: r.Lagging, LoopStarved: r.LoopStarved, Limit: float64(r.LimitPPM) / 1e6, ClientWait: wait}, nil
 }
 
 // cpuWait is how long this process's threads have waited on a run queue,

@@ -39,3 +39,25 @@ func TestTimingClientStarved(t *testing.T) {
 		})
 	}
 }
+
+// TestTimingLoopStarved: the lab's verdict that its loop waited for a CPU
+// beyond the limit leads the line when the lab was not lagging (it no
+// longer says real time kept), and is added to a LAGGING one.
+func TestTimingLoopStarved(t *testing.T) {
+	base := Timing{LabTime: 3 * time.Second, WallTime: 3 * time.Second, Limit: 0.01, ClientWait: -1, LoopStarved: true}
+	on := base
+	on.MaxLateness = 2 * time.Millisecond
+	if s := on.String(); !strings.HasPrefix(s, "LOOP STARVED: the lab's loop waited for a CPU beyond 1% of the run") {
+		t.Errorf("a starved loop on time: %q", s)
+	}
+	late := base
+	late.MaxLateness, late.Lagging = 84*time.Millisecond, true
+	if s := late.String(); !strings.HasPrefix(s, "LAGGING") || !strings.Contains(s, "LOOP STARVED too") {
+		t.Errorf("a starved loop also late: %q", s)
+	}
+	kept := base
+	kept.LoopStarved = false
+	if s := kept.String(); !strings.HasPrefix(s, "real time kept") || strings.Contains(s, "STARVED") {
+		t.Errorf("a kept run: %q", s)
+	}
+}

@@ -464,6 +464,21 @@ func newStatusCommand() *cli.Command {
 	}
 }
 
+// loopWaitFacts adds what lateness cannot see to a status: the loop
+// thread's waits for a CPU, during which input waited in the hosts'
+// kernels, and the periods labs/live/runqueue.go's rule says they may
+// have held input beyond the limit.
+func loopWaitFacts(r *Report, l live.LagStats) {
+	if l.LoopWait >= 0 {
+		r.Fact("loop_cpu_wait", "loop's CPU wait", fmt.Sprintf("%v in all, %v in the last window (at most %v at once)",
+			l.LoopWait.Round(time.Microsecond), l.LoopWaitWindow.Round(time.Microsecond), l.LoopWaitMax.Round(time.Microsecond)))
+	}
+	if l.StarvedWindows > 0 {
+		r.Fact("starved_windows", "LOOP STARVED", fmt.Sprintf("in %d periods the loop's waits for a CPU may have held input more than %.0f%% of the period before it entered the lab",
+			l.StarvedWindows, 100*live.MaxLagFraction))
+	}
+}
+
 func statusReport(s live.Status, allLinks bool) *Report {
 	r := &Report{}
 	r.Fact("lab", "lab", s.Lab)
@@ -487,6 +502,7 @@ func statusReport(s live.Status, allLinks bool) *Report {
 	// loop that could not keep up with its senders).
 	r.Fact("look_rounds", "kernel read rounds", s.Lag.LookRounds)
 	r.Fact("looks_cut", "kernel looks cut", s.Lag.LooksCut)
+	loopWaitFacts(r, s.Lag)
 	if s.Lag.Warnings > 0 {
 		r.Fact("lag_warnings", "WARNING", fmt.Sprintf("could not keep real time in %d periods: delays and rates are distorted", s.Lag.Warnings))
 	}

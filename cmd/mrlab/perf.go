@@ -119,6 +119,7 @@ func writePerf(w io.Writer, req live.PerfRequest, f workload.Format, res, srv *v
 	r := &Report{}
 	if asJSON {
 		r.Fact("lagging", "lagging", t.Lagging)
+		r.Fact("loop_starved", "loop starved", t.LoopStarved)
 		r.Fact("from", "from", req.From)
 		r.Fact("to", "to", req.To)
 		r.Fact("op", "op", req.Op)
@@ -140,7 +141,7 @@ func writePerf(w io.Writer, req live.PerfRequest, f workload.Format, res, srv *v
 			r.Fact("goodput_gbps", "goodput (Gbit/s)", fmt.Sprintf("%.3f", res.Goodput/1e9))
 		}
 	} else {
-		if t.Lagging || t.ClientStarved() {
+		if t.Lagging || t.LoopStarved || t.ClientStarved() {
 			// The first line of the output, before any figure.
 			if _, err := fmt.Fprintln(w, t); err != nil {
 				return err

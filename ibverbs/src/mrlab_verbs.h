@@ -151,7 +151,7 @@ struct mv_set_rnr { uint32_t qp; uint8_t rnr_retry, min_rnr_timer, mask, reserve
 _Static_assert(sizeof(struct mv_set_rnr) == 8, "mv_set_rnr");
 struct mv_unwatch_reply {
 	uint64_t lab_ns, wall_ns, max_late_ns, events, events_late;
-	uint8_t lagging, reserved[3];
+	uint8_t lagging, loop_starved, reserved[2];
 	uint32_t limit_ppm;
 };
 _Static_assert(sizeof(struct mv_unwatch_reply) == 48, "mv_unwatch_reply");

@@ -278,6 +278,7 @@ type Reply struct {
 	LabNs, WallNs, MaxLateNs uint64
 	Events, EventsLate       uint64
 	Lagging                  bool
+	LoopStarved              bool   // the lab's loop waited for a CPU beyond the limit (a bound; Lagging does not follow)
 	LimitPPM                 uint32 // the lateness allowed, in millionths of LabNs
 
 	// QUERY_QP: the QP's state and its connection's counters.
@@ -354,6 +355,9 @@ func AppendReply(b []byte, r *Reply) []byte {
 		}
 		if r.Lagging {
 			p[40] = 1
+		}
+		if r.LoopStarved {
+			p[41] = 1
 		}
 		le.PutUint32(p[44:], r.LimitPPM)
 	case OpQueryQP:
@@ -435,7 +439,7 @@ func DecodeReply(msg []byte, nfds int) (Reply, error) {
 		for i, v := range []*uint64{&r.LabNs, &r.WallNs, &r.MaxLateNs, &r.Events, &r.EventsLate} {
 			*v = le.Uint64(b[8*i:])
 		}
-		r.Lagging, r.LimitPPM = b[40] == 1, le.Uint32(b[44:])
+		r.Lagging, r.LoopStarved, r.LimitPPM = b[40] == 1, b[41] == 1, le.Uint32(b[44:])
 	case OpQueryQP:
 		r.QPState, r.ConnID, r.Trans = le.Uint32(b[0:]), le.Uint32(b[4:]), b[8]
 		for i, v := range []*uint64{&r.TxPackets, &r.RxPackets, &r.Retransmits, &r.Timeouts, &r.ECNEchoes, &r.CEReceived} {

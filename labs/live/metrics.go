@@ -92,7 +92,8 @@ type registrar interface {
 // NIC's drops by reason, refused connections, access and protection
 // errors, corrupted and duplicate packets and the data oracle's checks
 // (per host), each link's corrupted and duplicated packets, and the
-// kernel's counters of each host's mr0. A scrape reads
+// kernel's counters of each host's mr0, and the loop's timing: its run-
+// queue wait, starved and warned windows (runqueue.go). A scrape reads
 // them through the loop (one status per scrape).
 type labCollector struct {
 	l       *Lab
@@ -101,6 +102,7 @@ type labCollector struct {
 	nicCtr  map[string]*prometheus.Desc
 	kernel  map[string]*prometheus.Desc
 	link    map[string]*prometheus.Desc
+	loop    map[string]*prometheus.Desc
 }
 
 // nicCounters are the NIC counters exported besides drops, with help.
@@ -121,6 +123,11 @@ var nicCounters = map[string]string{
 
 func newLabCollector(l *Lab) *labCollector {
 	c := &labCollector{l: l, nicCtr: map[string]*prometheus.Desc{}, kernel: map[string]*prometheus.Desc{},
+		loop: map[string]*prometheus.Desc{
+			"cpu_wait": prometheus.NewDesc("mrlab_loop_cpu_wait_seconds_total", "Time the lab loop's thread waited on a CPU run queue (runnable, not running): input waits meanwhile, which event lateness does not count.", nil, nil),
+			"starved":  prometheus.NewDesc("mrlab_loop_starved_windows_total", "Periods, not late, in which inputs may have waited for the lab loop's thread to get a CPU more than 1% of the period (labs/live/runqueue.go).", nil, nil),
+			"warnings": prometheus.NewDesc("mrlab_loop_lag_warnings_total", "Periods in which the lab fell behind the wall clock by more than 1% of the period.", nil, nil),
+		},
 		link: map[string]*prometheus.Desc{
 			"corrupted":  prometheus.NewDesc("mrlab_link_corrupted_total", "Packets the link's impairment flipped a bit of (both directions).", []string{"link"}, nil),
 			"duplicated": prometheus.NewDesc("mrlab_link_duplicated_total", "Packets the link's impairment sent twice (both directions).", []string{"link"}, nil),
@@ -151,6 +158,9 @@ func (c *labCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range c.link {
 		ch <- d
 	}
+	for _, d := range c.loop {
+		ch <- d
+	}
 }
 
 func (c *labCollector) Collect(ch chan<- prometheus.Metric) {
@@ -176,6 +186,11 @@ func (c *labCollector) Collect(ch chan<- prometheus.Metric) {
 			}
 		}
 	}
+	if s.Lag.LoopWait >= 0 {
+		ch <- prometheus.MustNewConstMetric(c.loop["cpu_wait"], prometheus.CounterValue, s.Lag.LoopWait.Seconds())
+	}
+	counter(c.loop["starved"], s.Lag.StarvedWindows)
+	counter(c.loop["warnings"], s.Lag.Warnings)
 	for _, k := range s.Engine.Links {
 		counter(c.link["corrupted"], k.Corrupted, k.Name)
 		counter(c.link["duplicated"], k.Duplicated, k.Name)

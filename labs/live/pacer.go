@@ -15,7 +15,6 @@ package live
 import (
 	"context"
 	"errors"
-	"fmt"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -115,6 +114,20 @@ type LagStats struct {
 	// still readable: the loop read the kernels as fast as it could and
 	// still left packets queued (their senders' mr0 rings fill next).
 	LooksCut uint64 `json:"looks_cut"`
+	// LoopWait is the loop thread's time on a CPU run queue (runnable,
+	// not running) since Run, summed per window; negative when the
+	// kernel does not say. LoopWaitWindow is the last complete window's;
+	// StarvedWindows counts the windows, not late, in which runqueue.go's
+	// rule says inputs may have waited longer than MaxLagFraction of the
+	// window to enter the lab, which lateness does not count (logged
+	// through Warn; not in Warnings, which count measured distortion).
+	LoopWait       time.Duration `json:"loop_cpu_wait_ns"`
+	LoopWaitWindow time.Duration `json:"loop_cpu_wait_window_ns"`
+	StarvedWindows uint64        `json:"starved_windows"`
+	// LoopWaitMax is the last complete window's largest run-queue wait
+	// between two samples (every 10 ms of the loop's passes): no single
+	// wait of the loop in it was longer.
+	LoopWaitMax time.Duration `json:"loop_cpu_wait_max_ns"`
 }
 
 // Pacer owns a sim.Loop and runs it paced to the wall clock: virtual time is
@@ -156,6 +169,11 @@ type Pacer struct {
 	winWhat   string        // what that step was
 	spin      spinner
 	waitFor   time.Duration // the wait to its next event the loop sleeps for (spin.go's class)
+	rq        runQueue      // the loop thread's run-queue wait (runqueue.go)
+	winRQ     time.Duration // its reading at the window's start (-1: unknown)
+	lastRQ    time.Duration // its last sample (-1: unknown)
+	winRQMax  time.Duration // the window's largest wait between samples
+	winCut    uint64        // LooksCut at the window's start
 
 	// published is a copy of lag the loop refreshes for other goroutines.
 	mu        sync.Mutex
@@ -193,6 +211,9 @@ func NewPacer(loop *sim.Loop, pool *packet.Pool, cfg PacerConfig) (*Pacer, error
 		w:       w,
 		done:    make(chan struct{}),
 		direct:  directInputs{ep: -1},
+		rq:      runQueue{fd: -1},
+		winRQ:   -1,
+		lastRQ:  -1,
 	}
 	return p, nil
 }
@@ -300,12 +321,15 @@ func (p *Pacer) Run(ctx context.Context) error {
 	// real-time bandwidth until the process exits (every later deadline
 	// lab in the process was refused).
 	defer resetPolicy()
+	p.openRQ()
 	p.spin = newSpinner(p.cfg.Spin, p.inForce, p.cfg.LagThreshold, eventTolerance(p.cfg.LagThreshold))
 	p.lag.Spin, _, _ = p.spin.report()
 	defer func() {
 		p.stopped.Store(true)
 		p.direct.close()
 		p.w.close()
+		p.rq.close()
+		p.rq = runQueue{fd: -1}
 		p.publish()
 		close(p.done)
 	}()
@@ -513,39 +537,10 @@ func (p *Pacer) inject(b *inBatch) {
 	b.n = 0
 }
 
-// checkWarn emits the "cannot keep real time" warning when the last
-// window fell behind the wall clock by more than MaxLagFraction of the
-// window (10ms in a second): what any figure measured across that window
-// would be off by. Events a few milliseconds late now and then (the OS
-// preempted the loop once) are counted in the stats but not warned about,
-// so a warning always means figures are distorted.
-func (p *Pacer) checkWarn(now sim.Time) {
-	if time.Duration(now)-p.winStart < p.cfg.WarnEvery {
-		return
-	}
-	if p.winMax > time.Duration(MaxLagFraction*float64(p.cfg.WarnEvery)) {
-		p.lag.Warnings++
-		if p.cfg.Warn != nil {
-			// Where the time went: a loop woken that late was kept from
-			// running (by the kernel or the Go runtime); one woken on
-			// time fell behind while running, and its longest step (an
-			// event, posts and inputs, or the verbs rings; a step the
-			// thread was preempted in counts too) says whether one piece
-			// of work held it up.
-			p.cfg.Warn(fmt.Sprintf("lab cannot keep real time: it fell %v behind the wall clock in the last %v (%d events ran more than %v late; its worst wake-up from a sleep was %v late, its longest step %v: %s); delays and rates are distorted",
-				p.winMax.Round(time.Microsecond), p.cfg.WarnEvery, p.winLate, p.cfg.LagThreshold, p.spin.cur.Round(time.Microsecond), p.winStep.Round(time.Microsecond), p.winWhat))
-		}
-	}
-	p.winLate, p.winRun, p.winMax, p.winStart = 0, 0, 0, time.Duration(now)
-	p.winStep, p.winWhat = 0, ""
-	p.spin.roll()
-	p.lag.Spin, p.lag.Batch, p.lag.WakeP99 = p.spin.report()
-	p.lag.WakeLatency, p.lag.SleepCost = p.spin.prev, p.spin.cost
-}
-
 // publish copies the loop's figures for other goroutines. Loop goroutine
 // only (it reads the loop thread's CPU time).
 func (p *Pacer) publish() {
+	p.sampleRQ()
 	var ru unix.Rusage
 	if unix.Getrusage(unix.RUSAGE_THREAD, &ru) == nil {
 		p.lag.LoopCPU = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())

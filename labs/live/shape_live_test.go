@@ -20,7 +20,9 @@ import (
 // TUN frees each packet as it queues it, the sender never blocks, and
 // what it sends faster than the lab reads is dropped at mr0's ring
 // (tx_dropped). The test does not judge a run during which the lab fell
-// behind the wall clock (it then reads late, whatever the kernel does).
+// behind the wall clock or its loop may have been kept from its CPU long
+// enough to matter (LOOP STARVED): it then reads late, whatever the
+// kernel does.
 func TestLiveSenderAboveLine(t *testing.T) {
 	testenv.RequireNamespaces(t)
 	l, _ := upLive(t, "b2b", "s", Options{})
@@ -87,14 +89,7 @@ func TestLiveSenderAboveLine(t *testing.T) {
 	t.Logf("sent %d datagrams in %v (%.2f Gbit/s; the NIC's line takes %v), %d send errors; the lab read %d; drops: mr0 qdisc %d, mr0 ring %d, NICs %d; %s; loop policy %s",
 		n, took.Round(time.Millisecond), float64(n*ipSize*8)/took.Seconds()/1e9, line.Round(time.Millisecond), sendErrs,
 		read, k.QdiscDropped-k0.QdiscDropped, k.TxDropped-k0.TxDropped, nic, tm.Verdict(), policyWord(l.pacer.Lag().Priority))
-	if tm.Lagging() {
-		t.Skipf("the lab fell behind the wall clock during the run: %s", tm.Verdict())
-	}
 	ring := k.TxDropped - k0.TxDropped
-	if sendErrs != 0 || read+ring < n || k.QdiscDropped != k0.QdiscDropped || nic != 0 {
-		t.Errorf("a sender faster than its NIC lost datagrams on its own side: %d send errors, %d of %d read by the lab, %d dropped at mr0's ring, %d at its qdisc, %d at the NICs",
-			sendErrs, read, n, ring, k.QdiscDropped-k0.QdiscDropped, nic)
-	}
 	// The ring loses what the loop reads late, and the lab's lateness
 	// does not see it: a packet enters the lab when it is read, so its
 	// events run on time however long it waited in the ring (14,862 of
@@ -103,25 +98,32 @@ func TestLiveSenderAboveLine(t *testing.T) {
 	// "Ring drops while the lab keeps real time"): the loop's CPU per
 	// datagram (a write per round of a draining look made it read slower
 	// than the line; fixed, TestDirectLookBatchesWrites), and a sleeping
-	// loop woken by mr0 that waits for its CPU with no event due, which
-	// the lag accounting does not count. The second is the loop's
-	// scheduling and remains: forced fair at load 11-12, 3 of 7 runs
-	// dropped 327-513, the loop 0.5-1.4 s on the run queue, worst
-	// lateness 12-84 ms (one run "real time kept"); under deadline 0 of
-	// 17, but 649 once at load 20 beside another lab's deadline loop,
-	// worst lateness 12 ms, "real time kept" (so the policy in force is
-	// no precondition to assert on). Until the lab counts the loop's
-	// waits for input, more than the UDP target, 1%, is a known
-	// miss that names the policy.
+	// loop woken by mr0 that waits for its CPU with no event due (forced
+	// fair at load 11-12, 3 of 7 runs dropped 327-513, the loop 0.5-1.4 s
+	// on the run queue, one run "real time kept"). The lab now counts
+	// the second (runqueue.go: LOOP STARVED). A run that drops more than
+	// 1% at the ring and says neither LAGGING nor LOOP STARVED is still a
+	// known miss: in 56 runs at load 2.4-9, 10 of the 11 such runs were
+	// LAGGING, the other said real time kept (deadline, 303 dropped, 9.8
+	// ms late, the loop 17 ms on the run queue in 2 s), so the assertion
+	// would not hold.
+	if ring > n/100 && !tm.Lagging() && !tm.LoopStarved() {
+		testenv.KnownMiss(t, "labs/live", "#26", "%d of %d datagrams dropped at mr0's ring, want at most 1%%, while the lab reported %q: it read them late (mr0 is paced) and neither its lateness nor its loop's run-queue wait says so; loop policy %s",
+			ring, n, tm.Verdict(), policyWord(l.pacer.Lag().Priority))
+	}
+	if tm.Lagging() || tm.LoopStarved() {
+		t.Skipf("the lab fell behind the wall clock or its loop may have been kept from its CPU during the run: %s", tm.Verdict())
+	}
+	if sendErrs != 0 || read+ring < n || k.QdiscDropped != k0.QdiscDropped || nic != 0 {
+		t.Errorf("a sender faster than its NIC lost datagrams on its own side: %d send errors, %d of %d read by the lab, %d dropped at mr0's ring, %d at its qdisc, %d at the NICs",
+			sendErrs, read, n, ring, k.QdiscDropped-k0.QdiscDropped, nic)
+	}
 	// Held to the NIC's rate: the sends took at least the line's time
 	// less what the bucket and the socket's buffer let through at once
 	// (a lower bound that no load can break: a slower sender only takes
 	// longer).
 	if ahead := 2*maxSuperPacket + 1<<20; took < line-time.Duration(float64(ahead*8)/DefaultMaxRate*float64(time.Second)) {
 		t.Errorf("%d datagrams left h0 in %v, faster than its NIC's line (%v): mr0 is not paced", n, took, line)
-	}
-	if ring > n/100 && !t.Failed() {
-		testenv.KnownMiss(t, "labs/live", "#26", "%d of %d datagrams dropped at mr0's ring, want at most 1%%: the lab read them late (mr0 is paced, so not for want of a queue); loop policy %s", ring, n, policyWord(l.pacer.Lag().Priority))
 	}
 }
 

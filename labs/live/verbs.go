@@ -53,6 +53,6 @@ func (p *Pacer) watchTiming() func() uverbs.Timing {
 	return func() uverbs.Timing {
 		t := w.stop()
 		return uverbs.Timing{LabTime: t.LabTime, WallTime: t.WallTime, MaxLateness: t.MaxLateness,
-			Events: t.Events, EventsLate: t.EventsLate, Lagging: t.Lagging(), Limit: MaxLagFraction}
+			Events: t.Events, EventsLate: t.EventsLate, Lagging: t.Lagging(), Limit: MaxLagFraction, LoopStarved: t.LoopStarved()}
 	}
 }

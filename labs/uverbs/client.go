@@ -451,7 +451,7 @@ func (c *client) unwatch(now sim.Time, r *verbsabi.Request) {
 	delete(c.watches, r.Watch)
 	t := stop()
 	c.reply(now, &verbsabi.Reply{Op: r.Op, Seq: r.Seq, LabNs: uint64(t.LabTime), WallNs: uint64(t.WallTime),
-		MaxLateNs: uint64(t.MaxLateness), Events: t.Events, EventsLate: t.EventsLate, Lagging: t.Lagging,
+		MaxLateNs: uint64(t.MaxLateness), Events: t.Events, EventsLate: t.EventsLate, Lagging: t.Lagging, LoopStarved: t.LoopStarved,
 		LimitPPM: uint32(t.Limit * 1e6)})
 }
 

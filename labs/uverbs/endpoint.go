@@ -112,6 +112,11 @@ type Timing struct {
 	// the lab may fall behind before it is lagging.
 	Lagging bool
 	Limit   float64
+	// LoopStarved says the runtime's loop waited for a CPU beyond Limit
+	// (a bound, not part of Lagging): what clients handed the lab may
+	// have waited that long before entering it, which MaxLateness does
+	// not count.
+	LoopStarved bool
 }
 
 // MaxWatches bounds a client's open WATCHes.
