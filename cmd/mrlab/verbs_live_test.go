@@ -36,7 +36,9 @@ func TestMain(m *testing.M) {
 		os.Exit(foreignClient(ns))
 	}
 	if os.Getenv(runMainEnv) != "" {
-		os.Exit(run(append([]string{"mrlab"}, os.Args[1:]...), os.Stdout, os.Stderr))
+		code := run(append([]string{"mrlab"}, os.Args[1:]...), os.Stdout, os.Stderr)
+		writeHWM()
+		os.Exit(code)
 	}
 	os.Exit(m.Run())
 }

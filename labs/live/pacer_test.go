@@ -365,7 +365,7 @@ func TestWarnNamesLongestStep(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 		select {
 		case m := <-warns:
-			if !strings.Contains(m, ": posted work and kernel input)") {
+			if !strings.Contains(m, "its longest step ") || !strings.Contains(m, ": posted work and kernel input") {
 				t.Fatalf("warning %q does not name the posted work as the longest step", m)
 			}
 			i := strings.Index(m, "its longest step ")
