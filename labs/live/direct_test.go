@@ -26,18 +26,7 @@ func TestDirectLookDrains(t *testing.T) {
 	pkt := ipPacket(netip.MustParseAddr("198.18.0.1"), netip.MustParseAddr("198.18.0.2"), 1400)
 	// The device polls readable while its eventfd's count is not zero:
 	// queued packets, taken one per read.
-	efd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC|unix.EFD_SEMAPHORE)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(efd)
-	queue := func(k uint64) {
-		var b [8]byte
-		binary.NativeEndian.PutUint64(b[:], k)
-		if _, err := unix.Write(efd, b[:]); err != nil {
-			t.Fatal(err)
-		}
-	}
+	efd, queue := packetQueue(t)
 	reads, endless := 0, false
 	src := &pollCountDevice{fd: efd}
 	src.read = func(bufs [][]byte, sizes []int, offset int) (int, error) {
@@ -193,18 +182,7 @@ func TestDirectLookBatchesWrites(t *testing.T) {
 	// A budget no loaded machine's rounds run out of, until the cut below.
 	p.cfg.LagThreshold = time.Hour
 	pkt := ipPacket(netip.MustParseAddr("198.18.0.1"), netip.MustParseAddr("198.18.0.2"), 1400)
-	efd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC|unix.EFD_SEMAPHORE)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(efd)
-	queue := func(k uint64) {
-		var b [8]byte
-		binary.NativeEndian.PutUint64(b[:], k)
-		if _, err := unix.Write(efd, b[:]); err != nil {
-			t.Fatal(err)
-		}
-	}
+	efd, queue := packetQueue(t)
 	endless := false
 	src := &pollCountDevice{fd: efd}
 	src.read = func(bufs [][]byte, sizes []int, offset int) (int, error) {
@@ -260,5 +238,25 @@ func TestDirectLookBatchesWrites(t *testing.T) {
 	got := dst.n.Load() - sent
 	if most := got/int64(batch) + 1; int64(dst.calls-calls) > most {
 		t.Fatalf("a cut look wrote %d packets in %d writes, want at most %d", got, dst.calls-calls, most)
+	}
+}
+
+// packetQueue is a test device's readiness: an eventfd in semaphore mode
+// that polls readable while its count (packets queued, taken one per
+// read) is not zero, and queue, which adds k to the count. The eventfd
+// closes with the test.
+func packetQueue(t *testing.T) (int, func(k uint64)) {
+	t.Helper()
+	efd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC|unix.EFD_SEMAPHORE)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(efd) })
+	return efd, func(k uint64) {
+		var b [8]byte
+		binary.NativeEndian.PutUint64(b[:], k)
+		if _, err := unix.Write(efd, b[:]); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
