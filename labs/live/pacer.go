@@ -350,6 +350,12 @@ func (p *Pacer) Run(ctx context.Context) error {
 		}
 		now := p.runDue()
 		t := p.elapsed()
+		// What the due events handed to kernels is written before the
+		// look: a kernel that answers at once (an echo reply, an ACK,
+		// made inside the write) is read by this look, not after a
+		// sleep's epoll_wait and another pass (BenchmarkPingStages'
+		// dlv-back).
+		p.flush()
 		p.drain()
 		p.pollInputs()
 		t = p.noteStep(t, "posted work and kernel input")

@@ -150,10 +150,10 @@ func icmpEcho(ip []byte) (typ uint8, seq uint16, ok bool) {
 	return ip[h], binary.BigEndian.Uint16(ip[h+6:]), true
 }
 
-// stampedPings sends n echoes one at a time from ns to dst on a raw socket
-// with software TX and RX timestamps and returns each echo's stages
-// (BenchmarkPingStages's order; the last is the whole RTT). rec, if set, is
-// the lab's recorder: it is armed for each echo on the loop goroutine.
+// stampedPings sends echoes one at a time from ns to dst on a raw socket
+// with software TX and RX timestamps, until n came back stamped, and
+// returns each one's stages (BenchmarkPingStages's order; the last is the
+// whole RTT). rec, if set, is the lab's recorder, armed for each echo.
 func stampedPings(ns *hostns.Namespace, dst netip.Addr, n int, rec *stageRecorder) ([][8]time.Duration, error) {
 	var fd int
 	if err := ns.Do(func() (err error) {
@@ -174,7 +174,10 @@ func stampedPings(ns *hostns.Namespace, dst netip.Addr, n int, rec *stageRecorde
 	id := uint16(0x4d52)
 	var out [][8]time.Duration
 	buf, oob := make([]byte, 1500), make([]byte, 512)
-	for seq := uint16(1); int(seq) <= n; seq++ {
+	for seq := uint16(1); len(out) < n; seq++ {
+		if int(seq) > 20*n {
+			return out, fmt.Errorf("%d of %d echoes carried the kernel's timestamps", len(out), seq-1)
+		}
 		if rec != nil {
 			rec.arm(seq)
 		}
@@ -210,9 +213,10 @@ func stampedPings(ns *hostns.Namespace, dst netip.Addr, n int, rec *stageRecorde
 			time.Sleep(10 * time.Microsecond)
 		}
 		if tx.IsZero() || rx.IsZero() {
-			// The kernel turns software stamps on for its receive path a
-			// moment after the socket asks (a deferred static key): the
-			// first echoes may come unstamped.
+			// The kernel turns software stamps on for its receive path
+			// some time after the socket asks (a deferred static key):
+			// the first echoes may come unstamped.
+			time.Sleep(time.Millisecond)
 			continue
 		}
 		s := [8]time.Duration{tx.Sub(send), 0, 0, rx.Sub(tx), 0, 0, recv.Sub(rx), recv.Sub(send)}
@@ -224,9 +228,6 @@ func stampedPings(ns *hostns.Namespace, dst netip.Addr, n int, rec *stageRecorde
 			s = [8]time.Duration{tx.Sub(send), read.Sub(tx), dlv.Sub(read), back.Sub(dlv), ret.Sub(back), rx.Sub(ret), recv.Sub(rx), recv.Sub(send)}
 		}
 		out = append(out, s)
-	}
-	if len(out) < n/2 {
-		return out, fmt.Errorf("%d of %d echoes carried the kernel's timestamps", len(out), n)
 	}
 	return out, nil
 }
