@@ -5,7 +5,11 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net/netip"
+	"os/exec"
+	"runtime"
 	"slices"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -96,10 +100,97 @@ func BenchmarkPingStages(b *testing.B) {
 		b.ReportMetric(med(ls, i), name+"-us")
 	}
 	b.ReportMetric(med(vs, 7), "veth-rtt-us")
+	// The same path timed by ping(8), a process of its own (the stages'
+	// client shares the lab's Go runtime).
+	if pv, err := pingProgram(vc, vaddr, n); err == nil {
+		pl, err := pingProgram(ns0, dst, n)
+		if err == nil {
+			b.ReportMetric(float64(medianDur(pl))/1e3, "ping8-lab-us")
+			b.ReportMetric(float64(medianDur(pv))/1e3, "ping8-veth-us")
+		}
+	}
+	wake, err := threadWakeups(n)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(wake)/1e3, "wake-us")
 	b.ReportMetric(med(vs, 2)+med(vs, 3)+med(vs, 4)+med(vs, 5), "veth-tx-rx-us")
-	b.Logf("medians in µs, lab/veth (veth: tx-rx in dlv-back):%s; lab loop over the run: %d sleeps, %d spins, %v spinning, worst wake-up %v, events %d (%d late); load %s",
-		line, after.Lag.Sleeps-before.Lag.Sleeps, after.Lag.Spins-before.Lag.Spins, after.Lag.SpinTime-before.Lag.SpinTime, after.Lag.WakeLatency,
+	b.Logf("medians in µs, lab/veth (veth: tx-rx in dlv-back):%s; a thread blocked in read woken by another's write: %.1f; lab loop over the run: %d sleeps, %d spins, %v spinning, worst wake-up %v, events %d (%d late); load %s",
+		line, float64(wake)/1e3, after.Lag.Sleeps-before.Lag.Sleeps, after.Lag.Spins-before.Lag.Spins, after.Lag.SpinTime-before.Lag.SpinTime, after.Lag.WakeLatency,
 		after.Lag.Events-before.Lag.Events, after.Lag.EventsLate-before.Lag.EventsLate, loadAvg())
+}
+
+// pingProgram runs ping(8) in ns, n echoes 2 ms apart, and returns the
+// RTTs it printed.
+func pingProgram(ns *hostns.Namespace, dst netip.Addr, n int) ([]time.Duration, error) {
+	var out strings.Builder
+	cmd := exec.Command("ping", "-n", "-i", "0.002", "-c", strconv.Itoa(n), dst.String())
+	cmd.Stdout = &out
+	if err := ns.Start(cmd); err != nil {
+		return nil, err
+	}
+	if err := cmd.Wait(); err != nil {
+		return nil, fmt.Errorf("ping: %w", err)
+	}
+	var rtts []time.Duration
+	for _, line := range strings.Split(out.String(), "\n") {
+		_, after, ok := strings.Cut(line, " time=")
+		if !ok {
+			continue
+		}
+		ms, err := strconv.ParseFloat(strings.TrimSuffix(after, " ms"), 64)
+		if err != nil {
+			continue
+		}
+		rtts = append(rtts, time.Duration(ms*1e6))
+	}
+	if len(rtts) == 0 {
+		return nil, fmt.Errorf("ping printed no RTT")
+	}
+	return rtts, nil
+}
+
+// threadWakeups is the median time from one thread's write to a pipe to
+// the return of another thread's read blocked on it, over n wake-ups 1 ms
+// apart: the wake-up a ping's client pays when its reply comes from
+// another thread (the lab's), and never over a veth pair, whose echo runs
+// inside the client's own sendto.
+func threadWakeups(n int) (time.Duration, error) {
+	var fds [2]int
+	if err := unix.Pipe2(fds[:], unix.O_CLOEXEC); err != nil {
+		return 0, err
+	}
+	defer unix.Close(fds[0])
+	defer unix.Close(fds[1])
+	sent := make(chan time.Time, 1)
+	got := make(chan time.Duration, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		var x [8]byte
+		for range n {
+			if _, err := unix.Read(fds[0], x[:]); err != nil {
+				close(got)
+				return
+			}
+			got <- time.Since(<-sent)
+		}
+	}()
+	var w []time.Duration
+	for range n {
+		time.Sleep(time.Millisecond) // the reader is asleep in read
+		sent <- time.Now()
+		if _, err := unix.Write(fds[1], []byte{1}); err != nil {
+			return 0, err
+		}
+		d, ok := <-got
+		if !ok {
+			return 0, fmt.Errorf("reading the pipe failed")
+		}
+		w = append(w, d)
+	}
+	slices.Sort(w)
+	return w[len(w)/2], nil
 }
 
 // stageRecorder is a lab engine that stamps ICMP echoes as they enter and
