@@ -37,8 +37,11 @@ import (
 //	recv  the client's recvmsg returning
 //
 // and reports each stage's median in µs (on veth only send->tx, tx->rx
-// and rx->recv exist). The lab's own wire (propagation and serialization,
-// wire-us) is part of read->dlv and back->ret.
+// and rx->recv exist). The lab's own wire one way (propagation and
+// serialization of the 38-byte echo over the path's 4 links, wire-us) is
+// part of read->dlv and back->ret. Beside them: ping(8)'s median RTT in a
+// process of its own over both paths (ping8-lab-us, ping8-veth-us), and
+// the machine's bare thread wake-up (wake-us), the floor of rx->recv.
 //
 //	sudo go test ./labs/live -run '^$' -bench PingStages -benchtime 1x
 func BenchmarkPingStages(b *testing.B) {
@@ -49,6 +52,8 @@ func BenchmarkPingStages(b *testing.B) {
 		b.Fatal(err)
 	}
 	rec.Engine = eng
+	lp := lossFreeDefault(b).Topology().Links[0].Params
+	wire := 4 * (time.Duration(lp.Delay) + time.Duration(38*8/min(lp.Rate, 1e9)*1e9))
 	l, err := Up(context.Background(), testLabName("ps"), rec, Options{RunDir: b.TempDir(), Logf: func(string, ...any) {}})
 	if err != nil {
 		b.Fatal(err)
@@ -100,6 +105,7 @@ func BenchmarkPingStages(b *testing.B) {
 		b.ReportMetric(med(ls, i), name+"-us")
 	}
 	b.ReportMetric(med(vs, 7), "veth-rtt-us")
+	b.ReportMetric(float64(wire)/1e3, "wire-us")
 	// The same path timed by ping(8), a process of its own (the stages'
 	// client shares the lab's Go runtime).
 	if pv, err := pingProgram(vc, vaddr, n); err == nil {
@@ -115,9 +121,9 @@ func BenchmarkPingStages(b *testing.B) {
 	}
 	b.ReportMetric(float64(wake)/1e3, "wake-us")
 	b.ReportMetric(med(vs, 2)+med(vs, 3)+med(vs, 4)+med(vs, 5), "veth-tx-rx-us")
-	b.Logf("medians in µs, lab/veth (veth: tx-rx in dlv-back):%s; a thread blocked in read woken by another's write: %.1f; lab loop over the run: %d sleeps, %d spins, %v spinning, worst wake-up %v, events %d (%d late); load %s",
+	b.Logf("medians in µs, lab/veth (veth: tx-rx in dlv-back):%s; a thread blocked in read woken by another's write: %.1f; lab loop over the run: %d sleeps, %d spins, %v spinning, worst wake-up %v, events %d (%d late), policy %s; load %s",
 		line, float64(wake)/1e3, after.Lag.Sleeps-before.Lag.Sleeps, after.Lag.Spins-before.Lag.Spins, after.Lag.SpinTime-before.Lag.SpinTime, after.Lag.WakeLatency,
-		after.Lag.Events-before.Lag.Events, after.Lag.EventsLate-before.Lag.EventsLate, loadAvg())
+		after.Lag.Events-before.Lag.Events, after.Lag.EventsLate-before.Lag.EventsLate, policyWord(after.Lag.Priority), loadAvg())
 }
 
 // pingProgram runs ping(8) in ns, n echoes 2 ms apart, and returns the
