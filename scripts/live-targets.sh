@@ -16,6 +16,8 @@
 #   kernel  BenchmarkKernelPath: UDP at 80% of the cap (loss < 1%), TCP
 #           across the spines (>= 0.9 of the cap), ping (<= 3x a veth
 #           pair's + the lab's own wire), b2b at 10 Gbit/s (>= 0.6x veth);
+#           and BenchmarkPingStages (where a ping's time goes, stage by
+#           stage; a build without it runs KernelPath alone);
 #           alternating with OLDTEST's, RUNS/3 rounds.
 #   rate    BenchmarkLabPacketRate (the runtime's own packet rate, and
 #           its CPU time and context switches per packet where the
@@ -91,7 +93,7 @@ for part in $PARTS; do
 		for i in $(seq $(((RUNS + 2) / 3))); do
 			for t in "$tmp/live.test" $OLDTEST; do
 				echo "  $t round $i load $(load)"
-				(cd labs/live && $t -test.run '^$' -test.bench KernelPath -test.benchtime 1x -kernel.reps 3 2>&1) | grep -E '^Benchmark|udp (lab|veth):' | sed 's/^/    /'
+				(cd labs/live && $t -test.run '^$' -test.bench 'KernelPath|PingStages' -test.benchtime 1x -kernel.reps 3 2>&1) | grep -E '^Benchmark|udp (lab|veth):|medians in' | sed 's/^/    /'
 			done
 		done
 		;;

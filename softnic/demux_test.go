@@ -192,6 +192,55 @@ func TestHostQueueFull(t *testing.T) {
 	}
 }
 
+// With SharedHostQueue, HostQueue bounds the host packets of all ports
+// together: one flow (one port) may use the whole buffer, and once it is
+// full a flow on another port finds it full too.
+func TestSharedHostQueue(t *testing.T) {
+	loop := sim.NewLoop()
+	pool := packet.NewPool()
+	n, err := New(Config{Name: "n", Addr: addrA, Ports: 2, Sched: loop, Pool: pool, HostQueue: 6, SharedHostQueue: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w0, w1 := newFakeWire(loop, 1e9, 0), newFakeWire(loop, 1e9, 0)
+	w0.busy, w1.busy = true, true // hold everything in the host queues
+	if err := n.SetWires(w0, w1); err != nil {
+		t.Fatal(err)
+	}
+	// Find a source port for each port of the NIC.
+	var sport [2]uint16
+	for sp, found := uint16(1), 0; found < 2; sp++ {
+		n.SendIP(0, ipPacket(pool, addrA, addrB, sp, 2, nil))
+		for i := range n.ports {
+			if n.ports[i].hN == 1 && sport[i] == 0 {
+				sport[i], found = sp, found+1
+			}
+		}
+		w0.busy, w1.busy = false, false
+		w0.onIdle(0)
+		w1.onIdle(0)
+		loop.Run()
+		w0.busy, w1.busy = true, true
+	}
+	for range 7 {
+		n.SendIP(loop.Now(), ipPacket(pool, addrA, addrB, sport[0], 2, nil))
+	}
+	if hn, d := n.ports[0].hN, n.Stats().Drops[DropHostQueue]; hn != 6 || d != 1 {
+		t.Errorf("one flow of 7 packets into a shared buffer of 6: %d queued at its port, %d dropped; want 6 and 1", hn, d)
+	}
+	n.SendIP(loop.Now(), ipPacket(pool, addrA, addrB, sport[1], 2, nil))
+	if hn, d := n.ports[1].hN, n.Stats().Drops[DropHostQueue]; hn != 0 || d != 2 {
+		t.Errorf("a packet for the other port with the buffer full: %d queued there, %d dropped in all; want 0 and 2", hn, d)
+	}
+	w0.busy = false
+	w0.onIdle(0)
+	loop.Run()
+	n.SendIP(loop.Now(), ipPacket(pool, addrA, addrB, sport[1], 2, nil))
+	if hn := n.ports[1].hN; hn != 1 {
+		t.Errorf("once the buffer drained, the other port queued %d, want 1", hn)
+	}
+}
+
 // The host queue is made on the first host packet and grows with need,
 // wrapped or not, to HostQueue: packets leave in the order they came and
 // the ones beyond HostQueue are counted drops.

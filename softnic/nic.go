@@ -79,6 +79,13 @@ type Config struct {
 	// HostQueue is the per-port queue of host packets waiting to be sent;
 	// 0 means 256.
 	HostQueue int
+	// SharedHostQueue makes HostQueue one bound on the host packets
+	// waiting at all the NIC's ports together, as a real NIC's packet
+	// buffer is shared by its ports: one port (one flow hashes to one)
+	// may hold all of it. A host's kernel is paced at the sum of its
+	// NIC's ports, so one flow can arrive at that sum and its port must
+	// absorb it; a per-port bound held only the port's share.
+	SharedHostQueue bool
 	// Trace, if set, receives transports' protocol decisions.
 	Trace transport.Tracer
 }
@@ -168,7 +175,9 @@ type NIC struct {
 	sources map[uint32]*source        // per source address (guard.go)
 	onIdle  []func(sim.Time)
 	ipID    uint16
-	hostQ   int // each port's host queue holds at most this many (Config.HostQueue)
+	hostQ   int  // each port's host queue holds at most this many (Config.HostQueue)
+	hostAll bool // hostQ bounds all ports' host packets together (Config.SharedHostQueue)
+	hostN   int  // host packets waiting at all ports
 	keyRand *rand.Rand
 
 	nextPD   uint32
@@ -226,6 +235,7 @@ func New(cfg Config) (*NIC, error) {
 		trace:   cfg.Trace,
 		setups:  make(map[setupKey]*Conn),
 		hostQ:   cfg.HostQueue,
+		hostAll: cfg.SharedHostQueue,
 		keyRand: sim.NewRand(cfg.Seed, cfg.Name+"/nic/keys"),
 		mrs:     make(map[uint32]*MR),
 	}

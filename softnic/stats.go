@@ -24,7 +24,8 @@ const (
 	DropNoHostPort
 	// DropICRC: a RoCEv2 packet whose invariant CRC did not check.
 	DropICRC
-	// DropHostQueue: a host packet to send found the port's host queue full.
+	// DropHostQueue: a host packet to send found the port's host queue
+	// full (or, with Config.SharedHostQueue, the NIC's shared host buffer).
 	DropHostQueue
 	// DropPortDown: a host packet to send found every port down.
 	DropPortDown

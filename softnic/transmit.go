@@ -209,6 +209,7 @@ func (n *NIC) sendHost(now sim.Time, pt *nicPort) {
 		pt.hHead = 0
 	}
 	pt.hN--
+	n.hostN--
 	n.stats.HostTxPackets++
 	n.transmit(now, pt, b)
 }
@@ -233,8 +234,9 @@ func (pt *nicPort) growHost(limit int) {
 // device): a complete IPv4 packet. The NIC takes ownership of b, picks the
 // plane by a hash of the flow's 5-tuple (so one flow stays on one plane and
 // in order) among ports that are up, and queues it behind the port's other
-// host packets. Bad packets, packets whose source address is not the
-// NIC's (spoofed) and full queues are counted drops.
+// host packets: at most Config.HostQueue a port, or all ports together with
+// Config.SharedHostQueue. Bad packets, packets whose source address is not
+// the NIC's (spoofed) and full queues are counted drops.
 func (n *NIC) SendIP(now sim.Time, b *packet.Buffer) {
 	ip := header.IPv4(b.Data())
 	if ip.Validate() != nil {
@@ -263,6 +265,10 @@ func (n *NIC) SendIP(now sim.Time, b *packet.Buffer) {
 		n.drop(DropPortDown, b)
 		return
 	}
+	if n.hostAll && n.hostN >= n.hostQ {
+		n.drop(DropHostQueue, b)
+		return
+	}
 	if pt.hN == len(pt.host) {
 		if len(pt.host) >= n.hostQ {
 			n.drop(DropHostQueue, b)
@@ -276,5 +282,6 @@ func (n *NIC) SendIP(now sim.Time, b *packet.Buffer) {
 	}
 	pt.host[i] = b
 	pt.hN++
+	n.hostN++
 	n.kickPort(now, pt)
 }

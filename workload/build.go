@@ -37,9 +37,10 @@ type NICOptions struct {
 	// addresses from crypto/rand (softnic.CryptoSource), as live labs do;
 	// otherwise they follow from the seed, as sim runs' traces need.
 	SecureKeys bool
-	// HostQueue, if set, sizes each NIC's per-port queue of host (kernel)
-	// packets from the port's rate in bits per second; otherwise softnic's
-	// default.
+	// HostQueue, if set, sizes each NIC's buffer of host (kernel) packets,
+	// shared by its ports (softnic.Config.SharedHostQueue), from the NIC's
+	// rate in bits per second (the sum of its ports'); otherwise each port
+	// has softnic's default queue.
 	HostQueue func(rate float64) int
 }
 
@@ -99,10 +100,10 @@ func newCluster(name string, loop *sim.Loop, g *sim.Group, hostPart []int, pools
 			var rate float64
 			for _, k := range net.Topology().Links {
 				if k.A.Node == h.Name || k.B.Node == h.Name {
-					rate = max(rate, k.Params.Rate)
+					rate += k.Params.Rate
 				}
 			}
-			cfg.HostQueue = opts.HostQueue(rate)
+			cfg.HostQueue, cfg.SharedHostQueue = opts.HostQueue(rate), true
 		}
 		nic, err := softnic.New(cfg)
 		if err != nil {

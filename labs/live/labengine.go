@@ -149,16 +149,22 @@ func NewLabEngine(lab *labs.Lab, cfg EngineConfig) (Engine, error) {
 	return e, nil
 }
 
-// hostQueueSpan is how long at its port's line rate a live NIC's queue of
-// host packets holds: it stands for a host's qdisc and NIC ring together
-// (Linux's default qdisc holds 1000 packets, 12 ms at 1 Gbit/s), and the
-// kernel cannot be made to wait for it (a TUN takes whatever TCP sends), so
-// it must absorb a TCP window's bursts without the losses no real host
-// has at its own NIC.
+// hostQueueSpan is how long at its NIC's rate (the sum of its ports') a
+// live NIC's buffer of host packets holds: it stands for a host's qdisc and
+// NIC ring together (Linux's default qdisc holds 1000 packets, 12 ms at 1
+// Gbit/s), and the kernel cannot be made to wait for it (a TUN takes
+// whatever TCP sends), so it must absorb a TCP window's bursts without the
+// losses no real host has at its own NIC. The buffer is shared by the NIC's
+// ports (softnic.Config.SharedHostQueue): mr0 is paced at the NIC's rate
+// (kernelShape) and one flow hashes to one port, so one port must hold
+// what arrives at the NIC's rate for this span, as mr0's ring does
+// (kernelQueueSpan); a per-port queue of the port's rate held half of it on
+// a 2-plane NIC (TestHostQueueHoldsKernelBurst).
 const hostQueueSpan = 20 * time.Millisecond
 
-// hostQueueLen is a live NIC port's host queue for a port of rate bits/s,
-// in Ethernet-MTU packets, at least softnic's default of 256.
+// hostQueueLen is a live NIC's buffer of host packets, shared by its ports,
+// for a NIC of rate bits/s (the sum of its ports'), in Ethernet-MTU
+// packets, at least softnic's default of 256.
 func hostQueueLen(rate float64) int {
 	return max(256, int(rate*hostQueueSpan.Seconds()/(8*DefaultMTU)))
 }

@@ -350,6 +350,7 @@ func (p *Pacer) Run(ctx context.Context) error {
 		}
 		now := p.runDue()
 		t := p.elapsed()
+		p.flush() // before the look: an answer made inside the write is read now (writeBeforeLook)
 		p.drain()
 		p.pollInputs()
 		t = p.noteStep(t, "posted work and kernel input")
@@ -485,6 +486,14 @@ func (p *Pacer) noteStep(t sim.Time, what string) sim.Time {
 
 // flush hands every output's partly filled batch to its writer. Loop
 // goroutine only.
+//
+// writeBeforeLook: each pass of Run writes what its due events handed to
+// kernels before it looks at its devices. A TUN write runs the kernel's
+// receive path, so a kernel that answers at once (an echo reply, an ACK)
+// has its answer queued before the write returns, and the look just
+// after reads it; written after the look, it waited for a sleep's
+// epoll_wait and another pass (two sleeps a ping instead of one:
+// TestLoopReadsImmediateAnswerInSamePass, BenchmarkPingStages' dlv-back).
 func (p *Pacer) flush() {
 	for _, o := range p.flushes {
 		o.flush()
