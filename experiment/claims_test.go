@@ -87,8 +87,8 @@ var knownMisses = map[string]string{
 	// the second is 0.9 us behind and the first 6.0, 5.5 of it in its
 	// first round trip (the links at 0.1-0.5 from 2.5 to 9.5 us into it).
 	// The tail-loss probes are spurious (157, the chunk
-	// already there for 117; an ACK queued 5.4 us behind data at the data
-	// sender's own receiver port, 9.35 us one way against 3.92 idle) but
+	// already there for 117; an ACK queued 5.4 us behind data on its way
+	// back, 9.35 us one way against 3.92 idle) but
 	// set no operation's end: with every probe timer three times as long
 	// the mean operation goes from 37.25 to 37.22 us. Other rules tried
 	// (hacks, seed 1): W at 2, 9/8 or 1 x R x base instead of 5/4: 40.57,
