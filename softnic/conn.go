@@ -57,6 +57,7 @@ type Conn struct {
 	nic     *NIC
 	tc      transport.Conn
 	ctl     transport.ControlTransmitter // tc's control-only transmit, or nil
+	pend    transport.ControlPender      // whether ctl has anything for a port, or nil
 	proto   *protoEntry
 	id      uint32
 	peer    netip.Addr
@@ -278,4 +279,7 @@ func (n *NIC) connIndex(id uint32) int {
 func (c *Conn) setTransport(tc transport.Conn) {
 	c.tc = tc
 	c.ctl, _ = tc.(transport.ControlTransmitter)
+	if c.ctl != nil {
+		c.pend, _ = tc.(transport.ControlPender)
+	}
 }

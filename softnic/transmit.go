@@ -133,6 +133,14 @@ func (n *NIC) sendOne(now sim.Time, pt *nicPort) bool {
 func (n *NIC) sendFrom(now sim.Time, pt *nicPort, l *readyList) bool {
 	maxPayload := n.mtu + transport.HeaderRoom
 	for c := l.popFront(); c != nil; c = l.popFront() {
+		if l == &pt.ctl && c.pend != nil && !c.pend.ControlPending(pt.idx) {
+			// Nothing to ask for (transport.ControlPender): the refused
+			// offer without the ask. Its deadline and state are as the
+			// last call into c left them and the NIC re-armed and
+			// checked after it; only retiring is left to do.
+			n.retire(c)
+			continue
+		}
 		b := n.pool.Get(IPv4UDPSize + maxPayload)
 		b.SetLen(maxPayload)
 		n.dmaTx, n.txLazy, n.txAsked = b, false, false

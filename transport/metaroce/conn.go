@@ -108,7 +108,10 @@ type ctlState struct {
 	sendBucket uint8
 }
 
-var _ transport.Conn = (*Conn)(nil)
+var (
+	_ transport.Conn          = (*Conn)(nil)
+	_ transport.ControlPender = (*Conn)(nil)
+)
 
 func ctlTimerFired(now sim.Time, arg any)  { arg.(*Conn).onCtlTimer() }
 func ackTimerFired(now sim.Time, arg any)  { arg.(*Conn).onAckTimer() }
@@ -362,6 +365,20 @@ func (c *Conn) TransmitControl(now sim.Time, port int, b []byte) (int, transport
 		return 0, transport.TxMeta{}
 	}
 	return c.transmitCtl(port, b)
+}
+
+// ControlPending implements transport.ControlPender: whether
+// TransmitControl has a packet for port now, by transmitCtl's tests
+// without their effects (a port out of range is TransmitControl's to
+// refuse).
+func (c *Conn) ControlPending(port int) bool {
+	if port < 0 || port >= c.cfg.Ports || c.controlDue(port) {
+		return true
+	}
+	if c.state != transport.StateEstablished {
+		return false
+	}
+	return c.nakFor(port) >= 0 || c.ackLead(port) >= 0
 }
 
 // transmitCtl sends the next control packet for port, if any.
