@@ -58,6 +58,7 @@ type Conn struct {
 	tc      transport.Conn
 	ctl     transport.ControlTransmitter // tc's control-only transmit, or nil
 	pend    transport.ControlPender      // whether ctl has anything for a port, or nil
+	tpend   transport.TransmitPender     // whether tc may have anything for a port, or nil
 	proto   *protoEntry
 	id      uint32
 	peer    netip.Addr
@@ -282,4 +283,5 @@ func (c *Conn) setTransport(tc transport.Conn) {
 	if c.ctl != nil {
 		c.pend, _ = tc.(transport.ControlPender)
 	}
+	c.tpend, _ = tc.(transport.TransmitPender)
 }

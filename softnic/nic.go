@@ -115,8 +115,9 @@ type protoEntry struct {
 // (plane-scaling: 17,000 tail-loss probes fired on late ACKs). A
 // connection joins the control list after every event, in the order of
 // its events, whether it owes control or not (that order is the order
-// its control goes in); one whose transport says it has nothing
-// (transport.ControlPender) leaves it unasked, without a buffer.
+// its control goes in), and so the data list; one whose transport says
+// it has nothing (transport.ControlPender, TransmitPender) leaves the
+// list unasked, without a buffer.
 type nicPort struct {
 	idx     int
 	w       Wire

@@ -133,11 +133,12 @@ func (n *NIC) sendOne(now sim.Time, pt *nicPort) bool {
 func (n *NIC) sendFrom(now sim.Time, pt *nicPort, l *readyList) bool {
 	maxPayload := n.mtu + transport.HeaderRoom
 	for c := l.popFront(); c != nil; c = l.popFront() {
-		if l == &pt.ctl && c.pend != nil && !c.pend.ControlPending(pt.idx) {
-			// Nothing to ask for (transport.ControlPender): the refused
-			// offer without the ask. Its deadline and state are as the
-			// last call into c left them and the NIC re-armed and
-			// checked after it; only retiring is left to do.
+		if !n.mayHave(c, pt, l) {
+			// Nothing to ask for (transport.ControlPender,
+			// TransmitPender): the refused offer without the ask. Its
+			// deadline and state are as the last call into c left them
+			// and the NIC re-armed and checked after it; only retiring
+			// is left to do.
 			n.retire(c)
 			continue
 		}
@@ -177,6 +178,15 @@ func (n *NIC) sendFrom(now sim.Time, pt *nicPort, l *readyList) bool {
 		return true
 	}
 	return false
+}
+
+// mayHave reports whether c may have a packet for pt on list l: false
+// only if its transport says it has none.
+func (n *NIC) mayHave(c *Conn, pt *nicPort, l *readyList) bool {
+	if l == &pt.ctl {
+		return c.pend == nil || c.pend.ControlPending(pt.idx)
+	}
+	return c.tpend == nil || c.tpend.TransmitPending(pt.idx)
 }
 
 // frame prepends UDP and IPv4 headers to a k-byte transport payload.

@@ -391,6 +391,18 @@ type ControlPender interface {
 	ControlPending(port int) bool
 }
 
+// TransmitPender is ControlPender for Transmit: TransmitPending(port)
+// false promises that Transmit(now, port, b) would now write nothing and
+// change nothing, so a NIC need not ask. It may say true when Transmit
+// then sends nothing (a window or pacer that holds the data is the
+// transport's to find out, at the moment it is asked); what it must
+// never do is say false when Transmit would send or change something. A
+// receive-only connection is offered its ports after each arrival:
+// about 60,000 refused asks a run at 128 hosts.
+type TransmitPender interface {
+	TransmitPending(port int) bool
+}
+
 // PortWatcher is implemented by multipath connections that act on their
 // NIC's local port state: a NIC calls SetPortsUp with bit i set for each
 // port whose link is up, when a connection is created and whenever a

@@ -109,8 +109,9 @@ type ctlState struct {
 }
 
 var (
-	_ transport.Conn          = (*Conn)(nil)
-	_ transport.ControlPender = (*Conn)(nil)
+	_ transport.Conn           = (*Conn)(nil)
+	_ transport.ControlPender  = (*Conn)(nil)
+	_ transport.TransmitPender = (*Conn)(nil)
 )
 
 func ctlTimerFired(now sim.Time, arg any)  { arg.(*Conn).onCtlTimer() }
@@ -379,6 +380,16 @@ func (c *Conn) ControlPending(port int) bool {
 		return false
 	}
 	return c.nakFor(port) >= 0 || c.ackLead(port) >= 0
+}
+
+// TransmitPending implements transport.TransmitPender: Transmit may have
+// a packet for port unless it has no control for it and has never had a
+// sending path. Without sending paths (a connection that has posted
+// nothing, served no READ and taken no ACK) Transmit has no probe, lost
+// or queued chunk, copy or pacer wait (the pacer moves only when data is
+// sent), so it sends nothing and changes nothing.
+func (c *Conn) TransmitPending(port int) bool {
+	return c.s.paths != nil || c.ControlPending(port)
 }
 
 // transmitCtl sends the next control packet for port, if any.

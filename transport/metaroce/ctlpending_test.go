@@ -17,13 +17,22 @@ import (
 type pendCheck struct {
 	*Conn
 	t             *testing.T
-	idle, pending int
+	idle, pending int // asks with ControlPending false, true
+	quiet         int // asks with TransmitPending false
 	types         map[wire.Type]int
 }
 
 func (p *pendCheck) Transmit(now sim.Time, port int, b []byte) (int, transport.TxMeta) {
-	pend := p.ControlPending(port)
+	pend, may := p.ControlPending(port), p.TransmitPending(port)
+	d, st := p.Deadline(), p.State()
 	k, meta := p.Conn.Transmit(now, port, b)
+	if !may {
+		p.quiet++
+		if k != 0 || p.Deadline() != d || p.State() != st {
+			p.t.Errorf("%v conn %d port %d: TransmitPending false, but Transmit sent %d bytes, deadline %v -> %v, state %v -> %v",
+				now, p.id, port, k, d, p.Deadline(), st, p.State())
+		}
+	}
 	var typ wire.Type
 	if k > 0 {
 		typ = wire.Header(b).Type()
@@ -52,7 +61,8 @@ func isControlType(t wire.Type) bool {
 
 // TestControlPending: ControlPending says exactly when TransmitControl
 // has a packet (transport.ControlPender: the NIC skips the ask when it
-// says no), over WRITEs both ways on two ports with loss, READs (their
+// says no), and TransmitPending is false only when Transmit sends and
+// changes nothing, over WRITEs both ways on two ports with loss, READs (their
 // responses are data, not control), SENDs refused with RNR NAKs until a
 // receive is posted, and a close.
 func TestControlPending(t *testing.T) {
@@ -64,13 +74,18 @@ func TestControlPending(t *testing.T) {
 			c.T = p
 			checks = append(checks, p)
 		}
+		// b receives only until the sixth request (TransmitPending false
+		// for it), then both ends send.
 		for i := range 12 {
 			from := l.ca
-			if i%2 == 1 {
+			if i > 5 && i%2 == 1 {
 				from = l.cb
 			}
+			if i == 6 {
+				l.run(100 * sim.Microsecond)
+			}
 			wr := write(uint64(i+1), uint16(i%3), addrRW, addrRW+0x80000+uint64(i)*40000, 40000)
-			if i%4 == 3 {
+			if i > 5 && i%4 == 3 {
 				wr.Op = transport.OpRead
 				wr.SGL[0].LKey, wr.SGL[0].Addr = keyRecv, addrRcv+uint64(i)*40000
 			}
@@ -94,6 +109,9 @@ func TestControlPending(t *testing.T) {
 				t.Errorf("seed %d conn %d: %d asks with nothing pending, %d with control pending, packets %v: the run does not exercise both answers",
 					seed, p.id, p.idle, p.pending, p.types)
 			}
+		}
+		if checks[1].quiet == 0 || checks[0].quiet != 0 {
+			t.Errorf("seed %d: %d and %d asks with TransmitPending false, want some for the receiver only", seed, checks[0].quiet, checks[1].quiet)
 		}
 		if checks[1].types[wire.TypeNak] == 0 || checks[0].types[wire.TypeClose] == 0 {
 			t.Errorf("seed %d: packets %v and %v: no NAK or no CLOSE to check", seed, checks[0].types, checks[1].types)
