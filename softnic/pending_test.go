@@ -2,6 +2,7 @@ package softnic
 
 import (
 	"testing"
+	"unsafe"
 
 	"github.com/mrlab/mrlab/internal/sim"
 	"github.com/mrlab/mrlab/transport"
@@ -99,5 +100,14 @@ func TestNoEmptyAsks(t *testing.T) {
 	if n.ctlRefused != 0 || n.rxOnlyRefused != 0 {
 		t.Errorf("%d of %d TransmitControl asks came back empty, and %d Transmit asks of the receive-only end; want none (%d data packets)",
 			n.ctlRefused, n.ctlAsks, n.rxOnlyRefused, n.dataSent)
+	}
+}
+
+// TestConnSize guards a NIC connection's size: 352 bytes, an allocator
+// size class (the next is 384). The transport's pending answers take one
+// interface field (pender), not one per answer, to stay in it.
+func TestConnSize(t *testing.T) {
+	if n := unsafe.Sizeof(Conn{}); n > 352 {
+		t.Errorf("softnic.Conn is %d bytes, want at most 352", n)
 	}
 }

@@ -183,10 +183,13 @@ func (n *NIC) sendFrom(now sim.Time, pt *nicPort, l *readyList) bool {
 // mayHave reports whether c may have a packet for pt on list l: false
 // only if its transport says it has none.
 func (n *NIC) mayHave(c *Conn, pt *nicPort, l *readyList) bool {
-	if l == &pt.ctl {
-		return c.pend == nil || c.pend.ControlPending(pt.idx)
+	if c.pend == nil {
+		return true
 	}
-	return c.tpend == nil || c.tpend.TransmitPending(pt.idx)
+	if l == &pt.ctl {
+		return c.pend.ControlPending(pt.idx)
+	}
+	return c.pend.TransmitPending(pt.idx)
 }
 
 // frame prepends UDP and IPv4 headers to a k-byte transport payload.
