@@ -57,16 +57,16 @@ type Conn struct {
 	nic     *NIC
 	tc      transport.Conn
 	ctl     transport.ControlTransmitter // tc's control-only transmit, or nil
+	pend    pender                       // tc saying when it has nothing to send, or nil
 	proto   *protoEntry
 	id      uint32
-	peer    netip.Addr
 	peerU32 uint32
+	peer    netip.Addr
 	mem     memView
 	scq     *CQ
 	rcq     *CQ
 	timer   sim.Timer
 	links   []link
-	state   transport.State
 	onState func(*Conn, transport.State)
 	ctx     any
 	stats   ConnStats
@@ -76,6 +76,7 @@ type Conn struct {
 	// first when several of the NIC's ports are idle (markReady): the one
 	// after the port of its previous data packet.
 	nextPort uint16
+	state    transport.State
 	retired  bool
 	// halfOpen: a passive end whose handshake has not completed, not yet
 	// handed to its listener (guard.go); src is its peer's source entry
@@ -278,4 +279,16 @@ func (n *NIC) connIndex(id uint32) int {
 func (c *Conn) setTransport(tc transport.Conn) {
 	c.tc = tc
 	c.ctl, _ = tc.(transport.ControlTransmitter)
+	if c.ctl != nil {
+		c.pend, _ = tc.(pender)
+	}
+}
+
+// pender is a connection that sends control on its own and says when it
+// has nothing to send (transport.ControlPender, TransmitPender). The NIC
+// skips asks only of a connection that says both (MetaRoCE): one field,
+// so that Conn stays in its size class (352 bytes).
+type pender interface {
+	transport.ControlPender
+	transport.TransmitPender
 }

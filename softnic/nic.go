@@ -119,7 +119,12 @@ type protoEntry struct {
 // round robin. An ACK so never waits behind other connections' data: with
 // 250 connections sending on a port, one round of the data round robin
 // is 250 packets, 82 us at 100 Gbit/s, far above the fabric's round trip
-// (plane-scaling: 17,000 tail-loss probes fired on late ACKs).
+// (plane-scaling: 17,000 tail-loss probes fired on late ACKs). A
+// connection joins the control list after every event, in the order of
+// its events, whether it owes control or not (that order is the order
+// its control goes in), and so the data list; one whose transport says
+// it has nothing (transport.ControlPender, TransmitPender) leaves the
+// list unasked, without a buffer.
 type nicPort struct {
 	idx     int
 	w       Wire

@@ -133,6 +133,15 @@ func (n *NIC) sendOne(now sim.Time, pt *nicPort) bool {
 func (n *NIC) sendFrom(now sim.Time, pt *nicPort, l *readyList) bool {
 	maxPayload := n.mtu + transport.HeaderRoom
 	for c := l.popFront(); c != nil; c = l.popFront() {
+		if !n.mayHave(c, pt, l) {
+			// Nothing to ask for (transport.ControlPender,
+			// TransmitPender): the refused offer without the ask. Its
+			// deadline and state are as the last call into c left them
+			// and the NIC re-armed and checked after it; only retiring
+			// is left to do.
+			n.retire(c)
+			continue
+		}
 		b := n.pool.Get(IPv4UDPSize + maxPayload)
 		b.SetLen(maxPayload)
 		n.dmaTx, n.txLazy, n.txAsked = b, false, false
@@ -169,6 +178,18 @@ func (n *NIC) sendFrom(now sim.Time, pt *nicPort, l *readyList) bool {
 		return true
 	}
 	return false
+}
+
+// mayHave reports whether c may have a packet for pt on list l: false
+// only if its transport says it has none.
+func (n *NIC) mayHave(c *Conn, pt *nicPort, l *readyList) bool {
+	if c.pend == nil {
+		return true
+	}
+	if l == &pt.ctl {
+		return c.pend.ControlPending(pt.idx)
+	}
+	return c.pend.TransmitPending(pt.idx)
 }
 
 // frame prepends UDP and IPv4 headers to a k-byte transport payload.

@@ -378,6 +378,31 @@ type ControlTransmitter interface {
 	TransmitControl(now sim.Time, port int, b []byte) (int, TxMeta)
 }
 
+// ControlPender is implemented by control transmitters that can say,
+// without doing anything, that they have no control packet for a port:
+// ControlPending(port) false promises that TransmitControl(now, port, b)
+// would now write nothing and change nothing, so a NIC need not ask (nor
+// take a buffer to ask with). True means there may be one: the NIC asks.
+// Most offers of a connection to a port's control queue find nothing (a
+// connection is offered after every event, its ACKs are due after a few
+// arrivals): at 128 hosts 97,000 refused asks a run, about 400
+// instructions each.
+type ControlPender interface {
+	ControlPending(port int) bool
+}
+
+// TransmitPender is ControlPender for Transmit: TransmitPending(port)
+// false promises that Transmit(now, port, b) would now write nothing and
+// change nothing, so a NIC need not ask. It may say true when Transmit
+// then sends nothing (a window or pacer that holds the data is the
+// transport's to find out, at the moment it is asked); what it must
+// never do is say false when Transmit would send or change something. A
+// receive-only connection is offered its ports after each arrival:
+// about 60,000 refused asks a run at 128 hosts.
+type TransmitPender interface {
+	TransmitPending(port int) bool
+}
+
 // PortWatcher is implemented by multipath connections that act on their
 // NIC's local port state: a NIC calls SetPortsUp with bit i set for each
 // port whose link is up, when a connection is created and whenever a

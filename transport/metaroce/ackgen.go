@@ -125,31 +125,39 @@ func (c *Conn) queueNak(d wire.Data, pid int, reason wire.NakReason, rx transpor
 		port: rx.Port, sport: rx.SrcPort, psn: d.PSN(), msn: d.MSN(), dsn: d.DSN(), echo: d.TS()})
 }
 
+// nakFor returns the index of the first queued NAK for port, or -1.
+func (c *Conn) nakFor(port int) int {
+	for i := range c.r.naks {
+		if c.r.naks[i].port == port {
+			return i
+		}
+	}
+	return -1
+}
+
 // transmitNak sends the first queued NAK for port.
 func (c *Conn) transmitNak(port int, b []byte) (int, transport.TxMeta) {
-	for i := range c.r.naks {
-		k := c.r.naks[i]
-		if k.port != port {
-			continue
-		}
-		c.r.naks = append(c.r.naks[:i], c.r.naks[i+1:]...)
-		f := wire.NakFields{
-			Common: wire.Common{Type: wire.TypeNak, Path: k.path, Gen: k.gen, DstConn: c.peer, PSN: k.psn, TS: c.ts()},
-			Reason: k.reason, Stream: k.stream, MSN: k.msn, DSN: k.dsn, EchoTS: k.echo,
-		}
-		wire.Nak(b).Put(&f)
-		c.st.naksSent++
-		n := wire.Seal(b, wire.NakSize)
-		if k.reason == wire.NakAccess {
-			// A remote access error is fatal to the responder's end, as
-			// to an RC QP's: the NAK goes out, then the connection errs
-			// (its own requests flushed, the peer told by CLOSE), so a
-			// peer guessing keys pays a handshake per guess.
-			c.fail(transport.StatusFlushed, 0, false)
-		}
-		return n, transport.TxMeta{SrcPort: k.sport}
+	i := c.nakFor(port)
+	if i < 0 {
+		return 0, transport.TxMeta{}
 	}
-	return 0, transport.TxMeta{}
+	k := c.r.naks[i]
+	c.r.naks = append(c.r.naks[:i], c.r.naks[i+1:]...)
+	f := wire.NakFields{
+		Common: wire.Common{Type: wire.TypeNak, Path: k.path, Gen: k.gen, DstConn: c.peer, PSN: k.psn, TS: c.ts()},
+		Reason: k.reason, Stream: k.stream, MSN: k.msn, DSN: k.dsn, EchoTS: k.echo,
+	}
+	wire.Nak(b).Put(&f)
+	c.st.naksSent++
+	n := wire.Seal(b, wire.NakSize)
+	if k.reason == wire.NakAccess {
+		// A remote access error is fatal to the responder's end, as
+		// to an RC QP's: the NAK goes out, then the connection errs
+		// (its own requests flushed, the peer told by CLOSE), so a
+		// peer guessing keys pays a handshake per guess.
+		c.fail(transport.StatusFlushed, 0, false)
+	}
+	return n, transport.TxMeta{SrcPort: k.sport}
 }
 
 // owe makes the next ACKs carry path pid's state.
@@ -188,28 +196,35 @@ func (c *Conn) onAckTimer() {
 
 // transmitAck sends the due ACK if a path it owes arrived on port.
 func (c *Conn) transmitAck(port int, b []byte) (int, transport.TxMeta) {
-	if !c.r.ackDue {
-		return 0, transport.TxMeta{}
-	}
-	lead := -1
-	if pid := int(c.r.lastOn[port]); pid >= 0 && c.r.dirty[pid/64]&(1<<(pid%64)) != 0 {
-		lead = pid
-	} else {
-		for w, word := range c.r.dirty {
-			for word != 0 && lead < 0 {
-				i := bits.TrailingZeros64(word)
-				word &^= 1 << i
-				if c.r.paths[64*w+i].port == port {
-					lead = 64*w + i
-				}
-			}
-		}
-	}
+	lead := c.ackLead(port)
 	if lead < 0 {
-		return 0, transport.TxMeta{} // it leaves by another port
+		return 0, transport.TxMeta{} // none due, or it leaves by another port
 	}
 	n := c.encodeAck(b, lead)
 	return n, transport.TxMeta{SrcPort: c.r.paths[lead].sport}
+}
+
+// ackLead returns the path that leads the ACK due on port (the latest to
+// receive on port if it is owed, else the lowest owed path whose packets
+// arrive on port), or -1 if no ACK is due or none leaves by port. It
+// changes nothing.
+func (c *Conn) ackLead(port int) int {
+	if !c.r.ackDue {
+		return -1
+	}
+	if pid := int(c.r.lastOn[port]); pid >= 0 && c.r.dirty[pid/64]&(1<<(pid%64)) != 0 {
+		return pid
+	}
+	for w, word := range c.r.dirty {
+		for word != 0 {
+			i := bits.TrailingZeros64(word)
+			word &^= 1 << i
+			if c.r.paths[64*w+i].port == port {
+				return 64*w + i
+			}
+		}
+	}
+	return -1
 }
 
 // pathAck returns path pid's state for an ACK and settles what it owes

@@ -108,7 +108,11 @@ type ctlState struct {
 	sendBucket uint8
 }
 
-var _ transport.Conn = (*Conn)(nil)
+var (
+	_ transport.Conn           = (*Conn)(nil)
+	_ transport.ControlPender  = (*Conn)(nil)
+	_ transport.TransmitPender = (*Conn)(nil)
+)
 
 func ctlTimerFired(now sim.Time, arg any)  { arg.(*Conn).onCtlTimer() }
 func ackTimerFired(now sim.Time, arg any)  { arg.(*Conn).onAckTimer() }
@@ -362,6 +366,33 @@ func (c *Conn) TransmitControl(now sim.Time, port int, b []byte) (int, transport
 		return 0, transport.TxMeta{}
 	}
 	return c.transmitCtl(port, b)
+}
+
+// ControlPending implements transport.ControlPender: whether
+// TransmitControl has a packet for port now, by transmitCtl's tests
+// without their effects (a port out of range is TransmitControl's to
+// refuse).
+func (c *Conn) ControlPending(port int) bool {
+	if !c.r.ackDue && len(c.r.naks) == 0 && !c.ctl.due && !c.ctl.est && !c.ctl.closeAck && len(c.proto.lastAcks) == 0 {
+		return false // nothing owed on any port (most asks)
+	}
+	if port < 0 || port >= c.cfg.Ports || c.controlDue(port) {
+		return true
+	}
+	if c.state != transport.StateEstablished {
+		return false
+	}
+	return c.nakFor(port) >= 0 || c.ackLead(port) >= 0
+}
+
+// TransmitPending implements transport.TransmitPender: Transmit may have
+// a packet for port unless it has no control for it and has never had a
+// sending path. Without sending paths (a connection that has posted
+// nothing, served no READ and taken no ACK) Transmit has no probe, lost
+// or queued chunk, copy or pacer wait (the pacer moves only when data is
+// sent), so it sends nothing and changes nothing.
+func (c *Conn) TransmitPending(port int) bool {
+	return c.s.paths != nil || c.ControlPending(port)
 }
 
 // transmitCtl sends the next control packet for port, if any.

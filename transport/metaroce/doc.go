@@ -206,7 +206,9 @@
 // packet time later by one extra copy, which does not wait for later
 // arrivals. The NIC sends ACKs, NAKs and handshake messages ahead of
 // every connection's data (TransmitControl), so an ACK never waits for a
-// round of other connections' data on its port.
+// round of other connections' data on its port; it asks only when the
+// connection says it has some (ControlPending), and asks a connection
+// that has never sent for data only then too (TransmitPending).
 //
 // # Connection life
 //

@@ -53,6 +53,19 @@ func (c *Conn) onCtlTimer() {
 	c.ctlAttempt()
 }
 
+// controlDue says whether transmitControl has a packet for port now. It
+// changes nothing.
+func (c *Conn) controlDue(port int) bool {
+	if len(c.proto.lastAcks) > 0 {
+		if a, ok := c.proto.lastAcks[c]; ok && a.port == port {
+			return true
+		}
+	}
+	return c.ctl.due && int(c.ctl.port) == port ||
+		c.ctl.est && int(c.ctl.replyPort) == port ||
+		c.ctl.closeAck && int(c.ctl.replyPort) == port
+}
+
 // transmitControl sends a due connection-management packet.
 func (c *Conn) transmitControl(port int, b []byte) (int, transport.TxMeta) {
 	if len(c.proto.lastAcks) > 0 {
