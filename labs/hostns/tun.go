@@ -33,6 +33,7 @@ type TUN struct {
 	name string
 	ns   string
 	mtu  int
+	try  *tryReader // TryRead's, made on its first call
 }
 
 // Headroom is the room Write needs in front of each packet in its buffer

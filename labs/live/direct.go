@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/mrlab/mrlab/internal/sim"
 )
 
 // Direct reads: the loop reads a host's kernel itself. A reader goroutine
@@ -54,6 +56,16 @@ type pollDevice interface {
 // So the loop takes such a device out of the runtime's poller.
 type runtimePolled interface {
 	DetachRuntimePoller() error
+}
+
+// tryDevice is a device that can be read without knowing whether a
+// packet is queued (hostns.TUN.TryRead): with none it returns 0 at once.
+// A look draining a queue reads such a device until it says it is empty,
+// instead of asking the epoll before every read: a queue of datagrams
+// cost the loop two system calls a datagram (epoll_wait and read), now
+// one and a read that finds nothing per round.
+type tryDevice interface {
+	TryRead(bufs [][]byte, sizes []int, offset int) (int, error)
 }
 
 // directInputs is the loop's set of inputs it reads itself.
@@ -124,6 +136,7 @@ func (p *Pacer) readDirect(in *kernelInput, dev Device) (bool, error) {
 		}
 	}
 	in.dev, in.fd = dev, fd
+	in.try, _ = dev.(tryDevice)
 	d.ins = append(d.ins, in)
 	d.events = make([]unix.EpollEvent, len(d.ins))
 	d.woken = make([]int, 0, len(d.ins))
@@ -193,7 +206,8 @@ func (p *Pacer) pollInputs() bool {
 				return got
 			}
 		}
-		if !p.readRound(d.events[:n]) {
+		found, more := p.readRound(d.events[:n], d.backlog, start)
+		if !found {
 			d.backlog = false
 			if got {
 				p.flush()
@@ -214,6 +228,13 @@ func (p *Pacer) pollInputs() bool {
 			p.flush()
 			return true
 		}
+		if !more {
+			// Every device read was read until it said it was empty:
+			// no need to ask the epoll (a call per round; in a queue
+			// of datagrams, one per datagram before TryRead).
+			p.flush()
+			return true
+		}
 	}
 }
 
@@ -224,39 +245,58 @@ func (p *Pacer) pollInputs() bool {
 // horizon may also take (spin.go).
 func (p *Pacer) lookBudget() time.Duration { return p.cfg.LagThreshold / 4 }
 
-// readRound reads once from each input evs name and injects what it read;
-// it reports whether any packet came.
-func (p *Pacer) readRound(evs []unix.EpollEvent) bool {
+// readRound reads from each input evs name and injects what it read; it
+// reports whether any packet came, and whether any input may hold more
+// (more rounds would find packets). Without drain, or from a device that
+// cannot say it is empty (no TryRead), it reads each once. With drain it
+// reads a device that can (tryDevice) until it says it is empty, or until
+// the round has taken a batch of packets from it (every readable device
+// gets its batch in turn) or the look (begun at start) its budget.
+func (p *Pacer) readRound(evs []unix.EpollEvent, drain bool, start sim.Time) (got, more bool) {
 	d := &p.direct
-	got := false
 	for _, ev := range evs {
 		in := d.ins[ev.Fd]
-		if in.closed {
-			continue
-		}
 		b := in.own
-		// One Read: the device is readable (no Read blocks the loop).
-		k, err := in.fill(b, in.dev, nil)
-		if err != nil {
-			if errors.Is(err, os.ErrClosed) {
-				// Teardown closes devices after the loop stops; a device
-				// closed under it is read no more.
-				in.closed = true
-				unix.EpollCtl(d.ep, unix.EPOLL_CTL_DEL, in.fd, nil)
-				unix.EpollCtl(p.w.ep, unix.EPOLL_CTL_DEL, in.fd, nil)
+		for taken := 0; !in.closed; {
+			// The first read finds a packet (the device is readable);
+			// later ones ask by reading (TryRead returns 0 when empty).
+			var k int
+			var err error
+			if in.try != nil {
+				k, err = in.try.TryRead(b.bufs, b.sizes, in.offset)
+			} else {
+				k, err = in.fill(b, in.dev, nil)
 			}
-			// Anything else is one bad packet from the host (a
-			// malformed offload header), already consumed.
-			in.readErrs++
+			if err != nil {
+				if errors.Is(err, os.ErrClosed) {
+					// Teardown closes devices after the loop stops; a
+					// device closed under it is read no more.
+					in.closed = true
+					unix.EpollCtl(d.ep, unix.EPOLL_CTL_DEL, in.fd, nil)
+					unix.EpollCtl(p.w.ep, unix.EPOLL_CTL_DEL, in.fd, nil)
+					break
+				}
+				// Anything else is one bad packet from the host (a
+				// malformed offload header), already consumed.
+				in.readErrs++
+				k = 0
+				taken++
+			} else if k <= 0 {
+				break // empty
+			}
+			if k > 0 {
+				b.n, b.at = k, p.elapsed()
+				p.inject(b)
+				got = true
+				taken += k
+			}
+			if !drain || in.try == nil || taken >= len(b.bufs) || time.Duration(p.elapsed()-start) >= p.lookBudget() {
+				more = true
+				break
+			}
 		}
-		if k <= 0 {
-			continue
-		}
-		b.n, b.at = k, p.elapsed()
-		p.inject(b)
-		got = true
 	}
-	return got
+	return got, more
 }
 
 func (d *directInputs) close() {

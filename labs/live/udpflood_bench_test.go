@@ -101,8 +101,8 @@ func BenchmarkUDPFlood(b *testing.B) {
 				fmt.Fprintf(&each, " %s %.3f", c, calls[c]/read)
 			}
 		}
-		b.Logf("rep %d: %.0f datagrams read (%.0f kpps over the run's wall time), loop %.2f us CPU and %.2f system calls a datagram (%s), the lab process %.2f us CPU and %.2f context switches a datagram, %.3f writes a datagram written; iperf3 sent %.0f Mbit/s, lost %.2f%%; max lag %v; load %s",
-			i, read, read/wall.Seconds()/1e3, cpu, calls["sys_enter"]/read, strings.TrimSpace(each.String()), labDgram, float64(csw)/read, writes, r.SentPerSecond/1e6, r.LostPercent, after.Lag.MaxLag, loadAvg())
+		b.Logf("rep %d: %.0f datagrams read (%.0f kpps over the run's wall time), loop %.2f us CPU and %.2f system calls a datagram (%s), the lab process %.2f us CPU and %.2f context switches a datagram, %.3f writes a datagram written; iperf3 sent %.0f Mbit/s, lost %.2f%%; loop slept %.2f and watched the clock %.2f us a datagram; max lag %v; load %s",
+			i, read, read/wall.Seconds()/1e3, cpu, calls["sys_enter"]/read, strings.TrimSpace(each.String()), labDgram, float64(csw)/read, writes, r.SentPerSecond/1e6, r.LostPercent, float64(after.Lag.Sleeps-before.Lag.Sleeps)/read, float64(after.Lag.SpinTime-before.Lag.SpinTime)/1e3/read, after.Lag.MaxLag, loadAvg())
 	}
 	b.StopTimer()
 	b.ReportMetric(median(cpuDgram), "loop-cpu-us/dgram")

@@ -1,0 +1,80 @@
+package live
+
+import (
+	"net/netip"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/mrlab/mrlab/internal/packet"
+	"github.com/mrlab/mrlab/internal/sim"
+)
+
+// tryCountDevice is a pollCountDevice that can say it is empty
+// (tryDevice): TryRead takes a packet off its eventfd semaphore's queue,
+// or returns 0 when it is empty.
+type tryCountDevice struct {
+	pollCountDevice
+	tries   int
+	endless bool
+	pkt     []byte
+}
+
+func (d *tryCountDevice) TryRead(bufs [][]byte, sizes []int, offset int) (int, error) {
+	d.tries++
+	if !d.endless {
+		var b [8]byte
+		if _, err := unix.Read(d.fd, b[:]); err == unix.EAGAIN {
+			return 0, nil
+		}
+	}
+	sizes[0] = copy(bufs[0][offset:], d.pkt)
+	return 1, nil
+}
+
+// TestDirectDrainTries: a look draining a queue reads a device that can
+// say it is empty (tryDevice) until it does, in one round (one epoll_wait
+// for the whole queue, not one a packet), and then ends without asking
+// the epoll again; a device that never empties gives a round at most a
+// batch of packets and the look its budget. After an empty look it is
+// read once, as any device (no read that finds nothing where packets
+// come one at a time).
+func TestDirectDrainTries(t *testing.T) {
+	p := idlePacer(t)
+	efd, queue := packetQueue(t)
+	src := &tryCountDevice{pollCountDevice: pollCountDevice{fd: efd}, pkt: ipPacket(netip.MustParseAddr("198.18.0.1"), netip.MustParseAddr("198.18.0.2"), 1400)}
+	src.read = func([][]byte, []int, int) (int, error) { t.Fatal("Read of a device that has TryRead"); return 0, nil }
+	got := 0
+	in := p.newInput(8, 0, packet.MaxSize, func(_ sim.Time, b *packet.Buffer) {
+		got++
+		b.Free()
+	})
+	if ok, err := p.readDirect(in, src); !ok || err != nil {
+		t.Fatalf("readDirect: %v, %v", ok, err)
+	}
+	queue(5)
+	if !p.pollInputs() || src.tries != 1 || got != 1 {
+		t.Fatalf("5 queued after no look: %d tries, %d packets; want 1 and 1 (one round, one read)", src.tries, got)
+	}
+	rounds := p.lag.LookRounds
+	if !p.pollInputs() || got != 5 || src.tries != 6 || p.lag.LookRounds != rounds+1 {
+		t.Fatalf("the draining look: %d packets, %d tries, %d rounds; want the other 4, 5 tries (the last finds none), 1 round", got-1, src.tries-1, p.lag.LookRounds-rounds)
+	}
+	if p.pollInputs() || src.tries != 6 {
+		t.Fatalf("a look at the empty device tried it %d times, want 0 (its epoll says it is empty)", src.tries-6)
+	}
+
+	// A device that never runs dry.
+	src.endless = true
+	queue(1)
+	p.pollInputs() // finds it after an empty look: one read
+	start, tries, rounds := time.Now(), src.tries, p.lag.LookRounds
+	if !p.pollInputs() {
+		t.Fatal("a readable device was not read")
+	}
+	took, r := time.Since(start), p.lag.LookRounds-rounds
+	if r < 2 || src.tries-tries > 8*int(r) || p.lag.LooksCut != 1 || took < p.lookBudget() {
+		t.Fatalf("an endless device: %d tries in %d rounds over %v, %d looks cut; want at most 8 (a batch) a round, rounds until the budget of %v", src.tries-tries, r, took, p.lag.LooksCut, p.lookBudget())
+	}
+}
