@@ -1,7 +1,10 @@
 package live
 
 import (
+	"fmt"
 	"net/netip"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -9,6 +12,8 @@ import (
 
 	"github.com/mrlab/mrlab/internal/packet"
 	"github.com/mrlab/mrlab/internal/sim"
+	"github.com/mrlab/mrlab/internal/testenv"
+	"github.com/mrlab/mrlab/labs/hostns"
 )
 
 // tryCountDevice is a pollCountDevice that can say it is empty
@@ -77,4 +82,58 @@ func TestDirectDrainTries(t *testing.T) {
 	if r < 2 || src.tries-tries > 8*int(r) || p.lag.LooksCut != 1 || took < p.lookBudget() {
 		t.Fatalf("an endless device: %d tries in %d rounds over %v, %d looks cut; want at most 8 (a batch) a round, rounds until the budget of %v", src.tries-tries, r, took, p.lag.LooksCut, p.lookBudget())
 	}
+}
+
+// TestLiveMr0OutOfRuntimePoller: in a running lab every host's mr0 is
+// watched by the loop's epolls only, not edge-triggered by the Go
+// runtime's (whose wake-ups on every packet the loop paid for: see
+// runtimePolled); ReaderOnly labs, whose readers block in the runtime's
+// poller, keep it there.
+func TestLiveMr0OutOfRuntimePoller(t *testing.T) {
+	testenv.RequireNamespaces(t)
+	for _, tc := range []struct {
+		name string
+		opts Options
+		want int
+	}{{"loop", Options{}, 0}, {"reader-goroutines", Options{ReaderOnly: true}, 1}} {
+		t.Run(tc.name, func(t *testing.T) {
+			l, _ := upLive(t, "b2b", "rp", tc.opts)
+			for _, h := range l.hosts {
+				tun, ok := h.dev.(*hostns.TUN)
+				if !ok {
+					t.Fatalf("host %s: device %T, want a TUN", h.label, h.dev)
+				}
+				fd, err := tun.PollFD()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if n := edgeWatchesOf(t, fd); n != tc.want {
+					t.Errorf("host %s: mr0 watched edge-triggered by %d epolls of the process, want %d", h.label, n, tc.want)
+				}
+			}
+		})
+	}
+}
+
+// edgeWatchesOf counts this process's epolls that watch descriptor fd
+// edge-triggered (as the Go runtime's poller does), by their fdinfo.
+func edgeWatchesOf(t *testing.T, fd int) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fdinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, n := fmt.Sprintf("tfd: %8d events: ", fd), 0
+	for _, e := range ents {
+		b, err := os.ReadFile("/proc/self/fdinfo/" + e.Name())
+		if err != nil {
+			continue
+		}
+		for _, l := range strings.Split(string(b), "\n") {
+			if rest, ok := strings.CutPrefix(l, want); ok && len(rest) >= 8 && rest[0] >= '8' {
+				n++
+			}
+		}
+	}
+	return n
 }
