@@ -137,3 +137,48 @@ func edgeWatchesOf(t *testing.T, fd int) int {
 	}
 	return n
 }
+
+// TestLookNowDefersToSleep: a pass about to sleep puts its look off to
+// the sleep's epoll_wait, which watches the same devices; a pass with an
+// event due, input or posts queued, a wake-up's word or a queue being
+// drained looks; and a pass after one that put its look off without
+// sleeping looks, so input waits at most a pass.
+func TestLookNowDefersToSleep(t *testing.T) {
+	p := idlePacer(t)
+	p.spin = newSpinner(10*time.Microsecond, PolicyFair, p.cfg.LagThreshold, eventTolerance(p.cfg.LagThreshold))
+	efd, queue := packetQueue(t)
+	src := &tryCountDevice{pollCountDevice: pollCountDevice{fd: efd}, pkt: ipPacket(netip.MustParseAddr("198.18.0.1"), netip.MustParseAddr("198.18.0.2"), 1400)}
+	in := p.newInput(8, 0, packet.MaxSize, func(_ sim.Time, b *packet.Buffer) { b.Free() })
+	if ok, err := p.readDirect(in, src); !ok || err != nil {
+		t.Fatalf("readDirect: %v, %v", ok, err)
+	}
+	if p.lookNow() {
+		t.Fatal("nothing due, nothing queued: the pass looks before it sleeps")
+	}
+	if !p.lookNow() {
+		t.Fatal("the pass after one that put its look off and did not sleep does not look")
+	}
+	// Put off, then a sleep: the device is readable, so the sleep's wait
+	// returns at once, naming it, and the next pass reads it.
+	if p.lookNow() {
+		t.Fatal("nothing due: the pass looks")
+	}
+	queue(1)
+	p.sleep(sim.Never, 0)
+	if p.direct.deferred || len(p.direct.woken) != 1 {
+		t.Fatalf("after the sleep: look still put off %v, devices named %v; want false, [0]", p.direct.deferred, p.direct.woken)
+	}
+	if !p.lookNow() || !p.pollInputs() {
+		t.Fatal("the device the sleep named was not read")
+	}
+	if !p.lookNow() {
+		t.Fatal("after a look that found packets (a queue may be building up) the pass does not look")
+	}
+	p.pollInputs() // empty: the queue is gone
+	// An event due within the waiting rule's horizon: the loop watches
+	// the clock rather than sleep, so it looks.
+	p.loop.At(p.elapsed()+sim.Time(time.Microsecond), func(sim.Time) {})
+	if !p.lookNow() {
+		t.Fatal("an event due within the horizon: the pass does not look")
+	}
+}

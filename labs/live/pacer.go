@@ -351,7 +351,9 @@ func (p *Pacer) Run(ctx context.Context) error {
 		now := p.runDue()
 		t := p.elapsed()
 		p.drain()
-		p.pollInputs()
+		if p.lookNow() {
+			p.pollInputs()
+		}
 		t = p.noteStep(t, "posted work and kernel input")
 		if p.poller != nil {
 			p.poller.Poll(p.loop.Now())
