@@ -32,7 +32,8 @@ import (
 // (the next look's, which the loop makes anyway, or the next round's of a
 // look draining a queue that built up: pollInputs), never a poll(2)
 // after every read (a ping's every leg paid three calls more than its
-// read).
+// read); within a draining round, a device that can say it is empty
+// (tryDevice) is asked by reading it again.
 
 // pollDevice is a Device whose readiness the loop can watch.
 type pollDevice interface {
