@@ -337,7 +337,8 @@ func (n *Namespace) Counters(ifname string) (IfCounters, error) {
 // packet the host's kernel queues on the device, and every packet
 // written to the device and freed, wakes an idle runtime thread blocked
 // in that epoll, which finds no goroutine waiting on the device and
-// sleeps again: a thread wake-up per packet.
+// sleeps again: a thread wake-up per packet. Writes are unaffected (a
+// TUN's send buffer is unlimited, so a write never waits for room).
 func (t *TUN) DetachRuntimePoller() error {
 	fd, err := t.PollFD()
 	if err != nil {
