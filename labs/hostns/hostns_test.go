@@ -202,3 +202,116 @@ func runIn(n *Namespace, name string, args ...string) (string, error) {
 		return out.String(), fmt.Errorf("%s timed out", name)
 	}
 }
+
+// TestDetachRuntimePoller: a TUN taken out of the Go runtime's poller is
+// watched edge-triggered by no epoll of the process, still carries
+// packets both ways read with TryRead (which returns at once, with
+// nothing, from an empty device), and closes.
+func TestDetachRuntimePoller(t *testing.T) {
+	testenv.RequireNamespaces(t)
+	testenv.RequireCommand(t, "ping")
+	var tuns [2]*TUN
+	var nss [2]*Namespace
+	for i := range tuns {
+		nss[i] = createNS(t, fmt.Sprint("d", i))
+		if err := nss[i].DisableIPv6(); err != nil {
+			t.Fatal(err)
+		}
+		tun, err := nss[i].OpenTUN("mr0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		tuns[i] = tun
+		t.Cleanup(func() { tun.Close() })
+		addr := netip.AddrFrom4([4]byte{198, 18, 0, byte(1 + i)})
+		if err := nss[i].Configure(tun, IfConfig{Addr: netip.PrefixFrom(addr, 32), Routes: []netip.Prefix{netip.MustParsePrefix("198.18.0.0/15")}, MTU: 1500}); err != nil {
+			t.Fatal(err)
+		}
+		if n := edgeWatches(t, tun); n != 1 {
+			t.Fatalf("an open TUN is watched edge-triggered by %d epolls of the process, want 1 (the runtime's)", n)
+		}
+		if err := tun.DetachRuntimePoller(); err != nil {
+			t.Fatal(err)
+		}
+		if n := edgeWatches(t, tun); n != 0 {
+			t.Fatalf("a detached TUN is watched edge-triggered by %d epolls, want 0", n)
+		}
+	}
+	if err := tuns[0].DetachRuntimePoller(); err == nil {
+		t.Error("detaching twice: no error, want one (nothing watches it)")
+	}
+	bufs := make([][]byte, tuns[0].BatchSize())
+	sizes := make([]int, len(bufs))
+	for i := range bufs {
+		bufs[i] = make([]byte, Headroom+65536)
+	}
+	if n, err := tuns[0].TryRead(bufs, sizes, Headroom); n != 0 || err != nil {
+		t.Fatalf("TryRead of an empty TUN: %d packets, %v; want 0, nil", n, err)
+	}
+	if a := testing.AllocsPerRun(100, func() { tuns[0].TryRead(bufs, sizes, Headroom) }); a != 0 {
+		t.Errorf("TryRead of an empty TUN allocates %v times, want 0", a)
+	}
+	// Copy between the TUNs.
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			for i, from := range tuns {
+				n, err := from.TryRead(bufs, sizes, Headroom)
+				if err != nil {
+					return
+				}
+				out := make([][]byte, n)
+				for k := range out {
+					out[k] = bufs[k][:Headroom+sizes[k]]
+				}
+				tuns[1-i].Write(out, Headroom)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}()
+	out, err := runIn(nss[0], "ping", "-c", "2", "-i", "0.2", "-W", "2", "198.18.0.2")
+	close(stop)
+	<-done
+	if err != nil {
+		t.Fatalf("ping across detached TUNs: %v\n%s", err, out)
+	}
+	for _, tun := range tuns {
+		if err := tun.Close(); err != nil {
+			t.Errorf("closing a detached TUN: %v", err)
+		}
+	}
+}
+
+// edgeWatches counts the epolls of this process that watch t's
+// descriptor edge-triggered (the Go runtime's poller does).
+func edgeWatches(t *testing.T, tun *TUN) int {
+	t.Helper()
+	fd, err := tun.PollFD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ents, err := os.ReadDir("/proc/self/fdinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range ents {
+		b, err := os.ReadFile("/proc/self/fdinfo/" + e.Name())
+		if err != nil {
+			continue
+		}
+		for _, l := range strings.Split(string(b), "\n") {
+			if rest, ok := strings.CutPrefix(l, fmt.Sprintf("tfd: %8d events: ", fd)); ok && len(rest) >= 8 && rest[0] >= '8' {
+				n++
+			}
+		}
+	}
+	return n
+}

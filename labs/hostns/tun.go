@@ -7,6 +7,8 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"strconv"
+	"strings"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -31,6 +33,7 @@ type TUN struct {
 	name string
 	ns   string
 	mtu  int
+	try  *tryReader // TryRead's, made on its first call
 }
 
 // Headroom is the room Write needs in front of each packet in its buffer
@@ -324,4 +327,55 @@ func (n *Namespace) Counters(ifname string) (IfCounters, error) {
 		}
 	}
 	return c, nil
+}
+
+// DetachRuntimePoller takes t's descriptor out of the Go runtime's
+// network poller (its epoll, found by the edge-triggered registration
+// it made of this descriptor, in /proc/self/fdinfo), for a device read
+// only when a poll of the caller's own says it is readable (a Read that
+// would block would then never return, until Close). Registered, every
+// packet the host's kernel queues on the device, and every packet
+// written to the device and freed, wakes an idle runtime thread blocked
+// in that epoll, which finds no goroutine waiting on the device and
+// sleeps again: a thread wake-up per packet. Writes are unaffected (a
+// TUN's send buffer is unlimited, so a write never waits for room).
+func (t *TUN) DetachRuntimePoller() error {
+	fd, err := t.PollFD()
+	if err != nil {
+		return err
+	}
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return fmt.Errorf("detaching %s in %s from the runtime's poller: %w", t.name, t.ns, err)
+	}
+	want := fmt.Sprintf("tfd: %8d events: ", fd)
+	for _, e := range ents {
+		link, err := os.Readlink("/proc/self/fd/" + e.Name())
+		if err != nil || link != "anon_inode:[eventpoll]" {
+			continue
+		}
+		info, err := os.ReadFile("/proc/self/fdinfo/" + e.Name())
+		if err != nil {
+			continue
+		}
+		for _, l := range strings.Split(string(info), "\n") {
+			rest, ok := strings.CutPrefix(l, want)
+			if !ok || len(rest) < 8 {
+				continue
+			}
+			ev, err := strconv.ParseUint(rest[:8], 16, 32)
+			if err != nil || ev&unix.EPOLLET == 0 {
+				continue // a level-triggered watch: the caller's own
+			}
+			ep, err := strconv.Atoi(e.Name())
+			if err != nil {
+				continue
+			}
+			if err := unix.EpollCtl(ep, unix.EPOLL_CTL_DEL, fd, nil); err != nil {
+				return fmt.Errorf("detaching %s in %s from the runtime's poller: %w", t.name, t.ns, err)
+			}
+			return nil
+		}
+	}
+	return fmt.Errorf("detaching %s in %s from the runtime's poller: no epoll watches descriptor %d edge-triggered", t.name, t.ns, fd)
 }

@@ -40,6 +40,7 @@ type kernelInput struct {
 
 	// Direct inputs (direct.go): the loop reads dev itself into own.
 	dev      Device
+	try      tryDevice // dev, if it can say it is empty (direct.go)
 	fd       int
 	own      *inBatch
 	closed   bool

@@ -280,6 +280,9 @@ func (l *Lab) startEngine() error {
 			}
 		}
 	}
+	for _, err := range l.pacer.direct.attached {
+		opts.Logf("lab %s: %v (the lab works; every packet of that host also wakes an idle thread of the Go runtime)", l.name, err)
+	}
 	return nil
 }
 

@@ -97,6 +97,8 @@ func (p *Pacer) sleep(next sim.Time, wait time.Duration) {
 			continue
 		}
 		p.sleeping.Store(false)
+		// The wait watched every device: the look put off is done.
+		p.direct.deferred = false
 		var buf [8]byte
 		for i := 0; i < n; i++ {
 			fd := int(w.events[i].Fd)
