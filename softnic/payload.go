@@ -62,7 +62,7 @@ func (n *NIC) finishTx(b *packet.Buffer, k int, elide bool) *packet.Buffer {
 		s.SetLen(k)
 		copy(s.Data(), b.Data()[:k])
 		moveRuns(s, b)
-		b.Release()
+		b.Free()
 		return s
 	}
 	b.SetLen(k)

@@ -142,7 +142,7 @@ func (n *NIC) sendFrom(now sim.Time, pt *nicPort, l *readyList) bool {
 			n.retire(c)
 			continue
 		}
-		b := n.pool.Build(IPv4UDPSize + maxPayload)
+		b := n.pool.Get(IPv4UDPSize + maxPayload)
 		b.SetLen(maxPayload)
 		n.dmaTx, n.txLazy, n.txAsked = b, false, false
 		var k int
@@ -157,7 +157,7 @@ func (n *NIC) sendFrom(now sim.Time, pt *nicPort, l *readyList) bool {
 			if k > maxPayload {
 				n.stats.TransmitOverruns++
 			}
-			b.Release()
+			b.Free()
 			n.rearm(c)
 			n.checkState(c)
 			n.retire(c)

@@ -250,9 +250,6 @@ type Pool struct {
 	outstanding                       int
 	// view is the buffer Show lends (view.go); nil until first used.
 	view *view
-	// build is the buffer Build lends (build.go), lent while buildLent.
-	build     *Buffer
-	buildLent bool
 }
 
 // NewPool returns an empty pool.
@@ -321,18 +318,13 @@ func (p *Pool) get(size int) *Buffer {
 			b = p.alloc(MaxSize)
 		}
 	}
-	b.clean()
-	p.outstanding++
-	return b
-}
-
-// clean empties b for a new packet: no scratch, owner, runs or flow tag.
-func (b *Buffer) clean() {
 	b.Hop, b.Stamp = 0, 0
 	b.Timer.Own(nil)
 	b.Synthetic = b.Synthetic[:0]
 	b.Flow = FlowTag{}
 	b.Reset()
+	p.outstanding++
+	return b
 }
 
 // Copy returns a new buffer holding a copy of src's packet bytes (a
@@ -359,8 +351,7 @@ func (b *Buffer) copyRuns(src *Buffer) {
 
 // Elide returns b's packet as a header-only one, without its bytes at..
 // at+n of Data() (they must be zeros: a payload its synthetic runs
-// describe), in a buffer of b's pool that fits what is left; b is
-// released (Release: a buffer from Build is lent again).
+// describe), in a buffer of b's pool that fits what is left; b is freed.
 // The packet keeps its ID, flow tag and scratch fields. b must hold all
 // its bytes and no timer of it may be armed.
 func (b *Buffer) Elide(at, n int) *Buffer {
@@ -372,7 +363,6 @@ func (b *Buffer) Elide(at, n int) *Buffer {
 	e.hole, e.holeAt = n, e.end
 	e.end += copy(e.buf[e.end:], b.buf[b.off+at+n:b.end])
 	e.adopt(b)
-	b.Release()
 	return e
 }
 
@@ -390,15 +380,14 @@ func (b *Buffer) Expand() *Buffer {
 	e.end += b.hole
 	e.end += copy(e.buf[e.end:], b.buf[b.holeAt:b.end])
 	e.adopt(b)
-	b.Free()
 	return e
 }
 
-// adopt makes e the packet b was (ID, flow tag, scratch, runs); the
-// caller frees b.
+// adopt makes e the packet b was (ID, flow tag, scratch, runs) and frees b.
 func (e *Buffer) adopt(b *Buffer) {
 	e.ID, e.Hop, e.Stamp, e.Flow = b.ID, b.Hop, b.Stamp, b.Flow
 	e.copyRuns(b)
+	b.Free()
 }
 
 func (p *Pool) alloc(size int) *Buffer {
@@ -408,11 +397,6 @@ func (p *Pool) alloc(size int) *Buffer {
 
 func (p *Pool) put(b *Buffer) {
 	p.outstanding--
-	p.stash(b)
-}
-
-// stash puts b on its class's free list.
-func (p *Pool) stash(b *Buffer) {
 	switch len(b.buf) {
 	case tinyHeadroom + tinySize:
 		p.tiny = append(p.tiny, b)
