@@ -179,7 +179,7 @@ func (b *Buffer) AppendBytes(dst []byte) []byte {
 // an input-driven condition.
 func (b *Buffer) Prepend(n int) []byte {
 	if n > b.off {
-		panic(fmt.Sprintf("packet: prepend %d bytes with %d headroom", n, b.off))
+		panic(prependError{n, b.off})
 	}
 	b.off -= n
 	return b.buf[b.off : b.off+n]
@@ -190,7 +190,7 @@ func (b *Buffer) Prepend(n int) []byte {
 // first.
 func (b *Buffer) TrimFront(n int) {
 	if b.hole != 0 && b.off+n > b.holeAt {
-		panic(fmt.Sprintf("packet: trim %d bytes into an elided payload", n))
+		panic(trimError(n))
 	}
 	if n > b.end-b.off {
 		n = b.end - b.off
@@ -208,6 +208,22 @@ func (b *Buffer) SetLen(n int) bool {
 	b.end = b.off + n
 	b.hole, b.holeAt = 0, 0
 	return true
+}
+
+// prependError and trimError are Prepend's and TrimFront's panics: values
+// formatted only if printed, so that those two (a NIC frames and unframes
+// every packet with them) stay within the compiler's inlining budget.
+type (
+	prependError struct{ n, headroom int }
+	trimError    int
+)
+
+func (e prependError) Error() string {
+	return fmt.Sprintf("packet: prepend %d bytes with %d headroom", e.n, e.headroom)
+}
+
+func (e trimError) Error() string {
+	return fmt.Sprintf("packet: trim %d bytes into an elided payload", int(e))
 }
 
 // Tail returns the writable space after the packet's current end, for

@@ -124,11 +124,26 @@ func TestTrimIntoHolePanics(t *testing.T) {
 	e := elidable(p, 200).Elide(92, 104)
 	e.TrimFront(92) // up to the hole is fine
 	defer func() {
-		if recover() == nil {
-			t.Fatal("TrimFront into the elided bytes did not panic")
+		err, _ := recover().(error)
+		if err == nil || err.Error() != "packet: trim 1 bytes into an elided payload" {
+			t.Fatalf("TrimFront into the elided bytes: panic %v", err)
 		}
 	}()
 	e.TrimFront(1)
+}
+
+// TestPrependPastHeadroomPanics: Prepend past the headroom panics with
+// what it was asked and what there was.
+func TestPrependPastHeadroomPanics(t *testing.T) {
+	b := NewPool().Get(1000)
+	b.Prepend(Headroom) // all of it is fine
+	defer func() {
+		err, _ := recover().(error)
+		if err == nil || err.Error() != "packet: prepend 1 bytes with 0 headroom" {
+			t.Fatalf("Prepend past the headroom: panic %v", err)
+		}
+	}()
+	b.Prepend(1)
 }
 
 func TestElideNoAllocSteadyState(t *testing.T) {

@@ -39,16 +39,22 @@ func (p *Pool) Show(b *Buffer) *Buffer {
 	}
 	v.inUse = true
 	e := &v.b
-	for _, r := range v.dirty {
-		clear(e.buf[r[0]:r[1]])
-	}
 	// The packet sits where it sits in b's buffer, so its runs' offsets
-	// are b's: the runs are b's slice itself, not a copy.
+	// are b's: the runs are b's slice itself, not a copy. It writes the
+	// ranges w; the last packet's bytes are cleared unless w writes over
+	// exactly them (consecutive packets of one size: the usual case).
+	mid := b.holeAt + b.hole
+	w := [2][2]int{{b.off, b.holeAt}, {mid, mid + b.end - b.holeAt}}
+	if w != v.dirty {
+		for _, r := range v.dirty {
+			clear(e.buf[r[0]:r[1]])
+		}
+		v.dirty = w
+	}
 	e.off = b.off
-	pre := copy(e.buf[e.off:], b.buf[b.off:b.holeAt])
-	mid := e.off + pre + b.hole
-	e.end = mid + copy(e.buf[mid:], b.buf[b.holeAt:b.end])
-	v.dirty = [2][2]int{{e.off, e.off + pre}, {mid, e.end}}
+	copy(e.buf[b.off:b.holeAt], b.buf[b.off:b.holeAt])
+	e.end = w[1][1]
+	copy(e.buf[mid:e.end], b.buf[b.holeAt:b.end])
 	e.ID, e.Hop, e.Stamp, e.Flow = b.ID, b.Hop, b.Stamp, b.Flow
 	e.Synthetic = b.Synthetic
 	return e
