@@ -55,6 +55,7 @@ type ListenOptions struct {
 // event loop and not safe for concurrent use.
 type Conn struct {
 	nic     *NIC
+	wokenQ  bool // in nic.woken
 	tc      transport.Conn
 	ctl     transport.ControlTransmitter // tc's control-only transmit, or nil
 	pend    transport.ControlPender      // whether ctl has anything for a port, or nil
@@ -284,4 +285,7 @@ func (c *Conn) setTransport(tc transport.Conn) {
 		c.pend, _ = tc.(transport.ControlPender)
 	}
 	c.tpend, _ = tc.(transport.TransmitPender)
+	if w, ok := tc.(transport.Waker); ok {
+		w.SetWake(func() { c.nic.wake(c) })
+	}
 }

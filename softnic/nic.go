@@ -136,6 +136,12 @@ type nicPort struct {
 
 // NIC is one host's software RDMA NIC.
 type NIC struct {
+	// woken are the connections a transport woke (transport.Waker) whose
+	// afterIO is due once the current call into it returns; waking is
+	// set while drainWoken runs them.
+	woken  []*Conn
+	waking bool
+
 	name    string
 	addr    netip.Addr
 	addrU32 uint32

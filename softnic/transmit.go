@@ -18,6 +18,34 @@ func (n *NIC) afterIO(now sim.Time, c *Conn) {
 	n.rearm(c)
 	n.checkState(c)
 	n.markReady(now, c)
+	n.drainWoken(now)
+}
+
+// drainWoken runs afterIO for the connections woken (wake) during a call
+// into a transport, in the order they were woken.
+func (n *NIC) drainWoken(now sim.Time) {
+	if n.waking {
+		return // the outer drain takes them
+	}
+	n.waking = true
+	for i := 0; i < len(n.woken); i++ { // afterIO may wake more
+		w := n.woken[i]
+		w.wokenQ = false
+		n.afterIO(now, w)
+	}
+	n.woken = n.woken[:0]
+	n.waking = false
+}
+
+// wake queues c for afterIO once the current call into a transport
+// returns (transport.Waker): the call may be c's own or another
+// connection's, and running afterIO within it would let a port's pump
+// call into a connection that is still inside a call.
+func (n *NIC) wake(c *Conn) {
+	if !c.wokenQ {
+		c.wokenQ = true
+		n.woken = append(n.woken, c)
+	}
 }
 
 func (n *NIC) rearm(c *Conn) {
@@ -76,7 +104,10 @@ func (n *NIC) kickPort(now sim.Time, pt *nicPort) {
 	n.pump(now, pt)
 }
 
-func (n *NIC) fireKick(now sim.Time, arg any) { n.kickPort(now, arg.(*nicPort)) }
+func (n *NIC) fireKick(now sim.Time, arg any) {
+	n.kickPort(now, arg.(*nicPort))
+	n.drainWoken(now)
+}
 
 func (n *NIC) fireConn(now sim.Time, arg any) {
 	c := arg.(*Conn)
