@@ -40,13 +40,14 @@ func TestTargetAllToAllLineRate(t *testing.T) {
 // the dialers so far and tells them, so each dialer of the all-to-all
 // sends its share's first flight instead of one packet and a round trip.
 // Measured (seeds 1-3, algbw over lossless RoCEv2): 100G
-// 1.152/1.161/0.931, 400G 1.135/1.136/0.987, 800G 1.086/1.086/0.985
+// 1.147/1.146/0.922, 400G 1.056/1.066/0.974, 800G 1.086/1.085/0.973
 // (against 1.072/1.068/0.860, 0.886/0.886/0.768, 0.729/0.718/0.662
-// without); the first operation takes 45.1/16.6/12.5 us against the
-// second's 44.1/16.6/12.2 at 100/400/800G (seed 1). The floors are those
-// less ~3%.
+// without); the first operation takes 45.6/17.9/12.5 us against the
+// second's 44.1/17.8/12.2 at 100/400/800G (seed 1). Without the first
+// interval's stretch (cc.go, pace) 400G was 1.135/1.136/0.987 here but
+// the 64-host bed lost at 100G. The floors are those less ~3%.
 func TestAllToAllRevisedGrants(t *testing.T) {
-	allToAllLineRate(t, []string{reviseFirstGrant}, []lineRateFloor{{"100gbit", 1.12, 0.90}, {"400gbit", 1.10, 0.95}, {"800gbit", 1.05, 0.95}})
+	allToAllLineRate(t, []string{reviseFirstGrant}, []lineRateFloor{{"100gbit", 1.11, 0.89}, {"400gbit", 1.02, 0.94}, {"800gbit", 1.05, 0.94}})
 }
 
 const reviseFirstGrant = "transports.metaroce.revise_first_grant=on"

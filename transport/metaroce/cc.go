@@ -294,13 +294,27 @@ func (c *Conn) paceRate() float64 { return c.s.rate(c.refRate()) }
 
 // pace accounts a packet of n bytes sent now at R (pacer.go).
 func (c *Conn) pace(n int) {
-	if c.ctl.flight == flightNone {
+	first := c.ctl.flight == flightNone
+	if first {
 		c.ctl.flight = flightInTime
 		if c.flightLate() {
 			c.ctl.flight = flightLate
 		}
 	}
 	c.s.pacer.sent(c.now, n, c.paceRate(), c.lineBytes)
+	if first && c.opts.ReviseFirstGrant && c.s.pacer.next > c.now {
+		// With revised grants every dialer of an acceptor holds the
+		// same share when data starts, and senders paced alike from the
+		// same instant keep the same phase: their packets reach the
+		// receiver together every interval (64-host all-to-all at 100G:
+		// 2,065 marks against 2, 0.81x lossless RoCEv2 against 0.91x).
+		// The first interval is stretched by a random fraction of
+		// itself, once: 36 marks, 0.93x. The fraction comes from the
+		// connection's nonce (random, chosen by the dialer), not a new
+		// draw, which would move every later entropy choice.
+		frac := float64(c.nonce>>11) / (1 << 53)
+		c.s.pacer.next += sim.Time(frac * float64(c.s.pacer.next-c.now))
+	}
 }
 
 // The first flight's start (ctlState.flight).
