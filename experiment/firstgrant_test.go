@@ -70,6 +70,25 @@ func TestAllReduceFirstFlight(t *testing.T) {
 // Jain's index unchanged. The claims' bounds still hold; the default
 // keeps the lapse.
 func TestIncastHeldFirstGrant(t *testing.T) {
+	incastFirstGrant(t, holdFirstGrant, "the held grant")
+}
+
+// TestIncastRevisedFirstGrant: the incast claims' beds with
+// ReviseFirstGrant on (spec §9, first flight): the acceptor lowers the
+// outstanding grants to the share of the dialers so far and tells their
+// dialers, so the 63 dialers of the 63:1 incast end with C/63 each instead
+// of the first with C. Their flights start late (after every handshake),
+// so each sends one packet until its first ACK either way. Measured
+// (seeds 1-3, default -> revised): 8:1 settle 1.5 -> 0.75 RTTs, peak
+// queue 16.8 -> 29.3 KB; 63:1 wide settle 0 -> 0 RTTs, peak queue 235 ->
+// 218-222 KB, no drops, utilization 0.999.
+func TestIncastRevisedFirstGrant(t *testing.T) {
+	incastFirstGrant(t, reviseFirstGrant, "revised grants")
+}
+
+// incastFirstGrant runs the 8:1 and 63:1 incast claims' beds with the
+// what-if set and checks the claims' bounds.
+func incastFirstGrant(t *testing.T, set, what string) {
 	for _, tc := range []struct {
 		p       incastParams
 		c       incastCase
@@ -83,7 +102,7 @@ func TestIncastHeldFirstGrant(t *testing.T) {
 		p := tc.p
 		point := func(c incastCase, seed uint64) Point {
 			pt := p.point(c, seed)
-			pt.WhatIf.Set = append(pt.WhatIf.Set, holdFirstGrant)
+			pt.WhatIf.Set = append(pt.WhatIf.Set, set)
 			return pt
 		}
 		rows := claimRows(t, []incastCase{tc.c}, point, func(c incastCase, pt Point) (IncastRow, error) { return incastRun(p, c, pt) })
@@ -92,8 +111,8 @@ func TestIncastHeldFirstGrant(t *testing.T) {
 				tc.c.n, r.Seed, r.SettleRTTs, r.WideSettleRTTs, r.PeakQueue, r.QueueDrops, r.Utilization, r.Jain)
 			if r.Error != "" || r.QueueDrops > 0 || r.PeakQueue > tc.maxPeak ||
 				(tc.settle >= 0 && (r.SettleRTTs < 0 || r.SettleRTTs > tc.settle)) || r.WideSettleRTTs < 0 || r.WideSettleRTTs > tc.wide {
-				t.Errorf("%d:1 seed %d with the held grant: settle %.2f (want <= %g), wide %.2f (want <= %g), peak queue %d B (want <= %d), drops %d, %s",
-					tc.c.n, r.Seed, r.SettleRTTs, tc.settle, r.WideSettleRTTs, tc.wide, r.PeakQueue, tc.maxPeak, r.QueueDrops, r.Error)
+				t.Errorf("%d:1 seed %d with %s: settle %.2f (want <= %g), wide %.2f (want <= %g), peak queue %d B (want <= %d), drops %d, %s",
+					tc.c.n, r.Seed, what, r.SettleRTTs, tc.settle, r.WideSettleRTTs, tc.wide, r.PeakQueue, tc.maxPeak, r.QueueDrops, r.Error)
 			}
 		}
 	}

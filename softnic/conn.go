@@ -282,6 +282,9 @@ func (c *Conn) setTransport(tc transport.Conn) {
 	if c.ctl != nil {
 		c.pend, _ = tc.(pender)
 	}
+	if w, ok := tc.(transport.Waker); ok {
+		w.SetWake(func() { c.nic.wake(c) })
+	}
 }
 
 // pender is a connection that sends control on its own and says when it

@@ -143,6 +143,13 @@ type nicPort struct {
 
 // NIC is one host's software RDMA NIC.
 type NIC struct {
+	// woken are the connections a transport woke (transport.Waker) whose
+	// afterIO is due once the current call into it returns; waking is
+	// set while drainWoken runs them, wokenAt the next it runs.
+	woken   []*Conn
+	wokenAt int
+	waking  bool
+
 	name    string
 	addr    netip.Addr
 	addrU32 uint32

@@ -6,6 +6,8 @@ package softnic
 // IP packets.
 
 import (
+	"slices"
+
 	"github.com/mrlab/mrlab/internal/header"
 	"github.com/mrlab/mrlab/internal/packet"
 	"github.com/mrlab/mrlab/internal/sim"
@@ -18,6 +20,35 @@ func (n *NIC) afterIO(now sim.Time, c *Conn) {
 	n.rearm(c)
 	n.checkState(c)
 	n.markReady(now, c)
+	n.drainWoken(now)
+}
+
+// drainWoken runs afterIO for the connections woken (wake) during a call
+// into a transport, in the order they were woken.
+func (n *NIC) drainWoken(now sim.Time) {
+	if n.waking {
+		return // the outer drain takes them
+	}
+	n.waking = true
+	for n.wokenAt < len(n.woken) { // afterIO may wake more
+		w := n.woken[n.wokenAt]
+		n.wokenAt++
+		n.afterIO(now, w)
+	}
+	n.woken, n.wokenAt = n.woken[:0], 0
+	n.waking = false
+}
+
+// wake queues c for afterIO once the current call into a transport
+// returns (transport.Waker): the call may be c's own or another
+// connection's, and running afterIO within it would let a port's pump
+// call into a connection that is still inside a call.
+func (n *NIC) wake(c *Conn) {
+	// Scanned, not flagged on Conn (which stays in its size class:
+	// TestConnSize): wakes are rare (revised grants) and the list short.
+	if !slices.Contains(n.woken[n.wokenAt:], c) {
+		n.woken = append(n.woken, c)
+	}
 }
 
 func (n *NIC) rearm(c *Conn) {
@@ -76,7 +107,10 @@ func (n *NIC) kickPort(now sim.Time, pt *nicPort) {
 	n.pump(now, pt)
 }
 
-func (n *NIC) fireKick(now sim.Time, arg any) { n.kickPort(now, arg.(*nicPort)) }
+func (n *NIC) fireKick(now sim.Time, arg any) {
+	n.kickPort(now, arg.(*nicPort))
+	n.drainWoken(now)
+}
 
 func (n *NIC) fireConn(now sim.Time, arg any) {
 	c := arg.(*Conn)

@@ -391,6 +391,19 @@ type ControlPender interface {
 	ControlPending(port int) bool
 }
 
+// Waker is implemented by connections that can come to owe a packet
+// through another connection's event, with no call of the NIC into them
+// (MetaRoCE's acceptor lowers an earlier dialer's first grant when a new
+// one dials: §9 of docs/metaroce-wire.md). A NIC calls SetWake once, when
+// it attaches the connection, with a function the transport may call
+// from within any call of the NIC into any of its connections: the NIC
+// then treats the woken connection as after a call into it (re-arms its
+// timer, offers it every port) once that call returns, never during it.
+// A transport whose NIC never calls SetWake must not rely on being woken.
+type Waker interface {
+	SetWake(wake func())
+}
+
 // TransmitPender is ControlPender for Transmit: TransmitPending(port)
 // false promises that Transmit(now, port, b) would now write nothing and
 // change nothing, so a NIC need not ask. It may say true when Transmit

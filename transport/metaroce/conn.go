@@ -95,8 +95,10 @@ type ctlState struct {
 	// started in time is judged then (firstFlight).
 	flight uint8
 
-	// firstShare is the first_share our SYN_ACK offers (firstShareFor).
+	// firstShare is the first_share our SYN_ACK offers (firstShareFor),
+	// lowered by revisions (reviseFirstShare); revise: a revision is owed.
 	firstShare uint16
+	revise     bool
 	// firstCredit (a dialer's) is what of the first flight its SYN_ACK's
 	// share allowed was still in flight when the first ACK came, less the
 	// bytes acknowledged since: it is over and above W (cc.go), so the

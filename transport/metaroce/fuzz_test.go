@@ -37,6 +37,11 @@ func FuzzConnReceive(f *testing.F) {
 		wire.Header(d).Put(&wire.Common{Type: t, DstConn: 2})
 		f.Add(d, true)
 	}
+	// A grant revision (SYN_ACK with REVISE) to an established dialer.
+	rev := make([]byte, wire.SetupSize)
+	wire.Setup(rev).Put(&wire.SetupFields{Common: wire.Common{Type: wire.TypeSynAck, Flags: wire.FlagRevise, DstConn: 2},
+		SrcConn: 1, Paths: 4, Ports: 2, MTU: 1024, MsgWindow: 64, DSNWindow: 64, LineRate: 100000, FirstShare: 100})
+	f.Add(rev, true)
 	f.Fuzz(func(t *testing.T, data []byte, seal bool) {
 		p := newPairRing(Options{Paths: 4}, 2, 100e9, 1024, 64)
 		c := p.ends[1].conn

@@ -36,6 +36,12 @@ type Protocol struct {
 	// for port i: NIC-wide state, here rather than in Conn, which stays
 	// within its size class.
 	portsDown uint32
+	// wakes holds the NIC's wake function of each connection
+	// (transport.Waker), grantees the accepted connections by allocator
+	// slot: an acceptor revising a first grant (allocator.reviseGrants)
+	// wakes the connection that owes the revision.
+	wakes    map[*Conn]func()
+	grantees map[int32]*Conn
 }
 
 // lastAck is an ACK encoded at Close, sent on port with entropy sport.
@@ -112,6 +118,9 @@ func (p *Protocol) nicSetup(cfg transport.Config) {
 		p.alloc = newAllocator(capacity, p.opts.RTOMax, p.opts.ECNGain)
 		p.alloc.ports = max(1, cfg.Ports)
 		p.alloc.holdGrants = p.opts.HoldFirstGrant
+		if p.opts.ReviseFirstGrant {
+			p.alloc.revise = p.reviseGrant
+		}
 		p.send.capacity = int64(capacity / 1000)
 	}
 }
@@ -171,11 +180,23 @@ func (p *Protocol) forget(c *Conn) {
 		}
 	}
 	if c.slot >= 0 {
+		if p.grantees[c.slot] == c {
+			delete(p.grantees, c.slot)
+		}
 		p.alloc.unregister(c.slot)
 		c.slot = -1
 	}
+	delete(p.wakes, c)
 	delete(p.entropy0, c) // it never sent, and no longer will
 	c.noteBacklog(true)
+}
+
+// reviseGrant lowers the first grant of the accepted connection in slot
+// s to g bytes per second (allocator.revise): false if there is no such
+// connection or its NIC cannot wake it.
+func (p *Protocol) reviseGrant(s int32, g float64) bool {
+	c := p.grantees[s]
+	return c != nil && c.reviseFirstShare(g)
 }
 
 // ActiveSenders returns how many senders the NIC's fair-share allocator

@@ -84,6 +84,10 @@ type allocator struct {
 	// holdGrants (Options.HoldFirstGrant): a grant outlives its sender's
 	// presumption and holds until its first data packet arrives.
 	holdGrants bool
+	// revise, if set, lowers slot s's outstanding grant to g bytes per
+	// second and tells its dialer (a SYN_ACK with FlagRevise); false if
+	// it cannot (no way to send now), and the grant stands.
+	revise func(s int32, g float64) bool
 }
 
 type allocSender struct {
@@ -161,10 +165,12 @@ func (a *allocator) presumeFor(s int32, now, window sim.Time) {
 // the active senders, but no more than the capacity that grants still
 // outstanding (to senders whose first data has not arrived) leave. So the
 // first flights the receiver has granted add up to at most its capacity
-// for a round trip however many senders dial at once: the first of N
-// simultaneous dialers gets its share, the rest what is left (none when
-// it is all granted: one packet before the first ACK, whose hint is then
-// their share of N).
+// for a round trip however many senders dial at once. When what is left
+// is less than the share, the outstanding grants above the share are
+// first lowered to it (reviseGrants), so N simultaneous dialers end with
+// the share of N each rather than the first with all of it and the rest
+// one packet each (an all-to-all's first operation lost a round trip per
+// connection to that: 0.69x lossless RoCEv2 at 400G on the quick bed).
 func (a *allocator) firstGrant(s int32, now sim.Time) float64 {
 	share := a.share(s, now)
 	left := a.capacity * a.frac
@@ -173,9 +179,33 @@ func (a *allocator) firstGrant(s int32, now sim.Time) float64 {
 			left -= x.grant
 		}
 	}
+	if share > left && a.revise != nil {
+		left = a.reviseGrants(s, share, left)
+	}
 	g := max(0, min(share, left))
 	a.senders[s].grant = g
 	return g
+}
+
+// reviseGrants lowers every outstanding grant above share (other than
+// slot s's) to share, where revise can tell its dialer, and returns
+// left (the capacity the outstanding grants leave) after. Only grants
+// above the share move, and only when a new dialer finds less than its
+// share left: grants that fit are never revised, and a dialer hears at
+// most one revision per later dialer (fewer: its NIC sends the latest
+// value once however often it changed before its port took it).
+func (a *allocator) reviseGrants(s int32, share, left float64) float64 {
+	for i := range a.senders {
+		x := &a.senders[i]
+		if int32(i) == s || !(x.active || a.holdGrants) || x.grant <= share {
+			continue
+		}
+		if a.revise(int32(i), share) {
+			left += x.grant - share
+			x.grant = share
+		}
+	}
+	return left
 }
 
 // slot takes a free slot or makes one.

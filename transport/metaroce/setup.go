@@ -62,6 +62,7 @@ func (c *Conn) controlDue(port int) bool {
 		}
 	}
 	return c.ctl.due && int(c.ctl.port) == port ||
+		c.ctl.revise && int(c.ctl.port) == port ||
 		c.ctl.est && int(c.ctl.replyPort) == port ||
 		c.ctl.closeAck && int(c.ctl.replyPort) == port
 }
@@ -77,7 +78,14 @@ func (c *Conn) transmitControl(port int, b []byte) (int, transport.TxMeta) {
 	switch {
 	case c.ctl.due && int(c.ctl.port) == port:
 		c.ctl.due = false
+		if c.ctl.pending == wire.TypeSynAck {
+			c.ctl.revise = false // it carries the revised first_share
+		}
 		return c.encodeCtl(b, c.ctl.pending), transport.TxMeta{SrcPort: c.ctl.sport}
+	case c.ctl.revise && int(c.ctl.port) == port:
+		c.ctl.revise = false
+		c.st.grantRevisions++
+		return c.encodeSetup(b, wire.TypeSynAck, wire.FlagRevise), transport.TxMeta{SrcPort: c.ctl.sport}
 	case c.ctl.est && int(c.ctl.replyPort) == port:
 		c.ctl.est = false
 		return c.encodeCtl(b, wire.TypeEst), transport.TxMeta{SrcPort: c.ctl.replySport}
@@ -91,12 +99,28 @@ func (c *Conn) transmitControl(port int, b []byte) (int, transport.TxMeta) {
 func (c *Conn) encodeCtl(b []byte, t wire.Type) int {
 	switch t {
 	case wire.TypeSyn, wire.TypeSynAck:
+		return c.encodeSetup(b, t, 0)
+	}
+	var echo uint32
+	if t == wire.TypeEst {
+		echo = c.ctlEcho()
+	}
+	wire.Header(b).Put(&wire.Common{Type: t, DstConn: c.peer, PSN: echo, TS: c.ts()})
+	return wire.Seal(b, wire.CommonSize)
+}
+
+// encodeSetup encodes a SYN or SYN_ACK with flags (FlagRevise: a grant
+// revision, reviseFirstShare). A revision carries the SYN's echo as any
+// SYN_ACK does, so a dialer it reaches before the first SYN_ACK takes it
+// for that one.
+func (c *Conn) encodeSetup(b []byte, t wire.Type, flags wire.Flags) int {
+	{
 		var echo uint32
 		if t == wire.TypeSynAck {
 			echo = c.synEcho()
 		}
 		f := wire.SetupFields{
-			Common:    wire.Common{Type: t, DstConn: c.peer, PSN: echo, TS: c.ts()},
+			Common:    wire.Common{Type: t, Flags: flags, DstConn: c.peer, PSN: echo, TS: c.ts()},
 			SrcConn:   c.id,
 			Nonce:     c.nonce,
 			Service:   c.service(t),
@@ -114,12 +138,6 @@ func (c *Conn) encodeCtl(b []byte, t wire.Type) int {
 		wire.Setup(b).Put(&f)
 		return wire.Seal(b, wire.SetupSize)
 	}
-	var echo uint32
-	if t == wire.TypeEst {
-		echo = c.ctlEcho()
-	}
-	wire.Header(b).Put(&wire.Common{Type: t, DstConn: c.peer, PSN: echo, TS: c.ts()})
-	return wire.Seal(b, wire.CommonSize)
 }
 
 // firstFlightRTT is the round trip a dialer's first flight covers, from
@@ -199,6 +217,12 @@ func (c *Conn) onSynAck(body []byte, rx transport.RxMeta) {
 		c.st.dropMalformed++
 		return
 	}
+	if wire.Header(s).Flags()&wire.FlagRevise != 0 && c.state != transport.StateConnecting {
+		// A revision answers nothing: no EST, and the flight's lapse
+		// (flightLate) still counts from the SYN_ACK that did.
+		c.takeRevision(s)
+		return
+	}
 	c.ctl.est, c.ctl.replyPort, c.ctl.replySport = true, uint8(rx.Port), rx.SrcPort
 	c.ctl.echo, c.ctl.echoAt = wire.Header(s).TS(), c.now
 	if c.state != transport.StateConnecting {
@@ -221,6 +245,12 @@ func (c *Conn) accept(s wire.Setup) {
 	c.ctl.echo, c.ctl.echoAt = wire.Header(s).TS(), c.now
 	c.learnPeer(s)
 	c.ctl.firstShare = c.firstShareFor()
+	if c.slot >= 0 {
+		if c.proto.grantees == nil {
+			c.proto.grantees = make(map[int32]*Conn)
+		}
+		c.proto.grantees[c.slot] = c
+	}
 	c.state = transport.StateEstablished
 	c.startCtl(wire.TypeSynAck)
 	if c.cfg.Trace != nil {
@@ -245,7 +275,7 @@ func (c *Conn) Abort(now sim.Time) {
 		return
 	}
 	c.shutdown(transport.StateError, transport.StatusFlushed, 0, false)
-	c.ctl.pending, c.ctl.due, c.ctl.est, c.ctl.closeAck = 0, false, false, false
+	c.ctl.pending, c.ctl.due, c.ctl.est, c.ctl.closeAck, c.ctl.revise = 0, false, false, false, false
 	c.timers.Disarm(&c.ctlTimer)
 }
 
@@ -290,9 +320,60 @@ func (c *Conn) firstShareFor() uint16 {
 	if c.opts.DisableRateHint || c.slot < 0 {
 		return 0
 	}
+	return c.shareUnits(c.proto.alloc.firstGrant(c.slot, c.now))
+}
+
+// shareUnits is g bytes per second in first_share's units, 65535ths of
+// the NIC's capacity, rounded down (the dialer never hears more than
+// the grant the allocator holds against the capacity).
+func (c *Conn) shareUnits(g float64) uint16 {
 	capacity := float64(c.cfg.Ports) * c.cfg.LineRate / 8
-	g := c.proto.alloc.firstGrant(c.slot, c.now)
 	return uint16(min(math.Floor(g/capacity*65535), 65535))
+}
+
+// SetWake implements transport.Waker: the NIC's way to have this
+// connection send a grant revision that another connection's SYN caused.
+func (c *Conn) SetWake(wake func()) {
+	if c.proto.wakes == nil {
+		c.proto.wakes = make(map[*Conn]func())
+	}
+	c.proto.wakes[c] = wake
+}
+
+// reviseFirstShare lowers the first share our SYN_ACK offered to g bytes
+// per second (allocator.reviseGrants) and owes the dialer a revision: a
+// SYN_ACK with FlagRevise and the new first_share, on the port of our
+// last SYN_ACK. A SYN_ACK not yet sent carries the new share itself.
+// False if the NIC cannot wake us (no SetWake) or we are not an accepted
+// connection still up: the grant then stands.
+func (c *Conn) reviseFirstShare(g float64) bool {
+	wake := c.proto.wakes[c]
+	if wake == nil || c.dialer || c.state != transport.StateEstablished {
+		return false
+	}
+	c.ctl.firstShare = c.shareUnits(g)
+	if !c.ctl.due || c.ctl.pending != wire.TypeSynAck {
+		c.ctl.revise = true
+		wake()
+	}
+	return true
+}
+
+// takeRevision takes a lower first share from a revision (FlagRevise)
+// while the first ACK has not come: the hint, and with it the first
+// flight's rate and window (firstFlight), drop to it. A revision only
+// lowers: one overtaken by a later, lower one changes nothing.
+func (c *Conn) takeRevision(s wire.Setup) {
+	if c.opts.DisableRateHint || c.mutated(MutIgnoreRateHint) || c.s.heard || c.s.hint == 0 {
+		return
+	}
+	if g := s.FirstShareRate(); g < c.s.hint {
+		if c.cfg.Trace != nil {
+			c.tracef("first share revised %.3f -> %.3f Gb/s", c.s.hint*8/1e9, g*8/1e9)
+		}
+		c.s.hint = g
+		c.noteBacklog(false)
+	}
 }
 
 // takeFirstShare takes the dialer's first-round-trip rate from the

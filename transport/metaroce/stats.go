@@ -16,6 +16,7 @@ type connCounters struct {
 	// Rare events count in 32 bits: the Conn keeps its size class.
 	rnrNaks, rnrNaksSent                   uint32
 	protectionNaks, protectionNaksSent     uint32
+	grantRevisions                         uint32
 	ceReceived, ceEchoes                   uint64
 	dataReceived, dupPackets, dupData      uint64
 	bytesPlaced                            uint64
@@ -74,6 +75,9 @@ type ConnStats struct {
 	// outstanding chunks while the connection's share had room under
 	// measured loss (spec §10, redundancy.go). Not in Retransmits.
 	Copies uint64
+	// GrantRevisions counts SYN_ACKs sent with FlagRevise: first grants
+	// lowered after later dialers came (spec §9, first flight).
+	GrantRevisions uint64
 }
 
 // Stats returns a snapshot of the connection's counters.
@@ -96,7 +100,7 @@ func (c *Conn) Stats() ConnStats {
 		RateHint: c.s.hint, InFlight: c.s.inflight, InFlightCap: c.window(),
 		SRTT: c.s.srtt, MinRTT: c.s.minRTT,
 		RetxShare: float64(c.r.lossQ) / 65536, AckCopies: int(c.ackRedundancy()),
-		Copies:       uint64(c.copies),
+		Copies: uint64(c.copies), GrantRevisions: uint64(s.grantRevisions),
 		OpenMessages: int(wire.Seq(c.s.msnBase).Span(wire.Seq(c.s.msnNext))),
 		OpenChunks:   int(wire.Seq(c.s.dsnBase).Span(wire.Seq(c.s.dsnNext))),
 		PostedRecvs:  int(wire.Seq(c.r.rqBase).Span(wire.Seq(c.r.rqNext))),

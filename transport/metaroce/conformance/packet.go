@@ -24,6 +24,7 @@ func typeByName(s string) (wire.Type, bool) {
 var flagNames = map[string]wire.Flags{
 	"first": wire.FlagFirst, "last": wire.FlagLast, "ackreq": wire.FlagAckReq, "retx": wire.FlagRetx,
 	"hasimm": wire.FlagImm, "abort": wire.FlagAbort, "ece": wire.FlagECE, "busy": wire.FlagBusy,
+	"revise": wire.FlagRevise,
 }
 
 // Sent is a packet the IUT sent, as the tester saw it.

@@ -110,7 +110,11 @@ const (
 	FlagFirst  Flags = 0x80 // data: first chunk of its message
 	FlagLast   Flags = 0x40 // data: last chunk of its message
 	FlagAckReq Flags = 0x20 // ask the receiver to ACK this packet at once
-	FlagRetx   Flags = 0x10 // a retransmission
+	FlagRetx   Flags = 0x10 // data, PROBE: a retransmission
+	// FlagRevise shares RETX's bit, which is defined on data and PROBE
+	// only: a SYN_ACK that lowers the first_share an earlier one offered
+	// and answers nothing (no EST, no RTT sample).
+	FlagRevise Flags = 0x10 // SYN_ACK: a grant revision
 	FlagImm    Flags = 0x08 // data: the imm field is valid
 	FlagAbort  Flags = 0x04 // data: chunk abandoned by its sender; no payload
 	FlagECE    Flags = 0x02 // ACK: CE-marked data arrived on its first path since that path's last ACK
