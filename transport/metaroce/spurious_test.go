@@ -15,9 +15,9 @@ import (
 // declared 23 losses (22 proven arrived) when the rule across paths
 // waited only the reference's round trip plus a window capped at the
 // smoothed RTT; 11 (10) with its floor at srtt + 4 rttvar + ack_delay
-// (lossdetect.go). It
-// also checks that the counters agree: a proven spurious loss is a
-// declared one.
+// (lossdetect.go). It also checks that the counters agree: a proven
+// spurious loss is a declared one, and the run's result (the report's
+// "spurious" row) sums the connections'.
 func TestSpuriousLossFreeAllToAll(t *testing.T) {
 	b := bed{topo: "leafspine", rate: 25e9, planes: 4, leaves: 4, hpl: 4, spines: 4}
 	spec := workload.Spec{Name: workload.AllToAll, Transport: transport.MetaRoCE, Size: 2 << 20, Iterations: 2}
@@ -39,6 +39,9 @@ func TestSpuriousLossFreeAllToAll(t *testing.T) {
 	}
 	if spurious > losses {
 		t.Errorf("%d spurious losses out of %d declared", spurious, losses)
+	}
+	if o.res.SpuriousLosses != spurious {
+		t.Errorf("the run's result reports %d spurious losses, the connections %d", o.res.SpuriousLosses, spurious)
 	}
 	if losses > 18 {
 		t.Errorf("%d losses declared loss-free (want at most 18; 23 without the floor)", losses)
