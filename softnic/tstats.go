@@ -15,6 +15,8 @@ type TransportTotals struct {
 	// of its own (the NIC's ICRC drops are Stats.Drops[DropICRC]);
 	// Duplicates data packets received again.
 	ChecksumDrops, Duplicates uint64
+	// SpuriousLosses and EarlierArrived: see transport.Stats.
+	SpuriousLosses, EarlierArrived uint64
 }
 
 // add adds one connection's counters.
@@ -24,6 +26,8 @@ func (t *TransportTotals) add(s *transport.Stats) {
 	t.ECNEchoes += s.ECNEchoes
 	t.ChecksumDrops += s.ChecksumDrops
 	t.Duplicates += s.Duplicates
+	t.SpuriousLosses += s.SpuriousLosses
+	t.EarlierArrived += s.EarlierArrived
 }
 
 // TransportStats returns the connection's transport figures, whichever

@@ -44,6 +44,12 @@ type Stats struct {
 	// ever less often, so Timeouts grows while a plane is down even when
 	// nothing is resent.
 	Retransmits, Timeouts uint64
+	// SpuriousLosses counts packets declared lost that proved to have
+	// arrived; EarlierArrived data sent again (a probe's copy, a move)
+	// whose earlier transmission proved to have arrived (MetaRoCE; 0 for
+	// a transport that cannot tell). On a loss-free fabric every
+	// declared loss is spurious.
+	SpuriousLosses, EarlierArrived uint64
 	// ECNEchoes counts congestion notifications the sender acted on (ECN
 	// echoes in MetaRoCE ACKs, CNPs in RoCEv2).
 	ECNEchoes uint64

@@ -76,6 +76,7 @@ func detailRows(rs []*Result) [][]string {
 		{"msg time p50/p99/max [us]", col(dist(func(r *Result) Dist { return r.MessageTime }))},
 		{"flow time p50/p99/max [us]", col(dist(func(r *Result) Dist { return r.FlowTime }))},
 		{"retransmissions", col(func(r *Result) string { return fmt.Sprint(r.Retransmits) })},
+		{"spurious (lost / resent)", col(func(r *Result) string { return fmt.Sprintf("%d / %d", r.SpuriousLosses, r.EarlierArrived) })},
 		{"timeouts", col(func(r *Result) string { return fmt.Sprint(r.Timeouts) })},
 		{"ECN marks (fabric / rcvd)", col(func(r *Result) string { return fmt.Sprintf("%d / %d", r.ECNMarks, r.CEReceived) })},
 		{"drops", col(func(r *Result) string { return formatDrops(r.Drops) })},

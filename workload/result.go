@@ -76,6 +76,11 @@ type Result struct {
 	TPS         float64 `json:"tps,omitempty"`
 
 	Retransmits uint64 `json:"retransmits"`
+	// SpuriousLosses counts packets the senders declared lost that proved
+	// to have arrived; EarlierArrived data they sent again whose earlier
+	// transmission proved to have arrived (MetaRoCE; see transport.Stats).
+	SpuriousLosses uint64 `json:"spurious_losses"`
+	EarlierArrived uint64 `json:"earlier_arrived"`
 	// Timeouts counts transport retransmission timeouts.
 	Timeouts uint64 `json:"timeouts"`
 	// ECNMarks counts packets the fabric marked CE; CEReceived those the

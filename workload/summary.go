@@ -13,6 +13,8 @@ type counters struct {
 	portTx   [][]uint64 // bytes, by NIC and port
 	retx     uint64
 	timeouts uint64
+	spurious uint64 // losses declared that proved to have arrived
+	earlier  uint64 // data sent again whose earlier transmission arrived
 	fabric   FabricSnapshot
 	pktsSent uint64
 	ceRecv   uint64
@@ -37,6 +39,8 @@ func (r *runner) snapshot() counters {
 		ts := n.TransportTotals()
 		c.retx += ts.Retransmits
 		c.timeouts += ts.Timeouts
+		c.spurious += ts.SpuriousLosses
+		c.earlier += ts.EarlierArrived
 		c.badSum += ts.ChecksumDrops
 		c.dups += ts.Duplicates
 	}
@@ -71,6 +75,8 @@ func (r *runner) summarise(res *Result) {
 	res.Flows = res.FlowTime.N
 	res.Retransmits = end.retx - b.retx
 	res.Timeouts = end.timeouts - b.timeouts
+	res.SpuriousLosses = end.spurious - b.spurious
+	res.EarlierArrived = end.earlier - b.earlier
 	res.PacketsSent = end.pktsSent - b.pktsSent
 	res.CEReceived = end.ceRecv - b.ceRecv
 	res.ECNMarks = end.fabric.Marks - b.fabric.Marks

@@ -199,6 +199,7 @@ func (c *Conn) movedArrived(dsn uint32) {
 	default:
 		return
 	}
+	c.st.earlierArrived++
 	if c.cfg.Trace != nil {
 		c.tracef("dsn %d: an earlier transmission arrived", dsn)
 	}

@@ -99,15 +99,19 @@ type ctlState struct {
 	// lowered by revisions (reviseFirstShare); revise: a revision is owed.
 	firstShare uint16
 	revise     bool
+	// sendBucket is the bucket of the connection's part of the NIC's
+	// sending budget, 0 if none (sendshare.go).
+	sendBucket uint8
 	// firstCredit (a dialer's) is what of the first flight its SYN_ACK's
 	// share allowed was still in flight when the first ACK came, less the
 	// bytes acknowledged since: it is over and above W (cc.go), so the
 	// sender goes on at its hint instead of pausing a round trip while
 	// the flight drains.
 	firstCredit int32
-	// sendBucket is the bucket of the connection's part of the NIC's
-	// sending budget, 0 if none (sendshare.go).
-	sendBucket uint8
+	// revisions counts SYN_ACKs sent with REVISE (ConnStats.GrantRevisions):
+	// here, not in connCounters, because it fills what was this struct's
+	// padding (Conn keeps its size class: TestConnSize).
+	revisions uint32
 }
 
 var (

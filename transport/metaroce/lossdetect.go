@@ -21,7 +21,9 @@ import (
 //     first transmission was acknowledged: an ACK of a resent PSN does not
 //     say which copy arrived), and
 //   - it has been out for longer than that packet's round trip (send to
-//     the ACK that reported it) plus the reordering window.
+//     the ACK that reported it) plus the reordering window, and longer
+//     than the floor (rackFloor: smoothed RTT + 4 x RTT variation + the
+//     peer's ACK delay).
 //
 // A packet declared lost that turns out to have arrived (its ACK came
 // before its resend went, or the ACK of its resent data PSN echoes a ts
@@ -127,13 +129,14 @@ func (r *rackState) delivered(order uint32, sentAt, now sim.Time) {
 }
 
 // verdict says what the rule makes of one outstanding transmission
-// (order, sentAt) at now with reordering window reo: lost; or not yet,
-// with when it will be (sim.Never: no packet sent after it has arrived).
-func (r *rackState) verdict(order uint32, sentAt, now, reo sim.Time) (lost bool, at sim.Time) {
+// (order, sentAt) at now with reordering window reo, none lost before
+// it has been out for floor (rackFloor): lost; or not yet, with when it
+// will be (sim.Never: no packet sent after it has arrived).
+func (r *rackState) verdict(order uint32, sentAt, now, reo, floor sim.Time) (lost bool, at sim.Time) {
 	if r.rtt == 0 || !wire.Seq(order).Before(wire.Seq(r.order)) {
 		return false, sim.Never
 	}
-	at = sentAt + sim.Time(r.rtt) + reo
+	at = sentAt + max(sim.Time(r.rtt)+reo, floor)
 	if now >= at {
 		return true, at
 	}
@@ -236,6 +239,25 @@ func (c *Conn) lateMax(half sim.Time) sim.Time {
 	return c.proto.lateMemo.lateMax(c, half)
 }
 
+// rackFloor is the least time a transmission is out before the rule may
+// declare it lost: the smoothed RTT + 4 x the RTT variation (RFC 6298's
+// bound on a round trip: a sample beyond it is rare) + the peer's ACK
+// delay (the RTT samples leave the receiver's hold out). The rule's
+// deadline, the reference's round trip plus the window, is measured
+// from a packet that may have had a quick trip while queues that differ
+// between planes hold this one; the window's cap at the smoothed RTT
+// cannot cover a round trip that varies by more (an all-to-all's first
+// round, rttvar a third to a half of srtt). On a quiet fabric 4 x
+// rttvar is small and the floor is below the deadline: random loss is
+// found as soon as before. Collectives all-to-all loss-free, 64 hosts x
+// 8 planes at 25 Gbit/s: declarations 496 -> 126 (454 -> 102 arrived).
+// Tried and not kept: the path's PTO (its RTT at least the latest
+// sample, plus lateness) as the floor: 83 declarations, but 16 streams
+// of 64 KiB on 10 us links at 1% loss 0.682 -> 0.634 of loss-free.
+func (c *Conn) rackFloor() sim.Time {
+	return c.s.srtt + 4*c.s.rttvar + c.peerAckDelay
+}
+
 // reorder returns the connection's reordering window now.
 func (c *Conn) reorder() sim.Time {
 	return c.reorderBase() * sim.Time(1+c.s.reo.mult())
@@ -272,6 +294,7 @@ func (c *Conn) reorderBase() sim.Time {
 // ACK that carries the path's state.
 func (c *Conn) spurious(p *sndPath, psn, top uint32, age sim.Time, older bool) {
 	c.s.reo.spurious()
+	c.st.spuriousLosses++
 	if c.cfg.Trace != nil {
 		how := "on time, its ACK lost or held"
 		if c.overtaken(p, psn, top, age, older) {
@@ -324,7 +347,7 @@ func (c *Conn) rackDetect() {
 		return
 	}
 	base, half := c.reorder(), c.lateHalfLife()
-	reo := base + c.lateMax(half)
+	reo, floor := base+c.lateMax(half), c.rackFloor()
 	// The paths in the rack set, in order: the others have nothing
 	// outstanding and rackAt Never already (pathSel).
 	set := &c.s.sel.rack
@@ -345,10 +368,20 @@ func (c *Conn) rackDetect() {
 			if !wire.Seq(e.order).Before(wire.Seq(c.s.rack.order)) && !e.resent {
 				break // first transmissions after it: so is the rest of the path
 			}
-			if e.acked || e.lost {
+			if e.acked || e.lost || e.moved {
+				// A moved filler is not declared lost across paths: its
+				// chunk went again (a tail-loss probe's copy later on this
+				// path, or another path), so nothing waits on it but the
+				// path's hole, which this path's own SACK rule closes once
+				// a later packet on it is acknowledged. Resent now, its
+				// first transmission's ACK would be ambiguous (a PROBE's
+				// answer echoes the latest data packet's ts, not the
+				// filler's) and the chunk would wait for its copy's ACK
+				// (collectives all-to-all at 400 Gbit/s: its faster
+				// operation 21.3 -> 15.2 us).
 				continue
 			}
-			lost, at := c.s.rack.verdict(e.order, e.sentAt, c.now, reo)
+			lost, at := c.s.rack.verdict(e.order, e.sentAt, c.now, reo, floor)
 			if !lost {
 				next = min(next, at)
 				continue

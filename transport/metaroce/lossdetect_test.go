@@ -19,7 +19,7 @@ func TestRack(t *testing.T) {
 	type query struct {
 		order       uint32
 		sentAt, now sim.Time
-		reo         sim.Time
+		reo, floor  sim.Time // floor: rackFloor
 		lost        bool
 		at          sim.Time
 	}
@@ -48,6 +48,17 @@ func TestRack(t *testing.T) {
 		del:  []delivery{{order: 5, sentAt: 10 * us, now: 20 * us}, {order: 7, sentAt: 12 * us, now: 15 * us}},
 		q:    []query{{order: 6, sentAt: 11 * us, now: 15 * us, reo: us, at: 15 * us, lost: true}},
 	}, {
+		// A reference with a quick trip (10us) while this packet's queue
+		// holds it: the floor (srtt + 4 rttvar + the ACK delay, here
+		// 30us) decides, not the reference's round trip plus the window.
+		name: "not lost before the floor",
+		del:  []delivery{{order: 5, sentAt: 10 * us, now: 20 * us}},
+		q: []query{
+			{order: 4, sentAt: 9 * us, now: 21 * us, reo: 2 * us, floor: 30 * us, at: 39 * us},
+			{order: 4, sentAt: 9 * us, now: 39 * us, reo: 2 * us, floor: 30 * us, lost: true, at: 39 * us},
+			{order: 4, sentAt: 9 * us, now: 21 * us, reo: 2 * us, floor: 5 * us, lost: true, at: 21 * us},
+		},
+	}, {
 		name: "orders across the wrap",
 		del:  []delivery{{order: 2, sentAt: 10 * us, now: 20 * us}},
 		q: []query{
@@ -61,7 +72,7 @@ func TestRack(t *testing.T) {
 				r.delivered(d.order, d.sentAt, d.now)
 			}
 			for i, q := range tc.q {
-				lost, at := r.verdict(q.order, q.sentAt, q.now, q.reo)
+				lost, at := r.verdict(q.order, q.sentAt, q.now, q.reo, q.floor)
 				if lost != q.lost || at != q.at {
 					t.Errorf("query %d: verdict = %v, %v; want %v, %v", i, lost, at, q.lost, q.at)
 				}

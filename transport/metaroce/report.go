@@ -12,6 +12,7 @@ func (c *Conn) ReportStats(s *transport.Stats) {
 	*s = transport.Stats{
 		TxBytes: st.BytesSent, BytesPlaced: st.BytesPlaced,
 		Retransmits: st.Retransmits, Timeouts: st.Timeouts, ECNEchoes: st.ECEReceived,
+		SpuriousLosses: st.SpuriousLosses, EarlierArrived: st.EarlierArrived,
 		EntropyChanges: st.EntropyChanges,
 		ChecksumDrops:  st.DropChecksum, Duplicates: st.DupPackets,
 		InFlight: st.InFlight, SRTT: st.SRTT, RateHint: st.RateHint * 8,
@@ -42,6 +43,7 @@ func (c *Conn) ReportCounters(s *transport.Stats) {
 	*s = transport.Stats{
 		TxBytes: st.txBytes, BytesPlaced: st.bytesPlaced,
 		Retransmits: st.retransmits, Timeouts: st.timeouts, ECNEchoes: st.ceEchoes,
+		SpuriousLosses: uint64(st.spuriousLosses), EarlierArrived: uint64(st.earlierArrived),
 		EntropyChanges: st.entropyChanges,
 		ChecksumDrops:  st.dropChecksum, Duplicates: st.dupPackets,
 		Paths: s.Paths[:0],

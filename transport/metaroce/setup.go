@@ -84,7 +84,7 @@ func (c *Conn) transmitControl(port int, b []byte) (int, transport.TxMeta) {
 		return c.encodeCtl(b, c.ctl.pending), transport.TxMeta{SrcPort: c.ctl.sport}
 	case c.ctl.revise && int(c.ctl.port) == port:
 		c.ctl.revise = false
-		c.st.grantRevisions++
+		c.ctl.revisions++
 		return c.encodeSetup(b, wire.TypeSynAck, wire.FlagRevise), transport.TxMeta{SrcPort: c.ctl.sport}
 	case c.ctl.est && int(c.ctl.replyPort) == port:
 		c.ctl.est = false

@@ -16,7 +16,7 @@ type connCounters struct {
 	// Rare events count in 32 bits: the Conn keeps its size class.
 	rnrNaks, rnrNaksSent                   uint32
 	protectionNaks, protectionNaksSent     uint32
-	grantRevisions                         uint32
+	spuriousLosses, earlierArrived         uint32
 	ceReceived, ceEchoes                   uint64
 	dataReceived, dupPackets, dupData      uint64
 	bytesPlaced                            uint64
@@ -78,6 +78,14 @@ type ConnStats struct {
 	// GrantRevisions counts SYN_ACKs sent with FlagRevise: first grants
 	// lowered after later dialers came (spec §9, first flight).
 	GrantRevisions uint64
+	// SpuriousLosses counts PSNs declared lost (Losses) that proved to
+	// have arrived (acknowledged before their resend went, or by a
+	// record echoing a ts older than the resend: lossdetect.go); on a
+	// loss-free fabric every declaration is one. EarlierArrived counts
+	// chunks sent again (a tail-loss probe, a move after a timeout, a
+	// copy) whose earlier transmission proved to have arrived: the
+	// resend was not needed.
+	SpuriousLosses, EarlierArrived uint64
 }
 
 // Stats returns a snapshot of the connection's counters.
@@ -100,7 +108,8 @@ func (c *Conn) Stats() ConnStats {
 		RateHint: c.s.hint, InFlight: c.s.inflight, InFlightCap: c.window(),
 		SRTT: c.s.srtt, MinRTT: c.s.minRTT,
 		RetxShare: float64(c.r.lossQ) / 65536, AckCopies: int(c.ackRedundancy()),
-		Copies: uint64(c.copies), GrantRevisions: uint64(s.grantRevisions),
+		Copies: uint64(c.copies), GrantRevisions: uint64(c.ctl.revisions),
+		SpuriousLosses: uint64(s.spuriousLosses), EarlierArrived: uint64(s.earlierArrived),
 		OpenMessages: int(wire.Seq(c.s.msnBase).Span(wire.Seq(c.s.msnNext))),
 		OpenChunks:   int(wire.Seq(c.s.dsnBase).Span(wire.Seq(c.s.dsnNext))),
 		PostedRecvs:  int(wire.Seq(c.r.rqBase).Span(wire.Seq(c.r.rqNext))),
