@@ -242,6 +242,14 @@ func (p *Pacer) pollInputs() bool {
 	}
 }
 
+// look reads the hosts' devices unless the pass is about to sleep
+// (lookNow). Loop goroutine only.
+func (p *Pacer) look() {
+	if p.lookNow() {
+		p.pollInputs()
+	}
+}
+
 // lookNow reports whether a pass of the loop should look at its devices
 // now: not when it is about to sleep (no event due within the waiting
 // rule's horizon, no post or input queued, no wake-up's word to use and

@@ -352,9 +352,7 @@ func (p *Pacer) Run(ctx context.Context) error {
 		t := p.elapsed()
 		p.flush() // before the look: an answer made inside the write is read now (writeBeforeLook)
 		p.drain()
-		if p.lookNow() {
-			p.pollInputs()
-		}
+		p.look()
 		t = p.noteStep(t, "posted work and kernel input")
 		if p.poller != nil {
 			p.poller.Poll(p.loop.Now())
