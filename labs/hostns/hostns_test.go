@@ -140,24 +140,7 @@ func TestDeleteIsIdempotent(t *testing.T) {
 func TestTUNForwarding(t *testing.T) {
 	testenv.RequireNamespaces(t)
 	testenv.RequireCommand(t, "ping")
-	var tuns [2]*TUN
-	var nss [2]*Namespace
-	for i := range tuns {
-		nss[i] = createNS(t, fmt.Sprint("f", i))
-		if err := nss[i].DisableIPv6(); err != nil {
-			t.Fatal(err)
-		}
-		tun, err := nss[i].OpenTUN("mr0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		tuns[i] = tun
-		t.Cleanup(func() { tun.Close() })
-		addr := netip.AddrFrom4([4]byte{198, 18, 0, byte(1 + i)})
-		if err := nss[i].Configure(tun, IfConfig{Addr: netip.PrefixFrom(addr, 32), Routes: []netip.Prefix{netip.MustParsePrefix("198.18.0.0/15")}, MTU: 1500}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	nss, tuns := tunPair(t, "f")
 	copyLoop := func(from, to *TUN) {
 		bufs := make([][]byte, from.BatchSize())
 		sizes := make([]int, len(bufs))
@@ -182,6 +165,32 @@ func TestTUNForwarding(t *testing.T) {
 	if err != nil {
 		t.Fatalf("ping across TUNs: %v\n%s", err, out)
 	}
+}
+
+// tunPair makes two namespaces named from prefix, each with a TUN mr0
+// addressed 198.18.0.1 and .2 and routed to the other: the plumbing a
+// live lab's fabric sits in the middle of.
+func tunPair(t *testing.T, prefix string) ([2]*Namespace, [2]*TUN) {
+	t.Helper()
+	var tuns [2]*TUN
+	var nss [2]*Namespace
+	for i := range tuns {
+		nss[i] = createNS(t, fmt.Sprint(prefix, i))
+		if err := nss[i].DisableIPv6(); err != nil {
+			t.Fatal(err)
+		}
+		tun, err := nss[i].OpenTUN("mr0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		tuns[i] = tun
+		t.Cleanup(func() { tun.Close() })
+		addr := netip.AddrFrom4([4]byte{198, 18, 0, byte(1 + i)})
+		if err := nss[i].Configure(tun, IfConfig{Addr: netip.PrefixFrom(addr, 32), Routes: []netip.Prefix{netip.MustParsePrefix("198.18.0.0/15")}, MTU: 1500}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return nss, tuns
 }
 
 func runIn(n *Namespace, name string, args ...string) (string, error) {
@@ -210,23 +219,8 @@ func runIn(n *Namespace, name string, args ...string) (string, error) {
 func TestDetachRuntimePoller(t *testing.T) {
 	testenv.RequireNamespaces(t)
 	testenv.RequireCommand(t, "ping")
-	var tuns [2]*TUN
-	var nss [2]*Namespace
-	for i := range tuns {
-		nss[i] = createNS(t, fmt.Sprint("d", i))
-		if err := nss[i].DisableIPv6(); err != nil {
-			t.Fatal(err)
-		}
-		tun, err := nss[i].OpenTUN("mr0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		tuns[i] = tun
-		t.Cleanup(func() { tun.Close() })
-		addr := netip.AddrFrom4([4]byte{198, 18, 0, byte(1 + i)})
-		if err := nss[i].Configure(tun, IfConfig{Addr: netip.PrefixFrom(addr, 32), Routes: []netip.Prefix{netip.MustParsePrefix("198.18.0.0/15")}, MTU: 1500}); err != nil {
-			t.Fatal(err)
-		}
+	nss, tuns := tunPair(t, "d")
+	for _, tun := range tuns {
 		if n := edgeWatches(t, tun); n != 1 {
 			t.Fatalf("an open TUN is watched edge-triggered by %d epolls of the process, want 1 (the runtime's)", n)
 		}

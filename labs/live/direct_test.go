@@ -39,13 +39,7 @@ func TestDirectLookDrains(t *testing.T) {
 		return 1, nil
 	}
 	got := 0
-	in := p.newInput(8, 0, packet.MaxSize, func(_ sim.Time, b *packet.Buffer) {
-		got++
-		b.Free()
-	})
-	if ok, err := p.readDirect(in, src); !ok || err != nil {
-		t.Fatalf("readDirect: %v, %v", ok, err)
-	}
+	readInto(t, p, src, func([]byte) { got++ })
 	if p.pollInputs() || reads != 0 {
 		t.Fatalf("an empty device: read %d times", reads)
 	}
@@ -197,13 +191,7 @@ func TestDirectLookBatchesWrites(t *testing.T) {
 	// events of a datagram read a round before are in the lab.
 	dst := &writeCallDevice{}
 	out := p.newOutput(dst, 1<<20, packet.MaxSize, true)
-	in := p.newInput(8, 0, packet.MaxSize, func(_ sim.Time, b *packet.Buffer) {
-		out.Send(b.Data())
-		b.Free()
-	})
-	if ok, err := p.readDirect(in, src); !ok || err != nil {
-		t.Fatalf("readDirect: %v, %v", ok, err)
-	}
+	readInto(t, p, src, func(b []byte) { out.Send(b) })
 	batch := len(newWriteBufs(dst, packet.MaxSize))
 	queue(uint64(2 * batch))
 	// The look after an empty one: one round, written by the loop's pass.
@@ -258,5 +246,18 @@ func packetQueue(t *testing.T) (int, func(k uint64)) {
 		if _, err := unix.Write(efd, b[:]); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// readInto has p read dev directly (readDirect), handing each packet's
+// bytes to sink before it frees the packet.
+func readInto(t *testing.T, p *Pacer, dev Device, sink func([]byte)) {
+	t.Helper()
+	in := p.newInput(8, 0, packet.MaxSize, func(_ sim.Time, b *packet.Buffer) {
+		sink(b.Data())
+		b.Free()
+	})
+	if ok, err := p.readDirect(in, dev); !ok || err != nil {
+		t.Fatalf("readDirect: %v, %v", ok, err)
 	}
 }

@@ -51,13 +51,7 @@ func TestDirectDrainTries(t *testing.T) {
 	src := &tryCountDevice{pollCountDevice: pollCountDevice{fd: efd}, pkt: ipPacket(netip.MustParseAddr("198.18.0.1"), netip.MustParseAddr("198.18.0.2"), 1400)}
 	src.read = func([][]byte, []int, int) (int, error) { t.Fatal("Read of a device that has TryRead"); return 0, nil }
 	got := 0
-	in := p.newInput(8, 0, packet.MaxSize, func(_ sim.Time, b *packet.Buffer) {
-		got++
-		b.Free()
-	})
-	if ok, err := p.readDirect(in, src); !ok || err != nil {
-		t.Fatalf("readDirect: %v, %v", ok, err)
-	}
+	readInto(t, p, src, func([]byte) { got++ })
 	queue(5)
 	if !p.pollInputs() || src.tries != 1 || got != 1 {
 		t.Fatalf("5 queued after no look: %d tries, %d packets; want 1 and 1 (one round, one read)", src.tries, got)

@@ -203,13 +203,7 @@ func TestDirectReadAllocs(t *testing.T) {
 	}
 	dst := &countDevice{}
 	out := p.newOutput(dst, 64, packet.MaxSize, true)
-	in := p.newInput(8, 0, packet.MaxSize, func(_ sim.Time, b *packet.Buffer) {
-		out.Send(b.Data())
-		b.Free()
-	})
-	if ok, err := p.readDirect(in, src); !ok || err != nil {
-		t.Fatalf("readDirect: %v, %v", ok, err)
-	}
+	readInto(t, p, src, func(b []byte) { out.Send(b) })
 	if p.pollInputs() {
 		t.Fatal("the loop read a device that does not poll readable")
 	}
