@@ -379,7 +379,7 @@ func (c *Conn) TransmitControl(now sim.Time, port int, b []byte) (int, transport
 // without their effects (a port out of range is TransmitControl's to
 // refuse).
 func (c *Conn) ControlPending(port int) bool {
-	if !c.r.ackDue && len(c.r.naks) == 0 && !c.ctl.due && !c.ctl.est && !c.ctl.closeAck && len(c.proto.lastAcks) == 0 {
+	if !c.r.ackDue && len(c.r.naks) == 0 && !c.ctl.due && !c.ctl.est && !c.ctl.closeAck && !c.ctl.revise && len(c.proto.lastAcks) == 0 {
 		return false // nothing owed on any port (most asks)
 	}
 	if port < 0 || port >= c.cfg.Ports || c.controlDue(port) {

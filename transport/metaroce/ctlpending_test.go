@@ -122,3 +122,20 @@ func TestControlPending(t *testing.T) {
 		}
 	}
 }
+
+// A revision owed (Options.ReviseFirstGrant) is control pending on its
+// port, so the NIC asks for it: the answer's fast path for "nothing owed"
+// once left it out, and an incast's first grants went unrevised until
+// other control happened to be asked for.
+func TestControlPendingRevision(t *testing.T) {
+	l := newLab(t, transporttest.Config{Seed: 1, Ports: 2}, Options{ReviseFirstGrant: true})
+	l.run(100 * sim.Microsecond)
+	b := metaConn(l.cb)
+	if b.ControlPending(0) || b.ControlPending(1) {
+		t.Fatal("an idle connection says it has control to send")
+	}
+	b.ctl.revise, b.ctl.port = true, 1
+	if !b.ControlPending(1) {
+		t.Error("a revision owed on port 1: ControlPending(1) false, want true")
+	}
+}
