@@ -175,6 +175,12 @@ func labKillRound(t *testing.T, l *cliLab, bin, evil string, round int) time.Dur
 	// Running: every program has said HELLO (perf's two agents), and the
 	// data moves for a moment.
 	waitClients(t, l, st, len(servers)+len(clients)+1)
+	// ibv_rc_pingpong says HELLO (opens the device) before it exchanges
+	// its queue pair's address with its server over TCP across the lab;
+	// a lab killed meanwhile leaves it blocked in that socket, where no
+	// verbs call can tell it the lab died (a CI round on a loaded machine
+	// found a client still running 30 s after the kill).
+	waitExchanged(t, l, 18515)
 	time.Sleep(300 * time.Millisecond)
 	mu.Lock()
 	early := append([]exited(nil), ends...)
@@ -235,7 +241,17 @@ func labKillRound(t *testing.T, l *cliLab, bin, evil string, round int) time.Dur
 		}
 	}
 	if len(ends) != len(servers)+len(clients) {
-		t.Errorf("round %d: %d of %d clients exited", round, len(ends), len(servers)+len(clients))
+		gone := map[string]bool{}
+		for _, e := range ends {
+			gone[e.name] = true
+		}
+		var running []string
+		for _, c := range append(servers, clients...) {
+			if !gone[c.name] {
+				running = append(running, c.name)
+			}
+		}
+		t.Errorf("round %d: %d of %d clients exited; still running: %s", round, len(ends), len(servers)+len(clients), strings.Join(running, ", "))
 	}
 
 	if code, out := l.sh(t, "down", l.name); code != 0 {
@@ -274,6 +290,33 @@ func waitClients(t *testing.T, l *cliLab, st *live.State, n int) {
 		}
 	}
 	t.Fatalf("%d verbs clients after 60 s, want %d", have, n)
+}
+
+// waitExchanged waits until ibv_rc_pingpong's client and server (h0 and
+// h1) are past their TCP exchange on port: the server's listener is gone
+// (closed when it accepts) and no socket of h0's to that port is still
+// connecting or established.
+func waitExchanged(t *testing.T, l *cliLab, port int) {
+	t.Helper()
+	listen := fmt.Sprintf(":%04X 00000000:0000 0A", port)
+	remote := fmt.Sprintf(":%04X", port)
+	for end := time.Now().Add(60 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		if _, out := l.sh(t, "exec", "--lab", l.name, "h1", "--", "cat", "/proc/net/tcp"); strings.Contains(out, listen) {
+			continue
+		}
+		_, out := l.sh(t, "exec", "--lab", l.name, "h0", "--", "cat", "/proc/net/tcp")
+		busy := false
+		for _, line := range strings.Split(out, "\n") {
+			f := strings.Fields(line)
+			if len(f) > 3 && strings.HasSuffix(f[2], remote) && (f[3] == "01" || f[3] == "02") {
+				busy = true
+			}
+		}
+		if !busy {
+			return
+		}
+	}
+	t.Fatalf("ibv_rc_pingpong's TCP exchange on port %d not done after 60 s", port)
 }
 
 // waitListening waits until a TCP socket listens on port in host's
