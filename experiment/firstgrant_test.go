@@ -74,7 +74,7 @@ func TestIncastHeldFirstGrant(t *testing.T) {
 }
 
 // TestIncastRevisedFirstGrant: the incast claims' beds with
-// revised first grants (the default; spec §9, first flight): the acceptor lowers the
+// ReviseFirstGrant on (spec §9, first flight): the acceptor lowers the
 // outstanding grants to the share of the dialers so far and tells their
 // dialers, so the 63 dialers of the 63:1 incast end with C/63 each instead
 // of the first with C. Their flights start late (after every handshake),
@@ -83,7 +83,7 @@ func TestIncastHeldFirstGrant(t *testing.T) {
 // queue 16.8 -> 29.3 KB; 63:1 wide settle 0 -> 0 RTTs, peak queue 235 ->
 // 218-222 KB, no drops, utilization 0.999.
 func TestIncastRevisedFirstGrant(t *testing.T) {
-	incastFirstGrant(t, "transports.metaroce.revise_first_grant=on", "revised grants")
+	incastFirstGrant(t, reviseFirstGrant, "revised grants")
 }
 
 // incastFirstGrant runs the 8:1 and 63:1 incast claims' beds with the

@@ -115,7 +115,7 @@ var metaroceKeys = []optionKey[Transports]{
 	fractionKey("repath_confidence", func(t *Transports) *float64 { return &t.MetaRoCE.RepathConfidence }),
 	onOffKey("rate_hint", true, func(t *Transports) *bool { return &t.MetaRoCE.DisableRateHint }),
 	onOffKey("hold_first_grant", false, func(t *Transports) *bool { return &t.MetaRoCE.HoldFirstGrant }),
-	onOffKey("revise_first_grant", true, func(t *Transports) *bool { return &t.MetaRoCE.FixedFirstGrant }),
+	onOffKey("revise_first_grant", false, func(t *Transports) *bool { return &t.MetaRoCE.ReviseFirstGrant }),
 	fractionKey("hint_utilization", func(t *Transports) *float64 { return &t.MetaRoCE.HintUtilization }),
 	intKey("max_retries", 1, 1<<10, func(t *Transports) *int { return &t.MetaRoCE.MaxRetries }),
 	intKey("rnr_retries", 1, 1<<10, func(t *Transports) *int { return &t.MetaRoCE.RNRRetries }),

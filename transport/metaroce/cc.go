@@ -272,8 +272,8 @@ func (c *Conn) noteHint(h uint32) {
 	if c.cfg.Trace != nil && (hint > c.s.hint*1.1 || hint < c.s.hint*0.9) {
 		c.tracef("rate hint %.3f Gb/s -> %.3f Gb/s", c.s.hint*8/1e9, hint*8/1e9)
 	}
-	if hint == 0 || c.s.hint == 0 || first && !c.opts.FixedFirstGrant {
-		// With revised grants (FixedFirstGrant unset) the first ACK releases
+	if hint == 0 || c.s.hint == 0 || first && c.opts.ReviseFirstGrant {
+		// With revised grants (ReviseFirstGrant) the first ACK releases
 		// the pacer: the gap before it was the first share's, a grant for
 		// one round trip. A late flight's lone packet paced at a 63-to-1
 		// incast's revised share of C/63 (one packet per ~20 us at 100G)
@@ -302,7 +302,7 @@ func (c *Conn) pace(n int) {
 		}
 	}
 	c.s.pacer.sent(c.now, n, c.paceRate(), c.lineBytes)
-	if first && !c.opts.FixedFirstGrant && c.s.pacer.next > c.now {
+	if first && c.opts.ReviseFirstGrant && c.s.pacer.next > c.now {
 		// With revised grants every dialer of an acceptor holds the
 		// same share when data starts, and senders paced alike from the
 		// same instant keep the same phase: their packets reach the

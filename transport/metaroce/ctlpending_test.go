@@ -123,12 +123,12 @@ func TestControlPending(t *testing.T) {
 	}
 }
 
-// A revision owed (revised first grants, the default) is control pending on its
+// A revision owed (Options.ReviseFirstGrant) is control pending on its
 // port, so the NIC asks for it: the answer's fast path for "nothing owed"
 // once left it out, and an incast's first grants went unrevised until
 // other control happened to be asked for.
 func TestControlPendingRevision(t *testing.T) {
-	l := newLab(t, transporttest.Config{Seed: 1, Ports: 2}, Options{})
+	l := newLab(t, transporttest.Config{Seed: 1, Ports: 2}, Options{ReviseFirstGrant: true})
 	l.run(100 * sim.Microsecond)
 	b := metaConn(l.cb)
 	if b.ControlPending(0) || b.ControlPending(1) {

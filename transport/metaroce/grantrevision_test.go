@@ -12,7 +12,7 @@ import (
 // dialers a SYN_ACK with REVISE (spec §9, first flight), so that N
 // dialers end with C/N each and the grants in force never add up to more
 // than C. A SYN_ACK not yet sent carries the lower share itself. Without
-// a way to wake a connection (no SetWake), or with FixedFirstGrant set,
+// a way to wake a connection (no SetWake), or with ReviseFirstGrant off,
 // the grants stand and a latecomer gets what is left.
 func TestGrantRevision(t *testing.T) {
 	syn := func(nonce uint64) []byte {
@@ -54,7 +54,7 @@ func TestGrantRevision(t *testing.T) {
 	}
 
 	t.Run("revised to the share of N", func(t *testing.T) {
-		p := NewProtocol(Options{})
+		p := NewProtocol(Options{ReviseFirstGrant: true})
 		var conns []*Conn
 		woken := map[*Conn]int{}
 		for k := 1; k <= 5; k++ {
@@ -88,7 +88,7 @@ func TestGrantRevision(t *testing.T) {
 	})
 
 	t.Run("an unsent SYN_ACK carries the revision", func(t *testing.T) {
-		p := NewProtocol(Options{})
+		p := NewProtocol(Options{ReviseFirstGrant: true})
 		a := accept(p, 41, func() {})
 		b := accept(p, 42, func() {}) // a's SYN_ACK has not gone: no revision owed
 		if share, revise, ok := setupOut(a); !ok || revise || share != 65535/2 {
@@ -107,8 +107,8 @@ func TestGrantRevision(t *testing.T) {
 		opts   Options
 		wakeUp bool
 	}{
-		{"no wake: the grant stands", Options{}, false},
-		{"fixed grants: the grant stands", Options{FixedFirstGrant: true}, true},
+		{"no wake: the grant stands", Options{ReviseFirstGrant: true}, false},
+		{"option off: the grant stands", Options{}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := NewProtocol(tc.opts)

@@ -70,9 +70,8 @@ type Options struct {
 	// of the others' shares (within the one BDP the grants add up to).
 	// See docs/metaroce-wire.md §9, first flight.
 	HoldFirstGrant bool
-	// FixedFirstGrant (off by default) turns off revised first grants,
-	// the acceptor's rule, which any dialer understands: an acceptor that
-	// finds less capacity left than
+	// ReviseFirstGrant (off by default; the acceptor's rule, which any
+	// dialer understands): an acceptor that finds less capacity left than
 	// a new dialer's share lowers the outstanding first grants above that
 	// share to it and tells their dialers (a SYN_ACK with REVISE), so
 	// that N dialers end with C/N each instead of the first with all of
@@ -81,11 +80,10 @@ type Options struct {
 	// given the same share at once do not keep the same phase, and a
 	// dialer's first ACK releases its pacer. An all-to-all's first
 	// operation no longer loses a round trip (small bed, 400G: 0.89x ->
-	// 1.06x lossless RoCEv2; 64 hosts 0.69x -> 1.04x; 64 hosts at 25G:
-	// 0.815x -> 0.790x). With it set, the first dialer keeps the whole
-	// capacity and later ones get one packet until their first ACK.
+	// 1.06x lossless RoCEv2; 64 hosts 0.69x -> 1.04x). Off until the
+	// whole suite has run with it (64 hosts at 25G: 0.815x -> 0.790x).
 	// See docs/metaroce-wire.md §9, first flight.
-	FixedFirstGrant bool
+	ReviseFirstGrant bool
 	// HintUtilization is the fraction of its line rate a receiver hands out
 	// to its senders (default 1).
 	HintUtilization float64

@@ -118,7 +118,7 @@ func (p *Protocol) nicSetup(cfg transport.Config) {
 		p.alloc = newAllocator(capacity, p.opts.RTOMax, p.opts.ECNGain)
 		p.alloc.ports = max(1, cfg.Ports)
 		p.alloc.holdGrants = p.opts.HoldFirstGrant
-		if !p.opts.FixedFirstGrant {
+		if p.opts.ReviseFirstGrant {
 			p.alloc.revise = p.reviseGrant
 		}
 		p.send.capacity = int64(capacity / 1000)

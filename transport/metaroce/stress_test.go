@@ -122,9 +122,6 @@ func TestFirstFlightAndECNRate(t *testing.T) {
 
 	const hint = 1e9 // bytes/s
 	c.s.dataRTT, c.s.minRTT, c.s.srtt = true, 10*sim.Microsecond, 10*sim.Microsecond
-	// The gaps after the first data packet: the first's is stretched by a
-	// fraction of itself (revised first grants, spec §9 first flight).
-	c.ctl.flight = flightInTime
 	n := wire.DataSize + wire.TrailerSize + 4096
 	gap := func() sim.Time {
 		c.s.hint, c.s.heard, c.s.pacer.next = hint, true, c.now
