@@ -110,7 +110,10 @@ func splitVirtio(in []byte, bufs [][]byte, sizes []int, offset int) (int, error)
 		sizes[0] = copy(bufs[0][offset:], in)
 		return 1, nil
 	}
-	if gso != virtioGSOTCPv4 && gso != virtioGSOUDPL4 || len(in) < 20 || in[0]>>4 != 4 {
+	if len(in) < 20 {
+		return 0, fmt.Errorf("a TUN's super-packet of %d bytes: shorter than an IPv4 header", len(in))
+	}
+	if gso != virtioGSOTCPv4 && gso != virtioGSOUDPL4 || in[0]>>4 != 4 {
 		return 0, fmt.Errorf("a TUN's super-packet: GSO type %d, IP version %d: want IPv4 TCP or UDP", gso, in[0]>>4)
 	}
 	// The kernel's hdr_len may cover a whole first packet; the headers
